@@ -1,0 +1,79 @@
+"""Ember: a deep-learning framework — tensors on devices, autograd, eager and graph execution."""
+
+from ember import dtypes as _dtypes
+from ember.dtypes import (
+    DType as dtype,
+    bfloat16,
+    bool_ as bool,
+    float16,
+    float32,
+    float64,
+    get_default_dtype,
+    int8,
+    int16,
+    int32,
+    int64,
+    promote_types,
+    set_default_dtype,
+    uint8,
+)
+from ember.device import Device as device
+from ember.errors import DataDependentError, DeviceMismatchError, ShapeError
+from ember.tensor import Tensor
+from ember import ops
+from ember import _methods
+from ember.ops import *  # noqa: F403  (every op is public at the top level, as in PyTorch)
+from ember._methods import add, div, mul, sub  # noqa: E402  (alpha/rounding_mode forms win)
+from ember.creation import (
+    arange,
+    as_tensor,
+    bernoulli,
+    empty,
+    eye,
+    from_numpy,
+    full,
+    linspace,
+    logspace,
+    multinomial,
+    normal,
+    ones,
+    rand,
+    rand_like,
+    randint,
+    randint_like,
+    randn,
+    randn_like,
+    randperm,
+    tensor,
+    zeros,
+)
+from ember.random import Generator, get_rng_state, initial_seed, manual_seed, seed, set_rng_state
+from ember.grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
+from ember import autograd
+from ember.transforms import grad, value_and_grad
+from ember import cuda
+
+subtract, divide, true_divide, multiply = sub, div, div, mul
+
+float = float32
+double = float64
+half = float16
+long = int64
+int = int32
+short = int16
+cfloat = None
+
+__version__ = "0.1.0"
+
+
+def is_tensor(obj) -> "bool":
+    """Whether obj is an Ember tensor."""
+    return isinstance(obj, Tensor)
+
+
+def numel(input: Tensor) -> "int":
+    """Number of elements of a tensor."""
+    return input.numel()
+
+
+del _dtypes

@@ -1,0 +1,418 @@
+"""Reverse-mode automatic differentiation over the recorded op graph.
+
+Every op call that needs gradients records a `Node`: the op, its attributes, edges to the nodes (or
+leaf tensors) that produced its inputs, and the tensors its gradient rule needs. `backward` walks
+the nodes in reverse topological order and calls each op's `vjp`, which is written in Ember ops,
+so with `create_graph=True` the backward pass is itself recorded and can be differentiated again.
+"""
+
+from __future__ import annotations
+
+import weakref
+
+from ember.grad_mode import state as _grad_state
+
+
+class Node:
+    """One recorded op application: the autograd graph's unit (`tensor.grad_fn`)."""
+
+    __slots__ = ("op", "attrs", "edges", "in_meta", "_saved", "_out_saved", "freed", "retained", "__weakref__")
+
+    def __init__(self, op, attrs: dict, inputs: tuple, outputs: tuple) -> None:
+        self.op = op
+        self.attrs = attrs
+        self.freed = False
+        self.retained = None
+        edges = []
+        meta = []
+        for x in inputs:
+            if isinstance(x, _Tensor):
+                meta.append((x._data.shape, x._data.dtype))
+                if x._requires_grad:
+                    fn = x._grad_fn
+                    edges.append((fn, x._output_nr) if fn is not None else (x, -1))
+                    continue
+            else:
+                meta.append(None)
+            edges.append(None)
+        self.edges = edges
+        self.in_meta = meta
+        save = op.save_inputs
+        if type(save) is slice:  # ops with a variable number of inputs save a range of them
+            save = range(len(inputs))[save]
+        self._saved = {i: (inputs[i], _version_of(inputs[i])) for i in save} if save else None
+        if op.save_outputs:
+            self._out_saved = {
+                i: (outputs[i]._data, outputs[i]._version, outputs[i]._version[0], outputs[i]._device)
+                for i in op.save_outputs
+            }
+        else:
+            self._out_saved = None
+
+    # --- the context interface that gradient rules use ---------------------------------
+    @property
+    def name(self) -> str:
+        return self.op.name
+
+    def input(self, i: int):
+        """The i-th input as it was at forward time (an error if it was modified in place since)."""
+        if self._saved is None:
+            self._raise_freed()
+        try:
+            x, version = self._saved[i]
+        except KeyError:
+            raise RuntimeError(f"{self.op.name}: gradient rule asked for input {i}, which it did not save") from None
+        if version is not None and x._version[0] != version:
+            raise RuntimeError(
+                f"one of the tensors needed for gradient computation has been modified by an in-place "
+                f"operation: input {i} of {self.op.name}, of shape {tuple(x.shape)}, is at version "
+                f"{x._version[0]}; expected version {version}. Use .clone() before modifying it in place."
+            )
+        return x
+
+    @property
+    def output(self):
+        """The op's (first) output as a tensor connected to this node."""
+        return self.output_at(0)
+
+    def output_at(self, i: int):
+        """Output i as saved at forward time (connected to this node when it is a float)."""
+        if self._out_saved is None:
+            self._raise_freed()
+        data, counter, version, device = self._out_saved[i]
+        if counter[0] != version:
+            raise RuntimeError(
+                f"one of the tensors needed for gradient computation has been modified by an in-place "
+                f"operation: output {i} of {self.op.name} is at version {counter[0]}; expected version "
+                f"{version}. Use .clone() before modifying it in place."
+            )
+        out = _Tensor._make(data, device)
+        out._version = counter
+        if data.dtype in _FLOAT_NP:
+            out._requires_grad = True
+            out._grad_fn = self
+            out._output_nr = i
+        return out
+
+    def in_shape(self, i: int) -> tuple:
+        return tuple(self.in_meta[i][0])
+
+    def in_dtype(self, i: int):
+        return self.in_meta[i][1]
+
+    def needs_grad(self, i: int) -> bool:
+        """Whether input i needs a gradient (lets rules skip work)."""
+        return self.edges[i] is not None
+
+    def _raise_freed(self):
+        raise RuntimeError(
+            f"trying to backward through the graph a second time (through {self.op.name}): its saved "
+            "tensors were freed after the first backward. Pass retain_graph=True to the first "
+            "backward() if you need to backward twice."
+        )
+
+    def release(self) -> None:
+        """Drop saved tensors after a backward pass that does not retain the graph."""
+        if self._saved is not None or self._out_saved is not None:
+            self._saved = None
+            self._out_saved = None
+            self.freed = True
+
+    def next_functions(self) -> tuple:
+        """Edges to the nodes that produced the inputs (PyTorch's `grad_fn.next_functions`)."""
+        return tuple(self.edges)
+
+    def __repr__(self) -> str:
+        return f"<{self.op.name}Backward>"
+
+
+def _version_of(x):
+    return x._version[0] if isinstance(x, _Tensor) else None
+
+
+def _collect(roots: list) -> dict:
+    """Count, for each node reachable from the roots, how many edges point at it."""
+    deps: dict = {}
+    stack = list(roots)
+    seen = set(id(n) for n in roots)
+    while stack:
+        node = stack.pop()
+        for edge in node.edges:
+            if edge is None:
+                continue
+            parent = edge[0]
+            if type(parent) is not Node:
+                continue
+            deps[parent] = deps.get(parent, 0) + 1
+            if id(parent) not in seen:
+                seen.add(id(parent))
+                stack.append(parent)
+    return deps
+
+
+def _fit(g, shape, np_dtype, node, i):
+    """Reduce a broadcast gradient to the input's shape and cast it to the input's dtype."""
+    if g.shape != shape:
+        g = _ops.sum_to_size(g, shape)
+    if g._data.dtype != np_dtype:
+        g = g.to(_dt.from_numpy_dtype(np_dtype))
+    return g
+
+
+def run_backward(
+    roots, grads, retain_graph: bool = False, create_graph: bool = False, inputs=None, allow_unused=False
+):
+    """The engine: propagate `grads` from `roots` back to leaves (or to `inputs`, returned in order)."""
+    capture_leaf: dict = {}
+    capture_node: dict = {}
+    results = None
+    if inputs is not None:
+        results = [None] * len(inputs)
+        for k, x in enumerate(inputs):
+            if not isinstance(x, _Tensor):
+                raise TypeError(f"grad: inputs must be tensors, got {type(x).__name__}")
+            if not x._requires_grad:
+                raise RuntimeError(f"grad: input {k} (shape {tuple(x.shape)}) does not require grad")
+            if x._grad_fn is None:
+                capture_leaf.setdefault(id(x), []).append(k)
+            else:
+                capture_node.setdefault((x._grad_fn, x._output_nr), []).append(k)
+
+    buffers: dict = {}
+    leaf_grads: dict = {}  # id(leaf) -> (leaf, grad)
+    root_nodes = []
+
+    def send_leaf(leaf, g):
+        key = id(leaf)
+        prev = leaf_grads.get(key)
+        leaf_grads[key] = (leaf, g if prev is None else prev[1] + g)
+
+    prev_mode = _grad_state.enabled
+    _grad_state.enabled = create_graph
+    try:
+        for t, g in zip(roots, grads):
+            fn = t._grad_fn
+            if fn is None:
+                send_leaf(t, g)
+                continue
+            buf = buffers.setdefault(fn, [None] * fn.op.n_outputs)
+            nr = t._output_nr
+            buf[nr] = g if buf[nr] is None else buf[nr] + g
+            if fn not in root_nodes:
+                root_nodes.append(fn)
+
+        deps = _collect(root_nodes)
+        ready = [n for n in root_nodes if n not in deps]
+        while ready:
+            node = ready.pop()
+            out_grads = buffers.pop(node)
+            if capture_node:
+                for nr, g in enumerate(out_grads):
+                    for k in capture_node.get((node, nr), ()):
+                        results[k] = g
+            if node.retained:
+                for nr, ref in node.retained.items():
+                    t = ref()
+                    if t is not None and out_grads[nr] is not None:
+                        t.grad = out_grads[nr] if create_graph else out_grads[nr].detach()
+            if node.freed:
+                node._raise_freed()
+            if all(g is None for g in out_grads):
+                in_grads = (None,) * len(node.edges)
+            else:
+                in_grads = node.op.vjp(node, *out_grads)
+                if not isinstance(in_grads, (tuple, list)):
+                    in_grads = (in_grads,)
+            if not retain_graph:
+                node.release()
+            for i, edge in enumerate(node.edges):
+                if edge is None:
+                    continue
+                parent, nr = edge
+                g = in_grads[i] if i < len(in_grads) else None
+                if g is not None:
+                    shape, np_dtype = node.in_meta[i]
+                    g = _fit(g, shape, np_dtype, node, i)
+                if type(parent) is Node:
+                    if g is not None:
+                        buf = buffers.get(parent)
+                        if buf is None:
+                            buf = buffers[parent] = [None] * parent.op.n_outputs
+                        buf[nr] = g if buf[nr] is None else buf[nr] + g
+                    elif parent not in buffers:
+                        buffers[parent] = [None] * parent.op.n_outputs
+                    deps[parent] -= 1
+                    if deps[parent] == 0:
+                        ready.append(parent)
+                elif g is not None:
+                    send_leaf(parent, g)
+    finally:
+        _grad_state.enabled = prev_mode
+
+    if inputs is not None:
+        for key, (_leaf, g) in leaf_grads.items():
+            for k in capture_leaf.get(key, ()):
+                results[k] = g
+        for k, r in enumerate(results):
+            if r is None and not allow_unused:
+                raise RuntimeError(
+                    f"grad: input {k} was not used to compute the outputs; pass allow_unused=True "
+                    "to get None for it"
+                )
+            if r is not None and not create_graph:
+                results[k] = r.detach()
+        return results
+
+    stored = set()
+    for leaf, g in leaf_grads.values():
+        _accumulate_into_leaf(leaf, g, create_graph, stored)
+    return None
+
+
+def _accumulate_into_leaf(leaf, g, create_graph: bool, stored: set) -> None:
+    if not create_graph:
+        g = g.detach()
+    if leaf.grad is None:
+        data = g._data
+        # A gradient may alias another leaf's or be a read-only broadcast view: own a copy then.
+        flags = getattr(data, "flags", None)
+        if flags is not None and (not flags.owndata or not flags.writeable or id(data) in stored):
+            g = g.clone() if not create_graph else g
+        stored.add(id(g._data))
+        leaf.grad = g
+    elif create_graph:
+        leaf.grad = leaf.grad + g
+    else:
+        leaf.grad._data += g._data.astype(leaf.grad._data.dtype, copy=False)
+        leaf.grad._version[0] += 1
+
+
+def backward(tensors, grad_tensors=None, retain_graph=None, create_graph: bool = False) -> None:
+    """Accumulate d(tensors)/d(leaves) into each leaf's `.grad` (PyTorch's `autograd.backward`)."""
+    if isinstance(tensors, _Tensor):
+        tensors = [tensors]
+    tensors = list(tensors)
+    if grad_tensors is None or isinstance(grad_tensors, _Tensor):
+        grad_tensors = [grad_tensors] * len(tensors) if grad_tensors is None else [grad_tensors]
+    roots, grads = [], []
+    for t, g in zip(tensors, grad_tensors):
+        if not t._requires_grad:
+            raise RuntimeError(
+                f"element of shape {tuple(t.shape)} does not require grad and has no grad_fn: call "
+                "requires_grad_() on the leaves you want gradients for"
+            )
+        roots.append(t)
+        grads.append(_initial_grad(t, g, "backward"))
+    if retain_graph is None:
+        retain_graph = create_graph
+    run_backward(roots, grads, retain_graph=retain_graph, create_graph=create_graph)
+
+
+def _initial_grad(t, g, what: str):
+    if g is None:
+        if t.numel() != 1:
+            raise RuntimeError(
+                f"{what}: grad can be implicitly created only for scalar outputs, but the output has "
+                f"shape {tuple(t.shape)}; pass a gradient of that shape"
+            )
+        return _ops.ones_like(t)
+    if not isinstance(g, _Tensor):
+        g = _Tensor._make(t._device.backend.from_host(_np.asarray(g, dtype=t._data.dtype)), t._device)
+    if tuple(g.shape) != tuple(t.shape):
+        raise ValueError(f"{what}: gradient has shape {tuple(g.shape)} but the output has shape {tuple(t.shape)}")
+    if g._device is not t._device:
+        raise RuntimeError(f"{what}: gradient is on {g._device} but the output is on {t._device}")
+    return g
+
+
+def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph: bool = False, allow_unused=False):
+    """d(outputs)/d(inputs) as a tuple, without touching `.grad` (PyTorch's `autograd.grad`)."""
+    single_out = isinstance(outputs, _Tensor)
+    outputs = [outputs] if single_out else list(outputs)
+    inputs_seq = [inputs] if isinstance(inputs, _Tensor) else list(inputs)
+    if grad_outputs is None or isinstance(grad_outputs, _Tensor):
+        grad_outputs = [grad_outputs] * len(outputs) if grad_outputs is None else [grad_outputs]
+    grads = []
+    for t, g in zip(outputs, grad_outputs):
+        if not t._requires_grad:
+            raise RuntimeError(
+                f"grad: output of shape {tuple(t.shape)} does not require grad; none of the inputs was "
+                "used to compute it with gradients enabled"
+            )
+        grads.append(_initial_grad(t, g, "grad"))
+    if retain_graph is None:
+        retain_graph = create_graph
+    result = run_backward(
+        outputs, grads, retain_graph=retain_graph, create_graph=create_graph, inputs=inputs_seq,
+        allow_unused=allow_unused,
+    )
+    return tuple(result)
+
+
+def gradcheck(fn, inputs, eps: float = 1e-6, atol: float = 1e-5, rtol: float = 1e-3, raise_exception=True) -> bool:
+    """Compare autograd's gradients with float64 central finite differences on every input."""
+    import numpy as np
+
+    inputs = tuple(inputs) if isinstance(inputs, (tuple, list)) else (inputs,)
+    diff = [x for x in inputs if isinstance(x, _Tensor) and x.requires_grad]
+    for x in diff:
+        if x.dtype is not _dt.float64:
+            raise TypeError(f"gradcheck: inputs must be float64 for finite differences, got {x.dtype}")
+    out = fn(*inputs)
+    outs = out if isinstance(out, (tuple, list)) else (out,)
+    outs = [o for o in outs if isinstance(o, _Tensor) and o.requires_grad]
+    for oi, o in enumerate(outs):
+        n_out = o.numel()
+        for j in range(n_out):
+            seed = np.zeros(n_out)
+            seed[j] = 1.0
+            g = _Tensor._make(seed.reshape(o.shape), o._device)
+            analytic = grad([o], diff, [g], retain_graph=True, allow_unused=True)
+            for xi, x in enumerate(diff):
+                flat = x._data.reshape(-1)
+                numeric = np.zeros(flat.shape)
+                for k in range(flat.size):
+                    orig = flat[k]
+                    flat[k] = orig + eps
+                    plus = _eval_out(fn, inputs, oi)[j]
+                    flat[k] = orig - eps
+                    minus = _eval_out(fn, inputs, oi)[j]
+                    flat[k] = orig
+                    numeric[k] = (plus - minus) / (2 * eps)
+                a = np.zeros(flat.shape) if analytic[xi] is None else analytic[xi].numpy().reshape(-1)
+                if not np.allclose(a, numeric, atol=atol, rtol=rtol):
+                    if raise_exception:
+                        raise RuntimeError(
+                            f"gradcheck: gradient of output {oi}[{j}] w.r.t. input {xi} differs: "
+                            f"analytic {a} vs numeric {numeric}"
+                        )
+                    return False
+    return True
+
+
+def _eval_out(fn, inputs, oi):
+    from ember.grad_mode import no_grad
+
+    with no_grad():
+        out = fn(*inputs)
+    outs = out if isinstance(out, (tuple, list)) else (out,)
+    return outs[oi].numpy().reshape(-1)
+
+
+def retain_node_grad(t) -> None:
+    """Make backward store a non-leaf tensor's gradient in its `.grad` (`Tensor.retain_grad`)."""
+    node = t._grad_fn
+    if node is None:
+        return
+    if node.retained is None:
+        node.retained = {}
+    node.retained[t._output_nr] = weakref.ref(t)
+
+
+# Imported last: the tensor and op layers import this module.
+import numpy as _np  # noqa: E402
+
+from ember import dtypes as _dt  # noqa: E402
+from ember import ops as _ops  # noqa: E402
+from ember.tensor import _FLOAT_NP  # noqa: E402
+from ember.tensor import Tensor as _Tensor  # noqa: E402

@@ -1,0 +1,291 @@
+"""Creating tensors: from data, filled, ranges, and random draws."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ember import dtypes as dt
+from ember.backends.meta import MetaArray
+from ember.device import as_device
+from ember.random import Generator, host_rng
+from ember.tensor import Tensor
+
+
+def _size(size) -> tuple:
+    """Accept f(2, 3), f((2, 3)) and f([2, 3])."""
+    if len(size) == 1 and isinstance(size[0], (tuple, list)):
+        size = tuple(size[0])
+    out = []
+    for d in size:
+        if isinstance(d, Tensor):
+            d = int(d)
+        if not isinstance(d, (int, np.integer)) or isinstance(d, bool):
+            raise TypeError(f"sizes must be integers, got {d!r}")
+        if d < 0:
+            raise ValueError(f"sizes must be non-negative, got {tuple(size)}")
+        out.append(int(d))
+    return tuple(out)
+
+
+def _finish(data, device, requires_grad: bool) -> Tensor:
+    t = Tensor._make(data, device)
+    if requires_grad:
+        t.requires_grad_(True)
+    return t
+
+
+def _host_to_device(arr: np.ndarray, device, requires_grad=False) -> Tensor:
+    return _finish(device.backend.from_host(arr), device, requires_grad)
+
+
+def _infer_np(data):
+    """NumPy array with PyTorch's dtype inference for Python data."""
+    if isinstance(data, np.ndarray):
+        return data
+    if isinstance(data, np.generic):
+        return np.asarray(data)
+    if isinstance(data, (list, tuple)) and any(isinstance(x, Tensor) for x in _flat_first(data)):
+        data = _to_nested(data)
+    arr = np.asarray(data)
+    if arr.dtype == np.float64:
+        arr = arr.astype(dt.get_default_dtype().np)
+    elif arr.dtype.kind in "iu" and arr.dtype != np.uint8:
+        arr = arr.astype(np.int64)
+    elif arr.dtype.kind == "O":
+        raise TypeError(f"tensor: could not infer a dtype from data of type {type(data).__name__}")
+    return arr
+
+
+def _flat_first(data):
+    while isinstance(data, (list, tuple)) and data:
+        yield data[0]
+        data = data[0]
+
+
+def _to_nested(data):
+    if isinstance(data, Tensor):
+        return data.detach().tolist()
+    if isinstance(data, (list, tuple)):
+        return [_to_nested(x) for x in data]
+    return data
+
+
+def tensor(data, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    """A new tensor (a copy) from data: nested lists, numbers, NumPy arrays or tensors."""
+    device = as_device(device)
+    if isinstance(data, Tensor):
+        out = data.detach().to(device=device, dtype=dtype, copy=True)
+        return out.requires_grad_(True) if requires_grad else out
+    arr = _infer_np(data)
+    if dtype is not None:
+        arr = arr.astype(dt.as_dtype(dtype).np)
+    else:
+        dt.from_numpy_dtype(arr.dtype)  # reject unsupported dtypes with a clear message
+    arr = np.array(arr, copy=True, order="C")
+    return _host_to_device(arr, device, requires_grad)
+
+
+def as_tensor(data, dtype=None, device=None) -> Tensor:
+    """Like tensor(), but shares memory with a NumPy array or tensor when it can."""
+    if isinstance(data, Tensor):
+        return data.to(device=device, dtype=dtype) if (device or dtype) else data
+    if isinstance(data, np.ndarray) and dtype is None and as_device(device).type == "cpu":
+        return from_numpy(data)
+    return tensor(data, dtype=dtype, device=device)
+
+
+def from_numpy(array: np.ndarray) -> Tensor:
+    """A CPU tensor that shares memory with a NumPy array (writes show on both sides)."""
+    if not isinstance(array, np.ndarray):
+        raise TypeError(f"from_numpy: expected a numpy.ndarray, got {type(array).__name__}")
+    dt.from_numpy_dtype(array.dtype)
+    return Tensor._make(array, as_device("cpu"))
+
+
+def _dtype_np(dtype, default=None):
+    if dtype is None:
+        return (default or dt.get_default_dtype()).np
+    return dt.as_dtype(dtype).np
+
+
+def _filled(shape, value, dtype, device, requires_grad):
+    device = as_device(device)
+    np_dtype = _dtype_np(dtype)
+    data = device.backend.full(shape, value, np_dtype)
+    return _finish(data, device, requires_grad)
+
+
+def zeros(*size, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    """A tensor of zeros."""
+    return _filled(_size(size), 0, dtype, device, requires_grad)
+
+
+def ones(*size, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    """A tensor of ones."""
+    return _filled(_size(size), 1, dtype, device, requires_grad)
+
+
+def empty(*size, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    """An uninitialised tensor."""
+    device = as_device(device)
+    data = device.backend.empty(_size(size), _dtype_np(dtype))
+    return _finish(data, device, requires_grad)
+
+
+def full(size, fill_value, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    """A tensor filled with one value; the dtype follows the value (bool, int64 or default float)."""
+    if dtype is None:
+        dtype = dt.scalar_dtype(fill_value.item() if isinstance(fill_value, Tensor) else fill_value)
+    if isinstance(fill_value, Tensor):
+        fill_value = fill_value.item()
+    return _filled(_size((size,) if isinstance(size, int) else (tuple(size),)), fill_value, dtype, device, requires_grad)
+
+
+def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    """Values from start up to (not including) end by step; int64 for integer arguments."""
+    if end is None:
+        start, end = 0, start
+    if step == 0:
+        raise ValueError("arange: step must be nonzero")
+    if dtype is None:
+        is_int = all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in (start, end, step))
+        dtype = dt.int64 if is_int else dt.get_default_dtype()
+    dtype = dt.as_dtype(dtype)
+    n = max(0, int(np.ceil((end - start) / step)))
+    device = as_device(device)
+    if device.backend.abstract:
+        return _finish(MetaArray((n,), dtype.np), device, requires_grad)
+    arr = (start + step * np.arange(n, dtype=np.float64 if dtype.is_floating_point else np.int64)).astype(dtype.np)
+    return _host_to_device(arr, device, requires_grad)
+
+
+def linspace(start, end, steps: int, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    """`steps` evenly spaced values from start to end inclusive."""
+    if steps < 0:
+        raise ValueError(f"linspace: steps must be non-negative, got {steps}")
+    dtype = dt.as_dtype(dtype) if dtype is not None else dt.get_default_dtype()
+    device = as_device(device)
+    if device.backend.abstract:
+        return _finish(MetaArray((steps,), dtype.np), device, requires_grad)
+    return _host_to_device(np.linspace(start, end, steps).astype(dtype.np), device, requires_grad)
+
+
+def logspace(start, end, steps: int, base: float = 10.0, *, dtype=None, device=None) -> Tensor:
+    """base ** linspace(start, end, steps)."""
+    dtype = dt.as_dtype(dtype) if dtype is not None else dt.get_default_dtype()
+    return _host_to_device(np.logspace(start, end, steps, base=base).astype(dtype.np), as_device(device))
+
+
+def eye(n: int, m: int | None = None, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    """An n x m matrix with ones on the diagonal."""
+    m = n if m is None else m
+    device = as_device(device)
+    np_dtype = _dtype_np(dtype)
+    if device.backend.abstract:
+        return _finish(MetaArray((n, m), np_dtype), device, requires_grad)
+    return _host_to_device(np.eye(n, m, dtype=np_dtype), device, requires_grad)
+
+
+# --- random ------------------------------------------------------------------------------
+def _random(device, shape, np_dtype, draw, requires_grad, generator=None):
+    device = as_device(device)
+    if device.backend.abstract:
+        return _finish(MetaArray(shape, np_dtype), device, requires_grad)
+    if device.type == "cuda" and generator is None:
+        data = draw(device.backend.random()).astype(np_dtype, copy=False)
+        return _finish(data, device, requires_grad)
+    arr = np.asarray(draw(host_rng(generator))).astype(np_dtype, copy=False)
+    return _host_to_device(arr, device, requires_grad)
+
+
+def _float_dtype(dtype):
+    d = dt.as_dtype(dtype) if dtype is not None else dt.get_default_dtype()
+    if not d.is_floating_point:
+        raise TypeError(f"random floats need a floating-point dtype, got {d}")
+    return d.np
+
+
+def rand(*size, dtype=None, device=None, requires_grad: bool = False, generator: Generator | None = None) -> Tensor:
+    """Uniform samples in [0, 1)."""
+    shape, np_dtype = _size(size), _float_dtype(dtype)
+    return _random(device, shape, np_dtype, lambda r: r.random(shape), requires_grad, generator)
+
+
+def randn(*size, dtype=None, device=None, requires_grad: bool = False, generator: Generator | None = None) -> Tensor:
+    """Standard normal samples."""
+    shape, np_dtype = _size(size), _float_dtype(dtype)
+    return _random(device, shape, np_dtype, lambda r: r.standard_normal(shape), requires_grad, generator)
+
+
+def randint(low, high=None, size=None, *, dtype=None, device=None, generator: Generator | None = None) -> Tensor:
+    """Integers uniform in [low, high) (int64 by default)."""
+    if size is None:
+        low, high, size = 0, low, high
+    if high is None:
+        low, high = 0, low
+    if low >= high:
+        raise ValueError(f"randint: low ({low}) must be smaller than high ({high})")
+    shape = _size((size,) if isinstance(size, int) else (tuple(size),))
+    np_dtype = _dtype_np(dtype, dt.int64)
+    return _random(device, shape, np_dtype, lambda r: r.integers(low, high, size=shape), False, generator)
+
+
+def randperm(n: int, *, dtype=None, device=None, generator: Generator | None = None) -> Tensor:
+    """A random permutation of 0..n-1."""
+    return _random(device, (n,), _dtype_np(dtype, dt.int64), lambda r: r.permutation(n), False, generator)
+
+
+def normal(mean=0.0, std=1.0, size=None, *, dtype=None, device=None, generator: Generator | None = None) -> Tensor:
+    """Normal samples with the given mean and std (numbers or tensors)."""
+    if isinstance(mean, Tensor) or isinstance(std, Tensor):
+        ref = mean if isinstance(mean, Tensor) else std
+        noise = randn(ref.shape, dtype=ref.dtype, device=ref.device, generator=generator)
+        return noise * std + mean
+    if size is None:
+        raise TypeError("normal: give size when mean and std are numbers")
+    shape = _size((size,) if isinstance(size, int) else (tuple(size),))
+    return randn(shape, dtype=dtype, device=device, generator=generator) * std + mean
+
+
+def rand_like(input: Tensor, *, dtype=None, device=None) -> Tensor:
+    """Uniform samples shaped like input."""
+    return rand(input.shape, dtype=dtype or input.dtype, device=device or input.device)
+
+
+def randn_like(input: Tensor, *, dtype=None, device=None) -> Tensor:
+    """Normal samples shaped like input."""
+    return randn(input.shape, dtype=dtype or input.dtype, device=device or input.device)
+
+
+def randint_like(input: Tensor, low, high=None, *, dtype=None) -> Tensor:
+    """Random integers shaped like input."""
+    return randint(low, high, tuple(input.shape), dtype=dtype or input.dtype, device=input.device)
+
+
+def bernoulli(input: Tensor, p=None, *, generator: Generator | None = None) -> Tensor:
+    """0/1 samples with probabilities from input (or p)."""
+    probs = input if p is None else full_like_value(input, p)
+    u = rand(input.shape, dtype=input.dtype if input.is_floating_point() else None, device=input.device,
+             generator=generator)
+    return (u < probs).to(input.dtype)
+
+
+def full_like_value(input: Tensor, value) -> Tensor:
+    from ember.ops import full_like
+
+    return full_like(input, value)
+
+
+def multinomial(input: Tensor, num_samples: int, replacement: bool = False, *, generator=None) -> Tensor:
+    """Sample category indices from (rows of) non-negative weights."""
+    probs = input.detach().numpy().astype(np.float64)
+    rng = host_rng(generator)
+    rows = probs.reshape(-1, probs.shape[-1])
+    out = []
+    for row in rows:
+        if (row < 0).any() or row.sum() <= 0:
+            raise ValueError("multinomial: weights must be non-negative with a positive sum")
+        p = row / row.sum()
+        out.append(rng.choice(len(p), size=num_samples, replace=replacement, p=p))
+    arr = np.asarray(out, dtype=np.int64).reshape(probs.shape[:-1] + (num_samples,))
+    return _host_to_device(arr, input.device)

@@ -1,0 +1,122 @@
+"""Device names (`cpu`, `cpu:N`, `meta`, `cuda:N`) and the current-device scope."""
+
+from __future__ import annotations
+
+import threading
+
+_KNOWN_TYPES = ("cpu", "meta", "cuda")
+
+
+class Device:
+    """A place where tensors live. Interned: equal devices are the same object."""
+
+    __slots__ = ("type", "index", "_name", "_backend")
+    _cache: dict = {}
+
+    def __new__(cls, spec="cpu", index: int | None = None) -> Device:
+        if isinstance(spec, Device):
+            return spec
+        key = (spec, index)
+        dev = cls._cache.get(key)
+        if dev is not None:
+            return dev
+        dev = cls._parse(spec, index)
+        cls._cache[key] = dev
+        return dev
+
+    @classmethod
+    def _parse(cls, spec, index):
+        if not isinstance(spec, str):
+            raise TypeError(f"device must be a string like 'cpu' or 'cuda:0', got {spec!r}")
+        type_, _, idx = spec.strip().partition(":")
+        if type_ not in _KNOWN_TYPES:
+            raise ValueError(f"unknown device {spec!r}: expected one of cpu, cpu:N, meta, cuda, cuda:N")
+        if idx:
+            if index is not None:
+                raise ValueError(f"device {spec!r} already has an index; got index={index} too")
+            if not idx.isdigit():
+                raise ValueError(f"bad device index in {spec!r}: expected a non-negative integer")
+            index = int(idx)
+        if type_ == "meta" and index not in (None, 0):
+            raise ValueError(f"the meta device has no index, got {spec!r}")
+        index = index or 0
+        canonical = (type_, index)
+        for existing in cls._cache.values():
+            if (existing.type, existing.index) == canonical:
+                return existing
+        dev = object.__new__(cls)
+        dev.type = type_
+        dev.index = index
+        if type_ == "cuda":
+            dev._name = f"cuda:{index}"
+        else:
+            dev._name = type_ if index == 0 else f"{type_}:{index}"
+        dev._backend = None
+        return dev
+
+    @property
+    def backend(self):
+        """The backend (array module and memory) that runs this device's kernels."""
+        if self._backend is None:
+            from ember.backends import backend_for
+
+            self._backend = backend_for(self)
+        return self._backend
+
+    def __repr__(self) -> str:
+        return f"device(type='{self.type}', index={self.index})"
+
+    def __str__(self) -> str:
+        return self._name
+
+    def __eq__(self, other) -> bool:
+        if isinstance(other, str):
+            try:
+                other = Device(other)
+            except (ValueError, TypeError):
+                return False
+        return self is other
+
+    def __hash__(self) -> int:
+        return hash(self._name)
+
+    def __reduce__(self):
+        return (Device, (self._name,))
+
+    # `with em.device("cpu:1"):` sets the default device for new tensors in this thread.
+    def __enter__(self) -> Device:
+        stack = _scope_stack()
+        stack.append(self)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        _scope_stack().pop()
+
+
+_local = threading.local()
+
+
+def _scope_stack() -> list:
+    stack = getattr(_local, "stack", None)
+    if stack is None:
+        stack = _local.stack = []
+    return stack
+
+
+def default_device() -> Device:
+    """The device new tensors are created on: the innermost `with device(...)` scope, else cpu."""
+    stack = getattr(_local, "stack", None)
+    return stack[-1] if stack else CPU
+
+
+def as_device(device) -> Device:
+    """Normalise None / str / Device to a Device (None means the default device)."""
+    if device is None:
+        return default_device()
+    if type(device) is Device:
+        return device
+    return Device(device)
+
+
+CPU = Device("cpu")
+META = Device("meta")

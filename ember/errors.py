@@ -1,0 +1,21 @@
+"""Ember's error types: subclasses of the built-in exceptions users already catch."""
+
+from __future__ import annotations
+
+
+class ShapeError(ValueError):
+    """An op was given shapes it cannot combine; the message names the op and the shapes."""
+
+
+class DeviceMismatchError(RuntimeError):
+    """An op was given tensors on different devices."""
+
+
+class DataDependentError(NotImplementedError):
+    """An op needs concrete values but its input has none (meta device or a symbolic tensor)."""
+
+
+def fmt_shape(shape) -> str:
+    """Shapes as users write them: (2, 3), with ? for an unknown dimension."""
+    dims = ["?" if d is None else str(d) for d in shape]
+    return "(" + ", ".join(dims) + ("," if len(dims) == 1 else "") + ")"

@@ -1,0 +1,36 @@
+"""Every primitive op, defined once (see registry.Op), and the functions that call them."""
+
+from ember.ops import dispatch as _dispatch  # noqa: F401
+from ember.ops.activation import log_softmax, softmax
+from ember.ops.conv import conv2d, conv_transpose2d
+from ember.ops.creation_ops import arange_like, empty_like, full_like, ones_like, zeros_like, zeros_like_shape
+from ember.ops.device_ops import rebase_view_history, to_device
+from ember.ops.dispatch import apply
+from ember.ops.elementwise import (
+    abs, add, atan2, bitwise_and, bitwise_not, bitwise_or, bitwise_xor, ceil, clamp, clamp_max, clamp_min, clip,
+    cos, div, divide, elu, eq, equal, erf, exp, exp2, expm1, floor, floor_divide, fmod, frac, ge, gelu, greater,
+    greater_equal, gt, hardtanh, isfinite, isinf, isnan, le, leaky_relu, lerp, less, less_equal, log, log1p,
+    log2, log10, logical_and, logical_not, logical_or, logical_xor, lt, maximum, minimum, mul, multiply, ne, neg,
+    negative, not_equal, pow, reciprocal, relu, relu6, remainder, round, rsqrt, sigmoid, sign, silu, sin,
+    softplus, sqrt, square, sub, subtract, tan, tanh, true_divide, trunc, where,
+)
+from ember.ops.indexing import (
+    argwhere, gather, getitem, index_add, index_put, index_select, masked_fill, masked_select, nonzero, one_hot,
+    scatter, scatter_add, setitem, take_along_dim,
+)
+from ember.ops.linalg import addmm, bmm, dot, einsum, ger, inner, matmul, mm, mv, outer, tensordot
+from ember.ops.pool import adaptive_avg_pool2d, avg_pool2d, max_pool2d
+from ember.ops.reduction import (
+    all, amax, amin, any, argmax, argmin, count_nonzero, logsumexp, max, mean, min, norm, prod, std, std_mean,
+    sum, var, var_mean,
+)
+from ember.ops.registry import OPS, Op
+from ember.ops.shape import (
+    broadcast_tensors, broadcast_to, cast, cat, chunk, clone, concat, concatenate, contiguous, diagonal, expand,
+    expand_as, flatten, flip, fliplr, flipud, hstack, identity, movedim, moveaxis, narrow, pad, permute, repeat,
+    reshape, roll, split, squeeze, stack, sum_to_size, swapaxes, swapdims, t, tile, transpose, tril, triu,
+    unbind, unflatten, unsqueeze, view, vstack,
+)
+from ember.ops.sorting import argsort, cumprod, cumsum, kthvalue, msort, sort, topk
+
+__all__ = [name for name in dir() if not name.startswith("_")]

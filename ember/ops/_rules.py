@@ -1,0 +1,125 @@
+"""Shared pieces of shape/dtype rules: broadcasting, dims, promotion on NumPy dtypes."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ember import dtypes as dt
+from ember.backends.meta import MetaArray as Spec
+from ember.errors import ShapeError, fmt_shape
+
+_FLOAT_KINDS = frozenset("fV")  # V: ml_dtypes' bfloat16 reports kind 'V'
+FLOAT_NP = frozenset(d.np for d in dt.FLOAT_DTYPES)
+BOOL_NP = np.dtype(np.bool_)
+INT64_NP = np.dtype(np.int64)
+
+
+def is_float(np_dtype) -> bool:
+    """Whether a NumPy dtype is one of Ember's floating types."""
+    return np_dtype in FLOAT_NP
+
+
+def default_float():
+    """The NumPy dtype of the default float type."""
+    return dt.get_default_dtype().np
+
+
+def broadcast_shapes(op: str, *shapes) -> tuple:
+    """NumPy/PyTorch broadcasting of shapes; None is an unknown dimension."""
+    ndim = max(len(s) for s in shapes)
+    out = []
+    for axis in range(-ndim, 0):
+        size = 1
+        for s in shapes:
+            if len(s) < -axis:
+                continue
+            d = s[axis]
+            if d == 1:
+                continue
+            if size == 1:
+                size = d
+            elif d is None:
+                continue
+            elif size is None:
+                size = d
+            elif d != size:
+                raise ShapeError(
+                    f"{op}: shapes {' and '.join(fmt_shape(x) for x in shapes)} cannot be broadcast "
+                    f"together (dimension {axis + ndim}: {size} vs {d})"
+                )
+        out.append(size)
+    return tuple(out)
+
+
+def norm_dim(op: str, dim: int, ndim: int) -> int:
+    """A dim in [-ndim, ndim) made non-negative; an IndexError naming the op otherwise."""
+    n = max(ndim, 1)
+    if not isinstance(dim, (int, np.integer)) or isinstance(dim, bool):
+        raise TypeError(f"{op}: dim must be an int, got {type(dim).__name__}")
+    if not -n <= dim < n:
+        raise IndexError(f"{op}: dimension {dim} is out of range for a tensor of {ndim} dimension(s)")
+    return int(dim) % n
+
+
+def norm_dims(op: str, dim, ndim: int) -> tuple:
+    """None (all dims), an int, or a tuple of ints -> sorted tuple of non-negative dims."""
+    if dim is None:
+        return tuple(range(ndim))
+    if isinstance(dim, (list, tuple)):
+        dims = tuple(norm_dim(op, d, ndim) for d in dim)
+        if len(set(dims)) != len(dims):
+            raise ValueError(f"{op}: dim {tuple(dim)} names a dimension more than once")
+        return tuple(sorted(dims)) if ndim else ()
+    return (norm_dim(op, dim, ndim),) if ndim else ()
+
+
+_RESULT_CACHE: dict = {}
+
+
+def _operand_key(x):
+    dtype = getattr(x, "dtype", None)
+    if dtype is None:
+        return type(x)
+    return (dtype, len(x.shape) > 0)
+
+
+def binary_dtype(a, b):
+    """PyTorch's result dtype (as a NumPy dtype) for an op on arrays/specs/Python scalars."""
+    key = (_operand_key(a), _operand_key(b), dt._default_float)
+    r = _RESULT_CACHE.get(key)
+    if r is None:
+        ops = []
+        for k, x in zip(key[:2], (a, b)):
+            if isinstance(k, tuple):
+                ops.append((dt.from_numpy_dtype(k[0]), 1 if k[1] else 0))
+            else:
+                ops.append(x if isinstance(x, (bool, int, float)) else float(x))
+        r = _RESULT_CACHE[key] = dt.result_type(*ops).np
+    return r
+
+
+def result_dtype(*xs):
+    """binary_dtype generalised to any number of operands."""
+    ops = []
+    for x in xs:
+        dtype = getattr(x, "dtype", None)
+        if dtype is None:
+            ops.append(x)
+        else:
+            ops.append((dt.from_numpy_dtype(dtype), len(x.shape)))
+    return dt.result_type(*ops).np
+
+
+def float_of(np_dtype):
+    """The dtype a float-only op computes in: the input's if floating, else the default float."""
+    return np_dtype if np_dtype in FLOAT_NP else default_float()
+
+
+def spec(shape, dtype) -> Spec:
+    """An output spec."""
+    return Spec(shape, dtype)
+
+
+def shape_of(x) -> tuple:
+    """The shape of an array/spec, () for a Python scalar."""
+    return tuple(getattr(x, "shape", ()))

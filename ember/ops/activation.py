@@ -1,0 +1,78 @@
+"""softmax and log_softmax along a dim."""
+
+from __future__ import annotations
+
+from ember.ops._rules import float_of, norm_dim, spec
+from ember.ops.dispatch import apply
+from ember.ops.registry import Op, defop
+
+
+class _SoftmaxBase(Op):
+    save_outputs = (0,)
+
+    def infer(self, x, dim):
+        norm_dim(self.name, dim, len(x.shape))
+        return spec(x.shape, float_of(x.dtype))
+
+    def _prep(self, xp, x, dim):
+        x = x.astype(float_of(x.dtype), copy=False)
+        d = norm_dim(self.name, dim, x.ndim) if x.ndim else None
+        m = xp.max(x, axis=d, keepdims=True) if x.size else x
+        m = xp.where(xp.isfinite(m), m, 0)
+        return x - m, d
+
+
+@defop
+class _Softmax(_SoftmaxBase):
+    name = "softmax"
+
+    def kernel(self, xp, x, dim):
+        z, d = self._prep(xp, x, dim)
+        e = xp.exp(z)
+        e /= xp.sum(e, axis=d, keepdims=True)
+        return e
+
+    def vjp(self, ctx, g):
+        from ember.ops.reduction import sum as _sum
+
+        y = ctx.output
+        d = ctx.attrs["dim"] if y.ndim else None
+        gy = g * y
+        return (gy - y * _sum(gy, d, True),)
+
+
+@defop
+class _LogSoftmax(_SoftmaxBase):
+    name = "log_softmax"
+
+    def kernel(self, xp, x, dim):
+        z, d = self._prep(xp, x, dim)
+        return z - xp.log(xp.sum(xp.exp(z), axis=d, keepdims=True))
+
+    def vjp(self, ctx, g):
+        from ember.ops.elementwise import exp
+        from ember.ops.reduction import sum as _sum
+
+        y = ctx.output
+        d = ctx.attrs["dim"] if y.ndim else None
+        return (g - exp(y) * _sum(g, d, True),)
+
+
+def _prepare(input, dim, dtype):
+    if dtype is not None:
+        input = input.to(dtype)
+    if dim is None:  # PyTorch's legacy implicit dim
+        dim = 0 if input.ndim in (0, 1, 3) else 1
+    return input, dim
+
+
+def softmax(input, dim=None, dtype=None, *, axis=None):
+    """exp(x) / sum(exp(x)) along `dim`, computed stably."""
+    input, dim = _prepare(input, axis if axis is not None else dim, dtype)
+    return apply(_Softmax, input, dim=dim)
+
+
+def log_softmax(input, dim=None, dtype=None, *, axis=None):
+    """x - logsumexp(x) along `dim`, computed stably."""
+    input, dim = _prepare(input, axis if axis is not None else dim, dtype)
+    return apply(_LogSoftmax, input, dim=dim)

@@ -1,0 +1,274 @@
+"""2-D convolution (NCHW) and its transpose, by im2col + one batched GEMM per call.
+
+conv2d's input gradient is conv_transpose2d and its weight gradient is conv2d_weight_grad, so
+every gradient rule is itself an Ember op (and second derivatives work).
+"""
+
+from __future__ import annotations
+
+from ember.errors import ShapeError, fmt_shape
+from ember.ops._rules import binary_dtype, spec
+from ember.ops.dispatch import apply
+from ember.ops.registry import Op, defop
+
+
+def _pair(v, name):
+    if isinstance(v, int):
+        return (v, v)
+    v = tuple(v)
+    if len(v) != 2:
+        raise ValueError(f"conv2d: {name} must be an int or a pair, got {v}")
+    return v
+
+
+def conv_out_size(size, k, stride, pad_lo, pad_hi, dil):
+    """Output length of a convolution along one dim."""
+    if size is None:
+        return None
+    return (size + pad_lo + pad_hi - dil * (k - 1) - 1) // stride + 1
+
+
+def _as_strided(xp, x, shape, strides):
+    if hasattr(xp, "lib") and hasattr(xp.lib, "stride_tricks"):
+        return xp.lib.stride_tricks.as_strided(x, shape=shape, strides=strides)
+    raise NotImplementedError("as_strided is not available for this backend")
+
+
+def _pad(xp, x, pad):
+    pt, pb, pl, pr = pad
+    if pt or pb or pl or pr:
+        return xp.pad(x, ((0, 0), (0, 0), (pt, pb), (pl, pr)))
+    return x
+
+
+def im2col(xp, x, kh, kw, stride, pad, dil, groups):
+    """Patches of x as a (groups, C/groups*kh*kw, N*OH*OW) matrix, and (OH, OW)."""
+    x = _pad(xp, x, pad)
+    n, c, h, w = x.shape
+    sh, sw = stride
+    dh, dw = dil
+    oh = (h - dh * (kh - 1) - 1) // sh + 1
+    ow = (w - dw * (kw - 1) - 1) // sw + 1
+    s_n, s_c, s_h, s_w = x.strides
+    win = _as_strided(xp, x, (c, kh, kw, n, oh, ow), (s_c, s_h * dh, s_w * dw, s_n, s_h * sh, s_w * sw))
+    cols = xp.ascontiguousarray(win).reshape(groups, (c // groups) * kh * kw, n * oh * ow)
+    return cols, oh, ow
+
+
+def col2im(xp, cols, n, c, h, w, kh, kw, oh, ow, stride, pad, dil):
+    """Sum (C, kh, kw, N, OH, OW) patches back into an (N, C, h, w) image (the adjoint of im2col)."""
+    pt, pb, pl, pr = pad
+    sh, sw = stride
+    dh, dw = dil
+    img = xp.zeros((c, n, h + pt + pb, w + pl + pr), dtype=cols.dtype)
+    cols = cols.reshape(c, kh, kw, n, oh, ow)
+    for i in range(kh):
+        r0 = i * dh
+        for j in range(kw):
+            c0 = j * dw
+            img[:, :, r0 : r0 + sh * (oh - 1) + 1 : sh, c0 : c0 + sw * (ow - 1) + 1 : sw] += cols[:, i, j]
+    img = img[:, :, pt : pt + h, pl : pl + w]
+    return xp.ascontiguousarray(img.transpose(1, 0, 2, 3))
+
+
+def _check_conv(op, x, w, stride, pad, dil, groups, transposed=False):
+    if len(x.shape) != 4:
+        raise ShapeError(f"{op}: expected a 4-D input (N, C, H, W), got shape {fmt_shape(x.shape)}")
+    if len(w.shape) != 4:
+        raise ShapeError(f"{op}: expected a 4-D weight, got shape {fmt_shape(w.shape)}")
+    if groups < 1:
+        raise ValueError(f"{op}: groups must be positive, got {groups}")
+    c = x.shape[1]
+    if transposed:
+        if w.shape[0] != c:
+            raise ShapeError(
+                f"{op}: input {fmt_shape(x.shape)} has {c} channels but weight {fmt_shape(w.shape)} expects {w.shape[0]}"
+            )
+    else:
+        if c is not None and c != w.shape[1] * groups:
+            raise ShapeError(
+                f"{op}: input {fmt_shape(x.shape)} has {c} channels, but weight {fmt_shape(w.shape)} with "
+                f"groups={groups} expects {w.shape[1] * groups}"
+            )
+        if w.shape[0] % groups:
+            raise ShapeError(f"{op}: out_channels {w.shape[0]} is not divisible by groups={groups}")
+    for s in stride:
+        if s < 1:
+            raise ValueError(f"{op}: stride must be positive, got {stride}")
+    for d in dil:
+        if d < 1:
+            raise ValueError(f"{op}: dilation must be positive, got {dil}")
+
+
+@defop
+class _Conv2d(Op):
+    name = "conv2d"
+    save_inputs = (0, 1)
+
+    def infer(self, x, w, stride, padding, dilation, groups):
+        _check_conv(self.name, x, w, stride, padding, dilation, groups)
+        n, _, h, wd = x.shape
+        kh, kw = w.shape[2], w.shape[3]
+        oh = conv_out_size(h, kh, stride[0], padding[0], padding[1], dilation[0])
+        ow = conv_out_size(wd, kw, stride[1], padding[2], padding[3], dilation[1])
+        if (oh is not None and oh <= 0) or (ow is not None and ow <= 0):
+            raise ShapeError(
+                f"conv2d: input {fmt_shape(x.shape)} (padded by {padding}) is smaller than the dilated "
+                f"kernel {fmt_shape(w.shape[2:])}"
+            )
+        return spec((n, w.shape[0], oh, ow), binary_dtype(x, w))
+
+    def kernel(self, xp, x, w, stride, padding, dilation, groups):
+        out_spec = self.infer(x, w, stride, padding, dilation, groups)
+        dtype = out_spec.dtype
+        x, w = x.astype(dtype, copy=False), w.astype(dtype, copy=False)
+        o, _, kh, kw = w.shape
+        n = x.shape[0]
+        cols, oh, ow = im2col(xp, x, kh, kw, stride, padding, dilation, groups)
+        wm = w.reshape(groups, o // groups, -1)
+        out = xp.matmul(wm, cols)  # (G, O/G, N*OH*OW)
+        out = out.reshape(o, n, oh, ow).transpose(1, 0, 2, 3)
+        return xp.ascontiguousarray(out)
+
+    def vjp(self, ctx, g):
+        x, w = ctx.input(0), ctx.input(1)
+        a = ctx.attrs
+        gx = gw = None
+        if ctx.needs_grad(0):
+            gx = apply(_ConvTranspose2d, g, w, stride=a["stride"], padding=a["padding"],
+                       dilation=a["dilation"], groups=a["groups"], out_hw=tuple(x.shape[2:]))
+        if ctx.needs_grad(1):
+            gw = apply(_Conv2dWeightGrad, x, g, stride=a["stride"], padding=a["padding"],
+                       dilation=a["dilation"], groups=a["groups"], kernel_hw=tuple(w.shape[2:]))
+        return gx, gw
+
+
+@defop
+class _ConvTranspose2d(Op):
+    """The adjoint of conv2d w.r.t. its input; weight is (C_in, C_out/groups, kh, kw)."""
+
+    name = "conv_transpose2d"
+    save_inputs = (0, 1)
+
+    def infer(self, x, w, stride, padding, dilation, groups, out_hw):
+        _check_conv(self.name, x, w, stride, padding, dilation, groups, transposed=True)
+        if x.shape[1] is not None and x.shape[1] % groups:
+            raise ShapeError(f"{self.name}: input channels {x.shape[1]} not divisible by groups={groups}")
+        return spec((x.shape[0], w.shape[1] * groups) + tuple(out_hw), binary_dtype(x, w))
+
+    def kernel(self, xp, x, w, stride, padding, dilation, groups, out_hw):
+        out_spec = self.infer(x, w, stride, padding, dilation, groups, out_hw)
+        dtype = out_spec.dtype
+        x, w = x.astype(dtype, copy=False), w.astype(dtype, copy=False)
+        n, cin, h, wd = x.shape
+        _, cg, kh, kw = w.shape
+        xm = xp.ascontiguousarray(x.transpose(1, 0, 2, 3)).reshape(groups, cin // groups, n * h * wd)
+        wm = w.reshape(groups, cin // groups, cg * kh * kw)
+        cols = xp.matmul(wm.transpose(0, 2, 1), xm)  # (G, Cg*kh*kw, N*H*W)
+        return col2im(xp, cols, n, cg * groups, out_hw[0], out_hw[1], kh, kw, h, wd, stride, padding, dilation)
+
+    def vjp(self, ctx, g):
+        x, w = ctx.input(0), ctx.input(1)
+        a = ctx.attrs
+        gx = gw = None
+        if ctx.needs_grad(0):
+            gx = apply(_Conv2d, g, w, stride=a["stride"], padding=a["padding"], dilation=a["dilation"],
+                       groups=a["groups"])
+        if ctx.needs_grad(1):
+            gw = apply(_Conv2dWeightGrad, g, x, stride=a["stride"], padding=a["padding"],
+                       dilation=a["dilation"], groups=a["groups"], kernel_hw=tuple(w.shape[2:]))
+        return gx, gw
+
+
+@defop
+class _Conv2dWeightGrad(Op):
+    """d conv2d / d weight: correlate the input with the output gradient."""
+
+    name = "conv2d_weight_grad"
+    save_inputs = (0, 1)
+
+    def infer(self, x, g, stride, padding, dilation, groups, kernel_hw):
+        return spec((g.shape[1], x.shape[1] // groups) + tuple(kernel_hw), binary_dtype(x, g))
+
+    def kernel(self, xp, x, g, stride, padding, dilation, groups, kernel_hw):
+        dtype = binary_dtype(x, g)
+        x, g = x.astype(dtype, copy=False), g.astype(dtype, copy=False)
+        kh, kw = kernel_hw
+        cols, oh, ow = im2col(xp, x, kh, kw, stride, padding, dilation, groups)
+        o = g.shape[1]
+        gm = xp.ascontiguousarray(g.transpose(1, 0, 2, 3)).reshape(groups, o // groups, -1)
+        gw = xp.matmul(gm, cols.transpose(0, 2, 1))  # (G, O/G, Cg*kh*kw)
+        return gw.reshape(o, x.shape[1] // groups, kh, kw)
+
+    def vjp(self, ctx, gg):
+        x, g = ctx.input(0), ctx.input(1)
+        a = ctx.attrs
+        common = dict(stride=a["stride"], padding=a["padding"], dilation=a["dilation"], groups=a["groups"])
+        gx = apply(_ConvTranspose2d, g, gg, out_hw=tuple(x.shape[2:]), **common) if ctx.needs_grad(0) else None
+        gg_out = apply(_Conv2d, x, gg, **common) if ctx.needs_grad(1) else None
+        return gx, gg_out
+
+
+def _padding4(padding, kernel_hw, dilation, stride, op):
+    if isinstance(padding, str):
+        if padding == "valid":
+            return (0, 0, 0, 0)
+        if padding == "same":
+            if stride != (1, 1):
+                raise ValueError(f"{op}: padding='same' is not supported for strided convolutions")
+            out = []
+            for k, d in zip(kernel_hw, dilation):
+                total = d * (k - 1)
+                out += [total // 2, total - total // 2]
+            return tuple(out)
+        raise ValueError(f"{op}: padding must be 'valid', 'same', an int or a pair, got {padding!r}")
+    ph, pw = _pair(padding, "padding")
+    if ph < 0 or pw < 0:
+        raise ValueError(f"{op}: padding must be non-negative, got {padding}")
+    return (ph, ph, pw, pw)
+
+
+def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups: int = 1):
+    """2-D cross-correlation over NCHW input with an (out, in/groups, kh, kw) weight."""
+    if len(weight.shape) != 4:
+        raise ShapeError(f"conv2d: expected a 4-D weight, got shape {fmt_shape(weight.shape)}")
+    squeeze = input.ndim == 3
+    if squeeze:
+        input = input.unsqueeze(0)
+    stride, dilation = _pair(stride, "stride"), _pair(dilation, "dilation")
+    pad = _padding4(padding, tuple(weight.shape[2:]), dilation, stride, "conv2d")
+    out = apply(_Conv2d, input, weight, stride=stride, padding=pad, dilation=dilation, groups=int(groups))
+    if bias is not None:
+        if tuple(bias.shape) != (weight.shape[0],):
+            raise ShapeError(f"conv2d: bias must have shape ({weight.shape[0]},), got {fmt_shape(bias.shape)}")
+        out = out + bias.reshape(1, -1, 1, 1)
+    return out.squeeze(0) if squeeze else out
+
+
+def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups: int = 1, dilation=1):
+    """Transposed 2-D convolution (the gradient of conv2d w.r.t. its input)."""
+    squeeze = input.ndim == 3
+    if squeeze:
+        input = input.unsqueeze(0)
+    if input.ndim != 4 or weight.ndim != 4:
+        raise ShapeError(
+            f"conv_transpose2d: expected 4-D input and weight, got {fmt_shape(input.shape)} and {fmt_shape(weight.shape)}"
+        )
+    stride, dilation = _pair(stride, "stride"), _pair(dilation, "dilation")
+    ph, pw = _pair(padding, "padding")
+    oph, opw = _pair(output_padding, "output_padding")
+    if oph >= max(stride[0], dilation[0]) or opw >= max(stride[1], dilation[1]):
+        raise ValueError(f"conv_transpose2d: output_padding {output_padding} must be smaller than stride or dilation")
+    kh, kw = weight.shape[2], weight.shape[3]
+    h, w = input.shape[2], input.shape[3]
+    out_hw = (
+        (h - 1) * stride[0] - 2 * ph + dilation[0] * (kh - 1) + oph + 1,
+        (w - 1) * stride[1] - 2 * pw + dilation[1] * (kw - 1) + opw + 1,
+    )
+    if out_hw[0] <= 0 or out_hw[1] <= 0:
+        raise ShapeError(f"conv_transpose2d: the output size {out_hw} is not positive for input {fmt_shape(input.shape)}")
+    out = apply(_ConvTranspose2d, input, weight, stride=stride, padding=(ph, ph, pw, pw), dilation=dilation,
+                groups=int(groups), out_hw=out_hw)
+    if bias is not None:
+        out = out + bias.reshape(1, -1, 1, 1)
+    return out.squeeze(0) if squeeze else out

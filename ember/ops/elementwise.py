@@ -1,0 +1,440 @@
+"""Elementwise ops: unary math, binary arithmetic with broadcasting, comparisons, where, clamp."""
+
+from __future__ import annotations
+
+import math
+
+from ember.ops._rules import (
+    BOOL_NP,
+    FLOAT_NP,
+    binary_dtype,
+    broadcast_shapes,
+    default_float,
+    float_of,
+    shape_of,
+    spec,
+)
+from ember.ops._special import erf as _erf
+from ember.ops.dispatch import apply
+from ember.ops.registry import Op, register
+
+
+# --- unary ---------------------------------------------------------------------------
+class Unary(Op):
+    """f(x) elementwise. `float_only` ops compute in the default float for integer inputs."""
+
+    elementwise = True
+
+    def __init__(self, name, fn, grad=None, *, float_only=True, save_input=False, save_output=False,
+                 bool_result=False, keep_int=False):
+        self.name = name
+        self.fn = fn
+        self.grad = grad
+        self.float_only = float_only
+        self.bool_result = bool_result
+        self.save_inputs = (0,) if save_input else ()
+        self.save_outputs = (0,) if save_output else ()
+        self.differentiable = grad is not None
+
+    def _dtype(self, dtype):
+        if self.bool_result:
+            return BOOL_NP
+        return float_of(dtype) if self.float_only else dtype
+
+    def infer(self, x, **attrs):
+        return spec(x.shape, self._dtype(x.dtype))
+
+    def kernel(self, xp, x, **attrs):
+        if self.float_only and x.dtype not in FLOAT_NP:
+            x = x.astype(default_float())
+        out = self.fn(xp, x, **attrs)
+        if not self.bool_result and out.dtype != x.dtype:
+            out = out.astype(x.dtype)
+        return out
+
+    def vjp(self, ctx, g):
+        return (self.grad(ctx, g),)
+
+
+def _unary(name, fn, grad=None, **kw):
+    op = register(Unary(name, fn, grad, **kw))
+
+    def call(x, **attrs):
+        return apply(op, x, **attrs)
+
+    call.__name__ = name
+    call.__doc__ = f"Elementwise {name}."
+    return call
+
+
+def _x(ctx):
+    return ctx.input(0)
+
+
+_LN2 = math.log(2.0)
+_SQRT_2 = math.sqrt(2.0)
+_INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
+_TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
+
+
+def _gelu_kernel(xp, x, approximate="none"):
+    if approximate == "tanh":
+        inner = math.sqrt(2.0 / math.pi) * (x + 0.044715 * x**3)
+        return 0.5 * x * (1.0 + xp.tanh(inner))
+    if approximate != "none":
+        raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
+    return 0.5 * x * (1.0 + _erf(xp, x / _SQRT_2))
+
+
+def _gelu_grad(ctx, g):
+    x = _x(ctx)
+    if ctx.attrs.get("approximate", "none") == "tanh":
+        k = math.sqrt(2.0 / math.pi)
+        t = tanh(k * (x + 0.044715 * x * x * x))
+        return g * (0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * k * (1.0 + 3 * 0.044715 * x * x))
+    cdf = 0.5 * (1.0 + erf(x * (1.0 / _SQRT_2)))
+    pdf = exp(-0.5 * x * x) * _INV_SQRT_2PI
+    return g * (cdf + x * pdf)
+
+
+def _softplus_kernel(xp, x, beta=1.0, threshold=20.0):
+    bx = x * beta
+    soft = xp.logaddexp(0, bx) / beta
+    return xp.where(bx > threshold, x, soft).astype(x.dtype, copy=False)
+
+
+def _softplus_grad(ctx, g):
+    x = _x(ctx)
+    beta, threshold = ctx.attrs.get("beta", 1.0), ctx.attrs.get("threshold", 20.0)
+    bx = x * beta
+    return g * where(bx > threshold, 1.0, sigmoid(bx))
+
+
+def _sigmoid_kernel(xp, x):
+    # exp of -|x| never overflows; both branches are exact.
+    e = xp.exp(-xp.abs(x))
+    return xp.where(x >= 0, 1 / (1 + e), e / (1 + e)).astype(x.dtype, copy=False)
+
+
+def _silu_grad(ctx, g):
+    x = _x(ctx)
+    s = sigmoid(x)
+    return g * (s * (1.0 + x * (1.0 - s)))
+
+
+def _zero_grad(ctx, g):
+    return zeros_like_grad(g)
+
+
+def _leaky_relu_kernel(xp, x, negative_slope=0.01):
+    return xp.where(x > 0, x, x * negative_slope)
+
+
+def _elu_kernel(xp, x, alpha=1.0):
+    return xp.where(x > 0, x, alpha * xp.expm1(xp.minimum(x, 0)))
+
+
+neg = _unary("neg", lambda xp, x: -x if x.dtype != BOOL_NP else _bool_neg(x), lambda c, g: neg(g), float_only=False)
+abs = _unary("abs", lambda xp, x: xp.abs(x), lambda c, g: g * sign(_x(c)), float_only=False, save_input=True)
+sign = _unary("sign", lambda xp, x: xp.sign(x) if x.dtype != BOOL_NP else x.copy(), _zero_grad, float_only=False)
+exp = _unary("exp", lambda xp, x: xp.exp(x), lambda c, g: g * c.output, save_output=True)
+exp2 = _unary("exp2", lambda xp, x: xp.exp2(x), lambda c, g: g * c.output * _LN2, save_output=True)
+log = _unary("log", lambda xp, x: xp.log(x), lambda c, g: g / _x(c), save_input=True)
+log2 = _unary("log2", lambda xp, x: xp.log2(x), lambda c, g: g / (_x(c) * _LN2), save_input=True)
+log10 = _unary("log10", lambda xp, x: xp.log10(x), lambda c, g: g / (_x(c) * math.log(10.0)), save_input=True)
+log1p = _unary("log1p", lambda xp, x: xp.log1p(x), lambda c, g: g / (_x(c) + 1.0), save_input=True)
+expm1 = _unary("expm1", lambda xp, x: xp.expm1(x), lambda c, g: g * (c.output + 1.0), save_output=True)
+sqrt = _unary("sqrt", lambda xp, x: xp.sqrt(x), lambda c, g: g / (2.0 * c.output), save_output=True)
+rsqrt = _unary("rsqrt", lambda xp, x: 1 / xp.sqrt(x), lambda c, g: g * (-0.5 * c.output ** 3), save_output=True)
+square = _unary("square", lambda xp, x: x * x, lambda c, g: g * 2.0 * _x(c), float_only=False, save_input=True)
+sin = _unary("sin", lambda xp, x: xp.sin(x), lambda c, g: g * cos(_x(c)), save_input=True)
+cos = _unary("cos", lambda xp, x: xp.cos(x), lambda c, g: -(g * sin(_x(c))), save_input=True)
+tan = _unary("tan", lambda xp, x: xp.tan(x), lambda c, g: g * (1.0 + c.output * c.output), save_output=True)
+tanh = _unary("tanh", lambda xp, x: xp.tanh(x), lambda c, g: g * (1.0 - c.output * c.output), save_output=True)
+sigmoid = _unary("sigmoid", _sigmoid_kernel, lambda c, g: g * (c.output * (1.0 - c.output)), save_output=True)
+relu = _unary("relu", lambda xp, x: xp.maximum(x, 0), lambda c, g: where(c.output > 0, g, 0.0),
+              float_only=False, save_output=True)
+leaky_relu = _unary("leaky_relu", _leaky_relu_kernel,
+                    lambda c, g: where(_x(c) > 0, g, g * c.attrs.get("negative_slope", 0.01)), save_input=True)
+elu = _unary("elu", _elu_kernel,
+             lambda c, g: where(_x(c) > 0, g, g * (c.output + c.attrs.get("alpha", 1.0))),
+             save_input=True, save_output=True)
+gelu = _unary("gelu", _gelu_kernel, _gelu_grad, save_input=True)
+silu = _unary("silu", lambda xp, x: x * _sigmoid_kernel(xp, x), _silu_grad, save_input=True)
+softplus = _unary("softplus", _softplus_kernel, _softplus_grad, save_input=True)
+erf = _unary("erf", _erf, lambda c, g: g * (_TWO_OVER_SQRT_PI * exp(-(_x(c) * _x(c)))), save_input=True)
+reciprocal = _unary("reciprocal", lambda xp, x: 1 / x, lambda c, g: -(g * c.output * c.output), save_output=True)
+floor = _unary("floor", lambda xp, x: xp.floor(x), _zero_grad, float_only=False)
+ceil = _unary("ceil", lambda xp, x: xp.ceil(x), _zero_grad, float_only=False)
+trunc = _unary("trunc", lambda xp, x: xp.trunc(x), _zero_grad, float_only=False)
+round = _unary("round", lambda xp, x: xp.round(x), _zero_grad, float_only=False)
+frac = _unary("frac", lambda xp, x: x - xp.trunc(x), lambda c, g: g)
+logical_not = _unary("logical_not", lambda xp, x: xp.logical_not(x), bool_result=True, float_only=False)
+bitwise_not = _unary("bitwise_not", lambda xp, x: xp.invert(x), float_only=False)
+isnan = _unary("isnan", lambda xp, x: xp.isnan(x), bool_result=True, float_only=False)
+isinf = _unary("isinf", lambda xp, x: xp.isinf(x), bool_result=True, float_only=False)
+isfinite = _unary("isfinite", lambda xp, x: xp.isfinite(x), bool_result=True, float_only=False)
+
+
+def _bool_neg(x):
+    raise TypeError("neg: negation of a bool tensor is not supported; use logical_not or ~")
+
+
+def zeros_like_grad(g):
+    """Zeros shaped like a gradient (for ops whose derivative is zero almost everywhere)."""
+    return g * 0.0
+
+
+# --- binary ----------------------------------------------------------------------------
+class Binary(Op):
+    """f(a, b) with broadcasting and PyTorch's type promotion; Python scalars on either side."""
+
+    elementwise = True
+
+    def __init__(self, name, fn, grad=None, *, result="promote", save=(0, 1)):
+        self.name = name
+        self.fn = fn
+        self.grad = grad
+        self.result = result  # promote | float (true division) | bool (comparisons) | int | bool_only
+        self.save_inputs = save if grad is not None else ()
+        self.differentiable = grad is not None
+
+    def _dtype(self, a, b):
+        dtype = binary_dtype(a, b)
+        if self.result == "float":
+            return float_of(dtype), float_of(dtype)
+        if self.result == "bool":
+            return dtype, BOOL_NP
+        if self.result == "int" and dtype in FLOAT_NP:
+            raise TypeError(f"{self.name}: not defined for floating-point tensors")
+        return dtype, dtype
+
+    def infer(self, a, b):
+        shape = broadcast_shapes(self.name, shape_of(a), shape_of(b))
+        return spec(shape, self._dtype(a, b)[1])
+
+    def kernel(self, xp, a, b):
+        compute, _ = self._dtype(a, b)
+        if getattr(a, "dtype", compute) != compute:
+            a = a.astype(compute)
+        if getattr(b, "dtype", compute) != compute:
+            b = b.astype(compute)
+        return self.fn(xp, a, b)
+
+    def vjp(self, ctx, g):
+        return self.grad(ctx, g)
+
+
+def _binary(name, fn, grad=None, **kw):
+    op = register(Binary(name, fn, grad, **kw))
+
+    def call(a, b):
+        return apply(op, a, b)
+
+    call.__name__ = name
+    call.__doc__ = f"Elementwise {name} with broadcasting."
+    return call
+
+
+def _ab(ctx):
+    return ctx.input(0), ctx.input(1)
+
+
+def _pow_grad(ctx, g):
+    a, b = _ab(ctx)
+    ga = gb = None
+    if ctx.needs_grad(0):
+        ga = g * b * pow(a, b - 1) if isinstance(b, (int, float)) else g * b * pow(a, b - 1.0)
+        if isinstance(b, (int, float)) and b == 0:
+            ga = g * 0.0
+    if ctx.needs_grad(1):
+        out = pow(a, b)
+        if isinstance(a, (int, float)):
+            gb = g * out * (math.log(a) if a > 0 else 0.0)
+        else:
+            gb = g * out * log(where(a > 0, a, 1.0))
+    return ga, gb
+
+
+def _div_grad(ctx, g):
+    a, b = _ab(ctx)
+    ga = g / b if ctx.needs_grad(0) else None
+    gb = -(g * a) / (b * b) if ctx.needs_grad(1) else None
+    return ga, gb
+
+
+def _max_min_grad(pick):
+    def grad(ctx, g):
+        a, b = _ab(ctx)
+        pa = pick(a, b)
+        tie = eq(a, b)
+        wa = where(tie, 0.5, where(pa, 1.0, 0.0))
+        return g * wa, g * (1.0 - wa)
+
+    return grad
+
+
+def _pow_kernel(xp, a, b):
+    if getattr(a, "dtype", None) is not None and a.dtype.kind in "iu" and isinstance(b, int) and b < 0:
+        raise ValueError("pow: integers to negative integer powers are not allowed")
+    return xp.power(a, b)
+
+
+def _floor_divide(xp, a, b):
+    return xp.floor_divide(a, b)
+
+
+def _remainder_grad(ctx, g):
+    a, b = _ab(ctx)
+    gb = -(g * floor_divide(a, b)) if ctx.needs_grad(1) else None
+    return g, gb
+
+
+add = _binary("add", lambda xp, a, b: a + b, lambda c, g: (g, g), save=())
+sub = _binary("sub", lambda xp, a, b: a - b, lambda c, g: (g, -g), save=())
+mul = _binary("mul", lambda xp, a, b: a * b, lambda c, g: (g * c.input(1), g * c.input(0)))
+div = _binary("div", lambda xp, a, b: xp.true_divide(a, b), _div_grad, result="float")
+pow = _binary("pow", _pow_kernel, _pow_grad)
+floor_divide = _binary("floor_divide", _floor_divide, lambda c, g: (g * 0.0, g * 0.0), save=())
+remainder = _binary("remainder", lambda xp, a, b: xp.remainder(a, b), _remainder_grad)
+fmod = _binary("fmod", lambda xp, a, b: xp.fmod(a, b), lambda c, g: (g, -(g * trunc(div(c.input(0), c.input(1))))))
+maximum = _binary("maximum", lambda xp, a, b: xp.maximum(a, b), _max_min_grad(lambda a, b: gt(a, b)))
+minimum = _binary("minimum", lambda xp, a, b: xp.minimum(a, b), _max_min_grad(lambda a, b: lt(a, b)))
+atan2 = _binary(
+    "atan2",
+    lambda xp, a, b: xp.arctan2(a, b),
+    lambda c, g: (g * c.input(1) / (c.input(0) ** 2 + c.input(1) ** 2),
+                  -(g * c.input(0)) / (c.input(0) ** 2 + c.input(1) ** 2)),
+    result="float",
+)
+eq = _binary("eq", lambda xp, a, b: xp.equal(a, b), result="bool")
+ne = _binary("ne", lambda xp, a, b: xp.not_equal(a, b), result="bool")
+lt = _binary("lt", lambda xp, a, b: xp.less(a, b), result="bool")
+le = _binary("le", lambda xp, a, b: xp.less_equal(a, b), result="bool")
+gt = _binary("gt", lambda xp, a, b: xp.greater(a, b), result="bool")
+ge = _binary("ge", lambda xp, a, b: xp.greater_equal(a, b), result="bool")
+logical_and = _binary("logical_and", lambda xp, a, b: xp.logical_and(a, b), result="bool")
+logical_or = _binary("logical_or", lambda xp, a, b: xp.logical_or(a, b), result="bool")
+logical_xor = _binary("logical_xor", lambda xp, a, b: xp.logical_xor(a, b), result="bool")
+bitwise_and = _binary("bitwise_and", lambda xp, a, b: xp.bitwise_and(a, b), result="int")
+bitwise_or = _binary("bitwise_or", lambda xp, a, b: xp.bitwise_or(a, b), result="int")
+bitwise_xor = _binary("bitwise_xor", lambda xp, a, b: xp.bitwise_xor(a, b), result="int")
+
+greater, less, greater_equal, less_equal, equal, not_equal = gt, lt, ge, le, eq, ne
+multiply, subtract, divide, true_divide, negative = mul, sub, div, div, neg
+
+
+# --- where, clamp ----------------------------------------------------------------------
+class Where(Op):
+    name = "where"
+    save_inputs = (0,)
+    elementwise = True
+
+    def infer(self, cond, a, b):
+        if cond.dtype != BOOL_NP:
+            raise TypeError(f"where: condition must be a bool tensor, got {cond.dtype}")
+        shape = broadcast_shapes("where", shape_of(cond), shape_of(a), shape_of(b))
+        return spec(shape, binary_dtype(a, b))
+
+    def kernel(self, xp, cond, a, b):
+        if cond.dtype != BOOL_NP:
+            raise TypeError(f"where: condition must be a bool tensor, got {cond.dtype}")
+        dtype = binary_dtype(a, b)
+        out = xp.where(cond, a, b)
+        return out if out.dtype == dtype else out.astype(dtype)
+
+    def vjp(self, ctx, g):
+        cond = ctx.input(0)
+        return None, where(cond, g, 0.0), where(cond, 0.0, g)
+
+
+_where = register(Where())
+
+
+def where(condition, input=None, other=None):
+    """Elementwise choice: input where condition is true, else other (`where(c)` = nonzero)."""
+    if input is None and other is None:
+        from ember.ops.indexing import nonzero
+
+        return nonzero(condition, as_tuple=True)
+    return apply(_where, condition, input, other)
+
+
+class Clamp(Op):
+    name = "clamp"
+    save_inputs = (0,)
+    elementwise = True
+
+    def infer(self, x, min=None, max=None):
+        if min is None and max is None:
+            raise ValueError("clamp: at least one of min and max must be given")
+        dtype = x.dtype
+        for bound in (min, max):
+            if bound is not None:
+                dtype = binary_dtype(spec(x.shape, dtype), bound)
+        return spec(x.shape, dtype)
+
+    def kernel(self, xp, x, min=None, max=None):
+        dtype = self.infer(x, min, max).dtype
+        x = x.astype(dtype, copy=False)
+        if min is not None:
+            x = xp.maximum(x, min)
+        if max is not None:
+            x = xp.minimum(x, max)
+        return x.astype(dtype, copy=False)
+
+    def vjp(self, ctx, g):
+        x = ctx.input(0)
+        lo, hi = ctx.attrs.get("min"), ctx.attrs.get("max")
+        mask = None
+        if lo is not None:
+            mask = ge(x, lo)
+        if hi is not None:
+            m = le(x, hi)
+            mask = m if mask is None else logical_and(mask, m)
+        return (where(mask, g, 0.0),)
+
+
+_clamp = register(Clamp())
+
+
+def clamp(input, min=None, max=None):
+    """Limit values to [min, max]; bounds may be numbers or tensors."""
+    from ember.tensor import Tensor
+
+    if isinstance(min, Tensor) or isinstance(max, Tensor):
+        out = input
+        if min is not None:
+            out = maximum(out, min)
+        if max is not None:
+            out = minimum(out, max)
+        return out
+    return apply(_clamp, input, min=min, max=max)
+
+
+clip = clamp
+
+
+def clamp_min(input, min):
+    """max(input, min) elementwise."""
+    return clamp(input, min=min)
+
+
+def clamp_max(input, max):
+    """min(input, max) elementwise."""
+    return clamp(input, max=max)
+
+
+def lerp(start, end, weight):
+    """start + weight * (end - start)."""
+    return add(start, mul(weight, sub(end, start)))
+
+
+def hardtanh(x, min_val=-1.0, max_val=1.0):
+    """clamp(x, min_val, max_val)."""
+    return clamp(x, min_val, max_val)
+
+
+def relu6(x):
+    """clamp(x, 0, 6)."""
+    return clamp(x, 0.0, 6.0)

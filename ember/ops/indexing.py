@@ -1,0 +1,551 @@
+"""Indexing: __getitem__/__setitem__, gather/scatter, index_select/index_add, masks, one_hot, nonzero."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ember.backends.meta import MetaArray
+from ember.errors import DataDependentError, ShapeError, fmt_shape
+from ember.grad_mode import state as grad_state
+from ember.ops._rules import BOOL_NP, FLOAT_NP, INT64_NP, binary_dtype, norm_dim, spec
+from ember.ops.dispatch import apply
+from ember.ops.registry import Op, defop
+
+# --- index templates ---------------------------------------------------------------
+# An index is stored as a hashable template; tensors inside it become extra op inputs
+# (so devices are checked and graph tracing sees them) and appear as ("t", k).
+
+
+def encode_index(x, index):
+    """Split a user index into (template, tensors) with lists/arrays turned into tensors."""
+    from ember.tensor import Tensor
+
+    if not isinstance(index, tuple):
+        index = (index,)
+    template, tensors = [], []
+    for item in index:
+        if isinstance(item, slice):
+            template.append(("s", _int_or_none(item.start), _int_or_none(item.stop), _int_or_none(item.step)))
+        elif item is None or item is Ellipsis:
+            template.append(item)
+        elif isinstance(item, bool):
+            template.append(("b", item))
+        elif isinstance(item, (int, np.integer)):
+            template.append(int(item))
+        elif isinstance(item, Tensor) and item.ndim == 0 and item._data.dtype.kind in "iu" and not isinstance(item._data, MetaArray) and type(item._data) is np.ndarray:
+            template.append(int(item._data))
+        else:
+            if not isinstance(item, Tensor):
+                arr = np.asarray(item)
+                if arr.dtype.kind not in "biu":
+                    raise IndexError(
+                        f"getitem: only integers, slices, None, ..., and integer or bool arrays are valid "
+                        f"indices, got {type(item).__name__} of dtype {arr.dtype}"
+                    )
+                if arr.dtype.kind == "u":
+                    arr = arr.astype(np.int64)
+                item = Tensor._make(x._device.backend.from_host(arr), x._device)
+            elif item._data.dtype.kind not in "biu":
+                raise IndexError(f"getitem: tensors used as indices must be integer or bool, got {item.dtype}")
+            template.append(("t", len(tensors)))
+            tensors.append(item)
+    return tuple(template), tensors
+
+
+def _int_or_none(v):
+    if v is None:
+        return None
+    if hasattr(v, "__index__"):
+        return v.__index__()
+    raise TypeError(f"slice indices must be integers or None, got {type(v).__name__}")
+
+
+def decode_index(template, arrays):
+    """Rebuild a NumPy index from a template and the index arrays."""
+    out = []
+    for item in template:
+        if type(item) is tuple:
+            tag = item[0]
+            if tag == "s":
+                out.append(slice(item[1], item[2], item[3]))
+            elif tag == "t":
+                out.append(arrays[item[1]])
+            else:
+                out.append(item[1])
+        else:
+            out.append(item)
+    return tuple(out)
+
+
+def _has_advanced(template) -> bool:
+    return any(type(i) is tuple and i[0] in ("t", "b") for i in template)
+
+
+def _check_steps(template):
+    for item in template:
+        if type(item) is tuple and item[0] == "s" and item[3] is not None and item[3] <= 0:
+            raise ValueError("getitem: step must be greater than zero (negative steps are not supported; use flip)")
+
+
+def _abstract_index(op: str, x, template, arrays):
+    """The shape of x[index] computed from shapes alone: index a zero-memory broadcast array."""
+    dummies = []
+    for a in arrays:
+        if a.dtype == BOOL_NP:
+            raise DataDependentError(
+                f"{op}: boolean-mask indexing needs the mask's values, which the meta device "
+                f"(or a symbolic tensor) does not have"
+            )
+        if any(d is None for d in a.shape):
+            raise DataDependentError(f"{op}: index arrays of unknown shape are not supported while tracing")
+        dummies.append(np.zeros(a.shape, dtype=np.intp))
+    if any(d is None for d in x.shape):
+        shape = tuple(1 if d is None else d for d in x.shape)
+        base = np.broadcast_to(np.empty((), dtype=np.int8), shape)
+        res_shape = base[decode_index(template, dummies)].shape
+        return res_shape  # unknown dims are approximated; tracing refines them when it runs
+    base = np.broadcast_to(np.empty((), dtype=np.int8), tuple(x.shape))
+    try:
+        return base[decode_index(template, dummies)].shape
+    except IndexError as e:
+        raise IndexError(f"{op}: {e} (tensor of shape {fmt_shape(x.shape)})") from None
+
+
+@defop
+class _GetItem(Op):
+    name = "getitem"
+    is_view = "maybe"
+    save_inputs = slice(1, None)  # the index tensors
+
+    def infer(self, x, *arrays, index):
+        _check_steps(index)
+        return spec(_abstract_index(self.name, x, index, arrays), x.dtype)
+
+    def kernel(self, xp, x, *arrays, index):
+        _check_steps(index)
+        out = x[decode_index(index, arrays)]
+        if type(out) is not type(x):
+            out = xp.asarray(out)
+        return out
+
+    def vjp(self, ctx, g):
+        from ember.ops.creation_ops import zeros_like_shape
+
+        idx = [ctx.input(k) for k in range(1, len(ctx.in_meta))] if len(ctx.in_meta) > 1 else []
+        base = zeros_like_shape(g, ctx.in_shape(0))
+        return (apply(_IndexPut, base, g, *idx, index=ctx.attrs["index"], accumulate=True),) + (None,) * len(idx)
+
+
+
+def _add_at(xp, out, idx, values):
+    if xp is np:
+        np.add.at(out, idx, values)
+    else:
+        import cupyx
+
+        cupyx.scatter_add(out, idx, values)
+
+
+@defop
+class _IndexPut(Op):
+    """out = base with base[index] replaced by (or, with accumulate, increased by) values."""
+
+    name = "index_put"
+    save_inputs = slice(2, None)  # the index tensors
+
+    def infer(self, base, values, *arrays, index, accumulate=False):
+        shape = _abstract_index(self.name, base, index, arrays)
+        if not isinstance(values, (int, float, bool)):
+            try:
+                from ember.ops._rules import broadcast_shapes
+
+                target = broadcast_shapes(self.name, tuple(values.shape), shape)
+            except ShapeError:
+                target = None
+            if target != tuple(shape):
+                raise ShapeError(
+                    f"setitem: cannot assign a value of shape {fmt_shape(values.shape)} to an indexed "
+                    f"region of shape {fmt_shape(shape)}"
+                )
+        return spec(base.shape, base.dtype)
+
+    def kernel(self, xp, base, values, *arrays, index, accumulate=False):
+        out = base.copy()
+        idx = decode_index(index, arrays)
+        if not isinstance(values, (int, float, bool)):
+            values = values.astype(base.dtype, copy=False)
+        if accumulate:
+            _add_at(xp, out, idx, values)
+        else:
+            out[idx] = values
+        return out
+
+    def vjp(self, ctx, g):
+        n = len(ctx.in_meta)
+        idx = [ctx.input(k) for k in range(2, n)]
+        template = ctx.attrs["index"]
+        g_base = g if ctx.attrs.get("accumulate") else apply(_IndexPut, g, 0.0, *idx, index=template)
+        g_values = apply(_GetItem, g, *idx, index=template) if ctx.needs_grad(1) else None
+        return (g_base, g_values) + (None,) * len(idx)
+
+
+def getitem(x, index):
+    """x[index]: basic indexing gives a view; integer/bool arrays give a copy."""
+    template, tensors = encode_index(x, index)
+    return apply(_GetItem, x, *tensors, index=template)
+
+
+def index_put(x, index, values, accumulate: bool = False):
+    """A copy of x with x[index] set to (or increased by) values."""
+    template, tensors = encode_index(x, index)
+    return apply(_IndexPut, x, values, *tensors, index=template, accumulate=accumulate)
+
+
+def setitem(x, index, value) -> None:
+    """x[index] = value, written into x's storage (seen through every view)."""
+    from ember.tensor import Tensor
+
+    if isinstance(value, Tensor) and value._device is not x._device:
+        raise RuntimeError(f"setitem: value is on {value._device} but the tensor is on {x._device}")
+    needs_graph = grad_state.enabled and (x._requires_grad or (isinstance(value, Tensor) and value._requires_grad))
+    if needs_graph:
+        x._assign_result("setitem", index_put(x, index, value))
+        return
+    x._check_inplace("setitem")
+    template, tensors = encode_index(x, index)
+    arrays = [t._data for t in tensors]
+    vals = value._data if isinstance(value, Tensor) else value
+    if isinstance(x._data, MetaArray) or isinstance(vals, MetaArray):
+        _IndexPut.infer(x._data, vals if not isinstance(vals, (int, float, bool)) else vals, *arrays, index=template)
+        x._version[0] += 1
+        return
+    if isinstance(vals, (list, tuple)):
+        vals = np.asarray(vals)
+    if not isinstance(vals, (int, float, bool)) and not isinstance(vals, np.generic):
+        if vals.dtype in FLOAT_NP and x._data.dtype not in FLOAT_NP:
+            vals = vals.astype(x._data.dtype)
+    if not x._data.flags.writeable if hasattr(x._data, "flags") else False:
+        raise RuntimeError("setitem: this tensor is a read-only view (from expand/broadcast_to); clone it first")
+    _check_steps(template)
+    try:
+        x._data[decode_index(template, arrays)] = vals
+    except (ValueError, IndexError) as e:
+        _IndexPut.infer(x._data, vals, *arrays, index=template)
+        raise type(e)(f"setitem: {e}") from None
+    x._version[0] += 1
+
+
+# --- along-dim ops -------------------------------------------------------------------------
+def _check_index_tensor(op, index):
+    if index.dtype.kind not in "iu":
+        raise TypeError(f"{op}: index must be an integer tensor, got {index.dtype}")
+
+
+def _bounds(xp, op, index, size, dim):
+    if index.size and not isinstance(index, MetaArray):
+        lo, hi = int(index.min()), int(index.max())
+        if lo < -size or hi >= size:
+            bad = lo if lo < -size else hi
+            raise IndexError(f"{op}: index {bad} is out of bounds for dimension {dim} with size {size}")
+
+
+def _along_dim_index(xp, index, dim):
+    """Full index tuple that addresses positions (…, index[...], …) along `dim`."""
+    grids = list(xp.indices(index.shape, sparse=True))
+    grids[dim] = index
+    return tuple(grids)
+
+
+def _check_along(op, x, dim, index):
+    nd = len(x.shape)
+    d = norm_dim(op, dim, nd)
+    if len(index.shape) != nd and not (nd == 0 and len(index.shape) <= 1):
+        raise ShapeError(
+            f"{op}: index must have the same number of dimensions as the input: input {fmt_shape(x.shape)}, "
+            f"index {fmt_shape(index.shape)}"
+        )
+    for k in range(nd):
+        if k != d and index.shape[k] is not None and x.shape[k] is not None and index.shape[k] > x.shape[k]:
+            raise ShapeError(
+                f"{op}: index {fmt_shape(index.shape)} is larger than input {fmt_shape(x.shape)} at dimension {k}"
+            )
+    return d
+
+
+@defop
+class _Gather(Op):
+    name = "gather"
+    save_inputs = (1,)
+
+    def infer(self, x, index, dim):
+        _check_index_tensor(self.name, index)
+        _check_along(self.name, x, dim, index)
+        return spec(index.shape, x.dtype)
+
+    def kernel(self, xp, x, index, dim):
+        _check_index_tensor(self.name, index)
+        d = _check_along(self.name, x, dim, index)
+        if x.ndim == 0:
+            return x.reshape(index.shape).copy()
+        _bounds(xp, self.name, index, x.shape[d], d)
+        return x[_along_dim_index(xp, index, d)]
+
+    def vjp(self, ctx, g):
+        from ember.ops.creation_ops import zeros_like_shape
+
+        index = ctx.input(1)
+        return scatter_add(zeros_like_shape(g, ctx.in_shape(0)), ctx.attrs["dim"], index, g), None
+
+
+def gather(input, dim: int, index):
+    """out[i][j] = input[index[i][j]][j] (dim 0): values picked along `dim`."""
+    return apply(_Gather, input, index, dim=dim)
+
+
+class _ScatterBase(Op):
+    save_inputs = (1,)
+
+    def infer(self, x, index, src, dim):
+        _check_index_tensor(self.name, index)
+        _check_along(self.name, x, dim, index)
+        if not isinstance(src, (int, float, bool)):
+            for k in range(len(index.shape)):
+                if src.shape[k] is not None and index.shape[k] is not None and index.shape[k] > src.shape[k]:
+                    raise ShapeError(
+                        f"{self.name}: index {fmt_shape(index.shape)} is larger than src {fmt_shape(src.shape)}"
+                    )
+        return spec(x.shape, x.dtype)
+
+    def _prep(self, xp, x, index, src, dim):
+        self.infer(x, index, src, dim)
+        d = norm_dim(self.name, dim, x.ndim)
+        _bounds(xp, self.name, index, x.shape[d] if x.ndim else 1, d)
+        idx = _along_dim_index(xp, index, d)
+        if not isinstance(src, (int, float, bool)):
+            src = src[tuple(slice(0, s) for s in index.shape)].astype(x.dtype, copy=False)
+        return idx, src
+
+
+@defop
+class _Scatter(_ScatterBase):
+    name = "scatter"
+
+    def kernel(self, xp, x, index, src, dim):
+        idx, src = self._prep(xp, x, index, src, dim)
+        out = x.copy()
+        out[idx] = src
+        return out
+
+    def vjp(self, ctx, g):
+        index = ctx.input(1)
+        dim = ctx.attrs["dim"]
+        g_src = gather(g, dim, index) if ctx.needs_grad(2) else None
+        return scatter(g, dim, index, 0.0), None, g_src
+
+
+@defop
+class _ScatterAdd(_ScatterBase):
+    name = "scatter_add"
+
+    def kernel(self, xp, x, index, src, dim):
+        idx, src = self._prep(xp, x, index, src, dim)
+        out = x.copy()
+        _add_at(xp, out, idx, src)
+        return out
+
+    def vjp(self, ctx, g):
+        index = ctx.input(1)
+        return g, None, (gather(g, ctx.attrs["dim"], index) if ctx.needs_grad(2) else None)
+
+
+def scatter(input, dim: int, index, src=None, *, value=None, reduce=None):
+    """A copy of input with src (or value) written at `index` along `dim`."""
+    if reduce is not None:
+        if reduce == "add":
+            return scatter_add(input, dim, index, src)
+        raise NotImplementedError(f"scatter: reduce={reduce!r} is not supported (only 'add')")
+    if src is None:
+        src = value
+    if src is None:
+        raise TypeError("scatter: give src or value")
+    return apply(_Scatter, input, index, src, dim=dim)
+
+
+def scatter_add(input, dim: int, index, src):
+    """A copy of input with src added at `index` along `dim` (repeated indices accumulate)."""
+    return apply(_ScatterAdd, input, index, src, dim=dim)
+
+
+@defop
+class _IndexSelect(Op):
+    name = "index_select"
+    save_inputs = (1,)
+
+    def infer(self, x, index, dim):
+        _check_index_tensor(self.name, index)
+        if len(index.shape) > 1:
+            raise ShapeError(f"index_select: index must be 1-D, got shape {fmt_shape(index.shape)}")
+        d = norm_dim(self.name, dim, len(x.shape))
+        shape = list(x.shape)
+        if shape:
+            shape[d] = index.shape[0] if index.shape else 1
+        return spec(tuple(shape), x.dtype)
+
+    def kernel(self, xp, x, index, dim):
+        self.infer(x, index, dim)
+        d = norm_dim(self.name, dim, x.ndim)
+        if x.ndim == 0:
+            return x.copy()
+        _bounds(xp, self.name, index, x.shape[d], d)
+        return xp.take(x, index.reshape(-1), axis=d)
+
+    def vjp(self, ctx, g):
+        from ember.ops.creation_ops import zeros_like_shape
+
+        index = ctx.input(1)
+        return index_add(zeros_like_shape(g, ctx.in_shape(0)), ctx.attrs["dim"], index, g), None
+
+
+def index_select(input, dim: int, index):
+    """The slices of input at positions `index` (1-D) along `dim`."""
+    return apply(_IndexSelect, input, index, dim=dim)
+
+
+@defop
+class _IndexAdd(Op):
+    name = "index_add"
+    save_inputs = (1,)
+
+    def infer(self, x, index, src, dim, alpha=1):
+        _check_index_tensor(self.name, index)
+        d = norm_dim(self.name, dim, len(x.shape))
+        expected = list(x.shape)
+        if expected:
+            expected[d] = index.shape[0] if index.shape else 1
+        if tuple(src.shape) != tuple(expected) and not (len(x.shape) == 0):
+            raise ShapeError(
+                f"index_add: source has shape {fmt_shape(src.shape)}, expected {fmt_shape(expected)} "
+                f"for input {fmt_shape(x.shape)} and {index.shape[0] if index.shape else 1} indices along dim {dim}"
+            )
+        return spec(x.shape, x.dtype)
+
+    def kernel(self, xp, x, index, src, dim, alpha=1):
+        self.infer(x, index, src, dim, alpha)
+        d = norm_dim(self.name, dim, x.ndim)
+        out = x.copy()
+        _bounds(xp, self.name, index, x.shape[d] if x.ndim else 1, d)
+        idx = (slice(None),) * d + (index.reshape(-1),)
+        _add_at(xp, out, idx, (src * alpha if alpha != 1 else src).astype(x.dtype, copy=False))
+        return out
+
+    def vjp(self, ctx, g):
+        index = ctx.input(1)
+        alpha = ctx.attrs.get("alpha", 1)
+        g_src = index_select(g, ctx.attrs["dim"], index) if ctx.needs_grad(2) else None
+        if g_src is not None and alpha != 1:
+            g_src = g_src * alpha
+        return g, None, g_src
+
+
+def index_add(input, dim: int, index, source, *, alpha=1):
+    """A copy of input with alpha*source added at positions `index` along `dim`."""
+    return apply(_IndexAdd, input, index, source, dim=dim, alpha=alpha)
+
+
+def masked_fill(input, mask, value):
+    """A copy of input with `value` where mask is true (keeps input's dtype)."""
+    from ember.ops.elementwise import where
+    from ember.tensor import Tensor
+
+    if mask._data.dtype != BOOL_NP:
+        raise TypeError(f"masked_fill: mask must be a bool tensor, got {mask.dtype}")
+    if isinstance(value, Tensor):
+        if value.ndim != 0:
+            raise ValueError(f"masked_fill: value must be a 0-d tensor, got shape {fmt_shape(value.shape)}")
+        value = value.to(input.dtype)
+    elif input._data.dtype not in FLOAT_NP:
+        if isinstance(value, float) and not float(value).is_integer() and input._data.dtype != BOOL_NP:
+            value = int(value)
+        value = bool(value) if input._data.dtype == BOOL_NP else int(value)
+    from ember.ops._rules import broadcast_shapes
+
+    shape = broadcast_shapes("masked_fill", tuple(input.shape), tuple(mask.shape))
+    if shape != tuple(input.shape):
+        raise ShapeError(
+            f"masked_fill: mask of shape {fmt_shape(mask.shape)} does not broadcast to the input's shape "
+            f"{fmt_shape(input.shape)}"
+        )
+    out = where(mask, value, input)
+    return out if out._data.dtype == input._data.dtype else out.to(input.dtype)
+
+
+def masked_select(input, mask):
+    """The elements of input where mask is true, as a 1-D tensor."""
+    from ember.ops.shape import broadcast_tensors
+
+    a, m = broadcast_tensors(input, mask)
+    return getitem(a, m)
+
+
+@defop
+class _Nonzero(Op):
+    name = "nonzero"
+    differentiable = False
+
+    def infer(self, x):
+        raise DataDependentError(
+            "nonzero: the output shape depends on the input's values, which the meta device "
+            "(or a symbolic tensor) does not have"
+        )
+
+    def kernel(self, xp, x):
+        return xp.stack(xp.nonzero(x), axis=-1).astype(np.int64) if x.ndim else xp.zeros((int(bool(x)), 0), dtype=np.int64)
+
+
+def nonzero(input, *, as_tuple: bool = False):
+    """Indices of non-zero elements: (N, ndim), or one 1-D tensor per dim with as_tuple."""
+    idx = apply(_Nonzero, input)
+    if as_tuple:
+        from ember.ops.shape import unbind
+
+        return unbind(idx, 1) if input.ndim else (idx.reshape(-1),)
+    return idx
+
+
+argwhere = nonzero
+
+
+@defop
+class _OneHot(Op):
+    name = "one_hot"
+    differentiable = False
+
+    def infer(self, x, num_classes):
+        if x.dtype != INT64_NP and x.dtype.kind not in "iu":
+            raise TypeError(f"one_hot: input must be an integer tensor, got {x.dtype}")
+        if num_classes < 0:
+            raise DataDependentError("one_hot: num_classes=-1 needs the input's values; pass num_classes")
+        return spec(tuple(x.shape) + (num_classes,), INT64_NP)
+
+    def kernel(self, xp, x, num_classes):
+        if x.dtype.kind not in "iu":
+            raise TypeError(f"one_hot: input must be an integer tensor, got {x.dtype}")
+        if num_classes < 0:
+            num_classes = int(x.max()) + 1 if x.size else 0
+        if x.size and (int(x.min()) < 0 or int(x.max()) >= num_classes):
+            raise ValueError(f"one_hot: class values must be in [0, {num_classes}), got {int(x.min())}..{int(x.max())}")
+        return (x[..., None] == xp.arange(num_classes)).astype(np.int64)
+
+
+def one_hot(tensor, num_classes: int = -1):
+    """Integer class labels to one-hot int64 vectors of length num_classes."""
+    return apply(_OneHot, tensor, num_classes=int(num_classes))
+
+
+def take_along_dim(input, indices, dim: int):
+    """gather with broadcasting of indices (PyTorch's take_along_dim)."""
+    return gather(input, dim, indices)
+
+
+__all__ = ["getitem", "setitem", "index_put", "gather", "scatter", "scatter_add", "index_select", "index_add",
+           "masked_fill", "masked_select", "nonzero", "argwhere", "one_hot", "binary_dtype"]

@@ -1,0 +1,257 @@
+"""Matrix products: matmul (1-D, 2-D, batched with broadcasting), mm, bmm, einsum, outer, dot."""
+
+from __future__ import annotations
+
+import string
+
+from ember.errors import ShapeError, fmt_shape
+from ember.ops._rules import binary_dtype, broadcast_shapes, spec
+from ember.ops.dispatch import apply
+from ember.ops.registry import Op, defop
+
+
+def matmul_shape(op: str, a, b) -> tuple:
+    """numpy/PyTorch matmul shape rule, with the op and both shapes in every error."""
+    sa, sb = tuple(a), tuple(b)
+    if not sa or not sb:
+        raise ShapeError(f"{op}: both arguments must have at least 1 dimension, got {fmt_shape(sa)} and {fmt_shape(sb)}")
+    ka = sa[-1]
+    kb = sb[0] if len(sb) == 1 else sb[-2]
+    if ka is not None and kb is not None and ka != kb:
+        raise ShapeError(
+            f"{op}: shapes {fmt_shape(sa)} and {fmt_shape(sb)} cannot be multiplied ({ka} != {kb})"
+        )
+    if len(sa) == 1 and len(sb) == 1:
+        return ()
+    if len(sb) == 1:
+        return sa[:-1]
+    if len(sa) == 1:
+        return sb[:-2] + sb[-1:]
+    try:
+        batch = broadcast_shapes(op, sa[:-2], sb[:-2])
+    except ShapeError:
+        raise ShapeError(
+            f"{op}: batch dimensions of {fmt_shape(sa)} and {fmt_shape(sb)} cannot be broadcast"
+        ) from None
+    return batch + (sa[-2], sb[-1])
+
+
+@defop
+class _MatMul(Op):
+    name = "matmul"
+    save_inputs = (0, 1)
+
+    def infer(self, a, b):
+        return spec(matmul_shape(self.name, a.shape, b.shape), binary_dtype(a, b))
+
+    def kernel(self, xp, a, b):
+        dtype = binary_dtype(a, b)
+        if a.dtype != dtype:
+            a = a.astype(dtype)
+        if b.dtype != dtype:
+            b = b.astype(dtype)
+        if a.ndim == 0 or b.ndim == 0:
+            matmul_shape(self.name, a.shape, b.shape)
+        return xp.matmul(a, b)
+
+    def vjp(self, ctx, g):
+        from ember.ops.shape import squeeze, transpose, unsqueeze
+
+        a, b = ctx.input(0), ctx.input(1)
+        if a.ndim == 1 and b.ndim == 1:
+            return g * b, g * a
+        if a.ndim == 1:
+            g2 = unsqueeze(g, -2)
+            ga = squeeze(matmul(g2, transpose(b, -1, -2)), -2) if ctx.needs_grad(0) else None
+            gb = matmul(unsqueeze(a, -1), g2) if ctx.needs_grad(1) else None
+            return ga, gb
+        if b.ndim == 1:
+            g2 = unsqueeze(g, -1)
+            ga = matmul(g2, unsqueeze(b, -2)) if ctx.needs_grad(0) else None
+            gb = squeeze(matmul(transpose(a, -1, -2), g2), -1) if ctx.needs_grad(1) else None
+            return ga, gb
+        ga = matmul(g, transpose(b, -1, -2)) if ctx.needs_grad(0) else None
+        gb = matmul(transpose(a, -1, -2), g) if ctx.needs_grad(1) else None
+        return ga, gb
+
+
+def matmul(input, other):
+    """Matrix product with NumPy's rules: 1-D vectors, 2-D matrices, broadcast batches."""
+    return apply(_MatMul, input, other)
+
+
+def mm(input, mat2):
+    """Product of two 2-D matrices."""
+    if input.ndim != 2 or mat2.ndim != 2:
+        raise ShapeError(f"mm: both arguments must be 2-D, got {fmt_shape(input.shape)} and {fmt_shape(mat2.shape)}")
+    return matmul(input, mat2)
+
+
+def bmm(input, mat2):
+    """Batched product of two 3-D tensors with equal batch sizes."""
+    if input.ndim != 3 or mat2.ndim != 3:
+        raise ShapeError(f"bmm: both arguments must be 3-D, got {fmt_shape(input.shape)} and {fmt_shape(mat2.shape)}")
+    if input.shape[0] != mat2.shape[0]:
+        raise ShapeError(f"bmm: batch sizes differ: {fmt_shape(input.shape)} and {fmt_shape(mat2.shape)}")
+    return matmul(input, mat2)
+
+
+def mv(input, vec):
+    """Matrix-vector product."""
+    if input.ndim != 2 or vec.ndim != 1:
+        raise ShapeError(f"mv: expected a 2-D matrix and a 1-D vector, got {fmt_shape(input.shape)} and {fmt_shape(vec.shape)}")
+    return matmul(input, vec)
+
+
+def dot(input, other):
+    """Inner product of two 1-D tensors."""
+    if input.ndim != 1 or other.ndim != 1:
+        raise ShapeError(f"dot: expected 1-D tensors, got {fmt_shape(input.shape)} and {fmt_shape(other.shape)}")
+    return matmul(input, other)
+
+
+inner = dot
+
+
+def outer(input, vec2):
+    """Outer product of two 1-D tensors."""
+    from ember.ops.shape import unsqueeze
+
+    if input.ndim != 1 or vec2.ndim != 1:
+        raise ShapeError(f"outer: expected 1-D tensors, got {fmt_shape(input.shape)} and {fmt_shape(vec2.shape)}")
+    return unsqueeze(input, 1) * unsqueeze(vec2, 0)
+
+
+ger = outer
+
+
+def addmm(input, mat1, mat2, *, beta=1, alpha=1):
+    """beta * input + alpha * (mat1 @ mat2)."""
+    prod = mm(mat1, mat2)
+    if alpha != 1:
+        prod = prod * alpha
+    return prod + (input if beta == 1 else input * beta)
+
+
+# --- einsum -------------------------------------------------------------------------------
+def parse_einsum(equation: str, shapes) -> tuple:
+    """Expand '...' and the implicit output: returns (input subscripts, output subscripts)."""
+    eq = equation.replace(" ", "")
+    if "->" in eq:
+        lhs, out = eq.split("->")
+    else:
+        lhs, out = eq, None
+    ins = lhs.split(",")
+    if len(ins) != len(shapes):
+        raise ValueError(f"einsum: equation {equation!r} names {len(ins)} operands but {len(shapes)} were given")
+    spare = [c for c in string.ascii_uppercase + string.ascii_lowercase if c not in eq]
+    ell_letters = ""
+    resolved = []
+    for sub, shape in zip(ins, shapes):
+        if "..." in sub:
+            n = len(shape) - (len(sub) - 3)
+            if n < 0:
+                raise ShapeError(f"einsum: operand {sub!r} has more subscripts than dimensions {fmt_shape(shape)}")
+            if n > len(ell_letters):
+                ell_letters = "".join(spare[:n])
+            sub = sub.replace("...", ell_letters[len(ell_letters) - n :] if n else "")
+        if len(sub) != len(shape):
+            raise ShapeError(
+                f"einsum: subscripts {sub!r} have {len(sub)} letters but the operand has shape {fmt_shape(shape)}"
+            )
+        resolved.append(sub)
+    if out is None:
+        counts = {}
+        for sub in resolved:
+            for c in sub:
+                counts[c] = counts.get(c, 0) + 1
+        out = ell_letters + "".join(sorted(c for c, n in counts.items() if n == 1 and c not in ell_letters))
+    else:
+        out = out.replace("...", ell_letters)
+    return resolved, out
+
+
+def _einsum_shape(ins, out, shapes):
+    sizes = {}
+    for sub, shape in zip(ins, shapes):
+        for c, d in zip(sub, shape):
+            if c in sizes and sizes[c] not in (d, 1) and d != 1 and None not in (d, sizes[c]):
+                raise ShapeError(
+                    f"einsum: subscript {c!r} has size {sizes[c]} in one operand and {d} in another "
+                    f"(shapes {', '.join(fmt_shape(s) for s in shapes)})"
+                )
+            if c not in sizes or sizes[c] == 1:
+                sizes[c] = d
+    for c in out:
+        if c not in sizes:
+            raise ValueError(f"einsum: output subscript {c!r} does not appear in the inputs")
+    return tuple(sizes[c] for c in out)
+
+
+@defop
+class _Einsum(Op):
+    name = "einsum"
+    save_inputs = slice(0, None)
+
+    def infer(self, *xs, equation):
+        ins, out = parse_einsum(equation, [x.shape for x in xs])
+        from ember.ops._rules import result_dtype
+
+        return spec(_einsum_shape(ins, out, [x.shape for x in xs]), result_dtype(*xs))
+
+    def kernel(self, xp, *xs, equation):
+        from ember.ops._rules import result_dtype
+
+        ins, out = parse_einsum(equation, [x.shape for x in xs])
+        _einsum_shape(ins, out, [x.shape for x in xs])
+        dtype = result_dtype(*xs)
+        xs = [x.astype(dtype, copy=False) for x in xs]
+        return xp.asarray(xp.einsum(",".join(ins) + "->" + out, *xs, optimize=len(xs) > 2))
+
+    def vjp(self, ctx, g):
+        from ember.ops.shape import expand, reshape
+
+        n = len(ctx.in_meta)
+        xs = [ctx.input(i) for i in range(n)]
+        ins, out = parse_einsum(ctx.attrs["equation"], [x.shape for x in xs])
+        grads = []
+        for i in range(n):
+            if not ctx.needs_grad(i):
+                grads.append(None)
+                continue
+            sub = ins[i]
+            if len(set(sub)) != len(sub):
+                raise NotImplementedError(f"einsum: gradient for repeated subscripts {sub!r} is not supported")
+            available = set(out) | {c for j, s in enumerate(ins) if j != i for c in s}
+            target = "".join(c for c in sub if c in available)
+            others = [(ins[j], xs[j]) for j in range(n) if j != i]
+            eq = ",".join([out] + [s for s, _ in others]) + "->" + target
+            r = einsum(eq, g, *[x for _, x in others])
+            if target != sub:  # letters summed away inside operand i come back by broadcasting
+                shape = tuple(xs[i].shape[k] if c in available else 1 for k, c in enumerate(sub))
+                r = expand(reshape(r, shape), tuple(xs[i].shape))
+            grads.append(r)
+        return tuple(grads)
+
+
+def einsum(equation: str, *operands):
+    """Einstein summation over operands ('ij,jk->ik'; '...' broadcasting supported)."""
+    if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
+        operands = tuple(operands[0])
+    return apply(_Einsum, *operands, equation=equation)
+
+
+def tensordot(a, b, dims=2):
+    """Sum products over the last `dims` dims of a and the first of b (or explicit dim lists)."""
+    letters = iter(string.ascii_lowercase)
+    sa = [next(letters) for _ in range(a.ndim)]
+    sb = [next(letters) for _ in range(b.ndim)]
+    if isinstance(dims, int):
+        pairs = list(zip(range(a.ndim - dims, a.ndim), range(dims)))
+    else:
+        pairs = list(zip(dims[0], dims[1]))
+    for da, db in pairs:
+        sb[db] = sa[da]
+    contracted = {sa[da] for da, _ in pairs}
+    out = [c for c in sa if c not in contracted] + [c for c in sb if c not in contracted]
+    return einsum("".join(sa) + "," + "".join(sb) + "->" + "".join(out), a, b)

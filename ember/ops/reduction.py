@@ -1,0 +1,542 @@
+"""Reductions over dims: sum, mean, prod, max/min (with indices), arg*, var/std, logsumexp, all/any."""
+
+from __future__ import annotations
+
+import builtins
+
+import numpy as np
+
+from ember.errors import ShapeError, fmt_shape
+from ember.ops._rules import BOOL_NP, FLOAT_NP, INT64_NP, norm_dims, spec
+from ember.ops.dispatch import apply
+from ember.ops.registry import Op, defop
+
+
+def reduced_shape(shape, dims, keepdim):
+    """The shape left after reducing `dims` (kept as 1s with keepdim)."""
+    if keepdim:
+        return tuple(1 if i in dims else d for i, d in enumerate(shape))
+    return tuple(d for i, d in enumerate(shape) if i not in dims)
+
+
+def unreduce(g, in_shape, dims, keepdim):
+    """Broadcast a reduced gradient back to the input's shape."""
+    from ember.ops.shape import expand, reshape
+
+    if not keepdim and dims:
+        g = reshape(g, reduced_shape(in_shape, dims, True))
+    return expand(g, in_shape)
+
+
+def _count(shape, dims):
+    n = 1
+    for d in dims:
+        n *= shape[d]
+    return n
+
+
+class Reduction(Op):
+    """Shared rule: normalise dims, compute the reduced shape; subclasses choose the dtype."""
+
+    def _dims(self, x, dim):
+        return norm_dims(self.name, dim, len(x.shape))
+
+    def out_dtype(self, dtype, **attrs):
+        return dtype
+
+    def infer(self, x, dim=None, keepdim=False, **attrs):
+        dims = self._dims(x, dim)
+        self._check_nonempty(x, dims)
+        return spec(reduced_shape(x.shape, dims, keepdim), self.out_dtype(x.dtype, **attrs))
+
+    def _check_nonempty(self, x, dims):
+        pass
+
+    def axis(self, x, dim):
+        dims = self._dims(x, dim)
+        return dims
+
+
+class _Sum(Reduction):
+    name = "sum"
+
+    def out_dtype(self, dtype, dtype_out=None):
+        if dtype_out is not None:
+            return dtype_out
+        return dtype if dtype in FLOAT_NP else INT64_NP
+
+    def kernel(self, xp, x, dim=None, keepdim=False, dtype_out=None):
+        out_dtype = self.out_dtype(x.dtype, dtype_out)
+        return xp.asarray(xp.sum(x, axis=self._dims(x, dim), keepdims=keepdim, dtype=out_dtype))
+
+    def vjp(self, ctx, g):
+        dims = norm_dims("sum", ctx.attrs.get("dim"), len(ctx.in_shape(0)))
+        return (unreduce(g, ctx.in_shape(0), dims, ctx.attrs.get("keepdim", False)),)
+
+
+class _Mean(Reduction):
+    name = "mean"
+
+    def out_dtype(self, dtype, dtype_out=None):
+        if dtype_out is not None:
+            return dtype_out
+        if dtype not in FLOAT_NP:
+            raise TypeError(
+                f"mean: input dtype must be floating point, got {np.dtype(dtype).name}; cast with .float() first"
+            )
+        return dtype
+
+    def kernel(self, xp, x, dim=None, keepdim=False, dtype_out=None):
+        out_dtype = self.out_dtype(x.dtype, dtype_out)
+        return xp.asarray(xp.mean(x, axis=self._dims(x, dim), keepdims=keepdim, dtype=out_dtype))
+
+    def vjp(self, ctx, g):
+        shape = ctx.in_shape(0)
+        dims = norm_dims("mean", ctx.attrs.get("dim"), len(shape))
+        return (unreduce(g, shape, dims, ctx.attrs.get("keepdim", False)) / float(builtins.max(_count(shape, dims), 1)),)
+
+
+class _Prod(Reduction):
+    name = "prod"
+    save_inputs = (0,)
+
+    def out_dtype(self, dtype, dtype_out=None):
+        if dtype_out is not None:
+            return dtype_out
+        return dtype if dtype in FLOAT_NP else INT64_NP
+
+    def kernel(self, xp, x, dim=None, keepdim=False, dtype_out=None):
+        return xp.asarray(xp.prod(x, axis=self._dims(x, dim), keepdims=keepdim, dtype=self.out_dtype(x.dtype, dtype_out)))
+
+    def vjp(self, ctx, g):
+        x = ctx.input(0)
+        dims = norm_dims("prod", ctx.attrs.get("dim"), x.ndim)
+        g = unreduce(g, x.shape, dims, ctx.attrs.get("keepdim", False))
+        return (g * apply(_ProdOthers, x, dims=dims),)
+
+
+@defop
+class _ProdOthers(Op):
+    """For each element, the product of the other elements in its reduction group (zeros-safe)."""
+
+    name = "prod_others"
+    differentiable = False
+
+    def infer(self, x, dims):
+        return spec(x.shape, x.dtype)
+
+    def kernel(self, xp, x, dims):
+        # Move reduced dims last, flatten them, and take exclusive products from both ends.
+        nd = x.ndim
+        keep = [d for d in range(nd) if d not in dims]
+        perm = keep + list(dims)
+        xt = xp.transpose(x, perm)
+        lead = xt.shape[: len(keep)]
+        flat = xt.reshape(lead + (-1,))
+        ones = xp.ones(lead + (1,), dtype=x.dtype)
+        left = xp.cumprod(xp.concatenate([ones, flat[..., :-1]], axis=-1), axis=-1)
+        right = xp.flip(xp.cumprod(xp.concatenate([ones, xp.flip(flat, -1)[..., :-1]], axis=-1), axis=-1), -1)
+        res = (left * right).reshape(xt.shape)
+        return xp.ascontiguousarray(xp.transpose(res, np.argsort(perm)))
+
+
+class _MaxMinAll(Reduction):
+    """max/min/amax/amin as plain reductions; the gradient is shared evenly among ties."""
+
+    save_inputs = (0,)
+    save_outputs = (0,)
+
+    def __init__(self, name, fn):
+        self.name = name
+        self.fn = fn
+
+    def _check_nonempty(self, x, dims):
+        for d in dims or range(len(x.shape)):
+            if x.shape[d] == 0:
+                raise ValueError(f"{self.name}: cannot reduce over an empty dimension of shape {fmt_shape(x.shape)}")
+        if not dims and 0 in tuple(x.shape):
+            raise ValueError(f"{self.name}: cannot reduce an empty tensor of shape {fmt_shape(x.shape)}")
+
+    def kernel(self, xp, x, dim=None, keepdim=False):
+        dims = self._dims(x, dim)
+        self._check_nonempty(x, dims)
+        return xp.asarray(getattr(xp, self.fn)(x, axis=dims, keepdims=keepdim))
+
+    def vjp(self, ctx, g):
+        from ember.ops.elementwise import eq
+
+        x = ctx.input(0)
+        dims = norm_dims(self.name, ctx.attrs.get("dim"), x.ndim)
+        keep = ctx.attrs.get("keepdim", False)
+        out = unreduce(ctx.output, x.shape, dims, keep)
+        mask = eq(x, out).to(x.dtype)
+        count = unreduce(_sum(mask, dims, True), x.shape, dims, True)
+        return (unreduce(g, x.shape, dims, keep) * mask / count,)
+
+
+class _MaxMinDim(Op):
+    """max/min along one dim returning (values, indices), as PyTorch."""
+
+    n_outputs = 2
+    save_outputs = (1,)
+
+    def __init__(self, name, arg):
+        self.name = name
+        self.arg = arg
+
+    def infer(self, x, dim, keepdim=False):
+        d = norm_dims(self.name, dim, len(x.shape))
+        if d and x.shape[d[0]] == 0:
+            raise ValueError(f"{self.name}: cannot reduce over empty dimension {dim} of shape {fmt_shape(x.shape)}")
+        shape = reduced_shape(x.shape, d, keepdim)
+        return spec(shape, x.dtype), spec(shape, INT64_NP)
+
+    def kernel(self, xp, x, dim, keepdim=False):
+        self.infer(x, dim, keepdim)
+        d = norm_dims(self.name, dim, x.ndim)
+        if not d:  # 0-d input
+            return x.copy(), xp.zeros((), dtype=np.int64)
+        axis = d[0]
+        idx = getattr(xp, self.arg)(x, axis=axis, keepdims=True)
+        vals = xp.take_along_axis(x, idx, axis=axis)
+        if not keepdim:
+            idx = xp.squeeze(idx, axis)
+            vals = xp.squeeze(vals, axis)
+        return vals, idx.astype(np.int64, copy=False)
+
+    def vjp(self, ctx, g, _g_idx=None):
+        from ember.ops.creation_ops import zeros_like_shape
+        from ember.ops.indexing import scatter
+        from ember.ops.shape import unsqueeze
+
+        shape = ctx.in_shape(0)
+        if not shape:
+            return (g,)
+        dim = norm_dims(self.name, ctx.attrs["dim"], len(shape))[0]
+        idx = ctx.output_at(1)
+        if not ctx.attrs.get("keepdim", False):
+            g = unsqueeze(g, dim)
+            idx = unsqueeze(idx, dim)
+        return (scatter(zeros_like_shape(g, shape), dim, idx, g),)
+
+
+class _ArgMaxMin(Op):
+    differentiable = False
+
+    def __init__(self, name, fn):
+        self.name = name
+        self.fn = fn
+
+    def infer(self, x, dim=None, keepdim=False):
+        if dim is None:
+            if 0 in tuple(x.shape):
+                raise ValueError(f"{self.name}: cannot reduce an empty tensor of shape {fmt_shape(x.shape)}")
+            return spec((1,) * len(x.shape) if keepdim else (), INT64_NP)
+        d = norm_dims(self.name, dim, len(x.shape))
+        if d and x.shape[d[0]] == 0:
+            raise ValueError(f"{self.name}: cannot reduce over empty dimension {dim} of shape {fmt_shape(x.shape)}")
+        return spec(reduced_shape(x.shape, d, keepdim), INT64_NP)
+
+    def kernel(self, xp, x, dim=None, keepdim=False):
+        self.infer(x, dim, keepdim)
+        fn = getattr(xp, self.fn)
+        if dim is None:
+            r = fn(x.reshape(-1))
+            return xp.asarray(r, dtype=np.int64).reshape((1,) * x.ndim if keepdim else ())
+        d = norm_dims(self.name, dim, x.ndim)
+        if not d:
+            return xp.zeros((), dtype=np.int64)
+        return xp.asarray(fn(x, axis=d[0], keepdims=keepdim), dtype=np.int64)
+
+
+class _Var(Reduction):
+    name = "var"
+    save_inputs = (0,)
+
+    def out_dtype(self, dtype, correction=1):
+        if dtype not in FLOAT_NP:
+            raise TypeError(f"{self.name}: input dtype must be floating point, got {np.dtype(dtype).name}")
+        return dtype
+
+    def kernel(self, xp, x, dim=None, keepdim=False, correction=1):
+        self.out_dtype(x.dtype)
+        dims = self._dims(x, dim)
+        n = _count(x.shape, dims)
+        ddof = correction if n > correction else n  # NaN/inf like PyTorch when n <= correction
+        with np.errstate(divide="ignore", invalid="ignore"):
+            r = xp.var(x, axis=dims, keepdims=keepdim, ddof=ddof) if n > correction else (
+                xp.sum((x - xp.mean(x, axis=dims, keepdims=True)) ** 2, axis=dims, keepdims=keepdim) / builtins.max(n - correction, 0)
+            )
+        return xp.asarray(r, dtype=x.dtype)
+
+    def vjp(self, ctx, g):
+        x = ctx.input(0)
+        dims = norm_dims("var", ctx.attrs.get("dim"), x.ndim)
+        n = _count(x.shape, dims)
+        corr = ctx.attrs.get("correction", 1)
+        centered = x - _mean(x, dims, True)
+        g = unreduce(g, x.shape, dims, ctx.attrs.get("keepdim", False))
+        return (g * centered * (2.0 / builtins.max(n - corr, 1e-300)),)
+
+
+class _LogSumExp(Reduction):
+    name = "logsumexp"
+    save_inputs = (0,)
+    save_outputs = (0,)
+
+    def out_dtype(self, dtype):
+        return dtype if dtype in FLOAT_NP else np.dtype(np.float32)
+
+    def kernel(self, xp, x, dim=None, keepdim=False):
+        dims = self._dims(x, dim)
+        x = x.astype(self.out_dtype(x.dtype), copy=False)
+        if x.size == 0:
+            return xp.asarray(xp.full(reduced_shape(x.shape, dims, keepdim), -np.inf, dtype=x.dtype))
+        m = xp.max(x, axis=dims, keepdims=True)
+        m = xp.where(xp.isfinite(m), m, 0)
+        s = xp.log(xp.sum(xp.exp(x - m), axis=dims, keepdims=True)) + m
+        if not keepdim:
+            s = s.reshape(reduced_shape(x.shape, dims, False))
+        return xp.asarray(s, dtype=x.dtype)
+
+    def vjp(self, ctx, g):
+        from ember.ops.elementwise import exp
+
+        x = ctx.input(0)
+        dims = norm_dims("logsumexp", ctx.attrs.get("dim"), x.ndim)
+        keep = ctx.attrs.get("keepdim", False)
+        out = unreduce(ctx.output, x.shape, dims, keep)
+        return (unreduce(g, x.shape, dims, keep) * exp(x - out),)
+
+
+class _AllAny(Reduction):
+    differentiable = False
+
+    def __init__(self, name):
+        self.name = name
+
+    def out_dtype(self, dtype):
+        return BOOL_NP
+
+    def kernel(self, xp, x, dim=None, keepdim=False):
+        return xp.asarray(getattr(xp, self.name)(x, axis=self._dims(x, dim), keepdims=keepdim))
+
+
+_sum_op = defop(_Sum)
+_mean_op = defop(_Mean)
+_prod_op = defop(_Prod)
+_var_op = defop(_Var)
+_lse_op = defop(_LogSumExp)
+from ember.ops.registry import register  # noqa: E402
+
+_amax_op = register(_MaxMinAll("amax", "max"))
+_amin_op = register(_MaxMinAll("amin", "min"))
+_max_dim_op = register(_MaxMinDim("max_dim", "argmax"))
+_min_dim_op = register(_MaxMinDim("min_dim", "argmin"))
+_argmax_op = register(_ArgMaxMin("argmax", "argmax"))
+_argmin_op = register(_ArgMaxMin("argmin", "argmin"))
+_all_op = register(_AllAny("all"))
+_any_op = register(_AllAny("any"))
+
+
+def _dim_arg(dim, axis):
+    if axis is not None:
+        if dim is not None:
+            raise TypeError("pass either dim or axis, not both")
+        return axis
+    return dim
+
+
+def _norm_dim_attr(dim):
+    if isinstance(dim, list):
+        return tuple(dim)
+    return dim
+
+
+def _sum(x, dim, keepdim):
+    return apply(_sum_op, x, dim=dim, keepdim=keepdim)
+
+
+def _mean(x, dim, keepdim):
+    return apply(_mean_op, x, dim=dim, keepdim=keepdim)
+
+
+def sum(input, dim=None, keepdim: bool = False, *, dtype=None, axis=None, keepdims=None):
+    """Sum over `dim` (int, tuple, or all); ints and bools sum to int64."""
+    dim = _norm_dim_attr(_dim_arg(dim, axis))
+    keepdim = keepdim if keepdims is None else keepdims
+    attrs = {"dim": dim, "keepdim": bool(keepdim)}
+    if dtype is not None:
+        from ember.dtypes import as_dtype
+
+        attrs["dtype_out"] = as_dtype(dtype).np
+    return apply(_sum_op, input, **attrs)
+
+
+def mean(input, dim=None, keepdim: bool = False, *, dtype=None, axis=None, keepdims=None):
+    """Mean over `dim`; the input must be floating point."""
+    dim = _norm_dim_attr(_dim_arg(dim, axis))
+    keepdim = keepdim if keepdims is None else keepdims
+    attrs = {"dim": dim, "keepdim": bool(keepdim)}
+    if dtype is not None:
+        from ember.dtypes import as_dtype
+
+        input = input.to(as_dtype(dtype))
+    return apply(_mean_op, input, **attrs)
+
+
+def prod(input, dim=None, keepdim: bool = False, *, dtype=None, axis=None, keepdims=None):
+    """Product over `dim`."""
+    dim = _norm_dim_attr(_dim_arg(dim, axis))
+    keepdim = keepdim if keepdims is None else keepdims
+    attrs = {"dim": dim, "keepdim": bool(keepdim)}
+    if dtype is not None:
+        from ember.dtypes import as_dtype
+
+        attrs["dtype_out"] = as_dtype(dtype).np
+    return apply(_prod_op, input, **attrs)
+
+
+def _max_min(op_all, op_dim, input, dim, keepdim, other, axis, keepdims):
+    from ember.tensor import Tensor
+
+    if isinstance(dim, Tensor) and other is None:
+        other, dim = dim, None
+    if other is not None:
+        from ember.ops.elementwise import maximum, minimum
+
+        return maximum(input, other) if op_all is _amax_op else minimum(input, other)
+    dim = _dim_arg(dim, axis)
+    keepdim = keepdim if keepdims is None else keepdims
+    if dim is None:
+        return apply(op_all, input, dim=None, keepdim=False)
+    if isinstance(dim, (tuple, list)):
+        raise TypeError(f"{op_dim.name[:3]}: dim must be an int (use amax/amin for several dims)")
+    values, indices = apply(op_dim, input, dim=dim, keepdim=bool(keepdim))
+    return MaxMinResult(values, indices)
+
+
+class MaxMinResult(tuple):
+    """(values, indices) with named fields, like PyTorch's return type."""
+
+    def __new__(cls, values, indices):
+        return super().__new__(cls, (values, indices))
+
+    @property
+    def values(self):
+        return self[0]
+
+    @property
+    def indices(self):
+        return self[1]
+
+
+def max(input, dim=None, keepdim: bool = False, *, other=None, axis=None, keepdims=None):
+    """Largest value; with `dim`, (values, indices) along it; with a tensor, elementwise maximum."""
+    return _max_min(_amax_op, _max_dim_op, input, dim, keepdim, other, axis, keepdims)
+
+
+def min(input, dim=None, keepdim: bool = False, *, other=None, axis=None, keepdims=None):
+    """Smallest value; with `dim`, (values, indices) along it; with a tensor, elementwise minimum."""
+    return _max_min(_amin_op, _min_dim_op, input, dim, keepdim, other, axis, keepdims)
+
+
+def amax(input, dim=None, keepdim: bool = False, *, axis=None, keepdims=None):
+    """Largest values over `dim` (int or tuple); gradient shared among ties."""
+    dim = _norm_dim_attr(_dim_arg(dim, axis))
+    return apply(_amax_op, input, dim=dim, keepdim=bool(keepdim if keepdims is None else keepdims))
+
+
+def amin(input, dim=None, keepdim: bool = False, *, axis=None, keepdims=None):
+    """Smallest values over `dim` (int or tuple); gradient shared among ties."""
+    dim = _norm_dim_attr(_dim_arg(dim, axis))
+    return apply(_amin_op, input, dim=dim, keepdim=bool(keepdim if keepdims is None else keepdims))
+
+
+def argmax(input, dim=None, keepdim: bool = False, *, axis=None):
+    """Index of the largest value (flattened when dim is None)."""
+    return apply(_argmax_op, input, dim=_dim_arg(dim, axis), keepdim=bool(keepdim))
+
+
+def argmin(input, dim=None, keepdim: bool = False, *, axis=None):
+    """Index of the smallest value (flattened when dim is None)."""
+    return apply(_argmin_op, input, dim=_dim_arg(dim, axis), keepdim=bool(keepdim))
+
+
+def _correction(unbiased, correction):
+    if correction is not None:
+        return correction
+    if unbiased is None:
+        return 1
+    return 1 if unbiased else 0
+
+
+def var(input, dim=None, unbiased=None, keepdim: bool = False, *, correction=None, axis=None, keepdims=None):
+    """Variance over `dim` (Bessel-corrected by default, as PyTorch)."""
+    if isinstance(dim, bool):  # var(x, False): the old positional `unbiased`
+        dim, unbiased = None, dim
+    dim = _norm_dim_attr(_dim_arg(dim, axis))
+    keepdim = keepdim if keepdims is None else keepdims
+    return apply(_var_op, input, dim=dim, keepdim=bool(keepdim), correction=_correction(unbiased, correction))
+
+
+def std(input, dim=None, unbiased=None, keepdim: bool = False, *, correction=None, axis=None, keepdims=None):
+    """Standard deviation over `dim`."""
+    from ember.ops.elementwise import sqrt
+
+    return sqrt(var(input, dim, unbiased, keepdim, correction=correction, axis=axis, keepdims=keepdims))
+
+
+def var_mean(input, dim=None, unbiased=None, keepdim: bool = False, *, correction=None):
+    """(var, mean) over `dim`."""
+    return var(input, dim, unbiased, keepdim, correction=correction), mean(input, dim, keepdim)
+
+
+def std_mean(input, dim=None, unbiased=None, keepdim: bool = False, *, correction=None):
+    """(std, mean) over `dim`."""
+    return std(input, dim, unbiased, keepdim, correction=correction), mean(input, dim, keepdim)
+
+
+def logsumexp(input, dim=None, keepdim: bool = False, *, axis=None, keepdims=None):
+    """log(sum(exp(x))) over `dim`, computed stably."""
+    dim = _norm_dim_attr(_dim_arg(dim, axis))
+    return apply(_lse_op, input, dim=dim, keepdim=bool(keepdim if keepdims is None else keepdims))
+
+
+def all(input, dim=None, keepdim: bool = False, *, axis=None):
+    """Whether every element is true."""
+    return apply(_all_op, input, dim=_norm_dim_attr(_dim_arg(dim, axis)), keepdim=bool(keepdim))
+
+
+def any(input, dim=None, keepdim: bool = False, *, axis=None):
+    """Whether any element is true."""
+    return apply(_any_op, input, dim=_norm_dim_attr(_dim_arg(dim, axis)), keepdim=bool(keepdim))
+
+
+def norm(input, p=2, dim=None, keepdim: bool = False):
+    """Vector p-norm over `dim` (p = 1, 2, inf or any positive number)."""
+    from ember.ops.elementwise import abs as _abs
+    from ember.ops.elementwise import pow as _pow
+    from ember.ops.elementwise import sqrt
+
+    if p == 2 or p == "fro":
+        return sqrt(sum(input * input, dim, keepdim))
+    if p == 1:
+        return sum(_abs(input), dim, keepdim)
+    if p == float("inf"):
+        return amax(_abs(input), dim, keepdim)
+    return _pow(sum(_pow(_abs(input), p), dim, keepdim), 1.0 / p)
+
+
+def count_nonzero(input, dim=None):
+    """Number of non-zero elements over `dim`."""
+    from ember.ops.elementwise import ne
+
+    return sum(ne(input, 0), dim)
+
+
+__all__ = [
+    "sum", "mean", "prod", "max", "min", "amax", "amin", "argmax", "argmin", "var", "std", "var_mean",
+    "std_mean", "logsumexp", "all", "any", "norm", "count_nonzero", "unreduce", "reduced_shape", "ShapeError",
+    "BOOL_NP",
+]

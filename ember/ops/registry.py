@@ -1,0 +1,50 @@
+"""The op contract: one definition per primitive, registered by name.
+
+An op carries a shape/dtype rule (`infer`, which is all the meta device and graph building run),
+a kernel written against an array module `xp` (NumPy or CuPy), and a gradient rule (`vjp`) written
+in Ember ops so it works eagerly, symbolically and to any order.
+"""
+
+from __future__ import annotations
+
+OPS: dict = {}
+
+
+class Op:
+    """Base of every primitive. Subclasses set the class attributes and the three rules."""
+
+    name: str = ""
+    n_outputs: int = 1
+    save_inputs: tuple | slice = ()  # input positions the gradient rule reads (version-checked)
+    save_outputs: tuple = ()  # output positions the gradient rule reads
+    is_view: bool | str = False  # True: output aliases input 0; "maybe": only if the kernel could
+    differentiable: bool = True
+    elementwise: bool = False  # one output element from the same-position input elements
+
+    def infer(self, *args, **attrs):
+        """Shape/dtype rule: specs (objects with .shape and .dtype) in, a spec (or tuple) out."""
+        raise NotImplementedError(f"{self.name} has no shape rule")
+
+    def kernel(self, xp, *args, **attrs):
+        """Compute the outputs from arrays of the array module `xp`."""
+        raise NotImplementedError(f"{self.name} has no kernel")
+
+    def vjp(self, ctx, *grads):
+        """Gradients of the inputs from gradients of the outputs, in Ember ops."""
+        raise RuntimeError(f"the derivative of {self.name} is not implemented")
+
+    def __repr__(self) -> str:
+        return f"<op {self.name}>"
+
+
+def register(op: Op) -> Op:
+    """Add an op instance to the registry (its name must be new)."""
+    if op.name in OPS:
+        raise ValueError(f"op {op.name!r} is already registered")
+    OPS[op.name] = op
+    return op
+
+
+def defop(cls):
+    """Class decorator: instantiate and register an Op subclass."""
+    return register(cls())

@@ -1,0 +1,187 @@
+"""Ordering and scans: sort, argsort, topk, cumsum, cumprod."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ember.errors import ShapeError
+from ember.ops._rules import FLOAT_NP, INT64_NP, norm_dim, spec
+from ember.ops.dispatch import apply
+from ember.ops.registry import Op, defop
+
+
+def _scatter_back(ctx, g, dim):
+    """Gradient of a gather-by-indices op: put g back at the saved indices."""
+    from ember.ops.creation_ops import zeros_like_shape
+    from ember.ops.indexing import scatter_add
+
+    shape = ctx.in_shape(0)
+    if not shape:
+        return g
+    return scatter_add(zeros_like_shape(g, shape), dim, ctx.output_at(1), g)
+
+
+@defop
+class _Sort(Op):
+    name = "sort"
+    n_outputs = 2
+    save_outputs = (1,)
+
+    def infer(self, x, dim=-1, descending=False, stable=False):
+        norm_dim(self.name, dim, len(x.shape))
+        return spec(x.shape, x.dtype), spec(x.shape, INT64_NP)
+
+    def kernel(self, xp, x, dim=-1, descending=False, stable=False):
+        if x.ndim == 0:
+            return x.copy(), xp.zeros((), dtype=np.int64)
+        d = norm_dim(self.name, dim, x.ndim)
+        if descending:
+            # Sort the negated keys stably so equal values keep their order, as PyTorch's stable sort.
+            keys = -x if x.dtype != np.bool_ else ~x
+            idx = xp.argsort(keys, axis=d, kind="stable")
+        else:
+            idx = xp.argsort(x, axis=d, kind="stable")
+        return xp.take_along_axis(x, idx, axis=d), idx.astype(np.int64, copy=False)
+
+    def vjp(self, ctx, g, _gi=None):
+        return (_scatter_back(ctx, g, ctx.attrs.get("dim", -1)),)
+
+
+def sort(input, dim: int = -1, descending: bool = False, stable: bool = False):
+    """(values, indices) sorted along `dim`."""
+    from ember.ops.reduction import MaxMinResult
+
+    v, i = apply(_Sort, input, dim=dim, descending=descending, stable=stable)
+    return MaxMinResult(v, i)
+
+
+def argsort(input, dim: int = -1, descending: bool = False, stable: bool = False):
+    """Indices that sort `input` along `dim`."""
+    return sort(input, dim, descending, stable)[1]
+
+
+def msort(input):
+    """sort along dim 0, values only."""
+    return sort(input, 0)[0]
+
+
+@defop
+class _TopK(Op):
+    name = "topk"
+    n_outputs = 2
+    save_outputs = (1,)
+
+    def _check(self, x, k, dim):
+        nd = len(x.shape)
+        d = norm_dim(self.name, dim, nd)
+        size = x.shape[d] if nd else 1
+        if size is not None and not 0 <= k <= size:
+            raise ShapeError(f"topk: k={k} is out of range for dimension {dim} of size {size}")
+        return d
+
+    def infer(self, x, k, dim=-1, largest=True, sorted=True):
+        d = self._check(x, k, dim)
+        shape = list(x.shape)
+        if shape:
+            shape[d] = k
+        return spec(tuple(shape), x.dtype), spec(tuple(shape), INT64_NP)
+
+    def kernel(self, xp, x, k, dim=-1, largest=True, sorted=True):
+        d = self._check(x, k, dim)
+        if x.ndim == 0:
+            return x.copy(), xp.zeros((), dtype=np.int64)
+        keys = -x if largest and x.dtype != np.bool_ else (~x if largest else x)
+        idx = xp.argsort(keys, axis=d, kind="stable")
+        idx = xp.take(idx, xp.arange(k), axis=d)
+        return xp.take_along_axis(x, idx, axis=d), idx.astype(np.int64, copy=False)
+
+    def vjp(self, ctx, g, _gi=None):
+        return (_scatter_back(ctx, g, ctx.attrs.get("dim", -1)),)
+
+
+def topk(input, k: int, dim: int = -1, largest: bool = True, sorted: bool = True):
+    """(values, indices) of the k largest (or smallest) elements along `dim`."""
+    from ember.ops.reduction import MaxMinResult
+
+    v, i = apply(_TopK, input, k=int(k), dim=dim, largest=largest, sorted=sorted)
+    return MaxMinResult(v, i)
+
+
+def kthvalue(input, k: int, dim: int = -1, keepdim: bool = False):
+    """(value, index) of the k-th smallest element along `dim`."""
+    from ember.ops.reduction import MaxMinResult
+    from ember.ops.shape import narrow, squeeze
+
+    v, i = topk(input, k, dim, largest=False)
+    v, i = narrow(v, dim, k - 1, 1), narrow(i, dim, k - 1, 1)
+    if not keepdim:
+        v, i = squeeze(v, dim), squeeze(i, dim)
+    return MaxMinResult(v, i)
+
+
+@defop
+class _CumSum(Op):
+    name = "cumsum"
+
+    def _dtype(self, dtype):
+        return dtype if dtype in FLOAT_NP else INT64_NP
+
+    def infer(self, x, dim):
+        norm_dim(self.name, dim, len(x.shape))
+        return spec(x.shape, self._dtype(x.dtype))
+
+    def kernel(self, xp, x, dim):
+        if x.ndim == 0:
+            return x.astype(self._dtype(x.dtype))
+        return xp.cumsum(x, axis=norm_dim(self.name, dim, x.ndim), dtype=self._dtype(x.dtype))
+
+    def vjp(self, ctx, g):
+        from ember.ops.shape import flip
+
+        if not ctx.in_shape(0):
+            return (g,)
+        d = ctx.attrs["dim"]
+        return (flip(cumsum(flip(g, (d,)), d), (d,)),)
+
+
+def cumsum(input, dim: int, *, dtype=None, axis=None):
+    """Running sum along `dim`."""
+    if axis is not None:
+        dim = axis
+    if dtype is not None:
+        input = input.to(dtype)
+    return apply(_CumSum, input, dim=dim)
+
+
+@defop
+class _CumProd(Op):
+    name = "cumprod"
+    save_inputs = (0,)
+    save_outputs = (0,)
+
+    def infer(self, x, dim):
+        norm_dim(self.name, dim, len(x.shape))
+        return spec(x.shape, x.dtype if x.dtype in FLOAT_NP else INT64_NP)
+
+    def kernel(self, xp, x, dim):
+        if x.ndim == 0:
+            return x.copy()
+        dtype = x.dtype if x.dtype in FLOAT_NP else np.int64
+        return xp.cumprod(x, axis=norm_dim(self.name, dim, x.ndim), dtype=dtype)
+
+    def vjp(self, ctx, g):
+        from ember.ops.shape import flip
+
+        x, y = ctx.input(0), ctx.output
+        if x.ndim == 0:
+            return (g,)
+        d = ctx.attrs["dim"]
+        # d y_j / d x_i = y_j / x_i for j >= i (inputs without zeros).
+        return (flip(cumsum(flip(g * y, (d,)), d), (d,)) / x,)
+
+
+def cumprod(input, dim: int, *, dtype=None):
+    """Running product along `dim` (gradient assumes no zeros in the input)."""
+    if dtype is not None:
+        input = input.to(dtype)
+    return apply(_CumProd, input, dim=dim)

@@ -1,0 +1,659 @@
+"""`Tensor`: a value on a device (or, while tracing, a node of a graph being built)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ember import dtypes as dt
+from ember.backends.meta import MetaArray
+from ember.device import Device, as_device
+from ember.errors import DataDependentError, ShapeError, fmt_shape
+from ember.grad_mode import state as _grad_state
+
+
+class Tensor:
+    """An n-dimensional array on one device, with optional gradient tracking.
+
+    `Tensor(data)` is the legacy constructor (always the default float dtype); prefer
+    `ember.tensor(data, dtype=..., device=..., requires_grad=...)`.
+    """
+
+    __slots__ = (
+        "_data", "_device", "_requires_grad", "_grad_fn", "_output_nr", "_version", "_base", "_view_fn", "grad",
+        "__weakref__", "__dict__",
+    )
+
+    __array_priority__ = 1000  # so ndarray + Tensor calls Tensor.__radd__
+
+    def __init__(self, data=None, *, device=None, requires_grad: bool = False) -> None:
+        if data is None:
+            data = []
+        if isinstance(data, (int,)) and not isinstance(data, bool):
+            data = np.zeros((data,))  # Tensor(3): an uninitialised tensor of 3 elements, as torch
+        src = data._data if isinstance(data, Tensor) else data
+        device = as_device(device)
+        arr = np.array(_host_data(src), dtype=dt.get_default_dtype().np)
+        self._init(device.backend.from_host(arr), device)
+        self._requires_grad = bool(requires_grad)
+
+    def _init(self, data, device: Device) -> None:
+        self._data = data
+        self._device = device
+        self._requires_grad = False
+        self._grad_fn = None
+        self._output_nr = 0
+        self._version = [0]
+        self._base = None
+        self._view_fn = None
+        self.grad = None
+
+    @classmethod
+    def _make(cls, data, device: Device) -> Tensor:
+        """Wrap backend data without copying (the internal constructor)."""
+        t = object.__new__(cls)
+        t._data = data
+        t._device = device
+        t._requires_grad = False
+        t._grad_fn = None
+        t._output_nr = 0
+        t._version = [0]
+        t._base = None
+        t._view_fn = None
+        t.grad = None
+        return t
+
+    # --- attributes ------------------------------------------------------------------
+    @property
+    def shape(self) -> tuple:
+        return tuple(self._data.shape)
+
+    def size(self, dim: int | None = None):
+        """The shape, or one dimension of it."""
+        if dim is None:
+            return tuple(self._data.shape)
+        return self._data.shape[_norm_dim("size", dim, self.ndim)]
+
+    @property
+    def ndim(self) -> int:
+        return len(self._data.shape)
+
+    def dim(self) -> int:
+        """Number of dimensions."""
+        return len(self._data.shape)
+
+    def numel(self) -> int:
+        """Number of elements."""
+        n = 1
+        for d in self._data.shape:
+            n *= d
+        return n
+
+    nelement = numel
+
+    @property
+    def dtype(self) -> dt.DType:
+        return dt.from_numpy_dtype(self._data.dtype)
+
+    @property
+    def device(self) -> Device:
+        return self._device
+
+    @property
+    def is_meta(self) -> bool:
+        return self._device.type == "meta"
+
+    @property
+    def is_cuda(self) -> bool:
+        return self._device.type == "cuda"
+
+    @property
+    def requires_grad(self) -> bool:
+        return self._requires_grad
+
+    @requires_grad.setter
+    def requires_grad(self, value: bool) -> None:
+        self.requires_grad_(value)
+
+    def requires_grad_(self, requires_grad: bool = True) -> Tensor:
+        """Start (or stop) recording operations on this leaf for autograd."""
+        if self._grad_fn is not None and not requires_grad:
+            raise RuntimeError(
+                "you can only change requires_grad flags of leaf tensors; use .detach() to get a "
+                "tensor that does not require grad"
+            )
+        if requires_grad and self._data.dtype not in _FLOAT_NP:
+            raise RuntimeError(
+                f"only tensors of floating point dtype can require gradients, got {self.dtype}"
+            )
+        self._requires_grad = bool(requires_grad)
+        return self
+
+    @property
+    def is_leaf(self) -> bool:
+        return self._grad_fn is None
+
+    @property
+    def grad_fn(self):
+        return self._grad_fn
+
+    @property
+    def _version_value(self) -> int:
+        return self._version[0]
+
+    def retain_grad(self) -> None:
+        """Keep this non-leaf tensor's gradient in `.grad` after backward."""
+        if not self._requires_grad:
+            raise RuntimeError("can't retain_grad on a tensor that has requires_grad=False")
+        from ember.autograd import retain_node_grad
+
+        retain_node_grad(self)
+
+    @property
+    def itemsize(self) -> int:
+        return self._data.dtype.itemsize
+
+    def element_size(self) -> int:
+        """Bytes per element."""
+        return self._data.dtype.itemsize
+
+    @property
+    def nbytes(self) -> int:
+        return self.numel() * self._data.dtype.itemsize
+
+    def is_floating_point(self) -> bool:
+        """Whether the dtype is a floating-point type."""
+        return self._data.dtype in _FLOAT_NP
+
+    def is_contiguous(self) -> bool:
+        """Whether the data is laid out row-major without gaps (always true on meta)."""
+        flags = getattr(self._data, "flags", None)
+        return True if flags is None else bool(flags.c_contiguous)
+
+    def data_ptr(self) -> int:
+        """Address of the first element (meta tensors have none)."""
+        self._require_data("data_ptr")
+        return self._data.__array_interface__["data"][0] if isinstance(self._data, np.ndarray) else self._data.data.ptr
+
+    def stride(self, dim: int | None = None):
+        """Strides in elements, as PyTorch reports them."""
+        if isinstance(self._data, MetaArray):
+            strides, acc = [], 1
+            for d in reversed(self.shape):
+                strides.append(acc)
+                acc *= d
+            strides = tuple(reversed(strides))
+        else:
+            strides = tuple(s // self._data.dtype.itemsize for s in self._data.strides)
+        return strides if dim is None else strides[_norm_dim("stride", dim, self.ndim)]
+
+    # --- data access ---------------------------------------------------------------
+    def _require_data(self, what: str) -> None:
+        if isinstance(self._data, MetaArray):
+            raise DataDependentError(f"{what}: tensors on the meta device have no data (device='meta')")
+        if not isinstance(self._data, np.ndarray) and self._device.type != "cuda":
+            raise DataDependentError(
+                f"{what}: this tensor is symbolic (a value of a graph being traced) and has no data yet"
+            )
+
+    def numpy(self, *, force: bool = False) -> np.ndarray:
+        """The data as a NumPy array (shares memory on the CPU)."""
+        self._require_data("numpy")
+        if self._requires_grad and not force:
+            raise RuntimeError("can't call numpy() on a tensor that requires grad; use tensor.detach().numpy()")
+        if self._device.type == "cpu":
+            return self._data
+        self._device.backend.synchronize()
+        return self._device.backend.to_host(self._data)
+
+    def __array__(self, dtype=None, copy=None):
+        self._require_data("__array__")
+        arr = self._device.backend.to_host(self._data)
+        return arr if dtype is None else arr.astype(dtype, copy=False)
+
+    def item(self):
+        """The value of a one-element tensor as a Python number."""
+        self._require_data("item")
+        if self.numel() != 1:
+            raise ValueError(
+                f"item: only one-element tensors can be converted to Python scalars, got shape {self.shape}"
+            )
+        return self._device.backend.to_host(self._data).reshape(()).item()
+
+    def tolist(self):
+        """Nested Python lists of the values."""
+        self._require_data("tolist")
+        return self._device.backend.to_host(self._data).tolist()
+
+    def __bool__(self) -> bool:
+        if self.numel() != 1:
+            raise RuntimeError(
+                f"the truth value of a tensor with more than one element ({self.numel()}) is ambiguous; "
+                "use .any() or .all()"
+            )
+        return bool(self.item())
+
+    def __float__(self) -> float:
+        return float(self.item())
+
+    def __int__(self) -> int:
+        return int(self.item())
+
+    def __index__(self) -> int:
+        if self._data.dtype.kind not in "iu" or self.numel() != 1:
+            raise TypeError("only integer tensors of a single element can be converted to an index")
+        return int(self.item())
+
+    def __len__(self) -> int:
+        if not self.ndim:
+            raise TypeError("len() of a 0-d tensor")
+        return self._data.shape[0]
+
+    def __iter__(self):
+        if not self.ndim:
+            raise TypeError("iteration over a 0-d tensor")
+        return (self[i] for i in range(self._data.shape[0]))
+
+    def __hash__(self) -> int:
+        return id(self)
+
+    def __repr__(self) -> str:
+        from ember.printing import tensor_repr
+
+        return tensor_repr(self)
+
+    __str__ = __repr__
+
+    def __format__(self, spec: str) -> str:
+        if self.ndim == 0 and not isinstance(self._data, MetaArray):
+            return format(self.item(), spec)
+        return repr(self)
+
+    # --- autograd --------------------------------------------------------------------
+    def backward(self, gradient=None, retain_graph=None, create_graph: bool = False, inputs=None) -> None:
+        """Accumulate the gradient of this tensor w.r.t. the graph's leaves into their `.grad`."""
+        from ember.autograd import backward
+
+        if inputs is not None:
+            raise NotImplementedError("backward(inputs=...) is not supported; use ember.autograd.grad")
+        backward(self, gradient, retain_graph=retain_graph, create_graph=create_graph)
+
+    def detach(self) -> Tensor:
+        """A tensor sharing this one's data that is cut from the autograd graph."""
+        t = Tensor._make(self._data, self._device)
+        t._version = self._version
+        t._base = self._base if self._base is not None else self
+        return t
+
+    def detach_(self) -> Tensor:
+        """Cut this tensor from the autograd graph in place."""
+        self._grad_fn = None
+        self._requires_grad = False
+        return self
+
+    # --- devices and dtypes --------------------------------------------------------
+    def to(self, *args, **kwargs) -> Tensor:
+        """Move and/or cast: to(device), to(dtype), to(device, dtype), to(other_tensor)."""
+        device, dtype, copy = _parse_to_args(self, args, kwargs)
+        out = self
+        if dtype is not None and dtype.np != self._data.dtype:
+            out = _ops.cast(out, dtype)
+        if device is not None and device is not self._device:
+            out = _ops.to_device(out, device)
+        if copy and out is self:
+            out = self.clone()
+        return out
+
+    def cpu(self) -> Tensor:
+        """This tensor on the cpu device."""
+        return self.to("cpu")
+
+    def cuda(self, device=None) -> Tensor:
+        """This tensor on a CUDA device."""
+        return self.to("cuda" if device is None else (f"cuda:{device}" if isinstance(device, int) else device))
+
+    def type(self, dtype=None):
+        """The type name ('ember.FloatTensor' style) or a cast to `dtype`."""
+        if dtype is None:
+            return f"ember.{self.dtype.name}"
+        return self.to(dt.as_dtype(dtype))
+
+    def float(self) -> Tensor:
+        return self.to(dt.float32)
+
+    def double(self) -> Tensor:
+        return self.to(dt.float64)
+
+    def half(self) -> Tensor:
+        return self.to(dt.float16)
+
+    def bfloat16(self) -> Tensor:
+        if dt.bfloat16 is None:
+            raise TypeError("bfloat16 needs the ml_dtypes package: pip install ml_dtypes")
+        return self.to(dt.bfloat16)
+
+    def long(self) -> Tensor:
+        return self.to(dt.int64)
+
+    def int(self) -> Tensor:
+        return self.to(dt.int32)
+
+    def short(self) -> Tensor:
+        return self.to(dt.int16)
+
+    def byte(self) -> Tensor:
+        return self.to(dt.uint8)
+
+    def bool(self) -> Tensor:
+        return self.to(dt.bool_)
+
+    def type_as(self, other: Tensor) -> Tensor:
+        return self.to(other.dtype)
+
+    # --- indexing ----------------------------------------------------------------------
+    def __getitem__(self, index) -> Tensor:
+        return _ops.getitem(self, index)
+
+    def __setitem__(self, index, value) -> None:
+        _ops.setitem(self, index, value)
+
+    # --- in place --------------------------------------------------------------------
+    def _check_inplace(self, name: str) -> None:
+        if not _grad_state.enabled:
+            return
+        if self._requires_grad and self._grad_fn is None:
+            raise RuntimeError(
+                f"{name}: a leaf tensor that requires grad is being used in an in-place operation; "
+                "wrap it in `with ember.no_grad():` or work on a clone"
+            )
+        base = self._base
+        if base is not None and base._requires_grad and base._grad_fn is None and self._grad_fn is not None:
+            raise RuntimeError(
+                f"{name}: a view of a leaf tensor that requires grad is being used in an in-place "
+                "operation; wrap it in `with ember.no_grad():` or work on a clone"
+            )
+
+    def _assign_result(self, name: str, result: Tensor) -> Tensor:
+        """Write an out-of-place result into this tensor's storage and take over its autograd history."""
+        self._check_inplace(name)
+        if result._data.shape != self._data.shape:
+            raise ShapeError(
+                f"{name}: the result has shape {fmt_shape(result.shape)}, which does not match the "
+                f"shape {fmt_shape(self.shape)} of the tensor written in place"
+            )
+        src, dst = result._data.dtype, self._data.dtype
+        if src != dst and not _can_cast(src, dst):
+            raise TypeError(f"{name}: result type {dt.from_numpy_dtype(src)} can't be cast to the "
+                            f"desired output type {dt.from_numpy_dtype(dst)}")
+        if result._device is not self._device:
+            raise RuntimeError(f"{name}: result on {result._device} but the tensor is on {self._device}")
+        if not isinstance(self._data, MetaArray):
+            if not _writeable(self._data):
+                raise RuntimeError(
+                    f"{name}: this tensor is a read-only view (for example from expand/broadcast_to); "
+                    "clone it before writing into it"
+                )
+            self._device.backend.xp.copyto(self._data, result._data, casting="unsafe")
+        self._version[0] += 1
+        if result._requires_grad and _grad_state.enabled:
+            if self._base is not None and self._view_fn is not None:
+                _ops.rebase_view_history(self, result)
+            self._grad_fn = result._grad_fn
+            self._output_nr = result._output_nr
+            self._requires_grad = True
+        return self
+
+    def add_(self, other, *, alpha=1) -> Tensor:
+        """In-place self += alpha * other."""
+        return self._inplace_binary("add_", _ops.add, other, alpha, np.add)
+
+    def sub_(self, other, *, alpha=1) -> Tensor:
+        """In-place self -= alpha * other."""
+        return self._inplace_binary("sub_", _ops.sub, other, alpha, np.subtract)
+
+    def mul_(self, other) -> Tensor:
+        """In-place self *= other."""
+        return self._inplace_binary("mul_", _ops.mul, other, 1, np.multiply)
+
+    def div_(self, other) -> Tensor:
+        """In-place self /= other."""
+        return self._inplace_binary("div_", _ops.div, other, 1, np.true_divide)
+
+    def _inplace_binary(self, name, fn, other, alpha, ufunc) -> Tensor:
+        # Fast path (optimizer updates): no autograd, CPU, dtypes that need no promotion.
+        if (
+            type(self._data) is np.ndarray
+            and not (_grad_state.enabled and (self._requires_grad or getattr(other, "_requires_grad", False)))
+            and _ops._dispatch.trace_state.hook is None
+        ):
+            if isinstance(other, Tensor):
+                if other._device is not self._device:
+                    raise DeviceMismatchError(f"{name}: tensors on {self._device} and {other._device}")
+                o = other._data
+                ok = o.dtype == self._data.dtype
+            else:
+                o = other
+                ok = isinstance(other, (int, float)) and not isinstance(other, bool) and (
+                    self._data.dtype in _FLOAT_NP or isinstance(other, int)
+                ) and not (ufunc is np.true_divide and self._data.dtype not in _FLOAT_NP)
+            if ok and self._data.flags.writeable:
+                if alpha != 1:
+                    o = o * alpha
+                try:
+                    ufunc(self._data, o, out=self._data)
+                except ValueError:
+                    pass  # a broadcast that does not fit: the general path reports it
+                else:
+                    self._version[0] += 1
+                    return self
+        if alpha != 1:
+            other = _ops.mul(other, alpha) if isinstance(other, Tensor) else other * alpha
+        return self._assign_result(name, fn(self, other))
+
+    def zero_(self) -> Tensor:
+        """Fill with zeros in place."""
+        return self.fill_(0)
+
+    def fill_(self, value) -> Tensor:
+        """Fill with one value in place."""
+        if isinstance(value, Tensor):
+            return self._assign_result("fill_", _ops.expand(value.to(self.dtype), self.shape) + _ops.zeros_like(self))
+        self._check_inplace("fill_")
+        if self._requires_grad and _grad_state.enabled:
+            return self._assign_result("fill_", _ops.full_like(self, value))
+        if not isinstance(self._data, MetaArray):
+            self._data[...] = value
+        self._version[0] += 1
+        return self
+
+    def copy_(self, src) -> Tensor:
+        """Copy values (broadcast, cast, and moved across devices as needed) into this tensor."""
+        if not isinstance(src, Tensor):
+            src = _ops.full_like(self, 0) + src
+        if src._device is not self._device:
+            src = src.to(self._device)
+        src = src.to(self.dtype)
+        if src.shape != self.shape:
+            src = _ops.expand(src, self.shape)
+        if not src._requires_grad or not _grad_state.enabled:
+            self._check_inplace("copy_")
+            if not isinstance(self._data, MetaArray):
+                self._device.backend.xp.copyto(self._data, src._data)
+            self._version[0] += 1
+            return self
+        return self._assign_result("copy_", _ops.identity(src))
+
+    def clamp_(self, min=None, max=None) -> Tensor:
+        """Clamp values into [min, max] in place."""
+        return self._assign_result("clamp_", _ops.clamp(self, min, max))
+
+    clip_ = clamp_
+
+    def __iadd__(self, other):
+        return self.add_(other)
+
+    def __isub__(self, other):
+        return self.sub_(other)
+
+    def __imul__(self, other):
+        return self.mul_(other)
+
+    def __itruediv__(self, other):
+        return self.div_(other)
+
+    # --- operators -------------------------------------------------------------------
+    def __add__(self, other):
+        return _ops.add(self, other)
+
+    def __radd__(self, other):
+        return _ops.add(other, self)
+
+    def __sub__(self, other):
+        return _ops.sub(self, other)
+
+    def __rsub__(self, other):
+        return _ops.sub(other, self)
+
+    def __mul__(self, other):
+        return _ops.mul(self, other)
+
+    def __rmul__(self, other):
+        return _ops.mul(other, self)
+
+    def __truediv__(self, other):
+        return _ops.div(self, other)
+
+    def __rtruediv__(self, other):
+        return _ops.div(other, self)
+
+    def __floordiv__(self, other):
+        return _ops.floor_divide(self, other)
+
+    def __rfloordiv__(self, other):
+        return _ops.floor_divide(other, self)
+
+    def __mod__(self, other):
+        return _ops.remainder(self, other)
+
+    def __rmod__(self, other):
+        return _ops.remainder(other, self)
+
+    def __pow__(self, other):
+        return _ops.pow(self, other)
+
+    def __rpow__(self, other):
+        return _ops.pow(other, self)
+
+    def __matmul__(self, other):
+        return _ops.matmul(self, other)
+
+    def __rmatmul__(self, other):
+        return _ops.matmul(other, self)
+
+    def __neg__(self):
+        return _ops.neg(self)
+
+    def __pos__(self):
+        return self
+
+    def __abs__(self):
+        return _ops.abs(self)
+
+    def __invert__(self):
+        return _ops.logical_not(self) if self._data.dtype == np.bool_ else _ops.bitwise_not(self)
+
+    def __and__(self, other):
+        return _ops.logical_and(self, other) if self._data.dtype == np.bool_ else _ops.bitwise_and(self, other)
+
+    def __or__(self, other):
+        return _ops.logical_or(self, other) if self._data.dtype == np.bool_ else _ops.bitwise_or(self, other)
+
+    def __xor__(self, other):
+        return _ops.logical_xor(self, other) if self._data.dtype == np.bool_ else _ops.bitwise_xor(self, other)
+
+    __rand__ = __and__
+    __ror__ = __or__
+    __rxor__ = __xor__
+
+    def __eq__(self, other):
+        return _ops.eq(self, other)
+
+    def __ne__(self, other):
+        return _ops.ne(self, other)
+
+    def __lt__(self, other):
+        return _ops.lt(self, other)
+
+    def __le__(self, other):
+        return _ops.le(self, other)
+
+    def __gt__(self, other):
+        return _ops.gt(self, other)
+
+    def __ge__(self, other):
+        return _ops.ge(self, other)
+
+    @property
+    def T(self) -> Tensor:
+        if self.ndim > 2:
+            return _ops.permute(self, tuple(reversed(range(self.ndim))))
+        return _ops.t(self) if self.ndim == 2 else self
+
+    @property
+    def mT(self) -> Tensor:
+        if self.ndim < 2:
+            raise ValueError(f"mT: tensor must have at least 2 dimensions, got shape {fmt_shape(self.shape)}")
+        return _ops.transpose(self, -2, -1)
+
+
+def _host_data(src):
+    """Turn nested lists that may hold tensors into something np.array accepts."""
+    if isinstance(src, (list, tuple)) and src and any(isinstance(x, Tensor) for x in src):
+        return [np.asarray(x) if isinstance(x, Tensor) else _host_data(x) for x in src]
+    return src
+
+
+def _norm_dim(op, dim, ndim):
+    from ember.ops._rules import norm_dim
+
+    return norm_dim(op, dim, ndim)
+
+
+def _writeable(arr) -> bool:
+    flags = getattr(arr, "flags", None)
+    return True if flags is None else bool(flags.writeable)
+
+
+def _can_cast(src, dst) -> bool:
+    """PyTorch's canCast: no float -> integer and no non-bool -> bool in place."""
+    if src in _FLOAT_NP and dst not in _FLOAT_NP:
+        return False
+    if dst == np.bool_ and src != np.bool_:
+        return False
+    return True
+
+
+def _parse_to_args(t, args, kwargs):
+    device = kwargs.pop("device", None)
+    dtype = kwargs.pop("dtype", None)
+    copy = kwargs.pop("copy", False)
+    kwargs.pop("non_blocking", None)
+    if kwargs:
+        raise TypeError(f"to() got unexpected arguments {sorted(kwargs)}")
+    for a in args:
+        if isinstance(a, Tensor):
+            device, dtype = a._device, a.dtype
+        elif isinstance(a, (str, Device)):
+            device = a
+        elif a is not None:
+            dtype = a
+    return (
+        None if device is None else as_device(device),
+        None if dtype is None else dt.as_dtype(dtype),
+        copy,
+    )
+
+
+_FLOAT_NP = frozenset(d.np for d in dt.FLOAT_DTYPES)
+
+from ember import ops as _ops  # noqa: E402  (ops build on Tensor)
+from ember.errors import DeviceMismatchError  # noqa: E402
