@@ -52,6 +52,7 @@ from ember.grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enab
 from ember import autograd
 from ember.transforms import grad, value_and_grad
 from ember import cuda
+from ember.serialization import load, save
 
 subtract, divide, true_divide, multiply = sub, div, div, mul
 
@@ -77,3 +78,18 @@ def numel(input: Tensor) -> "int":
 
 
 del _dtypes
+
+_LAZY_SUBMODULES = ("nn", "optim", "data", "datasets", "models", "graph", "v1", "numpy", "profiler", "memory")
+
+
+def __getattr__(name: str):
+    """Import subpackages on first use (`em.nn`, `em.optim`, ...), keeping `import ember` light."""
+    if name in _LAZY_SUBMODULES:
+        import importlib
+
+        return importlib.import_module(f"ember.{name}")
+    if name in ("jit", "is_tracing"):
+        from ember.graph import jit as _jit
+
+        return getattr(_jit, name)
+    raise AttributeError(f"module 'ember' has no attribute {name!r}")

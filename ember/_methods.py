@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ember import dtypes as dt
 from ember import ops
+from ember.autograd import seq_mark
 from ember.tensor import Tensor
 
 # Methods whose signature is the op's with the tensor first.
@@ -42,7 +43,8 @@ def _inplace(name):
     fn = getattr(ops, name)
 
     def method(self, *args, **kwargs):
-        return self._assign_result(name + "_", fn(self, *args, **kwargs))
+        mark = seq_mark()
+        return self._assign_result(name + "_", fn(self, *args, **kwargs), mark)
 
     method.__name__ = name + "_"
     method.__doc__ = f"In-place {name}."
@@ -113,7 +115,8 @@ def _addcdiv_(self, tensor1, tensor2, *, value=1):
 
 
 def _lerp_(self, end, weight):
-    return self._assign_result("lerp_", ops.lerp(self, end, weight))
+    mark = seq_mark()
+    return self._assign_result("lerp_", ops.lerp(self, end, weight), mark)
 
 
 Tensor.addcmul_ = _addcmul_
@@ -183,3 +186,17 @@ Tensor.random_ = lambda self, low=0, high=None, *, generator=None: _fill_random(
 
 def _is_dtype(x):
     return isinstance(x, dt.DType)
+
+
+def _ravel(self):
+    """The tensor flattened to 1-D (a view where possible)."""
+    return ops.reshape(self, (-1,))
+
+
+def _astype(self, dtype):
+    """A copy cast to dtype (NumPy's name for `.to(dtype, copy=True)`)."""
+    return self.to(dt.as_dtype(dtype), copy=True)
+
+
+Tensor.ravel = _ravel
+Tensor.astype = _astype

@@ -52,9 +52,17 @@ class set_grad_enabled:
 
 
 class _GradSwitch:
-    """Base of no_grad/enable_grad: a context manager that is also a decorator."""
+    """Base of no_grad/enable_grad: a context manager that is also a decorator (`@no_grad` or `@no_grad()`)."""
 
     mode = True
+
+    def __new__(cls, fn=None):
+        self = super().__new__(cls)
+        if fn is None:
+            return self
+        if not callable(fn):
+            raise TypeError(f"{cls.__name__}() takes no arguments, or a function when used as a bare decorator")
+        return self(fn)
 
     def __enter__(self) -> None:
         self._prev = state.enabled

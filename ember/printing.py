@@ -8,6 +8,9 @@ from ember import dtypes as dt
 from ember.backends.meta import MetaArray
 
 _DEFAULT_DTYPES = ("float32", "int64", "bool")
+_THRESHOLD = 1000  # more elements than this print summarised
+_EDGE = 3  # elements shown at each end of a summarised axis
+_LINE_WIDTH = 80
 
 
 def _suffix(t) -> list:
@@ -17,11 +20,80 @@ def _suffix(t) -> list:
     name = t.dtype.name
     if name not in _DEFAULT_DTYPES or (name == "float32" and dt.get_default_dtype() is not dt.float32):
         parts.append(f"dtype=ember.{name}")
-    if t.grad_fn is not None:
-        parts.append(f"grad_fn=<{t.grad_fn.op.name}Backward>")
+    grad_fn = t.grad_fn
+    if grad_fn is not None:
+        parts.append(f"grad_fn=<{grad_fn.op.name}Backward>")
     elif t.requires_grad:
         parts.append("requires_grad=True")
     return parts
+
+
+def _summarized(host: np.ndarray) -> np.ndarray:
+    """The elements a summarised print shows (the first and last edge items along every axis)."""
+    if host.size <= _THRESHOLD:
+        return host
+    for axis, n in enumerate(host.shape):
+        if n > 2 * _EDGE:
+            host = np.concatenate([np.take(host, range(_EDGE), axis), np.take(host, range(n - _EDGE, n), axis)], axis)
+    return host
+
+
+def _float_style(vals: np.ndarray):
+    """PyTorch's float style: `1.` for whole numbers, else 4 decimals, or scientific for wide ranges."""
+    finite = vals[np.isfinite(vals)]
+    nonzero = np.abs(finite[finite != 0])
+    fmt = "{:.0f}."
+    if nonzero.size:
+        lo, hi = nonzero.min(), nonzero.max()
+        wide = hi / lo > 1000.0 or hi > 1.0e8
+        if np.all(finite == np.ceil(finite)):
+            fmt = "{:.4e}" if wide else "{:.0f}."
+        else:
+            fmt = "{:.4e}" if wide or lo < 1.0e-4 else "{:.4f}"
+
+    def one(v) -> str:
+        if np.isnan(v):
+            return "nan"
+        if np.isinf(v):
+            return "inf" if v > 0 else "-inf"
+        return fmt.format(v)
+
+    return one
+
+
+def _formatter(host: np.ndarray):
+    """A function giving every element's text at one common width (as PyTorch's _Formatter)."""
+    vals = _summarized(host).ravel()
+    if host.dtype.kind == "f":
+        vals = vals.astype(np.float64)
+        one = _float_style(vals)
+    else:
+        one = str
+    width = max((len(one(v)) for v in vals.tolist()), default=0)
+    return lambda v: one(v).rjust(width), width
+
+
+def _vector_str(vec: np.ndarray, indent: int, fmt, width: int, summarize: bool) -> str:
+    per_line = max(1, (_LINE_WIDTH - indent) // (width + 2))
+    if summarize and vec.shape[0] > 2 * _EDGE:
+        items = [fmt(v) for v in vec[:_EDGE].tolist()] + [" ..."] + [fmt(v) for v in vec[-_EDGE:].tolist()]
+    else:
+        items = [fmt(v) for v in vec.tolist()]
+    lines = [", ".join(items[i : i + per_line]) for i in range(0, len(items), per_line)]
+    return "[" + (",\n" + " " * (indent + 1)).join(lines) + "]"
+
+
+def _body(arr: np.ndarray, indent: int, fmt, width: int, summarize: bool) -> str:
+    if arr.ndim == 0:
+        return fmt(arr.item())
+    if arr.ndim == 1:
+        return _vector_str(arr, indent, fmt, width, summarize)
+    if summarize and arr.shape[0] > 2 * _EDGE:
+        rows = [_body(arr[i], indent + 1, fmt, width, summarize) for i in range(_EDGE)]
+        rows += ["..."] + [_body(arr[i], indent + 1, fmt, width, summarize) for i in range(len(arr) - _EDGE, len(arr))]
+    else:
+        rows = [_body(row, indent + 1, fmt, width, summarize) for row in arr]
+    return "[" + ("," + "\n" * (arr.ndim - 1) + " " * (indent + 1)).join(rows) + "]"
 
 
 def tensor_repr(t) -> str:
@@ -35,15 +107,11 @@ def tensor_repr(t) -> str:
     if not isinstance(data, np.ndarray) and t.device.type != "cuda":
         return f"tensor(<symbolic {t.dtype.name}{list(t.shape)}>)"
     host = t.device.backend.to_host(data)
-    if host.dtype.kind == "V":  # bfloat16 prints through float32
+    if host.dtype.kind == "V" or host.dtype == np.float16:  # bfloat16 and half print through float32
         host = host.astype(np.float32)
-    body = np.array2string(
-        host, separator=", ", prefix="tensor(", threshold=1000, edgeitems=3, precision=4,
-        floatmode="maxprec_equal" if host.dtype.kind == "f" else "maxprec",
-    )
     if host.size == 0:
-        body = "[]"
-        parts = [body, f"size={tuple(host.shape)}"]
-    else:
-        parts = [body]
-    return "tensor(" + ", ".join(parts + _suffix(t)) + ")"
+        parts = ["[]"] if host.shape == (0,) else ["[]", f"size={tuple(host.shape)}"]
+        return "tensor(" + ", ".join(parts + _suffix(t)) + ")"
+    fmt, width = _formatter(host)
+    body = _body(host, len("tensor("), fmt, width, host.size > _THRESHOLD)
+    return "tensor(" + ", ".join([body] + _suffix(t)) + ")"

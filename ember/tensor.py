@@ -18,19 +18,28 @@ class Tensor:
     `ember.tensor(data, dtype=..., device=..., requires_grad=...)`.
     """
 
-    __slots__ = (
-        "_data", "_device", "_requires_grad", "_grad_fn", "_output_nr", "_version", "_base", "_view_fn", "grad",
-        "__weakref__", "__dict__",
-    )
+    # Only the fields every tensor sets live in slots; the autograd fields default to the class
+    # attributes below and are stored per instance only once set (most tensors never set them).
+    __slots__ = ("_data", "_device", "_version", "__weakref__", "__dict__")
+    _requires_grad = False
+    _grad_fn = None
+    _output_nr = 0
+    _base = None
+    _view_fn = None
+    grad = None
 
     __array_priority__ = 1000  # so ndarray + Tensor calls Tensor.__radd__
 
-    def __init__(self, data=None, *, device=None, requires_grad: bool = False) -> None:
+    def __init__(self, data=None, *sizes, device=None, requires_grad: bool = False) -> None:
         if data is None:
             data = []
-        if isinstance(data, (int,)) and not isinstance(data, bool):
-            data = np.zeros((data,))  # Tensor(3): an uninitialised tensor of 3 elements, as torch
-        src = data._data if isinstance(data, Tensor) else data
+        if sizes or (isinstance(data, int) and not isinstance(data, bool)):
+            # Tensor(3) or Tensor(2, 3): a tensor of that size (zero-filled here), as in torch
+            dims = (data, *sizes)
+            if not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in dims):
+                raise TypeError(f"Tensor(): expected data, or sizes as non-negative ints, got {dims}")
+            data = np.zeros(dims)
+        src = data.detach().cpu()._data if isinstance(data, Tensor) else data
         device = as_device(device)
         arr = np.array(_host_data(src), dtype=dt.get_default_dtype().np)
         self._init(device.backend.from_host(arr), device)
@@ -39,13 +48,7 @@ class Tensor:
     def _init(self, data, device: Device) -> None:
         self._data = data
         self._device = device
-        self._requires_grad = False
-        self._grad_fn = None
-        self._output_nr = 0
         self._version = [0]
-        self._base = None
-        self._view_fn = None
-        self.grad = None
 
     @classmethod
     def _make(cls, data, device: Device) -> Tensor:
@@ -53,13 +56,7 @@ class Tensor:
         t = object.__new__(cls)
         t._data = data
         t._device = device
-        t._requires_grad = False
-        t._grad_fn = None
-        t._output_nr = 0
         t._version = [0]
-        t._base = None
-        t._view_fn = None
-        t.grad = None
         return t
 
     # --- attributes ------------------------------------------------------------------
@@ -134,7 +131,7 @@ class Tensor:
 
     @property
     def grad_fn(self):
-        return self._grad_fn
+        return self._grad_fn if self._base is None else _autograd.current_grad_fn(self)
 
     @property
     def _version_value(self) -> int:
@@ -208,6 +205,8 @@ class Tensor:
     def __array__(self, dtype=None, copy=None):
         self._require_data("__array__")
         arr = self._device.backend.to_host(self._data)
+        if copy:  # np.array(t) asks for a copy; on the CPU to_host returns the storage itself
+            return arr.astype(arr.dtype if dtype is None else dtype, copy=True)
         return arr if dtype is None else arr.astype(dtype, copy=False)
 
     def item(self):
@@ -280,8 +279,9 @@ class Tensor:
     def detach(self) -> Tensor:
         """A tensor sharing this one's data that is cut from the autograd graph."""
         t = Tensor._make(self._data, self._device)
+        # It shares the storage's version counter (writes through it are still seen by autograd)
+        # but is no autograd view: an in-place write through it must not enter self's history.
         t._version = self._version
-        t._base = self._base if self._base is not None else self
         return t
 
     def detach_(self) -> Tensor:
@@ -366,14 +366,18 @@ class Tensor:
                 "wrap it in `with ember.no_grad():` or work on a clone"
             )
         base = self._base
-        if base is not None and base._requires_grad and base._grad_fn is None and self._grad_fn is not None:
+        if base is not None and self._view_fn is not None and base._requires_grad and base._grad_fn is None:
             raise RuntimeError(
                 f"{name}: a view of a leaf tensor that requires grad is being used in an in-place "
                 "operation; wrap it in `with ember.no_grad():` or work on a clone"
             )
 
-    def _assign_result(self, name: str, result: Tensor) -> Tensor:
-        """Write an out-of-place result into this tensor's storage and take over its autograd history."""
+    def _assign_result(self, name: str, result: Tensor, mark: int | None = None) -> Tensor:
+        """Write an out-of-place result into this tensor's storage and take over its autograd history.
+
+        `mark` (from `autograd.seq_mark()` taken before `result` was computed) lets the nodes that
+        computed it keep a copy of this tensor's old values if they saved it for backward.
+        """
         self._check_inplace(name)
         if result._data.shape != self._data.shape:
             raise ShapeError(
@@ -386,6 +390,9 @@ class Tensor:
                             f"desired output type {dt.from_numpy_dtype(dst)}")
         if result._device is not self._device:
             raise RuntimeError(f"{name}: result on {result._device} but the tensor is on {self._device}")
+        record = _autograd.needs_inplace_record(self, result)
+        if record and mark is not None:
+            _autograd.protect_saved(self, result, mark)
         if not isinstance(self._data, MetaArray):
             if not _writeable(self._data):
                 raise RuntimeError(
@@ -394,12 +401,8 @@ class Tensor:
                 )
             self._device.backend.xp.copyto(self._data, result._data, casting="unsafe")
         self._version[0] += 1
-        if result._requires_grad and _grad_state.enabled:
-            if self._base is not None and self._view_fn is not None:
-                _ops.rebase_view_history(self, result)
-            self._grad_fn = result._grad_fn
-            self._output_nr = result._output_nr
-            self._requires_grad = True
+        if record:
+            _autograd.rebase_after_write(self, result)
         return self
 
     def add_(self, other, *, alpha=1) -> Tensor:
@@ -447,7 +450,8 @@ class Tensor:
                     return self
         if alpha != 1:
             other = _ops.mul(other, alpha) if isinstance(other, Tensor) else other * alpha
-        return self._assign_result(name, fn(self, other))
+        mark = _autograd.seq_mark()
+        return self._assign_result(name, fn(self, other), mark)
 
     def zero_(self) -> Tensor:
         """Fill with zeros in place."""
@@ -456,9 +460,11 @@ class Tensor:
     def fill_(self, value) -> Tensor:
         """Fill with one value in place."""
         if isinstance(value, Tensor):
-            return self._assign_result("fill_", _ops.expand(value.to(self.dtype), self.shape) + _ops.zeros_like(self))
+            if value.numel() != 1:
+                raise ValueError(f"fill_: only a one-element tensor can be a fill value, got shape {value.shape}")
+            return self.copy_(value.reshape(()))
         self._check_inplace("fill_")
-        if self._requires_grad and _grad_state.enabled:
+        if _autograd.needs_inplace_record(self, self):
             return self._assign_result("fill_", _ops.full_like(self, value))
         if not isinstance(self._data, MetaArray):
             self._data[...] = value
@@ -474,17 +480,18 @@ class Tensor:
         src = src.to(self.dtype)
         if src.shape != self.shape:
             src = _ops.expand(src, self.shape)
-        if not src._requires_grad or not _grad_state.enabled:
+        if not _autograd.needs_inplace_record(self, src):
             self._check_inplace("copy_")
             if not isinstance(self._data, MetaArray):
                 self._device.backend.xp.copyto(self._data, src._data)
             self._version[0] += 1
             return self
-        return self._assign_result("copy_", _ops.identity(src))
+        return self._assign_result("copy_", _ops.identity(src) if src._requires_grad else src)
 
     def clamp_(self, min=None, max=None) -> Tensor:
         """Clamp values into [min, max] in place."""
-        return self._assign_result("clamp_", _ops.clamp(self, min, max))
+        mark = _autograd.seq_mark()
+        return self._assign_result("clamp_", _ops.clamp(self, min, max), mark)
 
     clip_ = clamp_
 
@@ -655,5 +662,6 @@ def _parse_to_args(t, args, kwargs):
 
 _FLOAT_NP = frozenset(d.np for d in dt.FLOAT_DTYPES)
 
+from ember import autograd as _autograd  # noqa: E402
 from ember import ops as _ops  # noqa: E402  (ops build on Tensor)
 from ember.errors import DeviceMismatchError  # noqa: E402

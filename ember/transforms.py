@@ -44,8 +44,40 @@ def _check_scalar(out, name):
         raise TypeError(f"{name}: the function must return a scalar (one element), got shape {tuple(out.shape)}")
 
 
+def _is_numeric(x) -> bool:
+    return isinstance(x, (Tensor, np.ndarray, np.generic, int, float)) and not isinstance(x, (bool, np.bool_))
+
+
+def _flatten(x, leaves: list):
+    """Leaves of nested lists/tuples/dicts in order, and a spec to rebuild the structure."""
+    if isinstance(x, dict):
+        return ("dict", type(x), [(k, _flatten(v, leaves)) for k, v in x.items()])
+    if isinstance(x, tuple) and hasattr(x, "_fields"):
+        return ("namedtuple", type(x), [_flatten(v, leaves) for v in x])
+    if isinstance(x, (list, tuple)):
+        return ("seq", type(x), [_flatten(v, leaves) for v in x])
+    leaves.append(x)
+    return None
+
+
+def _unflatten(spec, leaves):
+    """Rebuild the structure `_flatten` described from an iterator of new leaves."""
+    if spec is None:
+        return next(leaves)
+    kind, cls, children = spec
+    if kind == "dict":
+        return cls((k, _unflatten(c, leaves)) for k, c in children)
+    if kind == "namedtuple":
+        return cls(*(_unflatten(c, leaves) for c in children))
+    return cls(_unflatten(c, leaves) for c in children)
+
+
 def value_and_grad(fun, argnums=0, has_aux: bool = False, *, argnum=None):
-    """fun -> a function returning (fun(*args), d fun / d args[argnums])."""
+    """fun -> a function returning (fun(*args), d fun / d args[argnums]).
+
+    Arguments may be tensors, NumPy arrays, numbers, or nested lists/tuples/dicts of them (HIPS
+    autograd's containers); each gradient has the structure and kind of its argument.
+    """
     if argnum is not None:
         argnums = argnum
     multi = isinstance(argnums, (tuple, list))
@@ -55,14 +87,17 @@ def value_and_grad(fun, argnums=0, has_aux: bool = False, *, argnum=None):
     def wrapped(*args, **kwargs):
         args = list(args)
         for n in nums:
-            if n >= len(args):
+            if not -len(args) <= n < len(args):
                 raise TypeError(f"grad: argnums {n} but the function was called with {len(args)} positional arguments")
-        prepared = {n: _as_input(args[n]) for n in nums}
-        for n, (t, _, _) in prepared.items():
-            args[n] = t
+        specs, prepared = {}, {}
+        for n in nums:
+            leaves: list = []
+            specs[n] = _flatten(args[n], leaves)
+            prepared[n] = [_as_input(x) if _is_numeric(x) else (x, "static", False) for x in leaves]
+            args[n] = _unflatten(specs[n], iter(p[0] for p in prepared[n]))
         # Inside another grad (or on inputs that are already being differentiated) the result must
         # stay connected to the outer graph.
-        nested = any(p[2] for p in prepared.values()) or (_DEPTH[0] > 0 and is_grad_enabled())
+        nested = any(p[2] for ps in prepared.values() for p in ps) or (_DEPTH[0] > 0 and is_grad_enabled())
         _DEPTH[0] += 1
         try:
             with enable_grad():
@@ -75,14 +110,19 @@ def value_and_grad(fun, argnums=0, has_aux: bool = False, *, argnum=None):
                 raise TypeError("value_and_grad: has_aux=True needs the function to return (value, aux)")
             out, aux = out
         _check_scalar(out, "grad")
-        inputs = [prepared[n][0] for n in nums]
-        if not out.requires_grad:
-            grads = [t * 0.0 for t in inputs]
+        flat = [(n, k) for n in nums for k, p in enumerate(prepared[n]) if p[1] != "static"]
+        inputs = [prepared[n][k][0] for n, k in flat]
+        if not out.requires_grad or not inputs:
+            grads = [t.detach() * 0.0 for t in inputs]
         else:
             grads = autograd.grad(out, inputs, create_graph=nested, allow_unused=True)
             grads = [g if g is not None else t.detach() * 0.0 for g, t in zip(grads, inputs)]
-        grads = [_give_back(g, prepared[n][1], nested) for g, n in zip(grads, nums)]
-        result = tuple(grads) if multi else grads[0]
+        by_leaf = {key: _give_back(g, prepared[key[0]][key[1]][1], nested) for key, g in zip(flat, grads)}
+        results = []
+        for n in nums:
+            new_leaves = (by_leaf.get((n, k)) for k in range(len(prepared[n])))
+            results.append(_unflatten(specs[n], new_leaves))
+        result = tuple(results) if multi else results[0]
         value = out if nested else out.detach()
         if has_aux:
             return (value, aux), result

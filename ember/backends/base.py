@@ -12,6 +12,7 @@ class Backend:
     """
 
     abstract = False
+    direct = False  # kernels can be called with NumPy directly (no device context)
     xp = None  # the NumPy-compatible array module
 
     def __init__(self, device) -> None:

@@ -13,6 +13,7 @@ class CPUBackend(Backend):
     """NumPy arrays on the host."""
 
     xp = np
+    direct = True
 
     def from_host(self, array: np.ndarray) -> np.ndarray:
         return array

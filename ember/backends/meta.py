@@ -13,6 +13,7 @@ class MetaArray:
     """Stands in for an array on the meta device: a shape and a dtype, nothing more."""
 
     __slots__ = ("shape", "dtype")
+    symbolic = False  # True for graph values (ember.graph.ir.Value)
 
     def __init__(self, shape: tuple, dtype) -> None:
         self.shape = tuple(shape)

@@ -1,37 +1,41 @@
-"""Tensors made like another tensor (same device): zeros_like, ones_like, full_like, ..."""
+"""Tensors made like another tensor (same device): zeros_like, ones_like, full_like, ...
+
+These are ops taking the reference tensor as an input (only its shape, dtype and device are
+used), so they work unchanged on meta tensors and inside graphs, where a dimension may only be
+known at run time.
+"""
 
 from __future__ import annotations
 
 import numpy as np
 
-from ember.backends.meta import MetaArray
+from ember.ops._rules import spec
+from ember.ops.dispatch import apply
+from ember.ops.registry import Op, defop
 
 
-def _new(like, data):
-    from ember.tensor import Tensor
+@defop
+class _FullLike(Op):
+    """An array of `shape` (default: like's shape) filled with `value`."""
 
-    return Tensor._make(data, like._device)
+    name = "full_like"
+    differentiable = False
 
+    def infer(self, like, value, dtype=None, shape=None):
+        return spec(like.shape if shape is None else shape, like.dtype if dtype is None else dtype)
 
-def _alloc(like, shape, value, np_dtype):
-    backend = like._device.backend
-    if isinstance(like._data, MetaArray) or backend.abstract:
-        return _new(like, MetaArray(shape, np_dtype))
-    return _new(like, backend.full(tuple(shape), value, np_dtype))
+    def kernel(self, xp, like, value, dtype=None, shape=None):
+        return xp.full(like.shape if shape is None else shape, value, dtype=like.dtype if dtype is None else dtype)
 
 
 def full_like(input, fill_value, *, dtype=None, device=None, requires_grad: bool = False):
     """A tensor of input's shape filled with one value."""
-    from ember.dtypes import as_dtype, result_type
+    from ember.dtypes import as_dtype
 
     if device is not None and device != input.device:
         return full_like(input.to(device), fill_value, dtype=dtype, requires_grad=requires_grad)
-    if dtype is None:
-        np_dtype = input._data.dtype
-    else:
-        np_dtype = as_dtype(dtype).np
-    del result_type
-    t = _alloc(input, input.shape, fill_value, np_dtype)
+    np_dtype = None if dtype is None else as_dtype(dtype).np
+    t = apply(_FullLike, input, value=fill_value, dtype=np_dtype)
     return t.requires_grad_(True) if requires_grad else t
 
 
@@ -52,13 +56,28 @@ def empty_like(input, *, dtype=None, device=None, requires_grad: bool = False):
 
 def zeros_like_shape(like, shape):
     """Zeros of `shape` with like's dtype and device (used by gradient rules)."""
-    return _alloc(like, tuple(shape), 0, like._data.dtype)
+    return apply(_FullLike, like, value=0, shape=tuple(shape))
+
+
+@defop
+class _ArangeLike(Op):
+    """A fixed int64 array (index lists built on the host) on like's device."""
+
+    name = "host_constant"
+    differentiable = False
+
+    def infer(self, like, values):
+        return spec(values.shape, values.dtype)
+
+    def kernel(self, xp, like, values):
+        return xp.asarray(values)
 
 
 def arange_like(like, values: np.ndarray):
     """An int64 tensor of host `values` on like's device."""
-    values = np.asarray(values, dtype=np.int64)
-    backend = like._device.backend
-    if backend.abstract:
-        return _new(like, MetaArray(values.shape, np.int64))
-    return _new(like, backend.from_host(values))
+    return apply(_ArangeLike, like, values=np.asarray(values, dtype=np.int64))
+
+
+def eye_like(like, n: int):
+    """An (n, n) identity matrix with like's dtype, on like's device (used by gradient rules)."""
+    return apply(_ArangeLike, like, values=np.eye(n, dtype=like._data.dtype))

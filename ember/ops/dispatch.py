@@ -6,32 +6,40 @@ rule), wraps the results as tensors, and records an autograd node when gradients
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 
 from ember.autograd import Node
 from ember.backends.meta import MetaArray
-from ember.errors import DeviceMismatchError, ShapeError
+from ember.errors import DataDependentError, DeviceMismatchError, ShapeError
 from ember.grad_mode import state as grad_state
 from ember.ops._rules import FLOAT_NP
 from ember.tensor import Tensor
 
 
-class _TraceState:
-    """Set by graph tracing: when `hook` is set, ops on symbolic data are handed to it."""
+class _TraceState(threading.local):
+    """Graph building. `builder` (installed by ember.graph) appends a node for an op that has a
+    symbolic input; `hook` is set while `ember.jit` traces, when every op goes to the builder."""
 
     hook = None
 
 
 trace_state = _TraceState()
+graph_builder = [None]  # set by ember.graph on import: builder(op, inputs, arrays, attrs, device)
 
 
 def apply(op, *inputs, **attrs):
     """Run `op` on `inputs` (tensors and Python scalars) with keyword attributes."""
     device = None
     needs_grad = False
+    symbolic = False
     arrays = []
     for x in inputs:
         if isinstance(x, Tensor):
+            a = x._data
+            if type(a) is not np.ndarray and isinstance(a, MetaArray) and a.symbolic:
+                symbolic = True
             d = x._device
             if device is None:
                 device = d
@@ -42,18 +50,21 @@ def apply(op, *inputs, **attrs):
                 )
             if x._requires_grad:
                 needs_grad = True
-            arrays.append(x._data)
+            arrays.append(a)
         else:
             arrays.append(x)
     if device is None:
         raise TypeError(f"{op.name}: expected at least one tensor argument")
     backend = device._backend or device.backend
 
-    if backend.abstract or trace_state.hook is not None:
-        outs = _abstract(op, arrays, attrs, device)
+    if symbolic or backend.abstract or trace_state.hook is not None:
+        outs = _abstract(op, inputs, arrays, attrs, device, symbolic)
     else:
         try:
-            outs = backend.run(op.kernel, arrays, attrs)
+            if backend.direct:  # NumPy backends: no device context to enter
+                outs = op.kernel(np, *arrays, **attrs)
+            else:
+                outs = backend.run(op.kernel, arrays, attrs)
         except (ShapeError, IndexError, TypeError, NotImplementedError, RuntimeError) as e:
             if type(e).__module__.startswith("ember") or str(e).startswith(op.name):
                 raise
@@ -62,7 +73,7 @@ def apply(op, *inputs, **attrs):
             explain_failure(op, arrays, attrs, e)
 
     if op.n_outputs == 1:
-        if type(outs) is not np.ndarray and not isinstance(outs, MetaArray):
+        if type(outs) is not np.ndarray and type(outs) is not MetaArray:
             outs = _as_array(backend, outs)
         out = Tensor._make(outs, device)
         if op.is_view:
@@ -87,6 +98,76 @@ def apply(op, *inputs, **attrs):
     return results
 
 
+def apply_unary(op, x, **attrs):
+    """apply() for one CPU tensor with nothing unusual going on; anything else takes apply()."""
+    if isinstance(x, Tensor) and trace_state.hook is None:
+        dev = x._device
+        backend = dev._backend
+        if backend is not None and backend.direct and type(x._data) is np.ndarray:
+            try:
+                out = op.kernel(np, x._data, **attrs)
+            except Exception:  # noqa: BLE001 - the general path reports the error properly
+                return apply(op, x, **attrs)
+            if type(out) is not np.ndarray:
+                out = np.asarray(out)
+            t = Tensor._make(out, dev)
+            if op.is_view:
+                _link_view(op, t, (x,), attrs)
+            if x._requires_grad and grad_state.enabled and op.differentiable and out.dtype in FLOAT_NP:
+                t._grad_fn = Node(op, attrs, (x,), (t,))
+                t._requires_grad = True
+            return t
+    return apply(op, x, **attrs)
+
+
+_SCALARS = (int, float, bool)
+
+
+def apply_binary(op, a, b):
+    """apply() for two NumPy-backed operands (tensors or Python numbers): the most common call.
+
+    Anything unusual (symbolic or meta data, other backends, mixed devices, errors) goes to apply().
+    """
+    if trace_state.hook is None:
+        if isinstance(a, Tensor):
+            dev = a._device
+            ad = a._data
+            if type(ad) is not np.ndarray:
+                return apply(op, a, b)
+            rg = a._requires_grad
+            if isinstance(b, Tensor):
+                bd = b._data
+                if b._device is not dev or type(bd) is not np.ndarray:
+                    return apply(op, a, b)
+                rg = rg or b._requires_grad
+            elif type(b) in _SCALARS:
+                bd = b
+            else:
+                return apply(op, a, b)
+        elif isinstance(b, Tensor) and type(a) in _SCALARS:
+            dev = b._device
+            ad = a
+            bd = b._data
+            if type(bd) is not np.ndarray:
+                return apply(op, a, b)
+            rg = b._requires_grad
+        else:
+            return apply(op, a, b)
+        if dev._backend is not None and dev._backend.direct:
+            try:
+                out = op.kernel(np, ad, bd)
+            except Exception:  # noqa: BLE001 - the general path reports the error properly
+                return apply(op, a, b)
+            if type(out) is not np.ndarray:
+                out = np.asarray(out)
+            t = Tensor._make(out, dev)
+            if rg and grad_state.enabled and op.differentiable and out.dtype in FLOAT_NP:
+                t._grad_fn = Node(op, {}, (a, b), (t,))
+                t._requires_grad = True
+            return t
+    return apply(op, a, b)
+
+
 def _as_array(backend, x):
     if isinstance(x, np.generic):
         return np.asarray(x)
@@ -100,9 +181,11 @@ def _link_view(op, out, inputs, attrs) -> None:
     in-place write through the view be replayed into the base's history (`copy_slices`).
     """
     src = inputs[0]
-    a = out._data
-    if op.is_view == "maybe" and not isinstance(a, MetaArray) and not np.may_share_memory(a, src._data):
-        return
+    if op.is_view == "maybe":
+        a, b = out._data, src._data
+        # NumPy collapses view chains: a view's .base is the array that owns the memory.
+        if type(a) is np.ndarray and a.base is not b and (b.base is None or a.base is not b.base):
+            return
     out._version = src._version
     if src._base is not None:
         out._base = src._base
@@ -113,17 +196,21 @@ def _link_view(op, out, inputs, attrs) -> None:
     out._view_fn = (op, attrs, inputs[1:], parent)
 
 
-def _abstract(op, arrays, attrs, device):
-    hook = trace_state.hook
-    if hook is not None:
-        return hook(op, arrays, attrs, device)
+def _abstract(op, inputs, arrays, attrs, device, symbolic):
+    if symbolic or trace_state.hook is not None:
+        return graph_builder[0](op, inputs, arrays, attrs, device)
     return op.infer(*arrays, **attrs)
 
 
 def explain_failure(op, arrays, attrs, exc: Exception):
     """A kernel failed: let the shape rule raise its clear error, else wrap NumPy's message."""
     specs = [MetaArray(a.shape, a.dtype) if hasattr(a, "shape") and hasattr(a, "dtype") else a for a in arrays]
-    op.infer(*specs, **attrs)  # raises the op's own ShapeError/TypeError when the inputs are bad
+    try:
+        op.infer(*specs, **attrs)  # raises the op's own ShapeError/TypeError when the inputs are bad
+    except DataDependentError:
+        pass  # the rule wants values these inputs do have: the kernel's own error says what is wrong
     if isinstance(exc, IndexError):
         raise IndexError(f"{op.name}: {exc}") from None
+    if isinstance(exc, ValueError) and str(exc).startswith(op.name + ":"):
+        raise exc  # the kernel's own ValueError (checked after the shape rule: NumPy's matmul says "matmul:" too)
     raise RuntimeError(f"{op.name} failed: {type(exc).__name__}: {exc}") from exc

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from ember.ops._rules import (
     BOOL_NP,
     FLOAT_NP,
@@ -15,7 +17,7 @@ from ember.ops._rules import (
     spec,
 )
 from ember.ops._special import erf as _erf
-from ember.ops.dispatch import apply
+from ember.ops.dispatch import apply, apply_binary, apply_unary
 from ember.ops.registry import Op, register
 
 
@@ -56,11 +58,16 @@ class Unary(Op):
         return (self.grad(ctx, g),)
 
 
-def _unary(name, fn, grad=None, **kw):
+def _unary(name, fn, grad=None, params=(), **kw):
+    """Register a Unary op; `params` name the attributes that may also be passed positionally."""
     op = register(Unary(name, fn, grad, **kw))
 
-    def call(x, **attrs):
-        return apply(op, x, **attrs)
+    def call(x, *args, **attrs):
+        if args:  # F.softplus(x, 2.0) as well as softplus(x, beta=2.0)
+            if len(args) > len(params):
+                raise TypeError(f"{name}: takes at most {len(params)} argument(s) after the input, got {len(args)}")
+            attrs.update(zip(params, args))
+        return apply_unary(op, x, **attrs)
 
     call.__name__ = name
     call.__doc__ = f"Elementwise {name}."
@@ -152,16 +159,17 @@ cos = _unary("cos", lambda xp, x: xp.cos(x), lambda c, g: -(g * sin(_x(c))), sav
 tan = _unary("tan", lambda xp, x: xp.tan(x), lambda c, g: g * (1.0 + c.output * c.output), save_output=True)
 tanh = _unary("tanh", lambda xp, x: xp.tanh(x), lambda c, g: g * (1.0 - c.output * c.output), save_output=True)
 sigmoid = _unary("sigmoid", _sigmoid_kernel, lambda c, g: g * (c.output * (1.0 - c.output)), save_output=True)
-relu = _unary("relu", lambda xp, x: xp.maximum(x, 0), lambda c, g: where(c.output > 0, g, 0.0),
+relu = _unary("relu", lambda xp, x: xp.maximum(x, x.dtype.type(0)), lambda c, g: where(c.output > 0, g, 0.0),
               float_only=False, save_output=True)
 leaky_relu = _unary("leaky_relu", _leaky_relu_kernel,
-                    lambda c, g: where(_x(c) > 0, g, g * c.attrs.get("negative_slope", 0.01)), save_input=True)
+                    lambda c, g: where(_x(c) > 0, g, g * c.attrs.get("negative_slope", 0.01)), save_input=True,
+                    params=("negative_slope",))
 elu = _unary("elu", _elu_kernel,
              lambda c, g: where(_x(c) > 0, g, g * (c.output + c.attrs.get("alpha", 1.0))),
-             save_input=True, save_output=True)
+             save_input=True, save_output=True, params=("alpha",))
 gelu = _unary("gelu", _gelu_kernel, _gelu_grad, save_input=True)
 silu = _unary("silu", lambda xp, x: x * _sigmoid_kernel(xp, x), _silu_grad, save_input=True)
-softplus = _unary("softplus", _softplus_kernel, _softplus_grad, save_input=True)
+softplus = _unary("softplus", _softplus_kernel, _softplus_grad, save_input=True, params=("beta", "threshold"))
 erf = _unary("erf", _erf, lambda c, g: g * (_TWO_OVER_SQRT_PI * exp(-(_x(c) * _x(c)))), save_input=True)
 reciprocal = _unary("reciprocal", lambda xp, x: 1 / x, lambda c, g: -(g * c.output * c.output), save_output=True)
 floor = _unary("floor", lambda xp, x: xp.floor(x), _zero_grad, float_only=False)
@@ -191,16 +199,24 @@ class Binary(Op):
 
     elementwise = True
 
-    def __init__(self, name, fn, grad=None, *, result="promote", save=(0, 1)):
+    def __init__(self, name, fn, grad=None, *, result="promote", save=(0, 1), no_bool=False):
         self.name = name
         self.fn = fn
         self.grad = grad
-        self.result = result  # promote | float (true division) | bool (comparisons) | int | bool_only
+        self.result = result  # promote | float (true division) | bool (comparisons) | int (bitwise)
+        self.no_bool = no_bool  # sub: a bool operand is an error, as in PyTorch
         self.save_inputs = save if grad is not None else ()
         self.differentiable = grad is not None
+        # Same-dtype floating operands (or a float tensor with a Python number) need no promotion.
+        self.fast = result != "int"
 
     def _dtype(self, a, b):
         dtype = binary_dtype(a, b)
+        if self.no_bool and (_is_bool(a) or _is_bool(b)):
+            raise TypeError(
+                f"{self.name}: subtraction with a bool tensor is not supported; use ~ or logical_not() to "
+                "invert a mask, ^ or logical_xor() for two masks"
+            )
         if self.result == "float":
             return float_of(dtype), float_of(dtype)
         if self.result == "bool":
@@ -214,22 +230,34 @@ class Binary(Op):
         return spec(shape, self._dtype(a, b)[1])
 
     def kernel(self, xp, a, b):
-        compute, _ = self._dtype(a, b)
+        if self.fast and type(a) is np.ndarray and a.dtype in FLOAT_NP:
+            if type(b) is np.ndarray:
+                if b.dtype is a.dtype:
+                    return self.fn(xp, a, b)
+            elif (type(b) is float or type(b) is int) and a.dtype.kind == "f":  # not bfloat16 (kind V)
+                return self.fn(xp, a, b)
+        compute, result = self._dtype(a, b)
         if getattr(a, "dtype", compute) != compute:
             a = a.astype(compute)
         if getattr(b, "dtype", compute) != compute:
             b = b.astype(compute)
-        return self.fn(xp, a, b)
+        out = self.fn(xp, a, b)
+        # NumPy computes bfloat16 with a Python float in float32: keep PyTorch's result dtype.
+        return out if out.dtype == result else out.astype(result)
 
     def vjp(self, ctx, g):
         return self.grad(ctx, g)
+
+
+def _is_bool(x) -> bool:
+    return isinstance(x, bool) or getattr(x, "dtype", None) == BOOL_NP
 
 
 def _binary(name, fn, grad=None, **kw):
     op = register(Binary(name, fn, grad, **kw))
 
     def call(a, b):
-        return apply(op, a, b)
+        return apply_binary(op, a, b)
 
     call.__name__ = name
     call.__doc__ = f"Elementwise {name} with broadcasting."
@@ -276,12 +304,28 @@ def _max_min_grad(pick):
 
 def _pow_kernel(xp, a, b):
     if getattr(a, "dtype", None) is not None and a.dtype.kind in "iu" and isinstance(b, int) and b < 0:
-        raise ValueError("pow: integers to negative integer powers are not allowed")
+        raise RuntimeError("pow: integers to negative integer powers are not allowed")
     return xp.power(a, b)
 
 
+def _check_int_divisor(name, b):
+    # NumPy gives 0 (with a warning) for integer division by zero; PyTorch raises.
+    if getattr(b, "dtype", None) is not None and b.dtype.kind in "biu" and not b.all():
+        raise RuntimeError(f"{name}: integer division by zero")
+    if type(b) is int and b == 0:
+        raise RuntimeError(f"{name}: integer division by zero")
+
+
 def _floor_divide(xp, a, b):
+    if getattr(a, "dtype", None) is None or a.dtype.kind in "biu":
+        _check_int_divisor("floor_divide", b)
     return xp.floor_divide(a, b)
+
+
+def _remainder(xp, a, b):
+    if getattr(a, "dtype", None) is None or a.dtype.kind in "biu":
+        _check_int_divisor("remainder", b)
+    return xp.remainder(a, b)
 
 
 def _remainder_grad(ctx, g):
@@ -291,12 +335,12 @@ def _remainder_grad(ctx, g):
 
 
 add = _binary("add", lambda xp, a, b: a + b, lambda c, g: (g, g), save=())
-sub = _binary("sub", lambda xp, a, b: a - b, lambda c, g: (g, -g), save=())
+sub = _binary("sub", lambda xp, a, b: a - b, lambda c, g: (g, -g), save=(), no_bool=True)
 mul = _binary("mul", lambda xp, a, b: a * b, lambda c, g: (g * c.input(1), g * c.input(0)))
 div = _binary("div", lambda xp, a, b: xp.true_divide(a, b), _div_grad, result="float")
 pow = _binary("pow", _pow_kernel, _pow_grad)
 floor_divide = _binary("floor_divide", _floor_divide, lambda c, g: (g * 0.0, g * 0.0), save=())
-remainder = _binary("remainder", lambda xp, a, b: xp.remainder(a, b), _remainder_grad)
+remainder = _binary("remainder", _remainder, _remainder_grad)
 fmod = _binary("fmod", lambda xp, a, b: xp.fmod(a, b), lambda c, g: (g, -(g * trunc(div(c.input(0), c.input(1))))))
 maximum = _binary("maximum", lambda xp, a, b: xp.maximum(a, b), _max_min_grad(lambda a, b: gt(a, b)))
 minimum = _binary("minimum", lambda xp, a, b: xp.minimum(a, b), _max_min_grad(lambda a, b: lt(a, b)))
@@ -353,6 +397,10 @@ _where = register(Where())
 
 def where(condition, input=None, other=None):
     """Elementwise choice: input where condition is true, else other (`where(c)` = nonzero)."""
+    from ember.tensor import Tensor
+
+    if not isinstance(condition, Tensor):
+        raise TypeError(f"where: condition must be a bool tensor, got {type(condition).__name__}")
     if input is None and other is None:
         from ember.ops.indexing import nonzero
 

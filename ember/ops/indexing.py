@@ -5,15 +5,17 @@ from __future__ import annotations
 import numpy as np
 
 from ember.backends.meta import MetaArray
-from ember.errors import DataDependentError, ShapeError, fmt_shape
+from ember.errors import DataDependentError, DeviceMismatchError, ShapeError, fmt_shape
 from ember.grad_mode import state as grad_state
 from ember.ops._rules import BOOL_NP, FLOAT_NP, INT64_NP, binary_dtype, norm_dim, spec
-from ember.ops.dispatch import apply
+from ember.ops.dispatch import apply, apply_unary
 from ember.ops.registry import Op, defop
 
 # --- index templates ---------------------------------------------------------------
-# An index is stored as a hashable template; tensors inside it become extra op inputs
-# (so devices are checked and graph tracing sees them) and appear as ("t", k).
+# An index is stored as a template: ints, slices, None, ..., bools as given, and each tensor
+# (or array-like) replaced by ("t", k) — the tensors become extra op inputs, so devices are
+# checked and graph tracing sees them.
+_BASIC_TYPES = frozenset((int, slice, type(None), type(Ellipsis)))
 
 
 def encode_index(x, index):
@@ -25,11 +27,9 @@ def encode_index(x, index):
     template, tensors = [], []
     for item in index:
         if isinstance(item, slice):
-            template.append(("s", _int_or_none(item.start), _int_or_none(item.stop), _int_or_none(item.step)))
-        elif item is None or item is Ellipsis:
+            template.append(slice(_int_or_none(item.start), _int_or_none(item.stop), _int_or_none(item.step)))
+        elif item is None or item is Ellipsis or isinstance(item, bool):
             template.append(item)
-        elif isinstance(item, bool):
-            template.append(("b", item))
         elif isinstance(item, (int, np.integer)):
             template.append(int(item))
         elif isinstance(item, Tensor) and item.ndim == 0 and item._data.dtype.kind in "iu" and not isinstance(item._data, MetaArray) and type(item._data) is np.ndarray:
@@ -62,53 +62,51 @@ def _int_or_none(v):
 
 def decode_index(template, arrays):
     """Rebuild a NumPy index from a template and the index arrays."""
-    out = []
-    for item in template:
-        if type(item) is tuple:
-            tag = item[0]
-            if tag == "s":
-                out.append(slice(item[1], item[2], item[3]))
-            elif tag == "t":
-                out.append(arrays[item[1]])
-            else:
-                out.append(item[1])
-        else:
-            out.append(item)
-    return tuple(out)
-
-
-def _has_advanced(template) -> bool:
-    return any(type(i) is tuple and i[0] in ("t", "b") for i in template)
-
-
-def _check_steps(template):
-    for item in template:
-        if type(item) is tuple and item[0] == "s" and item[3] is not None and item[3] <= 0:
-            raise ValueError("getitem: step must be greater than zero (negative steps are not supported; use flip)")
+    if not arrays:
+        return template
+    return tuple(arrays[item[1]] if type(item) is tuple else item for item in template)
 
 
 def _abstract_index(op: str, x, template, arrays):
-    """The shape of x[index] computed from shapes alone: index a zero-memory broadcast array."""
+    """The shape of x[index] computed from shapes alone: index a zero-memory broadcast array.
+
+    A boolean mask's shape is still checked (with an all-true stand-in); only the number of true
+    values is unknown, so a well-shaped mask then raises DataDependentError.
+    """
     dummies = []
+    has_mask = False
     for a in arrays:
-        if a.dtype == BOOL_NP:
-            raise DataDependentError(
-                f"{op}: boolean-mask indexing needs the mask's values, which the meta device "
-                f"(or a symbolic tensor) does not have"
-            )
         if any(d is None for d in a.shape):
             raise DataDependentError(f"{op}: index arrays of unknown shape are not supported while tracing")
-        dummies.append(np.zeros(a.shape, dtype=np.intp))
+        if a.dtype == BOOL_NP:
+            has_mask = True
+            dummies.append(np.ones(a.shape, dtype=bool))
+        else:
+            dummies.append(np.zeros(a.shape, dtype=np.intp))
     if any(d is None for d in x.shape):
+        if has_mask:
+            raise _mask_needs_values(op)
         shape = tuple(1 if d is None else d for d in x.shape)
         base = np.broadcast_to(np.empty((), dtype=np.int8), shape)
         res_shape = base[decode_index(template, dummies)].shape
         return res_shape  # unknown dims are approximated; tracing refines them when it runs
     base = np.broadcast_to(np.empty((), dtype=np.int8), tuple(x.shape))
     try:
-        return base[decode_index(template, dummies)].shape
+        res_shape = base[decode_index(template, dummies)].shape
     except IndexError as e:
         raise IndexError(f"{op}: {e} (tensor of shape {fmt_shape(x.shape)})") from None
+    except (ValueError, TypeError) as e:  # a zero slice step, say: NumPy's words, with the op's name
+        raise type(e)(f"{op}: {e}") from None
+    if has_mask:
+        raise _mask_needs_values(op)
+    return res_shape
+
+
+def _mask_needs_values(op: str) -> DataDependentError:
+    return DataDependentError(
+        f"{op}: boolean-mask indexing needs the mask's values, which the meta device "
+        f"(or a symbolic tensor) does not have"
+    )
 
 
 @defop
@@ -118,14 +116,13 @@ class _GetItem(Op):
     save_inputs = slice(1, None)  # the index tensors
 
     def infer(self, x, *arrays, index):
-        _check_steps(index)
         return spec(_abstract_index(self.name, x, index, arrays), x.dtype)
 
     def kernel(self, xp, x, *arrays, index):
-        _check_steps(index)
-        out = x[decode_index(index, arrays)]
+        out = x[decode_index(index, arrays) if arrays else index]
         if type(out) is not type(x):
-            out = xp.asarray(out)
+            # A full integer index gives a NumPy scalar (a copy); a trailing ... gives a 0-d view.
+            out = x[(*index, Ellipsis)] if not arrays and Ellipsis not in index else xp.asarray(out)
         return out
 
     def vjp(self, ctx, g):
@@ -191,6 +188,11 @@ class _IndexPut(Op):
 
 def getitem(x, index):
     """x[index]: basic indexing gives a view; integer/bool arrays give a copy."""
+    t = type(index)
+    if t in _BASIC_TYPES:  # the common cases skip template building
+        return apply_unary(_GetItem, x, index=(index,))
+    if t is tuple and all(type(i) in _BASIC_TYPES for i in index):
+        return apply_unary(_GetItem, x, index=index)
     template, tensors = encode_index(x, index)
     return apply(_GetItem, x, *tensors, index=template)
 
@@ -206,7 +208,7 @@ def setitem(x, index, value) -> None:
     from ember.tensor import Tensor
 
     if isinstance(value, Tensor) and value._device is not x._device:
-        raise RuntimeError(f"setitem: value is on {value._device} but the tensor is on {x._device}")
+        raise DeviceMismatchError(f"setitem: value is on {value._device} but the tensor is on {x._device}")
     needs_graph = grad_state.enabled and (x._requires_grad or (isinstance(value, Tensor) and value._requires_grad))
     if needs_graph:
         x._assign_result("setitem", index_put(x, index, value))
@@ -216,7 +218,7 @@ def setitem(x, index, value) -> None:
     arrays = [t._data for t in tensors]
     vals = value._data if isinstance(value, Tensor) else value
     if isinstance(x._data, MetaArray) or isinstance(vals, MetaArray):
-        _IndexPut.infer(x._data, vals if not isinstance(vals, (int, float, bool)) else vals, *arrays, index=template)
+        _check_setitem(x._data, vals, arrays, template)
         x._version[0] += 1
         return
     if isinstance(vals, (list, tuple)):
@@ -226,13 +228,23 @@ def setitem(x, index, value) -> None:
             vals = vals.astype(x._data.dtype)
     if not x._data.flags.writeable if hasattr(x._data, "flags") else False:
         raise RuntimeError("setitem: this tensor is a read-only view (from expand/broadcast_to); clone it first")
-    _check_steps(template)
     try:
         x._data[decode_index(template, arrays)] = vals
     except (ValueError, IndexError) as e:
-        _IndexPut.infer(x._data, vals, *arrays, index=template)
+        _check_setitem(x._data, vals, arrays, template)
         raise type(e)(f"setitem: {e}") from None
     x._version[0] += 1
+
+
+def _check_setitem(x, vals, arrays, template) -> None:
+    """Raise setitem's own error for a bad index or value shape (masks: only on meta, where values are missing)."""
+    try:
+        _abstract_index("setitem", x, template, arrays)
+    except DataDependentError:
+        if isinstance(x, MetaArray):
+            raise
+        return  # a mask on real data: NumPy's message (prefixed with setitem) says what is wrong
+    _IndexPut.infer(x, vals, *arrays, index=template)
 
 
 # --- along-dim ops -------------------------------------------------------------------------
@@ -325,6 +337,21 @@ class _ScatterBase(Op):
             src = src[tuple(slice(0, s) for s in index.shape)].astype(x.dtype, copy=False)
         return idx, src
 
+    def _src_grad(self, ctx, g):
+        """gather(g) at the index, zero-padded to src's shape (src may be larger than the index)."""
+        if not ctx.needs_grad(2):
+            return None
+        from ember.ops.shape import pad
+
+        g_src = gather(g, ctx.attrs["dim"], ctx.input(1))
+        src_shape = ctx.in_shape(2)
+        if tuple(g_src.shape) != src_shape:
+            widths = []
+            for have, want in reversed(list(zip(g_src.shape, src_shape))):
+                widths += [0, want - have]
+            g_src = pad(g_src, tuple(widths))
+        return g_src
+
 
 @defop
 class _Scatter(_ScatterBase):
@@ -337,10 +364,7 @@ class _Scatter(_ScatterBase):
         return out
 
     def vjp(self, ctx, g):
-        index = ctx.input(1)
-        dim = ctx.attrs["dim"]
-        g_src = gather(g, dim, index) if ctx.needs_grad(2) else None
-        return scatter(g, dim, index, 0.0), None, g_src
+        return scatter(g, ctx.attrs["dim"], ctx.input(1), 0.0), None, self._src_grad(ctx, g)
 
 
 @defop
@@ -354,8 +378,7 @@ class _ScatterAdd(_ScatterBase):
         return out
 
     def vjp(self, ctx, g):
-        index = ctx.input(1)
-        return g, None, (gather(g, ctx.attrs["dim"], index) if ctx.needs_grad(2) else None)
+        return g, None, self._src_grad(ctx, g)
 
 
 def scatter(input, dim: int, index, src=None, *, value=None, reduce=None):
@@ -533,7 +556,7 @@ class _OneHot(Op):
         if num_classes < 0:
             num_classes = int(x.max()) + 1 if x.size else 0
         if x.size and (int(x.min()) < 0 or int(x.max()) >= num_classes):
-            raise ValueError(f"one_hot: class values must be in [0, {num_classes}), got {int(x.min())}..{int(x.max())}")
+            raise IndexError(f"one_hot: class values must be in [0, {num_classes}), got {int(x.min())}..{int(x.max())}")
         return (x[..., None] == xp.arange(num_classes)).astype(np.int64)
 
 

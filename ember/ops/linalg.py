@@ -6,7 +6,7 @@ import string
 
 from ember.errors import ShapeError, fmt_shape
 from ember.ops._rules import binary_dtype, broadcast_shapes, spec
-from ember.ops.dispatch import apply
+from ember.ops.dispatch import apply, apply_binary
 from ember.ops.registry import Op, defop
 
 
@@ -45,6 +45,8 @@ class _MatMul(Op):
         return spec(matmul_shape(self.name, a.shape, b.shape), binary_dtype(a, b))
 
     def kernel(self, xp, a, b):
+        if a.dtype is b.dtype and a.ndim and b.ndim:
+            return xp.matmul(a, b)
         dtype = binary_dtype(a, b)
         if a.dtype != dtype:
             a = a.astype(dtype)
@@ -77,13 +79,14 @@ class _MatMul(Op):
 
 def matmul(input, other):
     """Matrix product with NumPy's rules: 1-D vectors, 2-D matrices, broadcast batches."""
-    return apply(_MatMul, input, other)
+    return apply_binary(_MatMul, input, other)
 
 
 def mm(input, mat2):
     """Product of two 2-D matrices."""
     if input.ndim != 2 or mat2.ndim != 2:
         raise ShapeError(f"mm: both arguments must be 2-D, got {fmt_shape(input.shape)} and {fmt_shape(mat2.shape)}")
+    matmul_shape("mm", input.shape, mat2.shape)  # so a mismatch is reported as mm's
     return matmul(input, mat2)
 
 
@@ -93,6 +96,7 @@ def bmm(input, mat2):
         raise ShapeError(f"bmm: both arguments must be 3-D, got {fmt_shape(input.shape)} and {fmt_shape(mat2.shape)}")
     if input.shape[0] != mat2.shape[0]:
         raise ShapeError(f"bmm: batch sizes differ: {fmt_shape(input.shape)} and {fmt_shape(mat2.shape)}")
+    matmul_shape("bmm", input.shape, mat2.shape)
     return matmul(input, mat2)
 
 
@@ -137,6 +141,8 @@ def addmm(input, mat1, mat2, *, beta=1, alpha=1):
 def parse_einsum(equation: str, shapes) -> tuple:
     """Expand '...' and the implicit output: returns (input subscripts, output subscripts)."""
     eq = equation.replace(" ", "")
+    if eq.count("->") > 1:
+        raise ValueError(f"einsum: equation {equation!r} has more than one '->'")
     if "->" in eq:
         lhs, out = eq.split("->")
     else:
@@ -220,18 +226,43 @@ class _Einsum(Op):
                 grads.append(None)
                 continue
             sub = ins[i]
-            if len(set(sub)) != len(sub):
-                raise NotImplementedError(f"einsum: gradient for repeated subscripts {sub!r} is not supported")
+            uniq = "".join(dict.fromkeys(sub))  # a repeated letter ('ii') is one index: the diagonal
+            size = {c: xs[i].shape[sub.index(c)] for c in uniq}
             available = set(out) | {c for j, s in enumerate(ins) if j != i for c in s}
-            target = "".join(c for c in sub if c in available)
+            target = "".join(c for c in uniq if c in available)
             others = [(ins[j], xs[j]) for j in range(n) if j != i]
             eq = ",".join([out] + [s for s, _ in others]) + "->" + target
             r = einsum(eq, g, *[x for _, x in others])
-            if target != sub:  # letters summed away inside operand i come back by broadcasting
-                shape = tuple(xs[i].shape[k] if c in available else 1 for k, c in enumerate(sub))
-                r = expand(reshape(r, shape), tuple(xs[i].shape))
+            if target != uniq:  # letters summed away inside operand i come back by broadcasting
+                shape = tuple(size[c] if c in available else 1 for c in uniq)
+                r = expand(reshape(r, shape), tuple(size[c] for c in uniq))
+            if uniq != sub:
+                r = _onto_diagonals(r, uniq, sub, size, ins + [out])
             grads.append(r)
         return tuple(grads)
+
+
+def _onto_diagonals(r, uniq: str, sub: str, size: dict, used: list):
+    """Spread r (subscripts `uniq`) onto the diagonals of a `sub`-shaped tensor, zero elsewhere.
+
+    Each repeat of a letter gets a fresh letter tied to the first by an identity matrix, so this
+    stays one einsum (and differentiable again).
+    """
+    from ember.ops.creation_ops import eye_like
+
+    taken = set("".join(used))
+    fresh = (c for c in string.ascii_letters if c not in taken)
+    seen, renamed, eye_subs, eyes = set(), "", [], []
+    for c in sub:
+        if c in seen:
+            f = next(fresh)
+            renamed += f
+            eye_subs.append(c + f)
+            eyes.append(eye_like(r, size[c]))
+        else:
+            seen.add(c)
+            renamed += c
+    return einsum(",".join([uniq] + eye_subs) + "->" + renamed, r, *eyes)
 
 
 def einsum(equation: str, *operands):

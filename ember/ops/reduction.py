@@ -8,7 +8,7 @@ import numpy as np
 
 from ember.errors import ShapeError, fmt_shape
 from ember.ops._rules import BOOL_NP, FLOAT_NP, INT64_NP, norm_dims, spec
-from ember.ops.dispatch import apply
+from ember.ops.dispatch import apply, apply_unary
 from ember.ops.registry import Op, defop
 
 
@@ -66,8 +66,9 @@ class _Sum(Reduction):
         return dtype if dtype in FLOAT_NP else INT64_NP
 
     def kernel(self, xp, x, dim=None, keepdim=False, dtype_out=None):
-        out_dtype = self.out_dtype(x.dtype, dtype_out)
-        return xp.asarray(xp.sum(x, axis=self._dims(x, dim), keepdims=keepdim, dtype=out_dtype))
+        out_dtype = dtype_out if dtype_out is not None else (None if x.dtype in FLOAT_NP else INT64_NP)
+        axis = None if dim is None else self._dims(x, dim)
+        return xp.asarray(x.sum(axis=axis, keepdims=keepdim, dtype=out_dtype))
 
     def vjp(self, ctx, g):
         dims = norm_dims("sum", ctx.attrs.get("dim"), len(ctx.in_shape(0)))
@@ -88,7 +89,12 @@ class _Mean(Reduction):
 
     def kernel(self, xp, x, dim=None, keepdim=False, dtype_out=None):
         out_dtype = self.out_dtype(x.dtype, dtype_out)
-        return xp.asarray(xp.mean(x, axis=self._dims(x, dim), keepdims=keepdim, dtype=out_dtype))
+        axis = None if dim is None else self._dims(x, dim)
+        if x.size == 0:  # NumPy warns "Mean of empty slice"; PyTorch quietly gives NaN
+            n = _count(x.shape, self._dims(x, dim))
+            with np.errstate(invalid="ignore", divide="ignore"):
+                return xp.asarray(x.sum(axis=axis, keepdims=keepdim, dtype=out_dtype) / out_dtype.type(n))
+        return xp.asarray(x.mean(axis=axis, keepdims=keepdim, dtype=out_dtype))
 
     def vjp(self, ctx, g):
         shape = ctx.in_shape(0)
@@ -115,29 +121,75 @@ class _Prod(Reduction):
         return (g * apply(_ProdOthers, x, dims=dims),)
 
 
+def _group_last(xp, x, dims):
+    """x with the reduced dims moved last and flattened into one, and a function that undoes it."""
+    keep = [d for d in range(x.ndim) if d not in dims]
+    perm = keep + list(dims)
+    xt = xp.transpose(x, perm)
+    flat = xt.reshape(xt.shape[: len(keep)] + (_count(x.shape, dims),))  # not -1: sizes may be 0
+
+    def restore(res):
+        return xp.ascontiguousarray(xp.transpose(res.reshape(xt.shape), np.argsort(perm)))
+
+    return flat, restore
+
+
+def _exclusive_products(xp, flat):
+    """Products of the elements before (left) and after (right) each position along the last axis."""
+    if flat.shape[-1] == 0:
+        return flat, flat
+    ones = xp.ones(flat.shape[:-1] + (1,), dtype=flat.dtype)
+    left = xp.cumprod(xp.concatenate([ones, flat[..., :-1]], axis=-1), axis=-1)
+    right = xp.flip(xp.cumprod(xp.concatenate([ones, xp.flip(flat, -1)[..., :-1]], axis=-1), axis=-1), -1)
+    return left, right
+
+
 @defop
 class _ProdOthers(Op):
     """For each element, the product of the other elements in its reduction group (zeros-safe)."""
 
     name = "prod_others"
-    differentiable = False
+    save_inputs = (0,)
 
     def infer(self, x, dims):
         return spec(x.shape, x.dtype)
 
     def kernel(self, xp, x, dims):
-        # Move reduced dims last, flatten them, and take exclusive products from both ends.
-        nd = x.ndim
-        keep = [d for d in range(nd) if d not in dims]
-        perm = keep + list(dims)
-        xt = xp.transpose(x, perm)
-        lead = xt.shape[: len(keep)]
-        flat = xt.reshape(lead + (-1,))
-        ones = xp.ones(lead + (1,), dtype=x.dtype)
-        left = xp.cumprod(xp.concatenate([ones, flat[..., :-1]], axis=-1), axis=-1)
-        right = xp.flip(xp.cumprod(xp.concatenate([ones, xp.flip(flat, -1)[..., :-1]], axis=-1), axis=-1), -1)
-        res = (left * right).reshape(xt.shape)
-        return xp.ascontiguousarray(xp.transpose(res, np.argsort(perm)))
+        flat, restore = _group_last(xp, x, dims)
+        left, right = _exclusive_products(xp, flat)
+        return restore(left * right)
+
+    def vjp(self, ctx, g):
+        # Second derivatives of prod go through here (dividing by x would break at zeros).
+        return (apply(_ProdOthersVjp, ctx.input(0), g, dims=ctx.attrs["dims"]),)
+
+
+@defop
+class _ProdOthersVjp(Op):
+    """sum_{i != j} g_i * prod_{k not in (i, j)} x_k for each j of a group: prod_others' VJP, zeros-safe.
+
+    With L_j, R_j the products of the elements before/after j, it is A_j R_j + B_j L_j, where
+    A_j = sum_{i<j} g_i prod_{k<j, k!=i} x_k is built left to right (A_{j+1} = A_j x_j + g_j L_j)
+    and B_j = sum_{i>j} g_i prod_{k>j, k!=i} x_k right to left.
+    """
+
+    name = "prod_others_vjp"
+
+    def infer(self, x, g, dims):
+        return spec(x.shape, x.dtype)
+
+    def kernel(self, xp, x, g, dims):
+        flat, restore = _group_last(xp, x, dims)
+        gflat, _ = _group_last(xp, xp.broadcast_to(g, x.shape), dims)
+        left, right = _exclusive_products(xp, flat)
+        n = flat.shape[-1]
+        a = xp.zeros_like(flat)
+        b = xp.zeros_like(flat)
+        for j in range(1, n):
+            a[..., j] = a[..., j - 1] * flat[..., j - 1] + gflat[..., j - 1] * left[..., j - 1]
+        for j in range(n - 2, -1, -1):
+            b[..., j] = b[..., j + 1] * flat[..., j + 1] + gflat[..., j + 1] * right[..., j + 1]
+        return restore(a * right + b * left)
 
 
 class _MaxMinAll(Reduction):
@@ -363,6 +415,8 @@ def _mean(x, dim, keepdim):
 
 def sum(input, dim=None, keepdim: bool = False, *, dtype=None, axis=None, keepdims=None):
     """Sum over `dim` (int, tuple, or all); ints and bools sum to int64."""
+    if dim is None and axis is None and dtype is None and not keepdim and not keepdims:
+        return apply_unary(_sum_op, input)  # the common full reduction, kept lean
     dim = _norm_dim_attr(_dim_arg(dim, axis))
     keepdim = keepdim if keepdims is None else keepdims
     attrs = {"dim": dim, "keepdim": bool(keepdim)}
@@ -375,6 +429,8 @@ def sum(input, dim=None, keepdim: bool = False, *, dtype=None, axis=None, keepdi
 
 def mean(input, dim=None, keepdim: bool = False, *, dtype=None, axis=None, keepdims=None):
     """Mean over `dim`; the input must be floating point."""
+    if dim is None and axis is None and dtype is None and not keepdim and not keepdims:
+        return apply_unary(_mean_op, input)
     dim = _norm_dim_attr(_dim_arg(dim, axis))
     keepdim = keepdim if keepdims is None else keepdims
     attrs = {"dim": dim, "keepdim": bool(keepdim)}

@@ -8,7 +8,7 @@ import numpy as np
 
 from ember.errors import ShapeError, fmt_shape
 from ember.ops._rules import norm_dim, result_dtype, spec
-from ember.ops.dispatch import apply
+from ember.ops.dispatch import apply, apply_unary
 from ember.ops.registry import Op, defop
 
 
@@ -42,6 +42,8 @@ def infer_reshape(op: str, in_shape, shape) -> tuple:
 
 def _shape_arg(shape):
     """Accept reshape(2, 3) and reshape((2, 3))."""
+    if len(shape) == 1 and type(shape[0]) is tuple:
+        return shape[0]
     if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
         return tuple(shape[0])
     if len(shape) == 1 and hasattr(shape[0], "tolist") and not isinstance(shape[0], int):
@@ -58,7 +60,9 @@ class _Reshape(Op):
         return spec(infer_reshape(self.name, x.shape, shape), x.dtype)
 
     def kernel(self, xp, x, shape):
-        return xp.reshape(x, infer_reshape(self.name, x.shape, shape))
+        if shape and min(shape) < -1:  # NumPy reads any negative size as -1; PyTorch rejects them
+            infer_reshape(self.name, x.shape, shape)
+        return x.reshape(shape)  # NumPy resolves -1; on failure the shape rule explains
 
     def vjp(self, ctx, g):
         return (reshape(g, ctx.in_shape(0)),)
@@ -88,13 +92,9 @@ class _View(Op):
 
 def reshape(input, *shape):
     """Same data in a new shape (a view when possible); one dimension may be -1."""
-    shape = _shape_arg(shape)
-    if tuple(input.shape) == shape:
-        return apply(_reshape, input, shape=shape)
-    return apply(_reshape, input, shape=shape)
+    return apply_unary(_Reshape, input, shape=_shape_arg(shape))
 
 
-_reshape = _Reshape
 
 
 def view(input, *shape):
@@ -106,7 +106,7 @@ def view(input, *shape):
         if dtype.np != input._data.dtype:
             raise NotImplementedError("view(dtype) reinterpretation is not supported; use .to(dtype)")
         return input
-    return apply(_View, input, shape=_shape_arg(shape))
+    return apply_unary(_View, input, shape=_shape_arg(shape))
 
 
 def flatten(input, start_dim: int = 0, end_dim: int = -1):
@@ -587,7 +587,7 @@ class _Roll(Op):
 
     def infer(self, x, shifts, dims):
         if dims is not None:
-            for d in dims:
+            for d in dims if isinstance(dims, tuple) else (dims,):
                 norm_dim("roll", d, len(x.shape))
         return spec(x.shape, x.dtype)
 
@@ -781,10 +781,50 @@ def cast(input, dtype):
     return apply(_Cast, input, dtype=as_dtype(dtype).np)
 
 
-def diagonal(input, offset: int = 0, dim1: int = 0, dim2: int = 1):
-    """The diagonal of the (dim1, dim2) planes, as the last dim."""
-    from ember.ops.linalg import einsum
+@defop
+class _Diagonal(Op):
+    """The offset diagonal of the last two dims, as a strided view (writes reach the input)."""
 
-    if (offset, dim1, dim2) != (0, 0, 1) or input.ndim != 2:
-        raise NotImplementedError("diagonal: only the main diagonal of a 2-D tensor is supported")
-    return einsum("ii->i", input)
+    name = "diagonal"
+    is_view = True
+
+    def _length(self, n, m, offset):
+        if n is None or m is None:
+            return None
+        return max(0, min(n + min(offset, 0), m - max(offset, 0)))
+
+    def infer(self, x, offset=0):
+        if len(x.shape) < 2:
+            raise ShapeError(f"diagonal: input must have at least 2 dimensions, got shape {fmt_shape(x.shape)}")
+        return spec(tuple(x.shape[:-2]) + (self._length(x.shape[-2], x.shape[-1], offset),), x.dtype)
+
+    def kernel(self, xp, x, offset=0):
+        k = self._length(x.shape[-2], x.shape[-1], offset)
+        s_row, s_col = x.strides[-2], x.strides[-1]
+        start = x[..., max(-offset, 0) :, max(offset, 0) :] if k else x[..., :0, :0]
+        shape = x.shape[:-2] + (k,)
+        strides = x.strides[:-2] + (s_row + s_col,)
+        return xp.lib.stride_tricks.as_strided(start, shape=shape, strides=strides)
+
+    def vjp(self, ctx, g):
+        from ember.ops.creation_ops import arange_like, zeros_like_shape
+        from ember.ops.indexing import index_put
+
+        shape = ctx.in_shape(0)
+        offset = ctx.attrs.get("offset", 0)
+        k = g.shape[-1]
+        rows = arange_like(g, np.arange(k) + max(-offset, 0))
+        cols = arange_like(g, np.arange(k) + max(offset, 0))
+        return (index_put(zeros_like_shape(g, shape), (Ellipsis, rows, cols), g),)
+
+
+def diagonal(input, offset: int = 0, dim1: int = 0, dim2: int = 1):
+    """The `offset` diagonal of the (dim1, dim2) planes, as the last dim (a view, as PyTorch)."""
+    nd = input.ndim
+    if nd < 2:
+        raise ShapeError(f"diagonal: input must have at least 2 dimensions, got shape {fmt_shape(input.shape)}")
+    d1, d2 = norm_dim("diagonal", dim1, nd), norm_dim("diagonal", dim2, nd)
+    if d1 == d2:
+        raise ValueError(f"diagonal: dim1 and dim2 must be different, got {dim1} and {dim2}")
+    x = movedim(input, (d1, d2), (-2, -1))
+    return apply(_Diagonal, x, offset=int(offset))

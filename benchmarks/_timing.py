@@ -1,0 +1,36 @@
+"""Shared timing helpers for the benchmarks: best-of-N wall time per call."""
+
+from __future__ import annotations
+
+import time
+
+
+def best_time(fn, *, repeat: int = 5, min_time: float = 0.05) -> float:
+    """Seconds per call: calls are batched until a batch lasts min_time; the best batch wins."""
+    fn()  # warm up
+    n = 1
+    while True:
+        t0 = time.perf_counter()
+        for _ in range(n):
+            fn()
+        dt = time.perf_counter() - t0
+        if dt >= min_time:
+            break
+        n *= 2
+    best = dt / n
+    for _ in range(repeat - 1):
+        t0 = time.perf_counter()
+        for _ in range(n):
+            fn()
+        best = min(best, (time.perf_counter() - t0) / n)
+    return best
+
+
+def fmt_us(seconds: float) -> str:
+    """Seconds as microseconds with a unit."""
+    return f"{seconds * 1e6:9.2f} us"
+
+
+def fmt_ms(seconds: float) -> str:
+    """Seconds as milliseconds with a unit."""
+    return f"{seconds * 1e3:9.2f} ms"
