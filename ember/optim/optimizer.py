@@ -1,0 +1,264 @@
+"""`Optimizer`: the base class of every optimizer (parameter groups, per-parameter state, state dicts)."""
+
+from __future__ import annotations
+
+import functools
+import warnings
+from collections import defaultdict
+from collections.abc import Callable, Iterable
+from copy import deepcopy
+from itertools import chain
+from typing import Any
+
+from ember.creation import tensor
+from ember.dtypes import float32, float64, get_default_dtype
+from ember.grad_mode import enable_grad
+from ember.tensor import Tensor
+
+
+class _Required:
+    """Marker for a hyperparameter that has no default and must be given per group."""
+
+    def __repr__(self) -> str:
+        return "<required parameter>"
+
+
+required = _Required()
+
+# Sets are refused (PyTorch accepts them at the top level): their order, and so the parameter
+# indices of a state dict, changes between runs.
+_SET_MESSAGE = ("optimizer parameters need to be organized in ordered collections, but the ordering of "
+                "tensors in sets changes between runs; use a list instead")
+
+
+class Optimizer:
+    """Base class of all optimizers, with PyTorch's interface.
+
+    `params` is an iterable of tensors (or of `(name, tensor)` pairs), or of dicts that each
+    define a parameter group; a group's own options override `defaults`. Subclasses implement
+    `step`, run their updates under `ember.no_grad()`, and may override `_check_options` to
+    validate hyperparameters (it is called for the defaults and for every group added).
+    """
+
+    def __init__(self, params: Iterable[Tensor] | Iterable[dict[str, Any]], defaults: dict[str, Any]) -> None:
+        self._check_options(defaults)
+        self.defaults = defaults
+        self.state: defaultdict[Tensor, dict[str, Any]] = defaultdict(dict)
+        self.param_groups: list[dict[str, Any]] = []
+        self._step_count = 0
+        if isinstance(params, Tensor):
+            raise TypeError(
+                f"{type(self).__name__}: params should be an iterable of Tensors or dicts, but got a Tensor"
+            )
+        if isinstance(params, (set, frozenset)):
+            raise TypeError(_SET_MESSAGE)
+        groups = list(params)
+        if not groups:
+            raise ValueError(f"{type(self).__name__}: optimizer got an empty parameter list")
+        if not isinstance(groups[0], dict):
+            groups = [{"params": groups}]
+        for group in groups:
+            self.add_param_group(group)
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        step = cls.__dict__.get("step")
+        if step is not None and not getattr(step, "_counted", False):
+            # Schedulers read the count to warn when they are stepped before the optimizer.
+            @functools.wraps(step)
+            def counted_step(self, *args, **kwargs):
+                self._step_count += 1
+                return step(self, *args, **kwargs)
+
+            counted_step._counted = True
+            cls.step = counted_step
+
+    # --- hyperparameters -----------------------------------------------------------------
+    def _check_options(self, options: dict[str, Any]) -> None:
+        """Raise ValueError for an invalid hyperparameter (subclasses extend this)."""
+
+    def _invalid(self, what: str, value: Any, expected: str) -> ValueError:
+        return ValueError(f"{type(self).__name__}: invalid {what}: {value} (expected {expected})")
+
+    def _require_nonneg(self, options: dict[str, Any], *names: str) -> None:
+        labels = {"lr": "learning rate", "eps": "epsilon value"}
+        for name in names:
+            if name in options and not isinstance(options[name], _Required) and not options[name] >= 0.0:
+                raise self._invalid(labels.get(name, f"{name} value"), options[name], f"{name} >= 0")
+
+    # --- groups ----------------------------------------------------------------------------
+    def add_param_group(self, param_group: dict[str, Any]) -> None:
+        """Add a parameter group (a dict with 'params' and optional per-group options)."""
+        if not isinstance(param_group, dict):
+            raise TypeError(f"param_group must be a dict, but got {type(param_group).__name__}")
+        params = param_group["params"]
+        if isinstance(params, Tensor):
+            params = [params]
+        elif isinstance(params, (set, frozenset)):
+            raise TypeError(_SET_MESSAGE)
+        else:
+            params = list(params)
+        names = [p[0] for p in params if isinstance(p, tuple)]
+        params = [p[1] if isinstance(p, tuple) else p for p in params]
+        if names and len(names) != len(params):
+            raise ValueError("all optimizer params should be with/without names; some param names are missing")
+        for p in params:
+            if not isinstance(p, Tensor):
+                raise TypeError(f"optimizer can only optimize Tensors, but one of the params is {type(p).__name__}")
+            if not (p.is_leaf or getattr(p, "retains_grad", False)):
+                raise ValueError("can't optimize a non-leaf Tensor")
+        group = dict(param_group)
+        group["params"] = params
+        if names:
+            group["param_names"] = names
+        for name, default in self.defaults.items():
+            if default is required and name not in group:
+                raise ValueError(f"parameter group didn't specify a value of required optimization parameter {name}")
+            group.setdefault(name, default)
+        self._check_options(group)
+        if len({id(p) for p in params}) != len(params):
+            warnings.warn("optimizer contains a parameter group with duplicate parameters", stacklevel=3)
+        seen = {id(p) for g in self.param_groups for p in g["params"]}
+        if any(id(p) in seen for p in params):
+            raise ValueError("some parameters appear in more than one parameter group")
+        if any(("param_names" in g) != bool(names) for g in self.param_groups):
+            raise ValueError("all optimizer param groups should be with/without names")
+        # The caller's dict is updated too, as in PyTorch, so it reflects the defaults filled in.
+        param_group.update(group)
+        self.param_groups.append(param_group)
+
+    # --- gradients -------------------------------------------------------------------------
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        """Reset the gradients of all optimized tensors (to None by default, else to zeros)."""
+        for group in self.param_groups:
+            for p in group["params"]:
+                g = p.grad
+                if g is None:
+                    continue
+                if set_to_none:
+                    p.grad = None
+                else:
+                    if g.grad_fn is not None:
+                        g.detach_()
+                    else:
+                        g.requires_grad_(False)
+                    g.zero_()
+
+    def step(self, closure: Callable[[], Any] | None = None) -> Any:
+        """Perform one optimization step; `closure` re-evaluates the model and returns the loss."""
+        raise NotImplementedError
+
+    @staticmethod
+    def _eval_closure(closure: Callable[[], Any] | None) -> Any:
+        if closure is None:
+            return None
+        with enable_grad():
+            return closure()
+
+    # --- state dicts -----------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        """The optimizer state: {'state': {index: {...}}, 'param_groups': [{..., 'params': [index, ...]}]}.
+
+        As in PyTorch, the state tensors are referenced, not copied; `load_state_dict` copies them.
+        """
+        index: dict[int, int] = {}
+        start = 0
+
+        def pack(group: dict[str, Any]) -> dict[str, Any]:
+            nonlocal start
+            packed = {k: v for k, v in group.items() if k != "params"}
+            for i, p in enumerate(group["params"], start):
+                index.setdefault(id(p), i)
+            packed["params"] = [index[id(p)] for p in group["params"]]
+            start += len(packed["params"])
+            return packed
+
+        groups = [pack(g) for g in self.param_groups]
+        state = {(index[id(k)] if isinstance(k, Tensor) else k): v for k, v in self.state.items()}
+        return {"state": state, "param_groups": groups}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """Load a state from `state_dict()`; parameters are matched by position in the groups.
+
+        Unlike PyTorch, state tensors are always copied, so the loaded optimizer never shares
+        buffers with the one that produced the dict.
+        """
+        groups = self.param_groups
+        saved_groups = deepcopy(state_dict["param_groups"])
+        if len(groups) != len(saved_groups):
+            raise ValueError("loaded state dict has a different number of parameter groups")
+        for g, sg in zip(groups, saved_groups):
+            if len(g["params"]) != len(sg["params"]):
+                raise ValueError(
+                    "loaded state dict contains a parameter group that doesn't match the size of optimizer's group"
+                )
+        id_map = dict(zip(chain.from_iterable(g["params"] for g in saved_groups),
+                          chain.from_iterable(g["params"] for g in groups)))
+
+        def cast(param: Tensor, value: Any, key: Any = None) -> Any:
+            if isinstance(value, Tensor):
+                # `step` keeps its own dtype; every other floating state follows the parameter.
+                if key != "step" and param.is_floating_point() and value.is_floating_point():
+                    value = value.to(param.dtype)
+                return value.to(param.device).clone()
+            if isinstance(value, dict):
+                return {k: cast(param, v, k) for k, v in value.items()}
+            if isinstance(value, (list, tuple)):
+                return type(value)(cast(param, v) for v in value)
+            return deepcopy(value)
+
+        state: defaultdict[Any, dict[str, Any]] = defaultdict(dict)
+        for k, v in state_dict["state"].items():
+            if k in id_map:
+                param = id_map[k]
+                state[param] = cast(param, v)
+            else:
+                state[k] = v
+
+        def update_group(group: dict[str, Any], new_group: dict[str, Any]) -> dict[str, Any]:
+            new_group["params"] = group["params"]
+            if "param_names" in group and "param_names" not in new_group:
+                new_group["param_names"] = group["param_names"]
+            return new_group
+
+        self.__setstate__({"state": state, "param_groups": [update_group(g, ng) for g, ng in zip(groups, saved_groups)]})
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"defaults": self.defaults, "state": self.state, "param_groups": self.param_groups}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self.__dict__.setdefault("_step_count", 0)
+
+    def __repr__(self) -> str:
+        lines = [f"{type(self).__name__} ("]
+        for i, group in enumerate(self.param_groups):
+            lines.append(f"Parameter Group {i}")
+            lines.extend(f"    {k}: {group[k]}" for k in sorted(group) if k not in ("params", "param_names"))
+        lines.append(")")
+        return "\n".join(lines)
+
+
+def _effective_grad(param: Tensor, grad: Tensor, weight_decay: float, maximize: bool) -> Tensor:
+    """The gradient an update uses: negated for `maximize`, plus `weight_decay * param` (L2 penalty).
+
+    Returns `grad` itself when neither applies, else one fresh tensor the caller may overwrite.
+    """
+    if weight_decay != 0:
+        # weight_decay * param, then +/- grad: the same roundings as PyTorch's grad.add(param, alpha=wd).
+        out = param.mul(weight_decay)
+        return out.sub_(grad) if maximize else out.add_(grad)
+    return -grad if maximize else grad
+
+
+def _step_counter() -> Tensor:
+    """A fresh per-parameter step count: a 0-dim tensor, float32 unless float64 is the default (as PyTorch)."""
+    return tensor(0.0, dtype=float64 if get_default_dtype() == float64 else float32)
+
+
+def _lerp_(start: Tensor, end: Tensor, weight: float) -> Tensor:
+    """start += weight * (end - start) in place, with PyTorch's two branches for small and large weights."""
+    diff = end - start
+    if abs(weight) < 0.5:
+        return start.add_(diff.mul_(weight))
+    return start.copy_(end.sub(diff.mul_(1 - weight)))

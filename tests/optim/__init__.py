@@ -1,0 +1,1 @@
+"""Optimizer and learning-rate scheduler tests: trajectories and lr sequences against PyTorch, state dicts."""

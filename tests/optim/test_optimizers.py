@@ -1,0 +1,268 @@
+"""Each optimizer's parameter trajectory equals PyTorch's (foreach=False) on the same problem."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import ember as em
+from ember import optim
+
+from .problems import (
+    assert_trajectories_close,
+    ember_setup,
+    ember_train,
+    feed,
+    gradient_sequence,
+    torch_setup,
+    torch_train,
+)
+
+STEPS = 25
+
+CONFIGS = [
+    ("SGD", dict(lr=0.1)),
+    ("SGD", dict(lr=0.1, momentum=0.9)),
+    ("SGD", dict(lr=0.1, momentum=0.9, dampening=0.3)),
+    ("SGD", dict(lr=0.05, momentum=0.9, nesterov=True)),
+    ("SGD", dict(lr=0.1, weight_decay=0.05)),
+    ("SGD", dict(lr=0.05, momentum=0.8, nesterov=True, weight_decay=0.05)),
+    ("SGD", dict(lr=0.01, maximize=True)),
+    ("SGD", dict(lr=0.01, momentum=0.7, dampening=0.2, weight_decay=0.1, maximize=True)),
+    ("SGD", dict(lr=0.01, momentum=0.7, nesterov=True, weight_decay=0.1, maximize=True)),
+    ("Adam", dict(lr=0.05)),
+    ("Adam", dict(lr=0.05, amsgrad=True)),
+    ("Adam", dict(lr=0.05, weight_decay=0.1)),
+    ("Adam", dict(lr=0.05, betas=(0.3, 0.8), eps=1e-6)),  # beta1 < 0.5: lerp's large-weight branch
+    ("Adam", dict(lr=0.01, maximize=True)),
+    ("Adam", dict(lr=0.05, weight_decay=0.1, amsgrad=True, maximize=True)),
+    ("Adam", dict(lr=0.05, weight_decay=0.1, decoupled_weight_decay=True)),
+    ("AdamW", dict(lr=0.05)),
+    ("AdamW", dict(lr=0.05, weight_decay=0.3, amsgrad=True)),
+    ("AdamW", dict(lr=0.01, weight_decay=0.3, maximize=True, betas=(0.8, 0.9))),
+    ("RMSprop", dict(lr=0.01)),
+    ("RMSprop", dict(lr=0.01, alpha=0.9, eps=1e-6)),
+    ("RMSprop", dict(lr=0.01, centered=True)),
+    ("RMSprop", dict(lr=0.01, momentum=0.9)),
+    ("RMSprop", dict(lr=0.005, centered=True, momentum=0.9)),
+    ("RMSprop", dict(lr=0.01, centered=True, alpha=0.4)),  # 1 - alpha > 0.5: lerp's large-weight branch
+    ("RMSprop", dict(lr=0.01, weight_decay=0.1, momentum=0.5)),
+    ("RMSprop", dict(lr=0.001, maximize=True, centered=True, momentum=0.5, weight_decay=0.1)),
+    ("Adagrad", dict(lr=0.1)),
+    ("Adagrad", dict(lr=0.1, lr_decay=0.05)),
+    ("Adagrad", dict(lr=0.1, weight_decay=0.1)),
+    ("Adagrad", dict(lr=0.1, initial_accumulator_value=0.5, eps=1e-6)),
+    ("Adagrad", dict(lr=0.01, maximize=True, lr_decay=0.01, weight_decay=0.1)),
+]
+
+
+def _id(config) -> str:
+    name, kwargs = config
+    return name + "-" + "-".join(f"{k}={v}" for k, v in kwargs.items())
+
+
+@pytest.mark.parametrize(("name", "kwargs"), CONFIGS, ids=[_id(c) for c in CONFIGS])
+def test_trajectory_matches_torch(name: str, kwargs: dict) -> None:
+    """Float64 MLP training: every parameter at every step agrees to rounding."""
+    ours = ember_train(*ember_setup(name, kwargs), STEPS)
+    theirs = torch_train(*torch_setup(name, kwargs), STEPS)
+    assert_trajectories_close(ours, theirs, rtol=1e-10, atol=1e-12)
+
+
+FLOAT32_CONFIGS = [
+    ("SGD", dict(lr=0.05, momentum=0.9, nesterov=True, weight_decay=0.01)),
+    ("Adam", dict(lr=0.01, amsgrad=True, weight_decay=0.01)),
+    ("AdamW", dict(lr=0.01)),
+    ("RMSprop", dict(lr=0.01, centered=True, momentum=0.5)),
+    ("Adagrad", dict(lr=0.1, lr_decay=0.01)),
+]
+
+
+@pytest.mark.parametrize(("name", "kwargs"), FLOAT32_CONFIGS, ids=[_id(c) for c in FLOAT32_CONFIGS])
+def test_float32_with_given_gradients(name: str, kwargs: dict) -> None:
+    """Float32 parameters fed identical gradients stay float32 and agree with PyTorch's."""
+    grads = gradient_sequence(STEPS)
+    params, opt = ember_setup(name, kwargs, dtype=np.float32)
+    ours = feed(params, opt, grads, em.tensor)
+    assert all(p.dtype == em.float32 for p in params)
+    assert all(v.dtype == em.float32 for s in opt.state.values() for k, v in s.items() if k != "step")
+    theirs = feed(*torch_setup(name, kwargs, dtype=np.float32), grads, torch.tensor)
+    assert_trajectories_close(ours, theirs, rtol=2e-5, atol=2e-6)
+
+
+GROUPS = [{"params": [0, 1], "lr": 0.02}, {"params": [2, 3]}]
+
+
+@pytest.mark.parametrize(
+    ("name", "kwargs", "groups"),
+    [
+        ("SGD", dict(lr=0.1, momentum=0.9), GROUPS),
+        ("SGD", dict(lr=0.1), [{"params": [0, 1], "momentum": 0.5, "nesterov": True}, {"params": [2, 3], "lr": 0.3}]),
+        ("Adam", dict(lr=0.05), [{"params": [0, 1], "lr": 0.005, "amsgrad": True}, {"params": [2, 3]}]),
+        ("AdamW", dict(lr=0.05), [{"params": [0], "weight_decay": 0.0}, {"params": [1, 2, 3], "betas": (0.5, 0.9)}]),
+        ("RMSprop", dict(lr=0.01), [{"params": [0, 1], "centered": True, "momentum": 0.3}, {"params": [2, 3]}]),
+        ("Adagrad", dict(lr=0.1), [{"params": [0, 1], "lr": 0.3, "lr_decay": 0.1}, {"params": [2, 3]}]),
+    ],
+    ids=["SGD-lr", "SGD-options", "Adam", "AdamW", "RMSprop", "Adagrad"],
+)
+def test_param_groups_match_torch(name: str, kwargs: dict, groups: list[dict]) -> None:
+    """Per-group options override the defaults, exactly as in PyTorch."""
+    params, opt = ember_setup(name, kwargs, groups)
+    tparams, topt = torch_setup(name, kwargs, groups)
+    for g, tg in zip(opt.param_groups, topt.param_groups):
+        for key, value in g.items():
+            if key != "params":
+                assert tg[key] == value, key
+    ours = ember_train(params, opt, STEPS)
+    theirs = torch_train(tparams, topt, STEPS)
+    assert_trajectories_close(ours, theirs, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("name", ["SGD", "Adam", "RMSprop", "Adagrad"])
+def test_parameters_without_grad_are_skipped(name: str) -> None:
+    """A parameter whose .grad is None is neither moved nor given state (until it has a gradient)."""
+    kwargs = dict(lr=0.05, momentum=0.5) if name in ("SGD", "RMSprop") else dict(lr=0.05)
+
+    def skip(k: int) -> list[int]:
+        return [1] if k % 3 else [1, 3]  # b1 never has a gradient, b2 only every third step
+
+    params, opt = ember_setup(name, kwargs)
+    ours = ember_train(params, opt, STEPS, skip=skip)
+    theirs = torch_train(*torch_setup(name, kwargs), STEPS, skip=skip)
+    assert_trajectories_close(ours, theirs, rtol=1e-10, atol=1e-12)
+    np.testing.assert_array_equal(ours[-1][1], ours[0][1])
+    if name != "Adagrad":  # Adagrad creates its accumulators up front, as PyTorch does
+        assert params[1] not in opt.state
+
+
+def test_add_param_group_matches_torch() -> None:
+    """A group added mid-training is optimized from then on with its own options."""
+    params, opt = ember_setup("Adam", dict(lr=0.05))
+    tparams, topt = torch_setup("Adam", dict(lr=0.05))
+    opt.param_groups[0]["params"] = params[:2]
+    topt.param_groups[0]["params"] = tparams[:2]
+    ours = ember_train(params, opt, 5)
+    theirs = torch_train(tparams, topt, 5)
+    opt.add_param_group({"params": params[2:], "lr": 0.01, "amsgrad": True})
+    topt.add_param_group({"params": tparams[2:], "lr": 0.01, "amsgrad": True})
+    ours += ember_train(params, opt, 10)
+    theirs += torch_train(tparams, topt, 10)
+    assert_trajectories_close(ours, theirs, rtol=1e-10, atol=1e-12)
+    assert opt.param_groups[1]["betas"] == (0.9, 0.999)
+
+
+def test_closure_returns_loss_and_is_evaluated_with_grad() -> None:
+    """step(closure) re-evaluates the loss with gradients enabled and returns it."""
+    w = em.tensor([1.0, -2.0], requires_grad=True)
+    opt = optim.SGD([w], lr=0.1)
+
+    def closure():
+        opt.zero_grad()
+        loss = (w * w).sum()
+        loss.backward()
+        return loss
+
+    with em.no_grad():
+        loss = opt.step(closure)
+    assert loss.item() == pytest.approx(5.0)
+    np.testing.assert_allclose(w.detach().numpy(), [0.8, -1.6])
+    assert w.is_leaf and w.grad_fn is None
+
+
+def test_step_does_not_record_graph() -> None:
+    """Updates happen under no_grad: parameters stay leaves and state needs no grad."""
+    params, opt = ember_setup("Adam", dict(lr=0.05, amsgrad=True))
+    ember_train(params, opt, 2)
+    assert all(p.is_leaf and p.requires_grad for p in params)
+    assert not any(v.requires_grad for s in opt.state.values() for v in s.values())
+
+
+def test_zero_grad() -> None:
+    """set_to_none=True drops the gradients; False zeroes them in place."""
+    w = em.tensor([1.0, 2.0], requires_grad=True)
+    opt = optim.SGD([w], lr=0.1)
+    (w * w).sum().backward()
+    g = w.grad
+    opt.zero_grad(set_to_none=False)
+    assert w.grad is g
+    np.testing.assert_array_equal(w.grad.numpy(), [0.0, 0.0])
+    opt.zero_grad()
+    assert w.grad is None
+
+
+def test_in_place_updates_keep_parameter_identity() -> None:
+    """The step writes into the parameters' storage (views of them see the update)."""
+    params, opt = ember_setup("SGD", dict(lr=0.1, momentum=0.9))
+    view = params[0].detach()
+    before = view.numpy().copy()
+    ember_train(params, opt, 1)
+    assert not np.array_equal(view.numpy(), before)
+    np.testing.assert_array_equal(view.numpy(), params[0].detach().numpy())
+
+
+BAD = [
+    (optim.SGD, dict(lr=-0.1), "SGD: invalid learning rate: -0.1"),
+    (optim.SGD, dict(lr=0.1, momentum=-0.5), "SGD: invalid momentum value: -0.5"),
+    (optim.SGD, dict(lr=0.1, weight_decay=-1.0), "SGD: invalid weight_decay value: -1.0"),
+    (optim.SGD, dict(lr=0.1, nesterov=True), "SGD: Nesterov momentum requires a momentum and zero dampening"),
+    (optim.SGD, dict(lr=0.1, momentum=0.9, dampening=0.1, nesterov=True), "SGD: Nesterov momentum requires"),
+    (optim.Adam, dict(lr=-1e-3), "Adam: invalid learning rate: -0.001"),
+    (optim.Adam, dict(betas=(1.0, 0.999)), "Adam: invalid beta parameter at index 0: 1.0"),
+    (optim.Adam, dict(betas=(0.9, -0.1)), "Adam: invalid beta parameter at index 1: -0.1"),
+    (optim.Adam, dict(eps=-1e-8), "Adam: invalid epsilon value: -1e-08"),
+    (optim.Adam, dict(weight_decay=-0.1), "Adam: invalid weight_decay value: -0.1"),
+    (optim.AdamW, dict(betas=(0.9, 1.5)), "AdamW: invalid beta parameter at index 1: 1.5"),
+    (optim.RMSprop, dict(alpha=-0.9), "RMSprop: invalid alpha value: -0.9"),
+    (optim.RMSprop, dict(momentum=-0.9), "RMSprop: invalid momentum value: -0.9"),
+    (optim.RMSprop, dict(eps=-1.0), "RMSprop: invalid epsilon value: -1.0"),
+    (optim.Adagrad, dict(lr_decay=-0.1), "Adagrad: invalid lr_decay value: -0.1"),
+    (optim.Adagrad, dict(initial_accumulator_value=-1.0), "Adagrad: invalid initial_accumulator_value value: -1.0"),
+]
+
+
+@pytest.mark.parametrize(("cls", "kwargs", "message"), BAD, ids=[m for _, _, m in BAD])
+def test_bad_hyperparameters(cls, kwargs: dict, message: str) -> None:
+    """Invalid hyperparameters raise ValueError naming the optimizer and the value."""
+    with pytest.raises(ValueError, match="^" + message.replace("(", r"\(").replace(")", r"\)")):
+        cls([em.zeros(2, requires_grad=True)], **kwargs)
+
+
+def test_bad_hyperparameter_in_group() -> None:
+    """A group's own option is validated too."""
+    a, b = em.zeros(2, requires_grad=True), em.zeros(2, requires_grad=True)
+    with pytest.raises(ValueError, match="Adam: invalid beta parameter at index 0: 2"):
+        optim.Adam([{"params": [a]}, {"params": [b], "betas": (2, 0.9)}])
+
+
+def test_bad_params() -> None:
+    """The params argument is checked like PyTorch's."""
+    w = em.zeros(2, requires_grad=True)
+    with pytest.raises(TypeError, match="iterable of Tensors"):
+        optim.SGD(w, lr=0.1)
+    with pytest.raises(ValueError, match="empty parameter list"):
+        optim.SGD([], lr=0.1)
+    with pytest.raises(ValueError, match="non-leaf"):
+        optim.SGD([w * 2], lr=0.1)
+    with pytest.raises(TypeError, match="ordered collections"):
+        optim.SGD({w}, lr=0.1)
+    with pytest.raises(ValueError, match="more than one parameter group"):
+        optim.SGD([{"params": [w]}, {"params": [w]}], lr=0.1)
+    with pytest.raises(TypeError, match="can only optimize Tensors"):
+        optim.SGD([np.zeros(2)], lr=0.1)
+
+
+def test_named_parameters() -> None:
+    """(name, tensor) pairs are accepted and the names kept in the group."""
+    w, b = em.zeros(2, requires_grad=True), em.zeros(1, requires_grad=True)
+    opt = optim.SGD([("w", w), ("b", b)], lr=0.1)
+    assert [id(p) for p in opt.param_groups[0]["params"]] == [id(w), id(b)]
+    assert opt.param_groups[0]["param_names"] == ["w", "b"]
+    assert opt.state_dict()["param_groups"][0]["param_names"] == ["w", "b"]
+
+
+def test_repr_lists_group_options() -> None:
+    """repr shows each group's options."""
+    opt = optim.Adam([em.zeros(2, requires_grad=True)], lr=0.01)
+    text = repr(opt)
+    assert text.startswith("Adam (") and "Parameter Group 0" in text and "lr: 0.01" in text
