@@ -179,7 +179,8 @@ def current_grad_fn(t):
 def _snapshot(x, edge):
     """A copy of x's current values that stands for x in the autograd graph."""
     data = x._data
-    snap = _Tensor._make(data if type(data) is _MetaArray else data.copy(), x._device)
+    # Meta and graph values are never written in place (a write rebinds them), so share them.
+    snap = _Tensor._make(data if isinstance(data, _MetaArray) else data.copy(), x._device)
     if edge is not None and type(edge[0]) is Node:
         snap._grad_fn, snap._output_nr = edge
         snap._requires_grad = True
@@ -398,9 +399,16 @@ def _accumulate_into_leaf(leaf, g, create_graph: bool, stored: set) -> None:
         leaf.grad = g
     elif create_graph:
         leaf.grad = leaf.grad + g
-    else:
+    elif type(leaf.grad._data) is _np.ndarray and type(g._data) is _np.ndarray:
         leaf.grad._data += g._data.astype(leaf.grad._data.dtype, copy=False)
         leaf.grad._version[0] += 1
+    else:  # symbolic or another backend: an ordinary in-place op (graph building records it)
+        prev = _grad_state.enabled
+        _grad_state.enabled = False
+        try:
+            leaf.grad.add_(g)
+        finally:
+            _grad_state.enabled = prev
 
 
 def backward(tensors, grad_tensors=None, retain_graph=None, create_graph: bool = False) -> None:

@@ -15,6 +15,10 @@ class DataDependentError(NotImplementedError):
     """An op needs concrete values but its input has none (meta device or a symbolic tensor)."""
 
 
+class ConcretizationError(TypeError):
+    """Python needed a concrete value of a symbolic tensor (while tracing or building a graph)."""
+
+
 def fmt_shape(shape) -> str:
     """Shapes as users write them: (2, 3), with ? for an unknown dimension."""
     dims = ["?" if d is None else str(d) for d in shape]

@@ -7,7 +7,7 @@ import numpy as np
 from ember import dtypes as dt
 from ember.backends.meta import MetaArray
 from ember.device import Device, as_device
-from ember.errors import DataDependentError, ShapeError, fmt_shape
+from ember.errors import ConcretizationError, DataDependentError, ShapeError, fmt_shape
 from ember.grad_mode import state as _grad_state
 
 
@@ -185,12 +185,27 @@ class Tensor:
 
     # --- data access ---------------------------------------------------------------
     def _require_data(self, what: str) -> None:
-        if isinstance(self._data, MetaArray):
+        data = self._data
+        if type(data) is np.ndarray:
+            tracer = _ops._dispatch.trace_state.hook
+            if tracer is not None and tracer.is_mutated(self):
+                raise ConcretizationError(
+                    f"{what}: this tensor of shape {fmt_shape(self.shape)} was updated in place inside the "
+                    "function ember.jit is tracing, so its value is only known when the graph runs. "
+                    "Keep the computation in tensor ops instead of reading the value in Python."
+                )
+            return
+        if isinstance(data, MetaArray):
+            if data.symbolic:
+                raise ConcretizationError(
+                    f"{what}: this tensor (shape {fmt_shape(self.shape)}, {self.dtype.name}) is symbolic: its "
+                    "value is not known while a graph is built or ember.jit traces a function, so Python "
+                    "control flow (if/while, bool(), int(), float(), .item(), .numpy(), .tolist()) cannot "
+                    "depend on it. Use ember.where(...) for a data-dependent choice, move the branch "
+                    "outside the jitted function, or mark the argument static with "
+                    "ember.jit(fn, static_argnums=...)."
+                )
             raise DataDependentError(f"{what}: tensors on the meta device have no data (device='meta')")
-        if not isinstance(self._data, np.ndarray) and self._device.type != "cuda":
-            raise DataDependentError(
-                f"{what}: this tensor is symbolic (a value of a graph being traced) and has no data yet"
-            )
 
     def numpy(self, *, force: bool = False) -> np.ndarray:
         """The data as a NumPy array (shares memory on the CPU)."""
@@ -393,7 +408,9 @@ class Tensor:
         record = _autograd.needs_inplace_record(self, result)
         if record and mark is not None:
             _autograd.protect_saved(self, result, mark)
-        if not isinstance(self._data, MetaArray):
+        if _is_graph_value(self._data) or _is_graph_value(result._data) or _ops._dispatch.trace_state.hook:
+            self._write_symbolic(name, result)
+        elif not isinstance(self._data, MetaArray):
             if not _writeable(self._data):
                 raise RuntimeError(
                     f"{name}: this tensor is a read-only view (for example from expand/broadcast_to); "
@@ -404,6 +421,26 @@ class Tensor:
         if record:
             _autograd.rebase_after_write(self, result)
         return self
+
+    def _write_symbolic(self, name: str, result: Tensor) -> None:
+        """An in-place write while building a graph: rebind to the new value (functionalisation).
+
+        A tensor from outside a traced function is not rebound: the tracer records the update and
+        ember.jit writes the computed values into it after each call.
+        """
+        if self._view_fn is not None and _is_graph_value(self._base._data if self._base is not None else None):
+            raise NotImplementedError(
+                f"{name}: in-place writes through a view are not supported while building a graph; "
+                "write into the base tensor (x[idx] = v) or use out-of-place ops"
+            )
+        tracer = _ops._dispatch.trace_state.hook
+        value = result._data
+        if not _is_graph_value(value):
+            value = tracer.lift(result) if tracer is not None else value
+        if _is_graph_value(self._data) or tracer is None:
+            self._data = value
+        else:
+            tracer.mutate(self, value)
 
     def add_(self, other, *, alpha=1) -> Tensor:
         """In-place self += alpha * other."""
@@ -464,7 +501,7 @@ class Tensor:
                 raise ValueError(f"fill_: only a one-element tensor can be a fill value, got shape {value.shape}")
             return self.copy_(value.reshape(()))
         self._check_inplace("fill_")
-        if _autograd.needs_inplace_record(self, self):
+        if _autograd.needs_inplace_record(self, self) or _symbolic_context(self):
             return self._assign_result("fill_", _ops.full_like(self, value))
         if not isinstance(self._data, MetaArray):
             self._data[...] = value
@@ -480,7 +517,7 @@ class Tensor:
         src = src.to(self.dtype)
         if src.shape != self.shape:
             src = _ops.expand(src, self.shape)
-        if not _autograd.needs_inplace_record(self, src):
+        if not _autograd.needs_inplace_record(self, src) and not _symbolic_context(self, src):
             self._check_inplace("copy_")
             if not isinstance(self._data, MetaArray):
                 self._device.backend.xp.copyto(self._data, src._data)
@@ -610,6 +647,16 @@ class Tensor:
         if self.ndim < 2:
             raise ValueError(f"mT: tensor must have at least 2 dimensions, got shape {fmt_shape(self.shape)}")
         return _ops.transpose(self, -2, -1)
+
+
+def _is_graph_value(data) -> bool:
+    """Whether data is a value of a graph being built (not a real array)."""
+    return type(data) is not np.ndarray and isinstance(data, MetaArray) and data.symbolic
+
+
+def _symbolic_context(*tensors) -> bool:
+    """Whether writes into these tensors must go through graph building."""
+    return _ops._dispatch.trace_state.hook is not None or any(_is_graph_value(t._data) for t in tensors)
 
 
 def _host_data(src):

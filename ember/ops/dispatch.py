@@ -76,6 +76,8 @@ def apply(op, *inputs, **attrs):
         if type(outs) is not np.ndarray and type(outs) is not MetaArray:
             outs = _as_array(backend, outs)
         out = Tensor._make(outs, device)
+        if trace_state.hook is not None:
+            trace_state.hook.track(out)
         if op.is_view:
             _link_view(op, out, inputs, attrs)
         if needs_grad and grad_state.enabled and op.differentiable and outs.dtype in FLOAT_NP:
@@ -88,6 +90,9 @@ def apply(op, *inputs, **attrs):
         Tensor._make(o if type(o) is np.ndarray or isinstance(o, MetaArray) else _as_array(backend, o), device)
         for o in outs
     )
+    if trace_state.hook is not None:
+        for t in results:
+            trace_state.hook.track(t)
     if needs_grad and grad_state.enabled and op.differentiable:
         node = Node(op, attrs, inputs, results)
         for i, t in enumerate(results):

@@ -7,6 +7,7 @@ import numpy as np
 from ember.backends.meta import MetaArray
 from ember.errors import DataDependentError, DeviceMismatchError, ShapeError, fmt_shape
 from ember.grad_mode import state as grad_state
+from ember.ops import dispatch
 from ember.ops._rules import BOOL_NP, FLOAT_NP, INT64_NP, binary_dtype, norm_dim, spec
 from ember.ops.dispatch import apply, apply_unary
 from ember.ops.registry import Op, defop
@@ -210,7 +211,9 @@ def setitem(x, index, value) -> None:
     if isinstance(value, Tensor) and value._device is not x._device:
         raise DeviceMismatchError(f"setitem: value is on {value._device} but the tensor is on {x._device}")
     needs_graph = grad_state.enabled and (x._requires_grad or (isinstance(value, Tensor) and value._requires_grad))
-    if needs_graph:
+    symbolic = (dispatch.trace_state.hook is not None or getattr(x._data, "symbolic", False)
+                or getattr(getattr(value, "_data", None), "symbolic", False))
+    if needs_graph or symbolic:
         x._assign_result("setitem", index_put(x, index, value))
         return
     x._check_inplace("setitem")

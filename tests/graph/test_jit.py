@@ -1,0 +1,128 @@
+"""ember.jit: tracing, caching per signature, captured state, training steps, control-flow errors."""
+
+import numpy as np
+import pytest
+
+import ember as em
+
+
+def test_forward_matches_eager_and_is_cached_per_signature():
+    w = em.randn(4, 3)
+
+    @em.jit
+    def f(x):
+        return (x @ w).relu().sum(1)
+
+    x = em.randn(5, 4)
+    np.testing.assert_allclose(f(x).numpy(), (x @ w).relu().sum(1).numpy(), rtol=1e-6)
+    f(em.randn(5, 4))
+    assert f.trace_count == 1
+    f(em.randn(6, 4))  # new shape: retrace
+    assert f.trace_count == 2
+    f(em.randn(6, 4).double())  # new dtype: retrace
+    assert f.trace_count == 3
+
+
+def test_closure_tensors_are_inputs_not_constants():
+    w = em.ones(3)
+
+    @em.jit
+    def f(x):
+        return x * w
+
+    x = em.ones(3)
+    assert f(x).tolist() == [1, 1, 1]
+    w.mul_(5)
+    assert f(x).tolist() == [5, 5, 5]
+
+
+def test_in_place_updates_of_outside_tensors_are_applied_after_each_call():
+    counter = em.zeros(())
+
+    @em.jit
+    def bump(x):
+        counter.add_(1)
+        x_sum = x.sum()
+        return x_sum + counter
+
+    x = em.ones(2)
+    assert bump(x).item() == 3
+    assert bump(x).item() == 4
+    assert counter.item() == 2
+
+
+def test_training_step_equals_eager():
+    em.manual_seed(0)
+    w = em.randn(3, 2, requires_grad=True)
+    b = em.zeros(2, requires_grad=True)
+    w_e = w.detach().clone().requires_grad_()
+    b_e = b.detach().clone().requires_grad_()
+
+    def make_step(w, b):
+        def step(x, y):
+            loss = ((x @ w + b - y) ** 2).mean()
+            w.grad = None
+            b.grad = None
+            loss.backward()
+            with em.no_grad():
+                w.sub_(0.1 * w.grad)
+                b.sub_(0.1 * b.grad)
+            return loss
+
+        return step
+
+    jitted, eager = em.jit(make_step(w, b)), make_step(w_e, b_e)
+    x, y = em.randn(8, 3), em.randn(8, 2)
+    for _ in range(5):
+        lj, le = jitted(x, y), eager(x, y)
+        assert lj.item() == pytest.approx(le.item(), rel=1e-6)
+    np.testing.assert_allclose(w.detach().numpy(), w_e.detach().numpy(), rtol=1e-6)
+    np.testing.assert_allclose(w.grad.numpy(), w_e.grad.numpy(), rtol=1e-6)
+    assert jitted.trace_count == 1
+
+
+def test_value_dependent_python_control_flow_raises_a_clear_error():
+    @em.jit
+    def f(x):
+        if x.sum() > 0:
+            return x
+        return -x
+
+    with pytest.raises(em.ConcretizationError, match=r"em(ber)?\.where|static_argnums"):
+        f(em.ones(3))
+
+
+def test_static_argnums_specialise_on_python_values():
+    def f(x, n):
+        for _ in range(n):
+            x = x * 2
+        return x
+
+    g = em.jit(f, static_argnums=1)
+    assert g(em.ones(2), 3).tolist() == [8, 8]
+    assert g(em.ones(2), 1).tolist() == [2, 2]
+    assert g.trace_count == 2
+
+
+def test_grad_composes_with_jit():
+    def loss(w, x):
+        return ((x @ w) ** 2).sum()
+
+    g = em.jit(em.grad(loss))
+    w, x = em.randn(3, 1), em.randn(4, 3)
+    np.testing.assert_allclose(g(w, x).numpy(), em.grad(loss)(w, x).numpy(), rtol=1e-5)
+    vg = em.jit(em.value_and_grad(loss))
+    v, gw = vg(w, x)
+    assert v.item() == pytest.approx(loss(w, x).item(), rel=1e-6)
+
+
+def test_lower_returns_the_graph_and_works_on_meta():
+    w = em.ones((20_000, 30_000), device="meta")
+
+    @em.jit
+    def f(x):
+        return (x @ w).relu()
+
+    graph = f.lower(em.ones((8, 20_000), device="meta"))
+    text = graph.dump()
+    assert "matmul" in text and "float32[8, 30000] @meta" in text
