@@ -76,6 +76,7 @@ class _MaxPool2d(Op):
         fill = -np.inf if x.dtype in FLOAT_NP else np.iinfo(x.dtype).min
         xpad = _padded(xp, x, padding, oh, ow, kernel, stride, dilation, fill)
         best = _window(xp, xpad, 0, 0, oh, ow, stride, dilation).copy()
+        nan_aware = x.dtype in FLOAT_NP and bool(xp.isnan(x).any())
         idx = xp.zeros(best.shape, dtype=np.int64)
         k = 0
         for i in range(kernel[0]):
@@ -83,6 +84,8 @@ class _MaxPool2d(Op):
                 if k:
                     v = _window(xp, xpad, i, j, oh, ow, stride, dilation)
                     better = v > best
+                    if nan_aware:  # NaN wins, as in PyTorch (the last NaN of a window)
+                        better |= xp.isnan(v)
                     xp.copyto(best, v, where=better)
                     idx[better] = k
                 k += 1

@@ -21,6 +21,19 @@ def _scatter_back(ctx, g, dim):
     return scatter_add(zeros_like_shape(g, shape), dim, ctx.output_at(1), g)
 
 
+def descending_order(xp, x, d: int):
+    """Stable descending argsort along d, with NaN first (PyTorch counts NaN as the largest value)."""
+    # Integers and bools: ~x reverses the order without overflow (-x wraps for uint8 and the minimum int).
+    keys = -x if x.dtype in FLOAT_NP else ~x
+    idx = xp.argsort(keys, axis=d, kind="stable")
+    if x.dtype in FLOAT_NP:
+        nan = xp.isnan(x)
+        if nan.any():  # -NaN sorts last: move the NaNs to the front, keeping both groups' order
+            first = xp.argsort(~xp.take_along_axis(nan, idx, axis=d), axis=d, kind="stable")
+            idx = xp.take_along_axis(idx, first, axis=d)
+    return idx
+
+
 @defop
 class _Sort(Op):
     name = "sort"
@@ -36,9 +49,7 @@ class _Sort(Op):
             return x.copy(), xp.zeros((), dtype=np.int64)
         d = norm_dim(self.name, dim, x.ndim)
         if descending:
-            # Sort the negated keys stably so equal values keep their order, as PyTorch's stable sort.
-            keys = -x if x.dtype != np.bool_ else ~x
-            idx = xp.argsort(keys, axis=d, kind="stable")
+            idx = descending_order(xp, x, d)
         else:
             idx = xp.argsort(x, axis=d, kind="stable")
         return xp.take_along_axis(x, idx, axis=d), idx.astype(np.int64, copy=False)
@@ -90,8 +101,7 @@ class _TopK(Op):
         d = self._check(x, k, dim)
         if x.ndim == 0:
             return x.copy(), xp.zeros((), dtype=np.int64)
-        keys = -x if largest and x.dtype != np.bool_ else (~x if largest else x)
-        idx = xp.argsort(keys, axis=d, kind="stable")
+        idx = descending_order(xp, x, d) if largest else xp.argsort(x, axis=d, kind="stable")
         idx = xp.take(idx, xp.arange(k), axis=d)
         return xp.take_along_axis(x, idx, axis=d), idx.astype(np.int64, copy=False)
 

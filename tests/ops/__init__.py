@@ -1,0 +1,1 @@
+"""Op tests: every op against PyTorch (forward and backward), finite differences, meta shapes, errors."""
