@@ -21,6 +21,7 @@ from ember.errors import fmt_shape
 from ember.graph.executor import Plan
 from ember.graph.ir import Graph, Value
 from ember.ops import dispatch
+from ember.ops.dispatch import is_tracing  # noqa: F401  (re-exported as ember.is_tracing)
 from ember.tensor import Tensor
 
 _MAX_RETRACES = 4  # traces that create outside state before the program must have settled
@@ -61,11 +62,6 @@ class Tracer:
     def track(self, t: Tensor) -> None:
         """Remember a symbolic tensor made during the trace (to find the ones that escape)."""
         self.created.append(weakref.ref(t))
-
-
-def is_tracing() -> bool:
-    """True while ember.jit is tracing a function in this thread."""
-    return dispatch.trace_state.hook is not None
 
 
 # --- signatures -----------------------------------------------------------------------------

@@ -26,6 +26,11 @@ class _TraceState(threading.local):
 
 
 trace_state = _TraceState()
+def is_tracing() -> bool:
+    """True while ember.jit is tracing a function in this thread."""
+    return trace_state.hook is not None
+
+
 graph_builder = [None]  # set by ember.graph on import: builder(op, inputs, arrays, attrs, device)
 
 

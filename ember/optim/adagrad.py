@@ -7,6 +7,7 @@ from typing import Any
 
 from ember import ops
 from ember.grad_mode import no_grad
+from ember.ops.dispatch import is_tracing
 from ember.optim.optimizer import Optimizer, _effective_grad, _step_counter
 from ember.tensor import Tensor
 
@@ -66,9 +67,11 @@ class Adagrad(Optimizer):
                         self._init_state(p)
                     step_t = state["step"]
                     step_t.add_(1)
-                    step = step_t.item()
+                    step = step_t if is_tracing() else step_t.item()
                     grad = _effective_grad(p, grad, weight_decay, maximize)
                     clr = lr / (1 + (step - 1) * lr_decay)
+                    if isinstance(clr, Tensor):
+                        clr = clr.to(p.dtype)
                     state_sum = state["sum"]
                     state_sum.add_(grad * grad)
                     std = state_sum.sqrt().add_(eps)

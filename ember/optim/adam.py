@@ -7,6 +7,7 @@ from typing import Any
 
 from ember import ops
 from ember.grad_mode import no_grad
+from ember.ops.dispatch import is_tracing
 from ember.optim.optimizer import Optimizer, _effective_grad, _lerp_, _step_counter
 from ember.tensor import Tensor
 
@@ -74,7 +75,8 @@ class Adam(Optimizer):
                 state["max_exp_avg_sq"] = ops.zeros_like(p)
             step_t = state["step"]
             step_t.add_(1)
-            step = step_t.item()
+            # Under ember.jit the step count is only known when the graph runs: keep it a tensor.
+            step = step_t if is_tracing() else step_t.item()
 
             if weight_decay != 0 and decoupled:
                 p.mul_(1 - lr * weight_decay)
@@ -91,6 +93,9 @@ class Adam(Optimizer):
             bias_correction2 = 1 - beta2**step
             step_size = lr / bias_correction1
             bias_correction2_sqrt = bias_correction2**0.5
+            if isinstance(step, Tensor):
+                step_size = step_size.to(p.dtype)
+                bias_correction2_sqrt = bias_correction2_sqrt.to(p.dtype)
 
             if amsgrad:
                 max_sq = state["max_exp_avg_sq"]
@@ -100,4 +105,5 @@ class Adam(Optimizer):
                 denom = exp_avg_sq.sqrt()
             denom.div_(bias_correction2_sqrt).add_(eps)
             # p += (-step_size * m) / denom, the rounding order of PyTorch's addcdiv.
-            p.add_(exp_avg.mul(-step_size).div_(denom))
+            p.add_(exp_avg.mul(-step_size).div_(denom) if not isinstance(step_size, Tensor)
+                   else (exp_avg * (-step_size)).div_(denom))

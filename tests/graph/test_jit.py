@@ -126,3 +126,36 @@ def test_lower_returns_the_graph_and_works_on_meta():
     graph = f.lower(em.ones((8, 20_000), device="meta"))
     text = graph.dump()
     assert "matmul" in text and "float32[8, 30000] @meta" in text
+
+
+@pytest.mark.parametrize("make_opt", [
+    lambda ps: em.optim.SGD(ps, lr=0.1, momentum=0.9, nesterov=True, weight_decay=1e-3),
+    lambda ps: em.optim.Adam(ps, lr=0.01, weight_decay=1e-3),
+    lambda ps: em.optim.AdamW(ps, lr=0.01),
+    lambda ps: em.optim.RMSprop(ps, lr=0.01, momentum=0.5, centered=True),
+    lambda ps: em.optim.Adagrad(ps, lr=0.1, lr_decay=0.01),
+])
+def test_jitted_optimizer_step_equals_eager(make_opt):
+    em.manual_seed(1)
+    w = em.randn(4, 3, requires_grad=True)
+    b = em.zeros(3, requires_grad=True)
+    w_e, b_e = w.detach().clone().requires_grad_(), b.detach().clone().requires_grad_()
+    opt, opt_e = make_opt([w, b]), make_opt([w_e, b_e])
+
+    def make_step(w, b, opt):
+        def step(x, y):
+            opt.zero_grad()
+            loss = ((x @ w + b).tanh() - y).pow(2).mean()
+            loss.backward()
+            opt.step()
+            return loss
+
+        return step
+
+    jitted, eager = em.jit(make_step(w, b, opt)), make_step(w_e, b_e, opt_e)
+    x, y = em.randn(16, 4), em.randn(16, 3)
+    for _ in range(6):
+        lj, le = jitted(x, y), eager(x, y)
+        assert lj.item() == pytest.approx(le.item(), rel=1e-5, abs=1e-7)
+    np.testing.assert_allclose(w.detach().numpy(), w_e.detach().numpy(), rtol=1e-5, atol=1e-6)
+    assert jitted.trace_count <= 2  # the first call creates optimizer state; the second traces the steady state
