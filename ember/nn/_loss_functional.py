@@ -1,0 +1,302 @@
+"""Loss functions (the loss half of nn.functional): each returns a per-element loss reduced by `reduction`."""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import ember as em
+from ember.ops.nn_extra import nll_loss as _nll
+from ember.tensor import Tensor
+
+
+def legacy_reduction(size_average: bool | None, reduce: bool | None) -> str:
+    """Map PyTorch's deprecated size_average/reduce flags to a reduction string."""
+    size_average = True if size_average is None else size_average
+    reduce = True if reduce is None else reduce
+    if size_average and reduce:
+        return "mean"
+    return "sum" if reduce else "none"
+
+
+def _reduction(size_average, reduce, reduction: str) -> str:
+    if size_average is not None or reduce is not None:
+        reduction = legacy_reduction(size_average, reduce)
+    if reduction not in ("none", "mean", "sum"):
+        raise ValueError(f"{reduction} is not a valid value for reduction")
+    return reduction
+
+
+def _reduce(loss: Tensor, reduction: str) -> Tensor:
+    if reduction == "mean":
+        return em.mean(loss)
+    if reduction == "sum":
+        return em.sum(loss)
+    return loss
+
+
+def _warn_size(input: Tensor, target: Tensor) -> None:
+    if tuple(target.shape) != tuple(input.shape):
+        warnings.warn(
+            f"Using a target size ({tuple(target.shape)}) that is different to the input size "
+            f"({tuple(input.shape)}). This will likely lead to incorrect results due to broadcasting. "
+            "Please ensure they have the same size.",
+            stacklevel=3,
+        )
+
+
+def _weighted(loss: Tensor, weight: Tensor | None, reduction: str, mean_by_weight: bool) -> Tensor:
+    """Elementwise weights as PyTorch's mse/l1/huber losses apply them."""
+    if weight is None:
+        return _reduce(loss, reduction)
+    if tuple(weight.shape) != tuple(loss.shape):
+        raise ValueError("Weights and input must have the same size.")
+    loss = loss * weight
+    if reduction == "mean" and mean_by_weight:
+        return em.sum(loss) / em.sum(weight)
+    return _reduce(loss, reduction)
+
+
+# --- regression ---------------------------------------------------------------------------------
+def mse_loss(input: Tensor, target: Tensor, size_average=None, reduce=None, reduction: str = "mean",
+             weight: Tensor | None = None) -> Tensor:
+    """(input - target)^2."""
+    reduction = _reduction(size_average, reduce, reduction)
+    _warn_size(input, target)
+    return _weighted(em.square(input - target), weight, reduction, True)
+
+
+def l1_loss(input: Tensor, target: Tensor, size_average=None, reduce=None, reduction: str = "mean",
+            weight: Tensor | None = None) -> Tensor:
+    """|input - target|."""
+    reduction = _reduction(size_average, reduce, reduction)
+    _warn_size(input, target)
+    return _weighted(em.abs(input - target), weight, reduction, True)
+
+
+def smooth_l1_loss(input: Tensor, target: Tensor, size_average=None, reduce=None, reduction: str = "mean",
+                   beta: float = 1.0) -> Tensor:
+    """0.5 d^2 / beta where |d| < beta, else |d| - 0.5 beta (d = input - target)."""
+    reduction = _reduction(size_average, reduce, reduction)
+    _warn_size(input, target)
+    if beta < 0:
+        raise ValueError("smooth_l1_loss does not support negative values for beta.")
+    d = em.abs(input - target)
+    if beta == 0.0:
+        return _reduce(d, reduction)
+    return _reduce(em.where(d < beta, (0.5 / beta) * d * d, d - 0.5 * beta), reduction)
+
+
+def huber_loss(input: Tensor, target: Tensor, reduction: str = "mean", delta: float = 1.0,
+               weight: Tensor | None = None) -> Tensor:
+    """0.5 d^2 where |d| < delta, else delta (|d| - 0.5 delta)."""
+    reduction = _reduction(None, None, reduction)
+    _warn_size(input, target)
+    d = em.abs(input - target)
+    loss = em.where(d < delta, 0.5 * d * d, delta * (d - 0.5 * delta))
+    return _weighted(loss, weight, reduction, False)
+
+
+def gaussian_nll_loss(input: Tensor, target: Tensor, var: Tensor | float, full: bool = False, eps: float = 1e-6,
+                      reduction: str = "mean") -> Tensor:
+    """0.5 (log var + (input - target)^2 / var) (+ 0.5 log 2 pi with full=True)."""
+    reduction = _reduction(None, None, reduction)
+    if not isinstance(var, Tensor):
+        var = em.full(tuple(input.shape), float(var), dtype=input.dtype, device=input.device)
+    if tuple(var.shape) != tuple(input.shape):
+        if tuple(input.shape[:-1]) == tuple(var.shape):
+            var = var.unsqueeze(-1)
+        elif not (tuple(input.shape[:-1]) == tuple(var.shape[:-1]) and var.shape[-1] == 1):
+            raise ValueError("var is of incorrect size")
+    # clamp the value for stability but let the gradient through unchanged, as PyTorch does
+    floor = em.clamp_min(var.detach(), eps) - var.detach()
+    var = var + floor
+    loss = 0.5 * (em.log(var) + em.square(input - target) / var)
+    if full:
+        loss = loss + 0.5 * math.log(2 * math.pi)
+    return _reduce(loss, reduction)
+
+
+def poisson_nll_loss(input: Tensor, target: Tensor, log_input: bool = True, full: bool = False, size_average=None,
+                     eps: float = 1e-8, reduce=None, reduction: str = "mean") -> Tensor:
+    """exp(input) - target * input (log_input) or input - target * log(input + eps)."""
+    reduction = _reduction(size_average, reduce, reduction)
+    if log_input:
+        loss = em.exp(input) - target * input
+    else:
+        loss = input - target * em.log(input + eps)
+    if full:
+        safe = em.where(target > 1, target, 1.0)
+        stirling = safe * em.log(safe) - safe + 0.5 * em.log(2 * math.pi * safe)
+        loss = loss + em.where(target > 1, stirling, 0.0)
+    return _reduce(loss, reduction)
+
+
+# --- classification ------------------------------------------------------------------------------
+def nll_loss(input: Tensor, target: Tensor, weight: Tensor | None = None, size_average=None,
+             ignore_index: int = -100, reduce=None, reduction: str = "mean") -> Tensor:
+    """-input[n, target[n]] (weighted), for log-probabilities input (N, C, ...) and class indices target."""
+    reduction = _reduction(size_average, reduce, reduction)
+    if target.is_floating_point():
+        raise TypeError(f"nll_loss: target must hold class indices (an integer tensor), got {target.dtype}")
+    unbatched = input.ndim == 1
+    if unbatched:
+        if target.ndim != 0:
+            raise ValueError(f"nll_loss: 1-D input needs a 0-D target, got target shape {tuple(target.shape)}")
+        input, target = input.unsqueeze(0), target.unsqueeze(0)
+    elif input.ndim < 1:
+        raise ValueError("nll_loss: input must have at least 1 dimension")
+    if target.ndim == 0 or input.shape[0] != target.shape[0]:
+        raise ValueError(
+            f"Expected input batch_size ({input.shape[0]}) to match target batch_size "
+            f"({target.shape[0] if target.ndim else 0})."
+        )
+    expected = (input.shape[0],) + tuple(input.shape[2:])
+    if tuple(target.shape) != expected:
+        raise ValueError(f"Expected target size {list(expected)}, got {list(target.shape)}")
+    if weight is not None and tuple(weight.shape) != (input.shape[1],):
+        raise ValueError(f"weight tensor should be defined either for all {input.shape[1]} classes or no classes "
+                         f"but got weight tensor of shape: {list(weight.shape)}")
+    loss = _nll(input, target, weight, ignore_index, reduction)  # one fused op (see ember.ops.nn_extra)
+    return loss.squeeze(0) if unbatched and reduction == "none" else loss
+
+
+def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None, size_average=None,
+                  ignore_index: int = -100, reduce=None, reduction: str = "mean",
+                  label_smoothing: float = 0.0) -> Tensor:
+    """log_softmax over the class dim (1, or 0 for 1-D input) followed by the negative log-likelihood.
+
+    target holds class indices (integer, shape of input without the class dim) or class
+    probabilities (floating point, the shape of input).
+    """
+    reduction = _reduction(size_average, reduce, reduction)
+    if not 0.0 <= label_smoothing <= 1.0:
+        raise ValueError(f"label_smoothing must be between 0.0 and 1.0. Got: {label_smoothing}")
+    class_dim = 0 if input.ndim == 1 else 1
+    n_classes = input.shape[class_dim]
+    logp = em.log_softmax(input, class_dim)
+    wshape = [1] * input.ndim
+    wshape[class_dim] = n_classes
+    if target.is_floating_point():
+        if tuple(target.shape) != tuple(input.shape):
+            raise ValueError(f"cross_entropy: probability targets must have the input's shape {tuple(input.shape)}, "
+                             f"got {tuple(target.shape)}")
+        if label_smoothing > 0.0:
+            target = target * (1.0 - label_smoothing) + label_smoothing / n_classes
+        prod = logp * target
+        if weight is not None:
+            prod = prod * weight.reshape(wshape)
+        if reduction == "none":
+            return -em.sum(prod, class_dim)
+        if reduction == "sum":
+            return -em.sum(prod)
+        return -em.sum(prod) / (input.numel() // n_classes if input.numel() else float("nan"))
+    nll = nll_loss(logp, target, weight, None, ignore_index, None, reduction)
+    if label_smoothing == 0.0:
+        return nll
+    ignore = target == ignore_index
+    per_class = logp if weight is None else logp * weight.reshape(wshape)
+    smooth = em.where(ignore, 0.0, -em.sum(per_class, class_dim))
+    if reduction == "mean":
+        if weight is None:
+            smooth = em.sum(smooth) / em.sum(~ignore)
+        else:
+            safe = em.where(ignore, 0, target)
+            tw = em.where(ignore, 0.0, em.index_select(weight, 0, safe.reshape(-1)).reshape(tuple(safe.shape)))
+            smooth = em.sum(smooth) / em.sum(tw)
+    elif reduction == "sum":
+        smooth = em.sum(smooth)
+    return nll * (1.0 - label_smoothing) + smooth * (label_smoothing / n_classes)
+
+
+def binary_cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None, size_average=None,
+                         reduce=None, reduction: str = "mean") -> Tensor:
+    """-(t log p + (1 - t) log(1 - p)) for probabilities p (logs clamped at -100, as PyTorch)."""
+    reduction = _reduction(size_average, reduce, reduction)
+    if tuple(target.shape) != tuple(input.shape):
+        raise ValueError(
+            f"Using a target size ({tuple(target.shape)}) that is different to the input size "
+            f"({tuple(input.shape)}) is deprecated. Please ensure they have the same size."
+        )
+    loss = -(target * em.clamp_min(em.log(input), -100.0) + (1.0 - target) * em.clamp_min(em.log(1.0 - input), -100.0))
+    if weight is not None:
+        loss = loss * weight
+    return _reduce(loss, reduction)
+
+
+def binary_cross_entropy_with_logits(input: Tensor, target: Tensor, weight: Tensor | None = None,
+                                     size_average=None, reduce=None, reduction: str = "mean",
+                                     pos_weight: Tensor | None = None) -> Tensor:
+    """binary_cross_entropy(sigmoid(input), target), computed stably; pos_weight scales the positive term."""
+    reduction = _reduction(size_average, reduce, reduction)
+    if tuple(target.shape) != tuple(input.shape):
+        raise ValueError(f"Target size ({tuple(target.shape)}) must be the same as input size ({tuple(input.shape)})")
+    # log(1 + exp(-x)) = softplus(-x): stable for large |x|
+    sp = em.softplus(-input)
+    if pos_weight is None:
+        loss = (1.0 - target) * input + sp
+    else:
+        loss = (1.0 - target) * input + ((pos_weight - 1.0) * target + 1.0) * sp
+    if weight is not None:
+        loss = loss * weight
+    return _reduce(loss, reduction)
+
+
+def kl_div(input: Tensor, target: Tensor, size_average=None, reduce=None, reduction: str = "mean",
+           log_target: bool = False) -> Tensor:
+    """target * (log target - input) for log-probabilities input; reduction may also be 'batchmean'."""
+    if reduction == "batchmean":
+        red = "sum"
+    else:
+        red = _reduction(size_average, reduce, reduction)
+        if red == "mean":
+            warnings.warn(
+                "reduction: 'mean' divides the total loss by both the batch size and the support size."
+                "'batchmean' divides only by the batch size, and aligns with the KL div math definition."
+                "'mean' will be changed to behave the same as 'batchmean' in the next major release.",
+                stacklevel=2,
+            )
+    if log_target:
+        loss = em.exp(target) * (target - input)
+    else:
+        # x log x with 0 log 0 = 0; the inner where keeps log's gradient finite at 0
+        pos = target > 0
+        loss = em.where(pos, target * em.log(em.where(pos, target, 1.0)), 0.0) - target * input
+    if reduction == "batchmean":
+        return em.sum(loss) / input.shape[0] if input.ndim else em.sum(loss)
+    return _reduce(loss, red)
+
+
+def margin_ranking_loss(input1: Tensor, input2: Tensor, target: Tensor, margin: float = 0.0, size_average=None,
+                        reduce=None, reduction: str = "mean") -> Tensor:
+    """max(0, -target * (input1 - input2) + margin)."""
+    reduction = _reduction(size_average, reduce, reduction)
+    return _reduce(em.clamp_min(-target * (input1 - input2) + margin, 0.0), reduction)
+
+
+def hinge_embedding_loss(input: Tensor, target: Tensor, margin: float = 1.0, size_average=None, reduce=None,
+                         reduction: str = "mean") -> Tensor:
+    """input where target is 1, max(0, margin - input) where target is -1."""
+    reduction = _reduction(size_average, reduce, reduction)
+    loss = em.where(target != 1, em.clamp_min(margin - input, 0.0), 0.0) + em.where(target != -1, input, 0.0)
+    return _reduce(loss, reduction)
+
+
+def soft_margin_loss(input: Tensor, target: Tensor, size_average=None, reduce=None,
+                     reduction: str = "mean") -> Tensor:
+    """log(1 + exp(-target * input))."""
+    reduction = _reduction(size_average, reduce, reduction)
+    return _reduce(em.softplus(-target * input), reduction)
+
+
+def cosine_embedding_loss(input1: Tensor, input2: Tensor, target: Tensor, margin: float = 0.0, size_average=None,
+                          reduce=None, reduction: str = "mean") -> Tensor:
+    """1 - cos(x1, x2) where target is 1, max(0, cos(x1, x2) - margin) where target is -1."""
+    reduction = _reduction(size_average, reduce, reduction)
+    dim = 1 if input1.ndim == 2 else 0
+    eps = 1e-12
+    prod = em.sum(input1 * input2, dim)
+    denom = em.sqrt((em.sum(input1 * input1, dim) + eps) * (em.sum(input2 * input2, dim) + eps))
+    cos = prod / denom
+    loss = em.where(target == 1, 1.0 - cos, 0.0) + em.where(target == -1, em.clamp_min(cos - margin, 0.0), 0.0)
+    return _reduce(loss, reduction)

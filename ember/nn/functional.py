@@ -1,0 +1,600 @@
+"""Stateless layer functions (PyTorch's torch.nn.functional), composed from Ember ops.
+
+Losses live in `ember.nn._loss_functional` and are re-exported here, so `F.cross_entropy` works.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+import ember as em
+from ember.nn._loss_functional import (  # noqa: F401  (re-exported: F.<loss> is the public name)
+    binary_cross_entropy,
+    binary_cross_entropy_with_logits,
+    cosine_embedding_loss,
+    cross_entropy,
+    gaussian_nll_loss,
+    hinge_embedding_loss,
+    huber_loss,
+    kl_div,
+    l1_loss,
+    margin_ranking_loss,
+    mse_loss,
+    nll_loss,
+    poisson_nll_loss,
+    smooth_l1_loss,
+    soft_margin_loss,
+)
+from ember.nn._tuples import _pair, _single
+from ember.ops.nn_extra import batch_norm_train as _fused_batch_norm
+from ember.ops.nn_extra import layer_norm as _fused_layer_norm
+from ember.ops.nn_extra import linear as _fused_linear
+from ember.tensor import Tensor
+
+pad = em.pad
+one_hot = em.one_hot
+
+
+# --- activations ------------------------------------------------------------------------
+def _maybe_inplace(input: Tensor, out: Tensor, inplace: bool) -> Tensor:
+    """Write out into input for inplace=True when no gradient is recorded through it.
+
+    With autograd on, most of these ops save their input for backward, so writing over it would
+    invalidate the graph; the out-of-place result is returned instead (same values).
+    """
+    if inplace and not (em.is_grad_enabled() and input.requires_grad):
+        return input.copy_(out)
+    return out
+
+
+def relu(input: Tensor, inplace: bool = False) -> Tensor:
+    """max(x, 0)."""
+    return input.relu_() if inplace else em.relu(input)
+
+
+def relu_(input: Tensor) -> Tensor:
+    """max(x, 0) in place."""
+    return input.relu_()
+
+
+def relu6(input: Tensor, inplace: bool = False) -> Tensor:
+    """min(max(x, 0), 6)."""
+    return _maybe_inplace(input, em.clamp(input, 0.0, 6.0), inplace)
+
+
+def hardtanh(input: Tensor, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = False) -> Tensor:
+    """x clamped to [min_val, max_val]."""
+    return _maybe_inplace(input, em.clamp(input, min_val, max_val), inplace)
+
+
+def leaky_relu(input: Tensor, negative_slope: float = 0.01, inplace: bool = False) -> Tensor:
+    """x for x > 0, negative_slope * x otherwise."""
+    return _maybe_inplace(input, em.leaky_relu(input, negative_slope=negative_slope), inplace)
+
+
+def elu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
+    """x for x > 0, alpha * (exp(x) - 1) otherwise."""
+    return _maybe_inplace(input, em.elu(input, alpha=alpha), inplace)
+
+
+_SELU_ALPHA = 1.6732632423543772848170429916717
+_SELU_SCALE = 1.0507009873554804934193349852946
+
+
+def selu(input: Tensor, inplace: bool = False) -> Tensor:
+    """scale * elu(x, alpha) with the self-normalising constants."""
+    return _maybe_inplace(input, em.elu(input, alpha=_SELU_ALPHA) * _SELU_SCALE, inplace)
+
+
+def celu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
+    """max(0, x) + min(0, alpha * (exp(x / alpha) - 1))."""
+    return _maybe_inplace(input, em.elu(input / alpha) * alpha, inplace)
+
+
+def gelu(input: Tensor, approximate: str = "none") -> Tensor:
+    """x * Phi(x), exactly ('none') or with the tanh approximation."""
+    return em.gelu(input, approximate=approximate)
+
+
+def silu(input: Tensor, inplace: bool = False) -> Tensor:
+    """x * sigmoid(x)."""
+    return _maybe_inplace(input, em.silu(input), inplace)
+
+
+def mish(input: Tensor, inplace: bool = False) -> Tensor:
+    """x * tanh(softplus(x))."""
+    return _maybe_inplace(input, input * em.tanh(em.softplus(input)), inplace)
+
+
+def hardsigmoid(input: Tensor, inplace: bool = False) -> Tensor:
+    """relu6(x + 3) / 6."""
+    return _maybe_inplace(input, em.clamp(input + 3.0, 0.0, 6.0) / 6.0, inplace)
+
+
+def hardswish(input: Tensor, inplace: bool = False) -> Tensor:
+    """x * relu6(x + 3) / 6."""
+    return _maybe_inplace(input, input * (em.clamp(input + 3.0, 0.0, 6.0) / 6.0), inplace)
+
+
+def sigmoid(input: Tensor) -> Tensor:
+    """1 / (1 + exp(-x))."""
+    return em.sigmoid(input)
+
+
+def tanh(input: Tensor) -> Tensor:
+    """Hyperbolic tangent."""
+    return em.tanh(input)
+
+
+def logsigmoid(input: Tensor) -> Tensor:
+    """log(sigmoid(x)), computed stably."""
+    return -em.softplus(-input)
+
+
+def softplus(input: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
+    """log(1 + exp(beta * x)) / beta, linear above the threshold."""
+    return em.softplus(input, beta=beta, threshold=threshold)
+
+
+def softsign(input: Tensor) -> Tensor:
+    """x / (1 + |x|)."""
+    return input / (em.abs(input) + 1.0)
+
+
+def tanhshrink(input: Tensor) -> Tensor:
+    """x - tanh(x)."""
+    return input - em.tanh(input)
+
+
+def threshold(input: Tensor, threshold: float, value: float, inplace: bool = False) -> Tensor:
+    """x where x > threshold, else value."""
+    return _maybe_inplace(input, em.where(input > threshold, input, value), inplace)
+
+
+def prelu(input: Tensor, weight: Tensor) -> Tensor:
+    """x for x > 0, weight * x otherwise (weight per channel, dim 1)."""
+    if weight.numel() != 1 and input.ndim >= 2:
+        weight = weight.reshape((1, -1) + (1,) * (input.ndim - 2))
+    return em.where(input > 0, input, input * weight)
+
+
+def glu(input: Tensor, dim: int = -1) -> Tensor:
+    """a * sigmoid(b), where a and b are the two halves of input along dim."""
+    if input.shape[dim] % 2:
+        raise RuntimeError(f"glu: halving dimension must be even, but dimension {dim} is size {input.shape[dim]}")
+    a, b = em.chunk(input, 2, dim)
+    return a * em.sigmoid(b)
+
+
+def softmax(input: Tensor, dim: int | None = None, _stacklevel: int = 3, dtype=None) -> Tensor:
+    """exp(x) / sum(exp(x)) along dim."""
+    return em.softmax(input, dim, dtype)
+
+
+def softmin(input: Tensor, dim: int | None = None, _stacklevel: int = 3, dtype=None) -> Tensor:
+    """softmax(-x) along dim."""
+    return em.softmax(-input, dim, dtype)
+
+
+def log_softmax(input: Tensor, dim: int | None = None, _stacklevel: int = 3, dtype=None) -> Tensor:
+    """log(softmax(x)) along dim, computed stably."""
+    return em.log_softmax(input, dim, dtype)
+
+
+def normalize(input: Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12) -> Tensor:
+    """x / max(||x||_p, eps) along dim."""
+    return input / em.clamp_min(em.norm(input, p, dim, True), eps)
+
+
+def cosine_similarity(x1: Tensor, x2: Tensor, dim: int = 1, eps: float = 1e-8) -> Tensor:
+    """Cosine of the angle between x1 and x2 along dim (each norm clamped to eps)."""
+    n1 = em.clamp_min(em.norm(x1, 2, dim, True), eps)
+    n2 = em.clamp_min(em.norm(x2, 2, dim, True), eps)
+    return em.sum((x1 / n1) * (x2 / n2), dim)
+
+
+def pairwise_distance(x1: Tensor, x2: Tensor, p: float = 2.0, eps: float = 1e-6, keepdim: bool = False) -> Tensor:
+    """||x1 - x2 + eps||_p along the last dim."""
+    return em.norm(x1 - x2 + eps, p, -1, keepdim)
+
+
+# --- linear and convolution ------------------------------------------------------------------
+def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
+    """x @ weight.T + bias."""
+    if weight.ndim == 2:
+        return _fused_linear(input, weight, bias)
+    out = em.matmul(input, weight.T)
+    return out if bias is None else out + bias
+
+
+def bilinear(input1: Tensor, input2: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
+    """x1^T A x2 + b for each output feature (weight is (out, in1, in2))."""
+    out = em.einsum("...i,oij,...j->...o", input1, weight, input2)
+    return out if bias is None else out + bias
+
+
+def conv2d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride=1, padding=0, dilation=1,
+           groups: int = 1) -> Tensor:
+    """2-D cross-correlation over (N, C, H, W) input."""
+    return em.conv2d(input, weight, bias, stride, padding, dilation, groups)
+
+
+def conv1d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride=1, padding=0, dilation=1,
+           groups: int = 1) -> Tensor:
+    """1-D cross-correlation over (N, C, L) input (run as conv2d with a unit height)."""
+    if weight.ndim != 3:
+        raise ValueError(f"conv1d: expected a 3-D weight (out, in/groups, k), got shape {tuple(weight.shape)}")
+    if input.ndim not in (2, 3):
+        raise ValueError(f"conv1d: expected 2-D or 3-D input, got shape {tuple(input.shape)}")
+    if not isinstance(padding, str):
+        padding = (0, _single(padding)[0])
+    out = em.conv2d(input.unsqueeze(-2), weight.unsqueeze(2), bias, (1, _single(stride)[0]), padding,
+                    (1, _single(dilation)[0]), groups)
+    return out.squeeze(-2)
+
+
+def conv_transpose2d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride=1, padding=0,
+                     output_padding=0, groups: int = 1, dilation=1) -> Tensor:
+    """Transposed 2-D convolution (weight is (in, out/groups, kh, kw))."""
+    return em.conv_transpose2d(input, weight, bias, stride, padding, output_padding, groups, dilation)
+
+
+def conv_transpose1d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride=1, padding=0,
+                     output_padding=0, groups: int = 1, dilation=1) -> Tensor:
+    """Transposed 1-D convolution (run as conv_transpose2d with a unit height)."""
+    out = em.conv_transpose2d(input.unsqueeze(-2), weight.unsqueeze(2), bias, (1, _single(stride)[0]),
+                              (0, _single(padding)[0]), (0, _single(output_padding)[0]), groups,
+                              (1, _single(dilation)[0]))
+    return out.squeeze(-2)
+
+
+# --- pooling --------------------------------------------------------------------------------
+def max_pool2d(input: Tensor, kernel_size, stride=None, padding=0, dilation=1, ceil_mode: bool = False,
+               return_indices: bool = False) -> Tensor | tuple[Tensor, Tensor]:
+    """Max over kernel windows (with return_indices, also the flat h*W+w input positions)."""
+    return em.max_pool2d(input, kernel_size, stride, padding, dilation, ceil_mode, return_indices)
+
+
+def max_pool1d(input: Tensor, kernel_size, stride=None, padding=0, dilation=1, ceil_mode: bool = False,
+               return_indices: bool = False) -> Tensor | tuple[Tensor, Tensor]:
+    """Max over windows of the last dim."""
+    stride = kernel_size if stride is None or stride == [] or stride == () else stride
+    out = em.max_pool2d(input.unsqueeze(-2), (1, _single(kernel_size)[0]), (1, _single(stride)[0]),
+                        (0, _single(padding)[0]), (1, _single(dilation)[0]), ceil_mode, return_indices)
+    if return_indices:
+        return out[0].squeeze(-2), out[1].squeeze(-2)
+    return out.squeeze(-2)
+
+
+def avg_pool2d(input: Tensor, kernel_size, stride=None, padding=0, ceil_mode: bool = False,
+               count_include_pad: bool = True, divisor_override=None) -> Tensor:
+    """Mean over kernel windows."""
+    return em.avg_pool2d(input, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
+
+
+def avg_pool1d(input: Tensor, kernel_size, stride=None, padding=0, ceil_mode: bool = False,
+               count_include_pad: bool = True) -> Tensor:
+    """Mean over windows of the last dim."""
+    stride = kernel_size if stride is None or stride == [] or stride == () else stride
+    out = em.avg_pool2d(input.unsqueeze(-2), (1, _single(kernel_size)[0]), (1, _single(stride)[0]),
+                        (0, _single(padding)[0]), ceil_mode, count_include_pad)
+    return out.squeeze(-2)
+
+
+def adaptive_avg_pool2d(input: Tensor, output_size) -> Tensor:
+    """Average pooling to a fixed (H, W) output size."""
+    return em.adaptive_avg_pool2d(input, output_size)
+
+
+def adaptive_avg_pool1d(input: Tensor, output_size) -> Tensor:
+    """Average pooling of the last dim to a fixed length."""
+    return em.adaptive_avg_pool2d(input.unsqueeze(-2), (1, _single(output_size)[0])).squeeze(-2)
+
+
+def adaptive_max_pool2d(input: Tensor, output_size, return_indices: bool = False) -> Tensor:
+    """Max pooling to a fixed (H, W) output size (PyTorch's start/end window rule)."""
+    if return_indices:
+        raise NotImplementedError("adaptive_max_pool2d: return_indices=True is not supported")
+    oh, ow = _pair(output_size)
+    h, w = input.shape[-2], input.shape[-1]
+    oh = h if oh is None else oh
+    ow = w if ow is None else ow
+    if h % oh == 0 and w % ow == 0:
+        return em.max_pool2d(input, (h // oh, w // ow))
+    rows = []
+    for i in range(oh):
+        h0, h1 = (i * h) // oh, math.ceil((i + 1) * h / oh)
+        cols = [em.amax(input[..., h0:h1, (j * w) // ow:math.ceil((j + 1) * w / ow)], (-2, -1), True)
+                for j in range(ow)]
+        rows.append(em.cat(cols, -1))
+    return em.cat(rows, -2)
+
+
+# --- normalisation --------------------------------------------------------------------------
+def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor | None,
+               weight: Tensor | None = None, bias: Tensor | None = None, training: bool = False,
+               momentum: float = 0.1, eps: float = 1e-5) -> Tensor:
+    """Normalise each channel (dim 1) by batch statistics (training) or running ones (eval).
+
+    In training, running_mean/running_var (if given) are updated in place with `momentum`, the
+    variance stored unbiased, as PyTorch does.
+    """
+    if input.ndim < 2:
+        raise ValueError(f"batch_norm: expected at least 2-D input (N, C, ...), got shape {tuple(input.shape)}")
+    c = input.shape[1]
+    shape = (1, c) + (1,) * (input.ndim - 2)
+    if training:
+        n = input.numel() // c if c else 0
+        if n <= 1:
+            raise ValueError(f"Expected more than 1 value per channel when training, got input size {tuple(input.shape)}")
+        out, mean, var = _fused_batch_norm(input, weight, bias, eps)
+        if running_mean is not None or running_var is not None:
+            with em.no_grad():
+                if running_mean is not None:
+                    running_mean.mul_(1.0 - momentum).add_(mean.detach().to(running_mean.dtype) * momentum)
+                if running_var is not None:
+                    unbiased = var.detach().to(running_var.dtype) * (n / (n - 1))
+                    running_var.mul_(1.0 - momentum).add_(unbiased * momentum)
+        return out
+    if running_mean is None or running_var is None:
+        raise ValueError("batch_norm: running_mean and running_var are required when training=False")
+    # eval: one scale and one shift per channel, so only two passes over the input
+    scale = em.rsqrt(running_var + eps)
+    if weight is not None:
+        scale = scale * weight
+    shift = -running_mean * scale
+    if bias is not None:
+        shift = shift + bias
+    return input * scale.reshape(shape) + shift.reshape(shape)
+
+
+def _check_normalized_shape(input: Tensor, normalized_shape) -> tuple:
+    normalized_shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+    k = len(normalized_shape)
+    if k == 0 or tuple(input.shape[input.ndim - k:]) != normalized_shape or input.ndim < k:
+        raise ValueError(
+            f"Given normalized_shape={list(normalized_shape)}, expected input with shape "
+            f"[*, {', '.join(str(s) for s in normalized_shape)}], but got input of size {list(input.shape)}"
+        )
+    return tuple(range(-k, 0))
+
+
+def layer_norm(input: Tensor, normalized_shape, weight: Tensor | None = None, bias: Tensor | None = None,
+               eps: float = 1e-5) -> Tensor:
+    """Normalise over the trailing `normalized_shape` dims, then scale and shift."""
+    dims = _check_normalized_shape(input, normalized_shape)
+    return _fused_layer_norm(input, len(dims), weight, bias, eps)[0]
+
+
+def rms_norm(input: Tensor, normalized_shape, weight: Tensor | None = None, eps: float | None = None) -> Tensor:
+    """x / sqrt(mean(x^2) + eps) over the trailing dims, times weight."""
+    dims = _check_normalized_shape(input, normalized_shape)
+    if eps is None:
+        eps = float(np.finfo(input.dtype.np).eps)
+    out = input * em.rsqrt(em.mean(input * input, dims, True) + eps)
+    return out if weight is None else out * weight
+
+
+def group_norm(input: Tensor, num_groups: int, weight: Tensor | None = None, bias: Tensor | None = None,
+               eps: float = 1e-5) -> Tensor:
+    """Normalise over groups of channels (and all spatial positions) per sample."""
+    if input.ndim < 2:
+        raise ValueError(f"group_norm: expected at least 2-D input (N, C, ...), got shape {tuple(input.shape)}")
+    n, c = input.shape[0], input.shape[1]
+    if c % num_groups:
+        raise ValueError(f"group_norm: expected number of channels {c} to be divisible by num_groups={num_groups}")
+    out = _fused_layer_norm(input.reshape(n, num_groups, -1), 1, None, None, eps)[0].reshape(input.shape)
+    shape = (1, c) + (1,) * (input.ndim - 2)
+    if weight is not None:
+        out = out * weight.reshape(shape)
+    return out if bias is None else out + bias.reshape(shape)
+
+
+def instance_norm(input: Tensor, running_mean: Tensor | None = None, running_var: Tensor | None = None,
+                  weight: Tensor | None = None, bias: Tensor | None = None, use_input_stats: bool = True,
+                  momentum: float = 0.1, eps: float = 1e-5) -> Tensor:
+    """Normalise each channel of each sample over its spatial positions."""
+    if not use_input_stats:
+        return batch_norm(input, running_mean, running_var, weight, bias, False, momentum, eps)
+    dims = tuple(range(2, input.ndim))
+    mean = em.mean(input, dims, True)
+    xc = input - mean
+    var = em.mean(xc * xc, dims, True)
+    if running_mean is not None or running_var is not None:
+        n = 1
+        for d in dims:
+            n *= input.shape[d]
+        with em.no_grad():
+            if running_mean is not None:
+                running_mean.mul_(1.0 - momentum).add_(em.mean(mean.detach(), (0,) + dims) * momentum)
+            if running_var is not None:
+                running_var.mul_(1.0 - momentum).add_(em.mean(var.detach(), (0,) + dims) * (momentum * n / max(n - 1, 1)))
+    out = xc * em.rsqrt(var + eps)
+    shape = (1, input.shape[1]) + (1,) * (input.ndim - 2)
+    if weight is not None:
+        out = out * weight.reshape(shape)
+    return out if bias is None else out + bias.reshape(shape)
+
+
+# --- dropout ----------------------------------------------------------------------------------
+def _check_p(p: float) -> None:
+    if p < 0.0 or p > 1.0:
+        raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+
+
+def _dropout_with_mask_shape(input: Tensor, p: float, mask_shape: tuple, inplace: bool) -> Tensor:
+    if p == 1.0:
+        out = input * 0.0
+    else:
+        # a multiply by a 0/scale mask, as PyTorch does (and much faster than a select on the CPU)
+        keep = em.rand(mask_shape, dtype=input.dtype, device=input.device) >= p
+        out = input * (keep.to(input.dtype) * (1.0 / (1.0 - p)))
+    return _maybe_inplace(input, out, inplace)
+
+
+def dropout(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> Tensor:
+    """Zero each element with probability p (a fresh mask per call) and scale the rest by 1/(1-p)."""
+    _check_p(p)
+    if not training or p == 0.0:
+        return input
+    return _dropout_with_mask_shape(input, p, tuple(input.shape), inplace)
+
+
+def _channel_dropout(input: Tensor, p: float, training: bool, inplace: bool, spatial: int, name: str) -> Tensor:
+    _check_p(p)
+    if not training or p == 0.0:
+        return input
+    if input.ndim not in (spatial + 1, spatial + 2):
+        raise ValueError(f"{name}: expected {spatial + 1}-D or {spatial + 2}-D input, got shape {tuple(input.shape)}")
+    mask_shape = tuple(input.shape[: input.ndim - spatial]) + (1,) * spatial
+    return _dropout_with_mask_shape(input, p, mask_shape, inplace)
+
+
+def dropout1d(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> Tensor:
+    """Zero whole channels of (N, C, L) input with probability p."""
+    return _channel_dropout(input, p, training, inplace, 1, "dropout1d")
+
+
+def dropout2d(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> Tensor:
+    """Zero whole channels of (N, C, H, W) input with probability p."""
+    return _channel_dropout(input, p, training, inplace, 2, "dropout2d")
+
+
+# --- embedding --------------------------------------------------------------------------------
+def _norm_padding_idx(padding_idx, num_embeddings: int):
+    if padding_idx is None:
+        return None
+    if padding_idx > 0 and padding_idx >= num_embeddings:
+        raise ValueError("Padding_idx must be within num_embeddings")
+    if padding_idx < 0:
+        if padding_idx < -num_embeddings:
+            raise ValueError("Padding_idx must be within num_embeddings")
+        padding_idx += num_embeddings
+    return padding_idx
+
+
+def _embedding_renorm_(weight: Tensor, input: Tensor, max_norm: float, norm_type: float) -> None:
+    """Rescale, in place, the referenced rows whose norm exceeds max_norm (PyTorch's embedding_renorm_)."""
+    rows = em.tensor(np.unique(np.asarray(input.detach())), device=weight.device)
+    with em.no_grad():
+        picked = em.index_select(weight, 0, rows)
+        norms = em.norm(picked, norm_type, 1, True)
+        scale = em.where(norms > max_norm, max_norm / (norms + 1e-7), 1.0)
+        weight[rows] = picked * scale
+
+
+def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None, max_norm: float | None = None,
+              norm_type: float = 2.0, scale_grad_by_freq: bool = False, sparse: bool = False) -> Tensor:
+    """Rows of `weight` picked by the integer `input`; the padding_idx row gets no gradient."""
+    if scale_grad_by_freq:
+        raise NotImplementedError("embedding: scale_grad_by_freq=True is not supported")
+    if sparse:
+        raise NotImplementedError("embedding: sparse gradients are not supported; use sparse=False")
+    padding_idx = _norm_padding_idx(padding_idx, weight.shape[0])
+    if max_norm is not None:
+        _embedding_renorm_(weight, input, max_norm, norm_type)
+    out = em.index_select(weight, 0, input.reshape(-1)).reshape(tuple(input.shape) + (weight.shape[1],))
+    if padding_idx is not None and out.requires_grad:
+        # Same values; the gradient only flows to rows other than padding_idx.
+        out = em.where((input != padding_idx).unsqueeze(-1), out, out.detach())
+    return out
+
+
+# --- attention --------------------------------------------------------------------------------
+def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn_mask: Tensor | None = None,
+                                 dropout_p: float = 0.0, is_causal: bool = False, scale: float | None = None,
+                                 enable_gqa: bool = False) -> Tensor:
+    """softmax(Q K^T * scale + mask) V over the last two dims.
+
+    A bool attn_mask marks positions that may be attended (True); a float mask is added to the
+    scores. is_causal applies a lower-triangular mask; dropout_p drops attention weights.
+    """
+    if is_causal and attn_mask is not None:
+        raise ValueError("scaled_dot_product_attention: pass either attn_mask or is_causal, not both")
+    L, S = query.shape[-2], key.shape[-2]
+    if enable_gqa and query.ndim >= 3 and key.shape[-3] != query.shape[-3]:
+        rep = query.shape[-3] // key.shape[-3]
+        key = _repeat_heads(key, rep)
+        value = _repeat_heads(value, rep)
+    scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
+    scores = em.matmul(query * scale, key.transpose(-2, -1))
+    if is_causal:
+        causal = em.tensor(np.tril(np.ones((L, S), dtype=bool)), device=query.device)
+        scores = scores.masked_fill(~causal, float("-inf"))
+    if attn_mask is not None:
+        if attn_mask.dtype == em.bool:
+            scores = scores.masked_fill(~attn_mask, float("-inf"))
+        else:
+            scores = scores + attn_mask
+    attn = em.softmax(scores, -1)
+    if dropout_p > 0.0:
+        attn = dropout(attn, dropout_p, True)
+    return em.matmul(attn, value)
+
+
+def _repeat_heads(x: Tensor, rep: int) -> Tensor:
+    """(..., H, S, E) -> (..., H*rep, S, E), each head repeated rep times in a row."""
+    shape = tuple(x.shape)
+    x = x.unsqueeze(-3).expand(shape[:-2] + (rep,) + shape[-2:])
+    return x.reshape(shape[:-3] + (shape[-3] * rep,) + shape[-2:])
+
+
+# --- resampling ------------------------------------------------------------------------------
+def _linear_indices(in_size: int, out_size: int, scale, align_corners: bool):
+    """Source positions (i0, i1) and weights w1 for linear interpolation along one dim."""
+    dst = np.arange(out_size, dtype=np.float64)
+    if align_corners:
+        src = dst * ((in_size - 1) / (out_size - 1)) if out_size > 1 else np.zeros(out_size)
+    else:
+        ratio = (1.0 / scale) if scale is not None else in_size / out_size
+        src = np.maximum((dst + 0.5) * ratio - 0.5, 0.0)
+    i0 = np.minimum(np.floor(src).astype(np.int64), in_size - 1)
+    i1 = np.minimum(i0 + 1, in_size - 1)
+    return i0, i1, src - i0
+
+
+def interpolate(input: Tensor, size=None, scale_factor=None, mode: str = "nearest", align_corners: bool | None = None,
+                recompute_scale_factor: bool | None = None, antialias: bool = False) -> Tensor:
+    """Resize the spatial dims: mode 'nearest', 'nearest-exact', 'linear', 'bilinear' or 'trilinear'."""
+    if antialias:
+        raise NotImplementedError("interpolate: antialias=True is not supported")
+    spatial = input.ndim - 2
+    if spatial < 1:
+        raise ValueError(f"interpolate: expected at least 3-D input (N, C, ...), got shape {tuple(input.shape)}")
+    in_sizes = tuple(input.shape[2:])
+    if (size is None) == (scale_factor is None):
+        raise ValueError("only one of size or scale_factor should be defined")
+    if size is not None:
+        out_sizes = (size,) * spatial if isinstance(size, int) else tuple(size)
+        scales = (None,) * spatial
+    else:
+        scales = (scale_factor,) * spatial if isinstance(scale_factor, (int, float)) else tuple(scale_factor)
+        out_sizes = tuple(int(math.floor(s * f)) for s, f in zip(in_sizes, scales))
+        if recompute_scale_factor:
+            scales = (None,) * spatial
+    out = input
+    for k, (n_in, n_out, sc) in enumerate(zip(in_sizes, out_sizes, scales)):
+        dim = 2 + k
+        if mode in ("nearest", "nearest-exact"):
+            ratio = (1.0 / sc) if sc is not None else n_in / n_out
+            dst = np.arange(n_out, dtype=np.float64)
+            src = np.floor((dst + 0.5) * ratio) if mode == "nearest-exact" else np.floor(dst * ratio)
+            idx = np.minimum(src.astype(np.int64), n_in - 1)
+            out = em.index_select(out, dim, em.tensor(idx, device=input.device))
+        elif mode in ("linear", "bilinear", "trilinear"):
+            i0, i1, w1 = _linear_indices(n_in, n_out, sc, bool(align_corners))
+            wshape = (n_out,) + (1,) * (input.ndim - 1 - dim)
+            w1 = em.tensor(w1.reshape(wshape), dtype=input.dtype, device=input.device)
+            a = em.index_select(out, dim, em.tensor(i0, device=input.device))
+            b = em.index_select(out, dim, em.tensor(i1, device=input.device))
+            out = a + (b - a) * w1
+        else:
+            raise NotImplementedError(f"interpolate: mode {mode!r} is not supported")
+    return out
+
+
+def upsample(input: Tensor, size=None, scale_factor=None, mode: str = "nearest", align_corners=None) -> Tensor:
+    """Deprecated alias of interpolate."""
+    return interpolate(input, size, scale_factor, mode, align_corners)

@@ -1,0 +1,81 @@
+"""Every layer class of ember.nn, one family per file.
+
+Attention (MultiheadAttention, Transformer*) belongs in attention.py / transformer.py and the
+recurrent layers (RNN, LSTM, GRU) in rnn.py; export them here when they exist.
+"""
+
+from ember.nn.modules.activation import (
+    CELU,
+    ELU,
+    GELU,
+    GLU,
+    SELU,
+    Hardsigmoid,
+    Hardswish,
+    Hardtanh,
+    LeakyReLU,
+    LogSigmoid,
+    LogSoftmax,
+    Mish,
+    PReLU,
+    ReLU,
+    ReLU6,
+    Sigmoid,
+    SiLU,
+    Softmax,
+    Softmin,
+    Softplus,
+    Softsign,
+    Tanh,
+    Tanhshrink,
+    Threshold,
+)
+from ember.nn.modules.batchnorm import BatchNorm1d, BatchNorm2d, InstanceNorm1d, InstanceNorm2d
+from ember.nn.modules.container import ModuleDict, ModuleList, ParameterDict, ParameterList, Sequential
+from ember.nn.modules.conv import Conv1d, Conv2d, ConvTranspose1d, ConvTranspose2d
+from ember.nn.modules.dropout import Dropout, Dropout1d, Dropout2d
+from ember.nn.modules.flatten import Flatten, Unflatten
+from ember.nn.modules.linear import Bilinear, Identity, Linear
+from ember.nn.modules.loss import (
+    BCELoss,
+    BCEWithLogitsLoss,
+    CosineEmbeddingLoss,
+    CrossEntropyLoss,
+    GaussianNLLLoss,
+    HingeEmbeddingLoss,
+    HuberLoss,
+    KLDivLoss,
+    L1Loss,
+    MarginRankingLoss,
+    MSELoss,
+    NLLLoss,
+    PoissonNLLLoss,
+    SmoothL1Loss,
+    SoftMarginLoss,
+)
+from ember.nn.modules.module import Module
+from ember.nn.modules.normalization import GroupNorm, LayerNorm, RMSNorm
+from ember.nn.modules.pooling import (
+    AdaptiveAvgPool1d,
+    AdaptiveAvgPool2d,
+    AdaptiveMaxPool2d,
+    AvgPool1d,
+    AvgPool2d,
+    MaxPool1d,
+    MaxPool2d,
+)
+from ember.nn.modules.sparse import Embedding
+from ember.nn.modules.upsampling import Upsample
+
+__all__ = [
+    "AdaptiveAvgPool1d", "AdaptiveAvgPool2d", "AdaptiveMaxPool2d", "AvgPool1d", "AvgPool2d", "BCELoss",
+    "BCEWithLogitsLoss", "BatchNorm1d", "BatchNorm2d", "Bilinear", "CELU", "Conv1d", "Conv2d", "ConvTranspose1d",
+    "ConvTranspose2d", "CosineEmbeddingLoss", "CrossEntropyLoss", "Dropout", "Dropout1d", "Dropout2d", "ELU",
+    "Embedding", "Flatten", "GELU", "GLU", "GaussianNLLLoss", "GroupNorm", "Hardsigmoid", "Hardswish", "Hardtanh",
+    "HingeEmbeddingLoss", "HuberLoss", "Identity", "InstanceNorm1d", "InstanceNorm2d", "KLDivLoss", "L1Loss",
+    "LayerNorm", "LeakyReLU", "Linear", "LogSigmoid", "LogSoftmax", "MSELoss", "MarginRankingLoss", "MaxPool1d",
+    "MaxPool2d", "Mish", "Module", "ModuleDict", "ModuleList", "NLLLoss", "PReLU", "ParameterDict", "ParameterList",
+    "PoissonNLLLoss", "RMSNorm", "ReLU", "ReLU6", "SELU", "Sequential", "SiLU", "Sigmoid", "SmoothL1Loss",
+    "SoftMarginLoss", "Softmax", "Softmin", "Softplus", "Softsign", "Tanh", "Tanhshrink", "Threshold", "Unflatten",
+    "Upsample",
+]

@@ -1,0 +1,31 @@
+"""`Upsample`: resize spatial dims by nearest or (bi/tri)linear interpolation."""
+
+from __future__ import annotations
+
+from ember.nn import functional as F
+from ember.nn.modules.module import Module
+from ember.tensor import Tensor
+
+
+class Upsample(Module):
+    """Resize to `size` or by `scale_factor` (see nn.functional.interpolate)."""
+
+    def __init__(self, size=None, scale_factor=None, mode: str = "nearest", align_corners: bool | None = None,
+                 recompute_scale_factor: bool | None = None) -> None:
+        super().__init__()
+        self.size = size
+        if isinstance(scale_factor, tuple):
+            self.scale_factor = tuple(float(f) for f in scale_factor)
+        else:
+            self.scale_factor = float(scale_factor) if scale_factor else None
+        self.mode = mode
+        self.align_corners = align_corners
+        self.recompute_scale_factor = recompute_scale_factor
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.interpolate(input, self.size, self.scale_factor, self.mode, self.align_corners,
+                             recompute_scale_factor=self.recompute_scale_factor)
+
+    def extra_repr(self) -> str:
+        info = f"scale_factor={self.scale_factor!r}" if self.scale_factor is not None else f"size={self.size!r}"
+        return info + f", mode={self.mode!r}"

@@ -1,0 +1,344 @@
+"""Fused primitives for ember.nn where composing ops costs too many dispatches.
+
+linear is x @ w.T + b as one kernel (instead of transpose, matmul and add, forward and backward).
+batch_norm (training statistics) and layer_norm normalise and apply the affine transform in one
+kernel, and return their statistics for the backward pass and the running averages.
+nll_loss picks -w[t] * logp[n, t] for class-index targets in one kernel. Its gradient is the op
+nll_loss_backward (a scatter of the same weights), whose own gradient is nll_loss again — the two
+are adjoint linear maps in logp — so every order of derivative stays within these two ops.
+"""
+
+from __future__ import annotations
+
+from ember.errors import ShapeError, fmt_shape
+from ember.ops._rules import FLOAT_NP, binary_dtype, spec
+from ember.ops.dispatch import apply
+from ember.ops.elementwise import zeros_like_grad
+from ember.ops.registry import Op, defop
+from ember.tensor import Tensor
+
+_REDUCTIONS = ("none", "mean", "sum")
+
+
+def _affine_shape(ndim: int, channels: int) -> tuple:
+    return (1, channels) + (1,) * (ndim - 2)
+
+
+# --- batch norm -------------------------------------------------------------------------------
+@defop
+class _BatchNorm(Op):
+    """Training-mode batch norm over every dim but 1. Outputs (y, mean, biased var), each stat (C,)."""
+
+    name = "batch_norm"
+    n_outputs = 3
+    save_inputs = (0, 1)
+    save_outputs = (1, 2)
+
+    def infer(self, x, w, b, eps):
+        if len(x.shape) < 2:
+            raise ShapeError(f"batch_norm: expected input of shape (N, C, ...), got {fmt_shape(x.shape)}")
+        c = x.shape[1]
+        for name, p in (("weight", w), ("bias", b)):
+            if p is not None and tuple(p.shape) != (c,):
+                raise ShapeError(f"batch_norm: {name} must have shape ({c},), got {fmt_shape(p.shape)}")
+        if x.dtype not in FLOAT_NP:
+            raise TypeError(f"batch_norm: input must be floating point, got {x.dtype}")
+        return spec(tuple(x.shape), x.dtype), spec((c,), x.dtype), spec((c,), x.dtype)
+
+    def kernel(self, xp, x, w, b, eps):
+        c = x.shape[1]
+        axes = (0,) + tuple(range(2, x.ndim))
+        n = x.size // c
+        shape = _affine_shape(x.ndim, c)
+        mean = x.sum(axis=axes, dtype=x.dtype) / n
+        xc = x - mean.reshape(shape)
+        var = (xc * xc).sum(axis=axes, dtype=x.dtype) / n
+        scale = 1.0 / xp.sqrt(var + eps)
+        if w is not None:
+            scale = scale * w
+        xc *= scale.reshape(shape).astype(x.dtype, copy=False)
+        if b is not None:
+            xc += b.reshape(shape).astype(x.dtype, copy=False)
+        return xc, mean.astype(x.dtype, copy=False), var.astype(x.dtype, copy=False)
+
+    def vjp(self, ctx, gy, gmean=None, gvar=None):
+        from ember.ops.elementwise import rsqrt
+        from ember.ops.reduction import sum as _sum
+        from ember.ops.shape import reshape
+
+        x, w = ctx.input(0), ctx.input(1)
+        mean, var = ctx.output_at(1), ctx.output_at(2)
+        c = x.shape[1]
+        axes = (0,) + tuple(range(2, x.ndim))
+        n = x.numel() // c
+        shape = _affine_shape(x.ndim, c)
+        xc = x - reshape(mean, shape)
+        gx = gw = gb = None
+        if gy is not None:
+            invstd = rsqrt(var + ctx.attrs["eps"])
+            xhat = xc * reshape(invstd, shape)
+            gb = _sum(gy, axes)
+            gw = _sum(gy * xhat, axes)
+            k = invstd if w is None else invstd * w
+            gx = (gy - reshape(gb / n, shape) - xhat * reshape(gw / n, shape)) * reshape(k, shape)
+        # the statistics are outputs too (the layers only read them detached, for running averages)
+        if gmean is not None:
+            gm = reshape(gmean / n, shape)
+            gx = gm + zeros_like_grad(x) if gx is None else gx + gm
+        if gvar is not None:
+            gv = xc * reshape(gvar * (2.0 / n), shape)
+            gx = gv if gx is None else gx + gv
+        return gx, (gw if ctx.needs_grad(1) else None), (gb if ctx.needs_grad(2) else None)
+
+
+def batch_norm_train(input: Tensor, weight: Tensor | None = None, bias: Tensor | None = None,
+                     eps: float = 1e-5) -> tuple[Tensor, Tensor, Tensor]:
+    """Batch-normalised input using this batch's statistics; returns (output, mean, biased variance)."""
+    return apply(_BatchNorm, input, weight, bias, eps=float(eps))
+
+
+# --- layer norm ---------------------------------------------------------------------------------
+@defop
+class _LayerNorm(Op):
+    """Normalise over the trailing `ndims` dims, then scale by w and shift by b (shaped like those dims).
+
+    Outputs (y, mean, rstd); the statistics keep the reduced dims as size 1.
+    """
+
+    name = "layer_norm"
+    n_outputs = 3
+    save_inputs = (0, 1)
+    save_outputs = (1, 2)
+
+    def infer(self, x, w, b, ndims, eps):
+        if ndims < 1 or len(x.shape) < ndims:
+            raise ShapeError(f"layer_norm: cannot normalise the last {ndims} dims of {fmt_shape(x.shape)}")
+        tail = tuple(x.shape[len(x.shape) - ndims:])
+        for name, p in (("weight", w), ("bias", b)):
+            if p is not None and tuple(p.shape) != tail:
+                raise ShapeError(f"layer_norm: {name} must have shape {fmt_shape(tail)}, got {fmt_shape(p.shape)}")
+        if x.dtype not in FLOAT_NP:
+            raise TypeError(f"layer_norm: input must be floating point, got {x.dtype}")
+        stat = tuple(x.shape[: len(x.shape) - ndims]) + (1,) * ndims
+        return spec(tuple(x.shape), x.dtype), spec(stat, x.dtype), spec(stat, x.dtype)
+
+    def kernel(self, xp, x, w, b, ndims, eps):
+        axes = tuple(range(x.ndim - ndims, x.ndim))
+        n = 1
+        for a in axes:
+            n *= x.shape[a]
+        mean = x.sum(axis=axes, keepdims=True, dtype=x.dtype) / n
+        xc = x - mean
+        var = (xc * xc).sum(axis=axes, keepdims=True, dtype=x.dtype) / n
+        rstd = (1.0 / xp.sqrt(var + eps)).astype(x.dtype, copy=False)
+        xc *= rstd
+        if w is not None:
+            xc *= w.astype(x.dtype, copy=False)
+        if b is not None:
+            xc += b.astype(x.dtype, copy=False)
+        return xc, mean.astype(x.dtype, copy=False), rstd
+
+    def vjp(self, ctx, gy, gmean=None, grstd=None):
+        from ember.ops.reduction import mean as _mean
+        from ember.ops.reduction import sum as _sum
+
+        x, w = ctx.input(0), ctx.input(1)
+        mean, rstd = ctx.output_at(1), ctx.output_at(2)
+        ndims = ctx.attrs["ndims"]
+        axes = tuple(range(x.ndim - ndims, x.ndim))
+        batch = tuple(range(x.ndim - ndims))
+        xhat = (x - mean) * rstd
+        gx = gw = gb = None
+        if gy is not None:
+            gw = _sum(gy * xhat, batch) if ctx.needs_grad(1) else None
+            gb = _sum(gy, batch) if ctx.needs_grad(2) else None
+            gxhat = gy if w is None else gy * w
+            gx = (gxhat - _mean(gxhat, axes, True) - xhat * _mean(gxhat * xhat, axes, True)) * rstd
+        n = _count(x.shape, axes)
+        if gmean is not None:
+            gm = gmean * (1.0 / n) + zeros_like_grad(x)
+            gx = gm if gx is None else gx + gm
+        if grstd is not None:  # d rstd / dx = -rstd^3 (x - mean) / n
+            gr = xhat * (grstd * rstd * rstd) * (-1.0 / n)
+            gx = gr if gx is None else gx + gr
+        return gx, gw, gb
+
+
+def _count(shape, axes) -> int:
+    n = 1
+    for a in axes:
+        n *= shape[a]
+    return n
+
+
+def layer_norm(input: Tensor, ndims: int, weight: Tensor | None = None, bias: Tensor | None = None,
+               eps: float = 1e-5) -> tuple[Tensor, Tensor, Tensor]:
+    """Layer-normalised input over its last `ndims` dims; returns (output, mean, rstd)."""
+    return apply(_LayerNorm, input, weight, bias, ndims=int(ndims), eps=float(eps))
+
+
+# --- linear ---------------------------------------------------------------------------------
+@defop
+class _Linear(Op):
+    """y = x @ w.T (+ b) for x (..., in), w (out, in), b (out,)."""
+
+    name = "linear"
+    save_inputs = (0, 1)
+
+    def infer(self, x, w, b):
+        if len(w.shape) != 2:
+            raise ShapeError(f"linear: weight must be 2-D (out, in), got {fmt_shape(w.shape)}")
+        if len(x.shape) < 1 or x.shape[-1] != w.shape[1]:
+            raise ShapeError(f"linear: input {fmt_shape(x.shape)} does not end in in_features={w.shape[1]} "
+                             f"of weight {fmt_shape(w.shape)}")
+        if b is not None and tuple(b.shape) != (w.shape[0],):
+            raise ShapeError(f"linear: bias must have shape ({w.shape[0]},), got {fmt_shape(b.shape)}")
+        dtype = binary_dtype(x, w) if b is None else binary_dtype(spec((), binary_dtype(x, w)), b)
+        return spec(tuple(x.shape[:-1]) + (w.shape[0],), dtype)
+
+    def kernel(self, xp, x, w, b):
+        if x.dtype != w.dtype or (b is not None and b.dtype != x.dtype) or x.ndim == 0:
+            dtype = self.infer(x, w, b).dtype
+            x, w = x.astype(dtype, copy=False), w.astype(dtype, copy=False)
+            b = None if b is None else b.astype(dtype, copy=False)
+        out = xp.matmul(x, w.T)
+        if b is not None:
+            out += b
+        return out
+
+    def vjp(self, ctx, g):
+        from ember.ops.linalg import matmul
+        from ember.ops.reduction import sum as _sum
+        from ember.ops.shape import reshape, transpose
+
+        x, w = ctx.input(0), ctx.input(1)
+        gx = matmul(g, w) if ctx.needs_grad(0) else None
+        gw = gb = None
+        if ctx.needs_grad(1) or ctx.needs_grad(2):
+            g2 = g if g.ndim == 2 else reshape(g, (-1, g.shape[-1]))
+            if ctx.needs_grad(1):
+                x2 = x if x.ndim == 2 else reshape(x, (-1, x.shape[-1]))
+                gw = matmul(transpose(g2, 0, 1), x2)
+            if ctx.needs_grad(2):
+                gb = _sum(g2, 0)
+        return gx, gw, gb
+
+
+def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
+    """input @ weight.T + bias in one op."""
+    return apply(_Linear, input, weight, bias)
+
+
+def _check(op: str, logp, target, weight, reduction: str) -> None:
+    if reduction not in _REDUCTIONS:
+        raise ValueError(f"{op}: {reduction} is not a valid value for reduction")
+    if logp.dtype not in FLOAT_NP:
+        raise TypeError(f"{op}: input must be floating point, got {logp.dtype}")
+    if target.dtype.kind not in "iu":
+        raise TypeError(f"{op}: target must hold class indices (an integer tensor), got {target.dtype}")
+    if len(logp.shape) < 2:
+        raise ShapeError(f"{op}: expected input of shape (N, C, ...), got {fmt_shape(logp.shape)}")
+    expected = (logp.shape[0],) + tuple(logp.shape[2:])
+    if tuple(target.shape) != expected:
+        raise ShapeError(f"{op}: expected target of shape {fmt_shape(expected)} for input "
+                         f"{fmt_shape(logp.shape)}, got {fmt_shape(target.shape)}")
+    if weight is not None and tuple(weight.shape) != (logp.shape[1],):
+        raise ShapeError(f"{op}: weight must have shape ({logp.shape[1]},), got {fmt_shape(weight.shape)}")
+
+
+def _picks(xp, target, n_classes: int, ignore_index: int, weight, dtype):
+    """Flat per-sample class indices (ignored ones sent to 0) and per-sample weights (0 when ignored)."""
+    flat = target.reshape(-1)
+    valid = flat != ignore_index
+    safe = xp.where(valid, flat, 0)
+    if safe.size:
+        lo, hi = int(safe.min()), int(safe.max())
+        if lo < 0 or hi >= n_classes:
+            raise IndexError(f"nll_loss: Target {lo if lo < 0 else hi} is out of bounds for {n_classes} classes.")
+    w = valid.astype(dtype) if weight is None else weight.astype(dtype, copy=False)[safe] * valid
+    return safe, w
+
+
+def _class_last(xp, x):
+    """(N, C, *) -> (N * prod(*), C): one row of class scores per sample position."""
+    if x.ndim == 2:
+        return x
+    return xp.moveaxis(x, 1, -1).reshape(-1, x.shape[1])
+
+
+@defop
+class _NllLoss(Op):
+    """Outputs (loss, total weight); the total is what reduction='mean' divides by."""
+
+    name = "nll_loss"
+    n_outputs = 2
+    save_inputs = (1, 2)
+    save_outputs = (1,)
+
+    def infer(self, logp, target, weight, ignore_index, reduction):
+        _check(self.name, logp, target, weight, reduction)
+        shape = tuple(target.shape) if reduction == "none" else ()
+        return spec(shape, logp.dtype), spec((), logp.dtype)
+
+    def kernel(self, xp, logp, target, weight, ignore_index, reduction):
+        _check(self.name, logp, target, weight, reduction)
+        safe, w = _picks(xp, target, logp.shape[1], ignore_index, weight, logp.dtype)
+        rows = _class_last(xp, logp)
+        loss = -(rows[xp.arange(rows.shape[0]), safe] * w)
+        total = w.sum(dtype=logp.dtype)
+        if reduction == "none":
+            out = loss.reshape(target.shape)
+        elif reduction == "sum":
+            out = loss.sum(dtype=logp.dtype)
+        elif total:
+            out = loss.sum(dtype=logp.dtype) / total
+        else:
+            out = xp.full((), float("nan"), dtype=logp.dtype)  # an all-ignored batch, as in PyTorch
+        return xp.asarray(out, dtype=logp.dtype), xp.asarray(total, dtype=logp.dtype)
+
+    def vjp(self, ctx, g, _g_total=None):
+        a = ctx.attrs
+        gx = apply(_NllLossBackward, g, ctx.input(1), ctx.input(2), ctx.output_at(1),
+                   ignore_index=a["ignore_index"], reduction=a["reduction"], in_shape=ctx.in_shape(0))
+        return gx, None, None
+
+
+@defop
+class _NllLossBackward(Op):
+    """d nll_loss / d logp: -w[t] * g (divided by the total weight for 'mean') at each target class."""
+
+    name = "nll_loss_backward"
+    save_inputs = (1, 2)
+
+    def infer(self, g, target, weight, total, ignore_index, reduction, in_shape):
+        return spec(tuple(in_shape), g.dtype)
+
+    def kernel(self, xp, g, target, weight, total, ignore_index, reduction, in_shape):
+        n_classes = in_shape[1]
+        safe, w = _picks(xp, target, n_classes, ignore_index, weight, g.dtype)
+        if reduction == "none":
+            coef = -(g.reshape(-1) * w)
+        elif reduction == "sum":
+            coef = -(g * w)
+        elif total:
+            coef = -((g / total) * w)
+        else:  # every target ignored: PyTorch leaves the gradient at zero
+            coef = xp.zeros(w.shape, dtype=g.dtype)
+        moved = (in_shape[0],) + tuple(in_shape[2:]) + (n_classes,)
+        out = xp.zeros(moved, dtype=g.dtype)
+        rows = out.reshape(-1, n_classes)
+        rows[xp.arange(rows.shape[0]), safe] = coef
+        return out if len(in_shape) == 2 else xp.ascontiguousarray(xp.moveaxis(out, -1, 1))
+
+    def vjp(self, ctx, gg):
+        a = ctx.attrs
+        loss, _ = apply(_NllLoss, gg, ctx.input(1), ctx.input(2), ignore_index=a["ignore_index"],
+                        reduction=a["reduction"])
+        return loss, None, None, None
+
+
+def nll_loss(input: Tensor, target: Tensor, weight: Tensor | None = None, ignore_index: int = -100,
+             reduction: str = "mean") -> Tensor:
+    """Negative log-likelihood of class indices `target` under log-probabilities `input` (N, C, ...)."""
+    loss, _ = apply(_NllLoss, input, target, weight, ignore_index=int(ignore_index), reduction=reduction)
+    return loss

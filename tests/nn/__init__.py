@@ -1,0 +1,1 @@
+"""Tests for ember.nn: modules, layers, losses, init and utils against PyTorch."""
