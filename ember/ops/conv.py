@@ -71,6 +71,25 @@ def col2im(xp, cols, n, c, h, w, kh, kw, oh, ow, stride, pad, dil):
     return xp.ascontiguousarray(img.transpose(1, 0, 2, 3))
 
 
+def im2col_per_sample(xp, x, kh, kw, stride, pad, dil, groups):
+    """Patches as (N, groups, C/groups*kh*kw, OH*OW): the product with the weight is then NCHW already."""
+    x = _pad(xp, x, pad)
+    n, c, h, w = x.shape
+    sh, sw = stride
+    dh, dw = dil
+    oh = (h - dh * (kh - 1) - 1) // sh + 1
+    ow = (w - dw * (kw - 1) - 1) // sw + 1
+    s_n, s_c, s_h, s_w = x.strides
+    win = _as_strided(xp, x, (n, c, kh, kw, oh, ow), (s_n, s_c, s_h * dh, s_w * dw, s_h * sh, s_w * sw))
+    cols = xp.ascontiguousarray(win).reshape(n, groups, (c // groups) * kh * kw, oh * ow)
+    return cols, oh, ow
+
+
+def _small_weight(w) -> bool:
+    """Whether a convolution's weight is small enough that per-sample GEMMs beat one big GEMM."""
+    return w.size <= 4096
+
+
 def _gemm(xp, a, b):
     """Per-group a[g] @ b[g]. One group is a plain 2-D product, which BLAS runs fastest."""
     if a.shape[0] == 1:
@@ -131,10 +150,15 @@ class _Conv2d(Op):
         x, w = x.astype(dtype, copy=False), w.astype(dtype, copy=False)
         o, _, kh, kw = w.shape
         n = x.shape[0]
-        cols, oh, ow = im2col(xp, x, kh, kw, stride, padding, dilation, groups)
         wm = w.reshape(groups, o // groups, -1)
-        out = _gemm(xp, wm, cols)  # (G, O/G, N*OH*OW)
-        out = out.reshape(o, n, oh, ow).transpose(1, 0, 2, 3)
+        if _small_weight(w):
+            # Per-sample patches: (G, O/G, K) @ (N, G, K, L) is (N, G, O/G, L), NCHW with no
+            # transposing copy; for small weights the GEMMs are memory-bound and this wins.
+            cols, oh, ow = im2col_per_sample(xp, x, kh, kw, stride, padding, dilation, groups)
+            return xp.matmul(wm, cols).reshape(n, o, oh, ow)
+        # Large weights: one big GEMM per group runs BLAS far better than many per-sample ones.
+        cols, oh, ow = im2col(xp, x, kh, kw, stride, padding, dilation, groups)
+        out = _gemm(xp, wm, cols).reshape(o, n, oh, ow).transpose(1, 0, 2, 3)
         return xp.ascontiguousarray(out)
 
     def vjp(self, ctx, g):
@@ -169,9 +193,9 @@ class _ConvTranspose2d(Op):
         x, w = x.astype(dtype, copy=False), w.astype(dtype, copy=False)
         n, cin, h, wd = x.shape
         _, cg, kh, kw = w.shape
+        wmt = xp.ascontiguousarray(w.reshape(groups, cin // groups, cg * kh * kw).transpose(0, 2, 1))
         xm = xp.ascontiguousarray(x.transpose(1, 0, 2, 3)).reshape(groups, cin // groups, n * h * wd)
-        wm = w.reshape(groups, cin // groups, cg * kh * kw)
-        cols = _gemm(xp, wm.transpose(0, 2, 1), xm)  # (G, Cg*kh*kw, N*H*W)
+        cols = _gemm(xp, wmt, xm)  # (G, Cg*kh*kw, N*H*W)
         return col2im(xp, cols, n, cg * groups, out_hw[0], out_hw[1], kh, kw, h, wd, stride, padding, dilation)
 
     def vjp(self, ctx, g):

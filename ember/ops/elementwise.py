@@ -384,12 +384,35 @@ class Where(Op):
         if cond.dtype != BOOL_NP:
             raise TypeError(f"where: condition must be a bool tensor, got {cond.dtype}")
         dtype = binary_dtype(a, b)
+        fast = _masked_select_zero(xp, cond, a, b, dtype)
+        if fast is not None:
+            return fast
         out = xp.where(cond, a, b)
         return out if out.dtype == dtype else out.astype(dtype)
 
     def vjp(self, ctx, g):
         cond = ctx.input(0)
-        return None, where(cond, g, 0.0), where(cond, 0.0, g)
+        ga = where(cond, g, 0.0) if ctx.needs_grad(1) else None
+        gb = where(cond, 0.0, g) if ctx.needs_grad(2) else None
+        return None, ga, gb
+
+
+def _masked_select_zero(xp, cond, a, b, dtype):
+    """where(cond, a, 0) as a * cond: NumPy's where is ~10x slower on unpredictable masks.
+
+    Only for float arrays of the condition's shape, and only if the product is finite everywhere
+    (inf * 0 would be NaN where `where` gives 0) — otherwise the caller falls back to where.
+    """
+    if type(b) in (int, float) and b == 0 and type(a) is xp.ndarray:
+        src, mask = a, cond
+    elif type(a) in (int, float) and a == 0 and type(b) is xp.ndarray:
+        src, mask = b, ~cond
+    else:
+        return None
+    if src.dtype != dtype or src.dtype not in FLOAT_NP or src.shape != cond.shape:
+        return None
+    out = src * mask
+    return out if xp.isfinite(out).all() else None
 
 
 _where = register(Where())

@@ -79,6 +79,8 @@ class _MaxPool2d(Op):
         nan_aware = x.dtype in FLOAT_NP and bool(xp.isnan(x).any())
         idx = xp.zeros(best.shape, dtype=np.int64)
         k = 0
+        # Arithmetic updates instead of masked assignment: masks here are unpredictable, and
+        # NumPy's masked copy/where are several times slower than a multiply on such masks.
         for i in range(kernel[0]):
             for j in range(kernel[1]):
                 if k:
@@ -86,8 +88,10 @@ class _MaxPool2d(Op):
                     better = v > best
                     if nan_aware:  # NaN wins, as in PyTorch (the last NaN of a window)
                         better |= xp.isnan(v)
-                    xp.copyto(best, v, where=better)
-                    idx[better] = k
+                        xp.copyto(best, v, where=better)
+                    else:
+                        xp.maximum(best, v, out=best)
+                    idx += better * (k - idx)
                 k += 1
         return best, idx
 
@@ -114,7 +118,7 @@ class _MaxPool2dBackward(Op):
         k = 0
         for i in range(kernel[0]):
             for j in range(kernel[1]):
-                _window(xp, buf, i, j, oh, ow, stride, dilation)[...] += xp.where(idx == k, g, 0)
+                _window(xp, buf, i, j, oh, ow, stride, dilation)[...] += g * (idx == k)
                 k += 1
         return xp.ascontiguousarray(buf[:, :, ph : ph + h, pw : pw + w])
 
