@@ -79,7 +79,9 @@ def numel(input: Tensor) -> "int":
 
 del _dtypes
 
-_LAZY_SUBMODULES = ("nn", "optim", "data", "datasets", "models", "graph", "v1", "numpy", "profiler", "memory")
+_LAZY_SUBMODULES = (
+    "nn", "optim", "data", "datasets", "models", "graph", "v1", "numpy", "profiler", "memory", "train", "runtime",
+)
 
 
 def __getattr__(name: str):
@@ -88,6 +90,10 @@ def __getattr__(name: str):
         import importlib
 
         return importlib.import_module(f"ember.{name}")
+    if name == "summary":
+        from ember.models.summary import summary
+
+        return summary
     if name in ("jit", "is_tracing"):
         from ember.graph import jit as _jit
 

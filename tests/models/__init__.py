@@ -1,0 +1,1 @@
+"""Tests for ember.models: the model zoo, the registry and em.summary."""
