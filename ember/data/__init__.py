@@ -9,6 +9,7 @@ from ember.data.dataset import (
     IterableDataset,
     Subset,
     TensorDataset,
+    TransformDataset,
     random_split,
 )
 from ember.data.sampler import BatchSampler, RandomSampler, Sampler, SequentialSampler, SubsetRandomSampler
@@ -16,6 +17,6 @@ from ember.data.worker import WorkerInfo, get_worker_info
 
 __all__ = [
     "BatchSampler", "ChainDataset", "ConcatDataset", "DataLoader", "Dataset", "IterableDataset", "RandomSampler",
-    "Sampler", "SequentialSampler", "Subset", "SubsetRandomSampler", "TensorDataset", "WorkerInfo",
+    "Sampler", "SequentialSampler", "Subset", "SubsetRandomSampler", "TensorDataset", "TransformDataset", "WorkerInfo",
     "default_collate", "default_convert", "get_worker_info", "random_split",
 ]

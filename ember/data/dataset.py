@@ -116,6 +116,26 @@ class ConcatDataset(Dataset):
         return self.datasets[which][index - start]
 
 
+class TransformDataset(Dataset):
+    """Another dataset with a transform applied to each sample's input (and optionally its target)."""
+
+    def __init__(self, dataset: Dataset, transform=None, target_transform=None) -> None:
+        self.dataset = dataset
+        self.transform = transform
+        self.target_transform = target_transform
+
+    def __len__(self) -> int:
+        return len(self.dataset)
+
+    def __getitem__(self, index):
+        x, y = self.dataset[index][:2]
+        if self.transform is not None:
+            x = self.transform(x)
+        if self.target_transform is not None:
+            y = self.target_transform(y)
+        return x, y
+
+
 def _split_lengths(n: int, lengths: Sequence[float]) -> list[int]:
     """Absolute lengths from counts or from fractions that sum to 1 (PyTorch's rounding)."""
     lengths = list(lengths)

@@ -1,0 +1,7 @@
+"""A small high-level trainer: `fit` with validation, metrics, callbacks, progress bar and history."""
+
+from ember.train.callbacks import Callback, EarlyStopping, LRSchedulerCallback, ModelCheckpoint
+from ember.train.history import History
+from ember.train.loop import evaluate, fit
+
+__all__ = ["fit", "evaluate", "History", "Callback", "ModelCheckpoint", "EarlyStopping", "LRSchedulerCallback"]

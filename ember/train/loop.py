@@ -1,0 +1,157 @@
+"""The training loop behind `fit`: epochs of optimizer steps, validation, metrics and callbacks."""
+
+from __future__ import annotations
+
+import sys
+import time
+
+import ember as em
+from ember.train.callbacks import Callback, ensure_dir
+from ember.train.history import History
+
+
+def _progress(iterable, total: int, desc: str, enabled: bool):
+    if not enabled:
+        return iterable
+    try:
+        from tqdm.auto import tqdm
+    except ImportError:  # progress bars are optional (the `train` extra)
+        return _PlainProgress(iterable, total, desc)
+    return tqdm(iterable, total=total, desc=desc, leave=False, dynamic_ncols=True, file=sys.stderr)
+
+
+class _PlainProgress:
+    """A minimal progress display for when tqdm is not installed."""
+
+    def __init__(self, iterable, total, desc):
+        self.iterable, self.total, self.desc = iterable, total, desc
+        self.postfix = ""
+
+    def __iter__(self):
+        for i, x in enumerate(self.iterable, 1):
+            yield x
+            if i % max(1, self.total // 10) == 0 or i == self.total:
+                print(f"\r{self.desc} {i}/{self.total} {self.postfix}", end="", file=sys.stderr, flush=True)
+        print(file=sys.stderr)
+
+    def set_postfix(self, **kw):
+        self.postfix = " ".join(f"{k}={v}" for k, v in kw.items())
+
+    def close(self):
+        pass
+
+
+def _to(batch, device):
+    x, y = batch[0], batch[1]
+    return x.to(device), y.to(device)
+
+
+def _accuracy_count(logits, y) -> int:
+    if logits.ndim < 2:
+        return 0
+    return int((logits.argmax(dim=1) == y).sum().item())
+
+
+def evaluate(model, loader, loss_fn=None, device="cpu") -> dict:
+    """Mean loss and accuracy of `model` over `loader`, without gradients."""
+    loss_fn = loss_fn or em.nn.functional.cross_entropy
+    was_training = model.training
+    model.eval()
+    total, loss_sum, correct = 0, 0.0, 0
+    with em.no_grad():
+        for batch in loader:
+            x, y = _to(batch, device)
+            logits = model(x)
+            n = x.shape[0]
+            loss_sum += float(loss_fn(logits, y).item()) * n
+            correct += _accuracy_count(logits, y)
+            total += n
+    model.train(was_training)
+    if total == 0:
+        raise ValueError("evaluate: the loader produced no batches")
+    return {"loss": loss_sum / total, "accuracy": correct / total}
+
+
+class Trainer:
+    """State shared with callbacks: model, optimizer, history, and the stop flag."""
+
+    def __init__(self, model, optimizer, history: History) -> None:
+        self.model = model
+        self.optimizer = optimizer
+        self.history = history
+        self.stop_training = False
+        self.epoch = 0
+
+    def save_checkpoint(self, path: str, epoch: int) -> None:
+        """em.save the model, optimizer and progress (atomically)."""
+        ensure_dir(path)
+        em.save({"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(), "epoch": epoch,
+                 "history": self.history.history}, path)
+
+
+def fit(model, train_loader, val_loader=None, *, epochs: int = 1, optimizer=None, loss_fn=None,
+        device="cpu", callbacks: list[Callback] | None = None, progress: bool = True, jit: bool = False,
+        start_epoch: int = 1, history: History | None = None, log=print) -> History:
+    """Train `model` for `epochs`, validating after each; returns the History.
+
+    Each batch is (inputs, integer labels); the default loss is cross-entropy and accuracy is
+    reported for classification outputs. With jit=True the whole training step runs as a graph.
+    """
+    loss_fn = loss_fn or em.nn.functional.cross_entropy
+    optimizer = optimizer or em.optim.SGD(model.parameters(), lr=0.01)
+    callbacks = list(callbacks or [])
+    history = history or History()
+    trainer = Trainer(model, optimizer, history)
+
+    def step(x, y):
+        optimizer.zero_grad()
+        logits = model(x)
+        loss = loss_fn(logits, y)
+        loss.backward()
+        optimizer.step()
+        return loss, logits.argmax(dim=1)
+
+    run_step = em.jit(step) if jit else step
+    for cb in callbacks:
+        cb.on_train_begin(trainer)
+    global_step = 0
+    for epoch in range(start_epoch, start_epoch + epochs):
+        trainer.epoch = epoch
+        model.train()
+        t0 = time.perf_counter()
+        seen, loss_sum, correct = 0, 0.0, 0
+        bar = _progress(train_loader, len(train_loader), f"epoch {epoch}/{start_epoch + epochs - 1}", progress)
+        for batch in bar:
+            x, y = _to(batch, device)
+            loss, pred = run_step(x, y)
+            n = x.shape[0]
+            loss_value = float(loss.item())
+            loss_sum += loss_value * n
+            correct += int((pred == y).sum().item())
+            seen += n
+            global_step += 1
+            if progress and global_step % 5 == 0:
+                bar.set_postfix(loss=f"{loss_sum / seen:.4f}", acc=f"{correct / seen:.3f}")
+            for cb in callbacks:
+                cb.on_batch_end(trainer, global_step, loss_value)
+        if hasattr(bar, "close"):
+            bar.close()
+        metrics = {"loss": loss_sum / max(seen, 1), "accuracy": correct / max(seen, 1)}
+        if val_loader is not None:
+            val = evaluate(model, val_loader, loss_fn, device)
+            metrics.update({f"val_{k}": v for k, v in val.items()})
+        metrics["lr"] = optimizer.param_groups[0]["lr"]
+        metrics["time"] = time.perf_counter() - t0
+        history.record(epoch, metrics)
+        if log is not None:
+            parts = [f"{k} {v:.4f}" for k, v in metrics.items() if k not in ("lr", "time")]
+            log(f"epoch {epoch:3d}  " + "  ".join(parts) + f"  ({metrics['time']:.1f}s)")
+        for cb in callbacks:
+            cb.on_epoch_end(trainer, epoch, metrics)
+        if trainer.stop_training:
+            if log is not None:
+                log(f"early stop after epoch {epoch}")
+            break
+    for cb in callbacks:
+        cb.on_train_end(trainer)
+    return history
