@@ -30,6 +30,7 @@ from ember.nn.modules.activation import (
     Tanhshrink,
     Threshold,
 )
+from ember.nn.modules.attention import MultiheadAttention
 from ember.nn.modules.batchnorm import BatchNorm1d, BatchNorm2d, InstanceNorm1d, InstanceNorm2d
 from ember.nn.modules.container import ModuleDict, ModuleList, ParameterDict, ParameterList, Sequential
 from ember.nn.modules.conv import Conv1d, Conv2d, ConvTranspose1d, ConvTranspose2d
@@ -64,7 +65,9 @@ from ember.nn.modules.pooling import (
     MaxPool1d,
     MaxPool2d,
 )
+from ember.nn.modules.rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNNCell, RNNCellBase
 from ember.nn.modules.sparse import Embedding
+from ember.nn.modules.transformer import TransformerEncoder, TransformerEncoderLayer
 from ember.nn.modules.upsampling import Upsample
 
 __all__ = [
@@ -78,4 +81,6 @@ __all__ = [
     "PoissonNLLLoss", "RMSNorm", "ReLU", "ReLU6", "SELU", "Sequential", "SiLU", "Sigmoid", "SmoothL1Loss",
     "SoftMarginLoss", "Softmax", "Softmin", "Softplus", "Softsign", "Tanh", "Tanhshrink", "Threshold", "Unflatten",
     "Upsample",
+    "MultiheadAttention", "TransformerEncoder", "TransformerEncoderLayer",
+    "GRU", "GRUCell", "LSTM", "LSTMCell", "RNN", "RNNBase", "RNNCell", "RNNCellBase",
 ]

@@ -1,0 +1,432 @@
+"""Recurrent layers with PyTorch's interface and parameter names: RNN, LSTM, GRU and their cells.
+
+A layer projects the inputs of all time steps with one matmul, then loops over time with one
+matmul with the hidden weights and a few elementwise ops per step; autograd differentiates the
+loop. The two directions of a bidirectional layer run in the same loop, as a batch of two.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import warnings
+
+import ember as em
+from ember.nn import functional as F
+from ember.nn import init
+from ember.nn.modules.module import Module
+from ember.nn.parameter import Parameter
+from ember.ops.split_views import split_views, unbind_views
+from ember.tensor import Tensor
+
+_GATES = {"LSTM": 4, "GRU": 3, "RNN_TANH": 1, "RNN_RELU": 1}
+
+
+def _linear_rows(x: Tensor, w: Tensor, b: Tensor | None) -> Tensor:
+    """F.linear on x flattened to rows: one GEMM, where NumPy runs a 3-D x as a batch of small ones."""
+    lead = tuple(x.shape[:-1])
+    return F.linear(x.reshape(-1, x.shape[-1]), w, b).reshape(lead + (w.shape[0],))
+
+
+# --- one time step, shared by the layers and the cells ----------------------------------------
+def _ifog_to_ifgo(t: Tensor) -> Tensor:
+    """LSTM gate rows (dim 0) from PyTorch's order [i, f, g, o] to [i, f, o, g]."""
+    i, f, g, o = split_views(t, t.shape[0] // 4, 0)
+    return em.cat([i, f, o, g], 0)
+
+
+def _lstm_step(pre: Tensor, c: Tensor, hidden: int) -> tuple[Tensor, Tensor]:
+    """(h, c) from the gate pre-activations in the order [i, f, o, g] and the previous cell state."""
+    ifo, g = split_views(pre, (3 * hidden, hidden), -1)
+    i, f, o = split_views(em.sigmoid(ifo), hidden, -1)
+    c = f * c + i * em.tanh(g)
+    return o * em.tanh(c), c
+
+
+def _gru_step(x_rz: Tensor, x_n: Tensor, gh: Tensor, h: Tensor, hidden: int) -> Tensor:
+    """New h from the input projections (r|z, n) and the hidden projection gh = W_hh h + b_hh."""
+    gh_rz, gh_n = split_views(gh, (2 * hidden, hidden), -1)
+    r, z = split_views(em.sigmoid(x_rz + gh_rz), hidden, -1)
+    n = em.tanh(x_n + r * gh_n)
+    return n + z * (h - n)  # (1 - z) * n + z * h with one op fewer
+
+
+def _rnn_step(pre: Tensor, relu: bool) -> Tensor:
+    return em.relu(pre) if relu else em.tanh(pre)
+
+
+# --- sequence layers --------------------------------------------------------------------------
+class RNNBase(Module):
+    """Shared construction, checks and the time loop of RNN, LSTM and GRU."""
+
+    def __init__(self, mode: str, input_size: int, hidden_size: int, num_layers: int = 1, bias: bool = True,
+                 batch_first: bool = False, dropout: float = 0.0, bidirectional: bool = False, proj_size: int = 0,
+                 device=None, dtype=None) -> None:
+        super().__init__()
+        if mode not in _GATES:
+            raise ValueError("Unrecognized RNN mode: " + mode)
+        if not isinstance(dropout, numbers.Number) or isinstance(dropout, bool) or not 0 <= dropout <= 1:
+            raise ValueError("dropout should be a number in range [0, 1] representing the probability of an "
+                             "element being zeroed")
+        if dropout > 0 and num_layers == 1:
+            warnings.warn("dropout option adds dropout after all but last recurrent layer, so non-zero dropout "
+                          f"expects num_layers greater than 1, but got dropout={dropout} and "
+                          f"num_layers={num_layers}", stacklevel=3)
+        if not isinstance(bias, bool):
+            raise TypeError(f"bias should be of type bool, got: {type(bias).__name__}")
+        if not isinstance(batch_first, bool):
+            raise TypeError(f"batch_first should be of type bool, got: {type(batch_first).__name__}")
+        for name, value in (("input_size", input_size), ("hidden_size", hidden_size)):
+            if not isinstance(value, int):
+                raise TypeError(f"{name} should be of type int, got: {type(value).__name__}")
+            if value <= 0:
+                raise ValueError(f"{name} must be greater than zero")
+        if num_layers <= 0:
+            raise ValueError("num_layers must be greater than zero")
+        if proj_size < 0:
+            raise ValueError("proj_size should be a positive integer or zero to disable projections")
+        if proj_size >= hidden_size:
+            raise ValueError("proj_size has to be smaller than hidden_size")
+        self.mode = mode
+        self.input_size = input_size
+        self.hidden_size = hidden_size
+        self.num_layers = num_layers
+        self.bias = bias
+        self.batch_first = batch_first
+        self.dropout = float(dropout)
+        self.bidirectional = bidirectional
+        self.proj_size = proj_size
+        gate_size = _GATES[mode] * hidden_size
+        real_hidden = proj_size if proj_size > 0 else hidden_size
+        directions = 2 if bidirectional else 1
+        self._flat_weights_names = []
+        self._all_weights = []
+        for layer in range(num_layers):
+            layer_input = input_size if layer == 0 else real_hidden * directions
+            for direction in range(directions):
+                suffix = "_reverse" if direction == 1 else ""
+                shapes = [("weight_ih", (gate_size, layer_input)), ("weight_hh", (gate_size, real_hidden))]
+                if bias:
+                    shapes += [("bias_ih", (gate_size,)), ("bias_hh", (gate_size,))]
+                if proj_size > 0:
+                    shapes.append(("weight_hr", (proj_size, hidden_size)))
+                names = []
+                for base, shape in shapes:
+                    name = f"{base}_l{layer}{suffix}"
+                    setattr(self, name, Parameter(em.empty(shape, device=device, dtype=dtype)))
+                    names.append(name)
+                self._flat_weights_names.extend(names)
+                self._all_weights.append(names)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """PyTorch's default: every weight and bias from U(-1/sqrt(hidden_size), 1/sqrt(hidden_size))."""
+        stdv = 1.0 / math.sqrt(self.hidden_size) if self.hidden_size > 0 else 0
+        for weight in self.parameters():
+            init.uniform_(weight, -stdv, stdv)
+
+    def flatten_parameters(self) -> None:
+        """Kept for PyTorch compatibility; the weights need no flat buffer here."""
+
+    @property
+    def all_weights(self) -> list:
+        """The parameters of each (layer, direction), in PyTorch's order."""
+        return [[getattr(self, name) for name in names] for names in self._all_weights]
+
+    def extra_repr(self) -> str:
+        s = f"{self.input_size}, {self.hidden_size}"
+        if self.proj_size != 0:
+            s += f", proj_size={self.proj_size}"
+        if self.num_layers != 1:
+            s += f", num_layers={self.num_layers}"
+        if self.bias is not True:
+            s += f", bias={self.bias}"
+        if self.batch_first is not False:
+            s += f", batch_first={self.batch_first}"
+        if self.dropout != 0:
+            s += f", dropout={self.dropout}"
+        if self.bidirectional is not False:
+            s += f", bidirectional={self.bidirectional}"
+        return s
+
+    # --- checks --------------------------------------------------------------------------
+    def _name(self) -> str:
+        return "RNN" if self.mode.startswith("RNN") else self.mode
+
+    def _prepare(self, input: Tensor, hx, cell: bool):
+        """Batch an unbatched input and default/check the initial states; returns (input, states, batched)."""
+        if input.ndim not in (2, 3):
+            raise ValueError(f"{self._name()}: Expected input to be 2D or 3D, got {input.ndim}D instead")
+        batched = input.ndim == 3
+        batch_dim = 0 if self.batch_first else 1
+        if not batched:
+            input = input.unsqueeze(batch_dim)
+        if input.shape[-1] != self.input_size:
+            raise RuntimeError(f"input.size(-1) must be equal to input_size. Expected {self.input_size}, "
+                               f"got {input.shape[-1]}")
+        batch = input.shape[batch_dim]
+        layers = self.num_layers * (2 if self.bidirectional else 1)
+        real_hidden = self.proj_size if self.proj_size > 0 else self.hidden_size
+        shapes = [(layers, batch, real_hidden)] + ([(layers, batch, self.hidden_size)] if cell else [])
+        if hx is None:
+            states = [em.zeros(s, dtype=input.dtype, device=input.device) for s in shapes]
+        else:
+            states = list(hx) if cell else [hx]
+            if cell and len(states) != 2:
+                raise ValueError("LSTM: hx must be a tuple (h_0, c_0)")
+            if not batched:
+                if any(s.ndim != 2 for s in states):
+                    dims = ", ".join(f"{s.ndim}-D" for s in states)
+                    raise RuntimeError(f"For unbatched 2-D input, hx{' and cx' if cell else ''} should also be "
+                                       f"2-D but got ({dims}) tensor{'s' if cell else ''}")
+                states = [s.unsqueeze(1) for s in states]
+            elif any(s.ndim != 3 for s in states):
+                dims = ", ".join(f"{s.ndim}-D" for s in states)
+                raise RuntimeError(f"For batched 3-D input, hx{' and cx' if cell else ''} should also be 3-D but "
+                                   f"got ({dims}) tensor{'s' if cell else ''}")
+            for k, (s, shape) in enumerate(zip(states, shapes)):
+                if tuple(s.shape) != shape:
+                    what = "hidden[0]" if k == 0 and cell else ("hidden[1]" if cell else "hidden")
+                    raise RuntimeError(f"Expected {what} size {shape}, got {tuple(s.shape)}")
+        return input, states, batched
+
+    # --- the time loop -------------------------------------------------------------------
+    def _weights(self, layer: int, direction: int) -> tuple:
+        suffix = "_reverse" if direction == 1 else ""
+        get = self._parameters.get
+        return tuple(get(f"{base}_l{layer}{suffix}") for base in
+                     ("weight_ih", "weight_hh", "bias_ih", "bias_hh", "weight_hr"))
+
+    def _run(self, input: Tensor, states: list) -> tuple[Tensor, list]:
+        """The whole stack on a 3-D input; states are (layers*dirs, N, H) tensors. Returns (output, finals)."""
+        dirs = 2 if self.bidirectional else 1
+        tdim = 1 if self.batch_first else 0
+        # per layer: (N, H) states for one direction, (2, N, H) for two
+        per_layer = [unbind_views(s, 0) if dirs == 1 else
+                     unbind_views(s.reshape((self.num_layers, 2) + tuple(s.shape[1:])), 0) for s in states]
+        finals = [[] for _ in states]
+        x = input
+        for layer in range(self.num_layers):
+            init_states = [p[layer] for p in per_layer]
+            x, last = self._run_layer(layer, x, init_states, dirs, tdim)
+            for f, s in zip(finals, last):
+                f.append(s)
+            if self.dropout > 0 and self.training and layer < self.num_layers - 1:
+                x = F.dropout(x, self.dropout, True)
+        joined = [em.stack(f, 0) if dirs == 1 else em.cat(f, 0) for f in finals]
+        return x, joined
+
+    def _run_layer(self, layer: int, x: Tensor, init_states: list, dirs: int, tdim: int):
+        """One layer (both directions) over the whole sequence; returns (output, final states)."""
+        mode = self.mode
+        hidden = self.hidden_size
+        ws = [self._weights(layer, d) for d in range(dirs)]
+        if mode == "LSTM":
+            # gate rows [i, f, g, o] -> [i, f, o, g]: one sigmoid and one tanh per step instead of four ops
+            ws = [tuple(_ifog_to_ifgo(t) if k < 4 and t is not None else t for k, t in enumerate(w)) for w in ws]
+        # The input projection of every time step at once; LSTM and RNN fold both biases in here.
+        xws = []
+        for w_ih, _w_hh, b_ih, b_hh, _w_hr in ws:
+            b = None if b_ih is None else (b_ih if mode == "GRU" else b_ih + b_hh)
+            xws.append(_linear_rows(x, w_ih, b))
+        if dirs == 1:
+            xw = xws[0]
+            w_hh, w_hr, b_hh = ws[0][1], ws[0][4], ws[0][3]
+            hidden_proj = F.linear  # h @ w.T
+        else:
+            # (2, ...): the reverse direction's inputs are flipped in time, so both run forwards
+            xw = em.stack([xws[0], em.flip(xws[1], (tdim,))], 0)
+            tdim += 1
+            w_hh = em.stack([ws[0][1], ws[1][1]], 0).transpose(1, 2)
+            w_hr = None if ws[0][4] is None else em.stack([ws[0][4], ws[1][4]], 0).transpose(1, 2)
+            b_hh = None if ws[0][3] is None else em.stack([ws[0][3], ws[1][3]], 0).unsqueeze(1)
+            hidden_proj = em.matmul  # (2, N, H) @ (2, H, G), w already transposed
+        outs = []
+        if mode == "LSTM":
+            h, c = init_states
+            for xt in unbind_views(xw, tdim):
+                h, c = _lstm_step(hidden_proj(h, w_hh) + xt, c, hidden)
+                if w_hr is not None:
+                    h = hidden_proj(h, w_hr)
+                outs.append(h)
+            last = [h, c]
+        elif mode == "GRU":
+            (h,) = init_states
+            x_rz, x_n = split_views(xw, (2 * hidden, hidden), -1)
+            for xt_rz, xt_n in zip(unbind_views(x_rz, tdim), unbind_views(x_n, tdim)):
+                gh = hidden_proj(h, w_hh)
+                if b_hh is not None:
+                    gh = gh + b_hh
+                h = _gru_step(xt_rz, xt_n, gh, h, hidden)
+                outs.append(h)
+            last = [h]
+        else:
+            (h,) = init_states
+            relu = mode == "RNN_RELU"
+            for xt in unbind_views(xw, tdim):
+                h = _rnn_step(hidden_proj(h, w_hh) + xt, relu)
+                outs.append(h)
+            last = [h]
+        out = em.stack(outs, tdim)
+        if dirs == 2:
+            fwd, bwd = unbind_views(out, 0)
+            out = em.cat([fwd, em.flip(bwd, (tdim - 1,))], -1)
+        return out, last
+
+    def _forward(self, input: Tensor, hx, cell: bool):
+        input, states, batched = self._prepare(input, hx, cell)
+        out, finals = self._run(input, states)
+        if not batched:
+            out = out.squeeze(0 if self.batch_first else 1)
+            finals = [f.squeeze(1) for f in finals]
+        return out, finals
+
+
+class RNN(RNNBase):
+    """Elman RNN: h_t = tanh(W_ih x_t + b_ih + W_hh h_(t-1) + b_hh) (or relu), stacked and optionally bidirectional."""
+
+    def __init__(self, input_size: int, hidden_size: int, num_layers: int = 1, nonlinearity: str = "tanh",
+                 bias: bool = True, batch_first: bool = False, dropout: float = 0.0, bidirectional: bool = False,
+                 device=None, dtype=None) -> None:
+        if nonlinearity not in ("tanh", "relu"):
+            raise ValueError(f"Unknown nonlinearity '{nonlinearity}'. Select from 'tanh' or 'relu'.")
+        super().__init__("RNN_TANH" if nonlinearity == "tanh" else "RNN_RELU", input_size, hidden_size,
+                         num_layers, bias, batch_first, dropout, bidirectional, 0, device, dtype)
+        self.nonlinearity = nonlinearity
+
+    def forward(self, input: Tensor, hx: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        out, (h_n,) = self._forward(input, hx, cell=False)
+        return out, h_n
+
+
+class LSTM(RNNBase):
+    """Long short-term memory layers (gates i, f, g, o), stacked, optionally bidirectional and projected."""
+
+    def __init__(self, input_size: int, hidden_size: int, num_layers: int = 1, bias: bool = True,
+                 batch_first: bool = False, dropout: float = 0.0, bidirectional: bool = False, proj_size: int = 0,
+                 device=None, dtype=None) -> None:
+        super().__init__("LSTM", input_size, hidden_size, num_layers, bias, batch_first, dropout, bidirectional,
+                         proj_size, device, dtype)
+
+    def forward(self, input: Tensor, hx: tuple[Tensor, Tensor] | None = None
+                ) -> tuple[Tensor, tuple[Tensor, Tensor]]:
+        out, (h_n, c_n) = self._forward(input, hx, cell=True)
+        return out, (h_n, c_n)
+
+
+class GRU(RNNBase):
+    """Gated recurrent unit layers (gates r, z, n), stacked and optionally bidirectional."""
+
+    def __init__(self, input_size: int, hidden_size: int, num_layers: int = 1, bias: bool = True,
+                 batch_first: bool = False, dropout: float = 0.0, bidirectional: bool = False,
+                 device=None, dtype=None) -> None:
+        super().__init__("GRU", input_size, hidden_size, num_layers, bias, batch_first, dropout, bidirectional, 0,
+                         device, dtype)
+
+    def forward(self, input: Tensor, hx: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        out, (h_n,) = self._forward(input, hx, cell=False)
+        return out, h_n
+
+
+# --- cells ------------------------------------------------------------------------------------
+class RNNCellBase(Module):
+    """Shared parameters (weight_ih, weight_hh, bias_ih, bias_hh) and checks of the single-step cells."""
+
+    def __init__(self, input_size: int, hidden_size: int, bias: bool, num_chunks: int, device=None,
+                 dtype=None) -> None:
+        super().__init__()
+        self.input_size = input_size
+        self.hidden_size = hidden_size
+        self.bias = bias
+        self.weight_ih = Parameter(em.empty(num_chunks * hidden_size, input_size, device=device, dtype=dtype))
+        self.weight_hh = Parameter(em.empty(num_chunks * hidden_size, hidden_size, device=device, dtype=dtype))
+        if bias:
+            self.bias_ih = Parameter(em.empty(num_chunks * hidden_size, device=device, dtype=dtype))
+            self.bias_hh = Parameter(em.empty(num_chunks * hidden_size, device=device, dtype=dtype))
+        else:
+            self.register_parameter("bias_ih", None)
+            self.register_parameter("bias_hh", None)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """PyTorch's default: every weight and bias from U(-1/sqrt(hidden_size), 1/sqrt(hidden_size))."""
+        stdv = 1.0 / math.sqrt(self.hidden_size) if self.hidden_size > 0 else 0
+        for weight in self.parameters():
+            init.uniform_(weight, -stdv, stdv)
+
+    def extra_repr(self) -> str:
+        s = f"{self.input_size}, {self.hidden_size}"
+        if self.bias is not True:
+            s += f", bias={self.bias}"
+        if getattr(self, "nonlinearity", "tanh") != "tanh":
+            s += f", nonlinearity={self.nonlinearity}"
+        return s
+
+    def _batch(self, input: Tensor, states: list):
+        """Batch an unbatched input and default missing states to zeros; returns (input, states, batched)."""
+        name = type(self).__name__
+        if input.ndim not in (1, 2):
+            raise ValueError(f"{name}: Expected input to be 1D or 2D, got {input.ndim}D instead")
+        batched = input.ndim == 2
+        for s in states:
+            if s is not None and s.ndim != input.ndim:
+                raise ValueError(f"{name}: Expected hidden to be {input.ndim}D, got {s.ndim}D instead")
+        if not batched:
+            input = input.unsqueeze(0)
+            states = [None if s is None else s.unsqueeze(0) for s in states]
+        if input.shape[1] != self.input_size:
+            raise RuntimeError(f"input has inconsistent input_size: got {input.shape[1]} expected {self.input_size}")
+        if any(s is None for s in states):
+            zeros = em.zeros(input.shape[0], self.hidden_size, dtype=input.dtype, device=input.device)
+            states = [zeros if s is None else s for s in states]
+        return input, states, batched
+
+    def _projections(self, input: Tensor, h: Tensor) -> tuple[Tensor, Tensor]:
+        return F.linear(input, self.weight_ih, self.bias_ih), F.linear(h, self.weight_hh, self.bias_hh)
+
+
+class RNNCell(RNNCellBase):
+    """One Elman RNN step: h' = tanh(W_ih x + b_ih + W_hh h + b_hh) (or relu)."""
+
+    def __init__(self, input_size: int, hidden_size: int, bias: bool = True, nonlinearity: str = "tanh",
+                 device=None, dtype=None) -> None:
+        super().__init__(input_size, hidden_size, bias, 1, device, dtype)
+        self.nonlinearity = nonlinearity
+
+    def forward(self, input: Tensor, hx: Tensor | None = None) -> Tensor:
+        input, (h,), batched = self._batch(input, [hx])
+        if self.nonlinearity not in ("tanh", "relu"):
+            raise RuntimeError(f"Unknown nonlinearity: {self.nonlinearity}")
+        gi, gh = self._projections(input, h)
+        h = _rnn_step(gi + gh, self.nonlinearity == "relu")
+        return h if batched else h.squeeze(0)
+
+
+class LSTMCell(RNNCellBase):
+    """One LSTM step: (h', c') from input and (h, c)."""
+
+    def __init__(self, input_size: int, hidden_size: int, bias: bool = True, device=None, dtype=None) -> None:
+        super().__init__(input_size, hidden_size, bias, 4, device, dtype)
+
+    def forward(self, input: Tensor, hx: tuple[Tensor, Tensor] | None = None) -> tuple[Tensor, Tensor]:
+        states = [None, None] if hx is None else list(hx)
+        input, (h, c), batched = self._batch(input, states)
+        gi, gh = self._projections(input, h)
+        i, f, g, o = split_views(gi + gh, self.hidden_size, -1)
+        c = em.sigmoid(f) * c + em.sigmoid(i) * em.tanh(g)
+        h = em.sigmoid(o) * em.tanh(c)
+        return (h, c) if batched else (h.squeeze(0), c.squeeze(0))
+
+
+class GRUCell(RNNCellBase):
+    """One GRU step: h' from input and h."""
+
+    def __init__(self, input_size: int, hidden_size: int, bias: bool = True, device=None, dtype=None) -> None:
+        super().__init__(input_size, hidden_size, bias, 3, device, dtype)
+
+    def forward(self, input: Tensor, hx: Tensor | None = None) -> Tensor:
+        input, (h,), batched = self._batch(input, [hx])
+        gi, gh = self._projections(input, h)
+        x_rz, x_n = split_views(gi, (2 * self.hidden_size, self.hidden_size), -1)
+        h = _gru_step(x_rz, x_n, gh, h, self.hidden_size)
+        return h if batched else h.squeeze(0)

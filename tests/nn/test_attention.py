@@ -1,0 +1,140 @@
+"""MultiheadAttention against PyTorch with PyTorch's own weights: output, attention weights and the
+gradients of query/key/value and every parameter, for each layout, mask kind and option."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+import ember as em
+from ember import nn
+
+from .seq_helpers import RNG, assert_same_state_dict, run_pair
+
+E, HEADS, L, S, N = 8, 2, 4, 5, 3
+CAUSAL = np.triu(np.ones((L, L), dtype=bool), 1)  # True = may not attend (nn.MultiheadAttention's convention)
+KPM = np.zeros((N, L), dtype=bool)
+KPM[0, 3] = True
+KPM[2, 1:3] = True
+
+
+def randn(*shape):
+    return RNG.standard_normal(shape)
+
+
+def mha(**kw):
+    return lambda n: n.MultiheadAttention(E, HEADS, **kw)
+
+
+def self_args(batch_first=False, length=L):
+    x = randn(N, length, E) if batch_first else randn(length, N, E)
+    return (x, x, x)  # one array: the module sees query is key is value (the packed projection)
+
+
+def cross_args(batch_first=False, kdim=E, vdim=E):
+    q = randn(N, L, E) if batch_first else randn(L, N, E)
+    k = randn(N, S, kdim) if batch_first else randn(S, N, kdim)
+    v = randn(N, S, vdim) if batch_first else randn(S, N, vdim)
+    return (q, k, v)
+
+
+# (id, builder, args, forward kwargs)
+CASES = [
+    ("self", mha(), self_args(), {}),
+    ("self-batch_first", mha(batch_first=True), self_args(True), {}),
+    ("self-no_weights", mha(), self_args(), {"need_weights": False}),
+    ("self-per_head_weights", mha(batch_first=True), self_args(True), {"average_attn_weights": False}),
+    ("cross", mha(), cross_args(), {}),
+    ("cross-batch_first", mha(batch_first=True), cross_args(True), {"need_weights": False}),
+    ("kdim-vdim", mha(kdim=3, vdim=6), cross_args(kdim=3, vdim=6), {}),
+    ("kdim-vdim-batch_first-nobias", mha(kdim=3, vdim=6, bias=False, batch_first=True),
+     cross_args(True, kdim=3, vdim=6), {"need_weights": False}),
+    ("nobias", mha(bias=False), self_args(), {}),
+    ("bias_kv-zero_attn", mha(add_bias_kv=True, add_zero_attn=True), cross_args(), {"average_attn_weights": False}),
+    ("bias_kv-self-no_weights", mha(add_bias_kv=True), self_args(), {"need_weights": False}),
+    ("bool-causal", mha(), self_args(), {"attn_mask": CAUSAL}),
+    ("bool-causal-no_weights", mha(), self_args(), {"attn_mask": CAUSAL, "need_weights": False}),
+    ("is_causal-hint", mha(batch_first=True), self_args(True),
+     {"attn_mask": CAUSAL, "is_causal": True, "need_weights": False}),
+    ("is_causal-hint-weights", mha(), self_args(), {"attn_mask": CAUSAL, "is_causal": True}),
+    ("float-mask", mha(), self_args(), {"attn_mask": np.where(CAUSAL, -np.inf, 0.0) + 0.3 * randn(L, L)}),
+    ("float-mask-3d", mha(), cross_args(), {"attn_mask": randn(N * HEADS, L, S), "need_weights": False}),
+    ("bool-mask-3d", mha(batch_first=True), self_args(True),
+     {"attn_mask": np.broadcast_to(CAUSAL, (N * HEADS, L, L)).copy(), "average_attn_weights": False}),
+    ("key_padding", mha(batch_first=True), self_args(True), {"key_padding_mask": KPM}),
+    ("key_padding-no_weights", mha(), self_args(), {"key_padding_mask": KPM, "need_weights": False}),
+    ("key_padding-and-causal", mha(), self_args(), {"key_padding_mask": KPM, "attn_mask": CAUSAL}),
+    ("key_padding-causal-hint", mha(), self_args(),
+     {"key_padding_mask": KPM, "attn_mask": CAUSAL, "is_causal": True, "need_weights": False}),
+    ("float-key_padding", mha(add_bias_kv=True, add_zero_attn=True), cross_args(),
+     {"key_padding_mask": randn(N, S), "attn_mask": randn(L, S)}),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
+def test_matches_torch_float64(case):
+    _, builder, args, kwargs = case
+    run_pair(builder, args, kwargs)
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if c[0] in
+                                  ("self-batch_first", "cross", "kdim-vdim", "key_padding-and-causal",
+                                   "is_causal-hint")], ids=lambda c: c[0])
+def test_matches_torch_float32(case):
+    _, builder, args, kwargs = case
+    run_pair(builder, args, kwargs, dtype=np.float32)
+
+
+@pytest.mark.parametrize("kwargs", [{}, {"attn_mask": CAUSAL}, {"need_weights": False}], ids=["plain", "mask", "nw"])
+def test_unbatched(kwargs):
+    x = randn(L, E)
+    run_pair(mha(batch_first=True), (x, x, x), kwargs)
+    run_pair(mha(), (randn(L, E), randn(S, E), randn(S, E)), {"key_padding_mask": KPM[2, :1].repeat(S)})
+
+
+def test_dropout_eval_matches_torch_and_training_drops():
+    run_pair(mha(dropout=0.5), self_args(), {}, train=False)
+    em.manual_seed(0)
+    m = mha(dropout=0.5)(nn)
+    x = em.tensor(randn(L, N, E).astype(np.float32))
+    out1, w1 = m(x, x, x, average_attn_weights=False)
+    out2, _ = m(x, x, x)
+    assert not np.allclose(out1.detach().numpy(), out2.detach().numpy())
+    w = w1.detach().numpy()
+    assert (w >= 0).all() and (w == 0).any()  # dropped weights are zero
+    m.eval()
+    _, w_eval = m(x, x, x, average_attn_weights=False)
+    np.testing.assert_allclose(w_eval.detach().numpy().sum(-1), 1.0, rtol=1e-5)
+
+
+@pytest.mark.parametrize("builder", [mha(), mha(kdim=3, vdim=5), mha(bias=False, add_bias_kv=True)],
+                         ids=["packed", "separate", "bias_kv"])
+def test_state_dict_layout_matches_torch(builder):
+    assert_same_state_dict(builder)
+    e_names = [n for n, _ in builder(nn).named_parameters()]
+    assert e_names == [n for n, _ in builder(torch.nn).named_parameters()]
+
+
+def test_default_init():
+    m = nn.MultiheadAttention(16, 4)
+    bound = math.sqrt(6.0 / (16 + 48))  # xavier_uniform_ over the (3E, E) packed weight
+    w = m.in_proj_weight.detach().numpy()
+    assert np.abs(w).max() <= bound and w.std() > bound / 3
+    assert not m.in_proj_bias.detach().numpy().any() and not m.out_proj.bias.detach().numpy().any()
+    assert m.bias_k is None and m.head_dim == 4 and m._qkv_same_embed_dim
+
+
+def test_errors():
+    m = nn.MultiheadAttention(8, 2)
+    x = em.zeros(3, 2, 8)
+    with pytest.raises(RuntimeError, match="Need attn_mask"):
+        m(x, x, x, is_causal=True)
+    with pytest.raises(AssertionError, match="divisible"):
+        nn.MultiheadAttention(10, 3)
+    with pytest.raises(RuntimeError, match="2D attn_mask"):
+        m(x, x, x, attn_mask=em.zeros(2, 2))
+    with pytest.raises(AssertionError, match="3-D"):
+        m(x, x[0], x[0])

@@ -1,0 +1,191 @@
+"""RNN, LSTM, GRU and their cells against PyTorch with PyTorch's own weights: outputs, final states and
+the gradients of inputs, initial states and every parameter; plus state-dict layout and init."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+import ember as em
+from ember import nn
+from ember.ops.split_views import split_views, unbind_views
+
+from .seq_helpers import RNG, assert_same_state_dict, run_pair
+
+pytestmark = pytest.mark.filterwarnings("ignore:LSTM with projections is not supported with oneDNN")
+
+
+def randn(*shape):
+    return RNG.standard_normal(shape)
+
+
+# (id, builder(nn namespace), input shape, initial-state shapes: None, one shape, or a pair (h, c))
+SEQ_CASES = [
+    ("lstm", lambda n: n.LSTM(4, 6), (5, 3, 4), None),
+    ("lstm-hx", lambda n: n.LSTM(4, 6), (5, 3, 4), ((1, 3, 6), (1, 3, 6))),
+    ("lstm-2layer-bidir-batch_first", lambda n: n.LSTM(4, 5, num_layers=2, bidirectional=True, batch_first=True),
+     (3, 6, 4), ((4, 3, 5), (4, 3, 5))),
+    ("lstm-3layer", lambda n: n.LSTM(3, 4, num_layers=3), (4, 2, 3), None),
+    ("lstm-nobias-bidir", lambda n: n.LSTM(4, 5, bias=False, bidirectional=True), (5, 2, 4), None),
+    ("lstm-proj", lambda n: n.LSTM(4, 6, proj_size=3, num_layers=2, bidirectional=True), (4, 2, 4),
+     ((4, 2, 3), (4, 2, 6))),
+    ("lstm-unbatched", lambda n: n.LSTM(4, 5, num_layers=2), (6, 4), ((2, 5), (2, 5))),
+    ("lstm-unbatched-batch_first", lambda n: n.LSTM(4, 5, batch_first=True, bidirectional=True), (6, 4), None),
+    ("lstm-len1", lambda n: n.LSTM(4, 5, bidirectional=True), (1, 2, 4), None),
+    ("gru", lambda n: n.GRU(4, 6), (5, 3, 4), None),
+    ("gru-hx-2layer", lambda n: n.GRU(4, 6, num_layers=2), (5, 3, 4), (2, 3, 6)),
+    ("gru-bidir-batch_first", lambda n: n.GRU(4, 5, num_layers=2, bidirectional=True, batch_first=True),
+     (3, 6, 4), (4, 3, 5)),
+    ("gru-nobias", lambda n: n.GRU(4, 5, bias=False), (5, 2, 4), None),
+    ("gru-unbatched", lambda n: n.GRU(4, 5, bidirectional=True), (6, 4), (2, 5)),
+    ("rnn-tanh", lambda n: n.RNN(4, 6, num_layers=2), (5, 3, 4), (2, 3, 6)),
+    ("rnn-relu-bidir", lambda n: n.RNN(4, 5, nonlinearity="relu", bidirectional=True, batch_first=True),
+     (3, 5, 4), None),
+]
+
+CELL_CASES = [
+    ("lstmcell", lambda n: n.LSTMCell(4, 6), (3, 4), None),
+    ("lstmcell-hx", lambda n: n.LSTMCell(4, 6), (3, 4), ((3, 6), (3, 6))),
+    ("lstmcell-unbatched", lambda n: n.LSTMCell(4, 6, bias=False), (4,), ((6,), (6,))),
+    ("grucell", lambda n: n.GRUCell(4, 6), (3, 4), (3, 6)),
+    ("grucell-unbatched", lambda n: n.GRUCell(4, 6), (4,), None),
+    ("rnncell-relu", lambda n: n.RNNCell(4, 6, nonlinearity="relu"), (3, 4), (3, 6)),
+    ("rnncell-tanh-nobias", lambda n: n.RNNCell(4, 6, bias=False), (3, 4), None),
+]
+
+
+def _states(shapes):
+    if shapes is None:
+        return None
+    if isinstance(shapes[0], tuple):
+        return tuple(randn(*s) for s in shapes)
+    return randn(*shapes)
+
+
+@pytest.mark.parametrize("case", SEQ_CASES + CELL_CASES, ids=[c[0] for c in SEQ_CASES + CELL_CASES])
+def test_matches_torch_float64(case):
+    _, builder, shape, hx = case
+    run_pair(builder, (randn(*shape), _states(hx)))
+
+
+@pytest.mark.parametrize("case", [SEQ_CASES[2], SEQ_CASES[5], SEQ_CASES[11], SEQ_CASES[15], CELL_CASES[1],
+                                  CELL_CASES[3]], ids=lambda c: c[0])
+def test_matches_torch_float32(case):
+    _, builder, shape, hx = case
+    run_pair(builder, (randn(*shape), _states(hx)), dtype=np.float32)
+
+
+@pytest.mark.parametrize("name", ["LSTM", "GRU", "RNN"])
+def test_dropout_between_layers(name):
+    build = lambda n: getattr(n, name)(4, 5, num_layers=3, dropout=0.5)  # noqa: E731
+    # eval mode: no dropout, identical to PyTorch
+    run_pair(build, (randn(5, 2, 4),), train=False)
+    # training: a fresh mask per call, applied between layers only
+    em.manual_seed(0)
+    m = build(nn)
+    x = em.tensor(randn(5, 2, 4).astype(np.float32))
+    a, b = m(x)[0].detach(), m(x)[0].detach()
+    assert a.shape == (5, 2, 5)
+    assert not np.allclose(a.numpy(), b.numpy())
+    m.eval()
+    assert np.array_equal(m(x)[0].detach().numpy(), m(x)[0].detach().numpy())
+
+
+def test_dropout_single_layer_warns():
+    with pytest.warns(UserWarning, match="num_layers greater than 1"):
+        nn.LSTM(3, 4, dropout=0.2)
+
+
+@pytest.mark.parametrize("builder", [
+    lambda n: n.LSTM(4, 6, num_layers=2, bidirectional=True),
+    lambda n: n.LSTM(4, 6, proj_size=2, num_layers=2, bidirectional=True, bias=False),
+    lambda n: n.GRU(3, 5, num_layers=2, bidirectional=True),
+    lambda n: n.RNN(3, 5, bias=False),
+    lambda n: n.LSTMCell(3, 4),
+    lambda n: n.GRUCell(3, 4, bias=False),
+    lambda n: n.RNNCell(3, 4),
+], ids=["lstm", "lstm-proj", "gru", "rnn", "lstmcell", "grucell", "rnncell"])
+def test_state_dict_layout_matches_torch(builder):
+    assert_same_state_dict(builder)
+    assert repr(builder(nn)) == repr(builder(torch.nn))
+
+
+def test_flat_weights_and_all_weights():
+    m = nn.LSTM(3, 4, bidirectional=True)
+    assert m._flat_weights_names == torch.nn.LSTM(3, 4, bidirectional=True)._flat_weights_names
+    assert [[tuple(p.shape) for p in ps] for ps in m.all_weights] == [[(16, 3), (16, 4), (16,), (16,)]] * 2
+    m.flatten_parameters()
+
+
+@pytest.mark.parametrize("builder", [lambda n: n.LSTM(5, 16, num_layers=2), lambda n: n.GRUCell(5, 16)])
+def test_default_init_is_uniform_in_one_over_sqrt_hidden(builder):
+    m = builder(nn)
+    bound = 1 / math.sqrt(16)
+    values = np.concatenate([p.detach().numpy().ravel() for p in m.parameters()])
+    assert values.min() >= -bound and values.max() <= bound
+    assert values.std() > bound / 3  # spread over the range, not constant
+
+
+def test_shape_errors():
+    m = nn.LSTM(4, 5, num_layers=2)
+    with pytest.raises(ValueError, match="Expected input to be 2D or 3D"):
+        m(em.zeros(2, 3, 4, 4))
+    with pytest.raises(RuntimeError, match="input_size"):
+        m(em.zeros(2, 3, 3))
+    with pytest.raises(RuntimeError, match=r"Expected hidden\[0\] size \(2, 3, 5\)"):
+        m(em.zeros(2, 3, 4), (em.zeros(1, 3, 5), em.zeros(2, 3, 5)))
+    with pytest.raises(RuntimeError, match="Expected hidden size"):
+        nn.GRU(4, 5)(em.zeros(2, 3, 4), em.zeros(1, 2, 5))
+    with pytest.raises(ValueError, match="proj_size has to be smaller"):
+        nn.LSTM(4, 5, proj_size=5)
+    with pytest.raises(ValueError, match="Expected input to be 1D or 2D"):
+        nn.GRUCell(4, 5)(em.zeros(2, 3, 4))
+
+
+def test_lstm_classifier_trains():
+    """A few SGD steps on a learnable toy task lower the loss (the backward pass wires up end to end)."""
+    em.manual_seed(0)
+    lstm, head = nn.LSTM(3, 8, batch_first=True), nn.Linear(8, 2)
+    params = list(lstm.parameters()) + list(head.parameters())
+    opt = em.optim.Adam(params, lr=0.05)
+    x = em.tensor(RNG.standard_normal((16, 5, 3)).astype(np.float32))
+    y = em.tensor((x.numpy()[:, :, 0].sum(1) > 0).astype(np.int64))
+    losses = []
+    for _ in range(15):
+        opt.zero_grad()
+        _, (h, _) = lstm(x)
+        loss = nn.functional.cross_entropy(head(h[-1]), y)
+        loss.backward()
+        opt.step()
+        losses.append(float(loss.item()))
+    assert losses[-1] < 0.6 * losses[0]
+
+
+# --- split_views: the multi-output op the recurrences slice with ---------------------------------
+def test_split_views_forward_and_backward():
+    x = randn(3, 7, 2)
+    ex, tx = em.tensor(x, requires_grad=True), torch.tensor(x, requires_grad=True)
+    parts, tparts = split_views(ex, (2, 4, 1), 1), torch.split(tx, (2, 4, 1), 1)
+    for a, b in zip(parts, tparts):
+        np.testing.assert_array_equal(a.detach().numpy(), b.detach().numpy())
+    # only some pieces used: the others contribute zeros
+    ((parts[0] * 2.0).sum() + (parts[2] ** 2).sum()).backward()
+    ((tparts[0] * 2.0).sum() + (tparts[2] ** 2).sum()).backward()
+    np.testing.assert_allclose(ex.grad.numpy(), tx.grad.numpy())
+    assert [tuple(p.shape) for p in split_views(ex, 3, 1)] == [(3, 3, 2), (3, 3, 2), (3, 1, 2)]
+
+
+def test_unbind_views_second_order():
+    x = randn(4, 3)
+    ex, tx = em.tensor(x, requires_grad=True), torch.tensor(x, requires_grad=True)
+    ys, tys = unbind_views(ex, 1), torch.unbind(tx, 1)
+    assert len(ys) == 3 and ys[0].shape == (4,)
+    g = em.autograd.grad((ys[1] ** 3).sum(), ex, create_graph=True)[0]
+    tg = torch.autograd.grad((tys[1] ** 3).sum(), tx, create_graph=True)[0]
+    np.testing.assert_allclose(g.detach().numpy(), tg.detach().numpy())
+    np.testing.assert_allclose(em.autograd.grad(g.sum(), ex)[0].numpy(),
+                               torch.autograd.grad(tg.sum(), tx)[0].numpy())
+    assert unbind_views(em.ones(1, 2), 0)[0].shape == (2,)
