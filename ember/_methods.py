@@ -171,10 +171,85 @@ def _fill_random(self, name, draw, generator=None):
     return self.copy_(sample)
 
 
-Tensor.normal_ = lambda self, mean=0.0, std=1.0, *, generator=None: _fill_random(
-    self, "normal_", lambda r: r.normal(mean, std, size=tuple(self.shape)), generator)
-Tensor.uniform_ = lambda self, a=0.0, b=1.0, *, generator=None: _fill_random(
-    self, "uniform_", lambda r: r.uniform(a, b, size=tuple(self.shape)), generator)
+def _draw_dtype(t):
+    """Draw float32 samples for float32 (and narrower) tensors: NumPy's float32 path is twice as fast."""
+    import numpy as np
+
+    return np.float64 if t._data.dtype == np.float64 else np.float32
+
+
+def _fill_in_place(self, fill) -> bool:
+    """Let NumPy's generator write straight into a contiguous float CPU tensor (no temporary, no copy)."""
+    import numpy as np
+
+    from ember.grad_mode import state
+
+    data = self._data
+    if (type(data) is not np.ndarray or data.dtype not in (np.float32, np.float64) or not data.flags.c_contiguous
+            or not data.flags.writeable or self._device.type != "cpu"
+            or (state.enabled and self._requires_grad and self._grad_fn is not None)):
+        return False
+    from ember.ops.dispatch import trace_state
+
+    if trace_state.hook is not None:
+        return False
+    fill(data)
+    self._version[0] += 1
+    return True
+
+
+def _normal_(self, mean=0.0, std=1.0, *, generator=None):
+    """Fill with samples of N(mean, std^2) in place."""
+    from ember.random import host_rng
+
+    shape, dtype = tuple(self.shape), _draw_dtype(self)
+
+    def into(out):
+        host_rng(generator).standard_normal(out=out, dtype=out.dtype)
+        if std != 1.0:
+            out *= std
+        if mean != 0.0:
+            out += mean
+
+    if _fill_in_place(self, into):
+        return self
+
+    def draw(r):
+        out = r.standard_normal(shape, dtype=dtype)
+        if std != 1.0:
+            out *= std
+        if mean != 0.0:
+            out += mean
+        return out
+
+    return _fill_random(self, "normal_", draw, generator)
+
+
+def _uniform_(self, a=0.0, b=1.0, *, generator=None):
+    """Fill with samples of U(a, b) in place."""
+    from ember.random import host_rng
+
+    shape, dtype = tuple(self.shape), _draw_dtype(self)
+
+    def into(out):
+        host_rng(generator).random(out=out, dtype=out.dtype)
+        out *= b - a
+        out += a
+
+    if _fill_in_place(self, into):
+        return self
+
+    def draw(r):
+        out = r.random(shape, dtype=dtype)
+        out *= b - a
+        out += a
+        return out
+
+    return _fill_random(self, "uniform_", draw, generator)
+
+
+Tensor.normal_ = _normal_
+Tensor.uniform_ = _uniform_
 Tensor.bernoulli_ = lambda self, p=0.5, *, generator=None: _fill_random(
     self, "bernoulli_", lambda r: (r.random(tuple(self.shape)) < p), generator)
 Tensor.exponential_ = lambda self, lambd=1.0, *, generator=None: _fill_random(

@@ -234,9 +234,18 @@ def rebase_after_write(t, result) -> None:
         t._output_nr = fresh._output_nr
         t._requires_grad = fresh._requires_grad
     elif result._requires_grad:
-        t._grad_fn = result._grad_fn
+        node = result._grad_fn
+        t._grad_fn = node
         t._output_nr = result._output_nr
         t._requires_grad = True
+        # A rule that saved its output (relu_, sigmoid_, exp_) can read t's storage, which now holds
+        # the same values: the separate result buffer is then freed (PyTorch saves `self` likewise).
+        saved = node._out_saved if node is not None else None
+        if saved:
+            data = result._data
+            for i, (arr, _counter, _version, device) in list(saved.items()):
+                if arr is data and t._data.shape == arr.shape and t._data.dtype == arr.dtype:
+                    saved[i] = (t._data, t._version, t._version[0], device)
     else:
         # Overwritten with values that do not depend on anything differentiable (fill_, copy_
         # of a constant): the old history gets a zero gradient, as PyTorch's FillBackward.

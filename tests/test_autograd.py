@@ -614,15 +614,30 @@ def test_gradcheck_requires_float64():
         em.autograd.gradcheck(lambda t: t * t, (em.ones(3, requires_grad=True),))
 
 
-def test_chained_inplace_unary_ops_keep_their_own_saved_values():
-    # PyTorch refuses this (exp_ saves its output, which sqrt_ then overwrites); Ember's in-place
-    # ops keep the values they need, so the gradient is simply correct.
+def test_chained_inplace_unary_ops_are_refused_like_pytorch():
+    # exp_ saves its output, which is the tensor's own storage (no second buffer, as in PyTorch),
+    # so overwriting it with sqrt_ makes the saved value stale: an error at backward, as PyTorch.
     x = _f64(5)
     y = x * 1
     y.exp_()
     y.sqrt_()
-    y.sum().backward()
-    np.testing.assert_allclose(x.grad.numpy(), 0.5 * np.exp(x.detach().numpy() / 2))
+    with pytest.raises(RuntimeError, match="modified by an in-place operation"):
+        y.sum().backward()
+    tx = torch.tensor(x.detach().numpy(), requires_grad=True)
+    ty = tx * 1
+    ty.exp_()
+    ty.sqrt_()
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        ty.sum().backward()
+
+
+def test_inplace_relu_saves_no_second_buffer():
+    x = _f64(4, 3)
+    y = x * 2
+    y.relu_()
+    node = y.grad_fn
+    (data, *_rest) = node._out_saved[0]
+    assert data is y._data  # the rule reads the tensor's own storage
 
 
 # --- random programs of views and in-place writes, judged by PyTorch --------------------------------
