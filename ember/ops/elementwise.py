@@ -118,9 +118,9 @@ def _softplus_grad(ctx, g):
 
 
 def _sigmoid_kernel(xp, x):
-    # exp of -|x| never overflows; both branches are exact.
-    e = xp.exp(-xp.abs(x))
-    return xp.where(x >= 0, 1 / (1 + e), e / (1 + e)).astype(x.dtype, copy=False)
+    # 1 / (1 + exp(-x)): exp overflows to inf for very negative x, giving exactly 0 (as PyTorch).
+    with np.errstate(over="ignore"):
+        return 1.0 / (1.0 + xp.exp(-x))
 
 
 def _silu_grad(ctx, g):

@@ -172,8 +172,10 @@ class _IndexPut(Op):
         idx = decode_index(index, arrays)
         if not isinstance(values, (int, float, bool)):
             values = values.astype(base.dtype, copy=False)
-        if accumulate:
-            _add_at(xp, out, idx, values)
+        if accumulate and arrays:
+            _add_at(xp, out, idx, values)  # index arrays may repeat a position: accumulate each
+        elif accumulate:
+            out[idx] += values  # basic indexing names each element once: a plain add is exact
         else:
             out[idx] = values
         return out

@@ -201,7 +201,11 @@ class _Linear(Op):
             dtype = self.infer(x, w, b).dtype
             x, w = x.astype(dtype, copy=False), w.astype(dtype, copy=False)
             b = None if b is None else b.astype(dtype, copy=False)
-        out = xp.matmul(x, w.T)
+        if x.ndim > 2 and x.flags.c_contiguous:
+            # (B, T, C) @ W.T as one 2-D product: NumPy would otherwise loop over B small GEMMs.
+            out = xp.matmul(x.reshape(-1, x.shape[-1]), w.T).reshape(x.shape[:-1] + (w.shape[0],))
+        else:
+            out = xp.matmul(x, w.T)
         if b is not None:
             out += b
         return out
@@ -212,7 +216,11 @@ class _Linear(Op):
         from ember.ops.shape import reshape, transpose
 
         x, w = ctx.input(0), ctx.input(1)
-        gx = matmul(g, w) if ctx.needs_grad(0) else None
+        if ctx.needs_grad(0):
+            gx = matmul(g, w) if g.ndim <= 2 else reshape(matmul(reshape(g, (-1, g.shape[-1])), w),
+                                                          tuple(g.shape[:-1]) + (w.shape[1],))
+        else:
+            gx = None
         gw = gb = None
         if ctx.needs_grad(1) or ctx.needs_grad(2):
             g2 = g if g.ndim == 2 else reshape(g, (-1, g.shape[-1]))
