@@ -20,6 +20,7 @@ import numpy as np
 from ember.errors import fmt_shape
 from ember.graph.executor import Plan
 from ember.graph.ir import Graph, Value
+from ember.graph.passes import optimize as optimize_graph
 from ember.ops import dispatch
 from ember.ops.dispatch import is_tracing  # noqa: F401  (re-exported as ember.is_tracing)
 from ember.tensor import Tensor
@@ -148,6 +149,7 @@ class _Compiled:
         self.mutated: list = []  # tensors written back in place
         self.escaped: list = []  # weakrefs of tensors to materialise after this run
         self.retrace = False
+        self.optimized: Graph | None = None  # the graph after the optimizer passes
 
 
 class JitFunction:
@@ -188,15 +190,15 @@ class JitFunction:
             self._cache[key] = entry
         return self._run(entry, leaves)
 
-    def lower(self, *args, **kwargs) -> Graph:
-        """Trace for these arguments and return the graph (works with meta tensors)."""
+    def lower(self, *args, optimized: bool = False, **kwargs) -> Graph:
+        """Trace for these arguments and return the graph (works with meta tensors); optimized: after the passes."""
         leaves: list = []
         _, struct = self._signature(args, kwargs, leaves)
-        entry = self._trace(args, kwargs, leaves, struct, for_inspection=True)
-        return entry.graph
+        entry = self._trace(args, kwargs, leaves, struct, for_inspection=True, optimize=optimized)
+        return entry.optimized if optimized else entry.graph
 
     # --- tracing ---------------------------------------------------------------------------
-    def _trace(self, args, kwargs, leaves, struct, for_inspection=False) -> _Compiled:
+    def _trace(self, args, kwargs, leaves, struct, for_inspection=False, optimize=False) -> _Compiled:
         self.trace_count += 1
         graph = Graph(getattr(self.fn, "__name__", "jit"))
         tracer = Tracer(graph)
@@ -257,8 +259,12 @@ class JitFunction:
                     f"(shapes {shapes}); update existing tensors in place instead of rebinding them"
                 )
             entry.retrace = True
+        if not for_inspection or optimize:
+            opt = optimize_graph(graph, outputs, self.passes)
+            entry.optimized, outputs = opt.graph, opt.outputs
+            entry.placeholders = [opt.value_map.get(v, v) for v in entry.placeholders]
         if not for_inspection:
-            entry.plan = Plan(graph, outputs)
+            entry.plan = Plan(entry.optimized, outputs)
         return entry
 
     # --- running ---------------------------------------------------------------------------

@@ -1,0 +1,85 @@
+"""Code generation for fused regions: renderers (Numba CPU, NumPy fallback) and how one is chosen.
+
+`EMBER_FUSION_BACKEND` (or `set_backend`) picks the renderer: "auto" (default: the cheaper of
+Numba and NumPy for each region, NumPy when Numba is not installed), "numba" (Numba wherever it
+supports the region) or "numpy" (always the fallback).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+
+import numpy as np
+
+from ember.graph.codegen.cache import cache_dir, stats
+from ember.graph.codegen.fused_op import FUSED, FusedElementwise
+from ember.graph.codegen.numba_cpu import NumbaRenderer
+from ember.graph.codegen.numpy_fallback import NumpyRenderer
+from ember.graph.codegen.region import Arg, Instr, Reduce, Region
+from ember.graph.codegen.renderer import Renderer
+
+__all__ = [
+    "Arg", "Instr", "Reduce", "Region", "Renderer", "FusedElementwise", "FUSED", "NumbaRenderer", "NumpyRenderer",
+    "run_region", "set_backend", "get_backend", "choose_renderer", "cache_dir", "stats",
+]
+
+BACKENDS = ("auto", "numba", "numpy")
+_numba = NumbaRenderer()
+_numpy = NumpyRenderer()
+_backend: str | None = None
+_lock = threading.Lock()
+
+
+def set_backend(name: str | None) -> None:
+    """Choose the renderer for fused kernels built from now on ("auto", "numba", "numpy"; None: the env var)."""
+    global _backend
+    if name is not None and name not in BACKENDS:
+        raise ValueError(f"unknown fusion backend {name!r}; expected one of {', '.join(BACKENDS)}")
+    _backend = name
+
+
+def get_backend() -> str:
+    """The renderer setting in force: set_backend, else $EMBER_FUSION_BACKEND, else "auto"."""
+    name = _backend or os.environ.get("EMBER_FUSION_BACKEND", "auto").strip().lower() or "auto"
+    return name if name in BACKENDS else "auto"
+
+
+def choose_renderer(region: Region) -> Renderer:
+    """The renderer that will run `region` under the current setting."""
+    backend = get_backend()
+    if backend != "numpy" and _numba.available() and _numba.supports(region):
+        if backend == "numba" or _numba.cost(region) <= _numpy.cost(region):
+            return _numba
+    return _numpy
+
+
+def run_region(region: Region, arrays, outs=None) -> list:
+    """Compute a region's outputs on NumPy arrays with its generated kernel (into `outs` when given)."""
+    arrays = [np.asarray(a) for a in arrays]
+    if region.dynamic and not region.shapes_agree(arrays):
+        results = region.evaluate(np, arrays)  # an unknown dim turned out to broadcast inside the region
+        if outs is not None:
+            for o, r in zip(outs, results):
+                np.copyto(o, r)
+            return list(outs)
+        return results
+    setting = _backend or get_backend()
+    fn = region.compiled.get(("setting", setting))
+    if fn is None:
+        fn = _build(region, setting)
+    results = fn(arrays, outs)
+    if results is None:  # the renderer cannot handle this layout (too many dims after merging)
+        results = _build(region, "numpy")(arrays, outs)
+    return results
+
+
+def _build(region: Region, setting: str):
+    """The region's kernel under a backend setting, built once (renderers are shared between settings)."""
+    with _lock:
+        fn = region.compiled.get(("setting", setting))
+        if fn is None:
+            renderer = choose_renderer(region) if setting != "numpy" else _numpy
+            fn = region.compiled.get(renderer.name) or renderer.build(region)
+            region.compiled[renderer.name] = region.compiled[("setting", setting)] = fn
+        return fn

@@ -1,0 +1,50 @@
+"""`FusedElementwise`: the op a fused region becomes; its kernel is generated code for the region."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ember.ops.registry import Op
+
+
+class FusedElementwise(Op):
+    """Several elementwise ops (and maybe a trailing sum/mean) computed by one generated kernel.
+
+    The `region` attribute holds the program. `infer` runs the member ops' own shape rules, so the
+    fused node has exactly the specs of the values it replaces.
+    """
+
+    name = "fused_elementwise"
+    differentiable = False
+
+    def infer(self, *inputs, region):
+        specs = region.infer(list(inputs))
+        return specs[0] if len(specs) == 1 else tuple(specs)
+
+    def kernel(self, xp, *arrays, region):
+        if xp is np:
+            from ember.graph.codegen import run_region
+
+            outs = run_region(region, arrays)
+        else:  # no renderer for this backend yet: the member ops' kernels, one by one
+            outs = region.evaluate(xp, arrays)
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+    def kernel_out(self, xp, *arrays, out, region):
+        """The kernel writing its single output into `out` (a planned buffer) when the layout allows."""
+        if xp is np and region.reduce is None and len(region.outputs) == 1 and out.flags.c_contiguous:
+            shape = np.broadcast_shapes(*(np.shape(a) for a in arrays))
+            if out.shape == shape and out.dtype == region.output_dtypes[0]:
+                from ember.graph.codegen import run_region
+
+                return run_region(region, arrays, [out])[0]
+        return self.kernel(xp, *arrays, region=region)
+
+    def vjp(self, ctx, *grads):
+        raise RuntimeError(
+            "fused_elementwise has no gradient: fusion runs after autodiff has built the backward graph; "
+            "differentiate the unoptimised graph (or the function) instead"
+        )
+
+
+FUSED = FusedElementwise()

@@ -1,0 +1,341 @@
+"""The Numba CPU renderer: a region as a scalar loop nest compiled with `numba.njit(cache=True)`.
+
+At run time the inputs are broadcast to the iteration shape and adjacent dimensions that are laid
+out contiguously for every operand are merged, so the common cases become one flat loop (all
+inputs full-sized and contiguous) or two nested loops (a broadcast row or column). A loop nest is
+generated per merged rank (up to `MAX_RANK`; beyond that the NumPy renderer runs the region).
+Each instruction converts its operands to the dtype the unfused op computes in and rounds its
+result to that op's output dtype, so promotion, integer wrap-around and NaN handling follow the
+unfused chain. A trailing sum/mean accumulates in float64 (int64 for integers).
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+
+import numpy as np
+from numpy.lib.stride_tricks import as_strided
+
+from ember.graph.codegen import cache
+from ember.graph.codegen.region import Region
+from ember.graph.codegen.renderer import Kernel, Renderer, fits, literal, operand_dtype
+
+MAX_RANK = 4
+_DTYPES = frozenset(np.dtype(d) for d in (
+    np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64,
+    np.float32, np.float64))
+_MATH = {"exp": "math.exp", "log": "math.log", "log2": "math.log2", "log10": "math.log10", "log1p": "math.log1p",
+         "expm1": "math.expm1", "sqrt": "math.sqrt", "sin": "math.sin", "cos": "math.cos", "tan": "math.tan",
+         "tanh": "math.tanh", "erf": "math.erf"}
+_BINOP = {"add": "+", "sub": "-", "mul": "*", "div": "/", "eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">",
+          "ge": ">=", "bitwise_and": "&", "bitwise_or": "|", "bitwise_xor": "^"}
+_FLOAT_ONLY = frozenset({"pow", "atan2", "fmod", "div"} | set(_MATH) | {"sigmoid", "silu", "rsqrt", "reciprocal"})
+_OTHER = frozenset({"neg", "abs", "sign", "square", "relu", "leaky_relu", "maximum", "minimum", "floor", "ceil",
+                    "trunc", "round", "frac", "logical_not", "bitwise_not", "isnan", "isinf", "isfinite",
+                    "logical_and", "logical_or", "logical_xor", "where", "clamp", "cast", "clone"})
+SUPPORTED = frozenset(_MATH) | frozenset(_BINOP) | _FLOAT_ONLY | _OTHER
+# Rough ns per element on one core: Numba's scalar libm calls are far slower than NumPy's SIMD ones.
+_COST = {"exp": 3.5, "log": 3.5, "log2": 4.0, "log10": 4.0, "log1p": 5.0, "expm1": 5.0, "sin": 6.0, "cos": 6.0,
+         "tan": 8.0, "tanh": 15.0, "erf": 6.0, "sigmoid": 4.0, "silu": 4.0, "pow": 8.0, "atan2": 8.0, "fmod": 5.0}
+
+
+def _cast(expr: str, src, dst) -> str:
+    src, dst = np.dtype(src), np.dtype(dst)
+    if src == dst:
+        return expr
+    if dst.kind == "b":
+        return f"({expr} != 0)"
+    return f"np.{dst.name}({expr})"
+
+
+def _nan_max(a, b):
+    return f"({a} if ({a} >= {b} or {a} != {a}) else {b})"
+
+
+def _nan_min(a, b):
+    return f"({a} if ({a} <= {b} or {a} != {a}) else {b})"
+
+
+def _instr_code(region: Region, j: int, ops: list) -> tuple:
+    """(statements, expression) computing instruction j from operand expressions in its compute dtype."""
+    ins = region.instrs[j]
+    name, c = ins.op, ins.compute
+    attrs = dict(ins.attrs)
+
+    def k(v):
+        return literal(v, c)
+
+    a = ops[0]
+    b = ops[1] if len(ops) > 1 else None
+    pre: list = []
+    if name in _BINOP:
+        expr = f"({a} {_BINOP[name]} {b})"
+    elif name in _MATH:
+        expr = f"{_MATH[name]}({a})"
+    elif name == "pow":
+        arg = ins.args[1]
+        expr = f"({a} * {a})" if arg.kind == "c" and arg.ref == 2 else f"({a} ** {b})"
+    elif name == "atan2":
+        expr = f"math.atan2({a}, {b})"
+    elif name == "fmod":
+        expr = f"math.fmod({a}, {b})"
+    elif name == "maximum":
+        expr = _nan_max(a, b)
+    elif name == "minimum":
+        expr = _nan_min(a, b)
+    elif name == "neg":
+        expr = f"(-{a})"
+    elif name == "abs":
+        expr = f"abs({a})"
+    elif name == "sign":
+        neg = f"({k(-1)} if {a} < {k(0)} else {a})" if c.kind != "u" else a
+        expr = f"({k(1)} if {a} > {k(0)} else {neg})"
+    elif name == "square":
+        expr = f"({a} * {a})"
+    elif name == "relu":
+        expr = f"({a} if not ({a} < {k(0)}) else {k(0)})"
+    elif name == "leaky_relu":
+        expr = f"({a} if {a} > {k(0)} else {a} * {k(attrs.get('negative_slope', 0.01))})"
+    elif name == "reciprocal":
+        expr = f"({k(1)} / {a})"
+    elif name == "rsqrt":
+        expr = f"({k(1)} / math.sqrt({a}))"
+    elif name in ("sigmoid", "silu"):
+        e = f"e{j}"
+        pre.append(f"{e} = math.exp(-abs({a}))")
+        sig = f"(({k(1)} / ({k(1)} + {e})) if {a} >= {k(0)} else ({e} / ({k(1)} + {e})))"
+        expr = sig if name == "sigmoid" else f"({a} * {_cast(sig, c, c)})"
+    elif name in ("floor", "ceil", "trunc", "round"):
+        fn = {"floor": "np.floor", "ceil": "np.ceil", "trunc": "np.trunc", "round": "np.rint"}[name]
+        expr = f"{fn}({a})" if c.kind == "f" else a
+    elif name == "frac":
+        expr = f"({a} - np.trunc({a}))"
+    elif name in ("logical_not", "bitwise_not") and c.kind == "b":
+        expr = f"(not {a})"
+    elif name == "logical_not":
+        expr = f"({a} == 0)"
+    elif name == "bitwise_not":
+        expr = f"(~{a})"
+    elif name == "isnan":
+        expr = f"({a} != {a})" if c.kind == "f" else "False"
+    elif name == "isinf":
+        expr = f"math.isinf({a})" if c.kind == "f" else "False"
+    elif name == "isfinite":
+        expr = f"math.isfinite({a})" if c.kind == "f" else "True"
+    elif name in ("logical_and", "logical_or", "logical_xor"):
+        op = {"logical_and": "&", "logical_or": "|", "logical_xor": "!="}[name]
+        expr = f"(({a} != 0) {op} ({b} != 0))"
+    elif name == "where":
+        expr = f"({b} if {a} else {ops[2]})"
+    elif name == "clamp":
+        expr = a
+        if attrs.get("min") is not None:
+            expr = _nan_max(expr, k(attrs["min"]))
+        if attrs.get("max") is not None:
+            pre.append(f"m{j} = {expr}")
+            expr = _nan_min(f"m{j}", k(attrs["max"]))
+    elif name in ("cast", "clone"):
+        expr = a
+    else:
+        raise NotImplementedError(f"numba renderer: no code for {name}")
+    return pre, expr
+
+
+def _operand_want(ins, pos: int):
+    if ins.op == "where" and pos == 0:
+        return np.dtype(bool)
+    return ins.compute
+
+
+def _body(region: Region, index: str) -> tuple:
+    """Loop-body statements (reading inputs at `index`) and the names holding each instruction."""
+    lines = [f"x{k} = in{k}[{index}]" for k in range(len(region.inputs))]
+    names = {}
+    for j, ins in enumerate(region.instrs):
+        ops = []
+        for pos, a in enumerate(ins.args):
+            want = _operand_want(ins, pos)
+            if a.kind == "c":
+                ops.append(literal(a.ref, want))
+            else:
+                text = f"x{a.ref}" if a.kind == "in" else names[a.ref]
+                ops.append(_cast(text, operand_dtype(region, a), want))
+        pre, expr = _instr_code(region, j, ops)
+        lines += pre
+        src = ins.dtype if ins.op == "cast" else ins.compute
+        if ins.op in ("eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor", "isnan",
+                      "isinf", "isfinite", "logical_not") and ins.dtype.kind == "b":
+            lines.append(f"t{j} = {expr}")
+        else:
+            # the result of the compute dtype (NumPy semantics), then the op's output dtype
+            lines.append(f"t{j} = {_cast(_cast(expr, 'O', src), src, ins.dtype)}")
+        names[j] = f"t{j}"
+    return lines, names
+
+
+def _acc_dtype(region: Region):
+    r = region.reduce
+    return np.dtype(np.float64) if region.instrs[r.arg].dtype.kind == "f" else np.dtype(np.int64)
+
+
+def kernel_source(region: Region, rank: int, reduced: tuple = ()) -> str:
+    """Python source of the loop nest for `rank` merged dims (`reduced`: which of them are summed)."""
+    n_out = len(region.outputs)
+    red = region.reduce
+    sizes = [f"n{d}" for d in range(rank)]
+    params = sizes + (["acc"] if red is not None else []) + [f"out{k}" for k in range(n_out)]
+    params += [f"in{k}" for k in range(len(region.inputs))]
+    index = ", ".join(f"i{d}" for d in range(rank))
+    body, names = _body(region, index)
+    body += [f"out{k}[{index}] = {names[j]}" for k, j in enumerate(region.outputs)]
+    inner_reduced = red is not None and rank > 0 and reduced[-1]
+    acc = _acc_dtype(region) if red is not None else None
+    if red is not None:
+        value = _cast(names[red.arg], region.instrs[red.arg].dtype, acc)
+        body.append(f"s += {value}" if inner_reduced else f"acc[{index}] += {value}")
+    lines = ["@njit(cache=True, error_model='numpy', nogil=True)", f"def kernel({', '.join(params)}):"]
+    indent = "    "
+    for d in range(rank):
+        if d == rank - 1 and inner_reduced:
+            lines.append(f"{indent}s = {literal(0, acc)}")
+        lines.append(f"{indent}for i{d} in range(n{d}):")
+        indent += "    "
+    lines += [indent + line for line in body]
+    if inner_reduced:
+        head = ", ".join([f"i{d}" for d in range(rank - 1)] + ["0"])
+        lines.append(f"{indent[:-4]}acc[{head}] += s")
+    header = "import math\n\nimport numpy as np\nfrom numba import njit\n\n# " + region.text.replace("\n", "\n# ")
+    return header + "\n\n\n" + "\n".join(lines) + "\n"
+
+
+def coalesce(shape: tuple, tags: list, strides_list: list) -> tuple:
+    """Drop size-1 dims and merge neighbours (same tag) that are contiguous for every operand."""
+    dims = [(n, t, [s[i] for s in strides_list]) for i, (n, t) in enumerate(zip(shape, tags)) if n != 1]
+    merged: list = []
+    for n, t, st in dims:
+        if merged:
+            pn, pt, pst = merged[-1]
+            if pt == t and all(ps == s * n for ps, s in zip(pst, st)):
+                merged[-1] = (pn * n, t, st)
+                continue
+        merged.append((n, t, st))
+    if not merged:
+        merged = [(1, False, [0] * len(strides_list))]
+    return [m[0] for m in merged], [m[1] for m in merged], [[m[2][k] for m in merged] for k in range(len(strides_list))]
+
+
+_seen: dict = {}  # id(dispatcher) -> (hits, misses) already counted
+
+
+def _count(fn) -> None:
+    hits, misses = sum(fn.stats.cache_hits.values()), sum(fn.stats.cache_misses.values())
+    old_hits, old_misses = _seen.get(id(fn), (0, 0))
+    cache.stats["numba_cache_hits"] += hits - old_hits
+    cache.stats["numba_compiled"] += misses - old_misses
+    _seen[id(fn)] = (hits, misses)
+
+
+def _readonly(a):
+    v = a.view()
+    v.flags.writeable = False
+    return v
+
+
+class NumbaRenderer(Renderer):
+    """Scalar loop nests compiled by Numba, cached on disk."""
+
+    name = "numba"
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._available: bool | None = None
+
+    def available(self) -> bool:
+        if self._available is None:
+            try:  # imported only when a fused region is first built
+                import numba  # noqa: F401
+            except Exception:  # noqa: BLE001 - missing or broken: the NumPy renderer takes over
+                self._available = False
+            else:
+                self._available = True
+        return self._available
+
+    def supports(self, region: Region) -> bool:
+        dtypes = [d for d, _ in region.inputs] + [i.dtype for i in region.instrs] + [i.compute for i in region.instrs]
+        if region.reduce is not None:
+            if region.reduce.op not in ("sum", "mean") or region.reduce.dtype not in _DTYPES:
+                return False
+        for ins in region.instrs:
+            if ins.op not in SUPPORTED or (ins.op in _FLOAT_ONLY and ins.compute.kind != "f"):
+                return False
+            if ins.op in ("neg", "sign") and ins.compute.kind == "b":
+                return False
+            if ins.op == "clamp" and not all(fits(v, ins.compute) for v in dict(ins.attrs).values() if v is not None):
+                return False
+            if any(a.kind == "c" and not fits(a.ref, ins.compute) for a in ins.args):
+                return False
+        return all(d in _DTYPES for d in dtypes)
+
+    def cost(self, region: Region) -> float:
+        return sum(_COST.get(ins.op, 0.05) for ins in region.instrs) + 0.1
+
+    def build(self, region: Region) -> Kernel:
+        variants: dict = {}
+        lock = self._lock
+        out_dtypes = [region.instrs[j].dtype for j in region.outputs]
+        red = region.reduce
+        n_in = len(region.inputs)
+
+        def variant(rank, reduced):
+            key = (rank, reduced)
+            fn = variants.get(key)
+            if fn is None:
+                with lock:
+                    fn = variants.get(key)
+                    if fn is None:
+                        fn = cache.load_source(kernel_source(region, rank, reduced)).kernel
+                        variants[key] = fn
+            return fn
+
+        def call(fn, *args):
+            n_sigs = len(fn.overloads)
+            fn(*args)
+            if len(fn.overloads) != n_sigs:  # a new signature: compiled now, or loaded from the disk cache
+                _count(fn)
+
+        def run(arrays, outs=None):
+            arrays = [np.asarray(a) for a in arrays]
+            shape = np.broadcast_shapes(*(a.shape for a in arrays))
+            outs = list(outs) if outs is not None else [np.empty(shape, d) for d in out_dtypes]
+            if red is None and all(a.shape == shape and a.flags.c_contiguous for a in arrays):
+                n = math.prod(shape)
+                call(variant(1, (False,)), n, *(o.reshape(-1) for o in outs), *(_readonly(a.reshape(-1)) for a in arrays))
+                return outs
+            operands = [np.broadcast_to(a, shape) for a in arrays] + outs
+            tags = [False] * len(shape)
+            acc = None
+            if red is not None:
+                tags = [d in red.dims for d in range(len(shape))]
+                acc = np.zeros(tuple(1 if t else n for n, t in zip(shape, tags)), _acc_dtype(region))
+                operands.append(as_strided(acc, shape, tuple(0 if t else s for t, s in zip(tags, acc.strides))))
+            dims, dim_tags, strides = coalesce(shape, tags, [o.strides for o in operands])
+            if len(dims) > MAX_RANK:
+                return None
+            views = [as_strided(o, dims, st, writeable=k >= n_in) for k, (o, st) in enumerate(zip(operands, strides))]
+            ins_v, outs_v = views[:n_in], views[n_in:n_in + len(outs)]
+            head = [views[-1]] if red is not None else []
+            call(variant(len(dims), tuple(dim_tags)), *dims, *head, *outs_v, *ins_v)
+            if red is None:
+                return outs
+            result = acc
+            if red.op == "mean":
+                count = math.prod(shape[d] for d in red.dims)
+                with np.errstate(invalid="ignore", divide="ignore"):
+                    result = acc / np.float64(count)
+            result = result.astype(red.dtype)
+            if not red.keepdim:
+                result = result.reshape(tuple(n for n, t in zip(shape, tags) if not t))
+            return [result] + outs
+
+        return run

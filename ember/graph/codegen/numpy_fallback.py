@@ -1,0 +1,192 @@
+"""The NumPy renderer: a region as generated Python calling ufuncs with `out=` into reused buffers.
+
+It needs nothing beyond NumPy, so it is the fallback when Numba is missing, and the better choice
+for regions dominated by transcendental functions (NumPy's are vectorised). When every input is
+contiguous and full-sized the loop runs over chunks small enough to stay in cache, so the chain
+reads its inputs and writes its outputs once. Ops without a plain ufunc form call the op's own
+kernel, so results match the unfused ops exactly.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ember.graph.codegen.region import Region
+from ember.graph.codegen.renderer import Kernel, Renderer, operand_dtype
+from ember.ops.registry import OPS
+
+CHUNK = 1 << 16  # elements per chunk: a few buffers of this size stay in L2
+
+_UNARY = {
+    "neg": "negative", "abs": "absolute", "exp": "exp", "exp2": "exp2", "log": "log", "log2": "log2",
+    "log10": "log10", "log1p": "log1p", "expm1": "expm1", "sqrt": "sqrt", "sin": "sin", "cos": "cos",
+    "tan": "tan", "tanh": "tanh", "logical_not": "logical_not", "bitwise_not": "invert", "isnan": "isnan",
+    "isinf": "isinf", "isfinite": "isfinite",
+}
+_BINARY = {
+    "add": "add", "sub": "subtract", "mul": "multiply", "div": "true_divide", "maximum": "maximum",
+    "minimum": "minimum", "atan2": "arctan2", "fmod": "fmod", "eq": "equal", "ne": "not_equal", "lt": "less",
+    "le": "less_equal", "gt": "greater", "ge": "greater_equal", "logical_and": "logical_and",
+    "logical_or": "logical_or", "logical_xor": "logical_xor", "bitwise_and": "bitwise_and",
+    "bitwise_or": "bitwise_or", "bitwise_xor": "bitwise_xor",
+}
+_FLOAT_ONLY_UFUNC = {"pow": "power", "floor_divide": "floor_divide", "remainder": "remainder"}
+_COST = {"tanh": 0.5, "exp": 0.6, "log": 0.6, "sin": 1.0, "cos": 1.0, "tan": 2.0, "sigmoid": 3.0, "gelu": 6.0,
+         "erf": 6.0, "softplus": 5.0, "silu": 3.5, "elu": 3.0, "pow": 4.0, "atan2": 4.0}
+
+
+def _ufunc_statements(ins, ops, target):
+    """Statements computing `ins` into `target` with ufuncs, or None when the op has no ufunc form."""
+    name, c = ins.op, ins.compute
+    if name == "neg" and c.kind == "b":
+        return None
+    if name in _UNARY:
+        return [f"np.{_UNARY[name]}({ops[0]}, out={target})"]
+    if name in _BINARY:
+        return [f"np.{_BINARY[name]}({ops[0]}, {ops[1]}, out={target})"]
+    if name in _FLOAT_ONLY_UFUNC and c.kind == "f":
+        return [f"np.{_FLOAT_ONLY_UFUNC[name]}({ops[0]}, {ops[1]}, out={target})"]
+    if name == "relu":
+        return [f"np.maximum({ops[0]}, _Z[{c.name!r}], out={target})"]
+    if name == "square":
+        return [f"np.multiply({ops[0]}, {ops[0]}, out={target})"]
+    if name == "reciprocal":
+        return [f"np.true_divide(1, {ops[0]}, out={target})"]
+    if name == "rsqrt":
+        return [f"np.sqrt({ops[0]}, out={target})", f"np.true_divide(1, {target}, out={target})"]
+    if name == "cast":
+        return [f"np.copyto({target}, {ops[0]}, casting='unsafe')"]
+    if name == "clone":
+        return [f"np.copyto({target}, {ops[0]})"]
+    return None
+
+
+class _Source:
+    """Generates the kernel source of one region."""
+
+    def __init__(self, region: Region) -> None:
+        self.region = region
+        self.consts: list = []  # values referenced as _C[i]
+        self.kernels: list = []  # (kernel, attrs) referenced as _K[i]
+        self.scratch: list = []  # dtypes of scratch buffers b0, b1, ...
+
+    def const(self, value) -> str:
+        self.consts.append(value)
+        return f"_C[{len(self.consts) - 1}]"
+
+    def body(self) -> list:
+        r = self.region
+        last = {}
+        for j, ins in enumerate(r.instrs):
+            for a in ins.args:
+                if a.kind == "t":
+                    last[a.ref] = j
+        keep = set(r.outputs) | ({r.reduce.arg} if r.reduce is not None else set())
+        names: dict = {}
+        free: dict = {}  # dtype -> free scratch names
+        holder: dict = {}  # instr -> scratch name it occupies
+        lines = []
+        for j, ins in enumerate(r.instrs):
+            raw = [f"a{a.ref}" if a.kind == "in" else names[a.ref] if a.kind == "t" else None for a in ins.args]
+            for a in ins.args:  # operands this instruction is the last to read free their buffers
+                if a.kind == "t" and last.get(a.ref) == j and a.ref not in keep and a.ref in holder:
+                    free.setdefault(r.instrs[a.ref].dtype, []).append(holder.pop(a.ref))
+            ufunc = _ufunc_statements(ins, ["x"] * len(ins.args), "y") is not None
+            if j in r.outputs:
+                target = f"r{r.outputs.index(j)}"
+            elif not ufunc:
+                target = f"t{j}"
+            elif free.get(ins.dtype):
+                target = free[ins.dtype].pop()
+                holder[j] = target
+            else:
+                target = f"b{len(self.scratch)}"
+                self.scratch.append(ins.dtype)
+                holder[j] = target
+            names[j] = target
+            if ufunc:
+                ops = []
+                for a, text in zip(ins.args, raw):
+                    want = operand_dtype(r, a) if ins.op in ("cast", "clone") else ins.compute
+                    if a.kind == "c":
+                        ops.append(self.const(np.dtype(want).type(a.ref)))
+                    elif operand_dtype(r, a) != want:
+                        ops.append(f"{text}.astype(np.{np.dtype(want).name})")
+                    else:
+                        ops.append(text)
+                lines.extend(_ufunc_statements(ins, ops, target))
+                continue
+            # no ufunc form: the op's own kernel on the operands as the graph gave them
+            self.kernels.append((OPS[ins.op].kernel, dict(ins.attrs)))
+            k = len(self.kernels) - 1
+            args = ", ".join(t if t is not None else self.const(a.ref) for t, a in zip(raw, ins.args))
+            call = f"_K[{k}][0](np, {args}, **_K[{k}][1])"
+            if target.startswith("r"):
+                lines.append(f"np.copyto({target}, {call}, casting='unsafe')")
+            else:
+                lines.append(f"{target} = np.asarray({call})")
+        self.names = names
+        return lines
+
+    def source(self) -> str:
+        r = self.region
+        n_in = len(r.inputs)
+        body = self.body()
+        outs = [f"out{k}" for k in range(len(r.outputs))]
+        params = ", ".join([f"in{k}" for k in range(n_in)] + [f"out{k}=None" for k in range(len(r.outputs))])
+        src = [f"def kernel({params}):"]
+        src.append(f"    shape = np.broadcast_shapes({', '.join(f'in{k}.shape' for k in range(n_in))},)")
+        for k, j in enumerate(r.outputs):
+            src.append(f"    if out{k} is None:")
+            src.append(f"        out{k} = np.empty(shape, np.{r.instrs[j].dtype.name})")
+        if r.reduce is None:
+            cond = " and ".join(f"in{k}.shape == shape and in{k}.flags.c_contiguous" for k in range(n_in))
+            src.append(f"    n = {outs[0]}.size")
+            src.append(f"    if n > {CHUNK} and {cond}:")
+            src += [f"        f{k} = in{k}.reshape(-1)" for k in range(n_in)]
+            src += [f"        g{k} = out{k}.reshape(-1)" for k in range(len(outs))]
+            src += [f"        s{i} = np.empty({CHUNK}, np.{d.name})" for i, d in enumerate(self.scratch)]
+            src.append(f"        for lo in range(0, n, {CHUNK}):")
+            src.append(f"            hi = min(n, lo + {CHUNK})")
+            src += [f"            a{k} = f{k}[lo:hi]" for k in range(n_in)]
+            src += [f"            r{k} = g{k}[lo:hi]" for k in range(len(outs))]
+            src += [f"            b{i} = s{i}[:hi - lo]" for i in range(len(self.scratch))]
+            src += [f"            {line}" for line in body]
+            src.append(f"        return [{', '.join(outs)}]")
+        src += [f"    a{k} = in{k}" for k in range(n_in)]
+        src += [f"    r{k} = out{k}" for k in range(len(outs))]
+        src += [f"    b{i} = np.empty(shape, np.{d.name})" for i, d in enumerate(self.scratch)]
+        src += [f"    {line}" for line in body]
+        if r.reduce is not None:
+            red = r.reduce
+            self.kernels.append((OPS[red.op].kernel, {"dim": red.dims, "keepdim": red.keepdim}))
+            k = len(self.kernels) - 1
+            src.append(f"    red = np.asarray(_K[{k}][0](np, {self.names[red.arg]}, **_K[{k}][1]))")
+            outs.insert(0, "red")
+        src.append(f"    return [{', '.join(outs)}]")
+        return "\n".join(src) + "\n"
+
+
+class NumpyRenderer(Renderer):
+    """Generated Python over NumPy ufuncs; always available."""
+
+    name = "numpy"
+
+    def supports(self, region: Region) -> bool:
+        return all(ins.op in OPS for ins in region.instrs)
+
+    def cost(self, region: Region) -> float:
+        return sum(_COST.get(ins.op, 0.35) for ins in region.instrs) + 0.3
+
+    def render(self, region: Region) -> tuple:
+        """The kernel's source and the objects it refers to."""
+        gen = _Source(region)
+        text = gen.source()
+        zeros = {d.name: d.type(0) for d in {ins.compute for ins in region.instrs}}
+        return text, {"np": np, "_C": gen.consts, "_K": gen.kernels, "_Z": zeros}
+
+    def build(self, region: Region) -> Kernel:
+        text, namespace = self.render(region)
+        exec(compile(text, f"<ember fused {region.key}>", "exec"), namespace)  # noqa: S102 - our own source
+        fn = namespace["kernel"]
+        return lambda arrays, outs=None: fn(*arrays, *(outs or ()))

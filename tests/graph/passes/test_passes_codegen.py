@@ -1,0 +1,206 @@
+"""Generated kernels: the Numba and NumPy renderers against the unfused ops, layouts, fallback, disk cache."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+from passes_util import assert_same, op_count, run, run_optimized, sym, values
+
+import ember as em
+from ember.graph import Graph, codegen
+from ember.graph.codegen import NumbaRenderer
+from ember.graph.passes import optimize
+
+needs_numba = pytest.mark.skipif(not NumbaRenderer().available(), reason="numba is not installed")
+RENDERERS = [pytest.param("numba", marks=needs_numba), "numpy"]
+SPECIAL = [np.nan, np.inf, -np.inf, 0.0, -0.0, 1.0, -1.0, 0.5, 2.5, -3.5, 1e-3, 40.0]
+
+
+@pytest.fixture
+def backend(request):
+    codegen.set_backend(request.param)
+    yield request.param
+    codegen.set_backend(None)
+
+
+def _float_ops(x, y):
+    return [
+        -x, x.abs(), x.sign(), x.exp(), x.log(), x.log2(), x.log10(), x.log1p(), x.expm1(), x.sqrt(), x.rsqrt(),
+        x.square(), x.sin(), x.cos(), x.tan(), x.tanh(), x.sigmoid(), em.nn.functional.silu(x) if hasattr(em, "nn")
+        else x.sigmoid() * x, x.relu(), em.ops.elementwise.leaky_relu(x, 0.2), x.reciprocal(), x.floor(), x.ceil(),
+        x.trunc(), x.round(), x.frac(), x.erf(), x.isnan(), x.isinf(), x.isfinite(), x.logical_not(),
+        x + y, x - y, x * y, x / y, x.abs() ** y, x ** 2, em.maximum(x, y), em.minimum(x, y), em.atan2(x, y),
+        em.fmod(x, y), x == y, x != y, x < y, x <= y, x > y, x >= y, em.logical_and(x, y), em.logical_or(x, y),
+        em.logical_xor(x, y), em.where(x > y, x, 2.0), x.clamp(-0.5, 0.5), x.clamp(min=0.0), x.int() + 0,
+        x.bool() | (y > 0), x.double() * 3, 2 - x, 1.5 / y,
+    ]
+
+
+def _int_ops(x, y):
+    ops = [
+        x.abs(), x.sign(), x.square(), x.relu(), em.maximum(x, y), em.minimum(x, y), x + y, x - y, x * y, x / y,
+        x & y, x | y, x ^ y, ~x, em.logical_and(x, y), em.logical_xor(x, y), x == y, x < y, x >= 3,
+        em.where(x > y, x, 7), x.clamp(1, 5), x.clamp(min=0.5), x.float() * 0.5, x.to(em.int8) + 1, x * 3 + 100,
+        x.floor(), x.round(), x.isnan(), x.isfinite(), x.logical_not(), x.exp(), x * 2.5,
+    ]
+    return ops + [-x] if x.dtype != em.uint8 else ops
+
+
+def _bool_ops(x, y):
+    return [x & y, x | y, x ^ y, ~x, x + y, x * y, x == y, em.where(x, y, False), x.int() + y, x.float() - 0.5,
+            em.logical_xor(x, y), x.abs(), x.relu() if False else x.logical_not()]
+
+
+def _inputs(dtype, shape=(6, 8), rng=None):
+    rng = rng or np.random.default_rng(3)
+    if dtype == np.bool_:
+        return rng.random(shape) > 0.5
+    if np.dtype(dtype).kind in "iu":
+        lo = 0 if np.dtype(dtype).kind == "u" else -20
+        return rng.integers(lo, 20, shape).astype(dtype)
+    a = (rng.standard_normal(shape) * 3).astype(dtype)
+    a.flat[: len(SPECIAL)] = SPECIAL
+    return a
+
+
+@pytest.mark.parametrize("backend", RENDERERS, indirect=True)
+@pytest.mark.parametrize("dtype, make", [
+    (np.float32, _float_ops), (np.float64, _float_ops), (np.int32, _int_ops), (np.uint8, _int_ops),
+    (np.int64, _int_ops), (np.bool_, _bool_ops),
+])
+def test_every_op_matches_the_unfused_ops(backend, dtype, make):
+    g = Graph()
+    x = sym(g, (6, 8), dtype, name="x")
+    y = sym(g, (6, 8), dtype, name="y")
+    outs = values(*make(x, y))
+    opt = optimize(g, outs, ["fusion"])
+    regions = [n.attrs["region"] for n in opt.graph.nodes if n.op_name == "fused_elementwise"]
+    assert regions
+    if backend == "numba":
+        assert all(codegen.choose_renderer(r).name == "numba" for r in regions)
+    rng = np.random.default_rng(4)
+    feeds = {x._data: _inputs(dtype, rng=rng), y._data: _inputs(dtype, rng=rng)}
+    with np.errstate(all="ignore"):
+        expected = run(g, outs, feeds)
+        got = run_optimized(g, outs, feeds, ["fusion"])[0]
+    assert_same(expected, got, rtol=2e-6 if dtype == np.float64 else 1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("backend", RENDERERS, indirect=True)
+def test_python_scalar_promotion_and_broadcast_layouts(backend):
+    g = Graph()
+    a = sym(g, (5, 1, 3), np.int32, name="a")  # int tensor with float scalars: computes in float32
+    b = sym(g, (4, 1), np.float32, name="b")
+    c = sym(g, (3, 4), np.float32, name="c")  # fed transposed (non-contiguous)
+    d = sym(g, (), np.float64, name="d")  # 0-dim float64 does not promote float32 tensors
+    y = (a * 2.5 + b) * 2 - d
+    z = (c.permute(1, 0) + b) * 3 + a.sum() * 0 + 1  # int64 sum of a
+    w = (a + 7) * 3  # stays int32
+    outs = values(y, z, w)
+    opt = optimize(g, outs, ["fusion"])
+    assert [(v.shape, v.dtype) for v in opt.outputs] == [
+        ((5, 4, 3), np.float32), ((4, 3), np.float32), ((5, 1, 3), np.int32)]
+    feeds = {a._data: np.arange(15, dtype=np.int32).reshape(5, 1, 3), b._data: _inputs(np.float32, (4, 1)),
+             c._data: _inputs(np.float32, (4, 3)).T, d._data: np.array(0.25)}
+    assert_same(run(g, outs, feeds), run_optimized(g, outs, feeds, ["fusion"])[0], rtol=1e-6)
+
+
+@pytest.mark.parametrize("backend", RENDERERS, indirect=True)
+def test_many_dims_large_arrays_and_reductions(backend):
+    g = Graph()
+    shape = (2, 3, 1, 4, 5, 1, 3)
+    x = sym(g, shape, name="x")
+    b = sym(g, (3, 1, 1, 5, 2, 1), name="b")  # alternating broadcast: too many dims to merge
+    big = sym(g, (300, 400), name="big")  # the chunked/flat paths
+    y = (x + b) * 2 - 1
+    s = (big * 2).exp().mean(0)
+    r = ((x * b).relu() + 1).sum((1, 3), keepdim=True)
+    outs = values(y, s, r, (big - 1).abs() * 3)
+    opt = optimize(g, outs, ["fusion"])
+    assert op_count(opt.graph, "fused_elementwise") == 4
+    feeds = {x._data: _inputs(np.float32, shape), b._data: _inputs(np.float32, (3, 1, 1, 5, 2, 1)),
+             big._data: np.random.default_rng(5).standard_normal((300, 400)).astype(np.float32)}
+    with np.errstate(all="ignore"):
+        assert_same(run(g, outs, feeds), run_optimized(g, outs, feeds, ["fusion"])[0], rtol=1e-5, atol=1e-6)
+
+
+def test_out_of_range_python_ints_keep_their_error():
+    g = Graph()
+    x = sym(g, (3,), np.int8, name="x")
+    y = (x + 300) * 2
+    feeds = {x._data: np.ones(3, np.int8)}
+    for passes in ([], ["fusion"]):
+        with pytest.raises(RuntimeError, match="out of bounds"):
+            run_optimized(g, values(y), feeds, passes)
+
+
+def test_numpy_renderer_is_used_without_numba(monkeypatch):
+    monkeypatch.setattr(NumbaRenderer, "available", lambda self: False)
+    g = Graph()
+    x = sym(g, (4,), name="x")
+    y = (x * 2 + 1).relu()
+    opt = optimize(g, values(y), ["fusion"])
+    region = next(n.attrs["region"] for n in opt.graph.nodes if n.op_name == "fused_elementwise")
+    assert codegen.choose_renderer(region).name == "numpy"
+    feeds = {x._data: np.array([-1, 0, 1, 2], np.float32)}
+    assert_same(run(g, values(y), feeds), run_optimized(g, values(y), feeds, ["fusion"])[0])
+
+
+def test_backend_setting_from_the_environment(monkeypatch):
+    monkeypatch.setenv("EMBER_FUSION_BACKEND", "numpy")
+    assert codegen.get_backend() == "numpy"
+    codegen.set_backend("numba")
+    assert codegen.get_backend() == "numba"
+    codegen.set_backend(None)
+    with pytest.raises(ValueError, match="unknown fusion backend"):
+        codegen.set_backend("cuda-ptx")
+
+
+def test_numpy_renderer_source_reuses_scratch_buffers():
+    from ember.graph.codegen import NumpyRenderer
+
+    g = Graph()
+    x = sym(g, (4,), name="x")
+    y = ((((x * 2) + 1) * 3) - 4) * 5
+    opt = optimize(g, values(y), ["fusion"])
+    region = next(n.attrs["region"] for n in opt.graph.nodes if n.op_name == "fused_elementwise")
+    text, _ = NumpyRenderer().render(region)
+    assert "out=" in text and "b1 =" not in text  # one scratch buffer serves the whole chain
+
+
+_CACHE_SCRIPT = textwrap.dedent("""
+    import json, numpy as np, ember as em
+    from ember.graph import Graph, codegen
+    from ember.graph.executor import Plan
+    from ember.graph.passes import optimize
+    g = Graph()
+    x = em.Tensor._make(g.placeholder((8,), np.float32, em.device("cpu"), "x"), em.device("cpu"))
+    y = ((x * 3 - 1).abs() + 0.125).sqrt()
+    opt = optimize(g, [y._data], ["fusion"])
+    out = Plan(opt.graph, opt.outputs).run({opt.map(x._data): np.arange(8, dtype=np.float32)})[0]
+    print(json.dumps({"stats": dict(codegen.stats), "value": out.tolist()}))
+""")
+
+
+@needs_numba
+def test_a_second_process_loads_the_compiled_kernel_from_the_disk_cache(tmp_path):
+    env = dict(os.environ, EMBER_CACHE=str(tmp_path), EMBER_FUSION_BACKEND="numba")
+
+    def child():
+        done = subprocess.run([sys.executable, "-c", _CACHE_SCRIPT], env=env, capture_output=True, text=True,
+                              timeout=120)
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout.strip().splitlines()[-1])
+
+    first, second = child(), child()
+    assert first["stats"].get("sources_written") == 1 and first["stats"].get("numba_compiled") == 1
+    assert second["stats"].get("sources_reused") == 1 and second["stats"].get("numba_cache_hits") == 1
+    assert second["stats"].get("numba_compiled", 0) == 0
+    assert first["value"] == second["value"]
+    kernels = tmp_path / "kernels"
+    assert len(list(kernels.glob("ember_k_*.py"))) == 1
+    assert list((kernels / "__pycache__").glob("*.nbi"))  # Numba's index of the cached machine code
