@@ -7,6 +7,7 @@ import numpy as np
 from ember import dtypes as dt
 from ember.backends.meta import MetaArray
 from ember.device import as_device
+from ember.ops import dispatch as _dispatch
 from ember.random import Generator, host_rng
 from ember.tensor import Tensor
 
@@ -189,6 +190,11 @@ def eye(n: int, m: int | None = None, *, dtype=None, device=None, requires_grad:
 # --- random ------------------------------------------------------------------------------
 def _random(device, shape, np_dtype, draw, requires_grad, generator=None):
     device = as_device(device)
+    if _dispatch.trace_state.hook is not None:  # inside ember.jit: a fresh draw at every run
+        from ember.ops.host_random import traced_draw
+
+        t = traced_draw(draw, shape, np_dtype, device, generator)
+        return t.requires_grad_(True) if requires_grad else t
     if device.backend.abstract:
         return _finish(MetaArray(shape, np_dtype), device, requires_grad)
     if device.type == "cuda" and generator is None:

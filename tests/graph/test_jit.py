@@ -159,3 +159,26 @@ def test_jitted_optimizer_step_equals_eager(make_opt):
         assert lj.item() == pytest.approx(le.item(), rel=1e-5, abs=1e-7)
     np.testing.assert_allclose(w.detach().numpy(), w_e.detach().numpy(), rtol=1e-5, atol=1e-6)
     assert jitted.trace_count <= 2  # the first call creates optimizer state; the second traces the steady state
+
+
+def test_randomness_inside_jit_is_fresh_on_every_call():
+    @em.jit
+    def noisy(x):
+        return x + em.randn(3) + em.rand(3) * 0
+
+    x = em.zeros(3)
+    a, b = noisy(x), noisy(x)
+    assert noisy.trace_count == 1
+    assert a.tolist() != b.tolist()
+
+
+def test_dropout_masks_differ_between_jitted_calls():
+    drop = em.nn.Dropout(0.5)
+    drop.train()
+    f = em.jit(lambda x: drop(x))
+    x = em.ones(1000)
+    m1, m2 = (f(x) == 0).numpy(), (f(x) == 0).numpy()
+    assert 300 < m1.sum() < 700 and (m1 != m2).any()
+    drop.eval()
+    assert (f(x) == 1).all().item()  # eval mode is a new signature: retraced, no dropout
+    assert f.trace_count == 2

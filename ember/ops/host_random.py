@@ -1,0 +1,43 @@
+"""`host_random`: random draws made inside a traced function, drawn afresh at every run.
+
+Eager factories (`ember.rand`, `randn`, `randint`, `bernoulli`, `Tensor.normal_`, dropout masks)
+describe a draw as a function of a NumPy-style generator. While ember.jit traces, they become this
+op instead of an array, so the compiled graph draws new numbers each time it runs rather than
+replaying the numbers seen at trace time.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ember.ops._rules import spec
+from ember.ops.registry import Op, defop
+
+
+@defop
+class _HostRandom(Op):
+    name = "host_random"
+    differentiable = False
+    stateful = True  # a new draw per run: never merged, folded or pruned as a pure value
+
+    def infer(self, draw, shape, dtype, generator=None):
+        return spec(tuple(shape), dtype)
+
+    def kernel(self, xp, draw, shape, dtype, generator=None):
+        from ember.random import host_rng
+
+        arr = np.asarray(draw(host_rng(generator))).astype(dtype, copy=False)
+        return arr if xp is np else xp.asarray(arr)
+
+
+def traced_draw(draw, shape, np_dtype, device, generator=None):
+    """A symbolic tensor for `draw` in the graph being traced."""
+    from ember.ops.dispatch import trace_state
+    from ember.tensor import Tensor
+
+    tracer = trace_state.hook
+    value = tracer.graph.add_op(_HostRandom, [], {"draw": draw, "shape": tuple(shape), "dtype": np.dtype(np_dtype),
+                                                  "generator": generator}, device)
+    t = Tensor._make(value, device)
+    tracer.track(t)
+    return t
