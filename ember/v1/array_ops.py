@@ -1,0 +1,190 @@
+"""TF1's array ops by their TF names: reshape, transpose, concat, stack, squeeze, one_hot, where, tile, ..."""
+
+from __future__ import annotations
+
+import builtins
+
+import numpy as np
+
+import ember as _em
+from ember import dtypes as dt
+from ember.ops._rules import norm_dim, spec
+from ember.ops.dispatch import apply
+from ember.ops.registry import Op, defop
+from ember.tensor import Tensor
+from ember.v1.constant_ops import constant, static_shape
+from ember.v1.convert import convert_to_tensor, np_dtype, operands
+from ember.v1.math_ops import ElementCount
+
+
+def _tensors(values) -> list:
+    """A list of tensors; plain data takes the dtype of the first tensor among them."""
+    ref = next((v for v in values if isinstance(v, Tensor)), None)
+    return [convert_to_tensor(v, dtype_hint=None if ref is None else ref.dtype) for v in values]
+
+
+def reshape(tensor, shape, name: str | None = None) -> Tensor:
+    """The same values in a new shape; one dimension may be -1."""
+    x = convert_to_tensor(tensor)
+    dims = tuple(-1 if d is None else d for d in static_shape(shape, "reshape"))
+    return _em.reshape(x, dims)
+
+
+def transpose(a, perm=None, name: str | None = None, conjugate: bool = False) -> Tensor:
+    """Dimensions permuted by `perm` (default: reversed)."""
+    x = convert_to_tensor(a)
+    perm = tuple(reversed(range(x.ndim))) if perm is None else tuple(int(p) for p in perm)
+    return _em.permute(x, perm)
+
+
+def concat(values, axis: int, name: str = "concat") -> Tensor:
+    """Tensors joined along an existing axis."""
+    return _em.cat(_tensors(values), dim=int(axis))
+
+
+def stack(values, axis: int = 0, name: str = "stack") -> Tensor:
+    """Tensors of one shape joined along a new axis."""
+    return _em.stack(_tensors(values), dim=int(axis))
+
+
+def unstack(value, num: int | None = None, axis: int = 0, name: str = "unstack") -> list:
+    """The slices of a tensor along an axis of known size."""
+    x = convert_to_tensor(value)
+    if x.shape[axis] is None:
+        raise ValueError(f"unstack: the size of axis {axis} is unknown (shape {x.shape}); it must be known")
+    return list(_em.unbind(x, int(axis)))
+
+
+def expand_dims(input, axis: int, name: str | None = None) -> Tensor:
+    """A new axis of size 1 inserted at `axis`."""
+    return _em.unsqueeze(convert_to_tensor(input), int(axis))
+
+
+def squeeze(input, axis=None, name: str | None = None, squeeze_dims=None) -> Tensor:
+    """Axes of size 1 removed (all of them, or those listed in `axis`)."""
+    x = convert_to_tensor(input)
+    axis = squeeze_dims if axis is None else axis
+    if axis is None:
+        return _em.squeeze(x)
+    axes = [axis] if isinstance(axis, int) else list(axis)
+    for a in sorted((norm_dim("squeeze", a, x.ndim) for a in axes), reverse=True):
+        if x.shape[a] not in (1, None):
+            raise ValueError(f"squeeze: cannot squeeze axis {a} of size {x.shape[a]} (shape {x.shape})")
+        x = _em.squeeze(x, a)
+    return x
+
+
+def tile(input, multiples, name: str | None = None) -> Tensor:
+    """The tensor repeated `multiples[i]` times along each axis i."""
+    return _em.tile(convert_to_tensor(input), tuple(int(m) for m in multiples))
+
+
+def one_hot(indices, depth: int, on_value=None, off_value=None, axis=None, dtype=None, name: str | None = None) -> Tensor:
+    """A new last axis (or `axis`) of size `depth`: on_value at each index, off_value elsewhere."""
+    idx = convert_to_tensor(indices)
+    if dtype is None:
+        given = next((v for v in (on_value, off_value) if v is not None), None)
+        dtype = given.dtype if isinstance(given, Tensor) else (dt.float32 if given is None else None)
+    on = convert_to_tensor(1 if on_value is None else on_value, dtype=dtype)
+    off = convert_to_tensor(0 if off_value is None else off_value, dtype=on.dtype)
+    classes = constant(np.arange(int(depth)), dtype=idx.dtype)
+    out = _em.where(_em.eq(_em.unsqueeze(idx, -1), classes), on, off)
+    if axis is not None and axis != -1:
+        perm = list(range(out.ndim - 1))
+        perm.insert(norm_dim("one_hot", axis, out.ndim), out.ndim - 1)
+        out = _em.permute(out, tuple(perm))
+    return out
+
+
+def where(condition, x=None, y=None, name: str | None = None) -> Tensor:
+    """x where condition holds, else y (a 1-D condition picks whole rows, as TF1)."""
+    if x is None and y is None:
+        raise NotImplementedError(
+            "where(condition) returns the indices of true values, whose number is only known at run time; "
+            "graphs here need static ranks and known output shapes. Use where(condition, x, y)."
+        )
+    if x is None or y is None:
+        raise ValueError("where: give both x and y, or neither")
+    cond = convert_to_tensor(condition)
+    a, b = operands(x, y)
+    ref = a if isinstance(a, Tensor) else b
+    if cond.ndim == 1 and isinstance(ref, Tensor) and ref.ndim > 1:
+        cond = _em.reshape(cond, (-1,) + (1,) * (ref.ndim - 1))
+    return _em.where(cond, a, b)
+
+
+def gather(params, indices, axis: int = 0, name: str | None = None) -> Tensor:
+    """Slices of `params` along `axis` at `indices` (any shape of indices)."""
+    x = convert_to_tensor(params)
+    idx = convert_to_tensor(indices)
+    axis = norm_dim("gather", int(axis), x.ndim)
+    if idx.ndim == 1:
+        return _em.index_select(x, axis, idx)
+    out_shape = tuple(x.shape[:axis]) + tuple(idx.shape) + tuple(x.shape[axis + 1:])
+    if sum(d is None for d in out_shape) > 1:
+        raise ValueError(f"gather: the result shape {out_shape} has more than one unknown dimension")
+    picked = _em.index_select(x, axis, _em.reshape(idx, (-1,)))
+    return _em.reshape(picked, tuple(-1 if d is None else d for d in out_shape))
+
+
+def slice(input_, begin, size, name: str | None = None) -> Tensor:
+    """The block starting at `begin` with `size` elements per axis (-1: to the end)."""
+    x = convert_to_tensor(input_)
+    index = tuple(builtins.slice(int(b), None if int(s) == -1 else int(b) + int(s)) for b, s in zip(begin, size))
+    return x[index]
+
+
+def split(value, num_or_size_splits, axis: int = 0, num=None, name: str = "split") -> list:
+    """Pieces along `axis`: an int gives that many equal pieces, a list gives the piece sizes."""
+    x = convert_to_tensor(value)
+    if isinstance(num_or_size_splits, int):
+        size = x.shape[axis]
+        if size is None or size % num_or_size_splits:
+            raise ValueError(f"split: axis {axis} of shape {x.shape} cannot be split into {num_or_size_splits} pieces")
+        return list(_em.split(x, size // num_or_size_splits, int(axis)))
+    return list(_em.split(x, [int(s) for s in num_or_size_splits], int(axis)))
+
+
+def pad(tensor, paddings, mode: str = "CONSTANT", name: str | None = None, constant_values=0) -> Tensor:
+    """Padding before and after each axis: paddings[i] = [before, after]."""
+    x = convert_to_tensor(tensor)
+    flat = []
+    for before, after in reversed([tuple(p) for p in paddings]):
+        flat += [int(before), int(after)]
+    mode = mode.upper()
+    if mode == "CONSTANT":
+        return _em.pad(x, flat, value=constant_values)
+    if mode == "REFLECT":
+        return _em.pad(x, flat, mode="reflect")
+    raise NotImplementedError(f"pad: mode {mode!r} is not supported (CONSTANT and REFLECT are)")
+
+
+@defop
+class DynamicShape(Op):
+    """The shape of the input as a 1-D integer tensor, known when the graph runs."""
+
+    name = "dynamic_shape"
+    differentiable = False
+    fresh_output = True
+
+    def infer(self, x, dtype):
+        return spec((len(x.shape),), dtype)
+
+    def kernel(self, xp, x, dtype):
+        return xp.asarray(x.shape, dtype=dtype)
+
+
+def shape(input, name: str | None = None, out_type=dt.int32) -> Tensor:
+    """The run-time shape of a tensor, as a 1-D int32 tensor."""
+    return apply(DynamicShape, convert_to_tensor(input), dtype=np_dtype(out_type))
+
+
+def size(input, name: str | None = None, out_type=dt.int32) -> Tensor:
+    """The run-time number of elements of a tensor."""
+    x = convert_to_tensor(input)
+    return apply(ElementCount, x, dims=tuple(range(x.ndim)), dtype=np_dtype(out_type))
+
+
+def rank(input, name: str | None = None) -> Tensor:
+    """The number of dimensions, as an int32 scalar tensor."""
+    return constant(convert_to_tensor(input).ndim, dtype=dt.int32)

@@ -1,0 +1,149 @@
+"""Where values enter a TF1 graph: placeholders, constants, filled tensors and random draws."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ember import dtypes as dt
+from ember import ops as _ops
+from ember.ops import random_ops
+from ember.tensor import Tensor
+from ember.v1.convert import constant_tensor, convert_to_tensor, host_array, is_symbolic, np_dtype
+from ember.v1.graph_api import get_default_graph
+
+
+def static_shape(shape, what: str) -> tuple:
+    """A shape given as a list/tuple of ints (None or -1: unknown) as a tuple."""
+    if isinstance(shape, Tensor):
+        raise NotImplementedError(f"{what}: shapes given as tensors (dynamic shapes) are not supported; pass a list")
+    if isinstance(shape, (int, np.integer)):
+        return (int(shape),)
+    dims = []
+    for d in shape:
+        if d is None or (isinstance(d, (int, np.integer)) and d == -1):
+            dims.append(None)
+        elif isinstance(d, (int, np.integer)) and not isinstance(d, bool) and d >= 0:
+            dims.append(int(d))
+        else:
+            raise TypeError(f"{what}: dimensions must be non-negative ints or None, got {tuple(shape)}")
+    return tuple(dims)
+
+
+def placeholder(dtype, shape=None, name: str | None = None) -> Tensor:
+    """A tensor fed at run time; None dimensions (or shape=None: unknown rank) accept any size."""
+    graph = get_default_graph()
+    device = graph.device
+    dims = None if shape is None else static_shape(shape, "placeholder")
+    value = graph.placeholder(dims, np_dtype(dtype), device, name=graph.scoped_name(name or "Placeholder"))
+    t = Tensor._make(value, device)
+    if t.is_floating_point():
+        t.requires_grad_(True)  # so every op on it is recorded and gradients() can reach it
+    return t
+
+
+def constant(value, dtype=None, shape=None, name: str = "Const") -> Tensor:
+    """A constant tensor; with `shape`, a scalar is filled out and matching data is reshaped."""
+    arr = host_array(value, dtype)
+    if shape is not None:
+        dims = static_shape(shape, "constant")
+        if None in dims:
+            raise ValueError(f"constant: shape {tuple(shape)} must be fully known")
+        if arr.size == 1:
+            arr = np.full(dims, arr.reshape(()), dtype=arr.dtype)
+        elif arr.size == int(np.prod(dims)):
+            arr = arr.reshape(dims)
+        else:
+            raise ValueError(f"constant: {arr.size} values do not fit shape {dims}")
+    return constant_tensor(arr, name)
+
+
+def fill(dims, value, name: str | None = None) -> Tensor:
+    """A tensor of shape `dims` filled with `value` (its dtype follows the value)."""
+    arr = host_array(value)
+    return constant(arr, dtype=dt.from_numpy_dtype(arr.dtype), shape=dims, name=name or "Fill")
+
+
+def zeros(shape, dtype=dt.float32, name: str | None = None) -> Tensor:
+    """A tensor of zeros."""
+    return constant(0, dtype=dtype, shape=shape, name=name or "zeros")
+
+
+def ones(shape, dtype=dt.float32, name: str | None = None) -> Tensor:
+    """A tensor of ones."""
+    return constant(1, dtype=dtype, shape=shape, name=name or "ones")
+
+
+def zeros_like(tensor, dtype=None, name: str | None = None) -> Tensor:
+    """Zeros with the shape (known at run time) and dtype of `tensor`."""
+    return _ops.zeros_like(convert_to_tensor(tensor), dtype=dtype)
+
+
+def ones_like(tensor, dtype=None, name: str | None = None) -> Tensor:
+    """Ones with the shape (known at run time) and dtype of `tensor`."""
+    return _ops.ones_like(convert_to_tensor(tensor), dtype=dtype)
+
+
+def range(start, limit=None, delta=1, dtype=None, name: str = "range") -> Tensor:
+    """Numbers from start up to (not including) limit by delta (int32 for ints, float32 for floats)."""
+    if limit is None:
+        start, limit = 0, start
+    return constant(np.arange(start, limit, delta).tolist(), dtype=dtype, name=name)
+
+
+def linspace(start, stop, num: int, name: str = "linspace") -> Tensor:
+    """`num` evenly spaced float32 values from start to stop inclusive."""
+    return constant(np.linspace(start, stop, num, dtype=np.float32), name=name)
+
+
+# --- random ------------------------------------------------------------------------------------
+def random_tensor(op, shape, dtype, seed=None, like: Tensor | None = None, name: str | None = None,
+                  **params) -> Tensor:
+    """A node of a random op: new numbers at every run; `like` supplies unknown dims at run time."""
+    graph = like._data.graph if like is not None else get_default_graph()
+    device = like._device if like is not None else graph.device
+    dims = static_shape(shape, op.name)
+    if None in dims and like is None:
+        raise ValueError(f"{op.name}: shape {tuple(shape)} must be fully known")
+    op_seed = graph.next_seed(seed) if hasattr(graph, "next_seed") else seed
+    attrs = dict(shape=dims, dtype=np_dtype(dtype), seed=None if op_seed is None else random_ops.SeedStream(op_seed),
+                 **params)
+    value = graph.add_op(op, [like._data] if like is not None else [], attrs, device)
+    if hasattr(graph, "name_node"):
+        graph.name_node(value.node, name)
+    return Tensor._make(value, device)
+
+
+def _scaled(t: Tensor, scale, shift) -> Tensor:
+    """t * scale + shift for tensor-valued distribution parameters."""
+    return t * convert_to_tensor(scale, dtype=t.dtype) + convert_to_tensor(shift, dtype=t.dtype)
+
+
+def random_normal(shape, mean=0.0, stddev=1.0, dtype=dt.float32, seed=None, name: str | None = None) -> Tensor:
+    """Normal samples, drawn afresh at every run."""
+    if is_symbolic(mean) or is_symbolic(stddev):
+        return _scaled(random_normal(shape, 0.0, 1.0, dtype, seed, name), stddev, mean)
+    return random_tensor(random_ops.RandomNormal, shape, dtype, seed, name=name, mean=float(mean), std=float(stddev))
+
+
+def truncated_normal(shape, mean=0.0, stddev=1.0, dtype=dt.float32, seed=None, name: str | None = None) -> Tensor:
+    """Normal samples redrawn until within two standard deviations, drawn afresh at every run."""
+    if is_symbolic(mean) or is_symbolic(stddev):
+        return _scaled(truncated_normal(shape, 0.0, 1.0, dtype, seed, name), stddev, mean)
+    return random_tensor(random_ops.TruncatedNormal, shape, dtype, seed, name=name, mean=float(mean),
+                         std=float(stddev))
+
+
+def random_uniform(shape, minval=0, maxval=None, dtype=dt.float32, seed=None, name: str | None = None) -> Tensor:
+    """Uniform samples in [minval, maxval) (maxval defaults to 1 for floats; required for ints)."""
+    np_dt = np_dtype(dtype)
+    if np_dt.kind in "iu":
+        if maxval is None:
+            raise ValueError("random_uniform: maxval must be given for integer dtypes")
+        return random_tensor(random_ops.RandomIntegers, shape, dtype, seed, name=name, low=int(minval),
+                             high=int(maxval))
+    maxval = 1.0 if maxval is None else maxval
+    if is_symbolic(minval) or is_symbolic(maxval):
+        lo = convert_to_tensor(minval, dtype=dtype)
+        return _scaled(random_uniform(shape, 0.0, 1.0, dtype, seed, name), convert_to_tensor(maxval, dtype) - lo, lo)
+    return random_tensor(random_ops.RandomUniform, shape, dtype, seed, name=name, low=float(minval),
+                         high=float(maxval))

@@ -1,0 +1,289 @@
+"""TF1's math ops by their TF names and arguments: arithmetic, elementwise functions, reductions, matmul."""
+
+from __future__ import annotations
+
+import math
+
+import ember as _em
+from ember import dtypes as dt
+from ember.ops._rules import norm_dims, spec
+from ember.ops.dispatch import apply
+from ember.ops.registry import Op, defop
+from ember.tensor import Tensor
+from ember.v1.convert import convert_to_tensor, np_dtype, operands
+
+# --- arithmetic and comparisons --------------------------------------------------------------------
+
+
+def _binary(name: str, fn, doc: str):
+    """A TF-style binary op: operands converted (plain data takes the tensor's dtype), then `fn`."""
+
+    def op(x, y, name: str | None = None) -> Tensor:
+        a, b = operands(x, y)
+        return fn(a, b)
+
+    op.__name__ = op.__qualname__ = name
+    op.__doc__ = doc
+    return op
+
+
+add = _binary("add", _em.add, "x + y, elementwise with broadcasting.")
+subtract = _binary("subtract", _em.sub, "x - y, elementwise with broadcasting.")
+multiply = _binary("multiply", _em.mul, "x * y, elementwise with broadcasting.")
+maximum = _binary("maximum", _em.maximum, "The larger of x and y, elementwise.")
+minimum = _binary("minimum", _em.minimum, "The smaller of x and y, elementwise.")
+equal = _binary("equal", _em.eq, "x == y, elementwise (bool).")
+not_equal = _binary("not_equal", _em.ne, "x != y, elementwise (bool).")
+less = _binary("less", _em.lt, "x < y, elementwise (bool).")
+less_equal = _binary("less_equal", _em.le, "x <= y, elementwise (bool).")
+greater = _binary("greater", _em.gt, "x > y, elementwise (bool).")
+greater_equal = _binary("greater_equal", _em.ge, "x >= y, elementwise (bool).")
+logical_and = _binary("logical_and", _em.logical_and, "x and y, elementwise.")
+logical_or = _binary("logical_or", _em.logical_or, "x or y, elementwise.")
+squared_difference = _binary("squared_difference", lambda a, b: _em.square(a - b), "(x - y) ** 2, elementwise.")
+pow = _binary("pow", _em.pow, "x ** y, elementwise.")
+mod = _binary("mod", _em.remainder, "x mod y with the sign of y, elementwise.")
+floordiv = _binary("floordiv", _em.floor_divide, "x // y, elementwise.")
+mul, sub = multiply, subtract
+
+
+def divide(x, y, name: str | None = None) -> Tensor:
+    """x / y, elementwise (a float result)."""
+    a, b = operands(x, y)
+    return _em.div(a, b)
+
+
+truediv = divide
+
+
+def div(x, y, name: str | None = None) -> Tensor:
+    """TF1's div: floor division for integers, true division for floats."""
+    a, b = operands(x, y)
+    ints = [t for t in (a, b) if isinstance(t, Tensor)]
+    if ints and all(t.dtype.category == dt.INT for t in ints):
+        return _em.floor_divide(a, b)
+    return _em.div(a, b)
+
+
+def add_n(inputs, name: str | None = None) -> Tensor:
+    """The elementwise sum of a list of tensors of one shape."""
+    tensors = [convert_to_tensor(t) for t in inputs]
+    out = tensors[0]
+    for t in tensors[1:]:
+        out = out + t
+    return out
+
+
+# --- elementwise functions ------------------------------------------------------------------------
+def _unary(fn, doc: str):
+    """A TF-style elementwise function: the input converted to a tensor, then `fn`."""
+
+    def op(x, name: str | None = None) -> Tensor:
+        return fn(convert_to_tensor(x))
+
+    op.__name__ = op.__qualname__ = fn.__name__
+    op.__doc__ = doc
+    return op
+
+
+exp = _unary(_em.exp, "e ** x, elementwise.")
+log = _unary(_em.log, "Natural logarithm, elementwise.")
+log1p = _unary(_em.log1p, "log(1 + x), elementwise.")
+sqrt = _unary(_em.sqrt, "Square root, elementwise.")
+rsqrt = _unary(_em.rsqrt, "1 / sqrt(x), elementwise.")
+square = _unary(_em.square, "x * x, elementwise.")
+tanh = _unary(_em.tanh, "Hyperbolic tangent, elementwise.")
+sigmoid = _unary(_em.sigmoid, "1 / (1 + exp(-x)), elementwise.")
+abs = _unary(_em.abs, "|x|, elementwise.")
+negative = _unary(_em.neg, "-x, elementwise.")
+neg = negative
+sign = _unary(_em.sign, "The sign of x (-1, 0 or 1), elementwise.")
+floor = _unary(_em.floor, "Largest integer not above x, elementwise.")
+ceil = _unary(_em.ceil, "Smallest integer not below x, elementwise.")
+round = _unary(_em.round, "x rounded to the nearest integer (half to even), elementwise.")
+sin = _unary(_em.sin, "Sine, elementwise.")
+cos = _unary(_em.cos, "Cosine, elementwise.")
+reciprocal = _unary(_em.reciprocal, "1 / x, elementwise.")
+logical_not = _unary(_em.logical_not, "not x, elementwise.")
+is_nan = _unary(_em.isnan, "Whether x is NaN, elementwise.")
+is_finite = _unary(_em.isfinite, "Whether x is finite, elementwise.")
+
+
+def clip_by_value(t, clip_value_min, clip_value_max, name: str | None = None) -> Tensor:
+    """t with values below the min raised to it and above the max lowered to it."""
+    t = convert_to_tensor(t)
+    lo, hi = clip_value_min, clip_value_max
+    if isinstance(lo, Tensor) or isinstance(hi, Tensor):
+        return _em.minimum(_em.maximum(t, convert_to_tensor(lo, dtype=t.dtype)), convert_to_tensor(hi, dtype=t.dtype))
+    return _em.clamp(t, lo, hi)
+
+
+def cast(x, dtype, name: str | None = None) -> Tensor:
+    """x converted to dtype (floats to ints truncate toward zero)."""
+    x = convert_to_tensor(x)
+    return x.to(dt.as_dtype(dtype))
+
+
+def to_float(x, name: str | None = None) -> Tensor:
+    """x cast to float32."""
+    return cast(x, dt.float32)
+
+
+def to_int32(x, name: str | None = None) -> Tensor:
+    """x cast to int32."""
+    return cast(x, dt.int32)
+
+
+def to_int64(x, name: str | None = None) -> Tensor:
+    """x cast to int64."""
+    return cast(x, dt.int64)
+
+
+# --- matrix products --------------------------------------------------------------------------------
+def matmul(a, b, transpose_a: bool = False, transpose_b: bool = False, adjoint_a: bool = False,
+           adjoint_b: bool = False, a_is_sparse: bool = False, b_is_sparse: bool = False,
+           name: str | None = None) -> Tensor:
+    """The matrix product a @ b (batched over leading dims), optionally transposing either side."""
+    a, b = operands(a, b)
+    if transpose_a or adjoint_a:
+        a = _em.transpose(a, -2, -1)
+    if transpose_b or adjoint_b:
+        b = _em.transpose(b, -2, -1)
+    return _em.matmul(a, b)
+
+
+# --- reductions --------------------------------------------------------------------------------------
+@defop
+class ElementCount(Op):
+    """The number of elements over some dims, taken from the input's shape when the graph runs."""
+
+    name = "element_count"
+    differentiable = False
+    fresh_output = True
+
+    def infer(self, x, dims, dtype):
+        return spec((), dtype)
+
+    def kernel(self, xp, x, dims, dtype):
+        return xp.asarray(math.prod(x.shape[d] for d in dims), dtype=dtype)
+
+
+def _axes(axis, reduction_indices):
+    axis = reduction_indices if axis is None else axis
+    if axis is None:
+        return None
+    if isinstance(axis, Tensor):
+        raise NotImplementedError("reduction axes given as tensors are not supported; pass ints")
+    return tuple(int(a) for a in axis) if isinstance(axis, (list, tuple)) else int(axis)
+
+
+def _keep(keepdims, keep_dims) -> bool:
+    return bool(keep_dims if keepdims is None and keep_dims is not None else keepdims or False)
+
+
+def _reduce(fn, input_tensor, axis, keepdims, name, reduction_indices, keep_dims) -> Tensor:
+    x = convert_to_tensor(input_tensor)
+    dims = _axes(axis, reduction_indices)
+    if dims == ():
+        return x
+    return fn(x, dims, _keep(keepdims, keep_dims))
+
+
+def reduce_sum(input_tensor, axis=None, keepdims=None, name: str | None = None, reduction_indices=None,
+               keep_dims=None) -> Tensor:
+    """Sum over `axis` (all axes when None); bools and ints sum in their own integer type."""
+
+    def fn(x, dims, keep):
+        out = _em.sum(x, dim=dims, keepdim=keep)
+        return out.to(x.dtype) if x.dtype.category == dt.INT and out.dtype is not x.dtype else out
+
+    x = convert_to_tensor(input_tensor)
+    if x.dtype is dt.bool_:
+        x = x.to(dt.int32)
+    return _reduce(fn, x, axis, keepdims, name, reduction_indices, keep_dims)
+
+
+def reduce_mean(input_tensor, axis=None, keepdims=None, name: str | None = None, reduction_indices=None,
+                keep_dims=None) -> Tensor:
+    """Mean over `axis` (all axes when None); integer inputs give an integer (truncated) mean, as TF."""
+
+    def fn(x, dims, keep):
+        reduced = norm_dims("reduce_mean", dims, x.ndim)
+        if x.dtype.category != dt.FLOAT:
+            total = _em.sum(x, dim=dims, keepdim=keep)
+            return _em.div(total, _count(x, reduced, total.dtype), rounding_mode="trunc").to(x.dtype)
+        if any(x.shape[d] is None for d in reduced):
+            # The count is only known at run time, and Ember's mean needs it when gradients are built.
+            return _em.sum(x, dim=dims, keepdim=keep) / _count(x, reduced, x.dtype)
+        return _em.mean(x, dim=dims, keepdim=keep)
+
+    return _reduce(fn, input_tensor, axis, keepdims, name, reduction_indices, keep_dims)
+
+
+def _count(x: Tensor, dims: tuple, dtype) -> Tensor:
+    return apply(ElementCount, x, dims=dims, dtype=np_dtype(dtype))
+
+
+def reduce_max(input_tensor, axis=None, keepdims=None, name: str | None = None, reduction_indices=None,
+               keep_dims=None) -> Tensor:
+    """Maximum over `axis`; the gradient is shared among ties."""
+    return _reduce(lambda x, d, k: _em.amax(x, dim=d, keepdim=k), input_tensor, axis, keepdims, name,
+                   reduction_indices, keep_dims)
+
+
+def reduce_min(input_tensor, axis=None, keepdims=None, name: str | None = None, reduction_indices=None,
+               keep_dims=None) -> Tensor:
+    """Minimum over `axis`; the gradient is shared among ties."""
+    return _reduce(lambda x, d, k: _em.amin(x, dim=d, keepdim=k), input_tensor, axis, keepdims, name,
+                   reduction_indices, keep_dims)
+
+
+def reduce_prod(input_tensor, axis=None, keepdims=None, name: str | None = None, reduction_indices=None,
+                keep_dims=None) -> Tensor:
+    """Product over `axis`."""
+
+    def fn(x, dims, keep):
+        out = _em.prod(x, dim=dims, keepdim=keep)
+        return out.to(x.dtype) if out.dtype is not x.dtype else out
+
+    return _reduce(fn, input_tensor, axis, keepdims, name, reduction_indices, keep_dims)
+
+
+def reduce_all(input_tensor, axis=None, keepdims=None, name: str | None = None, reduction_indices=None,
+               keep_dims=None) -> Tensor:
+    """Logical and over `axis`."""
+    return _reduce(lambda x, d, k: _em.all(x, dim=d, keepdim=k), input_tensor, axis, keepdims, name, reduction_indices, keep_dims)
+
+
+def reduce_any(input_tensor, axis=None, keepdims=None, name: str | None = None, reduction_indices=None,
+               keep_dims=None) -> Tensor:
+    """Logical or over `axis`."""
+    return _reduce(lambda x, d, k: _em.any(x, dim=d, keepdim=k), input_tensor, axis, keepdims, name, reduction_indices, keep_dims)
+
+
+def reduce_logsumexp(input_tensor, axis=None, keepdims=None, name: str | None = None, reduction_indices=None,
+                     keep_dims=None) -> Tensor:
+    """log(sum(exp(x))) over `axis`, computed stably."""
+
+    def fn(x, dims, keep):
+        dims = norm_dims("reduce_logsumexp", dims, x.ndim)
+        return _em.logsumexp(x, dim=dims, keepdim=keep)
+
+    return _reduce(fn, input_tensor, axis, keepdims, name, reduction_indices, keep_dims)
+
+
+def _arg(fn, input, axis, name, dimension, output_type) -> Tensor:
+    x = convert_to_tensor(input)
+    axis = dimension if axis is None else axis
+    out = fn(x, dim=0 if axis is None else int(axis))  # TF1's default axis is 0
+    return out if output_type is None else out.to(dt.as_dtype(output_type))
+
+
+def argmax(input, axis=None, name: str | None = None, dimension=None, output_type=dt.int64) -> Tensor:
+    """Index of the largest value along `axis` (default 0, as TF1)."""
+    return _arg(_em.argmax, input, axis, name, dimension, output_type)
+
+
+def argmin(input, axis=None, name: str | None = None, dimension=None, output_type=dt.int64) -> Tensor:
+    """Index of the smallest value along `axis` (default 0, as TF1)."""
+    return _arg(_em.argmin, input, axis, name, dimension, output_type)
