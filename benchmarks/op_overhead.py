@@ -15,9 +15,9 @@ sys.path.insert(0, os.path.dirname(__file__))
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
+from _timing import best_time, fmt_ms, fmt_us  # noqa: E402
 
 import ember as em  # noqa: E402
-from _timing import best_time, fmt_ms, fmt_us  # noqa: E402
 
 SMALL_OPS = {
     "add": (lambda a, b: a + b, lambda a, b: a + b, np.add),

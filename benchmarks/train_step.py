@@ -17,9 +17,9 @@ sys.path.insert(0, os.path.dirname(__file__))
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
+from _timing import best_time, fmt_ms  # noqa: E402
 
 import ember as em  # noqa: E402
-from _timing import best_time, fmt_ms  # noqa: E402
 
 
 # --- models written once for both frameworks ----------------------------------------------------

@@ -84,6 +84,9 @@ _LAZY_SUBMODULES = (
 )
 
 
+_RUNTIME_NAMES = ("checkpoint", "set_num_threads", "get_num_threads", "set_async", "is_async", "synchronize")
+
+
 def __getattr__(name: str):
     """Import subpackages on first use (`em.nn`, `em.optim`, ...), keeping `import ember` light."""
     if name in _LAZY_SUBMODULES:
@@ -94,8 +97,18 @@ def __getattr__(name: str):
         from ember.models.summary import summary
 
         return summary
+    if name in _RUNTIME_NAMES:
+        from ember import runtime as _runtime
+
+        return getattr(_runtime, name)
     if name in ("jit", "is_tracing"):
         from ember.graph import jit as _jit
 
         return getattr(_jit, name)
     raise AttributeError(f"module 'ember' has no attribute {name!r}")
+
+
+if __import__("os").environ.get("EMBER_ASYNC", "0") not in ("", "0"):  # async eager mode from the start
+    from ember.runtime.async_eager import set_async as _set_async
+
+    _set_async(True)

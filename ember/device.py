@@ -109,6 +109,18 @@ def default_device() -> Device:
     return stack[-1] if stack else CPU
 
 
+def scope_depth() -> int:
+    """How many `with device(...)` scopes are open in this thread."""
+    stack = getattr(_local, "stack", None)
+    return len(stack) if stack else 0
+
+
+def scope_device(base: int = 0) -> Device | None:
+    """The innermost `with device(...)` scope opened above depth `base` in this thread, else None."""
+    stack = getattr(_local, "stack", None)
+    return stack[-1] if stack and len(stack) > base else None
+
+
 def as_device(device) -> Device:
     """Normalise None / str / Device to a Device (None means the default device)."""
     if device is None:

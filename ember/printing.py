@@ -99,6 +99,9 @@ def _body(arr: np.ndarray, indent: int, fmt, width: int, summarize: bool) -> str
 def tensor_repr(t) -> str:
     """tensor([[1., 2.], [3., 4.]], dtype=..., grad_fn=...) or, on meta, tensor(..., size=(...))."""
     data = t._data
+    if getattr(type(data), "pending", False):  # async eager: printing waits for the value
+        t._require_data("print")
+        data = t._data
     if isinstance(data, MetaArray):
         parts = ["...", f"device='{t.device}'", f"size={tuple(data.shape)}"]
         if t.dtype.name != "float32":

@@ -195,6 +195,9 @@ class Tensor:
                     "Keep the computation in tensor ops instead of reading the value in Python."
                 )
             return
+        if getattr(type(data), "pending", False):  # async eager: wait for the kernel computing it
+            self._data = data.result()
+            return
         if isinstance(data, MetaArray):
             if data.symbolic:
                 raise ConcretizationError(
@@ -373,6 +376,10 @@ class Tensor:
 
     # --- in place --------------------------------------------------------------------
     def _check_inplace(self, name: str) -> None:
+        if _ops._dispatch.kernel_hook is not None:  # runtime features on: queued kernels finish first
+            from ember.runtime.async_eager import before_write
+
+            before_write(self)
         if not _grad_state.enabled:
             return
         if self._requires_grad and self._grad_fn is None:
@@ -464,6 +471,7 @@ class Tensor:
             type(self._data) is np.ndarray
             and not (_grad_state.enabled and (self._requires_grad or getattr(other, "_requires_grad", False)))
             and _ops._dispatch.trace_state.hook is None
+            and _ops._dispatch.kernel_hook is None
         ):
             if isinstance(other, Tensor):
                 if other._device is not self._device:

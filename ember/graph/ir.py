@@ -13,6 +13,7 @@ import itertools
 import numpy as np
 
 from ember.backends.meta import MetaArray
+from ember.device import Device
 from ember.errors import fmt_shape
 
 # Node kinds besides "op": where values enter a graph.
@@ -98,6 +99,8 @@ def _fmt_attr(v) -> str:
         return f"{v:g}"
     if isinstance(v, np.ndarray):
         return f"array{fmt_shape(v.shape)}"
+    if isinstance(v, Device):
+        return str(v)
     return repr(v)
 
 

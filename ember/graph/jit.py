@@ -17,10 +17,12 @@ import weakref
 
 import numpy as np
 
+from ember.device import scope_depth
 from ember.errors import fmt_shape
 from ember.graph.executor import Plan
 from ember.graph.ir import Graph, Value
 from ember.graph.passes import optimize as optimize_graph
+from ember.graph.placement_exec import compile_plan
 from ember.ops import dispatch
 from ember.ops.dispatch import is_tracing  # noqa: F401  (re-exported as ember.is_tracing)
 from ember.tensor import Tensor
@@ -37,6 +39,7 @@ class Tracer:
         self.grad_before: dict = {}  # id(tensor) -> (tensor, its .grad when first captured)
         self.mutated: dict = {}  # id(tensor) -> tensor, for captured tensors written in place
         self.created: list = []  # weak references to the symbolic tensors made while tracing
+        self.scope_base = scope_depth()  # device scopes opened before the trace do not place its ops
 
     def lift(self, t: Tensor) -> Value:
         """The graph value of an outside tensor (its latest in-trace update, if any)."""
@@ -264,7 +267,7 @@ class JitFunction:
             entry.optimized, outputs = opt.graph, opt.outputs
             entry.placeholders = [opt.value_map.get(v, v) for v in entry.placeholders]
         if not for_inspection:
-            entry.plan = Plan(entry.optimized, outputs)
+            entry.plan = compile_plan(entry.optimized, outputs)  # a PlacedPlan when values span devices
         return entry
 
     # --- running ---------------------------------------------------------------------------

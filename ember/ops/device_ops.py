@@ -29,6 +29,10 @@ def to_device(x, device):
     src = x._device
     if device is src:
         return x
+    if device.type != "meta" and src.type != "meta" and (getattr(x._data, "symbolic", False) or _tracing()):
+        from ember.ops.transfer_ops import transfer
+
+        return transfer(x, device)  # inside a graph a move is a send/recv pair, read at every run
     if isinstance(x._data, MetaArray):
         if device.type != "meta":
             raise DataDependentError(f"to: cannot copy a meta tensor to {device}: it has no data")
@@ -45,6 +49,12 @@ def to_device(x, device):
         out._grad_fn = Node(_ToDevice, {"device": device, "source": src}, (x,), (out,))
         out._requires_grad = True
     return out
+
+
+def _tracing() -> bool:
+    from ember.ops.dispatch import trace_state
+
+    return trace_state.hook is not None
 
 
 @defop

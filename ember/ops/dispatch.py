@@ -32,6 +32,10 @@ def is_tracing() -> bool:
 
 
 graph_builder = [None]  # set by ember.graph on import: builder(op, inputs, arrays, attrs, device)
+graph_placer = [None]  # set by ember.graph: placer(op, inputs) -> inputs moved under a device scope, or None
+# Set by ember.runtime while the profiler, the eager pool or async mode is on: called as
+# kernel_hook(op, backend, arrays, attrs, inputs) instead of the kernel (the fast paths defer to apply()).
+kernel_hook = None
 
 
 def apply(op, *inputs, **attrs):
@@ -39,6 +43,7 @@ def apply(op, *inputs, **attrs):
     device = None
     needs_grad = False
     symbolic = False
+    mixed = None
     arrays = []
     for x in inputs:
         if isinstance(x, Tensor):
@@ -48,11 +53,8 @@ def apply(op, *inputs, **attrs):
             d = x._device
             if device is None:
                 device = d
-            elif d is not device:
-                raise DeviceMismatchError(
-                    f"{op.name}: expected all tensors on the same device, but found tensors on "
-                    f"{device} and {d}"
-                )
+            elif d is not device and mixed is None:
+                mixed = d
             if x._requires_grad:
                 needs_grad = True
             arrays.append(a)
@@ -60,13 +62,23 @@ def apply(op, *inputs, **attrs):
             arrays.append(x)
     if device is None:
         raise TypeError(f"{op.name}: expected at least one tensor argument")
+    if (symbolic or trace_state.hook is not None) and graph_placer[0] is not None:
+        placed = graph_placer[0](op, inputs)  # building under a device scope: send/recv to the op's device
+        if placed is not None:
+            return apply(op, *placed, **attrs)
+    if mixed is not None:
+        raise DeviceMismatchError(
+            f"{op.name}: expected all tensors on the same device, but found tensors on {device} and {mixed}"
+        )
     backend = device._backend or device.backend
 
     if symbolic or backend.abstract or trace_state.hook is not None:
         outs = _abstract(op, inputs, arrays, attrs, device, symbolic)
     else:
         try:
-            if backend.direct:  # NumPy backends: no device context to enter
+            if kernel_hook is not None:
+                outs = kernel_hook(op, backend, arrays, attrs, inputs)
+            elif backend.direct:  # NumPy backends: no device context to enter
                 outs = op.kernel(np, *arrays, **attrs)
             else:
                 outs = backend.run(op.kernel, arrays, attrs)
@@ -110,7 +122,7 @@ def apply(op, *inputs, **attrs):
 
 def apply_unary(op, x, **attrs):
     """apply() for one CPU tensor with nothing unusual going on; anything else takes apply()."""
-    if isinstance(x, Tensor) and trace_state.hook is None:
+    if isinstance(x, Tensor) and trace_state.hook is None and kernel_hook is None:
         dev = x._device
         backend = dev._backend
         if backend is not None and backend.direct and type(x._data) is np.ndarray:
@@ -138,7 +150,7 @@ def apply_binary(op, a, b):
 
     Anything unusual (symbolic or meta data, other backends, mixed devices, errors) goes to apply().
     """
-    if trace_state.hook is None:
+    if trace_state.hook is None and kernel_hook is None:
         if isinstance(a, Tensor):
             dev = a._device
             ad = a._data

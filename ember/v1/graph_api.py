@@ -6,7 +6,7 @@ import contextlib
 import threading
 from collections.abc import Iterator
 
-from ember.device import Device, as_device
+from ember.device import Device, as_device, default_device
 from ember.graph import ir
 from ember.tensor import Tensor
 
@@ -68,7 +68,7 @@ class Graph(ir.Graph):
     @property
     def device(self) -> Device:
         """The device new placeholders, constants, variables and random ops are placed on."""
-        return self._devices[-1] if self._devices else as_device("cpu")
+        return self._devices[-1] if self._devices else default_device()
 
     def next_seed(self, op_seed: int | None) -> int | None:
         """TF's seed rule: an op seed, or one derived from the graph seed, or None (unseeded)."""
@@ -226,11 +226,13 @@ def name_scope(name: str | None, default_name: str | None = None, values=None) -
 
 @contextlib.contextmanager
 def device(name) -> Iterator[None]:
-    """Place new placeholders, constants, variables and random ops on a device ('/gpu:0', 'cuda', 'cpu')."""
+    """Place the ops built inside on a device ('/cpu:1', '/gpu:0', 'cuda'); send/recv pairs join devices."""
     graph = get_default_graph()
-    graph._devices.append(_parse_device(name))
+    dev = _parse_device(name)
+    graph._devices.append(dev)
     try:
-        yield
+        with dev:  # the thread's device scope is what places ops (ember.graph.build)
+            yield
     finally:
         graph._devices.pop()
 

@@ -20,6 +20,7 @@ from ember.device import as_device
 from ember.errors import fmt_shape
 from ember.graph.executor import Plan
 from ember.graph.ir import PLACEHOLDER, Value
+from ember.graph.placement_exec import compile_plan
 from ember.tensor import Tensor
 from ember.v1.errors import InvalidArgumentError, OpError
 from ember.v1.graph_api import Graph, Operation, get_default_graph
@@ -130,10 +131,10 @@ class Session:
         nodes = list(dict.fromkeys(t for t in targets if not isinstance(t, Value)))
         if special:
             spec = specialize(self.graph, values, nodes, {v: arr.shape for v, arr in feeds.items()})
-            plan = Plan(spec.graph, [spec.value(v) for v in values], [spec.node(n) for n in nodes])
+            plan = compile_plan(spec.graph, [spec.value(v) for v in values], [spec.node(n) for n in nodes])
             feed_values = {v: spec.value(v) for v in feeds}
         else:
-            plan = Plan(self.graph, values, nodes)
+            plan = compile_plan(self.graph, values, nodes)  # a PlacedPlan when values span devices
             feed_values = {v: v for v in feeds if v.node.kind == PLACEHOLDER}
         cpu = as_device("cpu").backend
         for step in plan.steps:

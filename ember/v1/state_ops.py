@@ -10,6 +10,7 @@ from ember.errors import ShapeError, fmt_shape
 from ember.ops._rules import spec
 from ember.ops.dispatch import apply
 from ember.ops.registry import Op, defop
+from ember.ops.transfer_ops import transfer
 from ember.tensor import Tensor
 from ember.v1.convert import convert_to_tensor
 from ember.v1.graph_api import Operation, as_node, get_default_graph
@@ -144,6 +145,8 @@ def _assign(op, ref, value, name) -> Tensor:
     value = convert_to_tensor(value, dtype_hint=var.dtype)
     if value.dtype is not var.dtype:
         value = value.to(var.dtype)
+    if value._device is not var._device:  # an assign runs with its variable: the value crosses over
+        value = transfer(value, var._device)
     graph = var._data.graph
     out = graph.add_op(op, [value._data], {"variable": var}, var._device)
     graph.name_node(out.node, name or _TF_NAMES[op.name])

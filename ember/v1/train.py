@@ -11,7 +11,7 @@ from ember.tensor import Tensor
 from ember.v1.constant_ops import zeros
 from ember.v1.convert import convert_to_tensor, is_symbolic
 from ember.v1.gradients_impl import gradients
-from ember.v1.graph_api import TRAINABLE_VARIABLES, Operation, control_dependencies, get_default_graph
+from ember.v1.graph_api import TRAINABLE_VARIABLES, Operation, control_dependencies, device, get_default_graph
 from ember.v1.math_ops import sqrt
 from ember.v1.state_ops import assign, assign_add, assign_sub, group
 from ember.v1.variables import Variable
@@ -59,7 +59,10 @@ class Optimizer:
         with graph.as_default():
             self._create_slots([v for _, v in live])
             self._prepare()
-            updates = [self._apply_dense(convert_to_tensor(g, dtype_hint=v.dtype), v) for g, v in live]
+            updates = []
+            for g, v in live:
+                with device(v.device):  # each update runs with its variable (its slots live there too)
+                    updates.append(self._apply_dense(convert_to_tensor(g, dtype_hint=v.dtype), v))
             if global_step is None:
                 return self._finish(updates, name or self._name)
             with control_dependencies([self._finish(updates, "update")]):
@@ -89,8 +92,9 @@ class Optimizer:
     def _zeros_slot(self, var: Variable, slot: str, op_name: str) -> Variable:
         slots = self._slots.setdefault(slot, {})
         if var not in slots:
-            slots[var] = Variable(zeros(var.spec_shape, dtype=var.dtype), trainable=False,
-                                  name=f"{var.op_name}/{op_name}")
+            with device(var.device):
+                slots[var] = Variable(zeros(var.spec_shape, dtype=var.dtype), trainable=False,
+                                      name=f"{var.op_name}/{op_name}")
         return slots[var]
 
     def _hyper(self, value, var: Variable) -> Tensor:
@@ -190,7 +194,7 @@ class AdamOptimizer(Optimizer):
 
     def _finish(self, update_ops, name):
         b1p, b2p = self._get_beta_accumulators()
-        with control_dependencies(update_ops):
+        with control_dependencies(update_ops), device(b1p.device):
             up1 = assign(b1p, b1p * self._hyper(self._beta1, b1p))
             up2 = assign(b2p, b2p * self._hyper(self._beta2, b2p))
         return group(*update_ops, up1, up2, name=name)

@@ -1,0 +1,142 @@
+"""Running a graph placed on several devices: one executor Plan and one worker thread per device.
+
+`compile_plan` is what jit and Session use: a plain Plan when one device holds every value (no
+cost for single-device graphs), else a `PlacedPlan`. A placed run binds one rendezvous, runs the
+first device's part in the calling thread and each other part on a worker thread of its own
+(borrowed from a pool of idle ones, so no part ever queues behind another), and waits for all. A
+failure in any part aborts the rendezvous, so parts blocked in a recv stop at once, and the error
+is raised naming the op, its node in the original graph and its device.
+"""
+
+from __future__ import annotations
+
+import queue
+import re
+import threading
+
+from ember.graph.executor import Plan
+from ember.graph.placement import devices_of, partition
+from ember.runtime.rendezvous import Cancelled, Rendezvous, bind
+
+_NODE_REF = re.compile(r"\(node %(\d+)\)")
+
+
+def compile_plan(graph, outputs, extra_nodes=()):
+    """The runnable form of (graph, outputs): a Plan when one device holds every value, else a PlacedPlan."""
+    outputs = list(outputs)
+    if len(devices_of(graph.needed_for(outputs + list(extra_nodes)))) > 1:
+        return PlacedPlan(graph, outputs, extra_nodes)
+    return Plan(graph, outputs, extra_nodes)
+
+
+class PlacedPlan:
+    """A graph whose nodes span devices: each device's part (see ember.graph.placement) runs on its own Plan."""
+
+    def __init__(self, graph, outputs, extra_nodes=()) -> None:
+        self.graph = graph
+        self.outputs = list(outputs)
+        self.parts = partition(graph, self.outputs, extra_nodes)
+        self.plans: dict = {}
+        for dev, part in self.parts.items():
+            plan = Plan(part.graph, part.outputs, part.graph.nodes)
+            for step in plan.steps:
+                if step.backend is None:  # nodes without outputs (signals, no_op) run on their part's device
+                    step.backend = dev.backend
+            self.plans[dev] = plan
+
+    @property
+    def steps(self) -> list:
+        """Every part's steps, part after part."""
+        return [s for plan in self.plans.values() for s in plan.steps]
+
+    def __len__(self) -> int:
+        return sum(len(p) for p in self.plans.values())
+
+    def run(self, feeds: dict, *, memory: bool | None = None, parallel=None) -> list:
+        """Run all parts at once with `feeds` (original placeholder Value -> array); returns the output arrays.
+
+        Each part runs plainly and in order on its thread (`memory` and `parallel` do not apply): an
+        array handed to a send must stay untouched until the receiving device has copied it, which
+        arena reuse would break, and the send/recv kernels find the rendezvous through their thread.
+        """
+        rv = Rendezvous()
+        results: dict = {}
+        errors: list = []
+
+        def work(dev) -> None:
+            part = self.parts[dev]
+            part_feeds = {pv: feeds[v] for v, pv in part.feeds.items() if v in feeds}
+            try:
+                with bind(rv):
+                    results[dev] = self.plans[dev].run(part_feeds, memory=False, parallel=False)
+            except BaseException as e:  # noqa: BLE001 - raised by run() once every part has stopped
+                errors.append((dev, e))
+                rv.abort(e)
+
+        devices = list(self.parts)
+        done = [_borrow().submit(work, d) for d in devices[1:]]
+        try:
+            work(devices[0])
+            for d in done:
+                d.wait()
+        except BaseException as e:  # interrupted while waiting: stop the other parts too
+            rv.abort(e)
+            raise
+        if errors:
+            self._raise(errors)
+        out: list = [None] * len(self.outputs)
+        for dev, arrays in results.items():
+            for i, a in zip(self.parts[dev].out_index, arrays):
+                out[i] = a
+        return out
+
+    def _raise(self, errors: list):
+        """Raise the error that stopped the run (not the cancellations it caused), naming the original node."""
+        causes = [(d, e) for d, e in errors if not isinstance(e.__cause__ or e, Cancelled)]
+        dev, e = (causes or errors)[0]
+        if type(e) is RuntimeError and e.__cause__ is not None:
+            part = self.parts[dev]
+
+            def original(m) -> str:
+                node = part.origin.get(int(m.group(1)))
+                return f"(node %{node.id} on {dev})" if node is not None else f"{m.group(0)} on {dev}"
+
+            raise RuntimeError(_NODE_REF.sub(original, str(e), count=1)) from e.__cause__
+        raise e
+
+
+# --- worker threads ------------------------------------------------------------------------------
+class _Worker:
+    """A reusable daemon thread; a placed run borrows one per extra device for the whole run."""
+
+    def __init__(self) -> None:
+        self._jobs: queue.SimpleQueue = queue.SimpleQueue()
+        threading.Thread(target=self._loop, name="ember-placement", daemon=True).start()
+
+    def _loop(self) -> None:
+        while True:
+            job, arg, done = self._jobs.get()
+            try:
+                job(arg)
+            finally:
+                with _idle_lock:
+                    _idle.append(self)  # back in the pool first: the run may borrow again once `done` is set
+                done.set()
+
+    def submit(self, job, arg) -> threading.Event:
+        """Run job(arg) on this thread; the event is set when it has returned."""
+        done = threading.Event()
+        self._jobs.put((job, arg, done))
+        return done
+
+
+_idle: list = []
+_idle_lock = threading.Lock()
+
+
+def _borrow() -> _Worker:
+    """An idle worker, or a new one: a part never waits behind another run's part (that could deadlock)."""
+    with _idle_lock:
+        if _idle:
+            return _idle.pop()
+    return _Worker()
