@@ -182,3 +182,35 @@ def test_dropout_masks_differ_between_jitted_calls():
     drop.eval()
     assert (f(x) == 1).all().item()  # eval mode is a new signature: retraced, no dropout
     assert f.trace_count == 2
+
+
+def test_batchnorm_training_step_and_running_stats_equal_eager():
+    def build():
+        em.manual_seed(3)
+        return em.nn.Sequential(em.nn.Conv2d(2, 4, 3, padding=1), em.nn.BatchNorm2d(4), em.nn.ReLU(),
+                                em.nn.Flatten(), em.nn.Linear(4 * 6 * 6, 3))
+
+    def make_step(model, opt):
+        def step(x, y):
+            opt.zero_grad()
+            loss = em.nn.functional.cross_entropy(model(x), y)
+            loss.backward()
+            opt.step()
+            return loss
+
+        return step
+
+    m_j, m_e = build(), build()
+    jitted = em.jit(make_step(m_j, em.optim.SGD(m_j.parameters(), lr=0.1, momentum=0.9)))
+    eager = make_step(m_e, em.optim.SGD(m_e.parameters(), lr=0.1, momentum=0.9))
+    x, y = em.randn(8, 2, 6, 6), em.randint(0, 3, (8,))
+    for _ in range(4):
+        assert jitted(x, y).item() == pytest.approx(eager(x, y).item(), rel=1e-5)
+    bn_j, bn_e = m_j[1], m_e[1]
+    np.testing.assert_allclose(bn_j.running_mean.numpy(), bn_e.running_mean.numpy(), rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(bn_j.running_var.numpy(), bn_e.running_var.numpy(), rtol=1e-5)
+    assert bn_j.num_batches_tracked.item() == bn_e.num_batches_tracked.item() == 4
+    m_j.eval()
+    m_e.eval()
+    f = em.jit(lambda x: m_j(x))
+    np.testing.assert_allclose(f(x).numpy(), m_e(x).detach().numpy(), rtol=1e-5, atol=1e-6)
