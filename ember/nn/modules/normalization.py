@@ -12,6 +12,22 @@ from ember.nn.parameter import Parameter
 from ember.tensor import Tensor
 
 
+def add_affine_parameters(module: Module, shape, affine: bool, bias: bool, device=None, dtype=None) -> None:
+    """Register a normalisation layer's `weight` and `bias` (or None for each, as PyTorch)."""
+    weight = Parameter(em.empty(tuple(shape), device=device, dtype=dtype)) if affine else None
+    module.register_parameter("weight", weight)
+    bias_p = Parameter(em.empty(tuple(shape), device=device, dtype=dtype)) if affine and bias else None
+    module.register_parameter("bias", bias_p)
+
+
+def reset_affine_parameters(module: Module) -> None:
+    """Weight to ones, bias to zeros (whichever of them exist)."""
+    if module.weight is not None:
+        init.ones_(module.weight)
+    if module.bias is not None:
+        init.zeros_(module.bias)
+
+
 class LayerNorm(Module):
     """Normalise over the trailing `normalized_shape` dims, with an elementwise scale and shift."""
 
@@ -23,23 +39,12 @@ class LayerNorm(Module):
         self.normalized_shape = tuple(normalized_shape)
         self.eps = eps
         self.elementwise_affine = elementwise_affine
-        if elementwise_affine:
-            self.weight = Parameter(em.empty(self.normalized_shape, device=device, dtype=dtype))
-            if bias:
-                self.bias = Parameter(em.empty(self.normalized_shape, device=device, dtype=dtype))
-            else:
-                self.register_parameter("bias", None)
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
+        add_affine_parameters(self, self.normalized_shape, elementwise_affine, bias, device, dtype)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
         """Weight to ones, bias to zeros."""
-        if self.elementwise_affine:
-            init.ones_(self.weight)
-            if self.bias is not None:
-                init.zeros_(self.bias)
+        reset_affine_parameters(self)
 
     def forward(self, input: Tensor) -> Tensor:
         return F.layer_norm(input, self.normalized_shape, self.weight, self.bias, self.eps)
@@ -61,23 +66,12 @@ class GroupNorm(Module):
         self.num_channels = num_channels
         self.eps = eps
         self.affine = affine
-        if affine:
-            self.weight = Parameter(em.empty(num_channels, device=device, dtype=dtype))
-            if bias:
-                self.bias = Parameter(em.empty(num_channels, device=device, dtype=dtype))
-            else:
-                self.register_parameter("bias", None)
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
+        add_affine_parameters(self, (num_channels,), affine, bias, device, dtype)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
         """Weight to ones, bias to zeros."""
-        if self.affine:
-            init.ones_(self.weight)
-            if self.bias is not None:
-                init.zeros_(self.bias)
+        reset_affine_parameters(self)
 
     def forward(self, input: Tensor) -> Tensor:
         return F.group_norm(input, self.num_groups, self.weight, self.bias, self.eps)
