@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from ember.data.dataset import Dataset
+from ember.datasets.labelled import LabelledImages
 from ember.datasets.root import find, missing_files_error, resolve_root
 
 RECORD = 1 + 3 * 32 * 32  # one label byte, then 1024 red, 1024 green and 1024 blue bytes, row-major
@@ -43,7 +43,7 @@ def write_cifar_binary(path: str | os.PathLike, images: np.ndarray, labels: np.n
     records.tofile(path)
 
 
-class CIFAR10(Dataset):
+class CIFAR10(LabelledImages):
     """CIFAR-10: samples are (image, label) with image a (32, 32, 3) uint8 NumPy array and label an int.
 
     Reads `cifar-10-batches-bin/data_batch_{1..5}.bin` (train) or `test_batch.bin` from `root`
@@ -78,19 +78,6 @@ class CIFAR10(Dataset):
     def __len__(self) -> int:
         return len(self.targets)
 
-    def __getitem__(self, index: int) -> tuple[Any, Any]:
-        img, target = self.data[index], self.targets[index]
-        if self.transform is not None:
-            img = self.transform(img)
-        if self.target_transform is not None:
-            target = self.target_transform(target)
-        return img, target
+    def _raw(self, index: int) -> tuple[Any, Any]:
+        return self.data[index], self.targets[index]
 
-    @property
-    def class_to_idx(self) -> dict[str, int]:
-        """Class name -> label."""
-        return {c: i for i, c in enumerate(self.classes)}
-
-    def __repr__(self) -> str:
-        split = "train" if self.train else "test"
-        return f"CIFAR10({split}, {len(self)} samples, root={str(self.root)!r})"

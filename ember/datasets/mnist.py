@@ -10,8 +10,8 @@ from typing import Any
 import numpy as np
 
 from ember.creation import from_numpy
-from ember.data.dataset import Dataset
 from ember.datasets.idx import read_idx
+from ember.datasets.labelled import LabelledImages
 from ember.datasets.root import find, missing_files_error, resolve_root
 
 MNIST_FILES = {
@@ -35,7 +35,7 @@ def read_mnist_arrays(folders: list[Path], train: bool) -> tuple[np.ndarray, np.
     return images, labels.astype(np.int64)
 
 
-class MNIST(Dataset):
+class MNIST(LabelledImages):
     """The MNIST digits: samples are (image, label) with image an (H, W) uint8 NumPy array and label an int.
 
     Files are read from `root` (default `$EMBER_DATA/mnist`, else `~/.ember/data/mnist`), or from
@@ -66,22 +66,9 @@ class MNIST(Dataset):
     def __len__(self) -> int:
         return len(self._labels)
 
-    def __getitem__(self, index: int) -> tuple[Any, Any]:
-        img, target = self._images[index], int(self._labels[index])
-        if self.transform is not None:
-            img = self.transform(img)
-        if self.target_transform is not None:
-            target = self.target_transform(target)
-        return img, target
+    def _raw(self, index: int) -> tuple[Any, Any]:
+        return self._images[index], int(self._labels[index])
 
-    @property
-    def class_to_idx(self) -> dict[str, int]:
-        """Class name -> label."""
-        return {c: i for i, c in enumerate(self.classes)}
-
-    def __repr__(self) -> str:
-        split = "train" if self.train else "test"
-        return f"{type(self).__name__}({split}, {len(self)} samples, root={str(self.root)!r})"
 
 
 class FashionMNIST(MNIST):
