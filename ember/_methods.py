@@ -57,14 +57,19 @@ for _name in _INPLACE:
     setattr(Tensor, _name + "_", _inplace(_name))
 
 
+def _is_one(alpha) -> bool:
+    """Whether a scalar multiplier is the number 1 (a tensor multiplier is always applied)."""
+    return not isinstance(alpha, Tensor) and alpha == 1
+
+
 def add(input, other, *, alpha=1):
     """input + alpha * other."""
-    return ops.add(input, other if alpha == 1 else ops.mul(other, alpha))
+    return ops.add(input, other if _is_one(alpha) else ops.mul(other, alpha))
 
 
 def sub(input, other, *, alpha=1):
     """input - alpha * other."""
-    return ops.sub(input, other if alpha == 1 else ops.mul(other, alpha))
+    return ops.sub(input, other if _is_one(alpha) else ops.mul(other, alpha))
 
 
 def div(input, other, *, rounding_mode=None):
@@ -106,12 +111,14 @@ Tensor.reshape_as = lambda self, other: ops.reshape(self, tuple(other.shape))
 
 def _addcmul_(self, tensor1, tensor2, *, value=1):
     """self += value * tensor1 * tensor2, in place."""
-    return self.add_(ops.mul(tensor1, tensor2), alpha=value)
+    mark = seq_mark()
+    return self._assign_result("addcmul_", ops.addcmul(self, tensor1, tensor2, value=value), mark)
 
 
 def _addcdiv_(self, tensor1, tensor2, *, value=1):
     """self += value * tensor1 / tensor2, in place."""
-    return self.add_(ops.div(tensor1, tensor2), alpha=value)
+    mark = seq_mark()
+    return self._assign_result("addcdiv_", ops.addcdiv(self, tensor1, tensor2, value=value), mark)
 
 
 def _lerp_(self, end, weight):
@@ -121,8 +128,8 @@ def _lerp_(self, end, weight):
 
 Tensor.addcmul_ = _addcmul_
 Tensor.addcdiv_ = _addcdiv_
-Tensor.addcmul = lambda self, t1, t2, *, value=1: ops.add(self, ops.mul(ops.mul(t1, t2), value))
-Tensor.addcdiv = lambda self, t1, t2, *, value=1: ops.add(self, ops.mul(ops.div(t1, t2), value))
+Tensor.addcmul = lambda self, t1, t2, *, value=1: ops.addcmul(self, t1, t2, value=value)
+Tensor.addcdiv = lambda self, t1, t2, *, value=1: ops.addcdiv(self, t1, t2, value=value)
 Tensor.lerp_ = _lerp_
 
 

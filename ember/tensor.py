@@ -483,7 +483,7 @@ class Tensor:
                 ok = isinstance(other, (int, float)) and not isinstance(other, bool) and (
                     self._data.dtype in _FLOAT_NP or isinstance(other, int)
                 ) and not (ufunc is np.true_divide and self._data.dtype not in _FLOAT_NP)
-            if ok and self._data.flags.writeable:
+            if ok and self._data.flags.writeable and not isinstance(alpha, Tensor):
                 if alpha != 1:
                     o = o * alpha
                 try:
@@ -493,8 +493,8 @@ class Tensor:
                 else:
                     self._version[0] += 1
                     return self
-        if alpha != 1:
-            other = _ops.mul(other, alpha) if isinstance(other, Tensor) else other * alpha
+        if isinstance(alpha, Tensor) or alpha != 1:
+            other = _ops.mul(other, alpha) if isinstance(other, Tensor) else alpha * other
         mark = _autograd.seq_mark()
         return self._assign_result(name, fn(self, other), mark)
 

@@ -496,11 +496,6 @@ def clamp_max(input, max):
     return clamp(input, max=max)
 
 
-def lerp(start, end, weight):
-    """start + weight * (end - start)."""
-    return add(start, mul(weight, sub(end, start)))
-
-
 def hardtanh(x, min_val=-1.0, max_val=1.0):
     """clamp(x, min_val, max_val)."""
     return clamp(x, min_val, max_val)

@@ -639,6 +639,11 @@ row("fmod", lambda L, a, b: L.fmod(a, b), two("normal", "away", kw_b={"gap": 0.5
 row("lerp", lambda L, a, b: L.lerp(a, b, 0.3), two())
 row("lerp_tensor_weight", lambda L, a, b, w: L.lerp(a, b, w), lambda r: [r.normal((3, 4)), r.normal((4,)),
                                                                        r.normal((3, 1))])
+row("lerp_large_weight", lambda L, a, b: L.lerp(a, b, 0.8), two())
+row("addcmul", lambda L, x, a, b: L.addcmul(x, a, b, value=0.7), lambda r: [r.normal((3, 4)), r.normal((4,)),
+                                                                          r.normal((3, 1))])
+row("addcdiv", lambda L, x, a, b: L.addcdiv(x, a, b, value=-0.3), lambda r: [r.normal((3, 4)), r.normal((3, 4)),
+                                                                           r.away((4,))])
 row("isnan_isinf_isfinite", lambda L, x: (L.isnan(x), L.isinf(x), L.isfinite(x)),
     lambda r: [np.array([0.0, np.nan, np.inf, -np.inf, 1.5], r.dtype)], tol=EXACT, grad=False)
 row("logical_xor", lambda L, a, b: L.logical_xor(a, b), two("bools", "bools"), tol=EXACT, grad=False)
