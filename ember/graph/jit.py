@@ -4,139 +4,41 @@ Tracing calls the function with symbolic tensors. Tensors it reads from outside 
 buffers, optimizer state, closure data) are captured: the graph reads them at every call. In-place
 updates to them (an optimizer step, BatchNorm statistics, `x += 1`) and new `.grad` values become
 extra graph outputs written back after each call, so a whole training step can be jitted.
-Tensors the function creates and stores outside itself (optimizer state made on the first step)
-are materialised after the call that made them, and the function is traced again on the next
-call, so the compiled graph is always the program's steady state.
+
+What a compiled program depends on, and how each is handled (docs/architecture.md, "What jit reads"):
+- tensors and NumPy arrays among the arguments: graph inputs, keyed by shape and dtype;
+- other arguments, the Python scalars of reachable modules (`training`, `p`, `eps`, ...) and the
+  scalars the function reads from its closure and globals: part of the cache key (a change retraces);
+- optimizer hyperparameters (every number in `param_groups`, which schedulers change): graph
+  inputs read at every call; their zero-ness and the boolean options are guards (a change retraces).
+
+Optimizers create their state outside the trace (as concrete tensors the graph captures), so the
+first trace of a training step is already its steady state. Entries are kept in a bounded LRU
+cache, and a function traced more often than the cache holds gets one warning naming what changed.
 """
 
 from __future__ import annotations
 
 import functools
 import gc
-import weakref
+import warnings
+from collections import OrderedDict
 
 import numpy as np
 
-from ember.device import scope_depth
 from ember.errors import fmt_shape
 from ember.graph.executor import Plan
 from ember.graph.ir import Graph, Value
+from ember.graph.jit_key import flatten, signature, unflatten
 from ember.graph.passes import optimize as optimize_graph
 from ember.graph.placement_exec import compile_plan
+from ember.graph.trace import Tracer
 from ember.ops import dispatch
 from ember.ops.dispatch import is_tracing  # noqa: F401  (re-exported as ember.is_tracing)
 from ember.tensor import Tensor
 
+DEFAULT_CACHE_SIZE = 8  # compiled programs kept per function (torch.compile's cache_size_limit)
 _MAX_RETRACES = 4  # traces that create outside state before the program must have settled
-
-
-class Tracer:
-    """The state of one trace: the graph, captured tensors and their updates."""
-
-    def __init__(self, graph: Graph) -> None:
-        self.graph = graph
-        self.lifted: dict = {}  # id(tensor) -> (tensor, current Value)
-        self.grad_before: dict = {}  # id(tensor) -> (tensor, its .grad when first captured)
-        self.mutated: dict = {}  # id(tensor) -> tensor, for captured tensors written in place
-        self.created: list = []  # weak references to the symbolic tensors made while tracing
-        self.scope_base = scope_depth()  # device scopes opened before the trace do not place its ops
-
-    def lift(self, t: Tensor) -> Value:
-        """The graph value of an outside tensor (its latest in-trace update, if any)."""
-        hit = self.lifted.get(id(t))
-        if hit is not None and hit[0] is t:
-            return hit[1]
-        if isinstance(t._data, Value):
-            return t._data
-        v = self.graph.capture(t)
-        self.lifted[id(t)] = (t, v)
-        self.grad_before.setdefault(id(t), (t, t.grad))
-        return v
-
-    def mutate(self, t: Tensor, value: Value) -> None:
-        """Record an in-place write into an outside tensor; later reads in the trace see `value`."""
-        self.lift(t)
-        self.lifted[id(t)] = (t, value)
-        self.mutated[id(t)] = t
-
-    def is_mutated(self, t: Tensor) -> bool:
-        """Whether an outside tensor was written in place during this trace."""
-        return id(t) in self.mutated and self.mutated[id(t)] is t
-
-    def track(self, t: Tensor) -> None:
-        """Remember a symbolic tensor made during the trace (to find the ones that escape)."""
-        self.created.append(weakref.ref(t))
-
-
-# --- signatures -----------------------------------------------------------------------------
-def _flatten(obj, leaves: list):
-    """Structure of nested lists/tuples/dicts with tensors replaced by leaf positions."""
-    if isinstance(obj, Tensor):
-        leaves.append(obj)
-        return ("T", len(leaves) - 1)
-    if isinstance(obj, (list, tuple)):
-        kind = "L" if isinstance(obj, list) else "U"
-        return (kind, tuple(_flatten(x, leaves) for x in obj))
-    if isinstance(obj, dict):
-        return ("D", tuple((k, _flatten(v, leaves)) for k, v in obj.items()))
-    return ("V", obj)
-
-
-def _unflatten(struct, leaves):
-    kind, payload = struct
-    if kind == "T":
-        return leaves[payload]
-    if kind == "L":
-        return [_unflatten(x, leaves) for x in payload]
-    if kind == "U":
-        return tuple(_unflatten(x, leaves) for x in payload)
-    if kind == "D":
-        return {k: _unflatten(v, leaves) for k, v in payload}
-    return payload
-
-
-def _static_key(value):
-    try:
-        hash(value)
-        return ("h", value)
-    except TypeError:
-        return ("id", id(value))
-
-
-def _struct_key(struct):
-    kind, payload = struct
-    if kind == "T":
-        return struct
-    if kind in ("L", "U"):
-        return (kind, tuple(_struct_key(x) for x in payload))
-    if kind == "D":
-        return (kind, tuple((k, _struct_key(v)) for k, v in payload))
-    return ("V", _static_key(payload))
-
-
-def _modules_of(fn, args) -> list:
-    """nn.Modules the function can reach directly: bound self, closure cells, arguments."""
-    try:
-        from ember.nn import Module
-    except ImportError:  # nn not available: no modes to key on
-        return []
-    found = []
-    roots = list(args)
-    if hasattr(fn, "__self__"):
-        roots.append(fn.__self__)
-    for cell in getattr(fn, "__closure__", None) or ():
-        try:
-            roots.append(cell.cell_contents)
-        except ValueError:
-            continue
-    for glob in getattr(fn, "__code__", None) and fn.__code__.co_names or ():
-        obj = getattr(fn, "__globals__", {}).get(glob)
-        if isinstance(obj, Module):
-            roots.append(obj)
-    for r in roots:
-        if isinstance(r, Module):
-            found.extend(r.modules())
-    return found
 
 
 class _Compiled:
@@ -145,7 +47,10 @@ class _Compiled:
     def __init__(self) -> None:
         self.plan: Plan | None = None
         self.graph: Graph | None = None
-        self.placeholders: list = []  # Value per tensor argument leaf
+        self.placeholders: list = []  # Value per argument leaf (tensor or array)
+        self.scalar_feeds: list = []  # (Value, read, dtype), fed with read() at every call
+        self.guards: list = []  # (read, value): this program is valid while read() == value
+        self.effects: list = []  # Python side effects of the traced code, replayed after every run
         self.out_struct = None
         self.n_user_outputs = 0
         self.grad_targets: list = []  # (tensor, kind) kind: "set" or "none"
@@ -154,17 +59,32 @@ class _Compiled:
         self.retrace = False
         self.optimized: Graph | None = None  # the graph after the optimizer passes
 
+    def guards_hold(self) -> bool:
+        """Whether every guard still reads the value it had at trace time."""
+        for read, value in self.guards:
+            try:
+                now = read()
+            except Exception:  # noqa: BLE001 - the state it read is gone: retrace
+                return False
+            if now != value or type(now) is not type(value):
+                return False
+        return True
+
 
 class JitFunction:
     """A function compiled per input signature (see `jit`)."""
 
-    def __init__(self, fn, static_argnums=(), passes=None) -> None:
+    def __init__(self, fn, static_argnums=(), passes=None, cache_size: int = DEFAULT_CACHE_SIZE) -> None:
         functools.update_wrapper(self, fn)
+        if not isinstance(cache_size, int) or cache_size < 1:
+            raise ValueError(f"jit: cache_size must be a positive int, got {cache_size!r}")
         self.fn = fn
         self.static_argnums = (static_argnums,) if isinstance(static_argnums, int) else tuple(static_argnums)
         self.passes = passes
-        self._cache: dict = {}
-        self._retraces: dict = {}
+        self.cache_size = cache_size
+        self._cache: OrderedDict = OrderedDict()  # key -> [_Compiled], least recently used first
+        self._retraces = 0
+        self._warned = False
         self.trace_count = 0
 
     def __get__(self, obj, objtype=None):
@@ -172,33 +92,58 @@ class JitFunction:
             return self
         return functools.partial(self.__call__, obj)
 
-    def _signature(self, args, kwargs, leaves):
-        struct = _flatten((list(args), dict(kwargs)), leaves)
-        tensor_keys = tuple(
-            (tuple(t.shape), t._data.dtype.str, str(t._device), t.requires_grad) for t in leaves
-        )
-        modes = tuple(m.training for m in _modules_of(self.fn, args))
-        from ember.grad_mode import is_grad_enabled
-
-        return (_struct_key(struct), tensor_keys, modes, is_grad_enabled()), struct
-
     def __call__(self, *args, **kwargs):
         if dispatch.trace_state.hook is not None:
             return self.fn(*args, **kwargs)  # nested inside another trace: inline
-        leaves: list = []
-        key, struct = self._signature(args, kwargs, leaves)
-        entry = self._cache.get(key)
-        if entry is None or entry.retrace:
+        key, struct, leaves = signature(self.fn, args, kwargs, self.static_argnums)
+        entries = self._cache.get(key)
+        entry = None
+        if entries is not None:
+            self._cache.move_to_end(key)
+            entry = next((e for e in entries if e.guards_hold()), None)
+        if entry is None:
+            if entries is not None:
+                # Same signature, but a guarded value changed (an optimizer option, or state that now
+                # exists): programs traced under the old values are dropped rather than kept.
+                del self._cache[key]
             entry = self._trace(args, kwargs, leaves, struct)
-            self._cache[key] = entry
+            self._store(key, entry)
+        elif entry.retrace:
+            entries.remove(entry)
+            entry = self._trace(args, kwargs, leaves, struct)
+            self._store(key, entry)
         return self._run(entry, leaves)
+
+    def entries(self) -> list:
+        """The compiled programs in the cache, least recently used first."""
+        return [e for entries in self._cache.values() for e in entries]
 
     def lower(self, *args, optimized: bool = False, **kwargs) -> Graph:
         """Trace for these arguments and return the graph (works with meta tensors); optimized: after the passes."""
-        leaves: list = []
-        _, struct = self._signature(args, kwargs, leaves)
+        _, struct, leaves = signature(self.fn, args, kwargs, self.static_argnums)
         entry = self._trace(args, kwargs, leaves, struct, for_inspection=True, optimize=optimized)
         return entry.optimized if optimized else entry.graph
+
+    # --- the cache -------------------------------------------------------------------------
+    def _store(self, key, entry: _Compiled) -> None:
+        previous = next(reversed(self._cache), None) if self._cache else None
+        self._cache.setdefault(key, []).append(entry)
+        self._cache.move_to_end(key)
+        while sum(len(v) for v in self._cache.values()) > self.cache_size:
+            oldest = next(iter(self._cache))
+            self._cache[oldest].pop(0)
+            if not self._cache[oldest]:
+                del self._cache[oldest]
+        if self.trace_count > self.cache_size and not self._warned:
+            self._warned = True
+            reason = _what_changed(previous, key) if previous is not None and previous != key else (
+                "an optimizer option or a guarded value changed")
+            warnings.warn(
+                f"jit({self.__name__}) has been traced {self.trace_count} times (cache size {self.cache_size}); "
+                f"last change: {reason}. Each new signature is traced anew: pass values that change between "
+                "calls as tensors, or raise cache_size.",
+                RuntimeWarning, stacklevel=3,
+            )
 
     # --- tracing ---------------------------------------------------------------------------
     def _trace(self, args, kwargs, leaves, struct, for_inspection=False, optimize=False) -> _Compiled:
@@ -208,16 +153,16 @@ class JitFunction:
         entry = _Compiled()
         entry.graph = graph
         sym_leaves = []
-        for i, t in enumerate(leaves):
-            v = graph.placeholder(tuple(t.shape), t._data.dtype, t._device, name=f"arg{i}")
-            s = Tensor._make(v, t._device)
-            if t.requires_grad:
+        for i, x in enumerate(leaves):
+            device = x._device if isinstance(x, Tensor) else _cpu()
+            v = graph.placeholder(tuple(x.shape), x.dtype if not isinstance(x, Tensor) else x._data.dtype, device,
+                                  name=f"arg{i}")
+            s = Tensor._make(v, device)
+            if isinstance(x, Tensor) and x.requires_grad:
                 s.requires_grad_(True)
             sym_leaves.append(s)
             entry.placeholders.append(v)
-        sym_args, sym_kwargs = _unflatten(struct, sym_leaves)
-        for i in self.static_argnums:
-            sym_args[i] = args[i]
+        sym_args, sym_kwargs = unflatten(struct, sym_leaves)
         prev = dispatch.trace_state.hook
         dispatch.trace_state.hook = tracer
         try:
@@ -226,7 +171,10 @@ class JitFunction:
             dispatch.trace_state.hook = prev
 
         out_leaves: list = []
-        entry.out_struct = _flatten(out, out_leaves)
+        entry.out_struct = flatten(out, out_leaves)
+        if not all(isinstance(x, Tensor) for x in out_leaves):  # an array argument returned as it is
+            raise TypeError(f"jit({self.__name__}): returning a NumPy array argument as it is is not "
+                            "supported; return a tensor")
         outputs = [t._data if isinstance(t._data, Value) else tracer.lift(t) for t in out_leaves]
         entry.n_user_outputs = len(outputs)
         del out, out_leaves, sym_args, sym_kwargs, sym_leaves
@@ -245,17 +193,19 @@ class JitFunction:
         for t in tracer.mutated.values():
             outputs.append(tracer.lifted[id(t)][1])
             entry.mutated.append(t)
+        entry.scalar_feeds = tracer.scalar_feeds
+        entry.guards = tracer.guards
+        entry.effects = tracer.effects
 
-        # Symbolic tensors still alive now were stored somewhere outside the function.
-        gc.collect()
-        escaped = [r for r in tracer.created if r() is not None and isinstance(r()._data, Value)]
+        escaped = _escaped(tracer)
         for r in escaped:
             outputs.append(r()._data)
         entry.escaped = escaped
         if escaped and not for_inspection:
-            n = self._retraces.get(id(self), 0) + 1
-            self._retraces[id(self)] = n
-            if n > _MAX_RETRACES:
+            # Tensors made inside the function and kept outside it (state a later call creates): they
+            # are materialised after this run and the steady state is traced on the next call.
+            self._retraces += 1
+            if self._retraces > _MAX_RETRACES:
                 shapes = ", ".join(fmt_shape(r().shape) for r in escaped[:4])
                 raise RuntimeError(
                     f"jit({self.__name__}): every call stores new tensors outside the function "
@@ -266,17 +216,20 @@ class JitFunction:
             opt = optimize_graph(graph, outputs, self.passes)
             entry.optimized, outputs = opt.graph, opt.outputs
             entry.placeholders = [opt.value_map.get(v, v) for v in entry.placeholders]
+            entry.scalar_feeds = [(opt.value_map.get(v, v), read, dt) for v, read, dt in entry.scalar_feeds]
         if not for_inspection:
             entry.plan = compile_plan(entry.optimized, outputs)  # a PlacedPlan when values span devices
         return entry
 
     # --- running ---------------------------------------------------------------------------
     def _run(self, entry: _Compiled, leaves):
-        feeds = {v: t._data for v, t in zip(entry.placeholders, leaves)}
+        feeds = {v: (x._data if isinstance(x, Tensor) else x) for v, x in zip(entry.placeholders, leaves)}
+        for v, read, dtype in entry.scalar_feeds:
+            value = np.asarray(read(), dtype=dtype)
+            feeds[v] = value if v.device.type == "cpu" else v.device.backend.from_host(value)
         results = entry.plan.run(feeds)
         k = entry.n_user_outputs
-        user = [Tensor._make(r, entry.placeholders[0].device if False else _device_of(entry, i)) for i, r in
-                enumerate(results[:k])]
+        user = [Tensor._make(r, entry.plan.outputs[i].device) for i, r in enumerate(results[:k])]
         pos = k
         for t, kind in entry.grad_targets:
             if kind == "none":
@@ -292,8 +245,7 @@ class JitFunction:
         for t in entry.mutated:
             arr = results[pos]
             pos += 1
-            np.copyto(t._data, arr, casting="unsafe") if type(t._data) is np.ndarray else t._device.backend.xp.copyto(
-                t._data, arr)
+            t._device.backend.xp.copyto(t._data, arr, casting="unsafe")
             t._version[0] += 1
         for r in entry.escaped:
             arr = results[pos]
@@ -303,15 +255,55 @@ class JitFunction:
                 t._data = arr
                 t._grad_fn = None
         entry.escaped = []
-        return _unflatten(entry.out_struct, user)
+        for effect in entry.effects:
+            effect()
+        return unflatten(entry.out_struct, user)
 
 
-def _device_of(entry, i):
-    return entry.plan.outputs[i].device
+def _cpu():
+    from ember.device import as_device
+
+    return as_device("cpu")
 
 
-def jit(fn=None, *, static_argnums=(), passes=None):
+def _escaped(tracer: Tracer) -> list:
+    """Weak references to symbolic tensors made during the trace that are still alive: stored outside.
+
+    A reference cycle can keep a dead tensor alive, so a collection confirms any suspect first.
+    """
+    alive = [r for r in tracer.created if r() is not None and isinstance(r()._data, Value)]
+    if alive:
+        gc.collect()
+        alive = [r for r in alive if r() is not None and isinstance(r()._data, Value)]
+    return alive
+
+
+def _what_changed(old, new) -> str:
+    """Name the first part of two cache keys that differs, for the retrace warning."""
+    old_struct, old_leaves, old_modules, old_scalars, old_grad = old
+    new_struct, new_leaves, new_modules, new_scalars, new_grad = new
+    if old_leaves != new_leaves and len(old_leaves) == len(new_leaves):
+        for i, (a, b) in enumerate(zip(old_leaves, new_leaves)):
+            if a != b:
+                return f"tensor/array argument {i}: {_leaf_str(a)} -> {_leaf_str(b)}"
+    if old_struct != new_struct:
+        return "the Python values or structure of the arguments"
+    if old_modules != new_modules:
+        return "an attribute, mode or tensor of a module the function uses"
+    if old_scalars != new_scalars:
+        changed = [f"{n}={v!r}" for (n, v) in new_scalars if (n, v) not in old_scalars]
+        return f"global or closure value {', '.join(changed[:3])}"
+    if old_grad != new_grad:
+        return "grad mode"
+    return "the arguments"
+
+
+def _leaf_str(k) -> str:
+    return f"shape {fmt_shape(k[0])} {np.dtype(k[1]).name}"
+
+
+def jit(fn=None, *, static_argnums=(), passes=None, cache_size: int = DEFAULT_CACHE_SIZE):
     """Compile `fn` by tracing it into a graph (per input signature); usable as a decorator."""
     if fn is None:
-        return lambda f: JitFunction(f, static_argnums, passes)
-    return JitFunction(fn, static_argnums, passes)
+        return lambda f: JitFunction(f, static_argnums, passes, cache_size)
+    return JitFunction(fn, static_argnums, passes, cache_size)

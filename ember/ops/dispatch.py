@@ -6,6 +6,7 @@ rule), wraps the results as tensors, and records an autograd node when gradients
 
 from __future__ import annotations
 
+import contextlib
 import threading
 
 import numpy as np
@@ -26,9 +27,23 @@ class _TraceState(threading.local):
 
 
 trace_state = _TraceState()
+
+
 def is_tracing() -> bool:
     """True while ember.jit is tracing a function in this thread."""
     return trace_state.hook is not None
+
+
+@contextlib.contextmanager
+def outside_trace():
+    """Run ops eagerly on concrete tensors even while ember.jit traces: state made here (optimizer
+    moments) is a real tensor, which the graph then captures like a parameter."""
+    prev = trace_state.hook
+    trace_state.hook = None
+    try:
+        yield
+    finally:
+        trace_state.hook = prev
 
 
 graph_builder = [None]  # set by ember.graph on import: builder(op, inputs, arrays, attrs, device)

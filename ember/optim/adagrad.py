@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any
 
 from ember import ops
-from ember.grad_mode import no_grad
-from ember.ops.dispatch import is_tracing
-from ember.optim.optimizer import Optimizer, _effective_grad, _step_counter
+from ember.optim.optimizer import Optimizer, _effective_grad, _step_counter, _step_value
 from ember.tensor import Tensor
 
 
@@ -41,39 +39,34 @@ class Adagrad(Optimizer):
 
     def _init_state(self, p: Tensor) -> None:
         state = self.state[p]
-        state["step"] = _step_counter()
+        state["step"] = _step_counter(p)
         # PyTorch reads the initial value from the defaults, not from the group.
         state["sum"] = ops.full_like(p, self.defaults["initial_accumulator_value"])
 
     def _check_options(self, options: dict[str, Any]) -> None:
         self._require_nonneg(options, "lr", "lr_decay", "weight_decay", "initial_accumulator_value", "eps")
 
-    def step(self, closure: Callable[[], Any] | None = None) -> Any:
-        """Perform one Adagrad step; returns the closure's loss if a closure is given."""
-        loss = self._eval_closure(closure)
-        with no_grad():
-            for group in self.param_groups:
-                lr = float(group["lr"])
-                lr_decay = group["lr_decay"]
-                eps = group["eps"]
-                weight_decay = group["weight_decay"]
-                maximize = group["maximize"]
-                for p in group["params"]:
-                    grad = p.grad
-                    if grad is None:
-                        continue
-                    state = self.state[p]
-                    if not state:
-                        self._init_state(p)
-                    step_t = state["step"]
-                    step_t.add_(1)
-                    step = step_t if is_tracing() else step_t.item()
-                    grad = _effective_grad(p, grad, weight_decay, maximize)
-                    clr = lr / (1 + (step - 1) * lr_decay)
-                    if isinstance(clr, Tensor):
-                        clr = clr.to(p.dtype)
-                    state_sum = state["sum"]
-                    state_sum.add_(grad * grad)
-                    std = state_sum.sqrt().add_(eps)
-                    p.add_(grad.mul(-clr).div_(std))
-        return loss
+    def _init_group(self, group: dict[str, Any]) -> None:
+        for p in group["params"]:
+            if p.grad is not None and not self.state[p]:
+                self._init_state(p)
+
+    def _update(self, group: dict[str, Any], params: list[Tensor], hp: dict[str, Any]) -> None:
+        states = [self.state[p] for p in params]
+        adagrad(params, [p.grad for p in params], [s["sum"] for s in states], [s["step"] for s in states], lr=hp["lr"], weight_decay=hp["weight_decay"], lr_decay=hp["lr_decay"],
+                eps=hp["eps"], maximize=group["maximize"])
+
+
+def adagrad(params, grads, state_sums, state_steps, *, lr, weight_decay, lr_decay, eps, maximize: bool) -> None:
+    """The Adagrad update of each parameter in place (PyTorch's functional form).
+
+    The options may be Python numbers or 0-d tensors (graph inputs under ember.jit).
+    """
+    for p, grad, state_sum, step_t in zip(params, grads, state_sums, state_steps):
+        step_t.add_(1)
+        step = _step_value(step_t)
+        grad = _effective_grad(p, grad, weight_decay, maximize)
+        clr = lr / (1 + (step - 1) * lr_decay)
+        state_sum.addcmul_(grad, grad, value=1)
+        std = state_sum.sqrt().add_(eps)
+        p.addcdiv_(grad, std, value=-clr)

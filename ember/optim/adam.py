@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any
 
 from ember import ops
-from ember.grad_mode import no_grad
-from ember.ops.dispatch import is_tracing
-from ember.optim.optimizer import Optimizer, _effective_grad, _lerp_, _step_counter
+from ember.optim.optimizer import Optimizer, _effective_grad, _nonzero, _sqrt, _step_counter, _step_value
 from ember.tensor import Tensor
 
 
@@ -46,64 +44,56 @@ class Adam(Optimizer):
                 if not 0.0 <= beta < 1.0:
                     raise self._invalid(f"beta parameter at index {i}", beta, "0 <= beta < 1")
 
-    def step(self, closure: Callable[[], Any] | None = None) -> Any:
-        """Perform one Adam step; returns the closure's loss if a closure is given."""
-        loss = self._eval_closure(closure)
-        with no_grad():
-            for group in self.param_groups:
-                self._update_group(group)
-        return loss
-
-    def _update_group(self, group: dict[str, Any]) -> None:
-        lr = float(group["lr"])
-        beta1, beta2 = group["betas"]
-        eps = group["eps"]
-        weight_decay = group["weight_decay"]
-        amsgrad = group["amsgrad"]
-        maximize = group["maximize"]
-        decoupled = group["decoupled_weight_decay"]
+    def _init_group(self, group: dict[str, Any]) -> None:
         for p in group["params"]:
-            grad = p.grad
-            if grad is None:
+            if p.grad is None:
                 continue
             state = self.state[p]
             if not state:
-                state["step"] = _step_counter()
+                state["step"] = _step_counter(p)
                 state["exp_avg"] = ops.zeros_like(p)
                 state["exp_avg_sq"] = ops.zeros_like(p)
-            if amsgrad and "max_exp_avg_sq" not in state:
+            if group["amsgrad"] and "max_exp_avg_sq" not in state:
                 state["max_exp_avg_sq"] = ops.zeros_like(p)
-            step_t = state["step"]
-            step_t.add_(1)
-            # Under ember.jit the step count is only known when the graph runs: keep it a tensor.
-            step = step_t if is_tracing() else step_t.item()
 
-            if weight_decay != 0 and decoupled:
-                p.mul_(1 - lr * weight_decay)
-                grad = -grad if maximize else grad
-            else:
-                grad = _effective_grad(p, grad, weight_decay, maximize)
+    def _update(self, group: dict[str, Any], params: list[Tensor], hp: dict[str, Any]) -> None:
+        states = [self.state[p] for p in params]
+        beta1, beta2 = hp["betas"]
+        adam(params, [p.grad for p in params], [s["exp_avg"] for s in states], [s["exp_avg_sq"] for s in states],
+             [s.get("max_exp_avg_sq") for s in states], [s["step"] for s in states], amsgrad=group["amsgrad"],
+             beta1=beta1, beta2=beta2, lr=hp["lr"], weight_decay=hp["weight_decay"], eps=hp["eps"],
+             maximize=group["maximize"], decoupled_weight_decay=group["decoupled_weight_decay"])
 
-            exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
-            _lerp_(exp_avg, grad, 1 - beta1)
-            # v = beta2 * v + ((1 - beta2) * g) * g, the rounding order of PyTorch's addcmul.
-            exp_avg_sq.mul_(beta2).add_(grad.mul(1 - beta2).mul_(grad))
 
-            bias_correction1 = 1 - beta1**step
-            bias_correction2 = 1 - beta2**step
-            step_size = lr / bias_correction1
-            bias_correction2_sqrt = bias_correction2**0.5
-            if isinstance(step, Tensor):
-                step_size = step_size.to(p.dtype)
-                bias_correction2_sqrt = bias_correction2_sqrt.to(p.dtype)
+def adam(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, *, amsgrad: bool, beta1, beta2, lr,
+         weight_decay, eps, maximize: bool, decoupled_weight_decay: bool = False) -> None:
+    """The Adam (or AdamW) update of each parameter in place (PyTorch's functional form).
 
-            if amsgrad:
-                max_sq = state["max_exp_avg_sq"]
-                max_sq.copy_(ops.maximum(max_sq, exp_avg_sq))
-                denom = max_sq.sqrt()
-            else:
-                denom = exp_avg_sq.sqrt()
-            denom.div_(bias_correction2_sqrt).add_(eps)
-            # p += (-step_size * m) / denom, the rounding order of PyTorch's addcdiv.
-            p.add_(exp_avg.mul(-step_size).div_(denom) if not isinstance(step_size, Tensor)
-                   else (exp_avg * (-step_size)).div_(denom))
+    The options may be Python numbers or 0-d tensors (graph inputs under ember.jit).
+    """
+    for i, p in enumerate(params):
+        grad = grads[i]
+        step_t = state_steps[i]
+        step_t.add_(1)
+        if _nonzero(weight_decay) and decoupled_weight_decay:
+            p.mul_(1 - lr * weight_decay)
+            grad = -grad if maximize else grad
+        else:
+            grad = _effective_grad(p, grad, weight_decay, maximize)
+
+        exp_avg, exp_avg_sq = exp_avgs[i], exp_avg_sqs[i]
+        exp_avg.lerp_(grad, 1 - beta1)
+        exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+
+        step = _step_value(step_t)
+        bias_correction1 = 1 - beta1**step
+        bias_correction2 = 1 - beta2**step
+        step_size = lr / bias_correction1
+        bias_correction2_sqrt = _sqrt(bias_correction2)
+        if amsgrad:
+            max_sq = max_exp_avg_sqs[i]
+            max_sq.copy_(ops.maximum(max_sq, exp_avg_sq))
+            denom = (max_sq.sqrt() / bias_correction2_sqrt).add_(eps)
+        else:
+            denom = (exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(eps)
+        p.addcdiv_(exp_avg, denom, value=-step_size)

@@ -12,7 +12,8 @@ from typing import Any
 
 from ember.creation import tensor
 from ember.dtypes import float32, float64, get_default_dtype
-from ember.grad_mode import enable_grad
+from ember.grad_mode import enable_grad, no_grad
+from ember.ops import dispatch
 from ember.tensor import Tensor
 
 
@@ -46,6 +47,7 @@ class Optimizer:
         self.state: defaultdict[Tensor, dict[str, Any]] = defaultdict(dict)
         self.param_groups: list[dict[str, Any]] = []
         self._step_count = 0
+        self._state_version = 0  # bumped when groups or state are replaced: compiled steps retrace
         if isinstance(params, Tensor):
             raise TypeError(
                 f"{type(self).__name__}: params should be an iterable of Tensors or dicts, but got a Tensor"
@@ -64,14 +66,7 @@ class Optimizer:
         super().__init_subclass__(**kwargs)
         step = cls.__dict__.get("step")
         if step is not None and not getattr(step, "_counted", False):
-            # Schedulers read the count to warn when they are stepped before the optimizer.
-            @functools.wraps(step)
-            def counted_step(self, *args, **kwargs):
-                self._step_count += 1
-                return step(self, *args, **kwargs)
-
-            counted_step._counted = True
-            cls.step = counted_step
+            cls.step = _counted(step)
 
     # --- hyperparameters -----------------------------------------------------------------
     def _check_options(self, options: dict[str, Any]) -> None:
@@ -126,6 +121,7 @@ class Optimizer:
         # The caller's dict is updated too, as in PyTorch, so it reflects the defaults filled in.
         param_group.update(group)
         self.param_groups.append(param_group)
+        self._state_version = getattr(self, "_state_version", 0) + 1
 
     # --- gradients -------------------------------------------------------------------------
     def zero_grad(self, set_to_none: bool = True) -> None:
@@ -146,7 +142,30 @@ class Optimizer:
 
     def step(self, closure: Callable[[], Any] | None = None) -> Any:
         """Perform one optimization step; `closure` re-evaluates the model and returns the loss."""
-        raise NotImplementedError
+        loss = self._eval_closure(closure)
+        with no_grad():
+            for index, group in enumerate(self.param_groups):
+                # State is made eagerly even inside ember.jit: the trace captures it like a parameter,
+                # so the first trace of a training step is already its steady state.
+                with dispatch.outside_trace():
+                    self._init_group(group)
+                params = [p for p in group["params"] if p.grad is not None]
+                tracer = dispatch.trace_state.hook
+                if tracer is None:
+                    self._update(group, params, group)
+                    continue
+                tracer.guard(functools.partial(_structure, self, index))
+                for device, on_device in _by_device(params):
+                    self._update(group, on_device, hyperparameters(self, index, device))
+        return loss
+
+    def _init_group(self, group: dict[str, Any]) -> None:
+        """Create the missing state of the group's parameters that have gradients."""
+
+    def _update(self, group: dict[str, Any], params: list[Tensor], hp: dict[str, Any]) -> None:
+        """Update `params` (a group's parameters that have gradients); `hp` holds the group's options
+        as numbers, or under ember.jit as 0-d tensors on the parameters' device (`hyperparameters`)."""
+        raise NotImplementedError(f"{type(self).__name__} implements neither step() nor _update()")
 
     @staticmethod
     def _eval_closure(closure: Callable[[], Any] | None) -> Any:
@@ -229,6 +248,7 @@ class Optimizer:
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
         self.__dict__.setdefault("_step_count", 0)
+        self._state_version = self.__dict__.get("_state_version", 0) + 1
 
     def __repr__(self) -> str:
         lines = [f"{type(self).__name__} ("]
@@ -239,26 +259,123 @@ class Optimizer:
         return "\n".join(lines)
 
 
-def _effective_grad(param: Tensor, grad: Tensor, weight_decay: float, maximize: bool) -> Tensor:
+def _counted(step):
+    """Wrap an optimizer's step so it counts its calls (schedulers read the count to warn when they
+    are stepped before the optimizer). Under ember.jit the compiled program counts each run."""
+
+    @functools.wraps(step)
+    def counted_step(self, *args, **kwargs):
+        tracer = dispatch.trace_state.hook
+        if tracer is None:
+            self._step_count += 1
+        else:
+            tracer.on_run(functools.partial(_count_step, self))
+        return step(self, *args, **kwargs)
+
+    counted_step._counted = True
+    return counted_step
+
+
+def _count_step(optimizer) -> None:
+    optimizer._step_count += 1
+
+
+Optimizer.step = _counted(Optimizer.step)
+
+
+# --- hyperparameters under ember.jit ----------------------------------------------------------
+def _is_number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _structure(optimizer, index: int) -> tuple:
+    """What decides the shape of a group's update besides the zero-ness of options (`_nonzero`):
+    booleans and other non-numbers, which state each parameter has, and the optimizer's state
+    version (bumped when groups or state are replaced)."""
+    group = optimizer.param_groups[index]
+    state = optimizer.state
+    parts = [optimizer._state_version, len(optimizer.param_groups),
+             tuple((id(p), tuple(state[p]) if p in state else ()) for p in group["params"])]
+    for k, v in group.items():
+        if k not in ("params", "param_names") and not _is_number(v) and not (
+                isinstance(v, tuple) and all(_is_number(x) for x in v)):
+            parts.append((k, v))
+    return tuple(parts)
+
+
+def _read_option(optimizer, index: int, key: str, position: int | None = None):
+    value = optimizer.param_groups[index][key]
+    return value if position is None else value[position]
+
+
+def _by_device(params: list[Tensor]) -> list:
+    """(device, params on it) pairs, in order of first appearance."""
+    groups: dict = {}
+    for p in params:
+        groups.setdefault(p._device, []).append(p)
+    return list(groups.items())
+
+
+def hyperparameters(optimizer: Optimizer, index: int, device) -> dict[str, Any]:
+    """Group `index`'s options as a traced update reads them (ember.jit).
+
+    Every number (and every number in a tuple, such as Adam's betas) becomes a 0-d float64 graph
+    input on `device`, read from the group at every call, so schedulers and hand-made changes take
+    effect in the compiled step. The options that decide the update's structure are guarded
+    instead (see `_structure`): changing one retraces.
+    """
+    tracer = dispatch.trace_state.hook
+    group = optimizer.param_groups[index]
+    hp: dict[str, Any] = {}
+    for k, v in group.items():
+        if k in ("params", "param_names"):
+            continue
+        if _is_number(v):
+            hp[k] = tracer.scalar_input(functools.partial(_read_option, optimizer, index, k), device=device)
+        elif isinstance(v, tuple) and all(_is_number(x) for x in v):
+            hp[k] = tuple(tracer.scalar_input(functools.partial(_read_option, optimizer, index, k, i), device=device)
+                          for i in range(len(v)))
+        else:
+            hp[k] = v
+    return hp
+
+
+def _nonzero(value) -> bool:
+    """Whether an option is non-zero (a term of the update is present). Under ember.jit the answer
+    becomes a guard of the compiled step: it is reused only while the option stays (non-)zero."""
+    read = getattr(value, "trace_read", None)
+    if read is None:
+        return value != 0
+    return dispatch.trace_state.hook.guard(functools.partial(_read_nonzero, read), key=("nonzero", read))
+
+
+def _read_nonzero(read) -> bool:
+    return read() != 0
+
+
+def _step_value(step: Tensor):
+    """A step count for scalar arithmetic: a Python float eagerly (as PyTorch); a float64 tensor in a trace."""
+    return step.item() if dispatch.trace_state.hook is None else step.to(float64)
+
+
+def _sqrt(x):
+    """Square root of a Python float (Python's own, as PyTorch's `** 0.5`) or of a 0-d tensor."""
+    return x**0.5 if isinstance(x, float) else x.sqrt()
+
+
+def _effective_grad(param: Tensor, grad: Tensor, weight_decay, maximize: bool) -> Tensor:
     """The gradient an update uses: negated for `maximize`, plus `weight_decay * param` (L2 penalty).
 
     Returns `grad` itself when neither applies, else one fresh tensor the caller may overwrite.
     """
-    if weight_decay != 0:
+    if _nonzero(weight_decay):
         # weight_decay * param, then +/- grad: the same roundings as PyTorch's grad.add(param, alpha=wd).
         out = param.mul(weight_decay)
         return out.sub_(grad) if maximize else out.add_(grad)
     return -grad if maximize else grad
 
 
-def _step_counter() -> Tensor:
-    """A fresh per-parameter step count: a 0-dim tensor, float32 unless float64 is the default (as PyTorch)."""
-    return tensor(0.0, dtype=float64 if get_default_dtype() == float64 else float32)
-
-
-def _lerp_(start: Tensor, end: Tensor, weight: float) -> Tensor:
-    """start += weight * (end - start) in place, with PyTorch's two branches for small and large weights."""
-    diff = end - start
-    if abs(weight) < 0.5:
-        return start.add_(diff.mul_(weight))
-    return start.copy_(end.sub(diff.mul_(1 - weight)))
+def _step_counter(param: Tensor) -> Tensor:
+    """A fresh step count for `param`: a 0-dim tensor, float32 unless float64 is the default (as
+    PyTorch), on the parameter's device (where a compiled step reads it)."""
+    return tensor(0.0, dtype=float64 if get_default_dtype() == float64 else float32, device=param.device)

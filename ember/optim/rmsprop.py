@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any
 
 from ember import ops
-from ember.grad_mode import no_grad
-from ember.optim.optimizer import Optimizer, _effective_grad, _lerp_, _step_counter
+from ember.optim.optimizer import Optimizer, _effective_grad, _nonzero, _step_counter
 from ember.tensor import Tensor
 
 
@@ -37,51 +36,49 @@ class RMSprop(Optimizer):
     def _check_options(self, options: dict[str, Any]) -> None:
         self._require_nonneg(options, "lr", "eps", "momentum", "weight_decay", "alpha")
 
-    def step(self, closure: Callable[[], Any] | None = None) -> Any:
-        """Perform one RMSprop step; returns the closure's loss if a closure is given."""
-        loss = self._eval_closure(closure)
-        with no_grad():
-            for group in self.param_groups:
-                self._update_group(group)
-        return loss
-
-    def _update_group(self, group: dict[str, Any]) -> None:
-        lr = float(group["lr"])
-        alpha = group["alpha"]
-        eps = group["eps"]
-        weight_decay = group["weight_decay"]
-        momentum = group["momentum"]
-        centered = group["centered"]
-        maximize = group["maximize"]
+    def _init_group(self, group: dict[str, Any]) -> None:
         for p in group["params"]:
-            grad = p.grad
-            if grad is None:
+            if p.grad is None:
                 continue
             state = self.state[p]
             if not state:
-                state["step"] = _step_counter()
+                state["step"] = _step_counter(p)
                 state["square_avg"] = ops.zeros_like(p)
             # Created on first use, so turning momentum or centering on later (e.g. by OneCycleLR) works.
-            if momentum > 0 and "momentum_buffer" not in state:
+            if group["momentum"] > 0 and "momentum_buffer" not in state:
                 state["momentum_buffer"] = ops.zeros_like(p)
-            if centered and "grad_avg" not in state:
+            if group["centered"] and "grad_avg" not in state:
                 state["grad_avg"] = ops.zeros_like(p)
-            state["step"].add_(1)
-            grad = _effective_grad(p, grad, weight_decay, maximize)
 
-            square_avg = state["square_avg"]
-            square_avg.mul_(alpha).add_(grad.mul(1 - alpha).mul_(grad))
-            if centered:
-                grad_avg = state["grad_avg"]
-                _lerp_(grad_avg, grad, 1 - alpha)
-                avg = (square_avg - grad_avg * grad_avg).sqrt()
-            else:
-                avg = square_avg.sqrt()
-            avg.add_(eps)
+    def _update(self, group: dict[str, Any], params: list[Tensor], hp: dict[str, Any]) -> None:
+        states = [self.state[p] for p in params]
+        rmsprop(params, [p.grad for p in params], [s["square_avg"] for s in states], [s.get("grad_avg") for s in states],
+                [s.get("momentum_buffer") for s in states], [s["step"] for s in states], lr=hp["lr"], alpha=hp["alpha"], eps=hp["eps"],
+                weight_decay=hp["weight_decay"], momentum=hp["momentum"], centered=group["centered"],
+                maximize=group["maximize"])
 
-            if momentum > 0:
-                buf = state["momentum_buffer"]
-                buf.mul_(momentum).add_(grad / avg)
-                p.add_(buf, alpha=-lr)
-            else:
-                p.add_(grad.mul(-lr).div_(avg))
+
+def rmsprop(params, grads, square_avgs, grad_avgs, momentum_buffers, state_steps, *, lr, alpha, eps, weight_decay,
+            momentum, centered: bool, maximize: bool) -> None:
+    """The RMSprop update of each parameter in place (PyTorch's functional form).
+
+    The options may be Python numbers or 0-d tensors (graph inputs under ember.jit).
+    """
+    for i, p in enumerate(params):
+        state_steps[i].add_(1)
+        grad = _effective_grad(p, grads[i], weight_decay, maximize)
+        square_avg = square_avgs[i]
+        square_avg.mul_(alpha).addcmul_(grad, grad, value=1 - alpha)
+        if centered:
+            grad_avg = grad_avgs[i]
+            grad_avg.lerp_(grad, 1 - alpha)
+            avg = square_avg.addcmul(grad_avg, grad_avg, value=-1).sqrt_()
+        else:
+            avg = square_avg.sqrt()
+        avg.add_(eps)
+        if _nonzero(momentum):
+            buf = momentum_buffers[i]
+            buf.mul_(momentum).addcdiv_(grad, avg)
+            p.add_(buf, alpha=-lr)
+        else:
+            p.addcdiv_(grad, avg, value=-lr)

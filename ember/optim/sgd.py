@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any
 
-from ember.grad_mode import no_grad
-from ember.optim.optimizer import Optimizer, _effective_grad
+from ember.ops import dispatch
+from ember.optim.optimizer import Optimizer, _effective_grad, _nonzero
 from ember.tensor import Tensor
 
 
@@ -37,36 +37,39 @@ class SGD(Optimizer):
         if options.get("nesterov") and (options.get("momentum", 0) <= 0 or options.get("dampening", 0) != 0):
             raise ValueError(f"{type(self).__name__}: Nesterov momentum requires a momentum and zero dampening")
 
-    def step(self, closure: Callable[[], Any] | None = None) -> Any:
-        """Perform one SGD step; returns the closure's loss if a closure is given."""
-        loss = self._eval_closure(closure)
-        with no_grad():
-            for group in self.param_groups:
-                lr = float(group["lr"])
-                momentum = group["momentum"]
-                dampening = group["dampening"]
-                weight_decay = group["weight_decay"]
-                nesterov = group["nesterov"]
-                maximize = group["maximize"]
-                for p in group["params"]:
-                    grad = p.grad
-                    if grad is None:
-                        continue
-                    d_p = _effective_grad(p, grad, weight_decay, maximize)
-                    if momentum != 0:
-                        state = self.state[p]
-                        buf = state.get("momentum_buffer")
-                        if buf is None:
-                            # The first buffer is the gradient itself, not scaled by (1 - dampening).
-                            buf = state["momentum_buffer"] = d_p.detach().clone()
-                        else:
-                            buf.mul_(momentum).add_(d_p, alpha=1 - dampening)
-                        if nesterov:
-                            if d_p is grad:
-                                d_p = buf.mul(momentum).add_(grad)
-                            else:
-                                d_p.add_(buf, alpha=momentum)
-                        else:
-                            d_p = buf
-                    p.add_(d_p, alpha=-lr)
-        return loss
+    def _update(self, group: dict[str, Any], params: list[Tensor], hp: dict[str, Any]) -> None:
+        grads = [p.grad for p in params]
+        buffers = [self.state[p].get("momentum_buffer") for p in params]
+        sgd(params, grads, buffers, lr=hp["lr"], momentum=hp["momentum"], dampening=hp["dampening"],
+            weight_decay=hp["weight_decay"], nesterov=group["nesterov"], maximize=group["maximize"])
+        if _nonzero(hp["momentum"]):
+            tracer = dispatch.trace_state.hook
+            for p, buf in zip(params, buffers):
+                # Under ember.jit a first buffer (a copy of the gradient) is made in the trace: it is kept
+                # in a concrete tensor, and the next call retraces with the buffers in place.
+                self.state[p]["momentum_buffer"] = buf if tracer is None else tracer.keep(buf)
+
+
+def sgd(params, grads, momentum_buffers, *, lr, momentum, dampening, weight_decay, nesterov: bool,
+        maximize: bool) -> None:
+    """The SGD update of each parameter in place (PyTorch's functional form); fills new momentum buffers.
+
+    The options may be Python numbers or 0-d tensors (graph inputs under ember.jit).
+    """
+    for i, (p, grad) in enumerate(zip(params, grads)):
+        d_p = _effective_grad(p, grad, weight_decay, maximize)
+        if _nonzero(momentum):
+            buf = momentum_buffers[i]
+            if buf is None:
+                # The first buffer is the gradient itself, not scaled by (1 - dampening).
+                buf = momentum_buffers[i] = d_p.detach().clone()
+            else:
+                buf.mul_(momentum).add_(d_p, alpha=1 - dampening)
+            if nesterov:
+                if d_p is grad:
+                    d_p = buf.mul(momentum).add_(grad)
+                else:
+                    d_p.add_(buf, alpha=momentum)
+            else:
+                d_p = buf
+        p.add_(d_p, alpha=-lr)

@@ -149,7 +149,7 @@ def _eager(call, tensors, rng):
 def _symbolic(call, tensors, rng):
     """Inside a graph: one `checkpoint` node (its specs and outside leaves found on a scratch trace)."""
     from ember.graph.ir import Graph
-    from ember.graph.jit import Tracer
+    from ember.graph.trace import Tracer
 
     scratch = Graph("checkpoint")
     tracer = Tracer(scratch)

@@ -21,7 +21,7 @@ CPU, CPU1 = em.device("cpu"), em.device("cpu:1")
 
 
 def _plan(jitted):
-    (entry,) = jitted._cache.values()
+    (entry,) = jitted.entries()
     return entry.plan
 
 

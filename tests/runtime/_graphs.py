@@ -88,5 +88,4 @@ def mlp_step(sizes=(784, 512, 256, 10), batch=128, passes=(), momentum=0.0):
 
 def plan_of(jitted):
     """The plan of a jitted function's (single) cached trace."""
-    entries = list(jitted._cache.values())
-    return entries[-1].plan
+    return jitted.entries()[-1].plan

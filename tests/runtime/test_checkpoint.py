@@ -131,7 +131,7 @@ def test_jit_gradients_equal_plain_and_the_forward_is_one_node():
     assert loss.item() == pytest.approx(ref.item(), rel=1e-6)
     for a, b in zip(got, _grads(params)):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
-    graph = list(jitted._cache.values())[-1].graph
+    graph = jitted.entries()[-1].graph
     ops = [n.op_name for n in graph.nodes if n.kind == "op"]
     assert ops.count("checkpoint") == 1
     assert ops.index("checkpoint") < ops.index("linear")  # the linears exist only in the recomputation

@@ -59,7 +59,7 @@ def test_jit_uses_the_process_default():
     try:
         f = em.jit(_f)
         f(x)
-        assert _ops(f._cache[next(iter(f._cache))].optimized) == _ops(f.lower(x))
+        assert _ops(f.entries()[0].optimized) == _ops(f.lower(x))
     finally:
         set_default_passes(None)
 

@@ -1,0 +1,180 @@
+"""What an `ember.jit` cache entry is keyed on: the arguments' structure, the tensors' and arrays'
+shapes and dtypes, Python values among the arguments, and the Python state the function reaches.
+
+Arrays are inputs, never identities: a NumPy array argument is keyed by shape and dtype and fed at
+every call, like a tensor. Every other argument is keyed by value, so it must be hashable.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ember.grad_mode import is_grad_enabled
+from ember.tensor import Tensor
+
+# Python values a function may read from a module or a global and that are keyed by value.
+_SCALARS = (bool, int, float, complex, str, bytes, type(None))
+
+
+class Static:
+    """Marks an argument named in `static_argnums`: passed as it is and keyed by value."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value) -> None:
+        self.value = value
+
+
+class _Identity:
+    """Keys a tensor passed as a static argument by identity (Tensor's == is elementwise)."""
+
+    __slots__ = ("obj",)
+
+    def __init__(self, obj) -> None:
+        self.obj = obj
+
+    def __hash__(self) -> int:
+        return id(self.obj)
+
+    def __eq__(self, other) -> bool:
+        return type(other) is _Identity and other.obj is self.obj
+
+
+def flatten(obj, leaves: list):
+    """Structure of nested lists/tuples/dicts with tensors and arrays replaced by leaf positions."""
+    if type(obj) is Static:
+        return ("S", obj.value)
+    if isinstance(obj, Tensor):
+        leaves.append(obj)
+        return ("T", len(leaves) - 1)
+    if isinstance(obj, np.ndarray):
+        leaves.append(obj)
+        return ("A", len(leaves) - 1)
+    if isinstance(obj, (list, tuple)):
+        kind = "L" if isinstance(obj, list) else "U"
+        return (kind, tuple(flatten(x, leaves) for x in obj))
+    if isinstance(obj, dict):
+        return ("D", tuple((k, flatten(v, leaves)) for k, v in obj.items()))
+    return ("V", obj)
+
+
+def unflatten(struct, leaves):
+    """Rebuild the structure `flatten` described, with `leaves` in the leaf positions."""
+    kind, payload = struct
+    if kind in ("T", "A"):
+        return leaves[payload]
+    if kind == "L":
+        return [unflatten(x, leaves) for x in payload]
+    if kind == "U":
+        return tuple(unflatten(x, leaves) for x in payload)
+    if kind == "D":
+        return {k: unflatten(v, leaves) for k, v in payload}
+    return payload  # "V" and "S": the value itself
+
+
+def _value_key(value, where: str):
+    try:
+        hash(value)
+    except TypeError:
+        raise TypeError(
+            f"jit: {where} is a {type(value).__name__}, which is neither a tensor, a NumPy array nor "
+            "hashable, so compiled programs cannot be keyed on it; pass tensors or arrays, or a hashable value"
+        ) from None
+    return value
+
+
+def struct_key(struct, where: str = "an argument"):
+    """A hashable key for a flattened structure (Python values by value)."""
+    kind, payload = struct
+    if kind in ("T", "A"):
+        return struct
+    if kind in ("L", "U"):
+        return (kind, tuple(struct_key(x, where) for x in payload))
+    if kind == "D":
+        return (kind, tuple((k, struct_key(v, where)) for k, v in payload))
+    if kind == "S" and isinstance(payload, Tensor):
+        return ("S", _Identity(payload))
+    return (kind, type(payload), _value_key(payload, where))
+
+
+def leaf_key(x) -> tuple:
+    """Shape, dtype, device and requires_grad of a tensor leaf; shape and dtype of an array leaf."""
+    if isinstance(x, Tensor):
+        return (tuple(x._data.shape), x._data.dtype.str, str(x._device), x._requires_grad)
+    return (x.shape, x.dtype.str)
+
+
+def reachable(fn, args) -> tuple[list, list]:
+    """The nn.Modules a function reaches directly (bound self, closure cells, globals it names,
+    arguments, with their descendants), and the (name, value) pairs of the Python scalars it reads
+    from its closure and globals."""
+    try:
+        from ember.nn import Module
+    except ImportError:  # nn not available: no modules to key on
+        Module = ()
+    roots = list(args)
+    scalars = []
+    self_obj = getattr(fn, "__self__", None)
+    if self_obj is not None:
+        roots.append(self_obj)
+    code = getattr(fn, "__code__", None)
+    closure = getattr(fn, "__closure__", None) or ()
+    for name, cell in zip(code.co_freevars if code is not None else (), closure):
+        try:
+            value = cell.cell_contents
+        except ValueError:  # an empty cell
+            continue
+        roots.append(value)
+        if type(value) in _SCALARS:
+            scalars.append((name, value))
+    if code is not None:
+        glob = getattr(fn, "__globals__", {})
+        for name in code.co_names:
+            if name in glob:
+                value = glob[name]
+                roots.append(value)
+                if type(value) in _SCALARS:
+                    scalars.append((name, value))
+    modules: list = []
+    seen: set = set()
+    for r in roots:
+        if Module and isinstance(r, Module):
+            for m in r.modules():
+                if id(m) not in seen:
+                    seen.add(id(m))
+                    modules.append(m)
+    return modules, scalars
+
+
+def module_key(m) -> tuple:
+    """What of a module a traced program depends on besides its tensors' values: its class, its
+    Python-scalar attributes (training, p, eps, momentum, ...), and which tensors and children it holds.
+
+    Tensors are captured by identity, so replacing a parameter, buffer or child rebuilds the program.
+    """
+    attrs = []
+    for k, v in m.__dict__.items():
+        if type(v) in _SCALARS or (type(v) is tuple and all(type(x) in _SCALARS for x in v)):
+            attrs.append((k, v))
+    d = m.__dict__
+    held = tuple(
+        (k, id(v)) for store in ("_parameters", "_buffers", "_modules") for k, v in d.get(store, {}).items()
+    )
+    return (type(m), tuple(attrs), held)
+
+
+def signature(fn, args, kwargs, static_argnums) -> tuple:
+    """(key, structure, leaves) of one call: equal keys may share one compiled program."""
+    leaves: list = []
+    if static_argnums:
+        args = [Static(a) if i in static_argnums else a for i, a in enumerate(args)]
+    struct = flatten((list(args), dict(kwargs)), leaves)
+    modules, scalars = reachable(fn, [a.value if type(a) is Static else a for a in args])
+    key = (
+        struct_key(struct),
+        tuple(leaf_key(x) for x in leaves),
+        tuple(module_key(m) for m in modules),
+        tuple(scalars),
+        is_grad_enabled(),
+    )
+    return key, struct, leaves

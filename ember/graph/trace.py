@@ -1,0 +1,100 @@
+"""The state of one trace: the graph being built, the outside tensors it reads and writes, and what
+else a compiled program depends on (scalars read at every call, and guards that decide reuse).
+"""
+
+from __future__ import annotations
+
+import weakref
+
+import numpy as np
+
+from ember.device import scope_depth
+from ember.graph.ir import Graph, Value
+from ember.tensor import Tensor
+
+
+class Tracer:
+    """Collects a graph while a function runs on symbolic tensors (installed in ops.dispatch)."""
+
+    def __init__(self, graph: Graph) -> None:
+        self.graph = graph
+        self.lifted: dict = {}  # id(tensor) -> (tensor, current Value)
+        self.grad_before: dict = {}  # id(tensor) -> (tensor, its .grad when first captured)
+        self.mutated: dict = {}  # id(tensor) -> tensor, for captured tensors written in place
+        self.created: list = []  # weak references to the symbolic tensors made while tracing
+        self.scalar_feeds: list = []  # (Value, read, NumPy dtype): fed with read() at every run
+        self.guards: list = []  # (read, value at trace time): a run whose read() differs retraces
+        self._guard_keys: dict = {}
+        self.effects: list = []  # Python side effects of the traced code, replayed after every run
+        self.scope_base = scope_depth()  # device scopes opened before the trace do not place its ops
+
+    def lift(self, t: Tensor) -> Value:
+        """The graph value of an outside tensor (its latest in-trace update, if any)."""
+        hit = self.lifted.get(id(t))
+        if hit is not None and hit[0] is t:
+            return hit[1]
+        if isinstance(t._data, Value):
+            return t._data
+        v = self.graph.capture(t)
+        self.lifted[id(t)] = (t, v)
+        self.grad_before.setdefault(id(t), (t, t.grad))
+        return v
+
+    def mutate(self, t: Tensor, value: Value) -> None:
+        """Record an in-place write into an outside tensor; later reads in the trace see `value`."""
+        self.lift(t)
+        self.lifted[id(t)] = (t, value)
+        self.mutated[id(t)] = t
+
+    def is_mutated(self, t: Tensor) -> bool:
+        """Whether an outside tensor was written in place during this trace."""
+        return id(t) in self.mutated and self.mutated[id(t)] is t
+
+    def track(self, t: Tensor) -> None:
+        """Remember a symbolic tensor made during the trace (to find the ones that escape)."""
+        self.created.append(weakref.ref(t))
+
+    def keep(self, t: Tensor) -> Tensor:
+        """A concrete tensor that takes symbolic `t`'s value after every run: how a value made in the
+        trace is stored as state (a first momentum buffer) without escaping the trace."""
+        if not isinstance(t._data, Value):
+            return t
+        data = t._data
+        concrete = Tensor._make(t._device.backend.from_host(np.zeros(data.shape, data.dtype)), t._device)
+        self.mutate(concrete, data)
+        return concrete
+
+    def scalar_input(self, read, dtype=np.float64, device=None) -> Tensor:
+        """A 0-d symbolic tensor fed with `read()` at every run (a learning rate a scheduler changes).
+
+        Its value at trace time is kept as `trace_value` and `read` as `trace_read`, for code that
+        must branch on it: such a branch has to be covered by a guard (`guard(..., key=...)`).
+        """
+        from ember.device import as_device
+
+        device = as_device(device)
+        value = read()
+        v = self.graph.placeholder((), dtype, device, name=self.graph.unique_name("scalar"))
+        self.scalar_feeds.append((v, read, np.dtype(dtype)))
+        t = Tensor._make(v, device)
+        t.trace_value = value
+        t.trace_read = read
+        return t
+
+    def on_run(self, effect) -> None:
+        """Replay a Python side effect of the traced code (a step counter) after every run."""
+        self.effects.append(effect)
+
+    def guard(self, read, key=None):
+        """Read a value the program's structure depends on; the compiled program is reused only
+        while `read()` returns the same (a changed value traces again). Guards with the same `key`
+        are recorded once."""
+        if key is not None:
+            hit = self._guard_keys.get(key)
+            if hit is not None:
+                return hit
+        value = read()
+        self.guards.append((read, value))
+        if key is not None:
+            self._guard_keys[key] = value
+        return value

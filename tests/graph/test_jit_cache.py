@@ -1,0 +1,208 @@
+"""What ember.jit keys its compiled programs on, and what it reads afresh at every call.
+
+Every Python value a traced function reads from mutable state must be either a graph input read at
+each call or part of the cache key; these tests change each kind between calls.
+"""
+
+import gc
+import warnings
+
+import numpy as np
+import pytest
+
+import ember as em
+
+
+def test_numpy_array_arguments_are_inputs_not_identities():
+    f = em.jit(lambda x, s: x * em.tensor(s))
+    wrong = 0
+    for i in range(300):  # freed arrays' ids are reused: a cache keyed by id() returns stale results
+        wrong += f(em.ones(3), np.full(3, float(i)))[0].item() != i
+    assert wrong == 0
+    assert f.trace_count == 1
+
+
+def test_an_array_mutated_in_place_between_calls_is_read_again():
+    f = em.jit(lambda x, s: x + em.as_tensor(s))
+    s = np.zeros(2)
+    assert f(em.ones(2, dtype=em.float64), s).tolist() == [1, 1]
+    s += 5
+    assert f(em.ones(2, dtype=em.float64), s).tolist() == [6, 6]
+    assert f(em.ones(3, dtype=em.float64), np.zeros(3)).shape == (3,)  # another shape: another program
+
+
+def test_numpy_operations_on_an_array_argument_say_it_is_symbolic():
+    f = em.jit(lambda x, s: x * float(np.asarray(s).sum()))
+    with pytest.raises(em.ConcretizationError, match="symbolic"):
+        f(em.ones(2), np.ones(2))
+
+
+def test_unhashable_arguments_get_a_clear_error():
+    class Box:
+        __hash__ = None
+
+    f = em.jit(lambda x, b: x)
+    with pytest.raises(TypeError, match=r"jit: .*Box.*neither a tensor, a NumPy array nor hashable"):
+        f(em.ones(2), Box())
+
+
+def test_python_scalars_and_lists_are_keyed_by_value():
+    f = em.jit(lambda x, k, ks: x * k + sum(ks))
+    assert f(em.ones(1), 2.0, [1, 2]).item() == 5
+    assert f(em.ones(1), 3.0, [1, 2]).item() == 6
+    assert f(em.ones(1), 3.0, [1, 5]).item() == 9
+    assert f.trace_count == 3
+
+
+def test_learning_rate_changed_by_hand_takes_effect_without_retracing():
+    w = em.ones(2, requires_grad=True)
+    opt = em.optim.SGD([w], lr=0.5)
+
+    @em.jit
+    def step(x):
+        opt.zero_grad()
+        (w * x).sum().backward()
+        opt.step()
+
+    for lr in (0.5, 0.25, 0.0, 1.0):
+        before = w.detach().clone()
+        opt.param_groups[0]["lr"] = lr
+        step(em.ones(2))
+        assert (before - w.detach()).tolist() == [lr, lr]
+    assert step.trace_count == 1
+
+
+def test_structural_options_retrace_and_numbers_do_not():
+    w = em.ones(2, requires_grad=True)
+    opt = em.optim.SGD([w], lr=0.1)
+    eager_w = em.ones(2, requires_grad=True)
+    eager = em.optim.SGD([eager_w], lr=0.1)
+
+    def make(w, opt):
+        def step(x):
+            opt.zero_grad()
+            (w * x).pow(2).sum().backward()
+            opt.step()
+        return step
+
+    jitted, plain = em.jit(make(w, opt)), make(eager_w, eager)
+    for i in range(8):
+        for o in (opt, eager):
+            g = o.param_groups[0]
+            g["momentum"] = 0.9 if i >= 3 else 0.0  # turns momentum on: a different program
+            g["nesterov"] = i >= 5
+            g["weight_decay"] = 0.01 * i  # zero at first, then a number that changes every step
+        jitted(em.full((2,), 0.5))
+        plain(em.full((2,), 0.5))
+        assert w.tolist() == eager_w.tolist()
+    assert jitted.trace_count <= 6
+
+
+def test_module_attributes_and_modes_are_part_of_the_key():
+    drop = em.nn.Dropout(0.0)
+    f = em.jit(lambda x: drop(x))
+    x = em.ones(1000)
+    assert (f(x) == 1).all().item()
+    drop.p = 1.0  # a Python attribute changed between calls: the program is rebuilt
+    assert (f(x) == 0).all().item()
+    drop.eval()
+    assert (f(x) == 1).all().item()
+
+
+def test_replacing_a_parameter_or_submodule_is_seen():
+    model = em.nn.Sequential(em.nn.Linear(2, 2, bias=False))
+    with em.no_grad():
+        model[0].weight.fill_(1.0)
+    f = em.jit(lambda x: model(x))
+    x = em.ones(1, 2)
+    assert f(x).tolist() == [[2, 2]]
+    model[0].weight = em.nn.Parameter(em.full((2, 2), 3.0))
+    assert f(x).tolist() == [[6, 6]]
+    model[0] = em.nn.Linear(2, 2, bias=False)
+    with em.no_grad():
+        model[0].weight.fill_(-1.0)
+    assert f(x).tolist() == [[-2, -2]]
+
+
+SCALE = 2.0
+
+
+def _scaled(x):
+    return x * SCALE
+
+
+def test_globals_and_closure_numbers_the_function_reads_are_part_of_the_key():
+    global SCALE
+    f = em.jit(_scaled)
+    assert f(em.ones(1)).item() == 2
+    SCALE = 5.0
+    try:
+        assert f(em.ones(1)).item() == 5
+    finally:
+        SCALE = 2.0
+    k = 3
+
+    def g(x):
+        return x + k
+
+    jg = em.jit(g)
+    assert jg(em.zeros(1)).item() == 3
+    k = 4
+    assert jg(em.zeros(1)).item() == 4
+
+
+def test_optimizer_load_state_dict_is_seen_by_a_compiled_step():
+    em.manual_seed(0)
+    w = em.randn(3, requires_grad=True)
+    opt = em.optim.Adam([w], lr=0.1)
+
+    @em.jit
+    def step():
+        opt.zero_grad()
+        (w * w).sum().backward()
+        opt.step()
+
+    for _ in range(3):
+        step()
+    saved = {k: v for k, v in opt.state_dict().items()}
+    saved = {"state": {i: {n: t.clone() for n, t in s.items()} for i, s in saved["state"].items()},
+             "param_groups": saved["param_groups"]}
+    for _ in range(3):
+        step()
+    opt.load_state_dict(saved)  # new state tensors: the compiled step must update those
+    step()
+    assert opt.state[w]["step"].item() == 4
+    assert step.trace_count == 2
+
+
+def test_the_cache_is_bounded_and_warns_once_when_it_keeps_retracing():
+    f = em.jit(lambda x: x * 2, cache_size=3)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for n in range(1, 9):
+            f(em.ones(n))
+    assert len(f.entries()) == 3
+    msgs = [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)]
+    assert len(msgs) == 1
+    assert "traced 4 times" in msgs[0] and "shape (3,) float32 -> shape (4,) float32" in msgs[0]
+    gc.collect()
+
+
+def test_bad_cache_size_is_refused():
+    with pytest.raises(ValueError, match="cache_size must be a positive int"):
+        em.jit(lambda x: x, cache_size=0)
+
+
+def test_step_count_advances_under_jit():
+    w = em.ones(1, requires_grad=True)
+    opt = em.optim.SGD([w], lr=0.1)
+
+    @em.jit
+    def step():
+        opt.zero_grad()
+        w.sum().backward()
+        opt.step()
+
+    for _ in range(5):
+        step()
+    assert opt._step_count == 5
