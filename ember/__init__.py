@@ -48,7 +48,7 @@ from ember.creation import (
     zeros,
 )
 from ember.random import Generator, get_rng_state, initial_seed, manual_seed, seed, set_rng_state
-from ember.grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
+from ember.autograd.grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from ember import autograd
 from ember.transforms import grad, value_and_grad
 from ember import cuda

@@ -170,7 +170,7 @@ def _fill_random(self, name, draw, generator=None):
 
     with_grad = self._requires_grad
     sample = _random(self.device, tuple(self.shape), self._data.dtype, draw, False, generator)
-    from ember.grad_mode import no_grad
+    from ember.autograd.grad_mode import no_grad
 
     if with_grad and self._grad_fn is None:
         with no_grad():
@@ -189,7 +189,7 @@ def _fill_in_place(self, fill) -> bool:
     """Let NumPy's generator write straight into a contiguous float CPU tensor (no temporary, no copy)."""
     import numpy as np
 
-    from ember.grad_mode import state
+    from ember.autograd.grad_mode import state
 
     data = self._data
     if (type(data) is not np.ndarray or data.dtype not in (np.float32, np.float64) or not data.flags.c_contiguous

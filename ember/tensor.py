@@ -8,7 +8,6 @@ from ember import dtypes as dt
 from ember.backends.meta import MetaArray
 from ember.device import Device, as_device
 from ember.errors import ConcretizationError, DataDependentError, ShapeError, fmt_shape
-from ember.grad_mode import state as _grad_state
 
 
 class Tensor:
@@ -131,7 +130,7 @@ class Tensor:
 
     @property
     def grad_fn(self):
-        return self._grad_fn if self._base is None else _autograd.current_grad_fn(self)
+        return self._grad_fn if self._base is None else _views.current_grad_fn(self)
 
     @property
     def _version_value(self) -> int:
@@ -141,7 +140,7 @@ class Tensor:
         """Keep this non-leaf tensor's gradient in `.grad` after backward."""
         if not self._requires_grad:
             raise RuntimeError("can't retain_grad on a tensor that has requires_grad=False")
-        from ember.autograd import retain_node_grad
+        from ember.autograd.engine import retain_node_grad
 
         retain_node_grad(self)
 
@@ -288,7 +287,7 @@ class Tensor:
     # --- autograd --------------------------------------------------------------------
     def backward(self, gradient=None, retain_graph=None, create_graph: bool = False, inputs=None) -> None:
         """Accumulate the gradient of this tensor w.r.t. the graph's leaves into their `.grad`."""
-        from ember.autograd import backward
+        from ember.autograd.engine import backward
 
         if inputs is not None:
             raise NotImplementedError("backward(inputs=...) is not supported; use ember.autograd.grad")
@@ -412,9 +411,9 @@ class Tensor:
                             f"desired output type {dt.from_numpy_dtype(dst)}")
         if result._device is not self._device:
             raise RuntimeError(f"{name}: result on {result._device} but the tensor is on {self._device}")
-        record = _autograd.needs_inplace_record(self, result)
+        record = _views.needs_inplace_record(self, result)
         if record and mark is not None:
-            _autograd.protect_saved(self, result, mark)
+            _views.protect_saved(self, result, mark)
         if _is_graph_value(self._data) or _is_graph_value(result._data) or _ops._dispatch.trace_state.hook:
             self._write_symbolic(name, result)
         elif not isinstance(self._data, MetaArray):
@@ -426,7 +425,7 @@ class Tensor:
             self._device.backend.xp.copyto(self._data, result._data, casting="unsafe")
         self._version[0] += 1
         if record:
-            _autograd.rebase_after_write(self, result)
+            _views.rebase_after_write(self, result)
         return self
 
     def _write_symbolic(self, name: str, result: Tensor) -> None:
@@ -495,7 +494,7 @@ class Tensor:
                     return self
         if isinstance(alpha, Tensor) or alpha != 1:
             other = _ops.mul(other, alpha) if isinstance(other, Tensor) else alpha * other
-        mark = _autograd.seq_mark()
+        mark = _engine.seq_mark()
         return self._assign_result(name, fn(self, other), mark)
 
     def zero_(self) -> Tensor:
@@ -509,7 +508,7 @@ class Tensor:
                 raise ValueError(f"fill_: only a one-element tensor can be a fill value, got shape {value.shape}")
             return self.copy_(value.reshape(()))
         self._check_inplace("fill_")
-        if _autograd.needs_inplace_record(self, self) or _symbolic_context(self):
+        if _views.needs_inplace_record(self, self) or _symbolic_context(self):
             return self._assign_result("fill_", _ops.full_like(self, value))
         if not isinstance(self._data, MetaArray):
             self._data[...] = value
@@ -525,7 +524,7 @@ class Tensor:
         src = src.to(self.dtype)
         if src.shape != self.shape:
             src = _ops.expand(src, self.shape)
-        if not _autograd.needs_inplace_record(self, src) and not _symbolic_context(self, src):
+        if not _views.needs_inplace_record(self, src) and not _symbolic_context(self, src):
             self._check_inplace("copy_")
             if not isinstance(self._data, MetaArray):
                 self._device.backend.xp.copyto(self._data, src._data)
@@ -535,7 +534,7 @@ class Tensor:
 
     def clamp_(self, min=None, max=None) -> Tensor:
         """Clamp values into [min, max] in place."""
-        mark = _autograd.seq_mark()
+        mark = _engine.seq_mark()
         return self._assign_result("clamp_", _ops.clamp(self, min, max), mark)
 
     clip_ = clamp_
@@ -717,6 +716,8 @@ def _parse_to_args(t, args, kwargs):
 
 _FLOAT_NP = frozenset(d.np for d in dt.FLOAT_DTYPES)
 
-from ember import autograd as _autograd  # noqa: E402
-from ember import ops as _ops  # noqa: E402  (ops build on Tensor)
+from ember import ops as _ops  # noqa: E402  (ops and autograd build on Tensor)
+from ember.autograd.grad_mode import state as _grad_state  # noqa: E402
+from ember.autograd import engine as _engine  # noqa: E402
+from ember.autograd import views as _views  # noqa: E402
 from ember.errors import DeviceMismatchError  # noqa: E402

@@ -7,7 +7,7 @@ import functools
 import numpy as np
 
 from ember import autograd
-from ember.grad_mode import enable_grad, is_grad_enabled
+from ember.autograd.grad_mode import enable_grad, is_grad_enabled
 from ember.tensor import Tensor
 
 

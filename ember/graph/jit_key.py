@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ember.grad_mode import is_grad_enabled
+from ember.autograd.grad_mode import is_grad_enabled
 from ember.tensor import Tensor
 
 # Python values a function may read from a module or a global and that are keyed by value.

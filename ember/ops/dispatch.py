@@ -11,10 +11,11 @@ import threading
 
 import numpy as np
 
-from ember.autograd import Node
+from ember.autograd.engine import record
+from ember.autograd.views import link_view
 from ember.backends.meta import MetaArray
 from ember.errors import DataDependentError, DeviceMismatchError, ShapeError
-from ember.grad_mode import state as grad_state
+from ember.autograd.grad_mode import state as grad_state
 from ember.ops._rules import FLOAT_NP
 from ember.tensor import Tensor
 
@@ -111,11 +112,9 @@ def apply(op, *inputs, **attrs):
         if trace_state.hook is not None:
             trace_state.hook.track(out)
         if op.is_view:
-            _link_view(op, out, inputs, attrs)
+            link_view(op, out, inputs, attrs)
         if needs_grad and grad_state.enabled and op.differentiable and outs.dtype in FLOAT_NP:
-            node = Node(op, attrs, inputs, (out,))
-            out._requires_grad = True
-            out._grad_fn = node
+            record(op, attrs, inputs, (out,))
         return out
 
     results = tuple(
@@ -126,12 +125,7 @@ def apply(op, *inputs, **attrs):
         for t in results:
             trace_state.hook.track(t)
     if needs_grad and grad_state.enabled and op.differentiable:
-        node = Node(op, attrs, inputs, results)
-        for i, t in enumerate(results):
-            if t._data.dtype in FLOAT_NP:
-                t._requires_grad = True
-                t._grad_fn = node
-                t._output_nr = i
+        record(op, attrs, inputs, results)
     return results
 
 
@@ -149,10 +143,9 @@ def apply_unary(op, x, **attrs):
                 out = np.asarray(out)
             t = Tensor._make(out, dev)
             if op.is_view:
-                _link_view(op, t, (x,), attrs)
+                link_view(op, t, (x,), attrs)
             if x._requires_grad and grad_state.enabled and op.differentiable and out.dtype in FLOAT_NP:
-                t._grad_fn = Node(op, attrs, (x,), (t,))
-                t._requires_grad = True
+                record(op, attrs, (x,), (t,))
             return t
     return apply(op, x, **attrs)
 
@@ -199,8 +192,7 @@ def apply_binary(op, a, b):
                 out = np.asarray(out)
             t = Tensor._make(out, dev)
             if rg and grad_state.enabled and op.differentiable and out.dtype in FLOAT_NP:
-                t._grad_fn = Node(op, {}, (a, b), (t,))
-                t._requires_grad = True
+                record(op, {}, (a, b), (t,))
             return t
     return apply(op, a, b)
 
@@ -209,28 +201,6 @@ def _as_array(backend, x):
     if isinstance(x, np.generic):
         return np.asarray(x)
     return x
-
-
-def _link_view(op, out, inputs, attrs) -> None:
-    """Make a view share its source's version counter and remember how it was made from its base.
-
-    The version counter lets autograd see writes through any alias; the recorded steps let an
-    in-place write through the view be replayed into the base's history (`copy_slices`).
-    """
-    src = inputs[0]
-    if op.is_view == "maybe":
-        a, b = out._data, src._data
-        # NumPy collapses view chains: a view's .base is the array that owns the memory.
-        if type(a) is np.ndarray and a.base is not b and (b.base is None or a.base is not b.base):
-            return
-    out._version = src._version
-    if src._base is not None:
-        out._base = src._base
-        parent = src._view_fn
-    else:
-        out._base = src
-        parent = None
-    out._view_fn = (op, attrs, inputs[1:], parent)
 
 
 def _abstract(op, inputs, arrays, attrs, device, symbolic):

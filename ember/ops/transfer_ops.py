@@ -13,7 +13,7 @@ import numpy as np
 
 from ember.autograd import Node
 from ember.backends.meta import MetaArray
-from ember.grad_mode import state as grad_state
+from ember.autograd.grad_mode import state as grad_state
 from ember.ops._rules import FLOAT_NP
 from ember.ops.registry import Op, defop
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from ember import autograd
 from ember import ops as _ops
 from ember.autograd import Node
-from ember.grad_mode import enable_grad
+from ember.autograd.grad_mode import enable_grad
 from ember.ops._rules import spec
 from ember.ops.registry import Op, defop
 from ember.tensor import Tensor

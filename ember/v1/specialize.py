@@ -16,7 +16,7 @@ import bisect
 from ember import autograd
 from ember import ops as _ops
 from ember.autograd import Node
-from ember.grad_mode import enable_grad
+from ember.autograd.grad_mode import enable_grad
 from ember.graph.ir import CAPTURE, CONSTANT, PLACEHOLDER, VARIABLE, GNode, Graph, Value
 from ember.ops._rules import FLOAT_NP
 from ember.tensor import Tensor

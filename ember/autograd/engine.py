@@ -1,16 +1,17 @@
-"""Reverse-mode automatic differentiation over the recorded op graph.
+"""The autograd engine: recorded nodes, `backward` and `grad`.
 
-Every op call that needs gradients records a `Node`: the op, its attributes, edges to the nodes (or
-leaf tensors) that produced its inputs, and the tensors its gradient rule needs. `backward` walks
-the nodes in reverse topological order and calls each op's `vjp`, which is written in Ember ops,
-so with `create_graph=True` the backward pass is itself recorded and can be differentiated again.
+Every op call that needs gradients is recorded (`record`) as a `Node`: the op, its attributes,
+edges to the nodes (or leaf tensors) that produced its inputs, and the tensors its gradient rule
+needs. `backward` walks the nodes in reverse topological order and calls each op's `vjp`, which is
+written in Ember ops, so with `create_graph=True` the backward pass is itself recorded and can be
+differentiated again. Views and in-place writes are in `views.py`.
 """
 
 from __future__ import annotations
 
 import weakref
 
-from ember.grad_mode import state as _grad_state
+from ember.autograd.grad_mode import state as _grad_state
 
 
 class Node:
@@ -38,7 +39,7 @@ class Node:
             if isinstance(x, _Tensor):
                 meta.append((x._data.shape, x._data.dtype))
                 if x._requires_grad:
-                    fn = x._grad_fn if x._base is None else current_grad_fn(x)
+                    fn = x._grad_fn if x._base is None else _views.current_grad_fn(x)
                     edges.append((fn, x._output_nr) if fn is not None else (x, -1))
                     continue
             else:
@@ -153,125 +154,43 @@ def seq_mark() -> int:
     return _SEQ[0]
 
 
-# --- in-place writes and views ---------------------------------------------------------------
-def current_grad_fn(t):
-    """t's grad_fn, first rebuilt from its base if t is a view whose storage was written since.
+def record(op, attrs: dict, inputs: tuple, outputs: tuple) -> Node:
+    """Record that `op` made `outputs` from `inputs`: the one way a node enters the autograd graph.
 
-    A write through one alias of a storage changes the values every other view of it sees, so a
-    view's history must then come from the base's new history (PyTorch regenerates it the same way).
+    The floating-point outputs point at the new node (integer and bool outputs have no gradient).
     """
-    fn = t._grad_fn
-    if fn is None or t._base is None or fn.view_version is None or fn.view_version == t._version[0]:
-        return fn
-    base = t._base
-    prev = _grad_state.enabled
-    _grad_state.enabled = True
-    try:
-        fresh = _ops.device_ops.replay_view(base, _ops.device_ops.view_chain(t))
-    finally:
-        _grad_state.enabled = prev
-    t._grad_fn = fresh._grad_fn
-    t._output_nr = fresh._output_nr
-    t._requires_grad = fresh._requires_grad
-    return t._grad_fn
+    node = Node(op, attrs, inputs, outputs)
+    for i, t in enumerate(outputs):
+        if t._data.dtype in _FLOAT_NP:
+            t._requires_grad = True
+            t._grad_fn = node
+            t._output_nr = i
+    return node
 
 
-def _snapshot(x, edge):
-    """A copy of x's current values that stands for x in the autograd graph."""
-    data = x._data
-    # Meta and graph values are never written in place (a write rebinds them), so share them.
-    snap = _Tensor._make(data if isinstance(data, _MetaArray) else data.copy(), x._device)
-    if edge is not None and type(edge[0]) is Node:
-        snap._grad_fn, snap._output_nr = edge
-        snap._requires_grad = True
-    return snap
-
-
-def protect_saved(t, result, mark: int) -> None:
-    """Before t is overwritten with `result`, give the nodes that computed result their own copy of t.
-
-    Those nodes saved t itself (for example `mul` for `t.mul_(w)`) and need its old values; PyTorch
-    likewise saves a clone of `self` for in-place ops. Other aliases of t stay shared, so using one
-    of them later still raises the version-counter error, as in PyTorch.
-    """
-    node = result._grad_fn
-    if node is None or node.seq <= mark:
-        return
-    version = t._version[0]
-    stack, seen = [node], {id(node)}
+def walk(roots, follow=None):
+    """Every node reachable from `roots` (nodes) through edges, each once; `follow(node)` may prune."""
+    stack = [n for n in roots if n is not None]
+    seen = {id(n) for n in stack}
     while stack:
-        n = stack.pop()
-        saved = n._saved
-        if saved:
-            for i, (x, v) in saved.items():
-                if x is t and v == version:
-                    saved[i] = (_snapshot(t, n.edges[i]), 0)
-        for edge in n.edges:
-            if edge is not None and type(edge[0]) is Node and edge[0].seq > mark and id(edge[0]) not in seen:
-                seen.add(id(edge[0]))
-                stack.append(edge[0])
-
-
-def needs_inplace_record(t, result) -> bool:
-    """Whether writing `result` into t must change the autograd graph."""
-    if not _grad_state.enabled:
-        return False
-    if result._requires_grad or t._requires_grad:
-        return True
-    base = t._base
-    return base is not None and t._view_fn is not None and base._requires_grad
-
-
-def rebase_after_write(t, result) -> None:
-    """After `result` was written into t in place, rewrite the autograd history to match."""
-    base = t._base
-    if base is not None and t._view_fn is not None:
-        # The base changed in the view's region: its history gains a copy_slices node, and the
-        # view's history is then that region of the base (PyTorch's rule).
-        _ops.rebase_view_history(t, result)
-        fresh = _ops.device_ops.replay_view(base, _ops.device_ops.view_chain(t))
-        t._grad_fn = fresh._grad_fn
-        t._output_nr = fresh._output_nr
-        t._requires_grad = fresh._requires_grad
-    elif result._requires_grad:
-        node = result._grad_fn
-        t._grad_fn = node
-        t._output_nr = result._output_nr
-        t._requires_grad = True
-        # A rule that saved its output (relu_, sigmoid_, exp_) can read t's storage, which now holds
-        # the same values: the separate result buffer is then freed (PyTorch saves `self` likewise).
-        saved = node._out_saved if node is not None else None
-        if saved:
-            data = result._data
-            for i, (arr, _counter, _version, device) in list(saved.items()):
-                if arr is data and t._data.shape == arr.shape and t._data.dtype == arr.dtype:
-                    saved[i] = (t._data, t._version, t._version[0], device)
-    else:
-        # Overwritten with values that do not depend on anything differentiable (fill_, copy_
-        # of a constant): the old history gets a zero gradient, as PyTorch's FillBackward.
-        node = Node(_ops.OPS["copy_slices"], {"chain": ()}, (t, result), (t,))
-        t._grad_fn = node
-        t._output_nr = 0
-        t._requires_grad = True
+        node = stack.pop()
+        yield node
+        for edge in node.edges:
+            if edge is None:
+                continue
+            parent = edge[0]
+            if type(parent) is Node and id(parent) not in seen and (follow is None or follow(parent)):
+                seen.add(id(parent))
+                stack.append(parent)
 
 
 def _collect(roots: list) -> dict:
     """Count, for each node reachable from the roots, how many edges point at it."""
     deps: dict = {}
-    stack = list(roots)
-    seen = set(id(n) for n in roots)
-    while stack:
-        node = stack.pop()
+    for node in walk(roots):
         for edge in node.edges:
-            if edge is None:
-                continue
-            parent = edge[0]
-            if type(parent) is not Node:
-                continue
-            deps[parent] = deps.get(parent, 0) + 1
-            if id(parent) not in seen:
-                seen.add(id(parent))
-                stack.append(parent)
+            if edge is not None and type(edge[0]) is Node:
+                deps[edge[0]] = deps.get(edge[0], 0) + 1
     return deps
 
 
@@ -298,7 +217,7 @@ def run_backward(
                 raise TypeError(f"grad: inputs must be tensors, got {type(x).__name__}")
             if not x._requires_grad:
                 raise RuntimeError(f"grad: input {k} (shape {tuple(x.shape)}) does not require grad")
-            fn = current_grad_fn(x)
+            fn = _views.current_grad_fn(x)
             if fn is None:
                 capture_leaf.setdefault(id(x), []).append(k)
             else:
@@ -317,7 +236,7 @@ def run_backward(
     _grad_state.enabled = create_graph
     try:
         for t, g in zip(roots, grads):
-            fn = current_grad_fn(t)
+            fn = _views.current_grad_fn(t)
             if fn is None:
                 send_leaf(t, g)
                 continue
@@ -482,93 +401,9 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph: bo
     return tuple(result)
 
 
-def gradcheck(fn, inputs, eps: float = 1e-6, atol: float = 1e-5, rtol: float = 1e-3, raise_exception=True) -> bool:
-    """Compare autograd's Jacobians of fn with float64 central finite differences for every input.
-
-    The numeric Jacobian is built a column at a time: each input element is nudged by +eps and -eps
-    and fn is evaluated once for each, which gives that element's effect on every output at once.
-    """
-    inputs = tuple(inputs) if isinstance(inputs, (tuple, list)) else (inputs,)
-    diff = [x for x in inputs if isinstance(x, _Tensor) and x.requires_grad]
-    if not diff:
-        raise ValueError("gradcheck: no input requires grad")
-    for x in diff:
-        if x.dtype is not _dt.float64:
-            raise TypeError(f"gradcheck: inputs must be float64 for finite differences, got {x.dtype}")
-        x._require_data("gradcheck")
-    outs = _as_outputs(fn(*inputs))
-    float_outs = [k for k, o in enumerate(outs) if o.is_floating_point()]
-    analytic = {k: _analytic_jacobian(outs[k], diff) for k in float_outs}
-    numeric = _numeric_jacobian(fn, inputs, diff, {k: outs[k].numel() for k in float_outs}, eps)
-    for k in float_outs:
-        for xi in range(len(diff)):
-            a, n = analytic[k][xi], numeric[k][xi]
-            if not _np.allclose(a, n, atol=atol, rtol=rtol):
-                if not raise_exception:
-                    return False
-                j, e = _np.unravel_index(_np.argmax(_np.abs(a - n)), a.shape)
-                raise RuntimeError(
-                    f"gradcheck: Jacobian of output {k} w.r.t. input {xi} differs from finite differences; "
-                    f"largest gap at output element {j}, input element {e}: analytic {a[j, e]:.6g}, "
-                    f"numeric {n[j, e]:.6g}\nanalytic:\n{a}\nnumeric:\n{n}"
-                )
-    return True
-
-
-def _as_outputs(out) -> list:
-    outs = list(out) if isinstance(out, (tuple, list)) else [out]
-    for o in outs:
-        if not isinstance(o, _Tensor):
-            raise TypeError(f"gradcheck: the function must return tensors, got {type(o).__name__}")
-    return outs
-
-
-def _analytic_jacobian(out, diff) -> list:
-    """Per input, the (out.numel(), x.numel()) Jacobian from one backward pass per output element."""
-    n_out = out.numel()
-    jac = [_np.zeros((n_out, x.numel())) for x in diff]
-    if not out.requires_grad:
-        return jac
-    host = out._device.backend
-    for j in range(n_out):
-        seed = _np.zeros(n_out, dtype=out._data.dtype)
-        seed[j] = 1
-        g = _Tensor._make(host.from_host(seed.reshape(out.shape)), out._device)
-        grads = grad([out], diff, [g], retain_graph=True, allow_unused=True)
-        for xi, gx in enumerate(grads):
-            if gx is not None:
-                jac[xi][j] = _np.asarray(gx.detach()).reshape(-1)
-    return jac
-
-
-def _numeric_jacobian(fn, inputs, diff, sizes: dict, eps) -> dict:
-    """{output index: per input, the (n_out, n_in) central-difference Jacobian}; sizes: output index -> numel."""
-    from ember.grad_mode import no_grad
-
-    def evaluate():
-        with no_grad():
-            outs = _as_outputs(fn(*inputs))
-        # A copy: an output that is a view of an input would otherwise change with the next nudge.
-        return [_np.array(outs[k].detach(), dtype=_np.float64).reshape(-1) for k in sizes]
-
-    cols: dict = {k: [_np.zeros((n, x.numel())) for x in diff] for k, n in sizes.items()}
-    for xi, x in enumerate(diff):
-        data = x._data  # written element by element, so strided (non-contiguous) inputs work too
-        for e, idx in enumerate(_np.ndindex(*x.shape)):
-            orig = data[idx].item()
-            data[idx] = orig + eps
-            plus = evaluate()
-            data[idx] = orig - eps
-            minus = evaluate()
-            data[idx] = orig
-            for k, p, m in zip(sizes, plus, minus):
-                cols[k][xi][:, e] = (p - m) / (2 * eps)
-    return cols
-
-
 def retain_node_grad(t) -> None:
     """Make backward store a non-leaf tensor's gradient in its `.grad` (`Tensor.retain_grad`)."""
-    node = current_grad_fn(t)
+    node = _views.current_grad_fn(t)
     if node is None:
         return
     if node.retained is None:
@@ -581,6 +416,6 @@ import numpy as _np  # noqa: E402
 
 from ember import dtypes as _dt  # noqa: E402
 from ember import ops as _ops  # noqa: E402
-from ember.backends.meta import MetaArray as _MetaArray  # noqa: E402
+from ember.autograd import views as _views  # noqa: E402
 from ember.tensor import _FLOAT_NP  # noqa: E402
 from ember.tensor import Tensor as _Tensor  # noqa: E402
