@@ -432,7 +432,7 @@ def test_save_streams_tensors_instead_of_building_the_file_in_memory(tmp_path):
 
 # --- what load accepts -----------------------------------------------------------------------------------
 def test_loading_a_folder_is_a_checkpoint_error(tmp_path):
-    with pytest.raises(CheckpointError, match=rf"{tmp_path}: is a folder, not a checkpoint file"):
+    with pytest.raises(em.CheckpointError, match=rf"{tmp_path}: is a folder, not a checkpoint file"):
         em.load(tmp_path)
 
 
