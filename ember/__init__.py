@@ -18,7 +18,7 @@ from ember.dtypes import (
     uint8,
 )
 from ember.device import Device as device
-from ember.errors import ConcretizationError, DataDependentError, DeviceMismatchError, ShapeError
+from ember.errors import CheckpointError, ConcretizationError, DataDependentError, DeviceMismatchError, ShapeError
 from ember.tensor import Tensor
 from ember import ops
 from ember import _methods

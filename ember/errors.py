@@ -19,6 +19,10 @@ class ConcretizationError(TypeError):
     """Python needed a concrete value of a symbolic tensor (while tracing or building a graph)."""
 
 
+class CheckpointError(RuntimeError):
+    """A checkpoint that can't be read: not a regular file, corrupt, truncated, or not matching its own description."""
+
+
 def fmt_shape(shape) -> str:
     """Shapes as users write them: (2, 3), with ? for an unknown dimension."""
     dims = ["?" if d is None else str(d) for d in shape]

@@ -4,48 +4,49 @@ Tensors are stored as safetensors entries under unique dotted keys (a flat model
 own names, so other safetensors tools can read it); everything else -- the nesting, dict keys of any
 scalar type, numbers, strings, None, bools -- is a small JSON document in the file's metadata, with
 each tensor's dtype, shape and CRC-32 so corruption is caught on load. Loading parses JSON and raw
-arrays only, so an untrusted file cannot run code. Writes go to a temporary file in the same folder
-that is fsynced and then renamed over the target, so a crash never leaves a half-written checkpoint.
+arrays only, so an untrusted file cannot run code. The bytes (`ember/safetensors_io.py`) are streamed
+to a temporary file in the same folder that is fsynced and then renamed over the target, so a crash
+never leaves a half-written checkpoint; the next save to that target removes temporary files whose
+writer has died.
 """
 
 from __future__ import annotations
 
 import base64
+import contextlib
+import gc
+import hashlib
 import json
 import math
 import os
 import secrets
-import zlib
+import socket
+import stat
+import time
 from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ember.creation import from_numpy
+from ember import safetensors_io
 from ember.device import Device, as_device
+from ember.errors import CheckpointError
 from ember.tensor import Tensor
+
+__all__ = ["save", "load", "CheckpointError", "FORMAT_VERSION"]
 
 FORMAT_VERSION = 1
 _STRUCTURE = "ember.structure"
 _VERSION = "ember.format_version"
-
-
-class CheckpointError(RuntimeError):
-    """A checkpoint that can't be read: corrupt, truncated, or not matching its own description."""
-
-
-def _safetensors():
-    try:
-        import safetensors.numpy
-    except ImportError as e:
-        raise ImportError("ember.save/ember.load need the safetensors package: pip install ember[train] "
-                          "(or pip install safetensors)") from e
-    return safetensors
+# Temporary files are named .<target>.<host>-<pid>-<random>.tmp, so a later save can tell which writers
+# are gone. Process ids only mean something on the host that made them.
+_HOST = hashlib.sha1(socket.gethostname().encode()).hexdigest()[:8]
+_STARTED = time.time() - 2.0  # before any file this process writes (file clocks are coarse)
 
 
 def _crc(arr: np.ndarray) -> int:
-    return zlib.crc32(arr.reshape(-1).view(np.uint8))
+    return safetensors_io.crc32(arr)
 
 
 def _where(path: list) -> str:
@@ -63,7 +64,7 @@ class _Encoder:
     def _key(self, path: list) -> str:
         base = ".".join(str(p) for p in path) or "tensor"
         key, n = base, 1
-        while key in self.arrays:
+        while key in self.arrays or key == "__metadata__":  # the safetensors header's reserved name
             n += 1
             key = f"{base}#{n}"
         return key
@@ -72,13 +73,10 @@ class _Encoder:
         try:
             from ember.dtypes import from_numpy_dtype
 
-            from_numpy_dtype(arr.dtype)
+            from_numpy_dtype(arr.dtype.newbyteorder("="))
         except (TypeError, ValueError, KeyError):
             raise TypeError(f"save: {_where(path)} has dtype {arr.dtype}, which a checkpoint can't hold") from None
-        if not arr.flags.c_contiguous:  # (np.ascontiguousarray would turn 0-d arrays into 1-d ones)
-            arr = arr.copy(order="C")
-        if not arr.dtype.isnative:
-            arr = arr.astype(arr.dtype.newbyteorder("="))
+        # Strided or byte-swapped arrays are copied a chunk at a time while writing, never whole.
         key = self._key(path)
         self.arrays[key] = arr
         node.update({"key": key, "dtype": arr.dtype.name, "shape": list(arr.shape), "crc": _crc(arr)})
@@ -155,6 +153,8 @@ class _Decoder:
         self.arrays = arrays
         self.device_for = device_for
         self._tensors: dict[str, Tensor] = {}
+        self._devices: dict[str, Device] = {}  # saved device name -> target, resolved once
+        self._cpu = as_device("cpu")
 
     def fail(self, problem: str) -> CheckpointError:
         return CheckpointError(f"{self.name}: {problem}")
@@ -207,11 +207,20 @@ class _Decoder:
         self._tensors[key] = t
         return t
 
+    def plain(self) -> dict:
+        """A file without Ember's structure: a dict of tensors by key, in key order."""
+        make, cpu, device = Tensor._make, self._cpu, self.device_for("cpu")
+        out = {k: make(self.arrays.pop(k), cpu) for k in sorted(self.arrays)}  # the reader's dtypes only
+        return out if device is cpu else {k: t.to(device) for k, t in out.items()}
+
     def make_tensor(self, arr: np.ndarray, node: dict) -> Tensor:
         """A tensor on its target device from a checked array and its structure entry."""
-        t = from_numpy(arr)
-        device = self.device_for(node.get("device", "cpu"))
-        if device is not t.device:
+        saved = node.get("device", "cpu")
+        device = self._devices.get(saved)
+        if device is None:
+            device = self._devices[saved] = self.device_for(saved)
+        t = Tensor._make(arr, self._cpu)  # the reader only makes arrays of Ember's dtypes
+        if device is not self._cpu:
             t = t.to(device)
         if node.get("requires_grad"):
             t.requires_grad_(True)
@@ -241,11 +250,56 @@ def _fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
+def _tmp_name(target: str) -> str:
+    return f".{target}.{_HOST}-{os.getpid()}-{secrets.token_hex(6)}.tmp"
+
+
+def _alive(pid: int) -> bool:
+    """Whether process `pid` may still exist on this host (True when that can't be told)."""
+    if os.name != "posix" or pid <= 0:
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # e.g. another user's process
+        return True
+    return True
+
+
+def _remove_stale_temps(path: Path) -> None:
+    """Delete temporary files of earlier saves to `path` whose writer provably died (killed mid-save)."""
+    prefix, suffix = f".{path.name}.", ".tmp"
+    try:
+        names = os.listdir(path.parent)
+    except OSError:
+        return
+    for name in names:
+        if not (name.startswith(prefix) and name.endswith(suffix)):
+            continue
+        host, _, rest = name[len(prefix):-len(suffix)].partition("-")
+        pid, _, token = rest.partition("-")
+        if host != _HOST or not pid.isdigit() or not token:
+            continue  # another target, another host, or an older naming: not provably stale
+        tmp = path.parent / name
+        try:
+            if int(pid) == os.getpid():  # the same pid: stale only if written before this process began
+                stale = os.lstat(tmp).st_mtime < _STARTED
+            else:
+                stale = not _alive(int(pid))
+            if stale:
+                os.unlink(tmp)
+        except OSError:  # gone already, or not ours to remove
+            pass
+
+
 def save(obj: Any, f: str | os.PathLike) -> None:
     """Write obj (nested dicts/lists/tuples of tensors, arrays and plain values) to the path f, atomically."""
     if not isinstance(f, (str, os.PathLike)):
         raise TypeError(f"save: f must be a file path, got {type(f).__name__}")
-    st = _safetensors()
+    path = Path(f)
+    if path.is_dir():
+        raise IsADirectoryError(f"save: {path} is a folder; give the path of a checkpoint file")
     enc = _Encoder()
     structure = enc.encode(obj, [])
     metadata = {
@@ -253,15 +307,14 @@ def save(obj: Any, f: str | os.PathLike) -> None:
         _VERSION: str(FORMAT_VERSION),
         _STRUCTURE: json.dumps(structure, allow_nan=False, separators=(",", ":")),
     }
-    data = st.numpy.save(enc.arrays, metadata=metadata)
-    path = Path(f)
     directory = path.parent
-    tmp = directory / f".{path.name}.{secrets.token_hex(6)}.tmp"
+    _remove_stale_temps(path)
+    tmp = directory / _tmp_name(path.name)
     # O_EXCL: the name is ours alone; mode 0o666 lets the umask apply as for any new file.
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
     try:
         with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
+            safetensors_io.write(fh, enc.arrays, metadata, str(path))
             fh.flush()
             os.fsync(fh.fileno())
         if path.exists():  # replacing a file keeps its permissions, as writing into it would
@@ -276,6 +329,43 @@ def save(obj: Any, f: str | os.PathLike) -> None:
     _fsync_dir(directory)
 
 
+@contextlib.contextmanager
+def _collector_paused():
+    """Loading makes millions of small acyclic objects; collector passes over them would cost more than the load."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _not_a_file(name: str, mode: int) -> CheckpointError:
+    kind = ("a folder" if stat.S_ISDIR(mode) else "a named pipe (FIFO)" if stat.S_ISFIFO(mode)
+            else "a socket" if stat.S_ISSOCK(mode) else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
+            else "not a regular file")
+    return CheckpointError(f"{name}: is {kind}, not a checkpoint file")
+
+
+def _read(name: str) -> tuple[dict, dict[str, np.ndarray]]:
+    """The metadata and arrays of the checkpoint file `name`, refusing anything but a regular file."""
+    try:
+        st = os.stat(name)
+    except FileNotFoundError:
+        raise FileNotFoundError(f"load: no such checkpoint file: {name}") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise _not_a_file(name, st.st_mode)
+    # O_NONBLOCK: should the path become a FIFO after the check, opening it must not wait for a writer.
+    fd = os.open(name, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        raise _not_a_file(name, st.st_mode)
+    with os.fdopen(fd, "rb") as fh:
+        return safetensors_io.read(fh, st.st_size, name)
+
+
 def load(f: str | os.PathLike, map_location=None, *, weights_only: bool = True) -> Any:
     """Read a checkpoint written by save(); tensors go to map_location (a device, or a dict of saved -> new; default cpu).
 
@@ -284,22 +374,18 @@ def load(f: str | os.PathLike, map_location=None, *, weights_only: bool = True) 
     """
     if not isinstance(f, (str, os.PathLike)):
         raise TypeError(f"load: f must be a file path, got {type(f).__name__}")
-    st = _safetensors()
     name = os.fspath(f)
-    if not os.path.exists(name):
-        raise FileNotFoundError(f"load: no such checkpoint file: {name}")
-    size = os.path.getsize(name)
-    try:
-        with st.safe_open(name, framework="np") as sf:
-            meta = sf.metadata() or {}
-            arrays = {k: sf.get_tensor(k) for k in sf.keys()}
-    except st.SafetensorError as e:
-        raise CheckpointError(f"{name}: not a readable checkpoint ({size} bytes; corrupt or truncated?): {e}") from None
     device_for = _default_device(map_location)
+    with _collector_paused():
+        return _decode(name, device_for)
+
+
+def _decode(name: str, device_for) -> Any:
+    meta, arrays = _read(name)
     dec = _Decoder(name, arrays, device_for)
     raw = meta.get(_STRUCTURE)
     if raw is None:
-        return {k: dec.make_tensor(a, {}) for k, a in arrays.items()}
+        return dec.plain()
     try:
         version = int(meta.get(_VERSION, "0"))
     except ValueError:

@@ -314,3 +314,224 @@ def test_parameters_load_as_parameters(tmp_path):
     em.save({"p": nn.Parameter(em.ones(2))}, tmp_path / "param")
     p = em.load(tmp_path / "param")["p"]
     assert isinstance(p, nn.Parameter) and p.requires_grad
+
+
+# --- the file format, written and read without the safetensors package ----------------------------------
+def test_files_load_in_safetensors_with_every_dtype_and_layout(tmp_path):
+    arrays = {f"t.{dt}": (em.arange(24).reshape(2, 3, 4) % 5).to(dt) for dt in _dtypes()}
+    arrays["strided"] = em.arange(40, dtype=em.float32).reshape(5, 8)[:, ::3]
+    arrays["scalar"] = em.tensor(1.5, dtype=em.float64)
+    arrays["empty"] = em.zeros(0, 3, dtype=em.int16)
+    em.save(arrays, tmp_path / "all")
+    torch = pytest.importorskip("torch")
+    from safetensors.torch import load as torch_load
+
+    loaded = torch_load((tmp_path / "all").read_bytes())  # checks the header as strictly as the Rust reader does
+    assert sorted(loaded) == sorted(arrays)
+    for k, t in arrays.items():
+        want = np.asarray(t.float() if t.dtype == em.bfloat16 else t)
+        got = loaded[k].float().numpy() if loaded[k].dtype == torch.bfloat16 else loaded[k].numpy()
+        assert loaded[k].dtype == getattr(torch, t.dtype.name), k
+        assert got.shape == want.shape and np.array_equal(got, want), k
+    _same(arrays, em.load(tmp_path / "all"))
+
+
+def test_big_endian_and_strided_arrays_round_trip(tmp_path):
+    big = np.arange(12, dtype=">f4").reshape(3, 4)
+    obj = {"big": big, "cols": np.arange(30, dtype=np.int64).reshape(5, 6)[:, 1::2]}
+    em.save(obj, tmp_path / "bs")
+    back = em.load(tmp_path / "bs")
+    assert back["big"].dtype == np.float32 and np.array_equal(back["big"], big)
+    assert np.array_equal(back["cols"], obj["cols"])
+
+
+def test_many_small_and_some_large_tensors_load_aligned_and_independent(tmp_path):
+    rng = np.random.default_rng(0)
+    arrays = {}
+    for i in range(300):  # mixed item sizes, so tensors of one dtype share blocks with others
+        dtype = [np.float64, np.float32, np.int16, np.uint8, np.bool_][i % 5]
+        arrays[f"k{i:03d}"] = (rng.integers(0, 2, 3 + i % 7) if dtype is np.bool_
+                               else rng.standard_normal(3 + i % 7) * 50).astype(dtype)
+    arrays["large"] = rng.standard_normal(40_000).astype(np.float32)  # read into an array of its own
+    save_file(arrays, tmp_path / "mixed")
+    back = em.load(tmp_path / "mixed")
+    assert list(back) == sorted(arrays)
+    for k, a in arrays.items():
+        got = np.asarray(back[k])
+        assert got.dtype == a.dtype and np.array_equal(got, a) and got.flags.aligned and got.flags.writeable
+    back["k000"].add_(1.0)
+    assert np.array_equal(np.asarray(back["k001"]), arrays["k001"])
+
+
+def _raw_file(path, header, data=b""):
+    text = json.dumps(header).encode()
+    path.write_bytes(len(text).to_bytes(8, "little") + text + data)
+
+
+@pytest.mark.parametrize("header, data, message", [
+    ({"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}}, b"\0" * 4, "truncated"),
+    ({"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}}, b"\0" * 12, "follow the last tensor"),
+    ({"a": {"dtype": "F32", "shape": [3], "data_offsets": [0, 8]}}, b"\0" * 8, "offsets span 8 bytes"),
+    ({"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]},
+      "b": {"dtype": "F32", "shape": [1], "data_offsets": [4, 8]}}, b"\0" * 8, "overlaps"),
+    ({"a": {"dtype": "F32", "shape": [1], "data_offsets": [4, 8]}}, b"\0" * 8, "gap of 4 bytes"),
+    ({"a": {"dtype": "F32", "shape": [-1], "data_offsets": [0, 4]}}, b"\0" * 4, "invalid shape"),
+    ({"a": {"dtype": "F32", "shape": [1.0], "data_offsets": [0, 4]}}, b"\0" * 4, "invalid shape"),
+    ({"a": {"dtype": "U16", "shape": [1], "data_offsets": [0, 2]}}, b"\0" * 2, "dtype U16, which Ember can't hold"),
+    ({"a": {"dtype": "Q9", "shape": [1], "data_offsets": [0, 2]}}, b"\0" * 2, "does not know"),
+    ({"a": {"dtype": "F32", "shape": [1]}}, b"\0" * 4, "malformed header entry"),
+    ({"__metadata__": {"k": 1}}, b"", "metadata is not a map of strings"),
+    ([1, 2], b"", "not a JSON object"),
+])
+def test_malformed_headers_are_named(tmp_path, header, data, message):
+    path = tmp_path / "bad.safetensors"
+    _raw_file(path, header, data)
+    with pytest.raises(CheckpointError, match=message) as info:
+        em.load(path)
+    assert str(path) in str(info.value)
+
+
+def test_a_header_longer_than_safetensors_allows_is_refused(tmp_path, monkeypatch):
+    from ember import safetensors_io
+
+    path = tmp_path / "huge.safetensors"
+    path.write_bytes((safetensors_io.MAX_HEADER + 8).to_bytes(8, "little") + b"{}")
+    with pytest.raises(CheckpointError, match="header claims"):
+        em.load(path)
+    monkeypatch.setattr(safetensors_io, "MAX_HEADER", 200)
+    with pytest.raises(ValueError, match="more than the 200 bytes safetensors readers accept"):
+        em.save({f"w{i}": em.ones(1) for i in range(20)}, tmp_path / "many")
+    assert not list(tmp_path.glob(".many*"))
+
+
+def test_a_key_named_like_the_metadata_entry_is_stored_under_another_key(tmp_path):
+    em.save({"__metadata__": em.ones(2), "x": 1}, tmp_path / "m")
+    with safe_open(tmp_path / "m", framework="np") as f:
+        assert f.metadata()["format"] == "ember"
+    assert em.load(tmp_path / "m")["__metadata__"].tolist() == [1.0, 1.0]
+
+
+_PEAK = textwrap.dedent("""
+    import resource, sys
+    import ember as em
+    state = {f"w{i}": em.ones(1024, 1024) for i in range(64)}  # 256 MiB
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    em.save(state, sys.argv[1])
+    print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024)
+""")
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="ru_maxrss is in KiB on Linux")
+def test_save_streams_tensors_instead_of_building_the_file_in_memory(tmp_path):
+    proc = subprocess.run([sys.executable, "-c", _PEAK, str(tmp_path / "big")], capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    extra_mib = float(proc.stdout.split()[-1])
+    assert extra_mib < 64, f"saving 256 MiB raised the peak RSS by {extra_mib:.0f} MiB"
+
+
+# --- what load accepts -----------------------------------------------------------------------------------
+def test_loading_a_folder_is_a_checkpoint_error(tmp_path):
+    with pytest.raises(em.CheckpointError, match=rf"{tmp_path}: is a folder, not a checkpoint file"):
+        em.load(tmp_path)
+
+
+_FIFO = textwrap.dedent("""
+    import sys
+    import ember as em
+    from ember.serialization import CheckpointError
+    try:
+        em.load(sys.argv[1])
+    except CheckpointError as e:
+        print(e)
+""")
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs named pipes")
+def test_loading_a_fifo_is_a_checkpoint_error_not_a_hang(tmp_path):
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    try:
+        proc = subprocess.run([sys.executable, "-c", _FIFO, str(fifo)], capture_output=True, text=True, timeout=60)
+    except subprocess.TimeoutExpired:
+        pytest.fail("em.load of a FIFO waits for a writer")
+    assert proc.returncode == 0, proc.stderr
+    assert f"{fifo}: is a named pipe (FIFO), not a checkpoint file" in proc.stdout
+
+
+def test_saving_to_a_folder_names_it(tmp_path):
+    with pytest.raises(IsADirectoryError, match=rf"save: {tmp_path} is a folder"):
+        em.save({"w": em.ones(1)}, tmp_path)
+    assert not list(tmp_path.iterdir())
+
+
+# --- temporary files of killed saves ------------------------------------------------------------------------
+def _temps(folder, target):
+    return sorted(n for n in os.listdir(folder) if n.startswith(f".{target}.") and n.endswith(".tmp"))
+
+
+def test_the_next_save_removes_temporary_files_of_killed_saves(tmp_path):
+    path = tmp_path / "ckpt.safetensors"
+    for _ in range(3):  # each run saves once, then is killed in its second save
+        proc = subprocess.run([sys.executable, "-c", _CRASH, str(path), "before-rename"], capture_output=True,
+                              text=True, timeout=120)
+        assert proc.returncode == -9, proc.stderr
+        assert len(_temps(tmp_path, path.name)) == 1  # the earlier run's was removed by this run's first save
+    other = tmp_path / ".other.safetensors.x.tmp"  # another target's, and a name Ember did not make
+    other.write_bytes(b"x")
+    em.save({"w": em.ones(2)}, path)
+    assert _temps(tmp_path, path.name) == [] and other.exists()
+    assert em.load(path)["w"].tolist() == [1.0, 1.0]
+
+
+def test_a_temporary_file_with_this_pid_from_before_this_process_is_stale(tmp_path):
+    path = tmp_path / "ckpt"
+    proc = subprocess.run([sys.executable, "-c", _CRASH, str(path), "before-rename"], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == -9, proc.stderr
+    (left,) = _temps(tmp_path, "ckpt")
+    host, pid, token = left[len(".ckpt."):-len(".tmp")].split("-")
+    mine_old = tmp_path / f".ckpt.{host}-{os.getpid()}-{token}.tmp"
+    mine_new = tmp_path / f".ckpt.{host}-{os.getpid()}-{'0' * 12}.tmp"  # as if another thread were saving now
+    os.rename(tmp_path / left, mine_old)
+    os.utime(mine_old, (1, 1))
+    mine_new.write_bytes(b"in progress")
+    em.save({"w": em.ones(1)}, path)
+    assert not mine_old.exists() and mine_new.exists()
+
+
+_SLOW_SAVE = textwrap.dedent("""
+    import os, sys
+    import ember as em
+    real_fsync, waited = os.fsync, []
+
+    def fsync(fd):  # hold the temporary file until the parent says go
+        if not waited:
+            waited.append(True)
+            print("writing", flush=True)
+            sys.stdin.readline()
+        real_fsync(fd)
+
+    os.fsync = fsync
+    em.save({"w": em.full((1000,), 7.0)}, sys.argv[1])
+    print("done", flush=True)
+""")
+
+
+def test_a_concurrent_save_by_a_live_process_is_left_alone(tmp_path):
+    path = tmp_path / "ckpt"
+    child = subprocess.Popen([sys.executable, "-c", _SLOW_SAVE, str(path)], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout.readline().strip() == "writing"
+        (theirs,) = _temps(tmp_path, "ckpt")
+        em.save({"w": em.ones(1)}, path)
+        assert _temps(tmp_path, "ckpt") == [theirs]
+        child.stdin.write("go\n")
+        child.stdin.flush()
+        assert child.stdout.readline().strip() == "done"
+    finally:
+        child.stdin.close()
+        child.wait(timeout=60)
+    assert child.returncode == 0 and _temps(tmp_path, "ckpt") == []
+    assert em.load(path)["w"].tolist() == [7.0] * 1000

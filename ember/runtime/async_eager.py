@@ -15,12 +15,21 @@ What synchronises (waits for the values):
 - ops that run synchronously: views (reshape, transpose, slicing), ops whose result shape depends on
   the data (nonzero, masked selection), non-CPU devices, and kernels run inside engine workers;
 - `em.synchronize()` (wait for everything), and `set_async(False)`.
-An error raised by a queued kernel surfaces, named after the op, at the next of these points.
+An error raised by a queued kernel surfaces, named after the op, at the next of these points. If
+none comes before the interpreter exits, an exit handler waits for the queue, prints the first such
+error (with the op's name and the kernel's traceback) on stderr and ends the process with status 1,
+so a failure is never silently dropped. It has to end the process with `os._exit` (Python ignores
+errors raised by exit handlers), so exit handlers registered before Ember was imported are skipped then.
 Arrays obtained from `.numpy()` share memory with their tensor: writing into them directly does not
 wait for queued kernels that read the tensor, so synchronise first.
 """
 
 from __future__ import annotations
+
+import atexit
+import os
+import sys
+import traceback
 
 import numpy as np
 
@@ -114,6 +123,30 @@ def is_async() -> bool:
 def synchronize() -> None:
     """Wait for every queued kernel; raise the first error one of them raised."""
     engine.wait_for_all()
+
+
+def _fail_exit_on_unsynchronised_error() -> None:
+    """At interpreter exit: wait for queued kernels; print an error nothing synchronised and exit with status 1."""
+    try:
+        engine.wait_for_all()
+    except Exception as err:  # noqa: BLE001 - every kernel error, whatever its original type
+        _flush(sys.stdout)
+        print("ember: a kernel queued in async eager mode failed, and its error was never synchronised "
+              "before exit:", file=sys.stderr)
+        traceback.print_exception(err, file=sys.stderr)
+        _flush(sys.stderr)
+        os._exit(1)  # an exception raised here would be printed and ignored, with exit status 0
+
+
+def _flush(stream) -> None:
+    try:
+        stream.flush()
+    except (AttributeError, OSError, ValueError):  # closed or replaced streams
+        pass
+
+
+# Registered at import, so it runs after the exit handlers of everything imported later.
+atexit.register(_fail_exit_on_unsynchronised_error)
 
 
 def resolve(x):

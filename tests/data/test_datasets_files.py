@@ -2,6 +2,9 @@
 
 import gzip
 import os
+import threading
+import tracemalloc
+import zlib
 
 import numpy as np
 import pytest
@@ -52,6 +55,77 @@ def test_idx_corrupt_files_name_the_file(tmp_path, data, problem):
     with pytest.raises(ValueError, match=problem) as info:
         read_idx(path)
     assert str(path) in str(info.value)
+
+
+def _gzip_stream(head: bytes, zeros: int) -> bytes:
+    """A gzip file of `head` followed by `zeros` zero bytes, compressed a megabyte at a time."""
+    z = zlib.compressobj(9, zlib.DEFLATED, 31)  # wbits 31: the gzip container
+    out = [z.compress(head)]
+    chunk = bytes(1 << 20)
+    for _ in range(zeros >> 20):
+        out.append(z.compress(chunk))
+    return b"".join(out) + z.compress(bytes(zeros % (1 << 20))) + z.flush()
+
+
+def _peak_bytes_of(fn) -> int:
+    tracemalloc.start()
+    try:
+        fn()
+    finally:
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+    return peak
+
+
+@pytest.mark.parametrize("head,problem", [
+    (b"\x01\x00\x08\x01\x00\x00\x00\x10", "not an IDX file"),  # bad magic, then 200 MB of zeros
+    (b"\x00\x00\x07\x01\x00\x00\x00\x10", "unknown type code"),
+    (b"\x00\x00\x08\x01\x00\x00\x00\x10", "trailing bytes"),  # declares 16 bytes, holds 200 MB
+])
+def test_gzipped_idx_is_decompressed_no_further_than_its_header_declares(tmp_path, head, problem):
+    path = tmp_path / "bomb-idx1-ubyte.gz"
+    path.write_bytes(_gzip_stream(head, 200 << 20))
+    assert path.stat().st_size < 1 << 20
+
+    def read():
+        with pytest.raises(ValueError, match=problem) as info:
+            read_idx(path)
+        assert str(path) in str(info.value)
+
+    assert _peak_bytes_of(read) < 8 << 20
+
+
+def test_gzipped_idx_declaring_more_than_it_can_hold_is_refused_before_reading(tmp_path):
+    path = tmp_path / "short-idx3-ubyte.gz"
+    path.write_bytes(gzip.compress(bytes([0, 0, 8, 3]) + np.array([60000, 280, 280], ">u4").tobytes() + b"\x05" * 10))
+    peak = _peak_bytes_of(lambda: pytest.raises(ValueError, read_idx, path).match("truncated"))
+    assert peak < 1 << 20  # the 4.7 GB it declares are never allocated
+
+
+@pytest.mark.parametrize("extra,problem", [(-1, "truncated"), (1, "has trailing bytes")])
+def test_gzipped_idx_shorter_or_longer_than_declared_names_the_file(tmp_path, extra, problem):
+    arr = np.arange(24, dtype=np.int16).reshape(2, 3, 4)
+    write_idx(tmp_path / "ok.gz", arr)
+    raw = gzip.decompress((tmp_path / "ok.gz").read_bytes())
+    path = tmp_path / "bad-idx3-ubyte.gz"
+    path.write_bytes(gzip.compress(raw[:extra] if extra < 0 else raw + b"\x00" * extra))
+    with pytest.raises(ValueError, match=rf"{path}: IDX file {problem}: shape \(2, 3, 4\) of int16 needs 64 bytes"):
+        read_idx(path)
+
+
+def test_idx_read_from_a_pipe(tmp_path):
+    if not hasattr(os, "mkfifo"):
+        pytest.skip("needs named pipes")
+    arr = np.arange(6, dtype=np.float32).reshape(2, 3)
+    write_idx(tmp_path / "a.gz", arr)
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    data = (tmp_path / "a.gz").read_bytes()
+    writer = threading.Thread(target=lambda: fifo.write_bytes(data))
+    writer.start()
+    back = read_idx(fifo)
+    writer.join()
+    assert back.dtype == np.float32 and np.array_equal(back, arr)
 
 
 def test_write_idx_rejects_unsupported_dtype(tmp_path):

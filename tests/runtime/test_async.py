@@ -130,3 +130,50 @@ def test_env_var_turns_async_on_from_import():
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["PendingArray", "6.0", "True"]
+
+
+_UNSYNCED = """
+import sys
+import ember as em
+em.set_async(True)
+a = em.ones(3, dtype=em.int64)
+b = a // (1 if sys.argv[1] == "ok" else 0)  # 0: fails in the engine, and nothing reads b
+print("script done", flush=False)
+if sys.argv[1] == "caught":
+    try:
+        em.synchronize()
+    except RuntimeError as e:
+        print("caught", e)
+"""
+
+
+def _run(mode):
+    return subprocess.run([sys.executable, "-c", _UNSYNCED, mode], capture_output=True, text=True, timeout=120)
+
+
+def test_an_error_nothing_synchronised_fails_the_exit_and_names_the_op():
+    out = _run("exit")
+    assert out.returncode == 1
+    assert "script done" in out.stdout  # output written before the exit is flushed
+    assert "floor_divide failed" in out.stderr and "never synchronised" in out.stderr
+    assert "ZeroDivisionError" in out.stderr or "divide" in out.stderr
+
+
+@pytest.mark.parametrize("mode", ["caught", "ok"])
+def test_an_error_reported_or_no_error_exits_cleanly(mode):
+    out = _run(mode)
+    assert out.returncode == 0, out.stderr
+    assert "never synchronised" not in out.stderr
+    if mode == "caught":
+        assert "caught floor_divide failed" in out.stdout
+
+
+def test_turning_async_off_raises_the_pending_error():
+    em.set_async(True)
+    try:
+        _ = em.ones(3, dtype=em.int64) % 0
+    finally:
+        with pytest.raises(EngineError, match="remainder"):
+            em.set_async(False)
+    assert not em.is_async()
+    em.synchronize()  # reported once

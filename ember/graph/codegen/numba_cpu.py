@@ -1,4 +1,4 @@
-"""The Numba CPU renderer: a region as a scalar loop nest compiled with `numba.njit(cache=True)`.
+"""The Numba CPU renderer: a region as a scalar loop nest compiled with `numba.njit`.
 
 At run time the inputs are broadcast to the iteration shape and adjacent dimensions that are laid
 out contiguously for every operand are merged, so the common cases become one flat loop (all
@@ -6,12 +6,14 @@ inputs full-sized and contiguous) or two nested loops (a broadcast row or column
 generated per merged rank (up to `MAX_RANK`; beyond that the NumPy renderer runs the region).
 Each instruction converts its operands to the dtype the unfused op computes in and rounds its
 result to that op's output dtype, so promotion, integer wrap-around and NaN handling follow the
-unfused chain. A trailing sum/mean accumulates in float64 (int64 for integers).
+unfused chain. A trailing sum/mean accumulates in float64 (int64 for integers). Numba's disk cache
+is used only in the folder `cache` has checked (see there why).
 """
 
 from __future__ import annotations
 
 import math
+import os
 import threading
 
 import numpy as np
@@ -194,7 +196,7 @@ def kernel_source(region: Region, rank: int, reduced: tuple = ()) -> str:
     if red is not None:
         value = _cast(names[red.arg], region.instrs[red.arg].dtype, acc)
         body.append(f"s += {value}" if inner_reduced else f"acc[{index}] += {value}")
-    lines = ["@njit(cache=True, error_model='numpy', nogil=True)", f"def kernel({', '.join(params)}):"]
+    lines = [f"def kernel({', '.join(params)}):"]
     indent = "    "
     for d in range(rank):
         if d == rank - 1 and inner_reduced:
@@ -205,7 +207,7 @@ def kernel_source(region: Region, rank: int, reduced: tuple = ()) -> str:
     if inner_reduced:
         head = ", ".join([f"i{d}" for d in range(rank - 1)] + ["0"])
         lines.append(f"{indent[:-4]}acc[{head}] += s")
-    header = "import math\n\nimport numpy as np\nfrom numba import njit\n\n# " + region.text.replace("\n", "\n# ")
+    header = "import math\n\nimport numpy as np\n\n# " + region.text.replace("\n", "\n# ")
     return header + "\n\n\n" + "\n".join(lines) + "\n"
 
 
@@ -226,6 +228,34 @@ def coalesce(shape: tuple, tags: list, strides_list: list) -> tuple:
 
 
 _seen: dict = {}  # id(dispatcher) -> (hits, misses) already counted
+_jit_lock = threading.Lock()
+
+
+def _numba_cache_path(module) -> str | None:
+    """The `__pycache__` Numba should cache `module`'s kernel in, or None when its cache must stay off."""
+    from numba.core import config
+
+    if getattr(module, "__file__", None) is None:
+        return None  # no checked folder: the kernel lives in memory only
+    if getattr(config, "CACHE_DIR", "") or getattr(config, "CACHE_LOCATOR_CLASSES", ""):
+        return None  # Numba would read its cache from a folder Ember has not checked
+    return os.path.join(os.path.dirname(module.__file__), "__pycache__")
+
+
+def jitted(text: str):
+    """The Numba dispatcher of generated kernel source, shared by every region with that source."""
+    from numba import njit
+
+    module = cache.load_source(text)
+    with _jit_lock:
+        fn = module.__dict__.get("jitted_kernel")
+        if fn is None:
+            path = _numba_cache_path(module)
+            fn = njit(cache=path is not None, error_model="numpy", nogil=True)(module.kernel)
+            if path is not None and fn.stats.cache_path != path:
+                fn.disable_caching()  # a locator picked another folder: never load index files from there
+            module.jitted_kernel = fn
+        return fn
 
 
 def _count(fn) -> None:
@@ -294,7 +324,7 @@ class NumbaRenderer(Renderer):
                 with lock:
                     fn = variants.get(key)
                     if fn is None:
-                        fn = cache.load_source(kernel_source(region, rank, reduced)).kernel
+                        fn = jitted(kernel_source(region, rank, reduced))
                         variants[key] = fn
             return fn
 
