@@ -717,7 +717,7 @@ def _parse_to_args(t, args, kwargs):
 _FLOAT_NP = frozenset(d.np for d in dt.FLOAT_DTYPES)
 
 from ember import ops as _ops  # noqa: E402  (ops and autograd build on Tensor)
-from ember.autograd.grad_mode import state as _grad_state  # noqa: E402
 from ember.autograd import engine as _engine  # noqa: E402
 from ember.autograd import views as _views  # noqa: E402
+from ember.autograd.grad_mode import state as _grad_state  # noqa: E402
 from ember.errors import DeviceMismatchError  # noqa: E402

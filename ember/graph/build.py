@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import weakref
 
-from ember.device import scope_device
 from ember.autograd.grad_mode import state as grad_state
+from ember.device import scope_device
 from ember.graph.ir import Value
 from ember.ops import dispatch
 from ember.ops.transfer_ops import transfer

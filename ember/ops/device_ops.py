@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 
 from ember.autograd.engine import record
+from ember.autograd.grad_mode import state as grad_state
 from ember.backends.meta import MetaArray
 from ember.errors import DataDependentError
-from ember.autograd.grad_mode import state as grad_state
 from ember.ops.registry import Op, defop
 
 

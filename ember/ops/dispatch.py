@@ -12,10 +12,10 @@ import threading
 import numpy as np
 
 from ember.autograd.engine import record
+from ember.autograd.grad_mode import state as grad_state
 from ember.autograd.views import link_view
 from ember.backends.meta import MetaArray
 from ember.errors import DataDependentError, DeviceMismatchError, ShapeError
-from ember.autograd.grad_mode import state as grad_state
 from ember.ops._rules import FLOAT_NP
 from ember.tensor import Tensor
 

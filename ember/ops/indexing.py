@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from ember.autograd.grad_mode import state as grad_state
 from ember.backends.meta import MetaArray
 from ember.errors import DataDependentError, DeviceMismatchError, ShapeError, fmt_shape
-from ember.autograd.grad_mode import state as grad_state
 from ember.ops import dispatch
 from ember.ops._rules import BOOL_NP, FLOAT_NP, INT64_NP, binary_dtype, norm_dim, spec
 from ember.ops.dispatch import apply, apply_unary

@@ -12,8 +12,8 @@ import itertools
 import numpy as np
 
 from ember.autograd import Node
-from ember.backends.meta import MetaArray
 from ember.autograd.grad_mode import state as grad_state
+from ember.backends.meta import MetaArray
 from ember.ops._rules import FLOAT_NP
 from ember.ops.registry import Op, defop
 

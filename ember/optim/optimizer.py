@@ -10,9 +10,9 @@ from copy import deepcopy
 from itertools import chain
 from typing import Any
 
+from ember.autograd.grad_mode import enable_grad, no_grad
 from ember.creation import tensor
 from ember.dtypes import float32, float64, get_default_dtype
-from ember.autograd.grad_mode import enable_grad, no_grad
 from ember.ops import dispatch
 from ember.tensor import Tensor
 

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from ember import random as _random
 from ember.autograd import Node
-from ember.backends.meta import MetaArray
 from ember.autograd.grad_mode import enable_grad, no_grad
 from ember.autograd.grad_mode import state as grad_state
+from ember.backends.meta import MetaArray
 from ember.ops import dispatch
 from ember.ops._rules import FLOAT_NP
 from ember.ops.registry import Op, register
