@@ -196,9 +196,9 @@ def _fill_in_place(self, fill) -> bool:
             or not data.flags.writeable or self._device.type != "cpu"
             or (state.enabled and self._requires_grad and self._grad_fn is not None)):
         return False
-    from ember.ops.dispatch import trace_state
+    from ember.ops.dispatch import eager_now
 
-    if trace_state.hook is not None:
+    if not eager_now():
         return False
     fill(data)
     self._version[0] += 1

@@ -190,10 +190,9 @@ def eye(n: int, m: int | None = None, *, dtype=None, device=None, requires_grad:
 # --- random ------------------------------------------------------------------------------
 def _random(device, shape, np_dtype, draw, requires_grad, generator=None):
     device = as_device(device)
-    if _dispatch.trace_state.hook is not None:  # inside ember.jit: a fresh draw at every run
-        from ember.ops.host_random import traced_draw
-
-        t = traced_draw(draw, shape, np_dtype, device, generator)
+    interp = _dispatch.current()
+    if interp.symbolic:  # inside ember.jit: a graph node drawing afresh at every run
+        t = interp.random(draw, shape, np_dtype, device, generator)
         return t.requires_grad_(True) if requires_grad else t
     if device.backend.abstract:
         return _finish(MetaArray(shape, np_dtype), device, requires_grad)

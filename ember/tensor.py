@@ -7,7 +7,7 @@ import numpy as np
 from ember import dtypes as dt
 from ember.backends.meta import MetaArray
 from ember.device import Device, as_device
-from ember.errors import ConcretizationError, DataDependentError, ShapeError, fmt_shape
+from ember.errors import ShapeError, fmt_shape
 
 
 class Tensor:
@@ -183,62 +183,38 @@ class Tensor:
         return strides if dim is None else strides[_norm_dim("stride", dim, self.ndim)]
 
     # --- data access ---------------------------------------------------------------
-    def _require_data(self, what: str) -> None:
-        data = self._data
-        if type(data) is np.ndarray:
-            tracer = _ops._dispatch.trace_state.hook
-            if tracer is not None and tracer.is_mutated(self):
-                raise ConcretizationError(
-                    f"{what}: this tensor of shape {fmt_shape(self.shape)} was updated in place inside the "
-                    "function ember.jit is tracing, so its value is only known when the graph runs. "
-                    "Keep the computation in tensor ops instead of reading the value in Python."
-                )
-            return
-        if getattr(type(data), "pending", False):  # async eager: wait for the kernel computing it
-            self._data = data.result()
-            return
-        if isinstance(data, MetaArray):
-            if data.symbolic:
-                raise ConcretizationError(
-                    f"{what}: this tensor (shape {fmt_shape(self.shape)}, {self.dtype.name}) is symbolic: its "
-                    "value is not known while a graph is built or ember.jit traces a function, so Python "
-                    "control flow (if/while, bool(), int(), float(), .item(), .numpy(), .tolist()) cannot "
-                    "depend on it. Use ember.where(...) for a data-dependent choice, move the branch "
-                    "outside the jitted function, or mark the argument static with "
-                    "ember.jit(fn, static_argnums=...)."
-                )
-            raise DataDependentError(f"{what}: tensors on the meta device have no data (device='meta')")
+    def _require_data(self, what: str):
+        """The concrete array behind this tensor, for `what` to read (a clear error when there is none)."""
+        return _ops._dispatch.read(self, what)
 
     def numpy(self, *, force: bool = False) -> np.ndarray:
         """The data as a NumPy array (shares memory on the CPU)."""
-        self._require_data("numpy")
+        data = self._require_data("numpy")
         if self._requires_grad and not force:
             raise RuntimeError("can't call numpy() on a tensor that requires grad; use tensor.detach().numpy()")
         if self._device.type == "cpu":
-            return self._data
+            return data
         self._device.backend.synchronize()
-        return self._device.backend.to_host(self._data)
+        return self._device.backend.to_host(data)
 
     def __array__(self, dtype=None, copy=None):
-        self._require_data("__array__")
-        arr = self._device.backend.to_host(self._data)
+        arr = self._device.backend.to_host(self._require_data("__array__"))
         if copy:  # np.array(t) asks for a copy; on the CPU to_host returns the storage itself
             return arr.astype(arr.dtype if dtype is None else dtype, copy=True)
         return arr if dtype is None else arr.astype(dtype, copy=False)
 
     def item(self):
         """The value of a one-element tensor as a Python number."""
-        self._require_data("item")
+        data = self._require_data("item")
         if self.numel() != 1:
             raise ValueError(
                 f"item: only one-element tensors can be converted to Python scalars, got shape {self.shape}"
             )
-        return self._device.backend.to_host(self._data).reshape(()).item()
+        return self._device.backend.to_host(data).reshape(()).item()
 
     def tolist(self):
         """Nested Python lists of the values."""
-        self._require_data("tolist")
-        return self._device.backend.to_host(self._data).tolist()
+        return self._device.backend.to_host(self._require_data("tolist")).tolist()
 
     def __bool__(self) -> bool:
         if self.numel() != 1:
@@ -292,6 +268,12 @@ class Tensor:
         if inputs is not None:
             raise NotImplementedError("backward(inputs=...) is not supported; use ember.autograd.grad")
         backward(self, gradient, retain_graph=retain_graph, create_graph=create_graph)
+
+    def eval(self, feed_dict=None, session=None):
+        """The value of this graph tensor in a session (TF1's `tensor.eval()`, for ember.v1 graphs)."""
+        from ember.v1.session import evaluate
+
+        return evaluate(self, feed_dict, session)
 
     def detach(self) -> Tensor:
         """A tensor sharing this one's data that is cut from the autograd graph."""
@@ -375,10 +357,6 @@ class Tensor:
 
     # --- in place --------------------------------------------------------------------
     def _check_inplace(self, name: str) -> None:
-        if _ops._dispatch.kernel_hook is not None:  # runtime features on: queued kernels finish first
-            from ember.runtime.async_eager import before_write
-
-            before_write(self)
         if not _grad_state.enabled:
             return
         if self._requires_grad and self._grad_fn is None:
@@ -414,39 +392,11 @@ class Tensor:
         record = _views.needs_inplace_record(self, result)
         if record and mark is not None:
             _views.protect_saved(self, result, mark)
-        if _is_graph_value(self._data) or _is_graph_value(result._data) or _ops._dispatch.trace_state.hook:
-            self._write_symbolic(name, result)
-        elif not isinstance(self._data, MetaArray):
-            if not _writeable(self._data):
-                raise RuntimeError(
-                    f"{name}: this tensor is a read-only view (for example from expand/broadcast_to); "
-                    "clone it before writing into it"
-                )
-            self._device.backend.xp.copyto(self._data, result._data, casting="unsafe")
+        _ops._dispatch.write(self, result, name)
         self._version[0] += 1
         if record:
             _views.rebase_after_write(self, result)
         return self
-
-    def _write_symbolic(self, name: str, result: Tensor) -> None:
-        """An in-place write while building a graph: rebind to the new value (functionalisation).
-
-        A tensor from outside a traced function is not rebound: the tracer records the update and
-        ember.jit writes the computed values into it after each call.
-        """
-        if self._view_fn is not None and _is_graph_value(self._base._data if self._base is not None else None):
-            raise NotImplementedError(
-                f"{name}: in-place writes through a view are not supported while building a graph; "
-                "write into the base tensor (x[idx] = v) or use out-of-place ops"
-            )
-        tracer = _ops._dispatch.trace_state.hook
-        value = result._data
-        if not _is_graph_value(value):
-            value = tracer.lift(result) if tracer is not None else value
-        if _is_graph_value(self._data) or tracer is None:
-            self._data = value
-        else:
-            tracer.mutate(self, value)
 
     def add_(self, other, *, alpha=1) -> Tensor:
         """In-place self += alpha * other."""
@@ -469,8 +419,7 @@ class Tensor:
         if (
             type(self._data) is np.ndarray
             and not (_grad_state.enabled and (self._requires_grad or getattr(other, "_requires_grad", False)))
-            and _ops._dispatch.trace_state.hook is None
-            and _ops._dispatch.kernel_hook is None
+            and _ops._dispatch.eager_now()
         ):
             if isinstance(other, Tensor):
                 if other._device is not self._device:
@@ -508,10 +457,9 @@ class Tensor:
                 raise ValueError(f"fill_: only a one-element tensor can be a fill value, got shape {value.shape}")
             return self.copy_(value.reshape(()))
         self._check_inplace("fill_")
-        if _views.needs_inplace_record(self, self) or _symbolic_context(self):
+        if _views.needs_inplace_record(self, self) or _ops._dispatch.builds_graph(self):
             return self._assign_result("fill_", _ops.full_like(self, value))
-        if not isinstance(self._data, MetaArray):
-            self._data[...] = value
+        _ops._dispatch.write(self, value, "fill_")
         self._version[0] += 1
         return self
 
@@ -524,10 +472,9 @@ class Tensor:
         src = src.to(self.dtype)
         if src.shape != self.shape:
             src = _ops.expand(src, self.shape)
-        if not _views.needs_inplace_record(self, src) and not _symbolic_context(self, src):
+        if not _views.needs_inplace_record(self, src) and not _ops._dispatch.builds_graph(self, src):
             self._check_inplace("copy_")
-            if not isinstance(self._data, MetaArray):
-                self._device.backend.xp.copyto(self._data, src._data)
+            _ops._dispatch.write(self, src, "copy_")
             self._version[0] += 1
             return self
         return self._assign_result("copy_", _ops.identity(src) if src._requires_grad else src)
@@ -656,16 +603,6 @@ class Tensor:
         return _ops.transpose(self, -2, -1)
 
 
-def _is_graph_value(data) -> bool:
-    """Whether data is a value of a graph being built (not a real array)."""
-    return type(data) is not np.ndarray and isinstance(data, MetaArray) and data.symbolic
-
-
-def _symbolic_context(*tensors) -> bool:
-    """Whether writes into these tensors must go through graph building."""
-    return _ops._dispatch.trace_state.hook is not None or any(_is_graph_value(t._data) for t in tensors)
-
-
 def _host_data(src):
     """Turn nested lists that may hold tensors into something np.array accepts."""
     if isinstance(src, (list, tuple)) and src and any(isinstance(x, Tensor) for x in src):
@@ -677,11 +614,6 @@ def _norm_dim(op, dim, ndim):
     from ember.ops._rules import norm_dim
 
     return norm_dim(op, dim, ndim)
-
-
-def _writeable(arr) -> bool:
-    flags = getattr(arr, "flags", None)
-    return True if flags is None else bool(flags.writeable)
 
 
 def _can_cast(src, dst) -> bool:

@@ -1,4 +1,10 @@
-"""Turning op calls on symbolic tensors into graph nodes, placed on devices (installed into ops.dispatch).
+"""`GraphBuilder`: the interpreter that turns op calls into graph nodes, placed on devices.
+
+Ops on symbolic tensors (ember.v1 graphs) go to the builder of their graph (`Graph.builder`);
+while ember.jit traces, every op goes to the trace's builder (`ember.graph.trace.Tracer`).
+Concrete tensors met while building are captured: the graph reads them afresh at every run, so
+parameters and closure tensors are inputs, never constants frozen at build time. In-place writes
+are functional: a symbolic tensor is rebound to its new value.
 
 Placement: an op built inside `with ember.device(d):` (or ember.v1's `tf.device`) runs on d; an op
 built outside any scope runs where its inputs are. Each input on another device than the op's
@@ -10,61 +16,84 @@ from __future__ import annotations
 
 import weakref
 
+import numpy as np
+
 from ember.autograd.grad_mode import state as grad_state
 from ember.device import scope_device
+from ember.errors import ConcretizationError, fmt_shape
 from ember.graph.ir import Value
-from ember.ops import dispatch
+from ember.interpreter import Interpreter
+from ember.ops.dispatch import is_symbolic
+from ember.ops.host_random import _HostRandom as HostRandom
 from ember.ops.transfer_ops import transfer
 from ember.tensor import Tensor
 
 
-def build_node(op, inputs, arrays, attrs, device):
-    """Append `op` to the graph of its symbolic inputs (or of the active trace).
+class GraphBuilder(Interpreter):
+    """Appends a node per op to `graph` instead of computing."""
 
-    Concrete tensors met here are captured: the graph reads them afresh at every run, so
-    parameters and closure tensors are inputs, never constants frozen at build time.
-    """
-    graph = None
-    for a in arrays:
-        if isinstance(a, Value):
-            graph = a.node.graph
-            break
-    tracer = dispatch.trace_state.hook
-    if graph is None:
-        if tracer is None:
-            raise RuntimeError(f"{op.name}: no graph to add to")
-        graph = tracer.graph
-    ins = []
-    for x, a in zip(inputs, arrays):
-        if isinstance(a, Value):
-            ins.append(a)
-        elif isinstance(x, Tensor):
-            ins.append(tracer.lift(x) if tracer is not None else graph.capture(x))
-        else:
-            ins.append(a)
-    return graph.add_op(op, ins, attrs, device)
+    symbolic = True
+    scope_base = 0  # device scopes opened at a lower depth do not place the ops built here
 
+    def __init__(self, graph) -> None:
+        self.graph = graph
 
-def place_inputs(op, inputs):
-    """Under a device scope, `inputs` with every tensor moved to the scope's device; None when none moves."""
-    if getattr(op, "placed", False):  # send and recv say themselves where they run
-        return None
-    tracer = dispatch.trace_state.hook
-    # A trace is placed only by scopes opened inside the traced function (jit keys plans without them).
-    dev = scope_device(getattr(tracer, "scope_base", 0) if tracer is not None else 0)
-    if dev is None or dev.type == "meta":
-        return None
-    if all(not isinstance(x, Tensor) or x._device is dev for x in inputs):
-        return None
-    graph = next((x._data.node.graph for x in inputs if isinstance(x, Tensor) and isinstance(x._data, Value)),
-                 tracer.graph if tracer is not None else None)
-    return [_moved(x, dev, graph) if isinstance(x, Tensor) and x._device is not dev else x for x in inputs]
+    def capture(self, t: Tensor) -> Value:
+        """The graph value of a concrete tensor read by the graph."""
+        return self.graph.capture(t)
+
+    def run(self, op, inputs, arrays, attrs, device):
+        graph = self.graph
+        for a in arrays:
+            if isinstance(a, Value):
+                graph = a.node.graph  # add_op names both graphs if inputs come from two
+                break
+        ins = []
+        for x, a in zip(inputs, arrays):
+            if isinstance(a, Value):
+                ins.append(a)
+            elif isinstance(x, Tensor):
+                ins.append(self.capture(x))
+            else:
+                ins.append(a)
+        return graph.add_op(op, ins, attrs, device)
+
+    def write(self, target, result, name: str) -> None:
+        if target._view_fn is not None and target._base is not None and is_symbolic(target._base):
+            raise NotImplementedError(
+                f"{name}: in-place writes through a view are not supported while building a graph; "
+                "write into the base tensor (x[idx] = v) or use out-of-place ops"
+            )
+        value = result._data if isinstance(result, Tensor) else result
+        if isinstance(result, Tensor) and not is_symbolic(result):
+            value = self.capture(result)
+        self.rebind(target, value)
+
+    def rebind(self, target: Tensor, value) -> None:
+        """An in-place write while building: the tensor now stands for the new value."""
+        target._data = value
+
+    def random(self, draw, shape, np_dtype, device, generator=None) -> Tensor:
+        """A node that calls `draw` on the device's generator at every run (randn, rand, dropout masks)."""
+        value = self.graph.add_op(HostRandom, [], {"draw": draw, "shape": tuple(shape), "dtype": np.dtype(np_dtype),
+                                                   "generator": generator}, device)
+        t = Tensor._make(value, device)
+        self.outputs((t,))
+        return t
+
+    def place(self, op, inputs):
+        if getattr(op, "placed", False):  # send and recv say themselves where they run
+            return None
+        dev = scope_device(self.scope_base)
+        if dev is None or dev.type == "meta":
+            return None
+        if all(not isinstance(x, Tensor) or x._device is dev for x in inputs):
+            return None
+        return [_moved(x, dev, self.graph) if isinstance(x, Tensor) and x._device is not dev else x for x in inputs]
 
 
 def _moved(x: Tensor, dev, graph) -> Tensor:
     """x on `dev`; a tensor already moved there in this graph (same value, same autograd) reuses its pair."""
-    if graph is None:
-        return transfer(x, dev)
     cache = graph.__dict__.setdefault("_moved", {})
     key = (id(x), dev)
     wants_grad = x._requires_grad and grad_state.enabled
@@ -79,5 +108,10 @@ def _moved(x: Tensor, dev, graph) -> Tensor:
     return out
 
 
-dispatch.graph_builder[0] = build_node
-dispatch.graph_placer[0] = place_inputs
+def concretization_error(what: str, t: Tensor) -> ConcretizationError:
+    """The error for reading, in Python, an outside tensor a trace has written in place."""
+    return ConcretizationError(
+        f"{what}: this tensor of shape {fmt_shape(t.shape)} was updated in place inside the function "
+        "ember.jit is tracing, so its value is only known when the graph runs. Keep the computation in "
+        "tensor ops instead of reading the value in Python."
+    )

@@ -115,6 +115,16 @@ class Graph:
         self._by_name: dict = {}
         self._captures: dict = {}  # id(tensor) -> capture node's value
         self._control: list = []  # stack of control-dependency node lists (ember.v1)
+        self._builder = None
+
+    @property
+    def builder(self):
+        """The interpreter that adds ops on this graph's values to it (ember.graph.build.GraphBuilder)."""
+        if self._builder is None:
+            from ember.graph.build import GraphBuilder
+
+            self._builder = GraphBuilder(self)
+        return self._builder
 
     # --- building ------------------------------------------------------------------
     def _new_node(self, kind, op, inputs, attrs, name=None) -> GNode:

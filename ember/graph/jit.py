@@ -28,13 +28,13 @@ import numpy as np
 
 from ember.errors import fmt_shape
 from ember.graph.executor import Plan
-from ember.graph.ir import Graph, Value
+from ember.graph.ir import Graph
 from ember.graph.jit_key import flatten, signature, unflatten
 from ember.graph.passes import optimize as optimize_graph
 from ember.graph.placement_exec import compile_plan
 from ember.graph.trace import Tracer
 from ember.ops import dispatch
-from ember.ops.dispatch import is_tracing  # noqa: F401  (re-exported as ember.is_tracing)
+from ember.ops.dispatch import is_symbolic, is_tracing  # noqa: F401  (is_tracing: re-exported as ember.is_tracing)
 from ember.tensor import Tensor
 
 DEFAULT_CACHE_SIZE = 8  # compiled programs kept per function (torch.compile's cache_size_limit)
@@ -93,7 +93,7 @@ class JitFunction:
         return functools.partial(self.__call__, obj)
 
     def __call__(self, *args, **kwargs):
-        if dispatch.trace_state.hook is not None:
+        if dispatch.is_tracing():
             return self.fn(*args, **kwargs)  # nested inside another trace: inline
         key, struct, leaves = signature(self.fn, args, kwargs, self.static_argnums)
         entries = self._cache.get(key)
@@ -163,19 +163,15 @@ class JitFunction:
             sym_leaves.append(s)
             entry.placeholders.append(v)
         sym_args, sym_kwargs = unflatten(struct, sym_leaves)
-        prev = dispatch.trace_state.hook
-        dispatch.trace_state.hook = tracer
-        try:
+        with tracer:
             out = self.fn(*sym_args, **sym_kwargs)
-        finally:
-            dispatch.trace_state.hook = prev
 
         out_leaves: list = []
         entry.out_struct = flatten(out, out_leaves)
         if not all(isinstance(x, Tensor) for x in out_leaves):  # an array argument returned as it is
             raise TypeError(f"jit({self.__name__}): returning a NumPy array argument as it is is not "
                             "supported; return a tensor")
-        outputs = [t._data if isinstance(t._data, Value) else tracer.lift(t) for t in out_leaves]
+        outputs = [t._data if is_symbolic(t) else tracer.lift(t) for t in out_leaves]
         entry.n_user_outputs = len(outputs)
         del out, out_leaves, sym_args, sym_kwargs, sym_leaves
 
@@ -188,7 +184,7 @@ class JitFunction:
             if after is None:
                 entry.grad_targets.append((t, "none"))
             else:
-                outputs.append(after._data if isinstance(after._data, Value) else tracer.lift(after))
+                outputs.append(after._data if is_symbolic(after) else tracer.lift(after))
                 entry.grad_targets.append((t, "set"))
         for t in tracer.mutated.values():
             outputs.append(tracer.lifted[id(t)][1])
@@ -271,10 +267,10 @@ def _escaped(tracer: Tracer) -> list:
 
     A reference cycle can keep a dead tensor alive, so a collection confirms any suspect first.
     """
-    alive = [r for r in tracer.created if r() is not None and isinstance(r()._data, Value)]
+    alive = [r for r in tracer.created if r() is not None and is_symbolic(r())]
     if alive:
         gc.collect()
-        alive = [r for r in alive if r() is not None and isinstance(r()._data, Value)]
+        alive = [r for r in alive if r() is not None and is_symbolic(r())]
     return alive
 
 

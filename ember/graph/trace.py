@@ -1,5 +1,6 @@
-"""The state of one trace: the graph being built, the outside tensors it reads and writes, and what
-else a compiled program depends on (scalars read at every call, and guards that decide reuse).
+"""`Tracer`: the interpreter ember.jit runs a function under, and the state of one trace — the graph
+being built, the outside tensors it reads and writes, and what else a compiled program depends on
+(scalars read at every call, guards that decide reuse, Python side effects replayed per run).
 """
 
 from __future__ import annotations
@@ -9,15 +10,19 @@ import weakref
 import numpy as np
 
 from ember.device import scope_depth
+from ember.graph.build import GraphBuilder, concretization_error
 from ember.graph.ir import Graph, Value
+from ember.ops.dispatch import is_symbolic
 from ember.tensor import Tensor
 
 
-class Tracer:
-    """Collects a graph while a function runs on symbolic tensors (installed in ops.dispatch)."""
+class Tracer(GraphBuilder):
+    """Collects a graph while a function runs on symbolic tensors: every op becomes a node, outside
+    tensors are captured (read at every run) and their in-place updates become extra outputs."""
 
     def __init__(self, graph: Graph) -> None:
-        self.graph = graph
+        super().__init__(graph)
+        self.tracer = self
         self.lifted: dict = {}  # id(tensor) -> (tensor, current Value)
         self.grad_before: dict = {}  # id(tensor) -> (tensor, its .grad when first captured)
         self.mutated: dict = {}  # id(tensor) -> tensor, for captured tensors written in place
@@ -28,12 +33,30 @@ class Tracer:
         self.effects: list = []  # Python side effects of the traced code, replayed after every run
         self.scope_base = scope_depth()  # device scopes opened before the trace do not place its ops
 
+    def capture(self, t: Tensor) -> Value:
+        return self.lift(t)
+
+    def rebind(self, target: Tensor, value) -> None:
+        if is_symbolic(target):
+            target._data = value
+        else:  # an outside tensor keeps its array; jit writes the computed values back after each run
+            self.mutate(target, value)
+
+    def read(self, tensor, what: str):
+        if self.is_mutated(tensor):
+            raise concretization_error(what, tensor)
+        return self.below.read(tensor, what)
+
+    def outputs(self, tensors) -> None:
+        for t in tensors:
+            self.track(t)
+
     def lift(self, t: Tensor) -> Value:
         """The graph value of an outside tensor (its latest in-trace update, if any)."""
         hit = self.lifted.get(id(t))
         if hit is not None and hit[0] is t:
             return hit[1]
-        if isinstance(t._data, Value):
+        if is_symbolic(t):
             return t._data
         v = self.graph.capture(t)
         self.lifted[id(t)] = (t, v)
@@ -57,7 +80,7 @@ class Tracer:
     def keep(self, t: Tensor) -> Tensor:
         """A concrete tensor that takes symbolic `t`'s value after every run: how a value made in the
         trace is stored as state (a first momentum buffer) without escaping the trace."""
-        if not isinstance(t._data, Value):
+        if not is_symbolic(t):
             return t
         data = t._data
         concrete = Tensor._make(t._device.backend.from_host(np.zeros(data.shape, data.dtype)), t._device)

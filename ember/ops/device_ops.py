@@ -8,6 +8,7 @@ from ember.autograd.engine import record
 from ember.autograd.grad_mode import state as grad_state
 from ember.backends.meta import MetaArray
 from ember.errors import DataDependentError
+from ember.ops.dispatch import current, is_symbolic
 from ember.ops.registry import Op, defop
 
 
@@ -29,7 +30,7 @@ def to_device(x, device):
     src = x._device
     if device is src:
         return x
-    if device.type != "meta" and src.type != "meta" and (getattr(x._data, "symbolic", False) or _tracing()):
+    if device.type != "meta" and src.type != "meta" and (is_symbolic(x) or current().symbolic):
         from ember.ops.transfer_ops import transfer
 
         return transfer(x, device)  # inside a graph a move is a send/recv pair, read at every run
@@ -50,7 +51,3 @@ def to_device(x, device):
     return out
 
 
-def _tracing() -> bool:
-    from ember.ops.dispatch import trace_state
-
-    return trace_state.hook is not None

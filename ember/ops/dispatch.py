@@ -1,57 +1,118 @@
-"""`apply`: the one entry point that runs an op on tensors.
+"""`apply`: the one entry point that runs an op on tensors, and eager execution, the interpreter
+at the bottom of every thread's stack (see `ember.interpreter`).
 
-It checks devices, runs the kernel (or, on the meta device and while tracing, only the shape
-rule), wraps the results as tensors, and records an autograd node when gradients are wanted.
+`apply` checks devices, hands the op to the current interpreter (or, for symbolic inputs, to the
+builder of their graph), wraps the results as tensors, links views, and records an autograd node
+when gradients are wanted. In-place writes (`write`) and reads of values (`read`) go through the
+interpreter too. The fast paths `apply_unary` and `apply_binary` do the same for plain eager
+calls on NumPy arrays with a few checks fewer.
 """
 
 from __future__ import annotations
 
-import contextlib
-import threading
-
 import numpy as np
 
+from ember import interpreter as _interpreter
 from ember.autograd.engine import record
 from ember.autograd.grad_mode import state as grad_state
 from ember.autograd.views import link_view
 from ember.backends.meta import MetaArray
-from ember.errors import DataDependentError, DeviceMismatchError, ShapeError
+from ember.errors import ConcretizationError, DataDependentError, DeviceMismatchError, ShapeError, fmt_shape
+from ember.interpreter import Interpreter
 from ember.ops._rules import FLOAT_NP
 from ember.tensor import Tensor
 
-
-class _TraceState(threading.local):
-    """Graph building. `builder` (installed by ember.graph) appends a node for an op that has a
-    symbolic input; `hook` is set while `ember.jit` traces, when every op goes to the builder."""
-
-    hook = None
+_stack = _interpreter._stack
 
 
-trace_state = _TraceState()
+def is_symbolic(x) -> bool:
+    """Whether x (a tensor, its data, or any value) is a value of a graph being built: the one test."""
+    data = x._data if isinstance(x, Tensor) else x
+    return type(data) is not np.ndarray and getattr(data, "symbolic", False) is True
+
+
+class Eager(Interpreter):
+    """Run kernels now on the inputs' device (on meta, the shape rule is the kernel)."""
+
+    def run(self, op, inputs, arrays, attrs, device):
+        backend = device._backend or device.backend
+        if backend.abstract:  # the meta device is the shape rule and nothing else
+            return op.infer(*arrays, **attrs)
+        try:
+            if backend.direct:  # NumPy backends: no device context to enter
+                return op.kernel(np, *arrays, **attrs)
+            return backend.run(op.kernel, arrays, attrs)
+        except (ShapeError, IndexError, TypeError, NotImplementedError, RuntimeError) as e:
+            if type(e).__module__.startswith("ember") or str(e).startswith(op.name):
+                raise
+            explain_failure(op, arrays, attrs, e)
+        except Exception as e:  # NumPy's own errors: report them in terms of the op
+            explain_failure(op, arrays, attrs, e)
+
+    def write(self, target, result, name: str) -> None:
+        data = target._data
+        if isinstance(data, MetaArray):
+            return  # meta tensors have no values to write
+        if not _writeable(data):
+            raise RuntimeError(
+                f"{name}: this tensor is a read-only view (for example from expand/broadcast_to); "
+                "clone it before writing into it"
+            )
+        src = result._data if isinstance(result, Tensor) else result
+        target._device.backend.xp.copyto(data, src, casting="unsafe")
+
+    def read(self, tensor, what: str):
+        data = tensor._data
+        if type(data) is np.ndarray:
+            return data
+        if getattr(type(data), "pending", False):  # a result async execution has not filled in yet
+            tensor._data = data = data.result()
+            return data
+        if isinstance(data, MetaArray):
+            if data.symbolic:
+                raise ConcretizationError(
+                    f"{what}: this tensor (shape {fmt_shape(tensor.shape)}, {tensor.dtype.name}) is symbolic: "
+                    "its value is not known while a graph is built or ember.jit traces a function, so Python "
+                    "control flow (if/while, bool(), int(), float(), .item(), .numpy(), .tolist()) cannot "
+                    "depend on it. Use ember.where(...) for a data-dependent choice, move the branch "
+                    "outside the jitted function, or mark the argument static with "
+                    "ember.jit(fn, static_argnums=...)."
+                )
+            raise DataDependentError(f"{what}: tensors on the meta device have no data (device='meta')")
+        return data
+
+
+EAGER = Eager()
+_interpreter._Stack.top = EAGER  # every thread starts eager
+
+
+def current() -> Interpreter:
+    """The interpreter that runs ops in this thread now."""
+    return _stack.top
 
 
 def is_tracing() -> bool:
     """True while ember.jit is tracing a function in this thread."""
-    return trace_state.hook is not None
+    return _stack.top.tracer is not None
 
 
-@contextlib.contextmanager
-def outside_trace():
-    """Run ops eagerly on concrete tensors even while ember.jit traces: state made here (optimizer
-    moments) is a real tensor, which the graph then captures like a parameter."""
-    prev = trace_state.hook
-    trace_state.hook = None
-    try:
-        yield
-    finally:
-        trace_state.hook = prev
+def current_tracer():
+    """The ember.jit trace being recorded in this thread, or None."""
+    return _stack.top.tracer
 
 
-graph_builder = [None]  # set by ember.graph on import: builder(op, inputs, arrays, attrs, device)
-graph_placer = [None]  # set by ember.graph: placer(op, inputs) -> inputs moved under a device scope, or None
-# Set by ember.runtime while the profiler, the eager pool or async mode is on: called as
-# kernel_hook(op, backend, arrays, attrs, inputs) instead of the kernel (the fast paths defer to apply()).
-kernel_hook = None
+def outside_trace() -> Interpreter:
+    """`with outside_trace():` runs ops eagerly on concrete tensors even while ember.jit traces:
+    state made there (optimizer moments) is a real tensor, which the graph then captures."""
+    return Eager()
+
+
+def _symbolic_interpreter(arrays) -> Interpreter:
+    """The builder of the graph the symbolic inputs belong to (ember.v1 builds graphs eagerly)."""
+    for a in arrays:
+        if type(a) is not np.ndarray and getattr(a, "symbolic", False):
+            return a.graph.builder
+    raise AssertionError("no symbolic input")
 
 
 def apply(op, *inputs, **attrs):
@@ -78,39 +139,25 @@ def apply(op, *inputs, **attrs):
             arrays.append(x)
     if device is None:
         raise TypeError(f"{op.name}: expected at least one tensor argument")
-    if (symbolic or trace_state.hook is not None) and graph_placer[0] is not None:
-        placed = graph_placer[0](op, inputs)  # building under a device scope: send/recv to the op's device
+    interp = _stack.top
+    if symbolic and not interp.symbolic:
+        interp = _symbolic_interpreter(arrays)
+    if interp.symbolic:
+        placed = interp.place(op, inputs)  # under a device scope: send/recv to the op's device
         if placed is not None:
             return apply(op, *placed, **attrs)
     if mixed is not None:
         raise DeviceMismatchError(
             f"{op.name}: expected all tensors on the same device, but found tensors on {device} and {mixed}"
         )
-    backend = device._backend or device.backend
-
-    if symbolic or backend.abstract or trace_state.hook is not None:
-        outs = _abstract(op, inputs, arrays, attrs, device, symbolic)
-    else:
-        try:
-            if kernel_hook is not None:
-                outs = kernel_hook(op, backend, arrays, attrs, inputs)
-            elif backend.direct:  # NumPy backends: no device context to enter
-                outs = op.kernel(np, *arrays, **attrs)
-            else:
-                outs = backend.run(op.kernel, arrays, attrs)
-        except (ShapeError, IndexError, TypeError, NotImplementedError, RuntimeError) as e:
-            if type(e).__module__.startswith("ember") or str(e).startswith(op.name):
-                raise
-            explain_failure(op, arrays, attrs, e)
-        except Exception as e:  # NumPy's own errors: report them in terms of the op
-            explain_failure(op, arrays, attrs, e)
+    outs = interp.run(op, inputs, arrays, attrs, device)
 
     if op.n_outputs == 1:
-        if type(outs) is not np.ndarray and type(outs) is not MetaArray:
-            outs = _as_array(backend, outs)
+        if type(outs) is not np.ndarray and not isinstance(outs, MetaArray):
+            outs = _as_array(outs)
         out = Tensor._make(outs, device)
-        if trace_state.hook is not None:
-            trace_state.hook.track(out)
+        if interp.symbolic:
+            interp.outputs((out,))
         if op.is_view:
             link_view(op, out, inputs, attrs)
         if needs_grad and grad_state.enabled and op.differentiable and outs.dtype in FLOAT_NP:
@@ -118,20 +165,44 @@ def apply(op, *inputs, **attrs):
         return out
 
     results = tuple(
-        Tensor._make(o if type(o) is np.ndarray or isinstance(o, MetaArray) else _as_array(backend, o), device)
-        for o in outs
+        Tensor._make(o if type(o) is np.ndarray or isinstance(o, MetaArray) else _as_array(o), device) for o in outs
     )
-    if trace_state.hook is not None:
-        for t in results:
-            trace_state.hook.track(t)
+    if interp.symbolic:
+        interp.outputs(results)
     if needs_grad and grad_state.enabled and op.differentiable:
         record(op, attrs, inputs, results)
     return results
 
 
+def write(target: Tensor, result, name: str) -> None:
+    """Write `result` (a tensor or a scalar) into `target`'s storage through the current interpreter."""
+    interp = _stack.top
+    if not interp.symbolic and (is_symbolic(target) or (isinstance(result, Tensor) and is_symbolic(result))):
+        interp = (target._data if is_symbolic(target) else result._data).graph.builder
+    interp.write(target, result, name)
+
+
+def read(tensor: Tensor, what: str):
+    """The concrete array behind `tensor` (waiting for pending results); a clear error when there is none."""
+    data = tensor._data
+    if type(data) is np.ndarray and type(_stack.top) is Eager:
+        return data
+    return _stack.top.read(tensor, what)
+
+
+def builds_graph(*tensors) -> bool:
+    """Whether writes into these tensors must go through graph building (a trace, or symbolic data)."""
+    return _stack.top.symbolic or any(is_symbolic(t) for t in tensors)
+
+
+def eager_now() -> bool:
+    """Whether ops in this thread run plain eager kernels now (what the fast paths require)."""
+    return type(_stack.top) is Eager
+
+
 def apply_unary(op, x, **attrs):
     """apply() for one CPU tensor with nothing unusual going on; anything else takes apply()."""
-    if isinstance(x, Tensor) and trace_state.hook is None and kernel_hook is None:
+    if isinstance(x, Tensor) and type(_stack.top) is Eager:
         dev = x._device
         backend = dev._backend
         if backend is not None and backend.direct and type(x._data) is np.ndarray:
@@ -158,7 +229,7 @@ def apply_binary(op, a, b):
 
     Anything unusual (symbolic or meta data, other backends, mixed devices, errors) goes to apply().
     """
-    if trace_state.hook is None and kernel_hook is None:
+    if type(_stack.top) is Eager:
         if isinstance(a, Tensor):
             dev = a._device
             ad = a._data
@@ -197,20 +268,19 @@ def apply_binary(op, a, b):
     return apply(op, a, b)
 
 
-def _as_array(backend, x):
+def _as_array(x):
     if isinstance(x, np.generic):
         return np.asarray(x)
     return x
 
 
-def _abstract(op, inputs, arrays, attrs, device, symbolic):
-    if symbolic or trace_state.hook is not None:
-        return graph_builder[0](op, inputs, arrays, attrs, device)
-    return op.infer(*arrays, **attrs)
+def _writeable(arr) -> bool:
+    flags = getattr(arr, "flags", None)
+    return True if flags is None else bool(flags.writeable)
 
 
 def explain_failure(op, arrays, attrs, exc: Exception):
-    """A kernel failed: let the shape rule raise its clear error, else wrap NumPy's message."""
+    """A kernel failed: let the shape rule raise its clear error, else wrap the backend's message."""
     specs = [MetaArray(a.shape, a.dtype) if hasattr(a, "shape") and hasattr(a, "dtype") else a for a in arrays]
     try:
         op.infer(*specs, **attrs)  # raises the op's own ShapeError/TypeError when the inputs are bad

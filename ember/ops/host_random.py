@@ -28,16 +28,3 @@ class _HostRandom(Op):
 
         arr = np.asarray(draw(host_rng(generator))).astype(dtype, copy=False)
         return arr if xp is np else xp.asarray(arr)
-
-
-def traced_draw(draw, shape, np_dtype, device, generator=None):
-    """A symbolic tensor for `draw` in the graph being traced."""
-    from ember.ops.dispatch import trace_state
-    from ember.tensor import Tensor
-
-    tracer = trace_state.hook
-    value = tracer.graph.add_op(_HostRandom, [], {"draw": draw, "shape": tuple(shape), "dtype": np.dtype(np_dtype),
-                                                  "generator": generator}, device)
-    t = Tensor._make(value, device)
-    tracer.track(t)
-    return t

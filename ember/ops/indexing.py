@@ -213,8 +213,8 @@ def setitem(x, index, value) -> None:
     if isinstance(value, Tensor) and value._device is not x._device:
         raise DeviceMismatchError(f"setitem: value is on {value._device} but the tensor is on {x._device}")
     needs_graph = grad_state.enabled and (x._requires_grad or (isinstance(value, Tensor) and value._requires_grad))
-    symbolic = (dispatch.trace_state.hook is not None or getattr(x._data, "symbolic", False)
-                or getattr(getattr(value, "_data", None), "symbolic", False))
+    symbolic = (dispatch.current().symbolic or dispatch.is_symbolic(x)
+                or (isinstance(value, Tensor) and dispatch.is_symbolic(value)))
     if needs_graph or symbolic:
         x._assign_result("setitem", index_put(x, index, value))
         return

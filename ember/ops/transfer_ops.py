@@ -71,7 +71,7 @@ class Recv(Op):
 
 def transfer(x, dst):
     """`x` on device `dst` through a send node on x's device and a recv node on dst (differentiable)."""
-    from ember.ops.dispatch import apply, trace_state
+    from ember.ops.dispatch import apply, current, is_symbolic
     from ember.tensor import Tensor
 
     src = x._device
@@ -81,10 +81,9 @@ def transfer(x, dst):
     sent = apply(Send, x, key=key, dst=dst)
     data = sent._data
     attrs = {"key": key, "src": src}
-    if getattr(data, "symbolic", False):
+    if is_symbolic(data):
         out = Tensor._make(data.graph.add_op(Recv, [data], attrs, dst), dst)
-        if trace_state.hook is not None:
-            trace_state.hook.track(out)
+        current().outputs((out,))
     else:  # outside a graph a transfer is just a copy
         out = Tensor._make(copy_array(data, src, dst), dst)
     if sent._requires_grad and grad_state.enabled and data.dtype in FLOAT_NP:

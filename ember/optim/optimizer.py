@@ -150,7 +150,7 @@ class Optimizer:
                 with dispatch.outside_trace():
                     self._init_group(group)
                 params = [p for p in group["params"] if p.grad is not None]
-                tracer = dispatch.trace_state.hook
+                tracer = dispatch.current_tracer()
                 if tracer is None:
                     self._update(group, params, group)
                     continue
@@ -265,7 +265,7 @@ def _counted(step):
 
     @functools.wraps(step)
     def counted_step(self, *args, **kwargs):
-        tracer = dispatch.trace_state.hook
+        tracer = dispatch.current_tracer()
         if tracer is None:
             self._step_count += 1
         else:
@@ -324,7 +324,7 @@ def hyperparameters(optimizer: Optimizer, index: int, device) -> dict[str, Any]:
     effect in the compiled step. The options that decide the update's structure are guarded
     instead (see `_structure`): changing one retraces.
     """
-    tracer = dispatch.trace_state.hook
+    tracer = dispatch.current_tracer()
     group = optimizer.param_groups[index]
     hp: dict[str, Any] = {}
     for k, v in group.items():
@@ -346,7 +346,7 @@ def _nonzero(value) -> bool:
     read = getattr(value, "trace_read", None)
     if read is None:
         return value != 0
-    return dispatch.trace_state.hook.guard(functools.partial(_read_nonzero, read), key=("nonzero", read))
+    return dispatch.current_tracer().guard(functools.partial(_read_nonzero, read), key=("nonzero", read))
 
 
 def _read_nonzero(read) -> bool:
@@ -355,7 +355,7 @@ def _read_nonzero(read) -> bool:
 
 def _step_value(step: Tensor):
     """A step count for scalar arithmetic: a Python float eagerly (as PyTorch); a float64 tensor in a trace."""
-    return step.item() if dispatch.trace_state.hook is None else step.to(float64)
+    return step.item() if dispatch.current_tracer() is None else step.to(float64)
 
 
 def _sqrt(x):

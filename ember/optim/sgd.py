@@ -43,7 +43,7 @@ class SGD(Optimizer):
         sgd(params, grads, buffers, lr=hp["lr"], momentum=hp["momentum"], dampening=hp["dampening"],
             weight_decay=hp["weight_decay"], nesterov=group["nesterov"], maximize=group["maximize"])
         if _nonzero(hp["momentum"]):
-            tracer = dispatch.trace_state.hook
+            tracer = dispatch.current_tracer()
             for p, buf in zip(params, buffers):
                 # Under ember.jit a first buffer (a copy of the gradient) is made in the trace: it is kept
                 # in a concrete tensor, and the next call retraces with the buffers in place.

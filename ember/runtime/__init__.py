@@ -7,9 +7,9 @@ autograd, ops and backends, and reaches the graph layer only lazily (checkpoint 
 
 from __future__ import annotations
 
+from ember.autograd.checkpoint import checkpoint, checkpoint_sequential
 from ember.runtime.allocator import empty_cache, set_eager_pool, stats
 from ember.runtime.async_eager import is_async, set_async, synchronize
-from ember.runtime.checkpoint import checkpoint, checkpoint_sequential  # the function shadows its module
 from ember.runtime.engine import EngineError, get_engine, wait_for_all
 from ember.runtime.settings import (
     get_parallel,

@@ -17,6 +17,8 @@ import weakref
 
 import numpy as np
 
+from ember.interpreter import Interpreter, find, push, remove
+
 _ALIGN = 64  # bytes: cache-line alignment, enough for every NumPy dtype and SIMD load
 _MIN_BLOCK = 512
 
@@ -136,7 +138,6 @@ _CTYPES: dict = {}  # size class -> ctypes array type
 
 
 pool = CachingAllocator()
-_eager = [False]
 
 
 def empty(shape, dtype) -> np.ndarray:
@@ -159,14 +160,51 @@ def reset_peak_stats() -> None:
     pool.reset_peak_stats()
 
 
-def set_eager_pool(enabled: bool) -> None:
-    """Carve eager op outputs from the pool (through `out=` kernels) instead of fresh NumPy arrays."""
-    _eager[0] = bool(enabled)
-    from ember.runtime import hooks
+class EagerPoolInterpreter(Interpreter):
+    """Eager execution whose large results are carved from the pool through the ops' `out=` kernels."""
 
-    hooks.refresh()
+    def run(self, op, inputs, arrays, attrs, device):
+        backend = device._backend or device.backend
+        if backend.direct and not backend.abstract and op.n_outputs == 1:
+            out = _pooled(op, arrays, attrs)
+            if out is not None:
+                return out
+        return self.below.run(op, inputs, arrays, attrs, device)
+
+
+# Below this operand size NumPy's own allocation is cheaper than a trip to the pool. The pool pays off
+# for big arrays, which glibc maps fresh (pages fault on first touch) instead of reusing freed memory.
+EAGER_POOL_MIN_BYTES = 8 << 20
+
+
+def _pooled(op, arrays, attrs):
+    """The op's result computed into an array from the caching pool (None: no out= kernel fits)."""
+    from ember.runtime.out_kernels import out_kernel_of
+
+    fn = out_kernel_of(op)
+    if fn is None or max((getattr(a, "nbytes", 0) for a in arrays), default=0) < EAGER_POOL_MIN_BYTES:
+        return None
+    try:
+        spec = op.infer(*arrays, **attrs)
+    except Exception:  # noqa: BLE001 - the ordinary kernel call reports the problem
+        return None
+    if any(d is None for d in spec.shape):
+        return None
+    return fn(np, *arrays, out=empty(spec.shape, spec.dtype), **attrs)
+
+
+_POOL = EagerPoolInterpreter()
+
+
+def set_eager_pool(enabled: bool) -> None:
+    """Carve this thread's eager op outputs from the pool (through `out=` kernels) instead of fresh NumPy arrays."""
+    on = find(EagerPoolInterpreter) is not None
+    if enabled and not on:
+        push(_POOL)
+    elif not enabled and on:
+        remove(_POOL)
 
 
 def eager_pool_enabled() -> bool:
-    """Whether eager op outputs come from the pool."""
-    return _eager[0]
+    """Whether this thread's eager op outputs come from the pool."""
+    return find(EagerPoolInterpreter) is not None

@@ -1,8 +1,9 @@
 """Async eager mode: eager ops return at once with pending results that the engine fills in.
 
-With `em.set_async(True)` (or EMBER_ASYNC=1) an eager CPU op computes its result's shape and dtype
-with the op's shape rule, pushes the kernel to the dependency engine (reading the engine variables
-of its pending inputs), and returns a tensor whose data is a `PendingArray`: shape and dtype are
+With `em.set_async(True)` (or EMBER_ASYNC=1, for the main thread) `AsyncInterpreter` is on this
+thread's interpreter stack: an eager CPU op computes its result's shape and dtype with the op's
+shape rule, pushes the kernel to the dependency engine (reading the engine variables of its pending
+inputs), and returns a tensor whose data is a `PendingArray`: shape and dtype are
 known, the values arrive when the kernel has run. Chains of ops (a forward and backward pass)
 therefore queue up while Python moves on, and independent kernels run at once.
 
@@ -33,9 +34,8 @@ import traceback
 
 import numpy as np
 
+from ember.interpreter import Interpreter, find, push, remove
 from ember.runtime import engine
-
-_on = [False]
 
 
 class PendingArray:
@@ -102,22 +102,77 @@ class PendingArray:
         return f"PendingArray(shape={self.shape}, dtype={self.dtype}, {state})"
 
 
-def set_async(enabled: bool = True) -> None:
-    """Turn async eager mode on or off (turning it off waits for queued kernels)."""
-    from ember.runtime import hooks
+class AsyncInterpreter(Interpreter):
+    """Eager execution that queues kernels on the dependency engine and returns pending results."""
 
-    if not enabled and _on[0]:
-        _on[0] = False
-        hooks.refresh()
+    def run(self, op, inputs, arrays, attrs, device):
+        backend = device._backend or device.backend
+        if backend.abstract or not backend.direct or op.is_view or engine.in_worker():
+            return self._now(op, inputs, arrays, attrs, device)
+        try:
+            spec = op.infer(*arrays, **attrs)
+        except Exception:  # noqa: BLE001 - data-dependent or bad input: the synchronous call says which
+            return self._now(op, inputs, arrays, attrs, device)
+        specs = spec if isinstance(spec, tuple) else (spec,)
+        if any(d is None for s in specs for d in s.shape):
+            return self._now(op, inputs, arrays, attrs, device)
+        eng = engine.get_engine()
+        var = eng.new_var(op.name)
+        outs = [PendingArray(s.shape, s.dtype, var) for s in specs]
+        reads = [a.var for a in arrays if type(a) is PendingArray]
+        args = tuple(arrays)
+        multi = isinstance(spec, tuple)
+        below = self.below
+
+        def job():
+            vals = [a.value if type(a) is PendingArray else a for a in args]
+            res = below.run(op, (), vals, attrs, device)
+            if multi:
+                for p, r in zip(outs, res):
+                    p.value = r if type(r) is np.ndarray else np.asarray(r)
+            else:
+                outs[0].value = res if type(res) is np.ndarray else np.asarray(res)
+
+        eng.push(job, reads, (var,), name=op.name,
+                 info=tuple(tuple(a.shape) if hasattr(a, "shape") else () for a in args))
+        return tuple(outs) if multi else outs[0]
+
+    def _now(self, op, inputs, arrays, attrs, device):
+        """Run an op synchronously, first giving its pending input tensors their real arrays.
+
+        The tensors are updated too, so a view made here has its input's very array as its base (view
+        tracking in dispatch compares the two).
+        """
+        for t in inputs:
+            data = getattr(t, "_data", None)
+            if type(data) is PendingArray:
+                t._data = data.result()
+        return self.below.run(op, inputs, [resolve(a) for a in arrays], attrs, device)
+
+    def write(self, target, result, name: str) -> None:
+        # Everything queued finishes first, so no kernel still reading the old values sees the write.
         engine.wait_for_all()
-        return
-    _on[0] = bool(enabled)
-    hooks.refresh()
+        if type(target._data) is PendingArray:
+            target._data = target._data.result()
+        self.below.write(target, result, name)
+
+
+_ASYNC = AsyncInterpreter()
+
+
+def set_async(enabled: bool = True) -> None:
+    """Turn async eager mode on or off in this thread (turning it off waits for queued kernels)."""
+    on = find(AsyncInterpreter) is not None
+    if enabled and not on:
+        push(_ASYNC)
+    elif not enabled and on:
+        remove(_ASYNC)
+        engine.wait_for_all()
 
 
 def is_async() -> bool:
-    """Whether eager ops return at once with pending results."""
-    return _on[0]
+    """Whether eager ops in this thread return at once with pending results."""
+    return find(AsyncInterpreter) is not None
 
 
 def synchronize() -> None:
@@ -152,59 +207,3 @@ atexit.register(_fail_exit_on_unsynchronised_error)
 def resolve(x):
     """The array behind x if it is pending (waiting for it), else x."""
     return x.result() if type(x) is PendingArray else x
-
-
-def before_write(t) -> None:
-    """Called before a tensor is written in place: finish queued work and give t its real array."""
-    if _on[0]:
-        engine.wait_for_all()
-    if type(t._data) is PendingArray:
-        t._data = t._data.result()
-
-
-def run(op, backend, arrays, attrs, inputs=()):
-    """Queue an eager kernel and return pending results, or run it now when it cannot be queued."""
-    from ember.runtime import hooks
-
-    if not backend.direct or op.is_view or engine.in_worker():
-        return _now(op, backend, arrays, attrs, inputs)
-    try:
-        spec = op.infer(*arrays, **attrs)
-    except Exception:  # noqa: BLE001 - data-dependent or bad input: the synchronous call says which
-        return _now(op, backend, arrays, attrs, inputs)
-    specs = spec if isinstance(spec, tuple) else (spec,)
-    if any(d is None for s in specs for d in s.shape):
-        return _now(op, backend, arrays, attrs, inputs)
-    eng = engine.get_engine()
-    var = eng.new_var(op.name)
-    outs = [PendingArray(s.shape, s.dtype, var) for s in specs]
-    reads = [a.var for a in arrays if type(a) is PendingArray]
-    args = tuple(arrays)
-    multi = isinstance(spec, tuple)
-
-    def job():
-        vals = [a.value if type(a) is PendingArray else a for a in args]
-        res = hooks.compute(op, backend, vals, attrs)
-        if multi:
-            for p, r in zip(outs, res):
-                p.value = r if type(r) is np.ndarray else np.asarray(r)
-        else:
-            outs[0].value = res if type(res) is np.ndarray else np.asarray(res)
-
-    eng.push(job, reads, (var,), name=op.name, info=tuple(tuple(a.shape) if hasattr(a, "shape") else () for a in args))
-    return tuple(outs) if multi else outs[0]
-
-
-def _now(op, backend, arrays, attrs, inputs):
-    """Run an op synchronously, first giving its pending input tensors their real arrays.
-
-    The tensors are updated too, so a view made here has its input's very array as its base (view
-    tracking in dispatch compares the two).
-    """
-    for t in inputs:
-        data = getattr(t, "_data", None)
-        if type(data) is PendingArray:
-            t._data = data.result()
-    from ember.runtime import hooks
-
-    return hooks.execute(op, backend, [resolve(a) for a in arrays], attrs)

@@ -13,6 +13,8 @@ import os
 import threading
 import time
 
+from ember.interpreter import Interpreter, push, remove
+
 now = time.perf_counter_ns  # the profiler's clock (integer nanoseconds)
 
 
@@ -23,6 +25,21 @@ class _State:
 
 
 state = _State()
+
+
+class ProfilingInterpreter(Interpreter):
+    """Times each eager kernel run below it and records it in a profile."""
+
+    def __init__(self, profile) -> None:
+        self.profile = profile
+
+    def run(self, op, inputs, arrays, attrs, device):
+        if device.type == "meta":
+            return self.below.run(op, inputs, arrays, attrs, device)
+        t0 = now()
+        out = self.below.run(op, inputs, arrays, attrs, device)
+        self.profile.record(op.name, "eager", arrays, device, t0, now() - t0)
+        return out
 
 
 class Event:
@@ -71,7 +88,8 @@ class Profile:
         self._t0 = time.perf_counter_ns()
         self._prev = state.active
         state.active = self
-        _refresh_hooks()
+        self._eager = ProfilingInterpreter(self)
+        push(self._eager)  # eager ops of this thread are timed; plans record their kernels themselves
         return self
 
     def __exit__(self, *exc) -> None:
@@ -82,7 +100,7 @@ class Profile:
                 engine.wait_for_all()  # kernels still queued belong to this session
         finally:
             state.active = self._prev
-            _refresh_hooks()
+            remove(self._eager)
 
     def record(self, name: str, cat: str, arrays, device, start_ns: int, dur_ns: int) -> None:
         """Add one event for the calling thread (`arrays`: inputs or precomputed shapes)."""
@@ -187,9 +205,3 @@ def _fmt_ns(ns: float) -> str:
     if ns >= 1e6:
         return f"{ns / 1e6:.3f} ms"
     return f"{ns / 1e3:.1f} us"
-
-
-def _refresh_hooks() -> None:
-    from ember.runtime import hooks
-
-    hooks.refresh()

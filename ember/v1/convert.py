@@ -5,14 +5,14 @@ from __future__ import annotations
 import numpy as np
 
 from ember import dtypes as dt
-from ember.graph.ir import Value
+from ember.ops.dispatch import is_symbolic as _is_symbolic
 from ember.tensor import Tensor
 from ember.v1.graph_api import get_default_graph
 
 
 def is_symbolic(x) -> bool:
     """Whether x is a tensor of a graph (not a concrete tensor or a Python value)."""
-    return isinstance(x, Tensor) and isinstance(x._data, Value)
+    return isinstance(x, Tensor) and _is_symbolic(x)
 
 
 def np_dtype(dtype) -> np.dtype | None:

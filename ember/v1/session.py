@@ -21,6 +21,7 @@ from ember.errors import fmt_shape
 from ember.graph.executor import Plan
 from ember.graph.ir import PLACEHOLDER, Value
 from ember.graph.placement_exec import compile_plan
+from ember.ops.dispatch import is_symbolic
 from ember.tensor import Tensor
 from ember.v1.errors import InvalidArgumentError, OpError
 from ember.v1.graph_api import Graph, Operation, get_default_graph
@@ -80,7 +81,7 @@ class Session:
                 raise ValueError(f"Operation {x.name!r} is not an element of this session's graph")
             return x.node
         if isinstance(x, Tensor):
-            if not isinstance(x._data, Value):
+            if not is_symbolic(x):
                 raise TypeError(
                     f"Fetch argument of shape {fmt_shape(x.shape)} is a concrete tensor, not a tensor of the graph"
                 )
@@ -100,7 +101,7 @@ class Session:
     def _feed_target(self, key) -> Value:
         if isinstance(key, str):
             key = self.graph.get_tensor_by_name(key if ":" in key else key + ":0")
-        if isinstance(key, Tensor) and isinstance(key._data, Value):
+        if isinstance(key, Tensor) and is_symbolic(key):
             if key._data.node.graph is not self.graph:
                 raise ValueError(f"feed_dict key {key._data!r} is not an element of this session's graph")
             return key._data
@@ -301,13 +302,8 @@ def default_session_for(graph, session: Session | None = None) -> Session:
     return sess
 
 
-def _tensor_eval(self: Tensor, feed_dict=None, session: Session | None = None):
-    """The value of this graph tensor in `session` (default: the default session)."""
-    if not isinstance(self._data, Value):
+def evaluate(t: Tensor, feed_dict=None, session: Session | None = None):
+    """The value of graph tensor `t` in `session` (default: the default session): `Tensor.eval`."""
+    if not is_symbolic(t):
         raise TypeError("eval(): this tensor is concrete, not a graph tensor; use .numpy()")
-    return default_session_for(self._data.graph, session).run(self, feed_dict=feed_dict)
-
-
-# TF1 code calls tensor.eval(); Ember tensors get it when ember.v1 is imported.
-if not hasattr(Tensor, "eval"):
-    Tensor.eval = _tensor_eval
+    return default_session_for(t._data.graph, session).run(t, feed_dict=feed_dict)

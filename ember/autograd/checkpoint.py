@@ -14,12 +14,11 @@ an argument. The random-number state is restored for the recomputation, so dropo
 from __future__ import annotations
 
 from ember import random as _random
-from ember.autograd import Node
+from ember.autograd.engine import Node, record, walk
 from ember.autograd.grad_mode import enable_grad, no_grad
 from ember.autograd.grad_mode import state as grad_state
 from ember.backends.meta import MetaArray
 from ember.ops import dispatch
-from ember.ops._rules import FLOAT_NP
 from ember.ops.registry import Op, register
 from ember.tensor import Tensor
 
@@ -109,18 +108,13 @@ def checkpoint(fn, *args, preserve_rng_state: bool = True, use_reentrant=None):
             full[i] = t
         return fn(*full)
 
-    symbolic = dispatch.trace_state.hook is not None or any(_is_symbolic(t) for t in tensors)
+    symbolic = dispatch.current().symbolic or any(dispatch.is_symbolic(t) for t in tensors)
     if not grad_state.enabled:
         return fn(*args)
     rng = _random.get_rng_state() if preserve_rng_state and not symbolic else None
     if symbolic:
         return _symbolic(call, tensors, rng)
     return _eager(call, tensors, rng)
-
-
-def _is_symbolic(t: Tensor) -> bool:
-    d = t._data
-    return isinstance(d, MetaArray) and d.symbolic
 
 
 def _eager(call, tensors, rng):
@@ -137,12 +131,7 @@ def _eager(call, tensors, rng):
     op = _op(len(results))
     attrs = {"fn": call, "n_args": len(tensors), "out_specs": [MetaArray(r.shape, r._data.dtype) for r in results],
              "device": tensors[0]._device, "rng": rng}
-    node = Node(op, attrs, inputs, results)
-    for i, r in enumerate(results):
-        if r._data.dtype in FLOAT_NP:
-            r._requires_grad = True
-            r._grad_fn = node
-            r._output_nr = i
+    record(op, attrs, inputs, results)
     return results[0] if len(results) == 1 else results
 
 
@@ -159,15 +148,10 @@ def _symbolic(call, tensors, rng):
         if t._requires_grad:
             s.requires_grad_(True)
         placeholders.append(s)
-    prev = dispatch.trace_state.hook
-    dispatch.trace_state.hook = tracer
-    try:
-        with enable_grad():
-            outs = _as_tuple(call(*placeholders))
+    with tracer, enable_grad():
+        outs = _as_tuple(call(*placeholders))
         params = _outside_leaves(outs, placeholders)
         specs = [MetaArray(o._data.shape, o._data.dtype) for o in outs]
-    finally:
-        dispatch.trace_state.hook = prev
     del outs
     op = _op(len(specs))
     res = dispatch.apply(op, *tensors, *params, fn=call, n_args=len(tensors), out_specs=specs,
@@ -179,24 +163,13 @@ def _outside_leaves(outs, own) -> list:
     """Leaf tensors requiring grad that the recorded outputs depend on, other than fn's arguments."""
     own_ids = {id(t) for t in own}
     found: dict = {}
-    seen: set = set()
-    stack = [o._grad_fn for o in outs if o._grad_fn is not None]
     for o in outs:
         if o._grad_fn is None and o._requires_grad and id(o) not in own_ids:
             found[id(o)] = o
-    while stack:
-        node = stack.pop()
-        if id(node) in seen:
-            continue
-        seen.add(id(node))
+    for node in walk([o._grad_fn for o in outs]):
         for edge in node.edges:
-            if edge is None:
-                continue
-            parent, nr = edge
-            if type(parent) is Node:
-                stack.append(parent)
-            elif id(parent) not in own_ids:
-                found[id(parent)] = parent
+            if edge is not None and type(edge[0]) is not Node and id(edge[0]) not in own_ids:
+                found[id(edge[0])] = edge[0]
     return list(found.values())
 
 

@@ -1,0 +1,97 @@
+"""The interpreter stack: how ops run in the current thread.
+
+`ember.ops.dispatch.apply` hands every op to the interpreter on top of this thread's stack. The
+bottom one is eager execution (`ember.ops.dispatch.Eager`); others are entered with `with`:
+graph building (`ember.graph.build.GraphBuilder`, and the `ember.jit` tracer built on it), the
+profiler, async execution and the eager memory pool (`ember.runtime`). Each overrides what it
+changes and hands the rest to the interpreter below it, so they stack: the profiler over async
+over eager. A new execution mode is a new interpreter, never a flag checked in the tensor or
+autograd layers (JAX's `Primitive.bind` to the current trace, made small).
+"""
+
+from __future__ import annotations
+
+import threading
+
+
+class Interpreter:
+    """One way of running ops. The defaults defer to the interpreter below."""
+
+    symbolic = False  # True: ops become graph nodes (their outputs are values, not arrays)
+    tracer = None  # the ember.jit trace being recorded, if this interpreter records one
+    below: Interpreter | None = None
+
+    def run(self, op, inputs, arrays, attrs, device):
+        """The outputs (arrays, or graph values when symbolic) of `op` on `arrays` (the inputs' data)."""
+        return self.below.run(op, inputs, arrays, attrs, device)
+
+    def write(self, target, result, name: str) -> None:
+        """Make `target` hold `result`'s values (an in-place op; autograd is handled by the caller)."""
+        self.below.write(target, result, name)
+
+    def read(self, tensor, what: str):
+        """The concrete array behind `tensor`, for `what` (numpy, item, print, ...) to read."""
+        return self.below.read(tensor, what)
+
+    def place(self, op, inputs):
+        """Inputs moved to the device an op must run on (graph building under a device scope), or None."""
+        return None
+
+    def outputs(self, tensors) -> None:
+        """Called with the tensors an op made (a tracer remembers them)."""
+
+    # --- entering and leaving --------------------------------------------------------------
+    def __enter__(self) -> Interpreter:
+        push(self)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        remove(self)
+
+
+class _Stack(threading.local):
+    top: Interpreter | None = None  # set to the eager interpreter when ember.ops.dispatch is imported
+
+
+_stack = _Stack()
+
+
+def current() -> Interpreter:
+    """The interpreter that runs ops in this thread now."""
+    return _stack.top
+
+
+def push(interp: Interpreter) -> None:
+    """Put `interp` on top of this thread's stack."""
+    top = _stack.top
+    node = top
+    while node is not None:
+        if node is interp:
+            raise RuntimeError(f"{type(interp).__name__} is already active in this thread")
+        node = node.below
+    interp.below = top
+    _stack.top = interp
+
+
+def remove(interp: Interpreter) -> None:
+    """Take `interp` off this thread's stack (from the top, or from below others entered later)."""
+    top = _stack.top
+    if top is interp:
+        _stack.top = interp.below
+        return
+    node = top
+    while node is not None and node.below is not interp:
+        node = node.below
+    if node is None:
+        raise RuntimeError(f"{type(interp).__name__} is not active in this thread")
+    node.below = interp.below
+
+
+def find(kind) -> Interpreter | None:
+    """The nearest active interpreter of class `kind` in this thread, or None."""
+    node = _stack.top
+    while node is not None:
+        if isinstance(node, kind):
+            return node
+        node = node.below
+    return None
