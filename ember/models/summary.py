@@ -16,7 +16,7 @@ from typing import Any
 
 import ember as em
 from ember import autograd
-from ember.autograd import Node
+from ember.autograd import Node, walk
 from ember.backends.meta import MetaArray
 from ember.device import as_device
 from ember.nn import Module, Parameter
@@ -281,17 +281,14 @@ class _Tracer:
         outs = _tensors(output)
         call.output_shape = [tuple(t.shape) for t in outs]
         # Walk back from the outputs to the inputs; nodes not claimed by a submodule's call are this call's.
-        todo = [t.grad_fn for t in outs if t.grad_fn is not None]
-        visited: set[int] = set()
-        while todo:
-            node = todo.pop()
-            if id(node) in visited or id(node) in call.boundary or node.seq <= call.start_seq:
-                continue
-            visited.add(id(node))
+        def inside(node) -> bool:
+            return id(node) not in call.boundary and node.seq > call.start_seq
+
+        roots = [t.grad_fn for t in outs if t.grad_fn is not None and inside(t.grad_fn)]
+        for node in walk(roots, follow=inside):
             if id(node) not in self.claimed:
                 self.claimed.add(id(node))
                 call.nodes.append(node)
-            todo.extend(e[0] for e in node.edges if e is not None and isinstance(e[0], Node))
 
     def rows(self) -> list[SummaryRow]:
         """One row per call up to max_depth; deeper calls add their parameters and mult-adds to the nearest shown one."""
@@ -358,7 +355,6 @@ def _saved_activation_bytes(output: Any, model: Module) -> int:
     """Bytes of the distinct tensors the recorded graph keeps for backward, parameters and buffers excluded."""
     state = {id(t._data) for t in list(model.parameters()) + list(model.buffers())}
     seen_storage: set[int] = set()
-    seen_nodes: set[int] = set()
     total = 0
 
     def add(data: Any) -> None:
@@ -368,19 +364,13 @@ def _saved_activation_bytes(output: Any, model: Module) -> int:
         seen_storage.add(id(data))
         total += int(getattr(data, "nbytes", 0))
 
-    todo = [t.grad_fn for t in _tensors(output) if t.grad_fn is not None]
-    while todo:
-        node = todo.pop()
-        if id(node) in seen_nodes:
-            continue
-        seen_nodes.add(id(node))
+    for node in walk([t.grad_fn for t in _tensors(output)]):
         # The autograd node's saved-tensor slots: inputs as (tensor, version), outputs as (array, ...).
         for x, _ in (getattr(node, "_saved", None) or {}).values():
             if isinstance(x, Tensor):
                 add((x._base if x._base is not None else x)._data)
         for entry in (getattr(node, "_out_saved", None) or {}).values():
             add(entry[0])
-        todo.extend(e[0] for e in node.edges if e is not None and isinstance(e[0], Node))
     return total
 
 

@@ -11,10 +11,9 @@ import itertools
 
 import numpy as np
 
-from ember.autograd import Node
+from ember.autograd.engine import record
 from ember.autograd.grad_mode import state as grad_state
 from ember.backends.meta import MetaArray
-from ember.ops._rules import FLOAT_NP
 from ember.ops.registry import Op, defop
 
 _keys = itertools.count()
@@ -86,7 +85,6 @@ def transfer(x, dst):
         current().outputs((out,))
     else:  # outside a graph a transfer is just a copy
         out = Tensor._make(copy_array(data, src, dst), dst)
-    if sent._requires_grad and grad_state.enabled and data.dtype in FLOAT_NP:
-        out._grad_fn = Node(Recv, attrs, (sent,), (out,))
-        out._requires_grad = True
+    if sent._requires_grad and grad_state.enabled:
+        record(Recv, attrs, (sent,), (out,))
     return out

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from ember import autograd
 from ember import ops as _ops
-from ember.autograd import Node
+from ember.autograd import Node, walk
 from ember.autograd.grad_mode import enable_grad
 from ember.ops._rules import spec
 from ember.ops.registry import Op, defop
@@ -116,20 +116,13 @@ def _connected(ys: list, xs: list) -> list:
     """Whether autograd reaches each x from ys (what it would give a gradient, maybe zero)."""
     leaves = {id(y) for y in ys if y._grad_fn is None}
     outs = {(id(y._grad_fn), y._output_nr) for y in ys if y._grad_fn is not None}
-    stack = [y._grad_fn for y in ys if y._grad_fn is not None]
-    seen: set = set()
-    while stack:
-        node = stack.pop()
-        if id(node) in seen:
-            continue
-        seen.add(id(node))
+    for node in walk([y._grad_fn for y in ys]):
         for edge in node.edges:
             if edge is None:
                 continue
             parent, nr = edge
             if type(parent) is Node:
                 outs.add((id(parent), nr))
-                stack.append(parent)
             else:
                 leaves.add(id(parent))
     return [id(x) in leaves if x._grad_fn is None else (id(x._grad_fn), x._output_nr) in outs for x in xs]

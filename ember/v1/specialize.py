@@ -15,7 +15,7 @@ import bisect
 
 from ember import autograd
 from ember import ops as _ops
-from ember.autograd import Node
+from ember.autograd import record
 from ember.autograd.grad_mode import enable_grad
 from ember.graph.ir import CAPTURE, CONSTANT, PLACEHOLDER, VARIABLE, GNode, Graph, Value
 from ember.ops._rules import FLOAT_NP
@@ -158,14 +158,8 @@ def _replay_node(new: Graph, n: GNode, tensors: dict, fed: set) -> GNode:
     if linked is not None:  # a node autograd links to values it does not read as data (variable reads)
         ins = [tensors[v] for v in linked(n.attrs) if v in tensors]
     if n.op.differentiable and any(isinstance(x, Tensor) and x._requires_grad for x in ins):
-        float_outs = [t for t in outs if t._data.dtype in FLOAT_NP]
-        if float_outs:
-            node = Node(n.op, n.attrs, tuple(ins), tuple(outs))
-            for i, t in enumerate(outs):
-                if t._data.dtype in FLOAT_NP:
-                    t._requires_grad = True
-                    t._grad_fn = node
-                    t._output_nr = i
+        if any(t._data.dtype in FLOAT_NP for t in outs):
+            record(n.op, n.attrs, tuple(ins), tuple(outs))
     for old, t in zip(n.outputs, outs):
         if old not in fed:
             tensors[old] = t

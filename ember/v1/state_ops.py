@@ -83,12 +83,11 @@ class ReadVariable(Op):
 
 def link_gradient(op, out: Tensor, sources: tuple) -> Tensor:
     """Record `out` as computed by `op` from `sources` for autograd (for nodes without those data inputs)."""
-    from ember.autograd import Node
+    from ember.autograd import record
     from ember.autograd.grad_mode import is_grad_enabled
 
-    if is_grad_enabled() and any(s._requires_grad for s in sources) and out.is_floating_point():
-        out._grad_fn = Node(op, out._data.node.attrs, sources, (out,))
-        out._requires_grad = True
+    if is_grad_enabled() and any(s._requires_grad for s in sources):
+        record(op, out._data.node.attrs, sources, (out,))
     return out
 
 
