@@ -387,6 +387,9 @@ class Where(Op):
         fast = _masked_select_zero(xp, cond, a, b, dtype)
         if fast is not None:
             return fast
+        # NumPy has no common type for integers and bfloat16: convert array operands first
+        a = a.astype(dtype) if getattr(a, "dtype", dtype) != dtype else a
+        b = b.astype(dtype) if getattr(b, "dtype", dtype) != dtype else b
         out = xp.where(cond, a, b)
         return out if out.dtype == dtype else out.astype(dtype)
 
