@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from ember.ops._rules import float_of, norm_dim, spec
 from ember.ops.dispatch import apply
 from ember.ops.opmath import rounded, upcast, upcast_tensor
@@ -19,8 +21,9 @@ class _SoftmaxBase(Op):
         x = upcast(x.astype(float_of(x.dtype), copy=False))
         d = norm_dim(self.name, dim, x.ndim) if x.ndim else None
         m = xp.max(x, axis=d, keepdims=True) if x.size else x
-        m = xp.where(xp.isfinite(m), m, 0)
-        return x - m, d
+        # As PyTorch: an infinite max is subtracted too, so a row holding +inf (or only -inf) is all NaN.
+        with np.errstate(invalid="ignore"):
+            return x - m, d
 
 
 @defop
@@ -30,7 +33,8 @@ class _Softmax(_SoftmaxBase):
     def kernel(self, xp, x, dim):
         z, d = self._prep(xp, x, dim)
         e = xp.exp(z)
-        e /= xp.sum(e, axis=d, keepdims=True)
+        with np.errstate(invalid="ignore"):
+            e /= xp.sum(e, axis=d, keepdims=True)
         return rounded(e, float_of(x.dtype))
 
     def vjp(self, ctx, g):

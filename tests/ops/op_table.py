@@ -841,6 +841,31 @@ row("sort_int_descending_stable", lambda L, x: L.sort(x, dim=0, descending=True,
     lambda r: [r.ints((8,), -3, 3)], tol=EXACT, grad=False, dtypes=("int64",))
 
 
+# --- infinities and NaN: PyTorch's values and gradients ----------------------------------------------------------
+_INF, _NAN = float("inf"), float("nan")
+
+
+def _with_infs(r: Rand) -> list:
+    """Rows of logits: one with +inf (all NaN in PyTorch), one of -inf only, one masked, one with NaN, finite ones."""
+    x = r.normal((6, 3))
+    x[0, 0] = _INF
+    x[1] = -_INF
+    x[2, 1] = -_INF
+    x[3, 2] = _NAN
+    x[4, :2] = _INF
+    return [x]
+
+
+# (Finite differences of non-finite outputs mean nothing, so only PyTorch's gradients are compared.)
+row("softmax_inf", lambda L, x: L.softmax(x, -1), _with_infs, gradcheck=False)
+row("log_softmax_inf", lambda L, x: L.log_softmax(x, 1), _with_infs, gradcheck=False)
+row("logsumexp_inf", lambda L, x: L.logsumexp(x, 1), _with_infs, gradcheck=False)
+row("cross_entropy_inf", lambda L, x, t: nnf(L).cross_entropy(x, t, reduction="none"),
+    lambda r: _with_infs(r) + [np.array([1, 0, 0, 1, 2, 0])], gradcheck=False)
+row("cross_entropy_inf_mean", lambda L, x, t: nnf(L).cross_entropy(x, t),
+    lambda r: _with_infs(r) + [np.array([1, 0, 0, 1, 2, 0])], gradcheck=False)
+
+
 def _quietly(fn, *args):
     """Call fn with warnings silenced (for edge cases where PyTorch warns about the case being tested)."""
     with warnings.catch_warnings():
