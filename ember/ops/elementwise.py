@@ -400,22 +400,29 @@ class Where(Op):
         return None, ga, gb
 
 
-def _masked_select_zero(xp, cond, a, b, dtype):
-    """where(cond, a, 0) as a * cond: NumPy's where is ~10x slower on unpredictable masks.
+def _is_plus_zero(v) -> bool:
+    """Whether a Python number is 0 or +0.0 (not -0.0, not False)."""
+    return type(v) in (int, float) and v == 0 and math.copysign(1.0, v) > 0
 
-    Only for float arrays of the condition's shape, and only if the product is finite everywhere
-    (inf * 0 would be NaN where `where` gives 0) — otherwise the caller falls back to where.
+
+def _masked_select_zero(xp, cond, a, b, dtype):
+    """where(cond, a, 0) as a bitwise AND of a's bits with the mask: NumPy's where is ~10x slower on
+    unpredictable masks. The AND gives exactly `where`'s values (+0.0 where the mask is off; a
+    product by the mask would give -0.0 for negative values and NaN for infinities).
+
+    Only for float arrays of the condition's shape; the caller falls back to where otherwise.
     """
-    if type(b) in (int, float) and b == 0 and type(a) is xp.ndarray:
+    if _is_plus_zero(b) and type(a) is xp.ndarray:
         src, mask = a, cond
-    elif type(a) in (int, float) and a == 0 and type(b) is xp.ndarray:
+    elif _is_plus_zero(a) and type(b) is xp.ndarray:
         src, mask = b, ~cond
     else:
         return None
     if src.dtype != dtype or src.dtype not in FLOAT_NP or src.shape != cond.shape:
         return None
-    out = src * mask
-    return out if xp.isfinite(out).all() else None
+    bits = np.dtype(f"u{src.dtype.itemsize}")
+    ones = bits.type(np.iinfo(bits).max)
+    return (src.view(bits) & (mask.view(np.uint8).astype(bits) * ones)).view(src.dtype)
 
 
 _where = register(Where())

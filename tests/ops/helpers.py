@@ -82,6 +82,7 @@ class OpRow:
     gradcheck: bool | None = None  # finite differences (defaults to `grad`)
     meta: bool = True  # shape/dtype on the meta device
     nograd: tuple = ()  # floating inputs that get no gradient (constants of the op)
+    zero_sign: bool = True  # forward zeros have PyTorch's sign (-0.0 vs 0.0)
     skip_low: dict = field(default_factory=dict)  # {"float16": why}: a dtype PyTorch 2.13's CPU kernels lack here
 
     def __post_init__(self) -> None:
@@ -181,8 +182,8 @@ def torch_dtype_name(t: torch.Tensor) -> str:
 
 
 def assert_same(e: em.Tensor, t: torch.Tensor, tol: Tol, what: str, grad: bool = False,
-                exact: torch.Tensor | None = None) -> None:
-    """Same shape, dtype and (within tol) values.
+                exact: torch.Tensor | None = None, zero_sign: bool = True) -> None:
+    """Same shape, dtype and (within tol) values; forward zeros (not gradients) also with the same sign.
 
     For float16/bfloat16 a value also passes when it is within tol of `exact` (PyTorch in float64 on
     the same inputs): some of PyTorch's CPU kernels accumulate in the low dtype, where Ember does not.
@@ -195,6 +196,9 @@ def assert_same(e: em.Tensor, t: torch.Tensor, tol: Tol, what: str, grad: bool =
     if not e.dtype.is_floating_point:
         np.testing.assert_array_equal(a, b, err_msg=what)
         return
+    if zero_sign and not grad:
+        both_zero = (a == 0) & (b == 0)
+        assert (np.signbit(a[both_zero]) == np.signbit(b[both_zero])).all(), f"{what}: -0.0 where torch has 0.0, or back"
     rtol, atol = tol.of(a.dtype, grad)
     if a.dtype.name not in LOW:
         np.testing.assert_allclose(a, b, rtol=rtol, atol=atol, equal_nan=True, err_msg=what)
@@ -245,7 +249,8 @@ def check_row(row: OpRow, dtype: str, seed: int, device: str = "cpu") -> None:
         outs_x = as_tuple(row.torch_fn()(TH, *x_args))
     for k, (e, t) in enumerate(zip(outs_e, outs_t)):
         assert e.device == device, f"{row.name} output {k} is on {e.device}, not {device}"
-        assert_same(e, t, row.tol, f"{row.name} output {k} ({dtype})", exact=None if outs_x is None else outs_x[k])
+        assert_same(e, t, row.tol, f"{row.name} output {k} ({dtype})", exact=None if outs_x is None else outs_x[k],
+                    zero_sign=row.zero_sign)
     if diff:
         check_grads(row, outs_e, outs_t, e_args, t_args, sorted(diff), r.rng, device, outs_x, x_args)
 

@@ -175,10 +175,11 @@ row("sigmoid_int_input", lambda L, x: L.sigmoid(x), lambda r: [r.ints(r.shape(),
 row("maximum", lambda L, a, b: L.maximum(a, b), two())
 row("minimum", lambda L, a, b: L.minimum(a, b), two())
 # At ties PyTorch splits the gradient evenly; Ember does the same (finite differences do not apply there).
+# A tie of 0.0 and -0.0 may give either zero.
 row("maximum_ties", lambda L, a, b: L.maximum(a, b),
-    lambda r: [np.round(r.normal((4, 3))), np.round(r.normal((4, 3)))], gradcheck=False)
+    lambda r: [np.round(r.normal((4, 3))), np.round(r.normal((4, 3)))], gradcheck=False, zero_sign=False)
 row("minimum_ties", lambda L, a, b: L.minimum(a, b),
-    lambda r: [np.round(r.normal((3, 4))), np.round(r.normal((3, 4)))], gradcheck=False)
+    lambda r: [np.round(r.normal((3, 4))), np.round(r.normal((3, 4)))], gradcheck=False, zero_sign=False)
 row("clamp", lambda L, x: L.clamp(x, -0.5, 0.7), one("distinct", spacing=0.13))
 row("clamp_min", lambda L, x: L.clamp(x, min=0.25), one("away", at=0.25))
 row("clamp_max", lambda L, x: L.clamp(x, max=-0.25), one("away", at=-0.25))
@@ -841,7 +842,7 @@ row("sort_int_descending_stable", lambda L, x: L.sort(x, dim=0, descending=True,
     lambda r: [r.ints((8,), -3, 3)], tol=EXACT, grad=False, dtypes=("int64",))
 
 
-# --- infinities and NaN: PyTorch's values and gradients ----------------------------------------------------------
+# --- infinities, NaN and signed zeros: PyTorch's values and gradients ---------------------------------------------
 _INF, _NAN = float("inf"), float("nan")
 
 
@@ -864,6 +865,13 @@ row("cross_entropy_inf", lambda L, x, t: nnf(L).cross_entropy(x, t, reduction="n
     lambda r: _with_infs(r) + [np.array([1, 0, 0, 1, 2, 0])], gradcheck=False)
 row("cross_entropy_inf_mean", lambda L, x, t: nnf(L).cross_entropy(x, t),
     lambda r: _with_infs(r) + [np.array([1, 0, 0, 1, 2, 0])], gradcheck=False)
+row("where_zero_scalars", lambda L, c, x: (L.where(c, x, 0.0), L.where(c, 0.0, x), L.where(c, x, 0), L.where(c, 0, x),
+                                           L.where(c, x, -0.0), L.where(c, -0.0, x)),
+    lambda r: [r.bools((4, 5)), np.concatenate([r.away((4, 4)), np.array([[-0.0], [0.0], [-0.0], [0.0]], r.dtype)], 1)],
+    gradcheck=False)
+row("where_zero_scalar_infs", lambda L, c, x: (L.where(c, x, 0.0), L.where(c, 0.0, x)),
+    lambda r: [r.bools((3, 4)), np.where(r.bools((3, 4)), _INF, -_INF).astype(r.dtype)], gradcheck=False)
+row("where_select_negative", lambda L, x: L.where(x > 0, x, 0.0), one("away"))
 
 
 def _quietly(fn, *args):
