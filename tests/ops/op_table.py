@@ -872,7 +872,14 @@ row("where_zero_scalars", lambda L, c, x: (L.where(c, x, 0.0), L.where(c, 0.0, x
 row("where_zero_scalar_infs", lambda L, c, x: (L.where(c, x, 0.0), L.where(c, 0.0, x)),
     lambda r: [r.bools((3, 4)), np.where(r.bools((3, 4)), _INF, -_INF).astype(r.dtype)], gradcheck=False)
 row("where_select_negative", lambda L, x: L.where(x > 0, x, 0.0), one("away"))
-
+row("maximum_nan", lambda L, a, b: L.maximum(a, b), lambda r: [_with_nans(r, (3, 4)), _with_nans(r, (3, 4))],
+    gradcheck=False)
+row("minimum_nan", lambda L, a, b: L.minimum(a, b), lambda r: [_with_nans(r, (3, 4)), _with_nans(r, (4,))],
+    gradcheck=False)
+row("clamp_nan", lambda L, x: L.clamp(x, -0.5, 0.5), lambda r: [_with_nans(r, (3, 4))], gradcheck=False)
+row("clamp_nan_bound", lambda L, x: L.clamp(x, min=_NAN), lambda r: [r.normal((3, 4))], gradcheck=False)
+row("clamp_nan_tensor_bound", lambda L, x, lo: L.clamp(x, lo), lambda r: [r.normal((3, 4)), _with_nans(r, (4,))],
+    gradcheck=False)
 
 def _quietly(fn, *args):
     """Call fn with warnings silenced (for edge cases where PyTorch warns about the case being tested)."""
