@@ -367,7 +367,7 @@ bitwise_and = _binary("bitwise_and", lambda xp, a, b: xp.bitwise_and(a, b), resu
 bitwise_or = _binary("bitwise_or", lambda xp, a, b: xp.bitwise_or(a, b), result="int")
 bitwise_xor = _binary("bitwise_xor", lambda xp, a, b: xp.bitwise_xor(a, b), result="int")
 
-greater, less, greater_equal, less_equal, equal, not_equal = gt, lt, ge, le, eq, ne
+greater, less, greater_equal, less_equal, not_equal = gt, lt, ge, le, ne  # (torch.equal is reduction.equal)
 multiply, subtract, divide, true_divide, negative = mul, sub, div, div, neg
 
 

@@ -582,6 +582,21 @@ def any(input, dim=None, keepdim: bool = False, *, axis=None):
     return apply(_any_op, input, dim=_norm_dim_attr(_dim_arg(dim, axis)), keepdim=bool(keepdim))
 
 
+def equal(input, other) -> bool:
+    """Whether two tensors have the same shape and the same values (one Python bool, as torch.equal).
+
+    Values are compared after type promotion, and NaN equals nothing; `eq` compares elementwise.
+    """
+    from ember.ops.elementwise import eq
+    from ember.tensor import Tensor
+
+    if not isinstance(input, Tensor) or not isinstance(other, Tensor):
+        raise TypeError(f"equal: expected two tensors, got {type(input).__name__} and {type(other).__name__}")
+    if tuple(input.shape) != tuple(other.shape):
+        return False
+    return bool(all(eq(input, other)))
+
+
 def norm(input, p=2, dim=None, keepdim: bool = False):
     """Vector p-norm over `dim` (p = 1, 2, inf or any positive number); float16/bfloat16 compute in float32."""
     x = upcast_tensor(input)  # squares of float16 values above 256 would overflow
@@ -612,6 +627,6 @@ def count_nonzero(input, dim=None):
 
 __all__ = [
     "sum", "mean", "prod", "max", "min", "amax", "amin", "argmax", "argmin", "var", "std", "var_mean",
-    "std_mean", "logsumexp", "all", "any", "norm", "count_nonzero", "unreduce", "reduced_shape", "ShapeError",
+    "std_mean", "logsumexp", "all", "any", "equal", "norm", "count_nonzero", "unreduce", "reduced_shape", "ShapeError",
     "BOOL_NP",
 ]
