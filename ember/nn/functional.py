@@ -31,6 +31,7 @@ from ember.nn._tuples import _pair, _single
 from ember.ops.nn_extra import batch_norm_train as _fused_batch_norm
 from ember.ops.nn_extra import layer_norm as _fused_layer_norm
 from ember.ops.nn_extra import linear as _fused_linear
+from ember.ops.opmath import upcast_tensor as _upcast
 from ember.tensor import Tensor
 
 pad = em.pad
@@ -340,14 +341,17 @@ def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor |
         return out
     if running_mean is None or running_var is None:
         raise ValueError("batch_norm: running_mean and running_var are required when training=False")
-    # eval: one scale and one shift per channel, so only two passes over the input
-    scale = em.rsqrt(running_var + eps)
+    # eval: one scale and one shift per channel, so only two passes over the input. float16/bfloat16
+    # run in float32 (x * scale and shift nearly cancel for inputs far from zero) and round once.
+    scale = em.rsqrt(_upcast(running_var) + eps)
     if weight is not None:
-        scale = scale * weight
-    shift = -running_mean * scale
+        scale = scale * _upcast(weight)
+    shift = -_upcast(running_mean) * scale
     if bias is not None:
-        shift = shift + bias
-    return input * scale.reshape(shape) + shift.reshape(shape)
+        shift = shift + _upcast(bias)
+    x = _upcast(input)
+    out = x * scale.reshape(shape) + shift.reshape(shape)
+    return out if x is input else out.to(input.dtype)
 
 
 def _check_normalized_shape(input: Tensor, normalized_shape) -> tuple:
@@ -368,13 +372,23 @@ def layer_norm(input: Tensor, normalized_shape, weight: Tensor | None = None, bi
     return _fused_layer_norm(input, len(dims), weight, bias, eps)[0]
 
 
+def _machine_eps(dtype) -> float:
+    """The gap between 1 and the next value of a floating dtype (torch.finfo(dtype).eps)."""
+    if dtype.name == "bfloat16":  # 7 fraction bits; NumPy's finfo does not know ml_dtypes' type
+        return 2.0**-7
+    return float(np.finfo(dtype.np).eps)
+
+
 def rms_norm(input: Tensor, normalized_shape, weight: Tensor | None = None, eps: float | None = None) -> Tensor:
     """x / sqrt(mean(x^2) + eps) over the trailing dims, times weight."""
     dims = _check_normalized_shape(input, normalized_shape)
     if eps is None:
-        eps = float(np.finfo(input.dtype.np).eps)
-    out = input * em.rsqrt(em.mean(input * input, dims, True) + eps)
-    return out if weight is None else out * weight
+        eps = _machine_eps(input.dtype)
+    x = _upcast(input)  # float16/bfloat16 in float32: squares above 65504 overflow float16
+    out = x * em.rsqrt(em.mean(x * x, dims, True) + eps)
+    if weight is not None:
+        out = out * _upcast(weight)
+    return out if x is input else out.to(input.dtype)
 
 
 def group_norm(input: Tensor, num_groups: int, weight: Tensor | None = None, bias: Tensor | None = None,
@@ -385,11 +399,14 @@ def group_norm(input: Tensor, num_groups: int, weight: Tensor | None = None, bia
     n, c = input.shape[0], input.shape[1]
     if c % num_groups:
         raise ValueError(f"group_norm: expected number of channels {c} to be divisible by num_groups={num_groups}")
-    out = _fused_layer_norm(input.reshape(n, num_groups, -1), 1, None, None, eps)[0].reshape(input.shape)
+    x = _upcast(input)  # float16/bfloat16: normalise, scale and shift in float32, round once
+    out = _fused_layer_norm(x.reshape(n, num_groups, -1), 1, None, None, eps)[0].reshape(input.shape)
     shape = (1, c) + (1,) * (input.ndim - 2)
     if weight is not None:
-        out = out * weight.reshape(shape)
-    return out if bias is None else out + bias.reshape(shape)
+        out = out * _upcast(weight).reshape(shape)
+    if bias is not None:
+        out = out + _upcast(bias).reshape(shape)
+    return out if x is input else out.to(input.dtype)
 
 
 def instance_norm(input: Tensor, running_mean: Tensor | None = None, running_var: Tensor | None = None,
@@ -399,8 +416,9 @@ def instance_norm(input: Tensor, running_mean: Tensor | None = None, running_var
     if not use_input_stats:
         return batch_norm(input, running_mean, running_var, weight, bias, False, momentum, eps)
     dims = tuple(range(2, input.ndim))
-    mean = em.mean(input, dims, True)
-    xc = input - mean
+    x = _upcast(input)  # float16/bfloat16: statistics and the centred input in float32, rounded once at the end
+    mean = em.mean(x, dims, True)
+    xc = x - mean
     var = em.mean(xc * xc, dims, True)
     if running_mean is not None or running_var is not None:
         n = 1
@@ -408,14 +426,18 @@ def instance_norm(input: Tensor, running_mean: Tensor | None = None, running_var
             n *= input.shape[d]
         with em.no_grad():
             if running_mean is not None:
-                running_mean.mul_(1.0 - momentum).add_(em.mean(mean.detach(), (0,) + dims) * momentum)
+                batch_mean = em.mean(mean.detach(), (0,) + dims) * momentum
+                running_mean.mul_(1.0 - momentum).add_(batch_mean.to(running_mean.dtype))
             if running_var is not None:
-                running_var.mul_(1.0 - momentum).add_(em.mean(var.detach(), (0,) + dims) * (momentum * n / max(n - 1, 1)))
+                batch_var = em.mean(var.detach(), (0,) + dims) * (momentum * n / max(n - 1, 1))
+                running_var.mul_(1.0 - momentum).add_(batch_var.to(running_var.dtype))
     out = xc * em.rsqrt(var + eps)
     shape = (1, input.shape[1]) + (1,) * (input.ndim - 2)
     if weight is not None:
-        out = out * weight.reshape(shape)
-    return out if bias is None else out + bias.reshape(shape)
+        out = out * _upcast(weight).reshape(shape)
+    if bias is not None:
+        out = out + _upcast(bias).reshape(shape)
+    return out if x is input else out.to(input.dtype)
 
 
 # --- dropout ----------------------------------------------------------------------------------

@@ -8,7 +8,7 @@ from ember.ops.device_ops import to_device
 from ember.ops.dispatch import apply
 from ember.ops.elementwise import (
     abs, add, atan2, bitwise_and, bitwise_not, bitwise_or, bitwise_xor, ceil, clamp, clamp_max, clamp_min, clip,
-    cos, div, divide, elu, eq, equal, erf, exp, exp2, expm1, floor, floor_divide, fmod, frac, ge, gelu, greater,
+    cos, div, divide, elu, eq, erf, exp, exp2, expm1, floor, floor_divide, fmod, frac, ge, gelu, greater,
     greater_equal, gt, hardtanh, isfinite, isinf, isnan, le, leaky_relu, less, less_equal, log, log1p,
     log2, log10, logical_and, logical_not, logical_or, logical_xor, lt, maximum, minimum, mul, multiply, ne, neg,
     negative, not_equal, pow, reciprocal, relu, relu6, remainder, round, rsqrt, sigmoid, sign, silu, sin,
@@ -22,7 +22,7 @@ from ember.ops.linalg import addmm, bmm, dot, einsum, ger, inner, matmul, mm, mv
 from ember.ops.pointwise import addcdiv, addcmul, lerp
 from ember.ops.pool import adaptive_avg_pool2d, avg_pool2d, max_pool2d
 from ember.ops.reduction import (
-    all, amax, amin, any, argmax, argmin, count_nonzero, logsumexp, max, mean, min, norm, prod, std, std_mean,
+    all, amax, amin, any, argmax, argmin, count_nonzero, equal, logsumexp, max, mean, min, norm, prod, std, std_mean,
     sum, var, var_mean,
 )
 from ember.ops.registry import OPS, Op

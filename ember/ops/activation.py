@@ -1,9 +1,12 @@
-"""softmax and log_softmax along a dim."""
+"""softmax and log_softmax along a dim (float16/bfloat16 compute in float32, forward and backward)."""
 
 from __future__ import annotations
 
+import numpy as np
+
 from ember.ops._rules import float_of, norm_dim, spec
 from ember.ops.dispatch import apply
+from ember.ops.opmath import rounded, upcast, upcast_tensor
 from ember.ops.registry import Op, defop
 
 
@@ -15,11 +18,12 @@ class _SoftmaxBase(Op):
         return spec(x.shape, float_of(x.dtype))
 
     def _prep(self, xp, x, dim):
-        x = x.astype(float_of(x.dtype), copy=False)
+        x = upcast(x.astype(float_of(x.dtype), copy=False))
         d = norm_dim(self.name, dim, x.ndim) if x.ndim else None
         m = xp.max(x, axis=d, keepdims=True) if x.size else x
-        m = xp.where(xp.isfinite(m), m, 0)
-        return x - m, d
+        # As PyTorch: an infinite max is subtracted too, so a row holding +inf (or only -inf) is all NaN.
+        with np.errstate(invalid="ignore"):
+            return x - m, d
 
 
 @defop
@@ -29,13 +33,14 @@ class _Softmax(_SoftmaxBase):
     def kernel(self, xp, x, dim):
         z, d = self._prep(xp, x, dim)
         e = xp.exp(z)
-        e /= xp.sum(e, axis=d, keepdims=True)
-        return e
+        with np.errstate(invalid="ignore"):
+            e /= xp.sum(e, axis=d, keepdims=True)
+        return rounded(e, float_of(x.dtype))
 
     def vjp(self, ctx, g):
         from ember.ops.reduction import sum as _sum
 
-        y = ctx.output
+        y, g = upcast_tensor(ctx.output), upcast_tensor(g)
         d = ctx.attrs["dim"] if y.ndim else None
         gy = g * y
         return (gy - y * _sum(gy, d, True),)
@@ -47,13 +52,13 @@ class _LogSoftmax(_SoftmaxBase):
 
     def kernel(self, xp, x, dim):
         z, d = self._prep(xp, x, dim)
-        return z - xp.log(xp.sum(xp.exp(z), axis=d, keepdims=True))
+        return rounded(z - xp.log(xp.sum(xp.exp(z), axis=d, keepdims=True)), float_of(x.dtype))
 
     def vjp(self, ctx, g):
         from ember.ops.elementwise import exp
         from ember.ops.reduction import sum as _sum
 
-        y = ctx.output
+        y, g = upcast_tensor(ctx.output), upcast_tensor(g)
         d = ctx.attrs["dim"] if y.ndim else None
         return (g - exp(y) * _sum(g, d, True),)
 

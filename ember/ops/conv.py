@@ -1,7 +1,8 @@
 """2-D convolution (NCHW) and its transpose, by im2col + one batched GEMM per call.
 
 conv2d's input gradient is conv_transpose2d and its weight gradient is conv2d_weight_grad, so
-every gradient rule is itself an Ember op (and second derivatives work).
+every gradient rule is itself an Ember op (and second derivatives work). float16/bfloat16 operands
+are multiplied and summed in float32 and each result is rounded once.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 from ember.errors import ShapeError, fmt_shape
 from ember.ops._rules import binary_dtype, spec
 from ember.ops.dispatch import apply
+from ember.ops.opmath import rounded, upcast
 from ember.ops.registry import Op, defop
 
 
@@ -147,7 +149,7 @@ class _Conv2d(Op):
     def kernel(self, xp, x, w, stride, padding, dilation, groups):
         out_spec = self.infer(x, w, stride, padding, dilation, groups)
         dtype = out_spec.dtype
-        x, w = x.astype(dtype, copy=False), w.astype(dtype, copy=False)
+        x, w = upcast(x.astype(dtype, copy=False)), upcast(w.astype(dtype, copy=False))
         o, _, kh, kw = w.shape
         n = x.shape[0]
         wm = w.reshape(groups, o // groups, -1)
@@ -155,11 +157,11 @@ class _Conv2d(Op):
             # Per-sample patches: (G, O/G, K) @ (N, G, K, L) is (N, G, O/G, L), NCHW with no
             # transposing copy; for small weights the GEMMs are memory-bound and this wins.
             cols, oh, ow = im2col_per_sample(xp, x, kh, kw, stride, padding, dilation, groups)
-            return xp.matmul(wm, cols).reshape(n, o, oh, ow)
+            return rounded(xp.matmul(wm, cols).reshape(n, o, oh, ow), dtype)
         # Large weights: one big GEMM per group runs BLAS far better than many per-sample ones.
         cols, oh, ow = im2col(xp, x, kh, kw, stride, padding, dilation, groups)
         out = _gemm(xp, wm, cols).reshape(o, n, oh, ow).transpose(1, 0, 2, 3)
-        return xp.ascontiguousarray(out)
+        return rounded(xp.ascontiguousarray(out), dtype)
 
     def vjp(self, ctx, g):
         x, w = ctx.input(0), ctx.input(1)
@@ -190,13 +192,14 @@ class _ConvTranspose2d(Op):
     def kernel(self, xp, x, w, stride, padding, dilation, groups, out_hw):
         out_spec = self.infer(x, w, stride, padding, dilation, groups, out_hw)
         dtype = out_spec.dtype
-        x, w = x.astype(dtype, copy=False), w.astype(dtype, copy=False)
+        x, w = upcast(x.astype(dtype, copy=False)), upcast(w.astype(dtype, copy=False))
         n, cin, h, wd = x.shape
         _, cg, kh, kw = w.shape
         wmt = xp.ascontiguousarray(w.reshape(groups, cin // groups, cg * kh * kw).transpose(0, 2, 1))
         xm = xp.ascontiguousarray(x.transpose(1, 0, 2, 3)).reshape(groups, cin // groups, n * h * wd)
         cols = _gemm(xp, wmt, xm)  # (G, Cg*kh*kw, N*H*W)
-        return col2im(xp, cols, n, cg * groups, out_hw[0], out_hw[1], kh, kw, h, wd, stride, padding, dilation)
+        return rounded(col2im(xp, cols, n, cg * groups, out_hw[0], out_hw[1], kh, kw, h, wd, stride, padding, dilation),
+                       dtype)
 
     def vjp(self, ctx, g):
         x, w = ctx.input(0), ctx.input(1)
@@ -223,14 +226,14 @@ class _Conv2dWeightGrad(Op):
 
     def kernel(self, xp, x, g, stride, padding, dilation, groups, kernel_hw):
         dtype = binary_dtype(x, g)
-        x, g = x.astype(dtype, copy=False), g.astype(dtype, copy=False)
+        x, g = upcast(x.astype(dtype, copy=False)), upcast(g.astype(dtype, copy=False))
         kh, kw = kernel_hw
         cols, oh, ow = im2col(xp, x, kh, kw, stride, padding, dilation, groups)
         o = g.shape[1]
         gm = xp.ascontiguousarray(g.transpose(1, 0, 2, 3)).reshape(groups, o // groups, -1)
         # (cols @ gm^T)^T: with the long N*OH*OW axis inside, BLAS is several times faster this way round.
         gw = _gemm(xp, cols, gm.transpose(0, 2, 1)).transpose(0, 2, 1)  # (G, O/G, Cg*kh*kw)
-        return xp.ascontiguousarray(gw).reshape(o, x.shape[1] // groups, kh, kw)
+        return rounded(xp.ascontiguousarray(gw).reshape(o, x.shape[1] // groups, kh, kw), dtype)
 
     def vjp(self, ctx, gg):
         x, g = ctx.input(0), ctx.input(1)

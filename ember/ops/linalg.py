@@ -1,4 +1,7 @@
-"""Matrix products: matmul (1-D, 2-D, batched with broadcasting), mm, bmm, einsum, outer, dot."""
+"""Matrix products: matmul (1-D, 2-D, batched with broadcasting), mm, bmm, einsum, outer, dot.
+
+float16/bfloat16 products accumulate in float32 and are rounded once to the operands' dtype.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +10,7 @@ import string
 from ember.errors import ShapeError, fmt_shape
 from ember.ops._rules import binary_dtype, broadcast_shapes, spec
 from ember.ops.dispatch import apply, apply_binary
+from ember.ops.opmath import LOW_FLOAT_NP, rounded, upcast
 from ember.ops.registry import Op, defop
 
 
@@ -45,7 +49,7 @@ class _MatMul(Op):
         return spec(matmul_shape(self.name, a.shape, b.shape), binary_dtype(a, b))
 
     def kernel(self, xp, a, b):
-        if a.dtype is b.dtype and a.ndim and b.ndim:
+        if a.dtype is b.dtype and a.ndim and b.ndim and a.dtype not in LOW_FLOAT_NP:
             return xp.matmul(a, b)
         dtype = binary_dtype(a, b)
         if a.dtype != dtype:
@@ -54,6 +58,8 @@ class _MatMul(Op):
             b = b.astype(dtype)
         if a.ndim == 0 or b.ndim == 0:
             matmul_shape(self.name, a.shape, b.shape)
+        if dtype in LOW_FLOAT_NP:
+            return rounded(xp.matmul(upcast(a), upcast(b)), dtype)
         return xp.matmul(a, b)
 
     def vjp(self, ctx, g):
@@ -211,8 +217,8 @@ class _Einsum(Op):
         ins, out = parse_einsum(equation, [x.shape for x in xs])
         _einsum_shape(ins, out, [x.shape for x in xs])
         dtype = result_dtype(*xs)
-        xs = [x.astype(dtype, copy=False) for x in xs]
-        return xp.asarray(xp.einsum(",".join(ins) + "->" + out, *xs, optimize=len(xs) > 2))
+        xs = [upcast(x.astype(dtype, copy=False)) for x in xs]
+        return xp.asarray(rounded(xp.einsum(",".join(ins) + "->" + out, *xs, optimize=len(xs) > 2), dtype))
 
     def vjp(self, ctx, g):
         from ember.ops.shape import expand, reshape

@@ -3,6 +3,8 @@
 linear is x @ w.T + b as one kernel (instead of transpose, matmul and add, forward and backward).
 batch_norm (training statistics) and layer_norm normalise and apply the affine transform in one
 kernel, and return their statistics for the backward pass and the running averages.
+float16/bfloat16 inputs are computed in float32 (see ember.ops.opmath) and the results rounded
+once; the statistics outputs stay float32, so gradients are not computed from rounded statistics.
 nll_loss picks -w[t] * logp[n, t] for class-index targets in one kernel. Its gradient is the op
 nll_loss_backward (a scatter of the same weights), whose own gradient is nll_loss again — the two
 are adjoint linear maps in logp — so every order of derivative stays within these two ops.
@@ -14,6 +16,7 @@ from ember.errors import ShapeError, fmt_shape
 from ember.ops._rules import FLOAT_NP, binary_dtype, spec
 from ember.ops.dispatch import apply
 from ember.ops.elementwise import zeros_like_grad
+from ember.ops.opmath import LOW_FLOAT_NP, opmath, rounded, upcast, upcast_tensor
 from ember.ops.registry import Op, defop
 from ember.tensor import Tensor
 
@@ -43,9 +46,12 @@ class _BatchNorm(Op):
                 raise ShapeError(f"batch_norm: {name} must have shape ({c},), got {fmt_shape(p.shape)}")
         if x.dtype not in FLOAT_NP:
             raise TypeError(f"batch_norm: input must be floating point, got {x.dtype}")
-        return spec(tuple(x.shape), x.dtype), spec((c,), x.dtype), spec((c,), x.dtype)
+        stat = opmath(x.dtype)
+        return spec(tuple(x.shape), x.dtype), spec((c,), stat), spec((c,), stat)
 
     def kernel(self, xp, x, w, b, eps):
+        dtype = x.dtype
+        x = upcast(x)
         c = x.shape[1]
         axes = (0,) + tuple(range(2, x.ndim))
         n = x.size // c
@@ -55,18 +61,19 @@ class _BatchNorm(Op):
         var = (xc * xc).sum(axis=axes, dtype=x.dtype) / n
         scale = 1.0 / xp.sqrt(var + eps)
         if w is not None:
-            scale = scale * w
+            scale = scale * upcast(w)
         xc *= scale.reshape(shape).astype(x.dtype, copy=False)
         if b is not None:
-            xc += b.reshape(shape).astype(x.dtype, copy=False)
-        return xc, mean.astype(x.dtype, copy=False), var.astype(x.dtype, copy=False)
+            xc += upcast(b).reshape(shape).astype(x.dtype, copy=False)
+        return rounded(xc, dtype), mean.astype(x.dtype, copy=False), var.astype(x.dtype, copy=False)
 
     def vjp(self, ctx, gy, gmean=None, gvar=None):
         from ember.ops.elementwise import rsqrt
         from ember.ops.reduction import sum as _sum
         from ember.ops.shape import reshape
 
-        x, w = ctx.input(0), ctx.input(1)
+        # float16/bfloat16: the whole rule runs in float32, the engine rounds each gradient once
+        x, w, gy = upcast_tensor(ctx.input(0)), upcast_tensor(ctx.input(1)), upcast_tensor(gy)
         mean, var = ctx.output_at(1), ctx.output_at(2)
         c = x.shape[1]
         axes = (0,) + tuple(range(2, x.ndim))
@@ -120,9 +127,11 @@ class _LayerNorm(Op):
         if x.dtype not in FLOAT_NP:
             raise TypeError(f"layer_norm: input must be floating point, got {x.dtype}")
         stat = tuple(x.shape[: len(x.shape) - ndims]) + (1,) * ndims
-        return spec(tuple(x.shape), x.dtype), spec(stat, x.dtype), spec(stat, x.dtype)
+        return spec(tuple(x.shape), x.dtype), spec(stat, opmath(x.dtype)), spec(stat, opmath(x.dtype))
 
     def kernel(self, xp, x, w, b, ndims, eps):
+        dtype = x.dtype
+        x, w, b = upcast(x), None if w is None else upcast(w), None if b is None else upcast(b)
         axes = tuple(range(x.ndim - ndims, x.ndim))
         n = 1
         for a in axes:
@@ -136,13 +145,13 @@ class _LayerNorm(Op):
             xc *= w.astype(x.dtype, copy=False)
         if b is not None:
             xc += b.astype(x.dtype, copy=False)
-        return xc, mean.astype(x.dtype, copy=False), rstd
+        return rounded(xc, dtype), mean.astype(x.dtype, copy=False), rstd
 
     def vjp(self, ctx, gy, gmean=None, grstd=None):
         from ember.ops.reduction import mean as _mean
         from ember.ops.reduction import sum as _sum
 
-        x, w = ctx.input(0), ctx.input(1)
+        x, w, gy = upcast_tensor(ctx.input(0)), upcast_tensor(ctx.input(1)), upcast_tensor(gy)
         mean, rstd = ctx.output_at(1), ctx.output_at(2)
         ndims = ctx.attrs["ndims"]
         axes = tuple(range(x.ndim - ndims, x.ndim))
@@ -197,10 +206,13 @@ class _Linear(Op):
         return spec(tuple(x.shape[:-1]) + (w.shape[0],), dtype)
 
     def kernel(self, xp, x, w, b):
+        dtype = x.dtype
         if x.dtype != w.dtype or (b is not None and b.dtype != x.dtype) or x.ndim == 0:
             dtype = self.infer(x, w, b).dtype
             x, w = x.astype(dtype, copy=False), w.astype(dtype, copy=False)
             b = None if b is None else b.astype(dtype, copy=False)
+        if dtype in LOW_FLOAT_NP:  # one float32 product and bias, rounded once
+            return rounded(self.kernel(xp, upcast(x), upcast(w), None if b is None else upcast(b)), dtype)
         if x.ndim > 2 and x.flags.c_contiguous:
             # (B, T, C) @ W.T as one 2-D product: NumPy would otherwise loop over B small GEMMs.
             out = xp.matmul(x.reshape(-1, x.shape[-1]), w.T).reshape(x.shape[:-1] + (w.shape[0],))
@@ -290,19 +302,20 @@ class _NllLoss(Op):
 
     def kernel(self, xp, logp, target, weight, ignore_index, reduction):
         _check(self.name, logp, target, weight, reduction)
+        acc = opmath(logp.dtype)  # float16/bfloat16 losses and weights are summed in float32
         safe, w = _picks(xp, target, logp.shape[1], ignore_index, weight, logp.dtype)
         rows = _class_last(xp, logp)
-        loss = -(rows[xp.arange(rows.shape[0]), safe] * w)
-        total = w.sum(dtype=logp.dtype)
+        loss = -(upcast(rows[xp.arange(rows.shape[0]), safe]) * upcast(w))
+        total = upcast(w).sum()
         if reduction == "none":
             out = loss.reshape(target.shape)
         elif reduction == "sum":
-            out = loss.sum(dtype=logp.dtype)
+            out = loss.sum(dtype=acc)
         elif total:
-            out = loss.sum(dtype=logp.dtype) / total
+            out = loss.sum(dtype=acc) / total
         else:
-            out = xp.full((), float("nan"), dtype=logp.dtype)  # an all-ignored batch, as in PyTorch
-        return xp.asarray(out, dtype=logp.dtype), xp.asarray(total, dtype=logp.dtype)
+            out = xp.full((), float("nan"), dtype=acc)  # an all-ignored batch, as in PyTorch
+        return xp.asarray(rounded(xp.asarray(out), logp.dtype)), xp.asarray(rounded(xp.asarray(total), logp.dtype))
 
     def vjp(self, ctx, g, _g_total=None):
         a = ctx.attrs

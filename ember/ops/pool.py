@@ -1,4 +1,7 @@
-"""2-D max and average pooling (NCHW), as loops over kernel positions of strided views."""
+"""2-D max and average pooling (NCHW), as loops over kernel positions of strided views.
+
+Sums (average windows, and gradients of overlapping windows) of float16/bfloat16 run in float32.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +12,7 @@ import numpy as np
 from ember.errors import ShapeError, fmt_shape
 from ember.ops._rules import FLOAT_NP, INT64_NP, spec
 from ember.ops.dispatch import apply
+from ember.ops.opmath import rounded, upcast
 from ember.ops.registry import Op, defop
 
 
@@ -114,13 +118,15 @@ class _MaxPool2dBackward(Op):
         ph, pw = padding
         hp = max(h + 2 * ph, (oh - 1) * stride[0] + dilation[0] * (kernel[0] - 1) + 1)
         wp = max(w + 2 * pw, (ow - 1) * stride[1] + dilation[1] * (kernel[1] - 1) + 1)
+        dtype = g.dtype
+        g = upcast(g)
         buf = xp.zeros((n, c, hp, wp), dtype=g.dtype)
         k = 0
         for i in range(kernel[0]):
             for j in range(kernel[1]):
                 _window(xp, buf, i, j, oh, ow, stride, dilation)[...] += g * (idx == k)
                 k += 1
-        return xp.ascontiguousarray(buf[:, :, ph : ph + h, pw : pw + w])
+        return rounded(xp.ascontiguousarray(buf[:, :, ph : ph + h, pw : pw + w]), dtype)
 
 
 def _norm_pool_args(kernel_size, stride, padding, dilation):
@@ -173,14 +179,14 @@ class _AvgPool2d(Op):
     def kernel(self, xp, x, kernel, stride, padding, ceil_mode, count_include_pad, divisor_override):
         self.infer(x, kernel, stride, padding, ceil_mode, count_include_pad, divisor_override)
         oh, ow = _geometry(self.name, x, kernel, stride, padding, (1, 1), ceil_mode)
-        xpad = _padded(xp, x, padding, oh, ow, kernel, stride, (1, 1), 0)
+        xpad = _padded(xp, upcast(x), padding, oh, ow, kernel, stride, (1, 1), 0)
         total = None
         for i in range(kernel[0]):
             for j in range(kernel[1]):
                 v = _window(xp, xpad, i, j, oh, ow, stride, (1, 1))
                 total = v.copy() if total is None else total + v
         return (total / _divisor(xp, x.shape, oh, ow, kernel, stride, padding, count_include_pad,
-                                 divisor_override, x.dtype)).astype(x.dtype, copy=False)
+                                 divisor_override, total.dtype)).astype(x.dtype, copy=False)
 
     def vjp(self, ctx, g):
         return (apply(_AvgPool2dBackward, g, in_shape=ctx.in_shape(0), **ctx.attrs),)
@@ -217,6 +223,8 @@ class _AvgPool2dBackward(Op):
         n, c, h, w = in_shape
         oh, ow = g.shape[2], g.shape[3]
         ph, pw = padding
+        dtype = g.dtype
+        g = upcast(g)
         gd = g / _divisor(xp, in_shape, oh, ow, kernel, stride, padding, count_include_pad, divisor_override, g.dtype)
         gd = gd.astype(g.dtype, copy=False)
         hp = max(h + 2 * ph, (oh - 1) * stride[0] + kernel[0])
@@ -225,7 +233,7 @@ class _AvgPool2dBackward(Op):
         for i in range(kernel[0]):
             for j in range(kernel[1]):
                 _window(xp, buf, i, j, oh, ow, stride, (1, 1))[...] += gd
-        return xp.ascontiguousarray(buf[:, :, ph : ph + h, pw : pw + w])
+        return rounded(xp.ascontiguousarray(buf[:, :, ph : ph + h, pw : pw + w]), dtype)
 
     def vjp(self, ctx, gg):
         a = {k: v for k, v in ctx.attrs.items() if k != "in_shape"}

@@ -9,6 +9,7 @@ import numpy as np
 from ember.errors import ShapeError, fmt_shape
 from ember.ops._rules import BOOL_NP, FLOAT_NP, INT64_NP, norm_dims, spec
 from ember.ops.dispatch import apply, apply_unary
+from ember.ops.opmath import FLOAT32_NP, LOW_FLOAT_NP, opmath, rounded, upcast, upcast_tensor
 from ember.ops.registry import Op, defop
 
 
@@ -66,8 +67,11 @@ class _Sum(Reduction):
         return dtype if dtype in FLOAT_NP else INT64_NP
 
     def kernel(self, xp, x, dim=None, keepdim=False, dtype_out=None):
-        out_dtype = dtype_out if dtype_out is not None else (None if x.dtype in FLOAT_NP else INT64_NP)
+        out_dtype = self.out_dtype(x.dtype, dtype_out)
         axis = None if dim is None else self._dims(x, dim)
+        if out_dtype in LOW_FLOAT_NP:  # accumulate in float32, round once
+            acc = upcast(x) if x.dtype in FLOAT_NP else x.astype(FLOAT32_NP)
+            return xp.asarray(rounded(acc.sum(axis=axis, keepdims=keepdim), out_dtype))
         return xp.asarray(x.sum(axis=axis, keepdims=keepdim, dtype=out_dtype))
 
     def vjp(self, ctx, g):
@@ -89,12 +93,13 @@ class _Mean(Reduction):
 
     def kernel(self, xp, x, dim=None, keepdim=False, dtype_out=None):
         out_dtype = self.out_dtype(x.dtype, dtype_out)
+        acc = opmath(out_dtype)
         axis = None if dim is None else self._dims(x, dim)
         if x.size == 0:  # NumPy warns "Mean of empty slice"; PyTorch quietly gives NaN
             n = _count(x.shape, self._dims(x, dim))
             with np.errstate(invalid="ignore", divide="ignore"):
-                return xp.asarray(x.sum(axis=axis, keepdims=keepdim, dtype=out_dtype) / out_dtype.type(n))
-        return xp.asarray(x.mean(axis=axis, keepdims=keepdim, dtype=out_dtype))
+                return xp.asarray(rounded(x.sum(axis=axis, keepdims=keepdim, dtype=acc) / acc.type(n), out_dtype))
+        return xp.asarray(rounded(upcast(x).mean(axis=axis, keepdims=keepdim, dtype=acc), out_dtype))
 
     def vjp(self, ctx, g):
         shape = ctx.in_shape(0)
@@ -112,7 +117,10 @@ class _Prod(Reduction):
         return dtype if dtype in FLOAT_NP else INT64_NP
 
     def kernel(self, xp, x, dim=None, keepdim=False, dtype_out=None):
-        return xp.asarray(xp.prod(x, axis=self._dims(x, dim), keepdims=keepdim, dtype=self.out_dtype(x.dtype, dtype_out)))
+        out_dtype = self.out_dtype(x.dtype, dtype_out)
+        acc = opmath(out_dtype)
+        x = x.astype(acc) if acc != out_dtype and x.dtype != acc else x
+        return xp.asarray(rounded(xp.prod(x, axis=self._dims(x, dim), keepdims=keepdim, dtype=acc), out_dtype))
 
     def vjp(self, ctx, g):
         x = ctx.input(0)
@@ -155,9 +163,9 @@ class _ProdOthers(Op):
         return spec(x.shape, x.dtype)
 
     def kernel(self, xp, x, dims):
-        flat, restore = _group_last(xp, x, dims)
+        flat, restore = _group_last(xp, upcast(x), dims)
         left, right = _exclusive_products(xp, flat)
-        return restore(left * right)
+        return rounded(restore(left * right), x.dtype)
 
     def vjp(self, ctx, g):
         # Second derivatives of prod go through here (dividing by x would break at zeros).
@@ -179,6 +187,8 @@ class _ProdOthersVjp(Op):
         return spec(x.shape, x.dtype)
 
     def kernel(self, xp, x, g, dims):
+        dtype = x.dtype
+        x, g = upcast(x), upcast(g)
         flat, restore = _group_last(xp, x, dims)
         gflat, _ = _group_last(xp, xp.broadcast_to(g, x.shape), dims)
         left, right = _exclusive_products(xp, flat)
@@ -189,7 +199,7 @@ class _ProdOthersVjp(Op):
             a[..., j] = a[..., j - 1] * flat[..., j - 1] + gflat[..., j - 1] * left[..., j - 1]
         for j in range(n - 2, -1, -1):
             b[..., j] = b[..., j + 1] * flat[..., j + 1] + gflat[..., j + 1] * right[..., j + 1]
-        return restore(a * right + b * left)
+        return rounded(restore(a * right + b * left), dtype)
 
 
 class _MaxMinAll(Reduction):
@@ -311,7 +321,8 @@ class _Var(Reduction):
         return dtype
 
     def kernel(self, xp, x, dim=None, keepdim=False, correction=1):
-        self.out_dtype(x.dtype)
+        dtype = self.out_dtype(x.dtype)
+        x = upcast(x)
         dims = self._dims(x, dim)
         n = _count(x.shape, dims)
         ddof = correction if n > correction else n  # NaN/inf like PyTorch when n <= correction
@@ -319,7 +330,7 @@ class _Var(Reduction):
             r = xp.var(x, axis=dims, keepdims=keepdim, ddof=ddof) if n > correction else (
                 xp.sum((x - xp.mean(x, axis=dims, keepdims=True)) ** 2, axis=dims, keepdims=keepdim) / builtins.max(n - correction, 0)
             )
-        return xp.asarray(r, dtype=x.dtype)
+        return xp.asarray(rounded(xp.asarray(r), dtype))
 
     def vjp(self, ctx, g):
         x = ctx.input(0)
@@ -341,15 +352,17 @@ class _LogSumExp(Reduction):
 
     def kernel(self, xp, x, dim=None, keepdim=False):
         dims = self._dims(x, dim)
-        x = x.astype(self.out_dtype(x.dtype), copy=False)
+        dtype = self.out_dtype(x.dtype)
+        x = upcast(x.astype(dtype, copy=False))
         if x.size == 0:
-            return xp.asarray(xp.full(reduced_shape(x.shape, dims, keepdim), -np.inf, dtype=x.dtype))
+            return xp.asarray(xp.full(reduced_shape(x.shape, dims, keepdim), -np.inf, dtype=dtype))
         m = xp.max(x, axis=dims, keepdims=True)
-        m = xp.where(xp.isfinite(m), m, 0)
-        s = xp.log(xp.sum(xp.exp(x - m), axis=dims, keepdims=True)) + m
+        m = xp.where(xp.isinf(m), 0, m)  # PyTorch's rule: an infinite max is not subtracted
+        with np.errstate(divide="ignore"):  # a slice of only -inf sums to 0: log gives -inf, as PyTorch
+            s = xp.log(xp.sum(xp.exp(x - m), axis=dims, keepdims=True)) + m
         if not keepdim:
             s = s.reshape(reduced_shape(x.shape, dims, False))
-        return xp.asarray(s, dtype=x.dtype)
+        return xp.asarray(rounded(s, dtype))
 
     def vjp(self, ctx, g):
         from ember.ops.elementwise import exp
@@ -569,8 +582,29 @@ def any(input, dim=None, keepdim: bool = False, *, axis=None):
     return apply(_any_op, input, dim=_norm_dim_attr(_dim_arg(dim, axis)), keepdim=bool(keepdim))
 
 
+def equal(input, other) -> bool:
+    """Whether two tensors have the same shape and the same values (one Python bool, as torch.equal).
+
+    Values are compared after type promotion, and NaN equals nothing; `eq` compares elementwise.
+    """
+    from ember.ops.elementwise import eq
+    from ember.tensor import Tensor
+
+    if not isinstance(input, Tensor) or not isinstance(other, Tensor):
+        raise TypeError(f"equal: expected two tensors, got {type(input).__name__} and {type(other).__name__}")
+    if tuple(input.shape) != tuple(other.shape):
+        return False
+    return bool(all(eq(input, other)))
+
+
 def norm(input, p=2, dim=None, keepdim: bool = False):
-    """Vector p-norm over `dim` (p = 1, 2, inf or any positive number)."""
+    """Vector p-norm over `dim` (p = 1, 2, inf or any positive number); float16/bfloat16 compute in float32."""
+    x = upcast_tensor(input)  # squares of float16 values above 256 would overflow
+    out = _norm(x, p, dim, keepdim)
+    return out if x is input else out.to(input.dtype)
+
+
+def _norm(input, p, dim, keepdim):
     from ember.ops.elementwise import abs as _abs
     from ember.ops.elementwise import pow as _pow
     from ember.ops.elementwise import sqrt
@@ -593,6 +627,6 @@ def count_nonzero(input, dim=None):
 
 __all__ = [
     "sum", "mean", "prod", "max", "min", "amax", "amin", "argmax", "argmin", "var", "std", "var_mean",
-    "std_mean", "logsumexp", "all", "any", "norm", "count_nonzero", "unreduce", "reduced_shape", "ShapeError",
+    "std_mean", "logsumexp", "all", "any", "equal", "norm", "count_nonzero", "unreduce", "reduced_shape", "ShapeError",
     "BOOL_NP",
 ]

@@ -7,8 +7,9 @@ import math
 import numpy as np
 
 from ember.errors import ShapeError, fmt_shape
-from ember.ops._rules import norm_dim, result_dtype, spec
+from ember.ops._rules import FLOAT_NP, norm_dim, result_dtype, spec
 from ember.ops.dispatch import apply, apply_unary
+from ember.ops.opmath import opmath, rounded, upcast
 from ember.ops.registry import Op, defop
 
 
@@ -291,8 +292,11 @@ class _SumToSize(Op):
 
     def kernel(self, xp, x, shape):
         axes, lead = self._axes(x.shape, tuple(shape))
-        out = xp.sum(x, axis=axes, keepdims=True, dtype=x.dtype) if axes else x
-        return xp.asarray(out).reshape(shape)
+        if not axes:
+            return xp.asarray(x).reshape(shape)
+        # float16/bfloat16 (broadcast gradients) are summed in float32 and rounded once
+        out = xp.sum(upcast(x), axis=axes, keepdims=True, dtype=opmath(x.dtype))
+        return xp.asarray(rounded(out, x.dtype)).reshape(shape)
 
     def vjp(self, ctx, g):
         return (expand(g, ctx.in_shape(0)),)
@@ -768,6 +772,9 @@ class _Cast(Op):
         return spec(x.shape, dtype)
 
     def kernel(self, xp, x, dtype):
+        if dtype.itemsize < x.dtype.itemsize and dtype in FLOAT_NP:
+            with np.errstate(over="ignore"):  # out-of-range values become inf, quietly as in PyTorch
+                return x.astype(dtype)
         return x.astype(dtype)
 
     def vjp(self, ctx, g):

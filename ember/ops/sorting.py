@@ -1,4 +1,4 @@
-"""Ordering and scans: sort, argsort, topk, cumsum, cumprod."""
+"""Ordering and scans: sort, argsort, topk, cumsum, cumprod (float16/bfloat16 scans run in float32)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import numpy as np
 from ember.errors import ShapeError
 from ember.ops._rules import FLOAT_NP, INT64_NP, norm_dim, spec
 from ember.ops.dispatch import apply
+from ember.ops.opmath import opmath, rounded, upcast
 from ember.ops.registry import Op, defop
 
 
@@ -21,10 +22,16 @@ def _scatter_back(ctx, g, dim):
     return scatter_add(zeros_like_shape(g, shape), dim, ctx.output_at(1), g)
 
 
+def ascending_order(xp, x, d: int):
+    """Stable ascending argsort along d, with NaN last."""
+    # bfloat16 is sorted as float32 (exactly the same values): ml_dtypes' own sort misplaces NaN
+    return xp.argsort(upcast(x), axis=d, kind="stable")
+
+
 def descending_order(xp, x, d: int):
     """Stable descending argsort along d, with NaN first (PyTorch counts NaN as the largest value)."""
     # Integers and bools: ~x reverses the order without overflow (-x wraps for uint8 and the minimum int).
-    keys = -x if x.dtype in FLOAT_NP else ~x
+    keys = -upcast(x) if x.dtype in FLOAT_NP else ~x
     idx = xp.argsort(keys, axis=d, kind="stable")
     if x.dtype in FLOAT_NP:
         nan = xp.isnan(x)
@@ -51,7 +58,7 @@ class _Sort(Op):
         if descending:
             idx = descending_order(xp, x, d)
         else:
-            idx = xp.argsort(x, axis=d, kind="stable")
+            idx = ascending_order(xp, x, d)
         return xp.take_along_axis(x, idx, axis=d), idx.astype(np.int64, copy=False)
 
     def vjp(self, ctx, g, _gi=None):
@@ -101,7 +108,7 @@ class _TopK(Op):
         d = self._check(x, k, dim)
         if x.ndim == 0:
             return x.copy(), xp.zeros((), dtype=np.int64)
-        idx = descending_order(xp, x, d) if largest else xp.argsort(x, axis=d, kind="stable")
+        idx = descending_order(xp, x, d) if largest else ascending_order(xp, x, d)
         idx = xp.take(idx, xp.arange(k), axis=d)
         return xp.take_along_axis(x, idx, axis=d), idx.astype(np.int64, copy=False)
 
@@ -141,9 +148,11 @@ class _CumSum(Op):
         return spec(x.shape, self._dtype(x.dtype))
 
     def kernel(self, xp, x, dim):
+        dtype = self._dtype(x.dtype)
         if x.ndim == 0:
-            return x.astype(self._dtype(x.dtype))
-        return xp.cumsum(x, axis=norm_dim(self.name, dim, x.ndim), dtype=self._dtype(x.dtype))
+            return x.astype(dtype)
+        # float16/bfloat16 running sums are kept in float32, each rounded once
+        return rounded(xp.cumsum(upcast(x), axis=norm_dim(self.name, dim, x.ndim), dtype=opmath(dtype)), dtype)
 
     def vjp(self, ctx, g):
         from ember.ops.shape import flip
@@ -176,8 +185,8 @@ class _CumProd(Op):
     def kernel(self, xp, x, dim):
         if x.ndim == 0:
             return x.copy()
-        dtype = x.dtype if x.dtype in FLOAT_NP else np.int64
-        return xp.cumprod(x, axis=norm_dim(self.name, dim, x.ndim), dtype=dtype)
+        dtype = x.dtype if x.dtype in FLOAT_NP else np.dtype(np.int64)
+        return rounded(xp.cumprod(upcast(x), axis=norm_dim(self.name, dim, x.ndim), dtype=opmath(dtype)), dtype)
 
     def vjp(self, ctx, g):
         from ember.ops.shape import flip

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ember.ops.opmath import LOW_FLOAT_NP
 from ember.ops.registry import OPS
 
 OUT_KERNELS: dict = {}  # op name -> kernel_out
@@ -140,17 +141,18 @@ def cast_out(xp, x, *, dtype, out):
 # --- products -----------------------------------------------------------------------------
 @register_out("matmul")
 def matmul_out(xp, a, b, *, out):
-    """a @ b into out (same dtypes, at least 1-D)."""
+    """a @ b into out (same dtypes, at least 1-D; float16/bfloat16 take the kernel, which sums in float32)."""
     if (type(a) is np.ndarray and type(b) is np.ndarray and a.dtype == b.dtype == out.dtype
-            and a.ndim and b.ndim):
+            and a.ndim and b.ndim and a.dtype not in LOW_FLOAT_NP):
         return np.matmul(a, b, out=out)
     return _fallback("matmul", a, b)
 
 
 @register_out("linear")
 def linear_out(xp, x, w, b, *, out):
-    """x @ w.T + b into out (same dtypes)."""
+    """x @ w.T + b into out (same dtypes; float16/bfloat16 take the kernel, which sums in float32)."""
     if (type(x) is np.ndarray and type(w) is np.ndarray and x.dtype == w.dtype == out.dtype and x.ndim
+            and x.dtype not in LOW_FLOAT_NP
             and (b is None or (type(b) is np.ndarray and b.dtype == x.dtype))):
         np.matmul(x, w.T, out=out)
         if b is not None:

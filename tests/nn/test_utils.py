@@ -52,6 +52,20 @@ def test_clip_grad_norm_edge_cases() -> None:
         clip_grad_norm_([p], 1.0, error_if_nonfinite=True)
 
 
+def test_clip_grad_norm_of_large_float16_gradients() -> None:
+    """Squares of float16 gradients above 256 overflow: the total norm is computed in float32, as PyTorch's."""
+    grads = [np.full(100, 300.0, np.float16), np.full(10, -2.0, np.float16)]
+    ps = [nn.Parameter(em.zeros(*g.shape, dtype=em.float16)) for g in grads]
+    tps = [tnn.Parameter(torch.zeros(*g.shape, dtype=torch.float16)) for g in grads]
+    for p, tp, g in zip(ps, tps, grads):
+        p.grad, tp.grad = em.tensor(g), torch.tensor(g)
+    total, ttotal = clip_grad_norm_(ps, 1.0), tnn.utils.clip_grad_norm_(tps, 1.0)
+    assert total.dtype == em.float16 and np.isfinite(float(total))
+    assert float(total) == float(ttotal)
+    for p, tp in zip(ps, tps):
+        np.testing.assert_allclose(p.grad.numpy().astype(np.float32), tp.grad.float().numpy(), rtol=2e-3)
+
+
 def test_clip_grad_value_matches_torch() -> None:
     m, tm = _twin_with_grads(scale=3.0)
     clip_grad_value_(m.parameters(), 0.1)

@@ -66,6 +66,10 @@ class Rand:
         """Values in [lo, hi): a safe domain for log, sqrt, pow with a real exponent."""
         return self.uniform(shape, lo, hi)
 
+    def offset(self, shape, at: float = 300.0, scale: float = 1.0) -> np.ndarray:
+        """Normal values around `at`: large values with a small spread (their sums overflow float16)."""
+        return self._cast(at + self.rng.standard_normal(shape) * scale)
+
     def away(self, shape, gap: float = 0.2, hi: float = 2.0, at: float = 0.0) -> np.ndarray:
         """Values of either sign at least `gap` away from `at` (abs, relu, sign, clamp kinks)."""
         mag = self.rng.uniform(gap, hi, shape)

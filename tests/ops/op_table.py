@@ -11,7 +11,7 @@ import warnings
 
 import numpy as np
 
-from .helpers import CONV, ELEMENTWISE, EXACT, HALF, MATMUL, REDUCTION, TRANSCENDENTAL, OpRow
+from .helpers import CONV, ELEMENTWISE, EXACT, LARGE, MATMUL, REDUCTION, TRANSCENDENTAL, OpRow
 from .inputs import Rand
 
 ROWS: list[OpRow] = []
@@ -175,10 +175,11 @@ row("sigmoid_int_input", lambda L, x: L.sigmoid(x), lambda r: [r.ints(r.shape(),
 row("maximum", lambda L, a, b: L.maximum(a, b), two())
 row("minimum", lambda L, a, b: L.minimum(a, b), two())
 # At ties PyTorch splits the gradient evenly; Ember does the same (finite differences do not apply there).
+# A tie of 0.0 and -0.0 may give either zero.
 row("maximum_ties", lambda L, a, b: L.maximum(a, b),
-    lambda r: [np.round(r.normal((4, 3))), np.round(r.normal((4, 3)))], gradcheck=False)
+    lambda r: [np.round(r.normal((4, 3))), np.round(r.normal((4, 3)))], gradcheck=False, zero_sign=False)
 row("minimum_ties", lambda L, a, b: L.minimum(a, b),
-    lambda r: [np.round(r.normal((3, 4))), np.round(r.normal((3, 4)))], gradcheck=False)
+    lambda r: [np.round(r.normal((3, 4))), np.round(r.normal((3, 4)))], gradcheck=False, zero_sign=False)
 row("clamp", lambda L, x: L.clamp(x, -0.5, 0.7), one("distinct", spacing=0.13))
 row("clamp_min", lambda L, x: L.clamp(x, min=0.25), one("away", at=0.25))
 row("clamp_max", lambda L, x: L.clamp(x, max=-0.25), one("away", at=-0.25))
@@ -704,7 +705,7 @@ row("max_dim_indices_attr", lambda L, x: x.max(dim=0).indices, lambda r: [r.dist
     grad=False)
 
 
-# --- more promotion-sensitive forms, and half precision --------------------------------------------------
+# --- more promotion-sensitive forms --------------------------------------------------
 row("where_both_scalars", lambda L, c: L.where(c, 1.5, -2.0), lambda r: [r.bools(r.shape())], grad=False, tol=EXACT)
 row("clamp_int_float_bounds", lambda L, x: L.clamp(x, -1.5, 2.5), lambda r: [r.ints(r.shape(), -5, 5)],
     dtypes=("int64",), grad=False, tol=EXACT)
@@ -716,12 +717,111 @@ row("rpow_float_int_tensor", lambda L, x: 2.5**x, lambda r: [r.ints(r.shape(), 0
     grad=False)
 row("int_tensor_lt_float", lambda L, x: x < 2.5, lambda r: [r.ints(r.shape(), 0, 5, r.dtype)], dtypes=INTS,
     tol=EXACT, grad=False)
-row("add_half", lambda L, a, b: a + b * 0.5, two(), dtypes=("float16",), tol=HALF)
-row("exp_half", lambda L, x: L.exp(x), one(), dtypes=("float16",), tol=HALF)
-row("tanh_half", lambda L, x: L.tanh(x), one(), dtypes=("float16",), tol=HALF)
-row("int_plus_half", lambda L, a, b: a + b, lambda r: [r.ints((3, 4), -5, 5), r.normal((4,))], dtypes=("float16",),
-    tol=HALF)
+row("int_plus_low_float", lambda L, a, b: a + b, lambda r: [r.ints((3, 4), -5, 5), r.normal((4,))],
+    dtypes=("float16", "bfloat16"))
 
+
+# --- long reductions and large values: float16/bfloat16 accumulate in float32 -------------------------------
+# Sums of thousands of values (a bfloat16 running sum stops growing at 256), and values near 300, whose
+# sums and squares overflow float16. Finite differences are left to the small rows above.
+def _long(*shapes, lo: float = 0.5, hi: float = 1.5):
+    """Arrays of uniform values in [lo, hi): long sums of them lose everything if accumulated in bfloat16."""
+    return lambda r: [r.uniform(s, lo, hi) for s in shapes]
+
+
+def _near(*shapes, at: float = 300.0):
+    """Arrays of values around `at` (first), then normal ones: statistics of large values."""
+    return lambda r: [r.offset(s, at) if i == 0 else r.normal(s) for i, s in enumerate(shapes)]
+
+
+def nnf(L):
+    """ember.nn.functional or torch.nn.functional."""
+    return L.nn.functional
+
+
+LONG = {"gradcheck": False}
+row("sum_long", lambda L, x: L.sum(x), _long((4096,)), tol=REDUCTION, **LONG)
+row("mul_broadcast_long", lambda L, a, b: a * b, _long((1,), (4096,)), **LONG)  # a's gradient sums 4096 terms
+row("sum_long_dim", lambda L, x: L.sum(x, 1, keepdim=True), _long((3, 2000)), tol=REDUCTION, **LONG)
+row("mean_long", lambda L, x: L.mean(x), _long((10000,), lo=0.09, hi=0.11), tol=REDUCTION, **LONG)
+row("mean_large_values", lambda L, x: L.mean(x, 0), _near((1000, 2)), tol=REDUCTION, **LONG)
+row("var_large_values", lambda L, x: L.var(x), _near((1000,)), tol=REDUCTION, **LONG)
+row("std_large_values", lambda L, x: L.std(x, 0), _near((1000, 2)), tol=REDUCTION, **LONG)
+row("var_mean_large_values", lambda L, x: L.var_mean(x, 1), _near((2, 1000)), tol=REDUCTION, **LONG)
+row("norm_large_values", lambda L, x: L.norm(x), _near((1000,)), tol=REDUCTION, **LONG)
+row("norm_long_dim", lambda L, x: L.norm(x, 2, 1), _long((2, 3000)), tol=REDUCTION, **LONG)
+row("prod_long", lambda L, x: L.prod(x, 1), _long((2, 500), lo=0.99, hi=1.01), tol=REDUCTION, **LONG)
+row("cumsum_long", lambda L, x: L.cumsum(x, 0), _long((2000, 2)), tol=REDUCTION, **LONG)
+row("cumprod_long", lambda L, x: L.cumprod(x, -1), _long((2, 500), lo=0.99, hi=1.01), tol=REDUCTION, **LONG)
+row("logsumexp_long", lambda L, x: L.logsumexp(x, 1), lambda r: [r.normal((2, 4000))], tol=REDUCTION, **LONG)
+row("softmax_long", lambda L, x: L.softmax(x, -1), lambda r: [r.normal((2, 2000))], tol=REDUCTION, **LONG)
+row("log_softmax_long", lambda L, x: L.log_softmax(x, 0), lambda r: [r.normal((2000, 2))], tol=REDUCTION, **LONG)
+row("matmul_long", lambda L, a, b: a @ b, mats((4, 3000), (3000, 5)), tol=MATMUL, **LONG)
+row("bmm_long", lambda L, a, b: L.bmm(a, b), mats((2, 3, 2000), (2, 2000, 4)), tol=MATMUL, **LONG)
+row("einsum_long", lambda L, a, b: L.einsum("ij,kj->ik", a, b), mats((3, 3000), (4, 3000)), tol=MATMUL, **LONG)
+row("conv2d_long", lambda L, x, w: L.conv2d(x, w, padding=1), mats((2, 64, 5, 5), (4, 64, 3, 3)), tol=CONV, **LONG)
+row("conv_transpose2d_long", lambda L, x, w: L.conv_transpose2d(x, w, stride=2), mats((1, 64, 4, 4), (64, 3, 3, 3)),
+    tol=CONV, **LONG)
+row("avg_pool2d_large_values", lambda L, x: L.avg_pool2d(x, 16), _near((1, 2, 16, 16)), tol=REDUCTION, **LONG)
+
+# --- nn.functional's fused primitives and losses ---------------------------------------------------------------
+row("linear", lambda L, x, w, b: nnf(L).linear(x, w, b), mats(("m", "k"), ("n", "k"), ("n",)), tol=MATMUL)
+row("linear_3d", lambda L, x, w: nnf(L).linear(x, w), mats((2, "m", "k"), ("n", "k")), tol=MATMUL)
+row("linear_long", lambda L, x, w, b: nnf(L).linear(x, w, b), mats((4, 3000), (5, 3000), (5,)), tol=MATMUL, **LONG)
+row("layer_norm", lambda L, x, w, b: nnf(L).layer_norm(x, (x.shape[-1],), w, b), mats((3, 2, 6), (6,), (6,)),
+    tol=REDUCTION)
+row("layer_norm_large_values", lambda L, x, w, b: nnf(L).layer_norm(x, (512,), w, b), _near((4, 512), (512,), (512,)),
+    tol=LARGE, **LONG)
+row("batch_norm_train", lambda L, x, w, b: nnf(L).batch_norm(x, None, None, w, b, training=True),
+    mats((4, 3, 5), (3,), (3,)), tol=REDUCTION)
+row("batch_norm_train_large_values", lambda L, x, w, b: nnf(L).batch_norm(x, None, None, w, b, training=True),
+    _near((512, 3), (3,), (3,)), tol=LARGE, **LONG)
+row("batch_norm_eval", lambda L, x, m, v, w, b: nnf(L).batch_norm(x, m, v, w, b),
+    lambda r: [r.normal((4, 3, 5)), r.normal((3,)), r.uniform((3,), 0.5, 2.0), r.normal((3,)), r.normal((3,))],
+    nograd=(1, 2))
+row("batch_norm_eval_large_values", lambda L, x, m, v: nnf(L).batch_norm(x, m, v),
+    lambda r: [r.offset((64, 3)), r.offset((3,)), r.uniform((3,), 0.5, 2.0)], nograd=(1, 2), tol=LARGE,
+    **LONG)
+row("group_norm", lambda L, x, w, b: nnf(L).group_norm(x, 2, w, b), mats((2, 4, 3, 3), (4,), (4,)), tol=REDUCTION)
+row("group_norm_large_values", lambda L, x: nnf(L).group_norm(x, 2), _near((2, 4, 16, 16)), tol=LARGE, **LONG)
+row("instance_norm", lambda L, x, w, b: nnf(L).instance_norm(x, None, None, w, b), mats((2, 3, 5, 4), (3,), (3,)),
+    tol=REDUCTION)
+row("instance_norm_large_values", lambda L, x: nnf(L).instance_norm(x), _near((2, 3, 16, 16)), tol=LARGE, **LONG)
+row("rms_norm", lambda L, x, w: nnf(L).rms_norm(x, (x.shape[-1],), w), mats((3, 2, 6), (6,)), tol=REDUCTION)
+row("rms_norm_large_values", lambda L, x: nnf(L).rms_norm(x, (512,)), _near((4, 512)), tol=REDUCTION, **LONG)
+row("cross_entropy", lambda L, x, t: nnf(L).cross_entropy(x, t), lambda r: [r.normal((5, 4)), r.ints((5,), 0, 4)],
+    tol=REDUCTION)
+row("cross_entropy_long", lambda L, x, t: nnf(L).cross_entropy(x, t),
+    lambda r: [r.normal((64, 1000)), r.ints((64,), 0, 1000)], tol=REDUCTION, **LONG)
+row("cross_entropy_smoothing", lambda L, x, t, w: nnf(L).cross_entropy(x, t, w, label_smoothing=0.1),
+    lambda r: [r.normal((5, 4, 2)), r.ints((5, 2), 0, 4), r.uniform((4,), 0.5, 2.0)], nograd=(2,), tol=REDUCTION)
+row("cross_entropy_probs", lambda L, x, t: nnf(L).cross_entropy(x, t),
+    lambda r: [r.normal((5, 4)), r.uniform((5, 4), 0.0, 0.5)], nograd=(1,), tol=REDUCTION)
+row("nll_loss", lambda L, x, t: nnf(L).nll_loss(x, t, reduction="sum"),
+    lambda r: [r.normal((5, 4)), r.ints((5,), 0, 4)], tol=REDUCTION)
+row("nll_loss_long", lambda L, x, t: nnf(L).nll_loss(x, t), lambda r: [r.uniform((4000, 3), -2.0, -1.0),
+                                                                      r.ints((4000,), 0, 3)], tol=REDUCTION, **LONG)
+row("mse_loss", lambda L, a, b: nnf(L).mse_loss(a, b), two(), th=lambda L, a, b: nnf(L).mse_loss(*L.broadcast_tensors(a, b)),
+    tol=REDUCTION)
+row("mse_loss_long", lambda L, a, b: nnf(L).mse_loss(a, b), mats((4096,), (4096,)), tol=REDUCTION, **LONG)
+row("l1_loss", lambda L, a, b: nnf(L).l1_loss(a, b, reduction="sum"), mats((3, 4), (3, 4)), tol=REDUCTION,
+    gradcheck=False)
+row("smooth_l1_loss", lambda L, a, b: nnf(L).smooth_l1_loss(a, b, beta=0.5), mats((3, 4), (3, 4)), tol=REDUCTION,
+    gradcheck=False)
+row("huber_loss", lambda L, a, b: nnf(L).huber_loss(a, b, delta=0.8), mats((3, 4), (3, 4)), tol=REDUCTION,
+    gradcheck=False)
+row("binary_cross_entropy", lambda L, p, t: nnf(L).binary_cross_entropy(p, t),
+    lambda r: [r.uniform((3, 4), 0.05, 0.95), r.uniform((3, 4), 0.0, 1.0)], nograd=(1,), tol=REDUCTION)
+row("binary_cross_entropy_with_logits", lambda L, x, t: nnf(L).binary_cross_entropy_with_logits(x, t),
+    lambda r: [r.normal((3, 4), scale=3.0), r.uniform((3, 4), 0.0, 1.0)], nograd=(1,), tol=REDUCTION)
+row("kl_div", lambda L, x, t: nnf(L).kl_div(x, t, reduction="batchmean"),
+    lambda r: [r.uniform((3, 4), -3.0, -0.1), r.uniform((3, 4), 0.05, 1.0)], nograd=(1,), tol=REDUCTION)
+# PyTorch's math kernel (its default CPU kernel has no second derivative)
+row("scaled_dot_product_attention", lambda L, q, k, v: nnf(L).scaled_dot_product_attention(q, k, v, is_causal=True),
+    mats((2, 2, 4, 8), (2, 2, 4, 8), (2, 2, 4, 8)), tol=MATMUL,
+    th=lambda L, q, k, v: L.ops.aten._scaled_dot_product_attention_math(q, k, v, is_causal=True)[0])
+row("cosine_similarity", lambda L, a, b: nnf(L).cosine_similarity(a, b), mats((3, 5), (3, 5)), tol=REDUCTION)
+row("normalize", lambda L, x: nnf(L).normalize(x, dim=-1), mats((3, 5)), tol=REDUCTION)
 
 # --- NaN and unsigned orderings: PyTorch counts NaN as the largest value -----------------------------
 def _with_nans(r: Rand, shape) -> np.ndarray:
@@ -746,6 +846,45 @@ row("topk_uint8", lambda L, x: L.topk(x, 2), lambda r: [r.perm(200)[:7].astype("
 row("sort_int_descending_stable", lambda L, x: L.sort(x, dim=0, descending=True, stable=True),
     lambda r: [r.ints((8,), -3, 3)], tol=EXACT, grad=False, dtypes=("int64",))
 
+
+# --- infinities, NaN and signed zeros: PyTorch's values and gradients ---------------------------------------------
+_INF, _NAN = float("inf"), float("nan")
+
+
+def _with_infs(r: Rand) -> list:
+    """Rows of logits: one with +inf (all NaN in PyTorch), one of -inf only, one masked, one with NaN, finite ones."""
+    x = r.normal((6, 3))
+    x[0, 0] = _INF
+    x[1] = -_INF
+    x[2, 1] = -_INF
+    x[3, 2] = _NAN
+    x[4, :2] = _INF
+    return [x]
+
+
+# (Finite differences of non-finite outputs mean nothing, so only PyTorch's gradients are compared.)
+row("softmax_inf", lambda L, x: L.softmax(x, -1), _with_infs, gradcheck=False)
+row("log_softmax_inf", lambda L, x: L.log_softmax(x, 1), _with_infs, gradcheck=False)
+row("logsumexp_inf", lambda L, x: L.logsumexp(x, 1), _with_infs, gradcheck=False)
+row("cross_entropy_inf", lambda L, x, t: nnf(L).cross_entropy(x, t, reduction="none"),
+    lambda r: _with_infs(r) + [np.array([1, 0, 0, 1, 2, 0])], gradcheck=False)
+row("cross_entropy_inf_mean", lambda L, x, t: nnf(L).cross_entropy(x, t),
+    lambda r: _with_infs(r) + [np.array([1, 0, 0, 1, 2, 0])], gradcheck=False)
+row("where_zero_scalars", lambda L, c, x: (L.where(c, x, 0.0), L.where(c, 0.0, x), L.where(c, x, 0), L.where(c, 0, x),
+                                           L.where(c, x, -0.0), L.where(c, -0.0, x)),
+    lambda r: [r.bools((4, 5)), np.concatenate([r.away((4, 4)), np.array([[-0.0], [0.0], [-0.0], [0.0]], r.dtype)], 1)],
+    gradcheck=False)
+row("where_zero_scalar_infs", lambda L, c, x: (L.where(c, x, 0.0), L.where(c, 0.0, x)),
+    lambda r: [r.bools((3, 4)), np.where(r.bools((3, 4)), _INF, -_INF).astype(r.dtype)], gradcheck=False)
+row("where_select_negative", lambda L, x: L.where(x > 0, x, 0.0), one("away"))
+row("maximum_nan", lambda L, a, b: L.maximum(a, b), lambda r: [_with_nans(r, (3, 4)), _with_nans(r, (3, 4))],
+    gradcheck=False)
+row("minimum_nan", lambda L, a, b: L.minimum(a, b), lambda r: [_with_nans(r, (3, 4)), _with_nans(r, (4,))],
+    gradcheck=False)
+row("clamp_nan", lambda L, x: L.clamp(x, -0.5, 0.5), lambda r: [_with_nans(r, (3, 4))], gradcheck=False)
+row("clamp_nan_bound", lambda L, x: L.clamp(x, min=_NAN), lambda r: [r.normal((3, 4))], gradcheck=False)
+row("clamp_nan_tensor_bound", lambda L, x, lo: L.clamp(x, lo), lambda r: [r.normal((3, 4)), _with_nans(r, (4,))],
+    gradcheck=False)
 
 def _quietly(fn, *args):
     """Call fn with warnings silenced (for edge cases where PyTorch warns about the case being tested)."""

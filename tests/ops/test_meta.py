@@ -11,7 +11,9 @@ from .inputs import Rand, seed_for
 from .op_table import ROWS
 
 META_ROWS = [pytest.param(row, id=row.name) for row in ROWS if row.meta]
-DTYPE_CASES = [pytest.param(row, row.dtypes[-1], id=f"{row.name}-{row.dtypes[-1]}") for row in ROWS if row.meta]
+DTYPE_CASES = [pytest.param(row, row.dtypes[-1], id=f"{row.name}-{row.dtypes[-1]}") for row in ROWS if row.meta] + [
+    pytest.param(row, "bfloat16", id=f"{row.name}-bfloat16") for row in ROWS if row.meta and row.low_dtypes()
+]
 
 
 @pytest.mark.parametrize(("row", "dtype"), DTYPE_CASES)
