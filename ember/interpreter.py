@@ -33,9 +33,10 @@ class Interpreter:
         """The concrete array behind `tensor`, for `what` (numpy, item, print, ...) to read."""
         return self.below.read(tensor, what)
 
-    def place(self, op, inputs):
-        """Inputs moved to the device an op must run on (graph building under a device scope), or None."""
-        return None
+    def prepare(self, op, inputs):
+        """New inputs the op must run on instead (moved to a scope's device by graph building, cast
+        by autocast), or None to run it as it is; `apply` runs the op again on what this returns."""
+        return self.below.prepare(op, inputs) if self.below is not None else None
 
     def outputs(self, tensors) -> None:
         """Called with the tensors an op made (a tracer remembers them)."""

@@ -51,3 +51,9 @@ class MetaBackend(Backend):
 
     def full(self, shape, value, np_dtype) -> MetaArray:
         return MetaArray(shape, np_dtype)
+
+
+def is_symbolic(x) -> bool:
+    """Whether x (a tensor, its data, or any value) is a value of a graph being built: the one test."""
+    data = getattr(x, "_data", x)
+    return type(data) is not np.ndarray and getattr(data, "symbolic", False) is True

@@ -81,7 +81,8 @@ class GraphBuilder(Interpreter):
         self.outputs((t,))
         return t
 
-    def place(self, op, inputs):
+    def prepare(self, op, inputs):
+        """Under a device scope: the inputs moved to the scope's device through send/recv pairs."""
         if getattr(op, "placed", False):  # send and recv say themselves where they run
             return None
         dev = scope_device(self.scope_base)

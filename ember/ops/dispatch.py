@@ -16,19 +16,13 @@ from ember import interpreter as _interpreter
 from ember.autograd.engine import record
 from ember.autograd.grad_mode import state as grad_state
 from ember.autograd.views import link_view
-from ember.backends.meta import MetaArray
+from ember.backends.meta import MetaArray, is_symbolic
 from ember.errors import ConcretizationError, DataDependentError, DeviceMismatchError, ShapeError, fmt_shape
 from ember.interpreter import Interpreter
 from ember.ops._rules import FLOAT_NP
 from ember.tensor import Tensor
 
 _stack = _interpreter._stack
-
-
-def is_symbolic(x) -> bool:
-    """Whether x (a tensor, its data, or any value) is a value of a graph being built: the one test."""
-    data = x._data if isinstance(x, Tensor) else x
-    return type(data) is not np.ndarray and getattr(data, "symbolic", False) is True
 
 
 class Eager(Interpreter):
@@ -107,8 +101,15 @@ def outside_trace() -> Interpreter:
     return Eager()
 
 
-def _symbolic_interpreter(arrays) -> Interpreter:
-    """The builder of the graph the symbolic inputs belong to (ember.v1 builds graphs eagerly)."""
+def _symbolic_interpreter(top: Interpreter, arrays) -> Interpreter:
+    """Who builds an op on graph values when the top interpreter computes: the top itself if a
+    graph-building interpreter is below it (interpreters above a trace, such as autocast, see the op
+    first and hand it down), else the builder of the values' graph (ember.v1 builds graphs eagerly)."""
+    node = top
+    while node is not None:
+        if node.symbolic:
+            return top
+        node = node.below
     for a in arrays:
         if type(a) is not np.ndarray and getattr(a, "symbolic", False):
             return a.graph.builder
@@ -141,11 +142,11 @@ def apply(op, *inputs, **attrs):
         raise TypeError(f"{op.name}: expected at least one tensor argument")
     interp = _stack.top
     if symbolic and not interp.symbolic:
-        interp = _symbolic_interpreter(arrays)
-    if interp.symbolic:
-        placed = interp.place(op, inputs)  # under a device scope: send/recv to the op's device
-        if placed is not None:
-            return apply(op, *placed, **attrs)
+        interp = _symbolic_interpreter(interp, arrays)
+    if type(interp) is not Eager:
+        prepared = interp.prepare(op, inputs)  # e.g. moved under a device scope by a send/recv pair
+        if prepared is not None:
+            return apply(op, *prepared, **attrs)
     if mixed is not None:
         raise DeviceMismatchError(
             f"{op.name}: expected all tensors on the same device, but found tensors on {device} and {mixed}"

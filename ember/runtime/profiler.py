@@ -13,6 +13,7 @@ import os
 import threading
 import time
 
+from ember.backends.meta import is_symbolic
 from ember.interpreter import Interpreter, push, remove
 
 now = time.perf_counter_ns  # the profiler's clock (integer nanoseconds)
@@ -34,7 +35,7 @@ class ProfilingInterpreter(Interpreter):
         self.profile = profile
 
     def run(self, op, inputs, arrays, attrs, device):
-        if device.type == "meta":
+        if device.type == "meta" or any(is_symbolic(a) for a in arrays):  # no kernel runs: nothing to time
             return self.below.run(op, inputs, arrays, attrs, device)
         t0 = now()
         out = self.below.run(op, inputs, arrays, attrs, device)
