@@ -21,9 +21,7 @@ from ember.device import Device as device
 from ember.errors import CheckpointError, ConcretizationError, DataDependentError, DeviceMismatchError, ShapeError
 from ember.tensor import Tensor
 from ember import ops
-from ember import _methods
 from ember.ops import *  # noqa: F403  (every op is public at the top level, as in PyTorch)
-from ember._methods import add, div, mul, sub  # noqa: E402  (alpha/rounding_mode forms win)
 from ember.creation import (
     arange,
     as_tensor,
@@ -54,7 +52,6 @@ from ember.transforms import grad, value_and_grad
 from ember import cuda
 from ember.serialization import load, save
 
-subtract, divide, true_divide, multiply = sub, div, div, mul
 
 float = float32
 double = float64

@@ -8,10 +8,15 @@ from ember import dtypes as dt
 from ember.backends.meta import MetaArray
 from ember.device import Device, as_device
 from ember.errors import ShapeError, fmt_shape
+from ember.mixins import CreationMixin, IndexingMixin, InplaceMixin, LinalgMixin, MathMixin, ReductionMixin, ShapeMixin
 
 
-class Tensor:
+class Tensor(MathMixin, ReductionMixin, ShapeMixin, IndexingMixin, LinalgMixin, InplaceMixin, CreationMixin):
     """An n-dimensional array on one device, with optional gradient tracking.
+
+    The core (data, device, autograd fields, conversions, operators) is here; the methods that
+    delegate to ops are grouped in `ember/mixins/` (math, reductions, shapes, indexing, matrix
+    products, in-place forms, creation and random fills).
 
     `Tensor(data)` is the legacy constructor (always the default float dtype); prefer
     `ember.tensor(data, dtype=..., device=..., requires_grad=...)`.
@@ -345,6 +350,10 @@ class Tensor:
     def bool(self) -> Tensor:
         return self.to(dt.bool_)
 
+    def astype(self, dtype) -> Tensor:
+        """A copy cast to dtype (NumPy's name for `.to(dtype, copy=True)`)."""
+        return self.to(dt.as_dtype(dtype), copy=True)
+
     def type_as(self, other: Tensor) -> Tensor:
         return self.to(other.dtype)
 
@@ -398,118 +407,18 @@ class Tensor:
             _views.rebase_after_write(self, result)
         return self
 
-    def add_(self, other, *, alpha=1) -> Tensor:
-        """In-place self += alpha * other."""
-        return self._inplace_binary("add_", _ops.add, other, alpha, np.add)
-
-    def sub_(self, other, *, alpha=1) -> Tensor:
-        """In-place self -= alpha * other."""
-        return self._inplace_binary("sub_", _ops.sub, other, alpha, np.subtract)
-
-    def mul_(self, other) -> Tensor:
-        """In-place self *= other."""
-        return self._inplace_binary("mul_", _ops.mul, other, 1, np.multiply)
-
-    def div_(self, other) -> Tensor:
-        """In-place self /= other."""
-        return self._inplace_binary("div_", _ops.div, other, 1, np.true_divide)
-
-    def _inplace_binary(self, name, fn, other, alpha, ufunc) -> Tensor:
-        # Fast path (optimizer updates): no autograd, CPU, dtypes that need no promotion.
-        if (
-            type(self._data) is np.ndarray
-            and not (_grad_state.enabled and (self._requires_grad or getattr(other, "_requires_grad", False)))
-            and _ops._dispatch.eager_now()
-        ):
-            if isinstance(other, Tensor):
-                if other._device is not self._device:
-                    raise DeviceMismatchError(f"{name}: tensors on {self._device} and {other._device}")
-                o = other._data
-                ok = o.dtype == self._data.dtype
-            else:
-                o = other
-                ok = isinstance(other, (int, float)) and not isinstance(other, bool) and (
-                    self._data.dtype in _FLOAT_NP or isinstance(other, int)
-                ) and not (ufunc is np.true_divide and self._data.dtype not in _FLOAT_NP)
-            if ok and self._data.flags.writeable and not isinstance(alpha, Tensor):
-                if alpha != 1:
-                    o = o * alpha
-                try:
-                    ufunc(self._data, o, out=self._data)
-                except ValueError:
-                    pass  # a broadcast that does not fit: the general path reports it
-                else:
-                    self._version[0] += 1
-                    return self
-        if isinstance(alpha, Tensor) or alpha != 1:
-            other = _ops.mul(other, alpha) if isinstance(other, Tensor) else alpha * other
-        mark = _engine.seq_mark()
-        return self._assign_result(name, fn(self, other), mark)
-
-    def zero_(self) -> Tensor:
-        """Fill with zeros in place."""
-        return self.fill_(0)
-
-    def fill_(self, value) -> Tensor:
-        """Fill with one value in place."""
-        if isinstance(value, Tensor):
-            if value.numel() != 1:
-                raise ValueError(f"fill_: only a one-element tensor can be a fill value, got shape {value.shape}")
-            return self.copy_(value.reshape(()))
-        self._check_inplace("fill_")
-        if _views.needs_inplace_record(self, self) or _ops._dispatch.builds_graph(self):
-            return self._assign_result("fill_", _ops.full_like(self, value))
-        _ops._dispatch.write(self, value, "fill_")
-        self._version[0] += 1
-        return self
-
-    def copy_(self, src) -> Tensor:
-        """Copy values (broadcast, cast, and moved across devices as needed) into this tensor."""
-        if not isinstance(src, Tensor):
-            src = _ops.full_like(self, 0) + src
-        if src._device is not self._device:
-            src = src.to(self._device)
-        src = src.to(self.dtype)
-        if src.shape != self.shape:
-            src = _ops.expand(src, self.shape)
-        if not _views.needs_inplace_record(self, src) and not _ops._dispatch.builds_graph(self, src):
-            self._check_inplace("copy_")
-            _ops._dispatch.write(self, src, "copy_")
-            self._version[0] += 1
-            return self
-        return self._assign_result("copy_", _ops.identity(src) if src._requires_grad else src)
-
-    def clamp_(self, min=None, max=None) -> Tensor:
-        """Clamp values into [min, max] in place."""
-        mark = _engine.seq_mark()
-        return self._assign_result("clamp_", _ops.clamp(self, min, max), mark)
-
-    clip_ = clamp_
-
-    def __iadd__(self, other):
-        return self.add_(other)
-
-    def __isub__(self, other):
-        return self.sub_(other)
-
-    def __imul__(self, other):
-        return self.mul_(other)
-
-    def __itruediv__(self, other):
-        return self.div_(other)
-
     # --- operators -------------------------------------------------------------------
     def __add__(self, other):
-        return _ops.add(self, other)
+        return _add(self, other)
 
     def __radd__(self, other):
-        return _ops.add(other, self)
+        return _add(other, self)
 
     def __sub__(self, other):
-        return _ops.sub(self, other)
+        return _sub(self, other)
 
     def __rsub__(self, other):
-        return _ops.sub(other, self)
+        return _sub(other, self)
 
     def __mul__(self, other):
         return _ops.mul(self, other)
@@ -518,10 +427,10 @@ class Tensor:
         return _ops.mul(other, self)
 
     def __truediv__(self, other):
-        return _ops.div(self, other)
+        return _div(self, other)
 
     def __rtruediv__(self, other):
-        return _ops.div(other, self)
+        return _div(other, self)
 
     def __floordiv__(self, other):
         return _ops.floor_divide(self, other)
@@ -649,7 +558,6 @@ def _parse_to_args(t, args, kwargs):
 _FLOAT_NP = frozenset(d.np for d in dt.FLOAT_DTYPES)
 
 from ember import ops as _ops  # noqa: E402  (ops and autograd build on Tensor)
-from ember.autograd import engine as _engine  # noqa: E402
 from ember.autograd import views as _views  # noqa: E402
 from ember.autograd.grad_mode import state as _grad_state  # noqa: E402
-from ember.errors import DeviceMismatchError  # noqa: E402
+from ember.ops.elementwise import _add, _div, _sub  # noqa: E402  (the operators skip add/sub/div's alpha handling)

@@ -337,10 +337,39 @@ def _remainder_grad(ctx, g):
     return g, gb
 
 
-add = _binary("add", lambda xp, a, b: a + b, lambda c, g: (g, g), save=())
-sub = _binary("sub", lambda xp, a, b: a - b, lambda c, g: (g, -g), save=(), no_bool=True)
+_add = _binary("add", lambda xp, a, b: a + b, lambda c, g: (g, g), save=())
+_sub = _binary("sub", lambda xp, a, b: a - b, lambda c, g: (g, -g), save=(), no_bool=True)
 mul = _binary("mul", lambda xp, a, b: a * b, lambda c, g: (g * c.input(1), g * c.input(0)))
-div = _binary("div", lambda xp, a, b: xp.true_divide(a, b), _div_grad, result="float")
+_div = _binary("div", lambda xp, a, b: xp.true_divide(a, b), _div_grad, result="float")
+
+
+def _is_one(alpha) -> bool:
+    """Whether a multiplier is the number 1 (a tensor multiplier is always applied)."""
+    return type(alpha) in (int, float) and alpha == 1
+
+
+def add(input, other, *, alpha=1):
+    """input + alpha * other, with broadcasting."""
+    return _add(input, other if _is_one(alpha) else mul(other, alpha))
+
+
+def sub(input, other, *, alpha=1):
+    """input - alpha * other, with broadcasting."""
+    return _sub(input, other if _is_one(alpha) else mul(other, alpha))
+
+
+def div(input, other, *, rounding_mode=None):
+    """input / other (true division; 'trunc' or 'floor' rounding on request)."""
+    if rounding_mode is None:
+        return _div(input, other)
+    if rounding_mode == "floor":
+        return floor_divide(input, other)
+    if rounding_mode == "trunc":
+        from ember.tensor import Tensor
+
+        q = trunc(_div(input, other))
+        return q.to(input.dtype) if isinstance(input, Tensor) and not input.is_floating_point() else q
+    raise ValueError(f"div: rounding_mode must be None, 'floor' or 'trunc', got {rounding_mode!r}")
 pow = _binary("pow", _pow_kernel, _pow_grad)
 floor_divide = _binary("floor_divide", _floor_divide, lambda c, g: (g * 0.0, g * 0.0), save=())
 remainder = _binary("remainder", _remainder, _remainder_grad)

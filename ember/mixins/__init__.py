@@ -1,0 +1,16 @@
+"""The methods of `ember.Tensor` that delegate to ops, grouped by kind (tinygrad's mixin layout).
+
+Each method is written out (`def exp(self): ...`) so a reader finds `Tensor.exp` by searching. The
+modules reach the ops through the `ember` package at call time: they are imported before the ops,
+which are built on `Tensor`.
+"""
+
+from ember.mixins.creation import CreationMixin
+from ember.mixins.indexing import IndexingMixin
+from ember.mixins.inplace import InplaceMixin
+from ember.mixins.linalg import LinalgMixin
+from ember.mixins.math import MathMixin
+from ember.mixins.reduction import ReductionMixin
+from ember.mixins.shape import ShapeMixin
+
+__all__ = ["CreationMixin", "IndexingMixin", "InplaceMixin", "LinalgMixin", "MathMixin", "ReductionMixin", "ShapeMixin"]
