@@ -27,6 +27,15 @@ class History:
         values = self.history.get(key)
         return values[-1] if values else default
 
+    def state_dict(self) -> dict:
+        """Epochs and metrics, for a checkpoint."""
+        return {"epochs": list(self.epochs), "metrics": {k: list(v) for k, v in self.history.items()}}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Restore what state_dict returned."""
+        self.epochs = [int(e) for e in state["epochs"]]
+        self.history = {k: [float(v) for v in values] for k, values in state["metrics"].items()}
+
     def to_json(self, path: str) -> None:
         """Write {"epoch": [...], metric: [...]} to path."""
         with open(path, "w") as f:
