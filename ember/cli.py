@@ -3,17 +3,54 @@
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 import time
 
+from ember import __version__
 from ember.train import recipe, rng_state, settings
 
 CHECKPOINT = "checkpoint.safetensors"
 
 
+class CommandError(Exception):
+    """A bad input or an I/O failure, reported as one line and exit status 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with its errors on one line (no usage dump): `ember train: error: ...`, exit status 2."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def _int_at_least(low: int):
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if value < low:
+            kind = "a positive" if low == 1 else "a non-negative"
+            raise argparse.ArgumentTypeError(f"expected {kind} integer, got {value}")
+        return value
+
+    return parse
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text}")
+    return value
+
+
 _TRAIN_DESCRIPTION = (
-    "Train a model from ember.models on a data set, writing a checkpoint after every epoch, "
+    "Train an image classifier from ember.models on a data set, writing a checkpoint after every epoch, "
     "metrics.json and curves.png to the output folder. With no arguments: LeNet-5 on the embedded MNIST "
     "sample (4,000 train / 1,000 test digits) with Adam, a one-cycle schedule and random crops, which reaches "
     "about 98% test accuracy in well under two minutes on two cores. --resume continues a run exactly where its "
@@ -23,22 +60,23 @@ _TRAIN_DESCRIPTION = (
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="ember", description="Ember: train and inspect networks.")
-    sub = p.add_subparsers(dest="command", required=True)
+    p = _Parser(prog="ember", description="Ember: train and inspect networks.")
+    p.add_argument("--version", action="version", version=f"ember {__version__}")
+    sub = p.add_subparsers(dest="command", required=True, metavar="{train,summary}")
 
     t = sub.add_parser("train", help="train a model on a data set", description=_TRAIN_DESCRIPTION)
     d = settings.DEFAULTS
     t.add_argument("--model", metavar="NAME",
-                   help=f"a name from ember.models, e.g. mlp, lenet5, resnet20 (default: {d['model']})")
+                   help=f"the model (default: {d['model']}): {recipe.supported_models_text()}")
     t.add_argument("--dataset", choices=recipe.DATASETS,
                    help=f"the data set (default: {d['dataset']}); mnist_sample and digits ship with the `datasets` "
                    "extra, mnist, fashion_mnist and cifar10 are read from $EMBER_DATA/<name>")
-    t.add_argument("--epochs", type=int, metavar="N",
+    t.add_argument("--epochs", type=_int_at_least(1), metavar="N",
                    help=f"total epochs of the run (default: {d['epochs']}; with --resume, the run's own, and a "
                    "larger number extends a finished run)")
-    t.add_argument("--batch-size", type=int, metavar="N",
+    t.add_argument("--batch-size", type=_int_at_least(1), metavar="N",
                    help=f"training batch size (default: {d['batch_size']})")
-    t.add_argument("--lr", type=float,
+    t.add_argument("--lr", type=_positive_float,
                    help="(peak) learning rate (default: 3e-3 for adam and adamw, 0.05 otherwise)")
     t.add_argument("--schedule", choices=recipe.SCHEDULES,
                    help=f"learning-rate schedule, stepped every batch (default: {d['schedule']})")
@@ -46,12 +84,12 @@ def _parser() -> argparse.ArgumentParser:
                    help="no random crops (MNIST-like data) or crops and flips (cifar10)")
     t.add_argument("--optimizer", choices=recipe.OPTIMIZERS,
                    help=f"optimizer (default: {d['optimizer']}; sgd has momentum 0.9)")
-    t.add_argument("--seed", type=int, metavar="N",
+    t.add_argument("--seed", type=_int_at_least(0), metavar="N",
                    help=f"seed of the initialisation, shuffling and augmentation (default: {d['seed']})")
-    t.add_argument("--limit", type=int, metavar="N",
+    t.add_argument("--limit", type=_int_at_least(1), metavar="N",
                    help="use only the first N training and N/4 test samples (default: all)")
     t.add_argument("--device", default="cpu", help="cpu, cpu:N, cuda or cuda:N (default: cpu)")
-    t.add_argument("--workers", type=int, default=0, metavar="N",
+    t.add_argument("--workers", type=_int_at_least(0), default=0, metavar="N",
                    help="DataLoader worker processes (default: 0, load in the main process)")
     t.add_argument("--out", metavar="DIR",
                    help="output folder (default: ./runs/<timestamp>; with --resume, the checkpoint's folder)")
@@ -60,29 +98,51 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--no-progress", action="store_true", help="no progress bar")
 
     s = sub.add_parser("summary", help="print a model's layers, output shapes, parameters and multiply-adds",
-                       formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    s.add_argument("--model", required=True, help="a name from ember.models")
-    s.add_argument("--input", default=None, help="input size, e.g. 1,3,224,224 (default: the model's usual input)")
-    s.add_argument("--num-classes", type=int, default=None)
+                       description="Print a model's layers, output shapes, parameters and multiply-adds, "
+                       "computed on the meta device (no memory for weights or activations).")
+    from ember.models import list_models
+
+    s.add_argument("--model", required=True, metavar="NAME", help=f"a name from ember.models: {', '.join(list_models())}")
+    s.add_argument("--input", metavar="SHAPE",
+                   help="input size, e.g. 1,3,224,224 (default: the model's usual input)")
+    s.add_argument("--num-classes", type=_int_at_least(1), metavar="N",
+                   help="number of classes (default: the model's own)")
     return p
+
+
+def _check_device(name: str):
+    import ember as em
+    from ember.device import as_device
+
+    try:
+        device = as_device(name)
+    except (ValueError, TypeError) as e:
+        raise CommandError(f"--device {name}: {e}") from None
+    if device.type == "meta":
+        raise CommandError("--device meta: the meta device holds shapes only, so nothing can be trained on it")
+    try:
+        em.zeros(1, device=device)
+    except (ImportError, RuntimeError) as e:
+        raise CommandError(f"--device {name}: {e}") from None
+    return device
 
 
 def _load_checkpoint(path: str) -> dict:
     import ember as em
 
     if os.path.isdir(path):
-        raise ValueError(f"--resume {path}: is a folder; give the checkpoint file, "
-                         f"e.g. {os.path.join(path, CHECKPOINT)}")
+        raise CommandError(f"--resume {path}: is a folder; give the checkpoint file, "
+                           f"e.g. {os.path.join(path, CHECKPOINT)}")
     if not os.path.exists(path):
-        raise ValueError(f"--resume {path}: no such file")
+        raise CommandError(f"--resume {path}: no such file")
     try:
         state = em.load(path)
     except (OSError, RuntimeError, ValueError) as e:
         msg = getattr(e, "strerror", None) or str(e)
         msg = msg.removeprefix(f"{path}: ")  # em.load's errors start with the file's name
-        raise ValueError(f"--resume {path}: {msg}") from None
+        raise CommandError(f"--resume {path}: {msg}") from None
     if not isinstance(state, dict) or not isinstance(state.get("config"), dict) or "epoch" not in state:
-        raise ValueError(f"--resume {path}: not a checkpoint of an `ember train` run (it has no run settings)")
+        raise CommandError(f"--resume {path}: not a checkpoint of an `ember train` run (it has no run settings)")
     return state
 
 
@@ -102,13 +162,43 @@ def _new_schedule(state: dict, optimizer, callbacks) -> dict:
     return state
 
 
+def _make_out(out: str) -> list[str]:
+    """Create the output folder; returns the folders created (deepest first), to remove if they stay empty."""
+    created, path = [], os.path.abspath(out)
+    while not os.path.lexists(path):
+        created.append(path)
+        path = os.path.dirname(path)
+    if os.path.lexists(out) and not os.path.isdir(out):
+        raise CommandError(f"--out {out}: is a file, not a folder")
+    try:
+        os.makedirs(out, exist_ok=True)
+    except OSError as e:
+        _remove_empty(created)
+        raise CommandError(f"--out {out}: can't create the folder: {e.strerror}") from None
+    if not os.access(out, os.W_OK | os.X_OK):
+        _remove_empty(created)
+        raise CommandError(f"--out {out}: the folder is not writable")
+    return created
+
+
+def _remove_empty(folders: list[str]) -> None:
+    for folder in folders:
+        try:
+            os.rmdir(folder)  # only succeeds while empty: a checkpoint already written stays
+        except OSError:
+            return
+
+
 def _settings(args) -> tuple[dict, dict | None, str | None]:
     """The run's settings, the checkpoint to resume from (or None) and how a resume goes on."""
     given = {k: getattr(args, k) for k in settings.DEFAULTS}
     if not args.resume:
         return settings.fresh(given), None, None
     state = _load_checkpoint(args.resume)
-    config, mode = settings.resumed(given, state["config"], int(state["epoch"]), args.resume)
+    try:
+        config, mode = settings.resumed(given, state["config"], int(state["epoch"]), args.resume)
+    except ValueError as e:
+        raise CommandError(str(e)) from None
     return config, state, mode
 
 
@@ -119,7 +209,11 @@ def train_main(args) -> int:
         print(f"nothing to do: the run in {args.resume} already has its {config['epochs']} epochs "
               "(a larger --epochs extends it)")
         return 0
-    device = args.device
+    try:
+        recipe.check_model(config["model"], config["dataset"])
+    except ValueError as e:
+        raise CommandError(str(e)) from None
+    device = _check_device(args.device)
     if args.out is not None:
         out = args.out
     elif args.resume:
@@ -127,13 +221,15 @@ def train_main(args) -> int:
     else:
         out = os.path.join("runs", time.strftime("%Y%m%d-%H%M%S"))
     ckpt = os.path.join(out, CHECKPOINT)
-    os.makedirs(out, exist_ok=True)
+    created = _make_out(out)
     try:
         return _train(args, config, state, mode, device, out, ckpt)
     except KeyboardInterrupt:
         where = f"; resume with: ember train --resume {ckpt}" if os.path.exists(ckpt) else ""
         print(f"ember train: interrupted{where}", file=sys.stderr)
         return 130
+    finally:
+        _remove_empty(created)  # only while still empty: after an early error, or Ctrl-C before any checkpoint
 
 
 def _train(args, config: dict, state: dict | None, mode: str | None, device, out: str, ckpt: str) -> int:
@@ -192,31 +288,59 @@ def _train(args, config: dict, state: dict | None, mode: str | None, device, out
     return 0
 
 
+def _parse_shape(text: str) -> tuple[int, ...]:
+    try:
+        shape = tuple(int(d) for d in text.split(","))
+    except ValueError:
+        shape = ()
+    if not shape or any(d < 1 for d in shape):
+        raise CommandError(f"--input {text}: expected positive integers separated by commas, e.g. 1,3,224,224")
+    return shape
+
+
 def summary_main(args) -> int:
     """`ember summary`: the model table computed on the meta device."""
     import ember as em
 
-    shape = tuple(int(d) for d in args.input.split(",")) if args.input else None
-    kwargs = {} if args.num_classes is None else {"num_classes": args.num_classes}
-    model = em.models.get_model(args.model, **kwargs)
-    if shape is None:
-        shape = em.models.default_input_size(args.model)
-    print(em.summary(model, shape))
+    name = args.model
+    if name not in em.models.list_models():
+        raise CommandError(f"--model {name}: unknown model; ember.models has {', '.join(em.models.list_models())}")
+    kwargs = {}
+    if args.num_classes is not None:
+        if "num_classes" not in em.models.registry.model_arguments(name):
+            raise CommandError(f"--num-classes: {name} has no class count to set")
+        kwargs["num_classes"] = args.num_classes
+    shape = _parse_shape(args.input) if args.input else em.models.default_input_size(name)
+    model = em.models.get_model(name, **kwargs)
+    try:
+        table = em.summary(model, shape)
+    except (ValueError, TypeError) as e:
+        raise CommandError(f"--input {args.input or shape}: {name} can't take this input: {e}") from None
+    print(table)
     return 0
+
+
+def _os_error(e: OSError) -> str:
+    return f"{e.filename}: {e.strerror}" if e.filename and e.strerror else str(e)
 
 
 def main(argv=None) -> int:
     """Entry point of the `ember` console script and `python -m ember`."""
     args = _parser().parse_args(argv)
+    prog = f"ember {args.command}"
     try:
         if args.command == "train":
             return train_main(args)
         return summary_main(args)
-    except (ValueError, KeyError, FileNotFoundError, ImportError, RuntimeError) as e:
-        # Bad names, missing data files or extras: one clear line, not a traceback.
-        msg = e.args[0] if isinstance(e, KeyError) and e.args else e
-        print(f"ember {args.command}: error: {msg}", file=sys.stderr)
-        return 2
+    except CommandError as e:
+        msg = str(e)
+    except OSError as e:  # a missing data file, a full disk, a folder that can't be written
+        msg = _os_error(e)
+    except (ValueError, KeyError, ImportError, RuntimeError) as e:
+        # Bad data files or missing extras: one clear line, not a traceback.
+        msg = e.args[0] if isinstance(e, KeyError) and e.args else str(e)
+    print(f"{prog}: error: {msg}", file=sys.stderr)
+    return 2
 
 
 if __name__ == "__main__":

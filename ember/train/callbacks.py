@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 
@@ -142,3 +143,14 @@ def ensure_dir(path: str) -> None:
     """Create the parent folder of a file path."""
     parent = os.path.dirname(os.path.abspath(path))
     os.makedirs(parent, exist_ok=True)
+
+
+@contextlib.contextmanager
+def writing(path: str):
+    """Name `path` in an OSError raised while writing it (a write() failing on a full disk names no file)."""
+    try:
+        yield
+    except OSError as e:
+        if e.filename:
+            raise
+        raise type(e)(e.errno, e.strerror or str(e), path) from e

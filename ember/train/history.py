@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import os
 
+from ember.train.callbacks import writing
+
 
 class History:
     """Metrics per epoch (`history["loss"]`, `history["val_accuracy"]`, ...)."""
@@ -38,7 +40,7 @@ class History:
 
     def to_json(self, path: str) -> None:
         """Write {"epoch": [...], metric: [...]} to path."""
-        with open(path, "w") as f:
+        with writing(path), open(path, "w") as f:
             json.dump({"epoch": self.epochs, **self.history}, f, indent=2)
 
     def plot(self, path: str) -> str:
@@ -62,7 +64,10 @@ class History:
             ax.grid(alpha=0.3)
             ax.legend()
         fig.tight_layout()
-        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-        fig.savefig(path, dpi=110)
-        plt.close(fig)
+        try:
+            with writing(path):
+                os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+                fig.savefig(path, dpi=110)
+        finally:
+            plt.close(fig)
         return path

@@ -8,6 +8,39 @@ NUM_CLASSES = 10  # every data set above has ten classes
 OPTIMIZERS = ("sgd", "adam", "adamw", "rmsprop", "adagrad")
 SCHEDULES = ("onecycle", "cosine", "none")
 
+# Image classifiers only: the data sets are labelled images. The small models adapt to any channel
+# count and image size; the ImageNet models are defined for 3-channel input, so only for cifar10.
+ANY_IMAGES = ("mlp", "lenet5", "resnet20", "resnet18_cifar")
+RGB_ONLY = ("resnet18", "resnet34", "resnet50", "mobilenet_v2", "vgg11", "vgg11_bn", "vgg16", "vgg16_bn", "vgg19",
+            "vgg19_bn")
+MODELS = ANY_IMAGES + RGB_ONLY
+NOT_TRAINABLE = {
+    "alexnet": "its stride-4 stem and three max-pools need images of at least 63x63 pixels; the largest here are 32x32",
+    "transformer_lm": "it is a language model over token ids, and these data sets are images",
+    "lstm_classifier": "it classifies token-id sequences, and these data sets are images",
+    "ncf": "it scores (user id, item id) pairs, and these data sets are images",
+}
+
+
+def supported_models_text() -> str:
+    """The models `ember train` can train, by data set, as a sentence."""
+    return (f"{', '.join(ANY_IMAGES)} on every data set; {', '.join(RGB_ONLY)} on {' and '.join(RGB_DATASETS)} "
+            "only (ImageNet models take 3-channel images)")
+
+
+def check_model(model: str, dataset: str) -> None:
+    """Raise ValueError unless `ember train` can train `model` on `dataset`, saying which models it can."""
+    if model in MODELS and (model in ANY_IMAGES or dataset in RGB_DATASETS):
+        return
+    if model in RGB_ONLY:
+        why = f"{model} takes 3-channel images and {dataset} has 1-channel ones"
+    elif model in NOT_TRAINABLE:
+        why = f"ember train can't train {model}: {NOT_TRAINABLE[model]}"
+    else:
+        why = f"unknown model {model!r}"
+    raise ValueError(f"--model {model}: {why}; ember train trains {supported_models_text()}")
+
+
 def default_lr(optimizer: str) -> float:
     """The (peak) learning rate used when --lr is not given."""
     return 3e-3 if optimizer in ("adam", "adamw") else 0.05

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ember as em
 from ember.train import rng_state
-from ember.train.callbacks import ensure_dir
+from ember.train.callbacks import ensure_dir, writing
 from ember.train.history import History
 
 CHECKPOINT_KEYS = ("model", "optimizer", "epoch", "step", "history", "callbacks", "rng")
@@ -80,8 +80,9 @@ class Trainer:
             return
         state = self.state_dict()
         state["epoch"] = epoch
-        ensure_dir(path)
-        em.save(state, path)
+        with writing(path):
+            ensure_dir(path)
+            em.save(state, path)
 
     def end_epoch(self, epoch: int, metrics: dict) -> None:
         """Run the callbacks' on_epoch_end, then write the checkpoints they asked for."""
