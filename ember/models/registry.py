@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -106,6 +107,11 @@ def get_model(name: str, **kwargs) -> nn.Module:
     for k, v in spec.defaults.items():
         kwargs.setdefault(k, v)
     return spec.builder(**kwargs)
+
+
+def model_arguments(name: str) -> set[str]:
+    """The keyword arguments get_model(name, ...) accepts (besides the in_channels / input_size hints)."""
+    return set(inspect.signature(_spec(name).builder).parameters)
 
 
 def default_input_size(name: str) -> tuple:

@@ -3,5 +3,7 @@
 from ember.train.callbacks import Callback, EarlyStopping, LRSchedulerCallback, ModelCheckpoint
 from ember.train.history import History
 from ember.train.loop import evaluate, fit
+from ember.train.trainer import Trainer
 
-__all__ = ["fit", "evaluate", "History", "Callback", "ModelCheckpoint", "EarlyStopping", "LRSchedulerCallback"]
+__all__ = ["fit", "evaluate", "History", "Callback", "ModelCheckpoint", "EarlyStopping", "LRSchedulerCallback",
+           "Trainer"]

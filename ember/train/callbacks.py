@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 
@@ -20,6 +21,13 @@ class Callback:
 
     def on_train_end(self, trainer) -> None:
         """After the last epoch (or an early stop)."""
+
+    def state_dict(self) -> dict:
+        """What a resumed run needs to continue where this callback was (saved in fit's checkpoints)."""
+        return {}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Restore what state_dict returned."""
 
 
 def _better(mode: str, value: float, best: float, min_delta: float = 0.0) -> bool:
@@ -54,6 +62,14 @@ class ModelCheckpoint(Callback):
             self.best_epoch = epoch
             trainer.save_checkpoint(self.path, epoch)
 
+    def state_dict(self) -> dict:
+        """The best value so far, so a resumed run does not overwrite a better checkpoint."""
+        return {"best": self.best, "best_epoch": self.best_epoch}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Restore what state_dict returned."""
+        self.best, self.best_epoch = state["best"], state["best_epoch"]
+
 
 class EarlyStopping(Callback):
     """Stop training when the monitored metric has not improved for `patience` epochs."""
@@ -81,6 +97,14 @@ class EarlyStopping(Callback):
             self.stopped_epoch = epoch
             trainer.stop_training = True
 
+    def state_dict(self) -> dict:
+        """The best value and the epochs waited since, so patience counts across a resume."""
+        return {"best": self.best, "wait": self.wait, "stopped_epoch": self.stopped_epoch}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Restore what state_dict returned."""
+        self.best, self.wait, self.stopped_epoch = state["best"], state["wait"], state["stopped_epoch"]
+
 
 class LRSchedulerCallback(Callback):
     """Step an ember.optim.lr_scheduler every epoch or every batch (ReduceLROnPlateau gets a metric)."""
@@ -106,8 +130,27 @@ class LRSchedulerCallback(Callback):
         if self.per == "epoch":
             self._step(metrics)
 
+    def state_dict(self) -> dict:
+        """The scheduler's own state_dict (PyTorch's layout)."""
+        return {"scheduler": self.scheduler.state_dict()}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Restore the scheduler; the learning rates themselves come back with the optimizer's state."""
+        self.scheduler.load_state_dict(state["scheduler"])
+
 
 def ensure_dir(path: str) -> None:
     """Create the parent folder of a file path."""
     parent = os.path.dirname(os.path.abspath(path))
     os.makedirs(parent, exist_ok=True)
+
+
+@contextlib.contextmanager
+def writing(path: str):
+    """Name `path` in an OSError raised while writing it (a write() failing on a full disk names no file)."""
+    try:
+        yield
+    except OSError as e:
+        if e.filename:
+            raise
+        raise type(e)(e.errno, e.strerror or str(e), path) from e

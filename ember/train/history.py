@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import os
 
+from ember.train.callbacks import writing
+
 
 class History:
     """Metrics per epoch (`history["loss"]`, `history["val_accuracy"]`, ...)."""
@@ -27,9 +29,18 @@ class History:
         values = self.history.get(key)
         return values[-1] if values else default
 
+    def state_dict(self) -> dict:
+        """Epochs and metrics, for a checkpoint."""
+        return {"epochs": list(self.epochs), "metrics": {k: list(v) for k, v in self.history.items()}}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Restore what state_dict returned."""
+        self.epochs = [int(e) for e in state["epochs"]]
+        self.history = {k: [float(v) for v in values] for k, values in state["metrics"].items()}
+
     def to_json(self, path: str) -> None:
         """Write {"epoch": [...], metric: [...]} to path."""
-        with open(path, "w") as f:
+        with writing(path), open(path, "w") as f:
             json.dump({"epoch": self.epochs, **self.history}, f, indent=2)
 
     def plot(self, path: str) -> str:
@@ -53,7 +64,10 @@ class History:
             ax.grid(alpha=0.3)
             ax.legend()
         fig.tight_layout()
-        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-        fig.savefig(path, dpi=110)
-        plt.close(fig)
+        try:
+            with writing(path):
+                os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+                fig.savefig(path, dpi=110)
+        finally:
+            plt.close(fig)
         return path

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 
 import ember as em
-from ember.train.callbacks import Callback, ensure_dir
+from ember.train.callbacks import Callback
 from ember.train.history import History
+from ember.train.trainer import Trainer
 
 
 def _progress(iterable, total: int, desc: str, enabled: bool):
@@ -72,36 +74,31 @@ def evaluate(model, loader, loss_fn=None, device="cpu") -> dict:
     return {"loss": loss_sum / total, "accuracy": correct / total}
 
 
-class Trainer:
-    """State shared with callbacks: model, optimizer, history, and the stop flag."""
-
-    def __init__(self, model, optimizer, history: History) -> None:
-        self.model = model
-        self.optimizer = optimizer
-        self.history = history
-        self.stop_training = False
-        self.epoch = 0
-
-    def save_checkpoint(self, path: str, epoch: int) -> None:
-        """em.save the model, optimizer and progress (atomically)."""
-        ensure_dir(path)
-        em.save({"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(), "epoch": epoch,
-                 "history": self.history.history}, path)
-
-
 def fit(model, train_loader, val_loader=None, *, epochs: int = 1, optimizer=None, loss_fn=None,
         device="cpu", callbacks: list[Callback] | None = None, progress: bool = True, jit: bool = False,
-        start_epoch: int = 1, history: History | None = None, log=print) -> History:
-    """Train `model` for `epochs`, validating after each; returns the History.
+        resume=None, config: dict | None = None, log=print) -> History:
+    """Train `model` up to epoch `epochs`, validating after each; returns the History.
 
     Each batch is (inputs, integer labels); the default loss is cross-entropy and accuracy is
     reported for classification outputs. With jit=True the whole training step runs as a graph.
+    `resume` is a checkpoint written by ModelCheckpoint (a path, or the dict em.load returned):
+    model, optimizer, history, the callbacks' state (LR schedulers included) and every random
+    stream (Ember's default generator, Python's and NumPy's, the train loader's generator) are
+    restored, and training continues with the epoch after the saved one, exactly as if it had not
+    stopped. `config` (plain values) is saved in every checkpoint under "config".
     """
+    if not isinstance(epochs, int) or isinstance(epochs, bool) or epochs < 1:
+        raise ValueError(f"fit: epochs must be a positive integer, got {epochs!r}")
     loss_fn = loss_fn or em.nn.functional.cross_entropy
     optimizer = optimizer or em.optim.SGD(model.parameters(), lr=0.01)
     callbacks = list(callbacks or [])
-    history = history or History()
-    trainer = Trainer(model, optimizer, history)
+    history = History()
+    trainer = Trainer(model, optimizer, history, callbacks, train_loader, config)
+    if resume is not None:
+        trainer.load_state_dict(em.load(resume) if isinstance(resume, (str, os.PathLike)) else resume)
+        if trainer.epoch > epochs:
+            raise ValueError(f"fit: the checkpoint is at epoch {trainer.epoch}, past epochs={epochs}")
+    start_epoch = trainer.epoch + 1
 
     def step(x, y):
         optimizer.zero_grad()
@@ -114,13 +111,12 @@ def fit(model, train_loader, val_loader=None, *, epochs: int = 1, optimizer=None
     run_step = em.jit(step) if jit else step
     for cb in callbacks:
         cb.on_train_begin(trainer)
-    global_step = 0
-    for epoch in range(start_epoch, start_epoch + epochs):
+    for epoch in range(start_epoch, epochs + 1):
         trainer.epoch = epoch
         model.train()
         t0 = time.perf_counter()
         seen, loss_sum, correct = 0, 0.0, 0
-        bar = _progress(train_loader, len(train_loader), f"epoch {epoch}/{start_epoch + epochs - 1}", progress)
+        bar = _progress(train_loader, len(train_loader), f"epoch {epoch}/{epochs}", progress)
         for batch in bar:
             x, y = _to(batch, device)
             loss, pred = run_step(x, y)
@@ -129,11 +125,11 @@ def fit(model, train_loader, val_loader=None, *, epochs: int = 1, optimizer=None
             loss_sum += loss_value * n
             correct += int((pred == y).sum().item())
             seen += n
-            global_step += 1
-            if progress and global_step % 5 == 0:
+            trainer.global_step += 1
+            if progress and trainer.global_step % 5 == 0:
                 bar.set_postfix(loss=f"{loss_sum / seen:.4f}", acc=f"{correct / seen:.3f}")
             for cb in callbacks:
-                cb.on_batch_end(trainer, global_step, loss_value)
+                cb.on_batch_end(trainer, trainer.global_step, loss_value)
         if hasattr(bar, "close"):
             bar.close()
         metrics = {"loss": loss_sum / max(seen, 1), "accuracy": correct / max(seen, 1)}
@@ -146,8 +142,7 @@ def fit(model, train_loader, val_loader=None, *, epochs: int = 1, optimizer=None
         if log is not None:
             parts = [f"{k} {v:.4f}" for k, v in metrics.items() if k not in ("lr", "time")]
             log(f"epoch {epoch:3d}  " + "  ".join(parts) + f"  ({metrics['time']:.1f}s)")
-        for cb in callbacks:
-            cb.on_epoch_end(trainer, epoch, metrics)
+        trainer.end_epoch(epoch, metrics)
         if trainer.stop_training:
             if log is not None:
                 log(f"early stop after epoch {epoch}")

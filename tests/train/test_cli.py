@@ -29,7 +29,7 @@ def test_train_writes_checkpoint_metrics_and_curves_and_resumes(tmp_path):
     r = _run("train", "--limit", "400", "--epochs", "3", "--no-progress", "--out", str(out),
              "--resume", str(out / "checkpoint.safetensors"))
     assert r.returncode == 0, r.stderr
-    assert "resumed from" in r.stdout
+    assert "extending the finished 2-epoch run" in r.stdout
     assert json.loads((out / "metrics.json").read_text())["epoch"] == [1, 2, 3]
 
 
