@@ -47,9 +47,13 @@ class Node:
             edges.append(None)
         self.edges = edges
         self.in_meta = meta
-        save = op.save_inputs
-        if type(save) is slice:  # ops with a variable number of inputs save a range of them
-            save = range(len(inputs))[save]
+        reads = op.grad_reads
+        if reads is not None:  # only what the gradients of the inputs that need one read
+            save = sorted({j for i, e in enumerate(edges) if e is not None for j in reads.get(i, ())})
+        else:
+            save = op.save_inputs
+            if type(save) is slice:  # ops with a variable number of inputs save a range of them
+                save = range(len(inputs))[save]
         if save:
             self._saved = {i: (inputs[i], _version_of(inputs[i])) for i in save}
             for i, (x, _) in self._saved.items():

@@ -21,7 +21,6 @@ import numpy as np
 from ember.errors import DataDependentError, fmt_shape
 from ember.graph.ir import CAPTURE, CONSTANT, PLACEHOLDER, VARIABLE, Value
 from ember.runtime import profiler as _profiler
-from ember.runtime.out_kernels import out_kernel_of
 from ember.runtime.settings import settings as _settings
 
 _PARALLEL_MIN_WORK = 1 << 21  # estimated bytes touched below which the engine's overhead dominates
@@ -37,7 +36,7 @@ class Step:
     def __init__(self, node, kernel, backend, in_slots, attrs, out_slots, multi) -> None:
         self.node = node
         self.kernel = kernel
-        self.kernel_out = out_kernel_of(node.op) if kernel == node.op.kernel else None
+        self.kernel_out = node.op.kernel_out if kernel == node.op.kernel else None
         self.backend = backend
         self.in_slots = in_slots
         self.attrs = attrs

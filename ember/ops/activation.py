@@ -29,6 +29,7 @@ class _SoftmaxBase(Op):
 @defop
 class _Softmax(_SoftmaxBase):
     name = "softmax"
+    fresh_output = True
 
     def kernel(self, xp, x, dim):
         z, d = self._prep(xp, x, dim)
@@ -49,6 +50,7 @@ class _Softmax(_SoftmaxBase):
 @defop
 class _LogSoftmax(_SoftmaxBase):
     name = "log_softmax"
+    fresh_output = True
 
     def kernel(self, xp, x, dim):
         z, d = self._prep(xp, x, dim)

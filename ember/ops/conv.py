@@ -131,6 +131,7 @@ def _check_conv(op, x, w, stride, pad, dil, groups, transposed=False):
 @defop
 class _Conv2d(Op):
     name = "conv2d"
+    fresh_output = True
     save_inputs = (0, 1)
 
     def infer(self, x, w, stride, padding, dilation, groups):
@@ -181,6 +182,7 @@ class _ConvTranspose2d(Op):
     """The adjoint of conv2d w.r.t. its input; weight is (C_in, C_out/groups, kh, kw)."""
 
     name = "conv_transpose2d"
+    fresh_output = True
     save_inputs = (0, 1)
 
     def infer(self, x, w, stride, padding, dilation, groups, out_hw):
@@ -219,6 +221,7 @@ class _Conv2dWeightGrad(Op):
     """d conv2d / d weight: correlate the input with the output gradient."""
 
     name = "conv2d_weight_grad"
+    fresh_output = True
     save_inputs = (0, 1)
 
     def infer(self, x, g, stride, padding, dilation, groups, kernel_hw):

@@ -19,6 +19,7 @@ class _FullLike(Op):
     """An array of `shape` (default: like's shape) filled with `value`."""
 
     name = "full_like"
+    fresh_output = True
     differentiable = False
 
     def infer(self, like, value, dtype=None, shape=None):
@@ -64,6 +65,7 @@ class _ArangeLike(Op):
     """A fixed int64 array (index lists built on the host) on like's device."""
 
     name = "host_constant"
+    fresh_output = True
     differentiable = False
 
     def infer(self, like, values):

@@ -23,20 +23,41 @@ from ember.ops.registry import Op, register
 
 # --- unary ---------------------------------------------------------------------------
 class Unary(Op):
-    """f(x) elementwise. `float_only` ops compute in the default float for integer inputs."""
+    """f(x) elementwise. `float_only` ops compute in the default float for integer inputs.
+
+    An op given a `ufunc` computes with that NumPy ufunc (the same name in CuPy) and gets an
+    `out=` kernel from it; `ufunc_kinds` limits both to the dtype kinds where the ufunc is exact.
+    """
 
     elementwise = True
+    inplace_ok = True
+    fresh_output = True
 
-    def __init__(self, name, fn, grad=None, *, float_only=True, save_input=False, save_output=False,
-                 bool_result=False, keep_int=False):
+    def __init__(self, name, fn=None, grad=None, *, ufunc=None, ufunc_kinds="f", into=None, float_only=True,
+                 save_input=False, save_output=False, bool_result=False):
         self.name = name
-        self.fn = fn
+        self.into = into  # (x, out) -> the result computed into out, or None when it cannot
+        self.ufunc = ufunc
+        self.ufunc_kinds = ufunc_kinds
+        self.fn = fn if fn is not None else (lambda xp, x: getattr(xp, ufunc)(x))
         self.grad = grad
         self.float_only = float_only
         self.bool_result = bool_result
         self.save_inputs = (0,) if save_input else ()
         self.save_outputs = (0,) if save_output else ()
         self.differentiable = grad is not None
+        if ufunc is not None or into is not None:
+            self.kernel_out = self._kernel_out
+
+    def _kernel_out(self, xp, x, *, out):
+        if type(x) is np.ndarray and x.dtype == out.dtype:
+            if self.into is not None:
+                res = self.into(x, out)
+                if res is not None:
+                    return res
+            elif x.dtype.kind in self.ufunc_kinds:
+                return getattr(np, self.ufunc)(x, out=out)
+        return self.kernel(xp, x)
 
     def _dtype(self, dtype):
         if self.bool_result:
@@ -58,7 +79,7 @@ class Unary(Op):
         return (self.grad(ctx, g),)
 
 
-def _unary(name, fn, grad=None, params=(), **kw):
+def _unary(name, fn=None, grad=None, params=(), **kw):
     """Register a Unary op; `params` name the attributes that may also be passed positionally."""
     op = register(Unary(name, fn, grad, **kw))
 
@@ -141,26 +162,35 @@ def _elu_kernel(xp, x, alpha=1.0):
     return xp.where(x > 0, x, alpha * xp.expm1(xp.minimum(x, 0)))
 
 
-neg = _unary("neg", lambda xp, x: -x if x.dtype != BOOL_NP else _bool_neg(x), lambda c, g: neg(g), float_only=False)
-abs = _unary("abs", lambda xp, x: xp.abs(x), lambda c, g: g * sign(_x(c)), float_only=False, save_input=True)
+neg = _unary("neg", lambda xp, x: -x if x.dtype != BOOL_NP else _bool_neg(x), lambda c, g: neg(g), ufunc="negative",
+             ufunc_kinds="iuf", float_only=False)
+abs = _unary("abs", None, lambda c, g: g * sign(_x(c)), ufunc="absolute", ufunc_kinds="biuf", float_only=False,
+             save_input=True)
 sign = _unary("sign", lambda xp, x: xp.sign(x) if x.dtype != BOOL_NP else x.copy(), _zero_grad, float_only=False)
-exp = _unary("exp", lambda xp, x: xp.exp(x), lambda c, g: g * c.output, save_output=True)
-exp2 = _unary("exp2", lambda xp, x: xp.exp2(x), lambda c, g: g * c.output * _LN2, save_output=True)
-log = _unary("log", lambda xp, x: xp.log(x), lambda c, g: g / _x(c), save_input=True)
-log2 = _unary("log2", lambda xp, x: xp.log2(x), lambda c, g: g / (_x(c) * _LN2), save_input=True)
-log10 = _unary("log10", lambda xp, x: xp.log10(x), lambda c, g: g / (_x(c) * math.log(10.0)), save_input=True)
-log1p = _unary("log1p", lambda xp, x: xp.log1p(x), lambda c, g: g / (_x(c) + 1.0), save_input=True)
-expm1 = _unary("expm1", lambda xp, x: xp.expm1(x), lambda c, g: g * (c.output + 1.0), save_output=True)
-sqrt = _unary("sqrt", lambda xp, x: xp.sqrt(x), lambda c, g: g / (2.0 * c.output), save_output=True)
+exp = _unary("exp", None, lambda c, g: g * c.output, ufunc="exp", save_output=True)
+exp2 = _unary("exp2", None, lambda c, g: g * c.output * _LN2, ufunc="exp2", save_output=True)
+log = _unary("log", None, lambda c, g: g / _x(c), ufunc="log", save_input=True)
+log2 = _unary("log2", None, lambda c, g: g / (_x(c) * _LN2), ufunc="log2", save_input=True)
+log10 = _unary("log10", None, lambda c, g: g / (_x(c) * math.log(10.0)), ufunc="log10", save_input=True)
+log1p = _unary("log1p", None, lambda c, g: g / (_x(c) + 1.0), ufunc="log1p", save_input=True)
+expm1 = _unary("expm1", None, lambda c, g: g * (c.output + 1.0), ufunc="expm1", save_output=True)
+sqrt = _unary("sqrt", None, lambda c, g: g / (2.0 * c.output), ufunc="sqrt", save_output=True)
+def _int_or_float(fn):
+    """An `into` for float and integer data only."""
+    return lambda x, out: fn(x, out) if x.dtype.kind in "fiu" else None
+
+
 rsqrt = _unary("rsqrt", lambda xp, x: 1 / xp.sqrt(x), lambda c, g: g * (-0.5 * c.output ** 3), save_output=True)
-square = _unary("square", lambda xp, x: x * x, lambda c, g: g * 2.0 * _x(c), float_only=False, save_input=True)
-sin = _unary("sin", lambda xp, x: xp.sin(x), lambda c, g: g * cos(_x(c)), save_input=True)
-cos = _unary("cos", lambda xp, x: xp.cos(x), lambda c, g: -(g * sin(_x(c))), save_input=True)
-tan = _unary("tan", lambda xp, x: xp.tan(x), lambda c, g: g * (1.0 + c.output * c.output), save_output=True)
-tanh = _unary("tanh", lambda xp, x: xp.tanh(x), lambda c, g: g * (1.0 - c.output * c.output), save_output=True)
+square = _unary("square", lambda xp, x: x * x, lambda c, g: g * 2.0 * _x(c), float_only=False, save_input=True,
+                into=_int_or_float(lambda x, out: np.multiply(x, x, out=out)))
+sin = _unary("sin", None, lambda c, g: g * cos(_x(c)), ufunc="sin", save_input=True)
+cos = _unary("cos", None, lambda c, g: -(g * sin(_x(c))), ufunc="cos", save_input=True)
+tan = _unary("tan", None, lambda c, g: g * (1.0 + c.output * c.output), ufunc="tan", save_output=True)
+tanh = _unary("tanh", None, lambda c, g: g * (1.0 - c.output * c.output), ufunc="tanh", save_output=True)
 sigmoid = _unary("sigmoid", _sigmoid_kernel, lambda c, g: g * (c.output * (1.0 - c.output)), save_output=True)
 relu = _unary("relu", lambda xp, x: xp.maximum(x, x.dtype.type(0)), lambda c, g: where(c.output > 0, g, 0.0),
-              float_only=False, save_output=True)
+              float_only=False, save_output=True,
+              into=_int_or_float(lambda x, out: np.maximum(x, x.dtype.type(0), out=out)))
 leaky_relu = _unary("leaky_relu", _leaky_relu_kernel,
                     lambda c, g: where(_x(c) > 0, g, g * c.attrs.get("negative_slope", 0.01)), save_input=True,
                     params=("negative_slope",))
@@ -171,17 +201,18 @@ gelu = _unary("gelu", _gelu_kernel, _gelu_grad, save_input=True)
 silu = _unary("silu", lambda xp, x: x * _sigmoid_kernel(xp, x), _silu_grad, save_input=True)
 softplus = _unary("softplus", _softplus_kernel, _softplus_grad, save_input=True, params=("beta", "threshold"))
 erf = _unary("erf", _erf, lambda c, g: g * (_TWO_OVER_SQRT_PI * exp(-(_x(c) * _x(c)))), save_input=True)
-reciprocal = _unary("reciprocal", lambda xp, x: 1 / x, lambda c, g: -(g * c.output * c.output), save_output=True)
+reciprocal = _unary("reciprocal", lambda xp, x: 1 / x, lambda c, g: -(g * c.output * c.output), save_output=True,
+                    into=lambda x, out: np.true_divide(1, x, out=out) if x.dtype.kind == "f" else None)
 floor = _unary("floor", lambda xp, x: xp.floor(x), _zero_grad, float_only=False)
 ceil = _unary("ceil", lambda xp, x: xp.ceil(x), _zero_grad, float_only=False)
 trunc = _unary("trunc", lambda xp, x: xp.trunc(x), _zero_grad, float_only=False)
 round = _unary("round", lambda xp, x: xp.round(x), _zero_grad, float_only=False)
 frac = _unary("frac", lambda xp, x: x - xp.trunc(x), lambda c, g: g)
-logical_not = _unary("logical_not", lambda xp, x: xp.logical_not(x), bool_result=True, float_only=False)
-bitwise_not = _unary("bitwise_not", lambda xp, x: xp.invert(x), float_only=False)
-isnan = _unary("isnan", lambda xp, x: xp.isnan(x), bool_result=True, float_only=False)
-isinf = _unary("isinf", lambda xp, x: xp.isinf(x), bool_result=True, float_only=False)
-isfinite = _unary("isfinite", lambda xp, x: xp.isfinite(x), bool_result=True, float_only=False)
+logical_not = _unary("logical_not", ufunc="logical_not", ufunc_kinds="biuf", bool_result=True, float_only=False)
+bitwise_not = _unary("bitwise_not", ufunc="invert", ufunc_kinds="biu", float_only=False)
+isnan = _unary("isnan", ufunc="isnan", ufunc_kinds="biuf", bool_result=True, float_only=False)
+isinf = _unary("isinf", ufunc="isinf", ufunc_kinds="biuf", bool_result=True, float_only=False)
+isfinite = _unary("isfinite", ufunc="isfinite", ufunc_kinds="biuf", bool_result=True, float_only=False)
 
 
 def _bool_neg(x):
@@ -195,20 +226,43 @@ def zeros_like_grad(g):
 
 # --- binary ----------------------------------------------------------------------------
 class Binary(Op):
-    """f(a, b) with broadcasting and PyTorch's type promotion; Python scalars on either side."""
+    """f(a, b) with broadcasting and PyTorch's type promotion; Python scalars on either side.
+
+    `reads` maps each input to the inputs its gradient reads (autograd saves no more); `ufunc`
+    names the NumPy ufunc that computes the op, which also gives it an `out=` kernel.
+    """
 
     elementwise = True
+    inplace_ok = True
+    fresh_output = True
 
-    def __init__(self, name, fn, grad=None, *, result="promote", save=(0, 1), no_bool=False):
+    def __init__(self, name, fn=None, grad=None, *, ufunc=None, ufunc_kinds="biuf", result="promote", reads=None,
+                 no_bool=False):
         self.name = name
-        self.fn = fn
+        self.ufunc = ufunc
+        self.ufunc_kinds = ufunc_kinds
+        self.fn = fn if fn is not None else (lambda xp, a, b: getattr(xp, ufunc)(a, b))
         self.grad = grad
         self.result = result  # promote | float (true division) | bool (comparisons) | int (bitwise)
         self.no_bool = no_bool  # sub: a bool operand is an error, as in PyTorch
-        self.save_inputs = save if grad is not None else ()
+        self.grad_reads = (reads if reads is not None else {}) if grad is not None else None
         self.differentiable = grad is not None
         # Same-dtype floating operands (or a float tensor with a Python number) need no promotion.
         self.fast = result != "int"
+        if ufunc is not None and result != "int":
+            self.kernel_out = self._ufunc_out
+
+    def _ufunc_out(self, xp, a, b, *, out):
+        # Only where no promotion is involved: same-dtype float operands (or one a Python number).
+        ta, tb = type(a), type(b)
+        f = getattr(np, self.ufunc)
+        wanted = np.bool_ if self.result == "bool" else None
+        if ta is np.ndarray and a.dtype.kind == "f" and out.dtype == (wanted or a.dtype):
+            if (tb is np.ndarray and b.dtype == a.dtype) or tb in (float, int):
+                return f(a, b, out=out)
+        elif tb is np.ndarray and b.dtype.kind == "f" and out.dtype == (wanted or b.dtype) and ta in (float, int):
+            return f(a, b, out=out)
+        return self.kernel(xp, a, b)
 
     def _dtype(self, a, b):
         dtype = binary_dtype(a, b)
@@ -253,7 +307,7 @@ def _is_bool(x) -> bool:
     return isinstance(x, bool) or getattr(x, "dtype", None) == BOOL_NP
 
 
-def _binary(name, fn, grad=None, **kw):
+def _binary(name, fn=None, grad=None, **kw):
     op = register(Binary(name, fn, grad, **kw))
 
     def call(a, b):
@@ -285,9 +339,9 @@ def _pow_grad(ctx, g):
 
 
 def _div_grad(ctx, g):
-    a, b = _ab(ctx)
+    b = ctx.input(1)
     ga = g / b if ctx.needs_grad(0) else None
-    gb = -(g * a) / (b * b) if ctx.needs_grad(1) else None
+    gb = -(g * ctx.input(0)) / (b * b) if ctx.needs_grad(1) else None
     return ga, gb
 
 
@@ -332,15 +386,17 @@ def _remainder(xp, a, b):
 
 
 def _remainder_grad(ctx, g):
-    a, b = _ab(ctx)
-    gb = -(g * floor_divide(a, b)) if ctx.needs_grad(1) else None
+    gb = -(g * floor_divide(*_ab(ctx))) if ctx.needs_grad(1) else None
     return g, gb
 
 
-_add = _binary("add", lambda xp, a, b: a + b, lambda c, g: (g, g), save=())
-_sub = _binary("sub", lambda xp, a, b: a - b, lambda c, g: (g, -g), save=(), no_bool=True)
-mul = _binary("mul", lambda xp, a, b: a * b, lambda c, g: (g * c.input(1), g * c.input(0)))
-_div = _binary("div", lambda xp, a, b: xp.true_divide(a, b), _div_grad, result="float")
+_add = _binary("add", lambda xp, a, b: a + b, lambda c, g: (g, g), ufunc="add")
+_sub = _binary("sub", lambda xp, a, b: a - b, lambda c, g: (g, -g), ufunc="subtract", no_bool=True)
+mul = _binary("mul", lambda xp, a, b: a * b,
+              lambda c, g: (g * c.input(1) if c.needs_grad(0) else None, g * c.input(0) if c.needs_grad(1) else None),
+              ufunc="multiply",
+              reads={0: (1,), 1: (0,)})
+_div = _binary("div", None, _div_grad, ufunc="true_divide", ufunc_kinds="f", result="float", reads={0: (1,), 1: (0, 1)})
 
 
 def _is_one(alpha) -> bool:
@@ -370,31 +426,33 @@ def div(input, other, *, rounding_mode=None):
         q = trunc(_div(input, other))
         return q.to(input.dtype) if isinstance(input, Tensor) and not input.is_floating_point() else q
     raise ValueError(f"div: rounding_mode must be None, 'floor' or 'trunc', got {rounding_mode!r}")
-pow = _binary("pow", _pow_kernel, _pow_grad)
-floor_divide = _binary("floor_divide", _floor_divide, lambda c, g: (g * 0.0, g * 0.0), save=())
-remainder = _binary("remainder", _remainder, _remainder_grad)
-fmod = _binary("fmod", lambda xp, a, b: xp.fmod(a, b), lambda c, g: (g, -(g * trunc(div(c.input(0), c.input(1))))))
-maximum = _binary("maximum", lambda xp, a, b: xp.maximum(a, b), _max_min_grad(lambda a, b: lt(a, b)))
-minimum = _binary("minimum", lambda xp, a, b: xp.minimum(a, b), _max_min_grad(lambda a, b: gt(a, b)))
+pow = _binary("pow", _pow_kernel, _pow_grad, ufunc="power", ufunc_kinds="f", reads={0: (0, 1), 1: (0, 1)})
+floor_divide = _binary("floor_divide", _floor_divide, lambda c, g: (g * 0.0, g * 0.0), ufunc="floor_divide",
+                       ufunc_kinds="f")
+remainder = _binary("remainder", _remainder, _remainder_grad, ufunc="remainder", ufunc_kinds="f", reads={1: (0, 1)})
+fmod = _binary("fmod", None, lambda c, g: (g, -(g * trunc(div(*_ab(c)))) if c.needs_grad(1) else None), ufunc="fmod",
+               reads={1: (0, 1)})
+maximum = _binary("maximum", None, _max_min_grad(lambda a, b: lt(a, b)), ufunc="maximum", reads={0: (0, 1), 1: (0, 1)})
+minimum = _binary("minimum", None, _max_min_grad(lambda a, b: gt(a, b)), ufunc="minimum", reads={0: (0, 1), 1: (0, 1)})
 atan2 = _binary(
     "atan2",
-    lambda xp, a, b: xp.arctan2(a, b),
+    None,
     lambda c, g: (g * c.input(1) / (c.input(0) ** 2 + c.input(1) ** 2),
                   -(g * c.input(0)) / (c.input(0) ** 2 + c.input(1) ** 2)),
-    result="float",
+    ufunc="arctan2", ufunc_kinds="f", result="float", reads={0: (0, 1), 1: (0, 1)},
 )
-eq = _binary("eq", lambda xp, a, b: xp.equal(a, b), result="bool")
-ne = _binary("ne", lambda xp, a, b: xp.not_equal(a, b), result="bool")
-lt = _binary("lt", lambda xp, a, b: xp.less(a, b), result="bool")
-le = _binary("le", lambda xp, a, b: xp.less_equal(a, b), result="bool")
-gt = _binary("gt", lambda xp, a, b: xp.greater(a, b), result="bool")
-ge = _binary("ge", lambda xp, a, b: xp.greater_equal(a, b), result="bool")
-logical_and = _binary("logical_and", lambda xp, a, b: xp.logical_and(a, b), result="bool")
-logical_or = _binary("logical_or", lambda xp, a, b: xp.logical_or(a, b), result="bool")
-logical_xor = _binary("logical_xor", lambda xp, a, b: xp.logical_xor(a, b), result="bool")
-bitwise_and = _binary("bitwise_and", lambda xp, a, b: xp.bitwise_and(a, b), result="int")
-bitwise_or = _binary("bitwise_or", lambda xp, a, b: xp.bitwise_or(a, b), result="int")
-bitwise_xor = _binary("bitwise_xor", lambda xp, a, b: xp.bitwise_xor(a, b), result="int")
+eq = _binary("eq", ufunc="equal", result="bool")
+ne = _binary("ne", ufunc="not_equal", result="bool")
+lt = _binary("lt", ufunc="less", result="bool")
+le = _binary("le", ufunc="less_equal", result="bool")
+gt = _binary("gt", ufunc="greater", result="bool")
+ge = _binary("ge", ufunc="greater_equal", result="bool")
+logical_and = _binary("logical_and", ufunc="logical_and", result="bool")
+logical_or = _binary("logical_or", ufunc="logical_or", result="bool")
+logical_xor = _binary("logical_xor", ufunc="logical_xor", result="bool")
+bitwise_and = _binary("bitwise_and", ufunc="bitwise_and", result="int")
+bitwise_or = _binary("bitwise_or", ufunc="bitwise_or", result="int")
+bitwise_xor = _binary("bitwise_xor", ufunc="bitwise_xor", result="int")
 
 greater, less, greater_equal, less_equal, not_equal = gt, lt, ge, le, ne  # (torch.equal is reduction.equal)
 multiply, subtract, divide, true_divide, negative = mul, sub, div, div, neg

@@ -149,6 +149,7 @@ class _IndexPut(Op):
     """out = base with base[index] replaced by (or, with accumulate, increased by) values."""
 
     name = "index_put"
+    fresh_output = True
     save_inputs = slice(2, None)  # the index tensors
 
     def infer(self, base, values, *arrays, index, accumulate=False):
@@ -292,6 +293,7 @@ def _check_along(op, x, dim, index):
 @defop
 class _Gather(Op):
     name = "gather"
+    fresh_output = True
     save_inputs = (1,)
 
     def infer(self, x, index, dim):
@@ -361,6 +363,7 @@ class _ScatterBase(Op):
 @defop
 class _Scatter(_ScatterBase):
     name = "scatter"
+    fresh_output = True
 
     def kernel(self, xp, x, index, src, dim):
         idx, src = self._prep(xp, x, index, src, dim)
@@ -375,6 +378,7 @@ class _Scatter(_ScatterBase):
 @defop
 class _ScatterAdd(_ScatterBase):
     name = "scatter_add"
+    fresh_output = True
 
     def kernel(self, xp, x, index, src, dim):
         idx, src = self._prep(xp, x, index, src, dim)
@@ -407,6 +411,7 @@ def scatter_add(input, dim: int, index, src):
 @defop
 class _IndexSelect(Op):
     name = "index_select"
+    fresh_output = True
     save_inputs = (1,)
 
     def infer(self, x, index, dim):
@@ -442,6 +447,7 @@ def index_select(input, dim: int, index):
 @defop
 class _IndexAdd(Op):
     name = "index_add"
+    fresh_output = True
     save_inputs = (1,)
 
     def infer(self, x, index, src, dim, alpha=1):
@@ -518,6 +524,7 @@ def masked_select(input, mask):
 @defop
 class _Nonzero(Op):
     name = "nonzero"
+    fresh_output = True
     differentiable = False
 
     def infer(self, x):
@@ -546,6 +553,7 @@ argwhere = nonzero
 @defop
 class _OneHot(Op):
     name = "one_hot"
+    fresh_output = True
     differentiable = False
 
     def infer(self, x, num_classes):

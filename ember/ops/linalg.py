@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import string
 
+import numpy as np
+
 from ember.errors import ShapeError, fmt_shape
 from ember.ops._rules import binary_dtype, broadcast_shapes, spec
 from ember.ops.dispatch import apply, apply_binary
@@ -43,6 +45,7 @@ def matmul_shape(op: str, a, b) -> tuple:
 @defop
 class _MatMul(Op):
     name = "matmul"
+    fresh_output = True
     save_inputs = (0, 1)
 
     def infer(self, a, b):
@@ -61,6 +64,13 @@ class _MatMul(Op):
         if dtype in LOW_FLOAT_NP:
             return rounded(xp.matmul(upcast(a), upcast(b)), dtype)
         return xp.matmul(a, b)
+
+    def kernel_out(self, xp, a, b, *, out):
+        """a @ b into out (same dtypes, at least 1-D; float16/bfloat16 take the kernel, which sums in float32)."""
+        if (type(a) is np.ndarray and type(b) is np.ndarray and a.dtype == b.dtype == out.dtype
+                and a.ndim and b.ndim and a.dtype not in LOW_FLOAT_NP):
+            return np.matmul(a, b, out=out)
+        return self.kernel(xp, a, b)
 
     def vjp(self, ctx, g):
         from ember.ops.shape import squeeze, transpose, unsqueeze

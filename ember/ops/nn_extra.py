@@ -12,6 +12,8 @@ are adjoint linear maps in logp — so every order of derivative stays within th
 
 from __future__ import annotations
 
+import numpy as np
+
 from ember.errors import ShapeError, fmt_shape
 from ember.ops._rules import FLOAT_NP, binary_dtype, spec
 from ember.ops.dispatch import apply
@@ -33,6 +35,7 @@ class _BatchNorm(Op):
     """Training-mode batch norm over every dim but 1. Outputs (y, mean, biased var), each stat (C,)."""
 
     name = "batch_norm"
+    fresh_output = True
     n_outputs = 3
     save_inputs = (0, 1)
     save_outputs = (1, 2)
@@ -113,6 +116,7 @@ class _LayerNorm(Op):
     """
 
     name = "layer_norm"
+    fresh_output = True
     n_outputs = 3
     save_inputs = (0, 1)
     save_outputs = (1, 2)
@@ -192,6 +196,7 @@ class _Linear(Op):
     """y = x @ w.T (+ b) for x (..., in), w (out, in), b (out,)."""
 
     name = "linear"
+    fresh_output = True
     save_inputs = (0, 1)
 
     def infer(self, x, w, b):
@@ -221,6 +226,16 @@ class _Linear(Op):
         if b is not None:
             out += b
         return out
+
+    def kernel_out(self, xp, x, w, b, *, out):
+        """x @ w.T + b into out (same dtypes; float16/bfloat16 take the kernel, which sums in float32)."""
+        if (type(x) is np.ndarray and type(w) is np.ndarray and x.dtype == w.dtype == out.dtype and x.ndim
+                and x.dtype not in LOW_FLOAT_NP and (b is None or (type(b) is np.ndarray and b.dtype == x.dtype))):
+            np.matmul(x, w.T, out=out)
+            if b is not None:
+                out += b
+            return out
+        return self.kernel(xp, x, w, b)
 
     def vjp(self, ctx, g):
         from ember.ops.linalg import matmul
@@ -291,6 +306,7 @@ class _NllLoss(Op):
     """Outputs (loss, total weight); the total is what reduction='mean' divides by."""
 
     name = "nll_loss"
+    fresh_output = True
     n_outputs = 2
     save_inputs = (1, 2)
     save_outputs = (1,)
@@ -329,6 +345,7 @@ class _NllLossBackward(Op):
     """d nll_loss / d logp: -w[t] * g (divided by the total weight for 'mean') at each target class."""
 
     name = "nll_loss_backward"
+    fresh_output = True
     save_inputs = (1, 2)
 
     def infer(self, g, target, weight, total, ignore_index, reduction, in_shape):

@@ -67,6 +67,7 @@ class _MaxPool2d(Op):
     """Outputs (values, window-local argmax); the local index drives the backward pass."""
 
     name = "max_pool2d"
+    fresh_output = True
     n_outputs = 2
     save_outputs = (1,)
 
@@ -107,6 +108,7 @@ class _MaxPool2d(Op):
 @defop
 class _MaxPool2dBackward(Op):
     name = "max_pool2d_backward"
+    fresh_output = True
     differentiable = False
 
     def infer(self, g, idx, in_shape, kernel, stride, padding, dilation, ceil_mode):
@@ -169,6 +171,7 @@ def _flat_indices(local, in_shape, kernel, stride, padding, dilation):
 @defop
 class _AvgPool2d(Op):
     name = "avg_pool2d"
+    fresh_output = True
 
     def infer(self, x, kernel, stride, padding, ceil_mode, count_include_pad, divisor_override):
         oh, ow = _geometry(self.name, x, kernel, stride, padding, (1, 1), ceil_mode)
@@ -215,6 +218,7 @@ def _divisor(xp, in_shape, oh, ow, kernel, stride, padding, count_include_pad, d
 @defop
 class _AvgPool2dBackward(Op):
     name = "avg_pool2d_backward"
+    fresh_output = True
 
     def infer(self, g, in_shape, kernel, stride, padding, ceil_mode, count_include_pad, divisor_override):
         return spec(in_shape, g.dtype)

@@ -60,6 +60,7 @@ class Reduction(Op):
 
 class _Sum(Reduction):
     name = "sum"
+    fresh_output = True
 
     def out_dtype(self, dtype, dtype_out=None):
         if dtype_out is not None:
@@ -81,6 +82,7 @@ class _Sum(Reduction):
 
 class _Mean(Reduction):
     name = "mean"
+    fresh_output = True
 
     def out_dtype(self, dtype, dtype_out=None):
         if dtype_out is not None:
@@ -109,6 +111,7 @@ class _Mean(Reduction):
 
 class _Prod(Reduction):
     name = "prod"
+    fresh_output = True
     save_inputs = (0,)
 
     def out_dtype(self, dtype, dtype_out=None):
@@ -205,6 +208,8 @@ class _ProdOthersVjp(Op):
 class _MaxMinAll(Reduction):
     """max/min/amax/amin as plain reductions; the gradient is shared evenly among ties."""
 
+    fresh_output = True
+
     save_inputs = (0,)
     save_outputs = (0,)
 
@@ -238,6 +243,8 @@ class _MaxMinAll(Reduction):
 
 class _MaxMinDim(Op):
     """max/min along one dim returning (values, indices), as PyTorch."""
+
+    fresh_output = True
 
     n_outputs = 2
     save_outputs = (1,)
@@ -283,6 +290,7 @@ class _MaxMinDim(Op):
 
 
 class _ArgMaxMin(Op):
+    fresh_output = True
     differentiable = False
 
     def __init__(self, name, fn):
@@ -313,6 +321,7 @@ class _ArgMaxMin(Op):
 
 class _Var(Reduction):
     name = "var"
+    fresh_output = True
     save_inputs = (0,)
 
     def out_dtype(self, dtype, correction=1):
@@ -344,6 +353,7 @@ class _Var(Reduction):
 
 class _LogSumExp(Reduction):
     name = "logsumexp"
+    fresh_output = True
     save_inputs = (0,)
     save_outputs = (0,)
 
@@ -375,6 +385,7 @@ class _LogSumExp(Reduction):
 
 
 class _AllAny(Reduction):
+    fresh_output = True
     differentiable = False
 
     def __init__(self, name):

@@ -2,7 +2,9 @@
 
 An op carries a shape/dtype rule (`infer`, which is all the meta device and graph building run),
 a kernel written against an array module `xp` (NumPy or CuPy), and a gradient rule (`vjp`) written
-in Ember ops so it works eagerly, symbolically and to any order.
+in Ember ops so it works eagerly, symbolically and to any order. It also declares what it is, so
+the layers that treat ops generically (autograd, the memory planner, `out=` execution, fused-code
+renderers) read declarations instead of keeping tables of op names.
 """
 
 from __future__ import annotations
@@ -16,10 +18,20 @@ class Op:
     name: str = ""
     n_outputs: int = 1
     save_inputs: tuple | slice = ()  # input positions the gradient rule reads (version-checked)
+    # When given: {input position: positions its gradient reads}; autograd then saves only what the
+    # gradients of the inputs that need one read (`x * 2` saves nothing, `x * w` saves w for x's).
+    grad_reads: dict | None = None
     save_outputs: tuple = ()  # output positions the gradient rule reads
     is_view: bool | str = False  # True: output aliases input 0; "maybe": only if the kernel could
     differentiable: bool = True
     elementwise: bool = False  # one output element from the same-position input elements
+    inplace_ok: bool = False  # the result may be computed into a dying input's buffer (memory planner)
+    fresh_output: bool = False  # results are new memory, never views of an input (memory planner)
+    ufunc: str | None = None  # the NumPy ufunc computing this op exactly (out= kernels, fused code)
+    ufunc_kinds: str = "biuf"  # dtype kinds (compute dtype) for which `ufunc` equals the kernel
+    # Optional `kernel_out(xp, *args, out=..., **attrs)`: the result written into `out` when it can
+    # (else a fresh array from `kernel`), bit for bit the kernel's values. Plans and the eager pool use it.
+    kernel_out = None
 
     def infer(self, *args, **attrs):
         """Shape/dtype rule: specs (objects with .shape and .dtype) in, a spec (or tuple) out."""
@@ -46,5 +58,5 @@ def register(op: Op) -> Op:
 
 
 def defop(cls):
-    """Class decorator: instantiate and register an Op subclass."""
+    """Class decorator: register one instance of an Op subclass; the name then refers to that op."""
     return register(cls())

@@ -369,6 +369,7 @@ def unsqueeze(input, dim: int):
 @defop
 class _Cat(Op):
     name = "cat"
+    fresh_output = True
 
     def infer(self, *xs, dim=0):
         if not xs:
@@ -511,6 +512,7 @@ def unbind(input, dim: int = 0):
 @defop
 class _Repeat(Op):
     name = "repeat"
+    fresh_output = True
 
     def _reps(self, x, reps):
         if len(reps) < len(x.shape):
@@ -556,6 +558,7 @@ def tile(input, dims):
 @defop
 class _Flip(Op):
     name = "flip"
+    fresh_output = True
 
     def infer(self, x, dims):
         for d in dims:
@@ -588,6 +591,7 @@ def flipud(input):
 @defop
 class _Roll(Op):
     name = "roll"
+    fresh_output = True
 
     def infer(self, x, shifts, dims):
         if dims is not None:
@@ -616,6 +620,7 @@ def roll(input, shifts, dims=None):
 
 
 class _Triangle(Op):
+    fresh_output = True
     def __init__(self, name):
         self.name = name
 
@@ -687,6 +692,7 @@ def pad(input, pad, mode: str = "constant", value=None):
 @defop
 class _PadConstant(Op):
     name = "pad"
+    fresh_output = True
 
     def _pads(self, x, pad):
         nd = len(x.shape)
@@ -744,12 +750,21 @@ def contiguous(input):
 class _Clone(Op):
     name = "clone"
     elementwise = True
+    inplace_ok = True
+    fresh_output = True
 
     def infer(self, x):
         return spec(x.shape, x.dtype)
 
     def kernel(self, xp, x):
         return x.copy()
+
+    def kernel_out(self, xp, x, *, out):
+        """A copy of x in out."""
+        if type(x) is np.ndarray and x.dtype == out.dtype and x.shape == out.shape:
+            np.copyto(out, x)
+            return out
+        return self.kernel(xp, x)
 
     def vjp(self, ctx, g):
         return (g,)
@@ -767,6 +782,8 @@ identity = clone
 class _Cast(Op):
     name = "cast"
     elementwise = True
+    inplace_ok = True
+    fresh_output = True
 
     def infer(self, x, dtype):
         return spec(x.shape, dtype)
@@ -776,6 +793,13 @@ class _Cast(Op):
             with np.errstate(over="ignore"):  # out-of-range values become inf, quietly as in PyTorch
                 return x.astype(dtype)
         return x.astype(dtype)
+
+    def kernel_out(self, xp, x, *, dtype, out):
+        """x converted to dtype, in out."""
+        if type(x) is np.ndarray and out.dtype == np.dtype(dtype) and x.shape == out.shape:
+            np.copyto(out, x, casting="unsafe")
+            return out
+        return self.kernel(xp, x, dtype=dtype)
 
     def vjp(self, ctx, g):
         return (g,)

@@ -44,6 +44,7 @@ def descending_order(xp, x, d: int):
 @defop
 class _Sort(Op):
     name = "sort"
+    fresh_output = True
     n_outputs = 2
     save_outputs = (1,)
 
@@ -86,6 +87,7 @@ def msort(input):
 @defop
 class _TopK(Op):
     name = "topk"
+    fresh_output = True
     n_outputs = 2
     save_outputs = (1,)
 
@@ -139,6 +141,7 @@ def kthvalue(input, k: int, dim: int = -1, keepdim: bool = False):
 @defop
 class _CumSum(Op):
     name = "cumsum"
+    fresh_output = True
 
     def _dtype(self, dtype):
         return dtype if dtype in FLOAT_NP else INT64_NP
@@ -175,6 +178,7 @@ def cumsum(input, dim: int, *, dtype=None, axis=None):
 @defop
 class _CumProd(Op):
     name = "cumprod"
+    fresh_output = True
     save_inputs = (0,)
     save_outputs = (0,)
 

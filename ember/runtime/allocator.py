@@ -179,9 +179,7 @@ EAGER_POOL_MIN_BYTES = 8 << 20
 
 def _pooled(op, arrays, attrs):
     """The op's result computed into an array from the caching pool (None: no out= kernel fits)."""
-    from ember.runtime.out_kernels import out_kernel_of
-
-    fn = out_kernel_of(op)
+    fn = op.kernel_out
     if fn is None or max((getattr(a, "nbytes", 0) for a in arrays), default=0) < EAGER_POOL_MIN_BYTES:
         return None
     try:

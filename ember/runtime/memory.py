@@ -18,7 +18,6 @@ from __future__ import annotations
 import numpy as np
 
 from ember.errors import fmt_shape
-from ember.runtime.out_kernels import OUT_KERNELS
 
 SEQUENTIAL = "sequential"
 PARALLEL = "parallel"
@@ -47,21 +46,9 @@ class SlotInfo:
         return self.kind != "scalar"
 
 
-# Ops whose kernels always return new memory (checked kernel by kernel); any other op that is not
-# elementwise is assumed to maybe return (a view of) an input. An op can say so with `fresh_output`.
-FRESH_OPS = frozenset({
-    "all", "any", "amax", "amin", "argmax", "argmin", "avg_pool2d", "avg_pool2d_backward", "batch_norm",
-    "cat", "conv2d", "conv2d_weight_grad", "conv_transpose2d", "cumprod", "cumsum", "flip", "full_like",
-    "gather", "host_constant", "index_add", "index_put", "index_select", "layer_norm", "linear",
-    "log_softmax", "logsumexp", "matmul", "max_dim", "max_pool2d", "max_pool2d_backward", "mean", "min_dim",
-    "nll_loss", "nll_loss_backward", "nonzero", "one_hot", "pad", "prod", "repeat", "roll", "scatter",
-    "scatter_add", "softmax", "sort", "sum", "topk", "tril", "triu", "var",
-})
-
-
 def is_fresh(op) -> bool:
-    """Whether an op's results never share memory with its inputs."""
-    return bool(op.elementwise) or op.name in FRESH_OPS or op.name in OUT_KERNELS or getattr(op, "fresh_output", False)
+    """Whether an op's results never share memory with its inputs (what the op declares)."""
+    return op.fresh_output or op.kernel_out is not None
 
 
 def analyze(plan) -> list:
@@ -301,7 +288,7 @@ def plan_memory(plan, mode: str = SEQUENTIAL) -> MemoryPlan:
             if not info.own or s in pinned:
                 continue
             b = None
-            if op.elementwise and len(step.out_slots) == 1:
+            if op.inplace_ok and len(step.out_slots) == 1:
                 hit = _inplace_target(mp, step, i, info, roots, last, anc)
                 if hit is not None:
                     b = hit[0]
@@ -508,7 +495,7 @@ def validate(plan_or_memory, mode: str | None = None) -> MemoryPlan:
 
 def _inplace_ok(step, u, v, infos, closure) -> bool:
     """Whether `step` may write v over its dying input u (elementwise, same spec, no other alias of u)."""
-    if not step.node.op.elementwise or len(step.out_slots) != 1 or step.out_slots[0] != v:
+    if not step.node.op.inplace_ok or len(step.out_slots) != 1 or step.out_slots[0] != v:
         return False
     if u not in step.in_slots or infos[u].shape != infos[v].shape or infos[u].dtype != infos[v].dtype:
         return False

@@ -16,6 +16,7 @@ class FusedElementwise(Op):
 
     name = "fused_elementwise"
     differentiable = False
+    fresh_output = True
 
     def infer(self, *inputs, region):
         specs = region.infer(list(inputs))

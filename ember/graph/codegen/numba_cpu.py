@@ -22,21 +22,39 @@ from numpy.lib.stride_tricks import as_strided
 from ember.graph.codegen import cache
 from ember.graph.codegen.region import Region
 from ember.graph.codegen.renderer import Kernel, Renderer, fits, literal, operand_dtype
+from ember.ops.registry import OPS
 
 MAX_RANK = 4
 _DTYPES = frozenset(np.dtype(d) for d in (
     np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64,
     np.float32, np.float64))
-_MATH = {"exp": "math.exp", "log": "math.log", "log2": "math.log2", "log10": "math.log10", "log1p": "math.log1p",
-         "expm1": "math.expm1", "sqrt": "math.sqrt", "sin": "math.sin", "cos": "math.cos", "tan": "math.tan",
-         "tanh": "math.tanh", "erf": "math.erf"}
-_BINOP = {"add": "+", "sub": "-", "mul": "*", "div": "/", "eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">",
-          "ge": ">=", "bitwise_and": "&", "bitwise_or": "|", "bitwise_xor": "^"}
-_FLOAT_ONLY = frozenset({"pow", "atan2", "fmod", "div"} | set(_MATH) | {"sigmoid", "silu", "rsqrt", "reciprocal"})
+# Scalar code for the ops' declared NumPy ufuncs: `math` functions (float only) and infix operators.
+_MATH = frozenset({"exp", "log", "log2", "log10", "log1p", "expm1", "sqrt", "sin", "cos", "tan", "tanh"})
+_INFIX = {"add": "+", "subtract": "-", "multiply": "*", "true_divide": "/", "equal": "==", "not_equal": "!=",
+          "less": "<", "less_equal": "<=", "greater": ">", "greater_equal": ">=", "bitwise_and": "&",
+          "bitwise_or": "|", "bitwise_xor": "^"}
+# Ops written out below by name (no single ufunc, or NumPy's NaN and rounding rules spelled out).
+_FLOAT_ONLY = frozenset({"pow", "atan2", "fmod", "erf", "sigmoid", "silu", "rsqrt", "reciprocal"})
 _OTHER = frozenset({"neg", "abs", "sign", "square", "relu", "leaky_relu", "maximum", "minimum", "floor", "ceil",
                     "trunc", "round", "frac", "logical_not", "bitwise_not", "isnan", "isinf", "isfinite",
                     "logical_and", "logical_or", "logical_xor", "where", "clamp", "cast", "clone"})
-SUPPORTED = frozenset(_MATH) | frozenset(_BINOP) | _FLOAT_ONLY | _OTHER
+
+
+def _math(name: str):
+    """The `math` function computing the op, from its declared ufunc (None: not one of them)."""
+    uf = OPS[name].ufunc
+    return f"math.{uf}" if uf in _MATH else None
+
+
+def _infix(name: str):
+    """The infix operator computing the op, from its declared ufunc (None: not one of them)."""
+    return _INFIX.get(OPS[name].ufunc)
+
+
+def _supported(name: str, compute) -> bool:
+    if _math(name) is not None or name in _FLOAT_ONLY:
+        return compute.kind == "f"
+    return _infix(name) is not None or name in _OTHER
 # Rough ns per element on one core: Numba's scalar libm calls are far slower than NumPy's SIMD ones.
 _COST = {"exp": 3.5, "log": 3.5, "log2": 4.0, "log10": 4.0, "log1p": 5.0, "expm1": 5.0, "sin": 6.0, "cos": 6.0,
          "tan": 8.0, "tanh": 15.0, "erf": 6.0, "sigmoid": 4.0, "silu": 4.0, "pow": 8.0, "atan2": 8.0, "fmod": 5.0}
@@ -71,10 +89,12 @@ def _instr_code(region: Region, j: int, ops: list) -> tuple:
     a = ops[0]
     b = ops[1] if len(ops) > 1 else None
     pre: list = []
-    if name in _BINOP:
-        expr = f"({a} {_BINOP[name]} {b})"
-    elif name in _MATH:
-        expr = f"{_MATH[name]}({a})"
+    if _infix(name) is not None:
+        expr = f"({a} {_infix(name)} {b})"
+    elif _math(name) is not None:
+        expr = f"{_math(name)}({a})"
+    elif name == "erf":
+        expr = f"math.erf({a})"
     elif name == "pow":
         arg = ins.args[1]
         expr = f"({a} * {a})" if arg.kind == "c" and arg.ref == 2 else f"({a} ** {b})"
@@ -297,7 +317,7 @@ class NumbaRenderer(Renderer):
             if region.reduce.op not in ("sum", "mean") or region.reduce.dtype not in _DTYPES:
                 return False
         for ins in region.instrs:
-            if ins.op not in SUPPORTED or (ins.op in _FLOAT_ONLY and ins.compute.kind != "f"):
+            if not _supported(ins.op, ins.compute):
                 return False
             if ins.op in ("neg", "sign") and ins.compute.kind == "b":
                 return False

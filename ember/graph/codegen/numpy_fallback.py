@@ -17,20 +17,6 @@ from ember.ops.registry import OPS
 
 CHUNK = 1 << 16  # elements per chunk: a few buffers of this size stay in L2
 
-_UNARY = {
-    "neg": "negative", "abs": "absolute", "exp": "exp", "exp2": "exp2", "log": "log", "log2": "log2",
-    "log10": "log10", "log1p": "log1p", "expm1": "expm1", "sqrt": "sqrt", "sin": "sin", "cos": "cos",
-    "tan": "tan", "tanh": "tanh", "logical_not": "logical_not", "bitwise_not": "invert", "isnan": "isnan",
-    "isinf": "isinf", "isfinite": "isfinite",
-}
-_BINARY = {
-    "add": "add", "sub": "subtract", "mul": "multiply", "div": "true_divide", "maximum": "maximum",
-    "minimum": "minimum", "atan2": "arctan2", "fmod": "fmod", "eq": "equal", "ne": "not_equal", "lt": "less",
-    "le": "less_equal", "gt": "greater", "ge": "greater_equal", "logical_and": "logical_and",
-    "logical_or": "logical_or", "logical_xor": "logical_xor", "bitwise_and": "bitwise_and",
-    "bitwise_or": "bitwise_or", "bitwise_xor": "bitwise_xor",
-}
-_FLOAT_ONLY_UFUNC = {"pow": "power", "floor_divide": "floor_divide", "remainder": "remainder"}
 _COST = {"tanh": 0.5, "exp": 0.6, "log": 0.6, "sin": 1.0, "cos": 1.0, "tan": 2.0, "sigmoid": 3.0, "gelu": 6.0,
          "erf": 6.0, "softplus": 5.0, "silu": 3.5, "elu": 3.0, "pow": 4.0, "atan2": 4.0}
 
@@ -38,14 +24,10 @@ _COST = {"tanh": 0.5, "exp": 0.6, "log": 0.6, "sin": 1.0, "cos": 1.0, "tan": 2.0
 def _ufunc_statements(ins, ops, target):
     """Statements computing `ins` into `target` with ufuncs, or None when the op has no ufunc form."""
     name, c = ins.op, ins.compute
-    if name == "neg" and c.kind == "b":
-        return None
-    if name in _UNARY:
-        return [f"np.{_UNARY[name]}({ops[0]}, out={target})"]
-    if name in _BINARY:
-        return [f"np.{_BINARY[name]}({ops[0]}, {ops[1]}, out={target})"]
-    if name in _FLOAT_ONLY_UFUNC and c.kind == "f":
-        return [f"np.{_FLOAT_ONLY_UFUNC[name]}({ops[0]}, {ops[1]}, out={target})"]
+    op = OPS[name]
+    if op.ufunc is not None and c.kind in op.ufunc_kinds:  # what the op declares computes it exactly
+        return [f"np.{op.ufunc}({', '.join(ops)}, out={target})"]
+    # Ops whose best NumPy form is not one ufunc call.
     if name == "relu":
         return [f"np.maximum({ops[0]}, _Z[{c.name!r}], out={target})"]
     if name == "square":
