@@ -42,8 +42,8 @@ class Node:
                     fn = x._grad_fn if x._base is None else _views.current_grad_fn(x)
                     edges.append((fn, x._output_nr) if fn is not None else (x, -1))
                     continue
-            else:
-                meta.append(None)
+            else:  # a Python number, or a NumPy array operand (ndarray @ tensor): its shape if it has one
+                meta.append((x.shape, x.dtype) if type(x) is _np.ndarray else None)
             edges.append(None)
         self.edges = edges
         self.in_meta = meta

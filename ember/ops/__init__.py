@@ -1,5 +1,7 @@
 """Every primitive op, defined once (see registry.Op), and the functions that call them."""
 
+import warnings as _warnings
+
 from ember.ops import dispatch as _dispatch  # noqa: F401
 from ember.ops.activation import log_softmax, softmax
 from ember.ops.conv import conv2d, conv_transpose2d
@@ -35,3 +37,12 @@ from ember.ops.shape import (
 from ember.ops.sorting import argsort, cumprod, cumsum, kthvalue, msort, sort, topk
 
 __all__ = [name for name in dir() if not name.startswith("_")]
+
+# PyTorch gives IEEE results quietly (log(0) = -inf, 0/0 = nan, inf * 0 = nan); NumPy warns. Only the
+# floating-point warnings NumPy raises inside Ember's own kernels (modules named ember..., and the
+# generated kernel modules) are ignored: a user's own NumPy code still warns. The filter costs
+# nothing unless a warning is raised.
+_warnings.filterwarnings(
+    "ignore", message=r"(divide by zero|invalid value|overflow|underflow) encountered", category=RuntimeWarning,
+    module=r"ember(\.|_kernels_|$)",
+)

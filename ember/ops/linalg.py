@@ -46,7 +46,7 @@ def matmul_shape(op: str, a, b) -> tuple:
 class _MatMul(Op):
     name = "matmul"
     fresh_output = True
-    save_inputs = (0, 1)
+    grad_reads = {0: (1,), 1: (0,)}
 
     def infer(self, a, b):
         return spec(matmul_shape(self.name, a.shape, b.shape), binary_dtype(a, b))
@@ -75,21 +75,24 @@ class _MatMul(Op):
     def vjp(self, ctx, g):
         from ember.ops.shape import squeeze, transpose, unsqueeze
 
-        a, b = ctx.input(0), ctx.input(1)
-        if a.ndim == 1 and b.ndim == 1:
-            return g * b, g * a
-        if a.ndim == 1:
+        # Each gradient reads only the other operand (the one saved for it).
+        a = ctx.input(0) if ctx.needs_grad(1) else None
+        b = ctx.input(1) if ctx.needs_grad(0) else None
+        a_vec, b_vec = len(ctx.in_shape(0)) == 1, len(ctx.in_shape(1)) == 1
+        if a_vec and b_vec:
+            return (g * b if b is not None else None), (g * a if a is not None else None)
+        if a_vec:
             g2 = unsqueeze(g, -2)
-            ga = squeeze(matmul(g2, transpose(b, -1, -2)), -2) if ctx.needs_grad(0) else None
-            gb = matmul(unsqueeze(a, -1), g2) if ctx.needs_grad(1) else None
+            ga = squeeze(matmul(g2, transpose(b, -1, -2)), -2) if b is not None else None
+            gb = matmul(unsqueeze(a, -1), g2) if a is not None else None
             return ga, gb
-        if b.ndim == 1:
+        if b_vec:
             g2 = unsqueeze(g, -1)
-            ga = matmul(g2, unsqueeze(b, -2)) if ctx.needs_grad(0) else None
-            gb = squeeze(matmul(transpose(a, -1, -2), g2), -1) if ctx.needs_grad(1) else None
+            ga = matmul(g2, unsqueeze(b, -2)) if b is not None else None
+            gb = squeeze(matmul(transpose(a, -1, -2), g2), -1) if a is not None else None
             return ga, gb
-        ga = matmul(g, transpose(b, -1, -2)) if ctx.needs_grad(0) else None
-        gb = matmul(transpose(a, -1, -2), g) if ctx.needs_grad(1) else None
+        ga = matmul(g, transpose(b, -1, -2)) if b is not None else None
+        gb = matmul(transpose(a, -1, -2), g) if a is not None else None
         return ga, gb
 
 

@@ -197,7 +197,7 @@ class _Linear(Op):
 
     name = "linear"
     fresh_output = True
-    save_inputs = (0, 1)
+    grad_reads = {0: (1,), 1: (0,), 2: ()}
 
     def infer(self, x, w, b):
         if len(w.shape) != 2:
@@ -242,8 +242,8 @@ class _Linear(Op):
         from ember.ops.reduction import sum as _sum
         from ember.ops.shape import reshape, transpose
 
-        x, w = ctx.input(0), ctx.input(1)
         if ctx.needs_grad(0):
+            w = ctx.input(1)
             gx = matmul(g, w) if g.ndim <= 2 else reshape(matmul(reshape(g, (-1, g.shape[-1])), w),
                                                           tuple(g.shape[:-1]) + (w.shape[1],))
         else:
@@ -252,6 +252,7 @@ class _Linear(Op):
         if ctx.needs_grad(1) or ctx.needs_grad(2):
             g2 = g if g.ndim == 2 else reshape(g, (-1, g.shape[-1]))
             if ctx.needs_grad(1):
+                x = ctx.input(0)
                 x2 = x if x.ndim == 2 else reshape(x, (-1, x.shape[-1]))
                 gw = matmul(transpose(g2, 0, 1), x2)
             if ctx.needs_grad(2):

@@ -45,7 +45,7 @@ class _Lerp(Op):
     """start + weight * (end - start), with PyTorch's second form for |weight| >= 0.5."""
 
     name = "lerp"
-    save_inputs = (0, 1, 2)
+    grad_reads = {0: (2,), 1: (2,), 2: (0, 1)}
 
     def infer(self, start, end, weight):
         shape, dtype = _operands("lerp", start, end)
@@ -70,7 +70,7 @@ class _Lerp(Op):
     def vjp(self, ctx, g):
         from ember.ops.elementwise import mul, sub
 
-        w = ctx.input(2)
+        w = ctx.input(2) if ctx.needs_grad(0) or ctx.needs_grad(1) else None
         gs = mul(g, 1 - w if isinstance(w, (int, float)) else sub(1, w)) if ctx.needs_grad(0) else None
         ge = mul(g, w) if ctx.needs_grad(1) else None
         gw = mul(g, sub(ctx.input(1), ctx.input(0))) if ctx.needs_grad(2) else None
@@ -80,7 +80,7 @@ class _Lerp(Op):
 class _AddcBase(Op):
     """input + value * combine(tensor1, tensor2), in the rounding order (value * t1) op t2."""
 
-    save_inputs = (1, 2, 3)
+    grad_reads = {1: (2, 3), 2: (1, 2, 3)}
 
     def infer(self, x, t1, t2, value):
         shape, dtype = _operands(self.name, x, t1, t2)
@@ -109,9 +109,8 @@ class _Addcmul(_AddcBase):
     def vjp(self, ctx, g):
         from ember.ops.elementwise import mul
 
-        v = ctx.input(3)
-        g1 = mul(g, mul(ctx.input(2), v)) if ctx.needs_grad(1) else None
-        g2 = mul(g, mul(ctx.input(1), v)) if ctx.needs_grad(2) else None
+        g1 = mul(g, mul(ctx.input(2), ctx.input(3))) if ctx.needs_grad(1) else None
+        g2 = mul(g, mul(ctx.input(1), ctx.input(3))) if ctx.needs_grad(2) else None
         return g, g1, g2, None
 
 
@@ -134,9 +133,12 @@ class _Addcdiv(_AddcBase):
     def vjp(self, ctx, g):
         from ember.ops.elementwise import div, mul, neg
 
-        v, t1, t2 = ctx.input(3), ctx.input(1), ctx.input(2)
-        g1 = mul(g, div(v, t2)) if ctx.needs_grad(1) else None
-        g2 = neg(mul(g, div(mul(v, t1), mul(t2, t2)))) if ctx.needs_grad(2) else None
+        g1 = mul(g, div(ctx.input(3), ctx.input(2))) if ctx.needs_grad(1) else None
+        if ctx.needs_grad(2):
+            t2 = ctx.input(2)
+            g2 = neg(mul(g, div(mul(ctx.input(3), ctx.input(1)), mul(t2, t2))))
+        else:
+            g2 = None
         return g, g1, g2, None
 
 

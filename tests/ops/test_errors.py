@@ -246,3 +246,21 @@ def test_mask_indexing_on_meta_with_grad() -> None:
     """A mask index on meta is data-dependent even when the tensor records gradients."""
     with pytest.raises(NotImplementedError, match="getitem"):
         em.ones(3, device="meta", requires_grad=True)[em.zeros(3, dtype="bool", device="meta")]
+
+
+def test_floating_point_results_come_quietly_as_in_pytorch():
+    # log(0), 0/0 and inf*0 give IEEE results without NumPy's warnings, eagerly and in fused code;
+    # a user's own NumPy code still warns.
+    import subprocess
+    import sys
+
+    code = (
+        "import numpy as np, ember as em\n"
+        "z = em.zeros(3)\n"
+        "em.log(z); z / z; em.tensor([float('inf')]) * 0; em.exp(em.full((2,), 1e4)); em.sqrt(-em.ones(2))\n"
+        "f = em.jit(lambda x: em.log(x * 0) + x / x)\n"
+        "f(z); f(z)\n"
+        "np.log(np.zeros(1))\n"
+    )
+    err = subprocess.run([sys.executable, "-W", "default", "-c", code], capture_output=True, text=True).stderr
+    assert err.count("RuntimeWarning") == 1 and "<string>:" in err, err

@@ -165,7 +165,7 @@ class NumpyRenderer(Renderer):
         gen = _Source(region)
         text = gen.source()
         zeros = {d.name: d.type(0) for d in {ins.compute for ins in region.instrs}}
-        return text, {"np": np, "_C": gen.consts, "_K": gen.kernels, "_Z": zeros}
+        return text, {"np": np, "_C": gen.consts, "_K": gen.kernels, "_Z": zeros, "__name__": "ember_kernels_numpy"}
 
     def build(self, region: Region) -> Kernel:
         text, namespace = self.render(region)
