@@ -705,3 +705,17 @@ def test_an_input_a_gradient_does_not_read_may_change_afterwards(op):
     d += 1
     e.sum().backward()
     assert x.grad.shape == (3,)
+
+
+@pytest.mark.parametrize("cut", [lambda t: t.split(2), lambda t: t.chunk(2), lambda t: t.unbind(0)])
+def test_writing_into_a_piece_of_split_is_refused_under_autograd_as_in_pytorch(cut):
+    import torch
+
+    for lib in (torch, em):
+        x = lib.ones(4, requires_grad=True) * 1
+        with pytest.raises(RuntimeError, match="view"):
+            cut(x)[0].mul_(2)
+    z = em.zeros(4)
+    with em.no_grad():
+        cut(z)[0].add_(1)  # without autograd the write reaches the input, as in PyTorch
+    assert z[0].item() == 1

@@ -32,7 +32,8 @@ class Node:
         # For a view, the version of its storage when this node was made: a later in-place write
         # through another alias makes the node stale (see `current_grad_fn`).
         out0 = outputs[0] if outputs else None
-        self.view_version = out0._version[0] if op.is_view and out0 is not None and out0._base is not None else None
+        self.view_version = (out0._version[0] if op.is_view in (True, "maybe") and out0 is not None
+                             and out0._base is not None else None)
         edges = []
         meta = []
         for x in inputs:

@@ -16,6 +16,10 @@ from ember.autograd.grad_mode import state as _grad_state
 from ember.backends.meta import MetaArray
 from ember.ops.registry import Op, defop
 
+# The `_view_fn` of the outputs of an op that returns several views (split, unbind): like PyTorch,
+# autograd cannot replay a write through one of them, so such a write is an error while it records.
+MULTI_OUTPUT_VIEW = "multi-output view"
+
 
 def link_view(op, out, inputs, attrs) -> None:
     """Make a view share its source's version counter and remember how it was made from its base.
@@ -24,6 +28,11 @@ def link_view(op, out, inputs, attrs) -> None:
     in-place write through the view be replayed into the base's history (`copy_slices`).
     """
     src = inputs[0]
+    if op.is_view == "multi":
+        out._version = src._version
+        out._base = src._base if src._base is not None else src
+        out._view_fn = MULTI_OUTPUT_VIEW
+        return
     if op.is_view == "maybe":
         a, b = out._data, src._data
         # NumPy collapses view chains: a view's .base is the array that owns the memory.
@@ -43,7 +52,7 @@ def view_chain(t):
     """The (op, attrs, extra inputs) steps that make view `t` from its base, outermost last."""
     steps = []
     fn = t._view_fn
-    while fn is not None:
+    while fn is not None and fn is not MULTI_OUTPUT_VIEW:
         op, attrs, extra, parent = fn
         steps.append((op, attrs, extra))
         fn = parent
@@ -83,6 +92,12 @@ class CopySlices(Op):
 def rebase_view_history(view, result) -> None:
     """After writing `result` into `view` in place, make the base's history include the write."""
     base = view._base
+    if view._view_fn is MULTI_OUTPUT_VIEW:
+        raise RuntimeError(
+            "this tensor is one of the views that split/chunk/unbind returned and is being modified in place; "
+            "autograd cannot follow in-place writes to the outputs of a function returning several views: "
+            "clone() it first, or write under `with ember.no_grad():`"
+        )
     if base._grad_fn is None and base._requires_grad:
         raise RuntimeError(
             "a view of a leaf tensor that requires grad is being used in an in-place operation; "

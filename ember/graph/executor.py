@@ -201,15 +201,12 @@ class Plan:
             if not in_worker():
                 return self._run_engine(env, memory)
         rec = _profiler.state.active
-        if not memory and rec is None:
-            self._run_plain(env)
-        else:
-            arena = self._take_arena("sequential") if memory else None
-            try:
-                self._run_steps(env, arena.outs if arena is not None else None, rec)
-            finally:
-                if arena is not None:
-                    self._give_arena("sequential", arena)
+        arena = self._take_arena("sequential") if memory else None
+        try:
+            self._run_steps(env, arena.outs if arena is not None else None, rec)
+        finally:
+            if arena is not None:
+                self._give_arena("sequential", arena)
         return [_as_array(env[s]) for s in self.out_slots]
 
     def _load(self, feeds: dict) -> list:
@@ -237,30 +234,8 @@ class Plan:
             env[s] = var.read_storage()
         return env
 
-    def _run_plain(self, env: list) -> None:
-        step = None
-        try:
-            for step in self.steps:
-                args = [env[i] for i in step.in_slots]
-                backend = step.backend
-                if backend.direct:
-                    out = step.kernel(np, *args, **step.attrs)
-                else:
-                    out = backend.run(step.kernel, args, step.attrs)
-                if step.multi:
-                    for s, o in zip(step.out_slots, out):
-                        env[s] = o
-                else:
-                    env[step.out_slots[0]] = out
-                for s in step.free_after:
-                    env[s] = None
-        except DataDependentError:
-            raise
-        except Exception as e:
-            _raise_step_error(step, e)
-
     def _run_steps(self, env: list, outs, rec) -> None:
-        """The step loop with an arena (`outs[k]`: step k's preallocated result) and/or a profiler."""
+        """The step loop, with an arena (`outs[k]`: step k's preallocated result) and a profiler when given."""
         step = None
         try:
             for k, step in enumerate(self.steps):

@@ -29,11 +29,12 @@ from ember.ops.reduction import (
 )
 from ember.ops.registry import OPS, Op
 from ember.ops.shape import (
-    broadcast_tensors, broadcast_to, cast, cat, chunk, clone, concat, concatenate, contiguous, diagonal, expand,
+    broadcast_tensors, broadcast_to, cast, cat, clone, concat, concatenate, contiguous, diagonal, expand,
     expand_as, flatten, flip, fliplr, flipud, hstack, identity, movedim, moveaxis, narrow, pad, permute, repeat,
-    reshape, roll, split, squeeze, stack, sum_to_size, swapaxes, swapdims, t, tile, transpose, tril, triu,
-    unbind, unflatten, unsqueeze, view, vstack,
+    reshape, roll, squeeze, stack, sum_to_size, swapaxes, swapdims, t, tile, transpose, tril, triu,
+    unflatten, unsqueeze, view, vstack,
 )
+from ember.ops.split import chunk, split, unbind
 from ember.ops.sorting import argsort, cumprod, cumsum, kthvalue, msort, sort, topk
 
 __all__ = [name for name in dir() if not name.startswith("_")]

@@ -132,7 +132,7 @@ def _check_conv(op, x, w, stride, pad, dil, groups, transposed=False):
 class _Conv2d(Op):
     name = "conv2d"
     fresh_output = True
-    save_inputs = (0, 1)
+    grad_reads = {0: (1,), 1: (0,)}
 
     def infer(self, x, w, stride, padding, dilation, groups):
         _check_conv(self.name, x, w, stride, padding, dilation, groups)
@@ -165,16 +165,7 @@ class _Conv2d(Op):
         return rounded(xp.ascontiguousarray(out), dtype)
 
     def vjp(self, ctx, g):
-        x, w = ctx.input(0), ctx.input(1)
-        a = ctx.attrs
-        gx = gw = None
-        if ctx.needs_grad(0):
-            gx = apply(_ConvTranspose2d, g, w, stride=a["stride"], padding=a["padding"],
-                       dilation=a["dilation"], groups=a["groups"], out_hw=tuple(x.shape[2:]))
-        if ctx.needs_grad(1):
-            gw = apply(_Conv2dWeightGrad, x, g, stride=a["stride"], padding=a["padding"],
-                       dilation=a["dilation"], groups=a["groups"], kernel_hw=tuple(w.shape[2:]))
-        return gx, gw
+        return _conv_vjp(ctx, g, transposed=False)
 
 
 @defop
@@ -183,7 +174,7 @@ class _ConvTranspose2d(Op):
 
     name = "conv_transpose2d"
     fresh_output = True
-    save_inputs = (0, 1)
+    grad_reads = {0: (1,), 1: (0,)}
 
     def infer(self, x, w, stride, padding, dilation, groups, out_hw):
         _check_conv(self.name, x, w, stride, padding, dilation, groups, transposed=True)
@@ -204,16 +195,25 @@ class _ConvTranspose2d(Op):
                        dtype)
 
     def vjp(self, ctx, g):
-        x, w = ctx.input(0), ctx.input(1)
-        a = ctx.attrs
-        gx = gw = None
-        if ctx.needs_grad(0):
-            gx = apply(_Conv2d, g, w, stride=a["stride"], padding=a["padding"], dilation=a["dilation"],
-                       groups=a["groups"])
-        if ctx.needs_grad(1):
-            gw = apply(_Conv2dWeightGrad, g, x, stride=a["stride"], padding=a["padding"],
-                       dilation=a["dilation"], groups=a["groups"], kernel_hw=tuple(w.shape[2:]))
-        return gx, gw
+        return _conv_vjp(ctx, g, transposed=True)
+
+
+def _conv_vjp(ctx, g, transposed: bool):
+    """Gradients of conv2d and of its adjoint conv_transpose2d, each the other's mirror image: the
+    input's through the other op, the weight's by correlating image and gradient (whose roles swap)."""
+    a = ctx.attrs
+    conv = {"stride": a["stride"], "padding": a["padding"], "dilation": a["dilation"], "groups": a["groups"]}
+    gx = gw = None
+    if ctx.needs_grad(0):
+        if transposed:
+            gx = apply(_Conv2d, g, ctx.input(1), **conv)
+        else:
+            gx = apply(_ConvTranspose2d, g, ctx.input(1), **conv, out_hw=tuple(ctx.in_shape(0)[2:]))
+    if ctx.needs_grad(1):
+        x = ctx.input(0)
+        image, grad = (g, x) if transposed else (x, g)
+        gw = apply(_Conv2dWeightGrad, image, grad, **conv, kernel_hw=tuple(ctx.in_shape(1)[2:]))
+    return gx, gw
 
 
 @defop

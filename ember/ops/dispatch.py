@@ -170,6 +170,9 @@ def apply(op, *inputs, **attrs):
     )
     if interp.symbolic:
         interp.outputs(results)
+    if op.is_view:
+        for t in results:
+            link_view(op, t, inputs, attrs)
     if needs_grad and grad_state.enabled and op.differentiable:
         record(op, attrs, inputs, results)
     return results

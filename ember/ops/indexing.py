@@ -541,7 +541,7 @@ def nonzero(input, *, as_tuple: bool = False):
     """Indices of non-zero elements: (N, ndim), or one 1-D tensor per dim with as_tuple."""
     idx = apply(_Nonzero, input)
     if as_tuple:
-        from ember.ops.shape import unbind
+        from ember.ops.split import unbind
 
         return unbind(idx, 1) if input.ndim else (idx.reshape(-1),)
     return idx

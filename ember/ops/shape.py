@@ -474,41 +474,6 @@ def narrow(input, dim: int, start: int, length: int):
     return getitem(input, index)
 
 
-def split(tensor, split_size_or_sections, dim: int = 0):
-    """Split into chunks of a given size, or into the listed section sizes (views)."""
-    d = norm_dim("split", dim, tensor.ndim)
-    size = tensor.shape[d]
-    if isinstance(split_size_or_sections, int):
-        step = split_size_or_sections
-        if step <= 0:
-            raise ValueError(f"split: split_size must be positive, got {step}")
-        sizes = [min(step, size - s) for s in range(0, size, step)] or [0]
-    else:
-        sizes = list(split_size_or_sections)
-        if sum(sizes) != size:
-            raise ShapeError(f"split: sections {sizes} sum to {sum(sizes)}, not to dimension {dim} of size {size}")
-    out, start = [], 0
-    for n in sizes:
-        out.append(narrow(tensor, d, start, n))
-        start += n
-    return tuple(out)
-
-
-def chunk(input, chunks: int, dim: int = 0):
-    """Split into `chunks` nearly equal pieces (the last may be smaller)."""
-    if chunks <= 0:
-        raise ValueError(f"chunk: chunks must be positive, got {chunks}")
-    size = input.shape[norm_dim("chunk", dim, input.ndim)]
-    step = max(1, -(-size // chunks))
-    return split(input, step, dim)
-
-
-def unbind(input, dim: int = 0):
-    """The slices along `dim`, each without that dim."""
-    d = norm_dim("unbind", dim, input.ndim)
-    return tuple(squeeze(p, d) for p in split(input, 1, d))
-
-
 @defop
 class _Repeat(Op):
     name = "repeat"

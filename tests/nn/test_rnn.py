@@ -11,7 +11,7 @@ import torch
 
 import ember as em
 from ember import nn
-from ember.ops.split_views import split_views, unbind_views
+from ember.ops.split import split, unbind
 
 from .seq_helpers import RNG, assert_same_state_dict, run_pair
 
@@ -164,28 +164,28 @@ def test_lstm_classifier_trains():
     assert losses[-1] < 0.6 * losses[0]
 
 
-# --- split_views: the multi-output op the recurrences slice with ---------------------------------
-def test_split_views_forward_and_backward():
+# --- split: the multi-output op the recurrences slice with ---------------------------------
+def test_split_forward_and_backward():
     x = randn(3, 7, 2)
     ex, tx = em.tensor(x, requires_grad=True), torch.tensor(x, requires_grad=True)
-    parts, tparts = split_views(ex, (2, 4, 1), 1), torch.split(tx, (2, 4, 1), 1)
+    parts, tparts = split(ex, (2, 4, 1), 1), torch.split(tx, (2, 4, 1), 1)
     for a, b in zip(parts, tparts):
         np.testing.assert_array_equal(a.detach().numpy(), b.detach().numpy())
     # only some pieces used: the others contribute zeros
     ((parts[0] * 2.0).sum() + (parts[2] ** 2).sum()).backward()
     ((tparts[0] * 2.0).sum() + (tparts[2] ** 2).sum()).backward()
     np.testing.assert_allclose(ex.grad.numpy(), tx.grad.numpy())
-    assert [tuple(p.shape) for p in split_views(ex, 3, 1)] == [(3, 3, 2), (3, 3, 2), (3, 1, 2)]
+    assert [tuple(p.shape) for p in split(ex, 3, 1)] == [(3, 3, 2), (3, 3, 2), (3, 1, 2)]
 
 
-def test_unbind_views_second_order():
+def test_unbind_second_order():
     x = randn(4, 3)
     ex, tx = em.tensor(x, requires_grad=True), torch.tensor(x, requires_grad=True)
-    ys, tys = unbind_views(ex, 1), torch.unbind(tx, 1)
+    ys, tys = unbind(ex, 1), torch.unbind(tx, 1)
     assert len(ys) == 3 and ys[0].shape == (4,)
     g = em.autograd.grad((ys[1] ** 3).sum(), ex, create_graph=True)[0]
     tg = torch.autograd.grad((tys[1] ** 3).sum(), tx, create_graph=True)[0]
     np.testing.assert_allclose(g.detach().numpy(), tg.detach().numpy())
     np.testing.assert_allclose(em.autograd.grad(g.sum(), ex)[0].numpy(),
                                torch.autograd.grad(tg.sum(), tx)[0].numpy())
-    assert unbind_views(em.ones(1, 2), 0)[0].shape == (2,)
+    assert unbind(em.ones(1, 2), 0)[0].shape == (2,)

@@ -15,7 +15,7 @@ from ember.nn import init
 from ember.nn.modules.linear import Linear
 from ember.nn.modules.module import Module
 from ember.nn.parameter import Parameter
-from ember.ops.split_views import split_views, unbind_views
+from ember.ops.split import split, unbind
 from ember.tensor import Tensor
 
 
@@ -66,7 +66,7 @@ def _heads(x: Tensor, num_heads: int, batch_first: bool, parts: int = 1) -> tupl
     a, b, e = x.shape
     x = x.reshape(a, b, parts, num_heads, e // (parts * num_heads))
     x = x.permute(2, 0, 3, 1, 4) if batch_first else x.permute(2, 1, 3, 0, 4)
-    return unbind_views(x, 0)
+    return unbind(x, 0)
 
 
 def _append_along_seq(x: Tensor, row: Tensor, batch_first: bool) -> Tensor:
@@ -129,7 +129,7 @@ def multi_head_attention_forward(query: Tensor, key: Tensor, value: Tensor, embe
                                  f"{tuple(value.shape[:2])}")
         b_q = b_k = b_v = None
         if in_proj_bias is not None:
-            b_q, b_k, b_v = split_views(in_proj_bias, embed_dim, 0)
+            b_q, b_k, b_v = split(in_proj_bias, embed_dim, 0)
         q, k, v = F.linear(query, q_proj_weight, b_q), F.linear(key, k_proj_weight, b_k), F.linear(value, v_proj_weight, b_v)
     else:
         if tuple(key.shape) != tuple(value.shape):
@@ -138,16 +138,16 @@ def multi_head_attention_forward(query: Tensor, key: Tensor, value: Tensor, embe
             # self-attention: one matmul for q, k and v, and one reshape into heads
             packed = F.linear(query, in_proj_weight, in_proj_bias)
         else:
-            w_q, w_kv = split_views(in_proj_weight, (embed_dim, 2 * embed_dim), 0)
+            w_q, w_kv = split(in_proj_weight, (embed_dim, 2 * embed_dim), 0)
             b_q = b_kv = None
             if in_proj_bias is not None:
-                b_q, b_kv = split_views(in_proj_bias, (embed_dim, 2 * embed_dim), 0)
+                b_q, b_kv = split(in_proj_bias, (embed_dim, 2 * embed_dim), 0)
             q = F.linear(query, w_q, b_q)
             if key is value:
-                k, v = split_views(F.linear(key, w_kv, b_kv), embed_dim, -1)
+                k, v = split(F.linear(key, w_kv, b_kv), embed_dim, -1)
             else:
-                w_k, w_v = split_views(w_kv, embed_dim, 0)
-                b_k, b_v = (None, None) if b_kv is None else split_views(b_kv, embed_dim, 0)
+                w_k, w_v = split(w_kv, embed_dim, 0)
+                b_k, b_v = (None, None) if b_kv is None else split(b_kv, embed_dim, 0)
                 k, v = F.linear(key, w_k, b_k), F.linear(value, w_v, b_v)
 
     # --- masks: attn_mask to (1 or N, 1 or heads, L, S) --------------------------------------

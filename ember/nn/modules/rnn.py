@@ -16,7 +16,7 @@ from ember.nn import functional as F
 from ember.nn import init
 from ember.nn.modules.module import Module
 from ember.nn.parameter import Parameter
-from ember.ops.split_views import split_views, unbind_views
+from ember.ops.split import split, unbind
 from ember.tensor import Tensor
 
 _GATES = {"LSTM": 4, "GRU": 3, "RNN_TANH": 1, "RNN_RELU": 1}
@@ -31,22 +31,22 @@ def _linear_rows(x: Tensor, w: Tensor, b: Tensor | None) -> Tensor:
 # --- one time step, shared by the layers and the cells ----------------------------------------
 def _ifog_to_ifgo(t: Tensor) -> Tensor:
     """LSTM gate rows (dim 0) from PyTorch's order [i, f, g, o] to [i, f, o, g]."""
-    i, f, g, o = split_views(t, t.shape[0] // 4, 0)
+    i, f, g, o = split(t, t.shape[0] // 4, 0)
     return em.cat([i, f, o, g], 0)
 
 
 def _lstm_step(pre: Tensor, c: Tensor, hidden: int) -> tuple[Tensor, Tensor]:
     """(h, c) from the gate pre-activations in the order [i, f, o, g] and the previous cell state."""
-    ifo, g = split_views(pre, (3 * hidden, hidden), -1)
-    i, f, o = split_views(em.sigmoid(ifo), hidden, -1)
+    ifo, g = split(pre, (3 * hidden, hidden), -1)
+    i, f, o = split(em.sigmoid(ifo), hidden, -1)
     c = f * c + i * em.tanh(g)
     return o * em.tanh(c), c
 
 
 def _gru_step(x_rz: Tensor, x_n: Tensor, gh: Tensor, h: Tensor, hidden: int) -> Tensor:
     """New h from the input projections (r|z, n) and the hidden projection gh = W_hh h + b_hh."""
-    gh_rz, gh_n = split_views(gh, (2 * hidden, hidden), -1)
-    r, z = split_views(em.sigmoid(x_rz + gh_rz), hidden, -1)
+    gh_rz, gh_n = split(gh, (2 * hidden, hidden), -1)
+    r, z = split(em.sigmoid(x_rz + gh_rz), hidden, -1)
     n = em.tanh(x_n + r * gh_n)
     return n + z * (h - n)  # (1 - z) * n + z * h with one op fewer
 
@@ -202,8 +202,8 @@ class RNNBase(Module):
         dirs = 2 if self.bidirectional else 1
         tdim = 1 if self.batch_first else 0
         # per layer: (N, H) states for one direction, (2, N, H) for two
-        per_layer = [unbind_views(s, 0) if dirs == 1 else
-                     unbind_views(s.reshape((self.num_layers, 2) + tuple(s.shape[1:])), 0) for s in states]
+        per_layer = [unbind(s, 0) if dirs == 1 else
+                     unbind(s.reshape((self.num_layers, 2) + tuple(s.shape[1:])), 0) for s in states]
         finals = [[] for _ in states]
         x = input
         for layer in range(self.num_layers):
@@ -244,7 +244,7 @@ class RNNBase(Module):
         outs = []
         if mode == "LSTM":
             h, c = init_states
-            for xt in unbind_views(xw, tdim):
+            for xt in unbind(xw, tdim):
                 h, c = _lstm_step(hidden_proj(h, w_hh) + xt, c, hidden)
                 if w_hr is not None:
                     h = hidden_proj(h, w_hr)
@@ -252,8 +252,8 @@ class RNNBase(Module):
             last = [h, c]
         elif mode == "GRU":
             (h,) = init_states
-            x_rz, x_n = split_views(xw, (2 * hidden, hidden), -1)
-            for xt_rz, xt_n in zip(unbind_views(x_rz, tdim), unbind_views(x_n, tdim)):
+            x_rz, x_n = split(xw, (2 * hidden, hidden), -1)
+            for xt_rz, xt_n in zip(unbind(x_rz, tdim), unbind(x_n, tdim)):
                 gh = hidden_proj(h, w_hh)
                 if b_hh is not None:
                     gh = gh + b_hh
@@ -263,13 +263,13 @@ class RNNBase(Module):
         else:
             (h,) = init_states
             relu = mode == "RNN_RELU"
-            for xt in unbind_views(xw, tdim):
+            for xt in unbind(xw, tdim):
                 h = _rnn_step(hidden_proj(h, w_hh) + xt, relu)
                 outs.append(h)
             last = [h]
         out = em.stack(outs, tdim)
         if dirs == 2:
-            fwd, bwd = unbind_views(out, 0)
+            fwd, bwd = unbind(out, 0)
             out = em.cat([fwd, em.flip(bwd, (tdim - 1,))], -1)
         return out, last
 
@@ -412,7 +412,7 @@ class LSTMCell(RNNCellBase):
         states = [None, None] if hx is None else list(hx)
         input, (h, c), batched = self._batch(input, states)
         gi, gh = self._projections(input, h)
-        i, f, g, o = split_views(gi + gh, self.hidden_size, -1)
+        i, f, g, o = split(gi + gh, self.hidden_size, -1)
         c = em.sigmoid(f) * c + em.sigmoid(i) * em.tanh(g)
         h = em.sigmoid(o) * em.tanh(c)
         return (h, c) if batched else (h.squeeze(0), c.squeeze(0))
@@ -427,6 +427,6 @@ class GRUCell(RNNCellBase):
     def forward(self, input: Tensor, hx: Tensor | None = None) -> Tensor:
         input, (h,), batched = self._batch(input, [hx])
         gi, gh = self._projections(input, h)
-        x_rz, x_n = split_views(gi, (2 * self.hidden_size, self.hidden_size), -1)
+        x_rz, x_n = split(gi, (2 * self.hidden_size, self.hidden_size), -1)
         h = _gru_step(x_rz, x_n, gh, h, self.hidden_size)
         return h if batched else h.squeeze(0)
