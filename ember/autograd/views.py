@@ -14,7 +14,7 @@ import numpy as np
 from ember.autograd.engine import Node, record, walk
 from ember.autograd.grad_mode import state as _grad_state
 from ember.backends.meta import MetaArray
-from ember.ops.registry import Op, defop
+from ember.ops.registry import Op, register
 
 # The `_view_fn` of the outputs of an op that returns several views (split, unbind): like PyTorch,
 # autograd cannot replay a write through one of them, so such a write is an error while it records.
@@ -69,8 +69,7 @@ def replay_view(base, chain):
     return out
 
 
-@defop
-class CopySlices(Op):
+class CopySlicesOp(Op):
     """History of a base tensor after an in-place write through one of its views."""
 
     name = "copy_slices"
@@ -89,6 +88,9 @@ class CopySlices(Op):
         return g_base, g_view
 
 
+copy_slices_op = register(CopySlicesOp())
+
+
 def rebase_view_history(view, result) -> None:
     """After writing `result` into `view` in place, make the base's history include the write."""
     base = view._base
@@ -103,7 +105,7 @@ def rebase_view_history(view, result) -> None:
             "a view of a leaf tensor that requires grad is being used in an in-place operation; "
             "clone the leaf first or wrap the write in `with ember.no_grad():`"
         )
-    record(CopySlices, {"chain": view_chain(view)}, (base, result), (base,))
+    record(copy_slices_op, {"chain": view_chain(view)}, (base, result), (base,))
 
 
 def current_grad_fn(t):
@@ -195,7 +197,7 @@ def rebase_after_write(t, result) -> None:
     else:
         # Overwritten with values that do not depend on anything differentiable (fill_, copy_
         # of a constant): the old history gets a zero gradient, as PyTorch's FillBackward.
-        record(CopySlices, {"chain": ()}, (t, result), (t,))
+        record(copy_slices_op, {"chain": ()}, (t, result), (t,))
 
 
 from ember.tensor import Tensor as _Tensor  # noqa: E402  (the tensor layer imports this module)

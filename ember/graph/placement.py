@@ -15,7 +15,7 @@ from ember.device import Device
 from ember.graph.ir import PLACEHOLDER, GNode, Graph, Value
 from ember.graph.passes.rewrite import Rewriter
 from ember.ops.registry import Op
-from ember.ops.transfer_ops import Recv, Send, copy_array
+from ember.ops.transfer_ops import copy_array, recv_op, send_op
 from ember.runtime.rendezvous import current
 
 
@@ -139,7 +139,7 @@ def partition(graph: Graph, outputs, extra_nodes=()) -> dict:
             part = parts[dev] = Part(dev, graph)
         rw = part._rw
         controls = [_wait_for(c, node, dev, parts, where, waits) for c in node.control_inputs if where[c.id] is not dev]
-        if node.kind == "op" and node.op is Recv:
+        if node.kind == "op" and node.op is recv_op:
             if node.attrs["key"] in received:
                 _fail(f"two recv nodes take key {node.attrs['key']!r}; each send/recv pair needs its own key")
             received.add(node.attrs["key"])
@@ -151,7 +151,7 @@ def partition(graph: Graph, outputs, extra_nodes=()) -> dict:
                         f"{node.op_name} (node %{node.id}) on {dev} reads %{x.node.id} ({x.node.op_name}) on "
                         f"{where[x.node.id]} directly; every edge between devices must go through a send/recv pair"
                     )
-            if node.kind == "op" and node.op is Send:
+            if node.kind == "op" and node.op is send_op:
                 rw.add_op(SEND_PART, [rw.value(node.inputs[0])], dict(node.attrs), dev)
                 new = part.graph.nodes[-1]
                 rw.alias(node.outputs[0], new.outputs[0])
@@ -191,7 +191,7 @@ def _cut_recv(node: GNode, dev: Device, where: dict, part: Part) -> GNode:
     (x,) = node.value_inputs()
     send = x.node
     key, src = node.attrs["key"], node.attrs["src"]
-    if send.kind != "op" or send.op is not Send:
+    if send.kind != "op" or send.op is not send_op:
         _fail(f"recv (node %{node.id}) reads %{send.id} ({send.op_name}), not a send")
     if send.attrs["key"] != key or where[send.id] is not src or send.attrs["dst"] is not dev:
         _fail(

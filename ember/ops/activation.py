@@ -7,7 +7,7 @@ import numpy as np
 from ember.ops._rules import float_of, norm_dim, spec
 from ember.ops.dispatch import apply
 from ember.ops.opmath import rounded, upcast, upcast_tensor
-from ember.ops.registry import Op, defop
+from ember.ops.registry import Op, register
 
 
 class _SoftmaxBase(Op):
@@ -26,8 +26,7 @@ class _SoftmaxBase(Op):
             return x - m, d
 
 
-@defop
-class _Softmax(_SoftmaxBase):
+class SoftmaxOp(_SoftmaxBase):
     name = "softmax"
     fresh_output = True
 
@@ -47,8 +46,10 @@ class _Softmax(_SoftmaxBase):
         return (gy - y * _sum(gy, d, True),)
 
 
-@defop
-class _LogSoftmax(_SoftmaxBase):
+_softmax_op = register(SoftmaxOp())
+
+
+class LogSoftmaxOp(_SoftmaxBase):
     name = "log_softmax"
     fresh_output = True
 
@@ -65,6 +66,9 @@ class _LogSoftmax(_SoftmaxBase):
         return (g - exp(y) * _sum(g, d, True),)
 
 
+_log_softmax_op = register(LogSoftmaxOp())
+
+
 def _prepare(input, dim, dtype):
     if dtype is not None:
         input = input.to(dtype)
@@ -76,10 +80,10 @@ def _prepare(input, dim, dtype):
 def softmax(input, dim=None, dtype=None, *, axis=None):
     """exp(x) / sum(exp(x)) along `dim`, computed stably."""
     input, dim = _prepare(input, axis if axis is not None else dim, dtype)
-    return apply(_Softmax, input, dim=dim)
+    return apply(_softmax_op, input, dim=dim)
 
 
 def log_softmax(input, dim=None, dtype=None, *, axis=None):
     """x - logsumexp(x) along `dim`, computed stably."""
     input, dim = _prepare(input, axis if axis is not None else dim, dtype)
-    return apply(_LogSoftmax, input, dim=dim)
+    return apply(_log_softmax_op, input, dim=dim)

@@ -11,7 +11,7 @@ from ember.errors import ShapeError, fmt_shape
 from ember.ops._rules import binary_dtype, spec
 from ember.ops.dispatch import apply
 from ember.ops.opmath import rounded, upcast
-from ember.ops.registry import Op, defop
+from ember.ops.registry import Op, register
 
 
 def _pair(v, name):
@@ -128,8 +128,7 @@ def _check_conv(op, x, w, stride, pad, dil, groups, transposed=False):
             raise ValueError(f"{op}: dilation must be positive, got {dil}")
 
 
-@defop
-class _Conv2d(Op):
+class Conv2dOp(Op):
     name = "conv2d"
     fresh_output = True
     grad_reads = {0: (1,), 1: (0,)}
@@ -168,8 +167,10 @@ class _Conv2d(Op):
         return _conv_vjp(ctx, g, transposed=False)
 
 
-@defop
-class _ConvTranspose2d(Op):
+_conv2d_op = register(Conv2dOp())
+
+
+class ConvTranspose2dOp(Op):
     """The adjoint of conv2d w.r.t. its input; weight is (C_in, C_out/groups, kh, kw)."""
 
     name = "conv_transpose2d"
@@ -198,6 +199,9 @@ class _ConvTranspose2d(Op):
         return _conv_vjp(ctx, g, transposed=True)
 
 
+_conv_transpose2d_op = register(ConvTranspose2dOp())
+
+
 def _conv_vjp(ctx, g, transposed: bool):
     """Gradients of conv2d and of its adjoint conv_transpose2d, each the other's mirror image: the
     input's through the other op, the weight's by correlating image and gradient (whose roles swap)."""
@@ -206,18 +210,17 @@ def _conv_vjp(ctx, g, transposed: bool):
     gx = gw = None
     if ctx.needs_grad(0):
         if transposed:
-            gx = apply(_Conv2d, g, ctx.input(1), **conv)
+            gx = apply(_conv2d_op, g, ctx.input(1), **conv)
         else:
-            gx = apply(_ConvTranspose2d, g, ctx.input(1), **conv, out_hw=tuple(ctx.in_shape(0)[2:]))
+            gx = apply(_conv_transpose2d_op, g, ctx.input(1), **conv, out_hw=tuple(ctx.in_shape(0)[2:]))
     if ctx.needs_grad(1):
         x = ctx.input(0)
         image, grad = (g, x) if transposed else (x, g)
-        gw = apply(_Conv2dWeightGrad, image, grad, **conv, kernel_hw=tuple(ctx.in_shape(1)[2:]))
+        gw = apply(_conv2d_weight_grad_op, image, grad, **conv, kernel_hw=tuple(ctx.in_shape(1)[2:]))
     return gx, gw
 
 
-@defop
-class _Conv2dWeightGrad(Op):
+class Conv2dWeightGradOp(Op):
     """d conv2d / d weight: correlate the input with the output gradient."""
 
     name = "conv2d_weight_grad"
@@ -242,9 +245,12 @@ class _Conv2dWeightGrad(Op):
         x, g = ctx.input(0), ctx.input(1)
         a = ctx.attrs
         common = dict(stride=a["stride"], padding=a["padding"], dilation=a["dilation"], groups=a["groups"])
-        gx = apply(_ConvTranspose2d, g, gg, out_hw=tuple(x.shape[2:]), **common) if ctx.needs_grad(0) else None
-        gg_out = apply(_Conv2d, x, gg, **common) if ctx.needs_grad(1) else None
+        gx = apply(_conv_transpose2d_op, g, gg, out_hw=tuple(x.shape[2:]), **common) if ctx.needs_grad(0) else None
+        gg_out = apply(_conv2d_op, x, gg, **common) if ctx.needs_grad(1) else None
         return gx, gg_out
+
+
+_conv2d_weight_grad_op = register(Conv2dWeightGradOp())
 
 
 def _padding4(padding, kernel_hw, dilation, stride, op):
@@ -275,7 +281,7 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups: in
         input = input.unsqueeze(0)
     stride, dilation = _pair(stride, "stride"), _pair(dilation, "dilation")
     pad = _padding4(padding, tuple(weight.shape[2:]), dilation, stride, "conv2d")
-    out = apply(_Conv2d, input, weight, stride=stride, padding=pad, dilation=dilation, groups=int(groups))
+    out = apply(_conv2d_op, input, weight, stride=stride, padding=pad, dilation=dilation, groups=int(groups))
     if bias is not None:
         if tuple(bias.shape) != (weight.shape[0],):
             raise ShapeError(f"conv2d: bias must have shape ({weight.shape[0]},), got {fmt_shape(bias.shape)}")
@@ -305,7 +311,7 @@ def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_paddi
     )
     if out_hw[0] <= 0 or out_hw[1] <= 0:
         raise ShapeError(f"conv_transpose2d: the output size {out_hw} is not positive for input {fmt_shape(input.shape)}")
-    out = apply(_ConvTranspose2d, input, weight, stride=stride, padding=(ph, ph, pw, pw), dilation=dilation,
+    out = apply(_conv_transpose2d_op, input, weight, stride=stride, padding=(ph, ph, pw, pw), dilation=dilation,
                 groups=int(groups), out_hw=out_hw)
     if bias is not None:
         out = out + bias.reshape(1, -1, 1, 1)

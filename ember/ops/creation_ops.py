@@ -11,11 +11,10 @@ import numpy as np
 
 from ember.ops._rules import spec
 from ember.ops.dispatch import apply
-from ember.ops.registry import Op, defop
+from ember.ops.registry import Op, register
 
 
-@defop
-class _FullLike(Op):
+class FullLikeOp(Op):
     """An array of `shape` (default: like's shape) filled with `value`."""
 
     name = "full_like"
@@ -29,6 +28,9 @@ class _FullLike(Op):
         return xp.full(like.shape if shape is None else shape, value, dtype=like.dtype if dtype is None else dtype)
 
 
+_full_like_op = register(FullLikeOp())
+
+
 def full_like(input, fill_value, *, dtype=None, device=None, requires_grad: bool = False):
     """A tensor of input's shape filled with one value."""
     from ember.dtypes import as_dtype
@@ -36,7 +38,7 @@ def full_like(input, fill_value, *, dtype=None, device=None, requires_grad: bool
     if device is not None and device != input.device:
         return full_like(input.to(device), fill_value, dtype=dtype, requires_grad=requires_grad)
     np_dtype = None if dtype is None else as_dtype(dtype).np
-    t = apply(_FullLike, input, value=fill_value, dtype=np_dtype)
+    t = apply(_full_like_op, input, value=fill_value, dtype=np_dtype)
     return t.requires_grad_(True) if requires_grad else t
 
 
@@ -57,11 +59,10 @@ def empty_like(input, *, dtype=None, device=None, requires_grad: bool = False):
 
 def zeros_like_shape(like, shape):
     """Zeros of `shape` with like's dtype and device (used by gradient rules)."""
-    return apply(_FullLike, like, value=0, shape=tuple(shape))
+    return apply(_full_like_op, like, value=0, shape=tuple(shape))
 
 
-@defop
-class _ArangeLike(Op):
+class ArangeLikeOp(Op):
     """A fixed int64 array (index lists built on the host) on like's device."""
 
     name = "host_constant"
@@ -75,11 +76,14 @@ class _ArangeLike(Op):
         return xp.asarray(values)
 
 
+_host_constant_op = register(ArangeLikeOp())
+
+
 def arange_like(like, values: np.ndarray):
     """An int64 tensor of host `values` on like's device."""
-    return apply(_ArangeLike, like, values=np.asarray(values, dtype=np.int64))
+    return apply(_host_constant_op, like, values=np.asarray(values, dtype=np.int64))
 
 
 def eye_like(like, n: int):
     """An (n, n) identity matrix with like's dtype, on like's device (used by gradient rules)."""
-    return apply(_ArangeLike, like, values=np.eye(n, dtype=like._data.dtype))
+    return apply(_host_constant_op, like, values=np.eye(n, dtype=like._data.dtype))

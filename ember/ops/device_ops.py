@@ -9,11 +9,10 @@ from ember.autograd.grad_mode import state as grad_state
 from ember.backends.meta import MetaArray
 from ember.errors import DataDependentError
 from ember.ops.dispatch import current, is_symbolic
-from ember.ops.registry import Op, defop
+from ember.ops.registry import Op, register
 
 
-@defop
-class _ToDevice(Op):
+class ToDeviceOp(Op):
     name = "to_device"
 
     def infer(self, x, device):
@@ -21,6 +20,9 @@ class _ToDevice(Op):
 
     def vjp(self, ctx, g):
         return (to_device(g, ctx.attrs["source"]),)
+
+
+_to_device_op = register(ToDeviceOp())
 
 
 def to_device(x, device):
@@ -47,7 +49,7 @@ def to_device(x, device):
         data = device.backend.from_host(host)
     out = Tensor._make(data, device)
     if x._requires_grad and grad_state.enabled:
-        record(_ToDevice, {"device": device, "source": src}, (x,), (out,))
+        record(_to_device_op, {"device": device, "source": src}, (x,), (out,))
     return out
 
 

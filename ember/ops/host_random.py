@@ -11,11 +11,10 @@ from __future__ import annotations
 import numpy as np
 
 from ember.ops._rules import spec
-from ember.ops.registry import Op, defop
+from ember.ops.registry import Op, register
 
 
-@defop
-class _HostRandom(Op):
+class HostRandomOp(Op):
     name = "host_random"
     differentiable = False
     stateful = True  # a new draw per run: never merged, folded or pruned as a pure value
@@ -28,3 +27,6 @@ class _HostRandom(Op):
 
         arr = np.asarray(draw(host_rng(generator))).astype(dtype, copy=False)
         return arr if xp is np else xp.asarray(arr)
+
+
+_host_random_op = register(HostRandomOp())

@@ -10,7 +10,7 @@ from ember.errors import DataDependentError, DeviceMismatchError, ShapeError, fm
 from ember.ops import dispatch
 from ember.ops._rules import BOOL_NP, FLOAT_NP, INT64_NP, binary_dtype, norm_dim, spec
 from ember.ops.dispatch import apply, apply_unary
-from ember.ops.registry import Op, defop
+from ember.ops.registry import Op, register
 
 # --- index templates ---------------------------------------------------------------
 # An index is stored as a template: ints, slices, None, ..., bools as given, and each tensor
@@ -110,8 +110,7 @@ def _mask_needs_values(op: str) -> DataDependentError:
     )
 
 
-@defop
-class _GetItem(Op):
+class GetItemOp(Op):
     name = "getitem"
     is_view = "maybe"
     save_inputs = slice(1, None)  # the index tensors
@@ -131,7 +130,10 @@ class _GetItem(Op):
 
         idx = [ctx.input(k) for k in range(1, len(ctx.in_meta))] if len(ctx.in_meta) > 1 else []
         base = zeros_like_shape(g, ctx.in_shape(0))
-        return (apply(_IndexPut, base, g, *idx, index=ctx.attrs["index"], accumulate=True),) + (None,) * len(idx)
+        return (apply(_index_put_op, base, g, *idx, index=ctx.attrs["index"], accumulate=True),) + (None,) * len(idx)
+
+
+_getitem_op = register(GetItemOp())
 
 
 
@@ -144,8 +146,7 @@ def _add_at(xp, out, idx, values):
         cupyx.scatter_add(out, idx, values)
 
 
-@defop
-class _IndexPut(Op):
+class IndexPutOp(Op):
     """out = base with base[index] replaced by (or, with accumulate, increased by) values."""
 
     name = "index_put"
@@ -185,26 +186,29 @@ class _IndexPut(Op):
         n = len(ctx.in_meta)
         idx = [ctx.input(k) for k in range(2, n)]
         template = ctx.attrs["index"]
-        g_base = g if ctx.attrs.get("accumulate") else apply(_IndexPut, g, 0.0, *idx, index=template)
-        g_values = apply(_GetItem, g, *idx, index=template) if ctx.needs_grad(1) else None
+        g_base = g if ctx.attrs.get("accumulate") else apply(_index_put_op, g, 0.0, *idx, index=template)
+        g_values = apply(_getitem_op, g, *idx, index=template) if ctx.needs_grad(1) else None
         return (g_base, g_values) + (None,) * len(idx)
+
+
+_index_put_op = register(IndexPutOp())
 
 
 def getitem(x, index):
     """x[index]: basic indexing gives a view; integer/bool arrays give a copy."""
     t = type(index)
     if t in _BASIC_TYPES:  # the common cases skip template building
-        return apply_unary(_GetItem, x, index=(index,))
+        return apply_unary(_getitem_op, x, index=(index,))
     if t is tuple and all(type(i) in _BASIC_TYPES for i in index):
-        return apply_unary(_GetItem, x, index=index)
+        return apply_unary(_getitem_op, x, index=index)
     template, tensors = encode_index(x, index)
-    return apply(_GetItem, x, *tensors, index=template)
+    return apply(_getitem_op, x, *tensors, index=template)
 
 
 def index_put(x, index, values, accumulate: bool = False):
     """A copy of x with x[index] set to (or increased by) values."""
     template, tensors = encode_index(x, index)
-    return apply(_IndexPut, x, values, *tensors, index=template, accumulate=accumulate)
+    return apply(_index_put_op, x, values, *tensors, index=template, accumulate=accumulate)
 
 
 def setitem(x, index, value) -> None:
@@ -250,7 +254,7 @@ def _check_setitem(x, vals, arrays, template) -> None:
         if isinstance(x, MetaArray):
             raise
         return  # a mask on real data: NumPy's message (prefixed with setitem) says what is wrong
-    _IndexPut.infer(x, vals, *arrays, index=template)
+    _index_put_op.infer(x, vals, *arrays, index=template)
 
 
 # --- along-dim ops -------------------------------------------------------------------------
@@ -290,8 +294,7 @@ def _check_along(op, x, dim, index):
     return d
 
 
-@defop
-class _Gather(Op):
+class GatherOp(Op):
     name = "gather"
     fresh_output = True
     save_inputs = (1,)
@@ -316,9 +319,12 @@ class _Gather(Op):
         return scatter_add(zeros_like_shape(g, ctx.in_shape(0)), ctx.attrs["dim"], index, g), None
 
 
+_gather_op = register(GatherOp())
+
+
 def gather(input, dim: int, index):
     """out[i][j] = input[index[i][j]][j] (dim 0): values picked along `dim`."""
-    return apply(_Gather, input, index, dim=dim)
+    return apply(_gather_op, input, index, dim=dim)
 
 
 class _ScatterBase(Op):
@@ -360,8 +366,7 @@ class _ScatterBase(Op):
         return g_src
 
 
-@defop
-class _Scatter(_ScatterBase):
+class ScatterOp(_ScatterBase):
     name = "scatter"
     fresh_output = True
 
@@ -375,8 +380,10 @@ class _Scatter(_ScatterBase):
         return scatter(g, ctx.attrs["dim"], ctx.input(1), 0.0), None, self._src_grad(ctx, g)
 
 
-@defop
-class _ScatterAdd(_ScatterBase):
+_scatter_op = register(ScatterOp())
+
+
+class ScatterAddOp(_ScatterBase):
     name = "scatter_add"
     fresh_output = True
 
@@ -390,6 +397,9 @@ class _ScatterAdd(_ScatterBase):
         return g, None, self._src_grad(ctx, g)
 
 
+_scatter_add_op = register(ScatterAddOp())
+
+
 def scatter(input, dim: int, index, src=None, *, value=None, reduce=None):
     """A copy of input with src (or value) written at `index` along `dim`."""
     if reduce is not None:
@@ -400,16 +410,15 @@ def scatter(input, dim: int, index, src=None, *, value=None, reduce=None):
         src = value
     if src is None:
         raise TypeError("scatter: give src or value")
-    return apply(_Scatter, input, index, src, dim=dim)
+    return apply(_scatter_op, input, index, src, dim=dim)
 
 
 def scatter_add(input, dim: int, index, src):
     """A copy of input with src added at `index` along `dim` (repeated indices accumulate)."""
-    return apply(_ScatterAdd, input, index, src, dim=dim)
+    return apply(_scatter_add_op, input, index, src, dim=dim)
 
 
-@defop
-class _IndexSelect(Op):
+class IndexSelectOp(Op):
     name = "index_select"
     fresh_output = True
     save_inputs = (1,)
@@ -439,13 +448,15 @@ class _IndexSelect(Op):
         return index_add(zeros_like_shape(g, ctx.in_shape(0)), ctx.attrs["dim"], index, g), None
 
 
+_index_select_op = register(IndexSelectOp())
+
+
 def index_select(input, dim: int, index):
     """The slices of input at positions `index` (1-D) along `dim`."""
-    return apply(_IndexSelect, input, index, dim=dim)
+    return apply(_index_select_op, input, index, dim=dim)
 
 
-@defop
-class _IndexAdd(Op):
+class IndexAddOp(Op):
     name = "index_add"
     fresh_output = True
     save_inputs = (1,)
@@ -481,9 +492,12 @@ class _IndexAdd(Op):
         return g, None, g_src
 
 
+_index_add_op = register(IndexAddOp())
+
+
 def index_add(input, dim: int, index, source, *, alpha=1):
     """A copy of input with alpha*source added at positions `index` along `dim`."""
-    return apply(_IndexAdd, input, index, source, dim=dim, alpha=alpha)
+    return apply(_index_add_op, input, index, source, dim=dim, alpha=alpha)
 
 
 def masked_fill(input, mask, value):
@@ -521,8 +535,7 @@ def masked_select(input, mask):
     return getitem(a, m)
 
 
-@defop
-class _Nonzero(Op):
+class NonzeroOp(Op):
     name = "nonzero"
     fresh_output = True
     differentiable = False
@@ -537,9 +550,12 @@ class _Nonzero(Op):
         return xp.stack(xp.nonzero(x), axis=-1).astype(np.int64) if x.ndim else xp.zeros((int(bool(x)), 0), dtype=np.int64)
 
 
+_nonzero_op = register(NonzeroOp())
+
+
 def nonzero(input, *, as_tuple: bool = False):
     """Indices of non-zero elements: (N, ndim), or one 1-D tensor per dim with as_tuple."""
-    idx = apply(_Nonzero, input)
+    idx = apply(_nonzero_op, input)
     if as_tuple:
         from ember.ops.split import unbind
 
@@ -550,8 +566,7 @@ def nonzero(input, *, as_tuple: bool = False):
 argwhere = nonzero
 
 
-@defop
-class _OneHot(Op):
+class OneHotOp(Op):
     name = "one_hot"
     fresh_output = True
     differentiable = False
@@ -573,9 +588,12 @@ class _OneHot(Op):
         return (x[..., None] == xp.arange(num_classes)).astype(np.int64)
 
 
+_one_hot_op = register(OneHotOp())
+
+
 def one_hot(tensor, num_classes: int = -1):
     """Integer class labels to one-hot int64 vectors of length num_classes."""
-    return apply(_OneHot, tensor, num_classes=int(num_classes))
+    return apply(_one_hot_op, tensor, num_classes=int(num_classes))
 
 
 def take_along_dim(input, indices, dim: int):

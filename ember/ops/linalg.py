@@ -13,7 +13,7 @@ from ember.errors import ShapeError, fmt_shape
 from ember.ops._rules import binary_dtype, broadcast_shapes, spec
 from ember.ops.dispatch import apply, apply_binary
 from ember.ops.opmath import LOW_FLOAT_NP, rounded, upcast
-from ember.ops.registry import Op, defop
+from ember.ops.registry import Op, register
 
 
 def matmul_shape(op: str, a, b) -> tuple:
@@ -42,8 +42,7 @@ def matmul_shape(op: str, a, b) -> tuple:
     return batch + (sa[-2], sb[-1])
 
 
-@defop
-class _MatMul(Op):
+class MatMulOp(Op):
     name = "matmul"
     fresh_output = True
     grad_reads = {0: (1,), 1: (0,)}
@@ -96,9 +95,12 @@ class _MatMul(Op):
         return ga, gb
 
 
+_matmul_op = register(MatMulOp())
+
+
 def matmul(input, other):
     """Matrix product with NumPy's rules: 1-D vectors, 2-D matrices, broadcast batches."""
-    return apply_binary(_MatMul, input, other)
+    return apply_binary(_matmul_op, input, other)
 
 
 def mm(input, mat2):
@@ -213,8 +215,7 @@ def _einsum_shape(ins, out, shapes):
     return tuple(sizes[c] for c in out)
 
 
-@defop
-class _Einsum(Op):
+class EinsumOp(Op):
     name = "einsum"
     save_inputs = slice(0, None)
 
@@ -261,6 +262,9 @@ class _Einsum(Op):
         return tuple(grads)
 
 
+_einsum_op = register(EinsumOp())
+
+
 def _onto_diagonals(r, uniq: str, sub: str, size: dict, used: list):
     """Spread r (subscripts `uniq`) onto the diagonals of a `sub`-shaped tensor, zero elsewhere.
 
@@ -288,7 +292,7 @@ def einsum(equation: str, *operands):
     """Einstein summation over operands ('ij,jk->ik'; '...' broadcasting supported)."""
     if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
         operands = tuple(operands[0])
-    return apply(_Einsum, *operands, equation=equation)
+    return apply(_einsum_op, *operands, equation=equation)
 
 
 def tensordot(a, b, dims=2):

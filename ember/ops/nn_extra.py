@@ -19,7 +19,7 @@ from ember.ops._rules import FLOAT_NP, binary_dtype, spec
 from ember.ops.dispatch import apply
 from ember.ops.elementwise import zeros_like_grad
 from ember.ops.opmath import LOW_FLOAT_NP, opmath, rounded, upcast, upcast_tensor
-from ember.ops.registry import Op, defop
+from ember.ops.registry import Op, register
 from ember.tensor import Tensor
 
 _REDUCTIONS = ("none", "mean", "sum")
@@ -30,8 +30,7 @@ def _affine_shape(ndim: int, channels: int) -> tuple:
 
 
 # --- batch norm -------------------------------------------------------------------------------
-@defop
-class _BatchNorm(Op):
+class BatchNormOp(Op):
     """Training-mode batch norm over every dim but 1. Outputs (y, mean, biased var), each stat (C,)."""
 
     name = "batch_norm"
@@ -101,15 +100,17 @@ class _BatchNorm(Op):
         return gx, (gw if ctx.needs_grad(1) else None), (gb if ctx.needs_grad(2) else None)
 
 
+_batch_norm_op = register(BatchNormOp())
+
+
 def batch_norm_train(input: Tensor, weight: Tensor | None = None, bias: Tensor | None = None,
                      eps: float = 1e-5) -> tuple[Tensor, Tensor, Tensor]:
     """Batch-normalised input using this batch's statistics; returns (output, mean, biased variance)."""
-    return apply(_BatchNorm, input, weight, bias, eps=float(eps))
+    return apply(_batch_norm_op, input, weight, bias, eps=float(eps))
 
 
 # --- layer norm ---------------------------------------------------------------------------------
-@defop
-class _LayerNorm(Op):
+class LayerNormOp(Op):
     """Normalise over the trailing `ndims` dims, then scale by w and shift by b (shaped like those dims).
 
     Outputs (y, mean, rstd); the statistics keep the reduced dims as size 1.
@@ -177,6 +178,9 @@ class _LayerNorm(Op):
         return gx, gw, gb
 
 
+_layer_norm_op = register(LayerNormOp())
+
+
 def _count(shape, axes) -> int:
     n = 1
     for a in axes:
@@ -187,12 +191,11 @@ def _count(shape, axes) -> int:
 def layer_norm(input: Tensor, ndims: int, weight: Tensor | None = None, bias: Tensor | None = None,
                eps: float = 1e-5) -> tuple[Tensor, Tensor, Tensor]:
     """Layer-normalised input over its last `ndims` dims; returns (output, mean, rstd)."""
-    return apply(_LayerNorm, input, weight, bias, ndims=int(ndims), eps=float(eps))
+    return apply(_layer_norm_op, input, weight, bias, ndims=int(ndims), eps=float(eps))
 
 
 # --- linear ---------------------------------------------------------------------------------
-@defop
-class _Linear(Op):
+class LinearOp(Op):
     """y = x @ w.T (+ b) for x (..., in), w (out, in), b (out,)."""
 
     name = "linear"
@@ -260,9 +263,12 @@ class _Linear(Op):
         return gx, gw, gb
 
 
+_linear_op = register(LinearOp())
+
+
 def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     """input @ weight.T + bias in one op."""
-    return apply(_Linear, input, weight, bias)
+    return apply(_linear_op, input, weight, bias)
 
 
 def _check(op: str, logp, target, weight, reduction: str) -> None:
@@ -302,8 +308,7 @@ def _class_last(xp, x):
     return xp.moveaxis(x, 1, -1).reshape(-1, x.shape[1])
 
 
-@defop
-class _NllLoss(Op):
+class NllLossOp(Op):
     """Outputs (loss, total weight); the total is what reduction='mean' divides by."""
 
     name = "nll_loss"
@@ -336,13 +341,15 @@ class _NllLoss(Op):
 
     def vjp(self, ctx, g, _g_total=None):
         a = ctx.attrs
-        gx = apply(_NllLossBackward, g, ctx.input(1), ctx.input(2), ctx.output_at(1),
+        gx = apply(_nll_loss_backward_op, g, ctx.input(1), ctx.input(2), ctx.output_at(1),
                    ignore_index=a["ignore_index"], reduction=a["reduction"], in_shape=ctx.in_shape(0))
         return gx, None, None
 
 
-@defop
-class _NllLossBackward(Op):
+_nll_loss_op = register(NllLossOp())
+
+
+class NllLossBackwardOp(Op):
     """d nll_loss / d logp: -w[t] * g (divided by the total weight for 'mean') at each target class."""
 
     name = "nll_loss_backward"
@@ -371,13 +378,16 @@ class _NllLossBackward(Op):
 
     def vjp(self, ctx, gg):
         a = ctx.attrs
-        loss, _ = apply(_NllLoss, gg, ctx.input(1), ctx.input(2), ignore_index=a["ignore_index"],
+        loss, _ = apply(_nll_loss_op, gg, ctx.input(1), ctx.input(2), ignore_index=a["ignore_index"],
                         reduction=a["reduction"])
         return loss, None, None, None
+
+
+_nll_loss_backward_op = register(NllLossBackwardOp())
 
 
 def nll_loss(input: Tensor, target: Tensor, weight: Tensor | None = None, ignore_index: int = -100,
              reduction: str = "mean") -> Tensor:
     """Negative log-likelihood of class indices `target` under log-probabilities `input` (N, C, ...)."""
-    loss, _ = apply(_NllLoss, input, target, weight, ignore_index=int(ignore_index), reduction=reduction)
+    loss, _ = apply(_nll_loss_op, input, target, weight, ignore_index=int(ignore_index), reduction=reduction)
     return loss

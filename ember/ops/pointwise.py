@@ -12,7 +12,7 @@ import numpy as np
 
 from ember.ops._rules import FLOAT_NP, broadcast_shapes, result_dtype, shape_of, spec
 from ember.ops.dispatch import apply
-from ember.ops.registry import Op, defop
+from ember.ops.registry import Op, register
 
 _FLOAT32 = np.dtype(np.float32)
 
@@ -40,8 +40,7 @@ def _operands(op: str, *tensors):
     return shape, dtype
 
 
-@defop
-class _Lerp(Op):
+class LerpOp(Op):
     """start + weight * (end - start), with PyTorch's second form for |weight| >= 0.5."""
 
     name = "lerp"
@@ -77,6 +76,9 @@ class _Lerp(Op):
         return gs, ge, gw
 
 
+_lerp_op = register(LerpOp())
+
+
 class _AddcBase(Op):
     """input + value * combine(tensor1, tensor2), in the rounding order (value * t1) op t2."""
 
@@ -96,8 +98,7 @@ class _AddcBase(Op):
         return xp.asarray(out).astype(dtype, copy=False)
 
 
-@defop
-class _Addcmul(_AddcBase):
+class AddcmulOp(_AddcBase):
     """input + value * tensor1 * tensor2."""
 
     name = "addcmul"
@@ -114,8 +115,10 @@ class _Addcmul(_AddcBase):
         return g, g1, g2, None
 
 
-@defop
-class _Addcdiv(_AddcBase):
+_addcmul_op = register(AddcmulOp())
+
+
+class AddcdivOp(_AddcBase):
     """input + value * tensor1 / tensor2."""
 
     name = "addcdiv"
@@ -142,16 +145,19 @@ class _Addcdiv(_AddcBase):
         return g, g1, g2, None
 
 
+_addcdiv_op = register(AddcdivOp())
+
+
 def lerp(input, end, weight):
     """input + weight * (end - input), computed as PyTorch does; weight is a number or a tensor."""
-    return apply(_Lerp, input, end, weight)
+    return apply(_lerp_op, input, end, weight)
 
 
 def addcmul(input, tensor1, tensor2, *, value=1):
     """input + value * tensor1 * tensor2."""
-    return apply(_Addcmul, input, tensor1, tensor2, value)
+    return apply(_addcmul_op, input, tensor1, tensor2, value)
 
 
 def addcdiv(input, tensor1, tensor2, *, value=1):
     """input + value * tensor1 / tensor2."""
-    return apply(_Addcdiv, input, tensor1, tensor2, value)
+    return apply(_addcdiv_op, input, tensor1, tensor2, value)

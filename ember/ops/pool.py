@@ -13,7 +13,7 @@ from ember.errors import ShapeError, fmt_shape
 from ember.ops._rules import FLOAT_NP, INT64_NP, spec
 from ember.ops.dispatch import apply
 from ember.ops.opmath import rounded, upcast
-from ember.ops.registry import Op, defop
+from ember.ops.registry import Op, register
 
 
 def _pair(v):
@@ -62,8 +62,7 @@ def _window(xp, xpad, i, j, oh, ow, stride, dilation):
     return xpad[:, :, r0 : r0 + stride[0] * (oh - 1) + 1 : stride[0], c0 : c0 + stride[1] * (ow - 1) + 1 : stride[1]]
 
 
-@defop
-class _MaxPool2d(Op):
+class MaxPool2dOp(Op):
     """Outputs (values, window-local argmax); the local index drives the backward pass."""
 
     name = "max_pool2d"
@@ -102,11 +101,13 @@ class _MaxPool2d(Op):
 
     def vjp(self, ctx, g, _gi=None):
         a = ctx.attrs
-        return (apply(_MaxPool2dBackward, g, ctx.output_at(1), in_shape=ctx.in_shape(0), **a),)
+        return (apply(_max_pool2d_backward_op, g, ctx.output_at(1), in_shape=ctx.in_shape(0), **a),)
 
 
-@defop
-class _MaxPool2dBackward(Op):
+_max_pool2d_op = register(MaxPool2dOp())
+
+
+class MaxPool2dBackwardOp(Op):
     name = "max_pool2d_backward"
     fresh_output = True
     differentiable = False
@@ -131,6 +132,9 @@ class _MaxPool2dBackward(Op):
         return rounded(xp.ascontiguousarray(buf[:, :, ph : ph + h, pw : pw + w]), dtype)
 
 
+_max_pool2d_backward_op = register(MaxPool2dBackwardOp())
+
+
 def _norm_pool_args(kernel_size, stride, padding, dilation):
     kernel = _pair(kernel_size)
     stride = kernel if stride is None or (not isinstance(stride, int) and len(stride) == 0) else _pair(stride)
@@ -144,7 +148,7 @@ def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
     squeeze = input.ndim == 3
     if squeeze:
         input = input.unsqueeze(0)
-    values, local = apply(_MaxPool2d, input, kernel=kernel, stride=stride, padding=padding,
+    values, local = apply(_max_pool2d_op, input, kernel=kernel, stride=stride, padding=padding,
                           dilation=dilation, ceil_mode=bool(ceil_mode))
     if squeeze:
         values = values.squeeze(0)
@@ -168,8 +172,7 @@ def _flat_indices(local, in_shape, kernel, stride, padding, dilation):
     return h * in_shape[3] + w
 
 
-@defop
-class _AvgPool2d(Op):
+class AvgPool2dOp(Op):
     name = "avg_pool2d"
     fresh_output = True
 
@@ -192,7 +195,10 @@ class _AvgPool2d(Op):
                                  divisor_override, total.dtype)).astype(x.dtype, copy=False)
 
     def vjp(self, ctx, g):
-        return (apply(_AvgPool2dBackward, g, in_shape=ctx.in_shape(0), **ctx.attrs),)
+        return (apply(_avg_pool2d_backward_op, g, in_shape=ctx.in_shape(0), **ctx.attrs),)
+
+
+_avg_pool2d_op = register(AvgPool2dOp())
 
 
 def _divisor(xp, in_shape, oh, ow, kernel, stride, padding, count_include_pad, divisor_override, dtype):
@@ -215,8 +221,7 @@ def _divisor(xp, in_shape, oh, ow, kernel, stride, padding, count_include_pad, d
     return xp.asarray(div)
 
 
-@defop
-class _AvgPool2dBackward(Op):
+class AvgPool2dBackwardOp(Op):
     name = "avg_pool2d_backward"
     fresh_output = True
 
@@ -241,7 +246,10 @@ class _AvgPool2dBackward(Op):
 
     def vjp(self, ctx, gg):
         a = {k: v for k, v in ctx.attrs.items() if k != "in_shape"}
-        return (apply(_AvgPool2d, gg, **a),)
+        return (apply(_avg_pool2d_op, gg, **a),)
+
+
+_avg_pool2d_backward_op = register(AvgPool2dBackwardOp())
 
 
 def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode: bool = False,
@@ -251,7 +259,7 @@ def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode: bool = Fal
     squeeze = input.ndim == 3
     if squeeze:
         input = input.unsqueeze(0)
-    out = apply(_AvgPool2d, input, kernel=kernel, stride=stride, padding=padding, ceil_mode=bool(ceil_mode),
+    out = apply(_avg_pool2d_op, input, kernel=kernel, stride=stride, padding=padding, ceil_mode=bool(ceil_mode),
                 count_include_pad=bool(count_include_pad), divisor_override=divisor_override)
     return out.squeeze(0) if squeeze else out
 

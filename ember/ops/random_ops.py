@@ -17,7 +17,7 @@ from ember.backends.meta import MetaArray
 from ember.device import as_device
 from ember.errors import ShapeError, fmt_shape
 from ember.ops._rules import FLOAT_NP, spec
-from ember.ops.registry import Op, defop
+from ember.ops.registry import Op, register
 from ember.random import host_rng
 from ember.tensor import Tensor
 
@@ -96,8 +96,7 @@ class RandomOp(Op):
         raise NotImplementedError
 
 
-@defop
-class RandomNormal(RandomOp):
+class RandomNormalOp(RandomOp):
     """Normal samples with mean `mean` and standard deviation `std`."""
 
     name = "random_normal"
@@ -107,8 +106,10 @@ class RandomNormal(RandomOp):
         return z * dtype.type(std) + dtype.type(mean)
 
 
-@defop
-class TruncatedNormal(RandomOp):
+random_normal_op = register(RandomNormalOp())
+
+
+class TruncatedNormalOp(RandomOp):
     """Normal samples, redrawn until each lies within two standard deviations of the mean (as TF)."""
 
     name = "truncated_normal"
@@ -125,8 +126,10 @@ class TruncatedNormal(RandomOp):
         return _floats(xp, rng, standard, shape, dtype) * dtype.type(std) + dtype.type(mean)
 
 
-@defop
-class RandomUniform(RandomOp):
+truncated_normal_op = register(TruncatedNormalOp())
+
+
+class RandomUniformOp(RandomOp):
     """Uniform samples in [low, high)."""
 
     name = "random_uniform"
@@ -136,8 +139,10 @@ class RandomUniform(RandomOp):
         return u * dtype.type(high - low) + dtype.type(low)
 
 
-@defop
-class RandomIntegers(RandomOp):
+random_uniform_op = register(RandomUniformOp())
+
+
+class RandomIntegersOp(RandomOp):
     """Integers uniform in [low, high)."""
 
     name = "random_integers"
@@ -152,6 +157,9 @@ class RandomIntegers(RandomOp):
 
     def draw(self, xp, rng, shape, dtype, low=0, high=None):
         return rng.integers(int(low), int(high), size=shape, dtype=np.int64)
+
+
+random_integers_op = register(RandomIntegersOp())
 
 
 # --- eager draws -----------------------------------------------------------------------------
@@ -170,21 +178,21 @@ def _eager(op: Op, shape, dtype, device, seed, **params) -> Tensor:
 def random_normal(shape, mean: float = 0.0, std: float = 1.0, dtype=np.float32, device=None,
                   seed: int | None = None) -> Tensor:
     """A tensor of normal samples (eager)."""
-    return _eager(RandomNormal, shape, dtype, device, seed, mean=float(mean), std=float(std))
+    return _eager(random_normal_op, shape, dtype, device, seed, mean=float(mean), std=float(std))
 
 
 def truncated_normal(shape, mean: float = 0.0, std: float = 1.0, dtype=np.float32, device=None,
                      seed: int | None = None) -> Tensor:
     """A tensor of normal samples within two standard deviations of the mean (eager)."""
-    return _eager(TruncatedNormal, shape, dtype, device, seed, mean=float(mean), std=float(std))
+    return _eager(truncated_normal_op, shape, dtype, device, seed, mean=float(mean), std=float(std))
 
 
 def random_uniform(shape, low: float = 0.0, high: float = 1.0, dtype=np.float32, device=None,
                    seed: int | None = None) -> Tensor:
     """A tensor of uniform samples in [low, high) (eager)."""
-    return _eager(RandomUniform, shape, dtype, device, seed, low=float(low), high=float(high))
+    return _eager(random_uniform_op, shape, dtype, device, seed, low=float(low), high=float(high))
 
 
 def random_integers(shape, low: int, high: int, dtype=np.int64, device=None, seed: int | None = None) -> Tensor:
     """A tensor of integers uniform in [low, high) (eager)."""
-    return _eager(RandomIntegers, shape, dtype, device, seed, low=int(low), high=int(high))
+    return _eager(random_integers_op, shape, dtype, device, seed, low=int(low), high=int(high))

@@ -10,7 +10,7 @@ from ember.errors import ShapeError, fmt_shape
 from ember.ops._rules import BOOL_NP, FLOAT_NP, INT64_NP, norm_dims, spec
 from ember.ops.dispatch import apply, apply_unary
 from ember.ops.opmath import FLOAT32_NP, LOW_FLOAT_NP, opmath, rounded, upcast, upcast_tensor
-from ember.ops.registry import Op, defop
+from ember.ops.registry import Op, register
 
 
 def reduced_shape(shape, dims, keepdim):
@@ -58,7 +58,7 @@ class Reduction(Op):
         return dims
 
 
-class _Sum(Reduction):
+class SumOp(Reduction):
     name = "sum"
     fresh_output = True
 
@@ -80,7 +80,7 @@ class _Sum(Reduction):
         return (unreduce(g, ctx.in_shape(0), dims, ctx.attrs.get("keepdim", False)),)
 
 
-class _Mean(Reduction):
+class MeanOp(Reduction):
     name = "mean"
     fresh_output = True
 
@@ -109,7 +109,7 @@ class _Mean(Reduction):
         return (unreduce(g, shape, dims, ctx.attrs.get("keepdim", False)) / float(builtins.max(_count(shape, dims), 1)),)
 
 
-class _Prod(Reduction):
+class ProdOp(Reduction):
     name = "prod"
     fresh_output = True
     save_inputs = (0,)
@@ -129,7 +129,7 @@ class _Prod(Reduction):
         x = ctx.input(0)
         dims = norm_dims("prod", ctx.attrs.get("dim"), x.ndim)
         g = unreduce(g, x.shape, dims, ctx.attrs.get("keepdim", False))
-        return (g * apply(_ProdOthers, x, dims=dims),)
+        return (g * apply(_prod_others_op, x, dims=dims),)
 
 
 def _group_last(xp, x, dims):
@@ -155,8 +155,7 @@ def _exclusive_products(xp, flat):
     return left, right
 
 
-@defop
-class _ProdOthers(Op):
+class ProdOthersOp(Op):
     """For each element, the product of the other elements in its reduction group (zeros-safe)."""
 
     name = "prod_others"
@@ -172,11 +171,13 @@ class _ProdOthers(Op):
 
     def vjp(self, ctx, g):
         # Second derivatives of prod go through here (dividing by x would break at zeros).
-        return (apply(_ProdOthersVjp, ctx.input(0), g, dims=ctx.attrs["dims"]),)
+        return (apply(_prod_others_vjp_op, ctx.input(0), g, dims=ctx.attrs["dims"]),)
 
 
-@defop
-class _ProdOthersVjp(Op):
+_prod_others_op = register(ProdOthersOp())
+
+
+class ProdOthersVjpOp(Op):
     """sum_{i != j} g_i * prod_{k not in (i, j)} x_k for each j of a group: prod_others' VJP, zeros-safe.
 
     With L_j, R_j the products of the elements before/after j, it is A_j R_j + B_j L_j, where
@@ -203,6 +204,9 @@ class _ProdOthersVjp(Op):
         for j in range(n - 2, -1, -1):
             b[..., j] = b[..., j + 1] * flat[..., j + 1] + gflat[..., j + 1] * right[..., j + 1]
         return rounded(restore(a * right + b * left), dtype)
+
+
+_prod_others_vjp_op = register(ProdOthersVjpOp())
 
 
 class _MaxMinAll(Reduction):
@@ -319,7 +323,7 @@ class _ArgMaxMin(Op):
         return xp.asarray(fn(x, axis=d[0], keepdims=keepdim), dtype=np.int64)
 
 
-class _Var(Reduction):
+class VarOp(Reduction):
     name = "var"
     fresh_output = True
     save_inputs = (0,)
@@ -351,7 +355,7 @@ class _Var(Reduction):
         return (g * centered * (2.0 / builtins.max(n - corr, 1e-300)),)
 
 
-class _LogSumExp(Reduction):
+class LogSumExpOp(Reduction):
     name = "logsumexp"
     fresh_output = True
     save_inputs = (0,)
@@ -398,11 +402,11 @@ class _AllAny(Reduction):
         return xp.asarray(getattr(xp, self.name)(x, axis=self._dims(x, dim), keepdims=keepdim))
 
 
-_sum_op = defop(_Sum)
-_mean_op = defop(_Mean)
-_prod_op = defop(_Prod)
-_var_op = defop(_Var)
-_lse_op = defop(_LogSumExp)
+_sum_op = register(SumOp())
+_mean_op = register(MeanOp())
+_prod_op = register(ProdOp())
+_var_op = register(VarOp())
+_lse_op = register(LogSumExpOp())
 from ember.ops.registry import register  # noqa: E402
 
 _amax_op = register(_MaxMinAll("amax", "max"))

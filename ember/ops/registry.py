@@ -50,13 +50,13 @@ class Op:
 
 
 def register(op: Op) -> Op:
-    """Add an op instance to the registry (its name must be new)."""
+    """Add an op instance to the registry (its name must be new); returns it.
+
+    Convention: an op class is named for what it computes (`SoftmaxOp`); its registered instance,
+    the op that `apply` runs, is named after the op (`_softmax_op = register(SoftmaxOp())`).
+    """
     if op.name in OPS:
         raise ValueError(f"op {op.name!r} is already registered")
     OPS[op.name] = op
     return op
 
-
-def defop(cls):
-    """Class decorator: register one instance of an Op subclass; the name then refers to that op."""
-    return register(cls())

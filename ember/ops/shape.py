@@ -10,7 +10,7 @@ from ember.errors import ShapeError, fmt_shape
 from ember.ops._rules import FLOAT_NP, norm_dim, result_dtype, spec
 from ember.ops.dispatch import apply, apply_unary
 from ember.ops.opmath import opmath, rounded, upcast
-from ember.ops.registry import Op, defop
+from ember.ops.registry import Op, register
 
 
 def _known_numel(shape):
@@ -52,8 +52,7 @@ def _shape_arg(shape):
     return tuple(shape)
 
 
-@defop
-class _Reshape(Op):
+class ReshapeOp(Op):
     name = "reshape"
     is_view = "maybe"
 
@@ -69,8 +68,10 @@ class _Reshape(Op):
         return (reshape(g, ctx.in_shape(0)),)
 
 
-@defop
-class _View(Op):
+_reshape_op = register(ReshapeOp())
+
+
+class ViewOp(Op):
     name = "view"
     is_view = True
 
@@ -91,9 +92,12 @@ class _View(Op):
         return (reshape(g, ctx.in_shape(0)),)
 
 
+_view_op = register(ViewOp())
+
+
 def reshape(input, *shape):
     """Same data in a new shape (a view when possible); one dimension may be -1."""
-    return apply_unary(_Reshape, input, shape=_shape_arg(shape))
+    return apply_unary(_reshape_op, input, shape=_shape_arg(shape))
 
 
 
@@ -107,7 +111,7 @@ def view(input, *shape):
         if dtype.np != input._data.dtype:
             raise NotImplementedError("view(dtype) reinterpretation is not supported; use .to(dtype)")
         return input
-    return apply_unary(_View, input, shape=_shape_arg(shape))
+    return apply_unary(_view_op, input, shape=_shape_arg(shape))
 
 
 def flatten(input, start_dim: int = 0, end_dim: int = -1):
@@ -134,8 +138,7 @@ def unflatten(input, dim: int, sizes):
     return reshape(input, shape[:d] + sizes + shape[d + 1 :])
 
 
-@defop
-class _Permute(Op):
+class PermuteOp(Op):
     name = "permute"
     is_view = True
 
@@ -160,9 +163,12 @@ class _Permute(Op):
         return (permute(g, tuple(np.argsort(dims).tolist())),)
 
 
+_permute_op = register(PermuteOp())
+
+
 def permute(input, *dims):
     """Reorder dimensions (a view)."""
-    return apply(_Permute, input, dims=tuple(_shape_arg(dims)))
+    return apply(_permute_op, input, dims=tuple(_shape_arg(dims)))
 
 
 def transpose(input, dim0: int, dim1: int):
@@ -173,7 +179,7 @@ def transpose(input, dim0: int, dim1: int):
     a, b = norm_dim("transpose", dim0, nd), norm_dim("transpose", dim1, nd)
     dims = list(range(nd))
     dims[a], dims[b] = dims[b], dims[a]
-    return apply(_Permute, input, dims=tuple(dims))
+    return apply(_permute_op, input, dims=tuple(dims))
 
 
 swapaxes = swapdims = transpose
@@ -194,14 +200,13 @@ def movedim(input, source, destination):
     order = [d for d in range(nd) if d not in src]
     for d, s in sorted(zip(dst, src)):
         order.insert(d, s)
-    return apply(_Permute, input, dims=tuple(order))
+    return apply(_permute_op, input, dims=tuple(order))
 
 
 moveaxis = movedim
 
 
-@defop
-class _Expand(Op):
+class ExpandOp(Op):
     name = "expand"
     is_view = True
 
@@ -243,12 +248,15 @@ class _Expand(Op):
         return (sum_to_size(g, ctx.in_shape(0)),)
 
 
+_expand_op = register(ExpandOp())
+
+
 def expand(input, *shape):
     """Broadcast to a larger shape without copying (-1 keeps a dim); the result is read-only."""
     shape = _shape_arg(shape)
     if tuple(input.shape) == shape:
         return input
-    return apply(_Expand, input, shape=shape)
+    return apply(_expand_op, input, shape=shape)
 
 
 def broadcast_to(input, shape):
@@ -269,8 +277,7 @@ def broadcast_tensors(*tensors):
     return tuple(expand(t, shape) for t in tensors)
 
 
-@defop
-class _SumToSize(Op):
+class SumToSizeOp(Op):
     name = "sum_to_size"
 
     def _axes(self, in_shape, shape):
@@ -302,16 +309,18 @@ class _SumToSize(Op):
         return (expand(g, ctx.in_shape(0)),)
 
 
+_sum_to_size_op = register(SumToSizeOp())
+
+
 def sum_to_size(input, *shape):
     """Sum a broadcast tensor down to `shape` (the adjoint of expand)."""
     shape = _shape_arg(shape)
     if tuple(input.shape) == shape:
         return input
-    return apply(_SumToSize, input, shape=shape)
+    return apply(_sum_to_size_op, input, shape=shape)
 
 
-@defop
-class _Squeeze(Op):
+class SqueezeOp(Op):
     name = "squeeze"
     is_view = True
 
@@ -333,13 +342,15 @@ class _Squeeze(Op):
         return (reshape(g, ctx.in_shape(0)),)
 
 
+_squeeze_op = register(SqueezeOp())
+
+
 def squeeze(input, dim=None):
     """Drop dims of size 1 (all, or those named; a named dim of another size is left alone)."""
-    return apply(_Squeeze, input, dim=tuple(dim) if isinstance(dim, list) else dim)
+    return apply(_squeeze_op, input, dim=tuple(dim) if isinstance(dim, list) else dim)
 
 
-@defop
-class _Unsqueeze(Op):
+class UnsqueezeOp(Op):
     name = "unsqueeze"
     is_view = True
 
@@ -361,13 +372,15 @@ class _Unsqueeze(Op):
         return (reshape(g, ctx.in_shape(0)),)
 
 
+_unsqueeze_op = register(UnsqueezeOp())
+
+
 def unsqueeze(input, dim: int):
     """Insert a dim of size 1 at `dim` (a view)."""
-    return apply(_Unsqueeze, input, dim=dim)
+    return apply(_unsqueeze_op, input, dim=dim)
 
 
-@defop
-class _Cat(Op):
+class CatOp(Op):
     name = "cat"
     fresh_output = True
 
@@ -418,12 +431,15 @@ class _Cat(Op):
         return tuple(grads)
 
 
+_cat_op = register(CatOp())
+
+
 def cat(tensors, dim: int = 0, *, axis=None):
     """Concatenate tensors along an existing dim."""
     if axis is not None:
         dim = axis
     tensors = list(tensors)
-    return apply(_Cat, *tensors, dim=dim)
+    return apply(_cat_op, *tensors, dim=dim)
 
 
 concat = concatenate = cat
@@ -474,8 +490,7 @@ def narrow(input, dim: int, start: int, length: int):
     return getitem(input, index)
 
 
-@defop
-class _Repeat(Op):
+class RepeatOp(Op):
     name = "repeat"
     fresh_output = True
 
@@ -508,9 +523,12 @@ class _Repeat(Op):
         return (reshape(g, in_shape),)
 
 
+_repeat_op = register(RepeatOp())
+
+
 def repeat(input, *sizes):
     """Tile the tensor `sizes` times along each dim (PyTorch's repeat)."""
-    return apply(_Repeat, input, reps=_shape_arg(sizes))
+    return apply(_repeat_op, input, reps=_shape_arg(sizes))
 
 
 def tile(input, dims):
@@ -520,8 +538,7 @@ def tile(input, dims):
     return repeat(input, dims)
 
 
-@defop
-class _Flip(Op):
+class FlipOp(Op):
     name = "flip"
     fresh_output = True
 
@@ -537,10 +554,13 @@ class _Flip(Op):
         return (flip(g, ctx.attrs["dims"]),)
 
 
+_flip_op = register(FlipOp())
+
+
 def flip(input, dims):
     """Reverse the order of elements along `dims`."""
     dims = tuple(dims) if isinstance(dims, (tuple, list)) else (dims,)
-    return apply(_Flip, input, dims=dims)
+    return apply(_flip_op, input, dims=dims)
 
 
 def fliplr(input):
@@ -553,8 +573,7 @@ def flipud(input):
     return flip(input, (0,))
 
 
-@defop
-class _Roll(Op):
+class RollOp(Op):
     name = "roll"
     fresh_output = True
 
@@ -573,6 +592,9 @@ class _Roll(Op):
         return (roll(g, neg, ctx.attrs["dims"]),)
 
 
+_roll_op = register(RollOp())
+
+
 def roll(input, shifts, dims=None):
     """Shift elements cyclically along `dims` (flattened when dims is None)."""
     if isinstance(shifts, list):
@@ -581,7 +603,7 @@ def roll(input, shifts, dims=None):
         dims = tuple(dims)
     if isinstance(shifts, tuple) and isinstance(dims, tuple) and len(shifts) != len(dims):
         raise ValueError(f"roll: shifts {shifts} and dims {dims} must have the same length")
-    return apply(_Roll, input, shifts=shifts, dims=dims)
+    return apply(_roll_op, input, shifts=shifts, dims=dims)
 
 
 class _Triangle(Op):
@@ -627,7 +649,7 @@ def pad(input, pad, mode: str = "constant", value=None):
     if n > input.ndim:
         raise ShapeError(f"pad: {n} dims of padding for a tensor of shape {fmt_shape(input.shape)}")
     if mode == "constant":
-        return apply(_PadConstant, input, pad=pad, value=0 if value is None else value)
+        return apply(_pad_op, input, pad=pad, value=0 if value is None else value)
     if mode not in ("reflect", "replicate", "circular"):
         raise ValueError(f"pad: mode must be constant, reflect, replicate or circular, got {mode!r}")
     # The other modes gather existing elements: express them as index_select so autograd is free.
@@ -654,8 +676,7 @@ def pad(input, pad, mode: str = "constant", value=None):
     return out
 
 
-@defop
-class _PadConstant(Op):
+class PadConstantOp(Op):
     name = "pad"
     fresh_output = True
 
@@ -686,11 +707,13 @@ class _PadConstant(Op):
         return xp.pad(x[crop], [(max(lo, 0), max(hi, 0)) for lo, hi in pairs], constant_values=value).reshape(out.shape)
 
     def vjp(self, ctx, g):
-        return (apply(_PadConstant, g, pad=tuple(-p for p in ctx.attrs["pad"]), value=0),)
+        return (apply(_pad_op, g, pad=tuple(-p for p in ctx.attrs["pad"]), value=0),)
 
 
-@defop
-class _Contiguous(Op):
+_pad_op = register(PadConstantOp())
+
+
+class ContiguousOp(Op):
     name = "contiguous"
     is_view = "maybe"
 
@@ -704,15 +727,17 @@ class _Contiguous(Op):
         return (g,)
 
 
+_contiguous_op = register(ContiguousOp())
+
+
 def contiguous(input):
     """A row-major tensor with the same values (itself when already contiguous)."""
     if input.is_contiguous():
         return input
-    return apply(_Contiguous, input)
+    return apply(_contiguous_op, input)
 
 
-@defop
-class _Clone(Op):
+class CloneOp(Op):
     name = "clone"
     elementwise = True
     inplace_ok = True
@@ -735,16 +760,18 @@ class _Clone(Op):
         return (g,)
 
 
+_clone_op = register(CloneOp())
+
+
 def clone(input):
     """A copy with its own storage (differentiable)."""
-    return apply(_Clone, input)
+    return apply(_clone_op, input)
 
 
 identity = clone
 
 
-@defop
-class _Cast(Op):
+class CastOp(Op):
     name = "cast"
     elementwise = True
     inplace_ok = True
@@ -770,15 +797,17 @@ class _Cast(Op):
         return (g,)
 
 
+_cast_op = register(CastOp())
+
+
 def cast(input, dtype):
     """The values converted to `dtype` (a copy)."""
     from ember.dtypes import as_dtype
 
-    return apply(_Cast, input, dtype=as_dtype(dtype).np)
+    return apply(_cast_op, input, dtype=as_dtype(dtype).np)
 
 
-@defop
-class _Diagonal(Op):
+class DiagonalOp(Op):
     """The offset diagonal of the last two dims, as a strided view (writes reach the input)."""
 
     name = "diagonal"
@@ -814,6 +843,9 @@ class _Diagonal(Op):
         return (index_put(zeros_like_shape(g, shape), (Ellipsis, rows, cols), g),)
 
 
+_diagonal_op = register(DiagonalOp())
+
+
 def diagonal(input, offset: int = 0, dim1: int = 0, dim2: int = 1):
     """The `offset` diagonal of the (dim1, dim2) planes, as the last dim (a view, as PyTorch)."""
     nd = input.ndim
@@ -823,4 +855,4 @@ def diagonal(input, offset: int = 0, dim1: int = 0, dim2: int = 1):
     if d1 == d2:
         raise ValueError(f"diagonal: dim1 and dim2 must be different, got {dim1} and {dim2}")
     x = movedim(input, (d1, d2), (-2, -1))
-    return apply(_Diagonal, x, offset=int(offset))
+    return apply(_diagonal_op, x, offset=int(offset))

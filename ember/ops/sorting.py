@@ -8,7 +8,7 @@ from ember.errors import ShapeError
 from ember.ops._rules import FLOAT_NP, INT64_NP, norm_dim, spec
 from ember.ops.dispatch import apply
 from ember.ops.opmath import opmath, rounded, upcast
-from ember.ops.registry import Op, defop
+from ember.ops.registry import Op, register
 
 
 def _scatter_back(ctx, g, dim):
@@ -41,8 +41,7 @@ def descending_order(xp, x, d: int):
     return idx
 
 
-@defop
-class _Sort(Op):
+class SortOp(Op):
     name = "sort"
     fresh_output = True
     n_outputs = 2
@@ -66,11 +65,14 @@ class _Sort(Op):
         return (_scatter_back(ctx, g, ctx.attrs.get("dim", -1)),)
 
 
+_sort_op = register(SortOp())
+
+
 def sort(input, dim: int = -1, descending: bool = False, stable: bool = False):
     """(values, indices) sorted along `dim`."""
     from ember.ops.reduction import MaxMinResult
 
-    v, i = apply(_Sort, input, dim=dim, descending=descending, stable=stable)
+    v, i = apply(_sort_op, input, dim=dim, descending=descending, stable=stable)
     return MaxMinResult(v, i)
 
 
@@ -84,8 +86,7 @@ def msort(input):
     return sort(input, 0)[0]
 
 
-@defop
-class _TopK(Op):
+class TopKOp(Op):
     name = "topk"
     fresh_output = True
     n_outputs = 2
@@ -118,11 +119,14 @@ class _TopK(Op):
         return (_scatter_back(ctx, g, ctx.attrs.get("dim", -1)),)
 
 
+_topk_op = register(TopKOp())
+
+
 def topk(input, k: int, dim: int = -1, largest: bool = True, sorted: bool = True):
     """(values, indices) of the k largest (or smallest) elements along `dim`."""
     from ember.ops.reduction import MaxMinResult
 
-    v, i = apply(_TopK, input, k=int(k), dim=dim, largest=largest, sorted=sorted)
+    v, i = apply(_topk_op, input, k=int(k), dim=dim, largest=largest, sorted=sorted)
     return MaxMinResult(v, i)
 
 
@@ -138,8 +142,7 @@ def kthvalue(input, k: int, dim: int = -1, keepdim: bool = False):
     return MaxMinResult(v, i)
 
 
-@defop
-class _CumSum(Op):
+class CumSumOp(Op):
     name = "cumsum"
     fresh_output = True
 
@@ -166,17 +169,19 @@ class _CumSum(Op):
         return (flip(cumsum(flip(g, (d,)), d), (d,)),)
 
 
+_cumsum_op = register(CumSumOp())
+
+
 def cumsum(input, dim: int, *, dtype=None, axis=None):
     """Running sum along `dim`."""
     if axis is not None:
         dim = axis
     if dtype is not None:
         input = input.to(dtype)
-    return apply(_CumSum, input, dim=dim)
+    return apply(_cumsum_op, input, dim=dim)
 
 
-@defop
-class _CumProd(Op):
+class CumProdOp(Op):
     name = "cumprod"
     fresh_output = True
     save_inputs = (0,)
@@ -203,8 +208,11 @@ class _CumProd(Op):
         return (flip(cumsum(flip(g * y, (d,)), d), (d,)) / x,)
 
 
+_cumprod_op = register(CumProdOp())
+
+
 def cumprod(input, dim: int, *, dtype=None):
     """Running product along `dim` (gradient assumes no zeros in the input)."""
     if dtype is not None:
         input = input.to(dtype)
-    return apply(_CumProd, input, dim=dim)
+    return apply(_cumprod_op, input, dim=dim)

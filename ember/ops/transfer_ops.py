@@ -14,7 +14,7 @@ import numpy as np
 from ember.autograd.engine import record
 from ember.autograd.grad_mode import state as grad_state
 from ember.backends.meta import MetaArray
-from ember.ops.registry import Op, defop
+from ember.ops.registry import Op, register
 
 _keys = itertools.count()
 
@@ -32,8 +32,7 @@ def copy_array(array, src, dst):
     return dst.backend.from_host(host)
 
 
-@defop
-class Send(Op):
+class SendOp(Op):
     """The start of a transfer, on the source device: its input, unchanged (no copy)."""
 
     name = "send"
@@ -49,8 +48,10 @@ class Send(Op):
         return (g,)
 
 
-@defop
-class Recv(Op):
+send_op = register(SendOp())
+
+
+class RecvOp(Op):
     """The end of a transfer, on the destination device: a copy of what the matching send sent."""
 
     name = "recv"
@@ -68,6 +69,9 @@ class Recv(Op):
         return (transfer(g, ctx.attrs["src"]),)  # the gradient goes back the way the value came
 
 
+recv_op = register(RecvOp())
+
+
 def transfer(x, dst):
     """`x` on device `dst` through a send node on x's device and a recv node on dst (differentiable)."""
     from ember.ops.dispatch import apply, current, is_symbolic
@@ -77,14 +81,14 @@ def transfer(x, dst):
     if dst is src:
         return x
     key = new_key(src, dst)
-    sent = apply(Send, x, key=key, dst=dst)
+    sent = apply(send_op, x, key=key, dst=dst)
     data = sent._data
     attrs = {"key": key, "src": src}
     if is_symbolic(data):
-        out = Tensor._make(data.graph.add_op(Recv, [data], attrs, dst), dst)
+        out = Tensor._make(data.graph.add_op(recv_op, [data], attrs, dst), dst)
         current().outputs((out,))
     else:  # outside a graph a transfer is just a copy
         out = Tensor._make(copy_array(data, src, dst), dst)
     if sent._requires_grad and grad_state.enabled:
-        record(Recv, attrs, (sent,), (out,))
+        record(recv_op, attrs, (sent,), (out,))
     return out

@@ -122,14 +122,14 @@ def random_normal(shape, mean=0.0, stddev=1.0, dtype=dt.float32, seed=None, name
     """Normal samples, drawn afresh at every run."""
     if is_symbolic(mean) or is_symbolic(stddev):
         return _scaled(random_normal(shape, 0.0, 1.0, dtype, seed, name), stddev, mean)
-    return random_tensor(random_ops.RandomNormal, shape, dtype, seed, name=name, mean=float(mean), std=float(stddev))
+    return random_tensor(random_ops.random_normal_op, shape, dtype, seed, name=name, mean=float(mean), std=float(stddev))
 
 
 def truncated_normal(shape, mean=0.0, stddev=1.0, dtype=dt.float32, seed=None, name: str | None = None) -> Tensor:
     """Normal samples redrawn until within two standard deviations, drawn afresh at every run."""
     if is_symbolic(mean) or is_symbolic(stddev):
         return _scaled(truncated_normal(shape, 0.0, 1.0, dtype, seed, name), stddev, mean)
-    return random_tensor(random_ops.TruncatedNormal, shape, dtype, seed, name=name, mean=float(mean),
+    return random_tensor(random_ops.truncated_normal_op, shape, dtype, seed, name=name, mean=float(mean),
                          std=float(stddev))
 
 
@@ -139,11 +139,11 @@ def random_uniform(shape, minval=0, maxval=None, dtype=dt.float32, seed=None, na
     if np_dt.kind in "iu":
         if maxval is None:
             raise ValueError("random_uniform: maxval must be given for integer dtypes")
-        return random_tensor(random_ops.RandomIntegers, shape, dtype, seed, name=name, low=int(minval),
+        return random_tensor(random_ops.random_integers_op, shape, dtype, seed, name=name, low=int(minval),
                              high=int(maxval))
     maxval = 1.0 if maxval is None else maxval
     if is_symbolic(minval) or is_symbolic(maxval):
         lo = convert_to_tensor(minval, dtype=dtype)
         return _scaled(random_uniform(shape, 0.0, 1.0, dtype, seed, name), convert_to_tensor(maxval, dtype) - lo, lo)
-    return random_tensor(random_ops.RandomUniform, shape, dtype, seed, name=name, low=float(minval),
+    return random_tensor(random_ops.random_uniform_op, shape, dtype, seed, name=name, low=float(minval),
                          high=float(maxval))

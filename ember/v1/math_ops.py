@@ -8,7 +8,7 @@ import ember as _em
 from ember import dtypes as dt
 from ember.ops._rules import norm_dims, spec
 from ember.ops.dispatch import apply
-from ember.ops.registry import Op, defop
+from ember.ops.registry import Op, register
 from ember.tensor import Tensor
 from ember.v1.convert import convert_to_tensor, np_dtype, operands
 
@@ -153,8 +153,7 @@ def matmul(a, b, transpose_a: bool = False, transpose_b: bool = False, adjoint_a
 
 
 # --- reductions --------------------------------------------------------------------------------------
-@defop
-class ElementCount(Op):
+class ElementCountOp(Op):
     """The number of elements over some dims, taken from the input's shape when the graph runs."""
 
     name = "element_count"
@@ -166,6 +165,9 @@ class ElementCount(Op):
 
     def kernel(self, xp, x, dims, dtype):
         return xp.asarray(math.prod(x.shape[d] for d in dims), dtype=dtype)
+
+
+element_count_op = register(ElementCountOp())
 
 
 def _axes(axis, reduction_indices):
@@ -221,7 +223,7 @@ def reduce_mean(input_tensor, axis=None, keepdims=None, name: str | None = None,
 
 
 def _count(x: Tensor, dims: tuple, dtype) -> Tensor:
-    return apply(ElementCount, x, dims=dims, dtype=np_dtype(dtype))
+    return apply(element_count_op, x, dims=dims, dtype=np_dtype(dtype))
 
 
 def reduce_max(input_tensor, axis=None, keepdims=None, name: str | None = None, reduction_indices=None,

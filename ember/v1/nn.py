@@ -250,7 +250,7 @@ def dropout(x, keep_prob=None, noise_shape=None, seed=None, name: str | None = N
         if keep == 1:
             return x
     shape = tuple(x.shape) if noise_shape is None else tuple(noise_shape)
-    u = random_tensor(random_ops.RandomUniform, shape, x.dtype, seed,
+    u = random_tensor(random_ops.random_uniform_op, shape, x.dtype, seed,
                       like=x if any(d is None for d in shape) else None, low=0.0, high=1.0)
     mask = _em.floor(u + keep)
     return x / keep * mask

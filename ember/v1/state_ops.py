@@ -9,7 +9,7 @@ from __future__ import annotations
 from ember.errors import ShapeError, fmt_shape
 from ember.ops._rules import spec
 from ember.ops.dispatch import apply
-from ember.ops.registry import Op, defop
+from ember.ops.registry import Op, register
 from ember.ops.transfer_ops import transfer
 from ember.tensor import Tensor
 from ember.v1.convert import convert_to_tensor
@@ -39,25 +39,30 @@ class _AssignBase(Op):
         return variable.write(xp, value, self.mode)
 
 
-@defop
-class Assign(_AssignBase):
+class AssignOp(_AssignBase):
     name = "assign"
 
 
-@defop
-class AssignAdd(_AssignBase):
+assign_op = register(AssignOp())
+
+
+class AssignAddOp(_AssignBase):
     name = "assign_add"
     mode = "add"
 
 
-@defop
-class AssignSub(_AssignBase):
+assign_add_op = register(AssignAddOp())
+
+
+class AssignSubOp(_AssignBase):
     name = "assign_sub"
     mode = "sub"
 
 
-@defop
-class ReadVariable(Op):
+assign_sub_op = register(AssignSubOp())
+
+
+class ReadVariableOp(Op):
     """The variable's value when this op runs (after its control inputs), not when the run started.
 
     The node has no data input, so a run may initialise the variable first; autograd still links
@@ -81,6 +86,9 @@ class ReadVariable(Op):
         return [attrs["variable"]._data]
 
 
+read_variable_op = register(ReadVariableOp())
+
+
 def link_gradient(op, out: Tensor, sources: tuple) -> Tensor:
     """Record `out` as computed by `op` from `sources` for autograd (for nodes without those data inputs)."""
     from ember.autograd import record
@@ -94,11 +102,10 @@ def link_gradient(op, out: Tensor, sources: tuple) -> Tensor:
 def read_variable(var) -> Tensor:
     """A read of the variable's storage when the node runs; gradients flow to the variable."""
     graph = var._data.graph
-    value = graph.add_op(ReadVariable, [], {"variable": var}, var._device)
-    return link_gradient(ReadVariable, Tensor._make(value, var._device), (var,))
+    value = graph.add_op(read_variable_op, [], {"variable": var}, var._device)
+    return link_gradient(read_variable_op, Tensor._make(value, var._device), (var,))
 
 
-@defop
 class NoOp(Op):
     """Does nothing; its control inputs are what running it means (group, train ops)."""
 
@@ -113,8 +120,10 @@ class NoOp(Op):
         return ()
 
 
-@defop
-class StopGradient(Op):
+noop_op = register(NoOp())
+
+
+class StopGradientOp(Op):
     """The input unchanged, seen by autograd as a constant."""
 
     name = "stop_gradient"
@@ -125,6 +134,9 @@ class StopGradient(Op):
 
     def kernel(self, xp, x):
         return x
+
+
+stop_gradient_op = register(StopGradientOp())
 
 
 # --- functions ------------------------------------------------------------------------------
@@ -154,17 +166,17 @@ def _assign(op, ref, value, name) -> Tensor:
 
 def assign(ref, value, validate_shape: bool = True, use_locking: bool = True, name: str | None = None) -> Tensor:
     """Write `value` into the variable `ref` when run; the result is its new value."""
-    return _assign(Assign, ref, value, name)
+    return _assign(assign_op, ref, value, name)
 
 
 def assign_add(ref, value, use_locking: bool = True, name: str | None = None) -> Tensor:
     """Add `value` to the variable `ref` when run; the result is its new value."""
-    return _assign(AssignAdd, ref, value, name)
+    return _assign(assign_add_op, ref, value, name)
 
 
 def assign_sub(ref, value, use_locking: bool = True, name: str | None = None) -> Tensor:
     """Subtract `value` from the variable `ref` when run; the result is its new value."""
-    return _assign(AssignSub, ref, value, name)
+    return _assign(assign_sub_op, ref, value, name)
 
 
 def _flatten_ops(items) -> list:
@@ -180,7 +192,7 @@ def _flatten_ops(items) -> list:
 def no_op(name: str | None = None) -> Operation:
     """An operation that does nothing (a place to hang control dependencies)."""
     graph = get_default_graph()
-    graph.add_op(NoOp, [], {}, graph.device)
+    graph.add_op(noop_op, [], {}, graph.device)
     node = graph.nodes[-1]
     graph.name_node(node, name or "NoOp")
     return Operation(node)
@@ -191,7 +203,7 @@ def group(*inputs, name: str | None = None) -> Operation:
     nodes = [as_node(x) for x in _flatten_ops(inputs)]
     graph = nodes[0].graph if nodes else get_default_graph()
     with graph.control_dependencies(nodes):
-        graph.add_op(NoOp, [], {}, graph.device)
+        graph.add_op(noop_op, [], {}, graph.device)
     node = graph.nodes[-1]
     graph.name_node(node, name or "group_deps")
     return Operation(node)
@@ -210,4 +222,4 @@ def identity(input, name: str | None = None) -> Tensor:
 
 def stop_gradient(input, name: str | None = None) -> Tensor:
     """The same value, but gradients() treats it as a constant."""
-    return apply(StopGradient, convert_to_tensor(input))
+    return apply(stop_gradient_op, convert_to_tensor(input))
