@@ -25,7 +25,7 @@ from _timing import best_time, fmt_ms  # noqa: E402
 import ember as em  # noqa: E402
 from ember.autograd import Node  # noqa: E402
 from ember.runtime import set_memory_planning, set_remat  # noqa: E402
-from ember.runtime.memory import validate  # noqa: E402
+from ember.runtime.memory_check import validate  # noqa: E402
 
 MiB = 1 << 20
 

@@ -14,7 +14,8 @@ from ember.runtime.allocator import (
     size_class,
     stats,
 )
-from ember.runtime.memory import MemoryPlan, plan_memory, validate
+from ember.runtime.memory import MemoryPlan, plan_memory
+from ember.runtime.memory_check import validate
 
 
 def memory_plan(plan, mode: str = "sequential") -> MemoryPlan:

@@ -45,10 +45,6 @@ _SCALARS = (bool, int, float)
 
 
 # --- converting arguments -----------------------------------------------------------------------
-def _numpy_dtype(dtype):
-    return None if dtype is None else _dt.as_dtype(dtype)
-
-
 def _host_array(obj) -> _np.ndarray:
     """NumPy's own inference for Python data (float64 for floats), limited to Ember's dtypes."""
     arr = _np.asarray(obj)

@@ -137,10 +137,6 @@ class Tensor(MathMixin, ReductionMixin, ShapeMixin, IndexingMixin, LinalgMixin, 
     def grad_fn(self):
         return self._grad_fn if self._base is None else _views.current_grad_fn(self)
 
-    @property
-    def _version_value(self) -> int:
-        return self._version[0]
-
     def retain_grad(self) -> None:
         """Keep this non-leaf tensor's gradient in `.grad` after backward."""
         if not self._requires_grad:

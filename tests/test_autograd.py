@@ -504,11 +504,11 @@ def test_version_counter_shared_by_views():
     x = em.zeros(2, 3)
     v = x[0]
     t = x.T
-    start = x._version_value
+    start = x._version[0]
     v.add_(1)
-    assert x._version_value == v._version_value == t._version_value == start + 1
+    assert x._version[0] == v._version[0] == t._version[0] == start + 1
     x[1, 1] = 3
-    assert t._version_value == start + 2
+    assert t._version[0] == start + 2
 
 
 # --- in-place on leaves -------------------------------------------------------------------------------

@@ -447,10 +447,10 @@ def test_setitem_forms():
 
 def test_version_counter_counts_writes():
     x = em.zeros(2)
-    v0 = x._version_value
+    v0 = x._version[0]
     x.add_(1)
     x[0] = 3
     x += 1
-    assert x._version_value == v0 + 3
+    assert x._version[0] == v0 + 3
     y = x + 1
-    assert x._version_value == v0 + 3 and y._version_value == 0
+    assert x._version[0] == v0 + 3 and y._version[0] == 0

@@ -59,7 +59,6 @@ class InvertedResidual(nn.Module):
         ]
         self.conv = nn.Sequential(*layers)
         self.out_channels = oup
-        self._is_cn = stride > 1
 
     def forward(self, x: Tensor) -> Tensor:
         if self.use_res_connect:

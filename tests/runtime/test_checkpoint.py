@@ -7,7 +7,7 @@ import pytest
 import ember as em
 from ember.autograd import Node
 from ember.runtime import set_remat
-from ember.runtime.memory import validate
+from ember.runtime.memory_check import validate
 
 from ._graphs import plan_of
 

@@ -11,7 +11,7 @@ from ember.graph import Graph
 from ember.graph.executor import Plan
 from ember.runtime import set_memory_planning
 from ember.runtime.allocator import pool
-from ember.runtime.memory import validate
+from ember.runtime.memory_check import validate
 
 from ._graphs import build_random, mlp_step, plan_of, sym
 
