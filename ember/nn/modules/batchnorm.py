@@ -76,7 +76,7 @@ class _NormBase(Module):
                                       error_msgs)
 
 
-class _batch_norm_op(_NormBase):
+class _BatchNorm(_NormBase):
     def forward(self, input: Tensor) -> Tensor:
         self._check_input_dim(input)
         factor = 0.0 if self.momentum is None else self.momentum
@@ -90,7 +90,7 @@ class _batch_norm_op(_NormBase):
                             self.weight, self.bias, use_batch_stats, factor, self.eps)
 
 
-class BatchNorm1d(_batch_norm_op):
+class BatchNorm1d(_BatchNorm):
     """Batch norm over (N, C) or (N, C, L) input, per channel."""
 
     def _check_input_dim(self, input: Tensor) -> None:
@@ -98,7 +98,7 @@ class BatchNorm1d(_batch_norm_op):
             raise ValueError(f"expected 2D or 3D input (got {input.ndim}D input)")
 
 
-class BatchNorm2d(_batch_norm_op):
+class BatchNorm2d(_BatchNorm):
     """Batch norm over (N, C, H, W) input, per channel."""
 
     def _check_input_dim(self, input: Tensor) -> None:
