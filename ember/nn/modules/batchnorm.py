@@ -83,7 +83,9 @@ class _BatchNorm(_NormBase):
         if self.training and self.track_running_stats and self.num_batches_tracked is not None:
             self.num_batches_tracked.add_(1)
             if self.momentum is None:  # cumulative moving average
-                factor = 1.0 / float(self.num_batches_tracked)
+                count = self.num_batches_tracked
+                # under ember.jit the count is only known when the graph runs: keep it a (float64) tensor
+                factor = 1.0 / (count.to(em.float64) if em.is_tracing() else float(count))
         use_batch_stats = self.training or (self.running_mean is None and self.running_var is None)
         track = not self.training or self.track_running_stats
         return F.batch_norm(input, self.running_mean if track else None, self.running_var if track else None,
