@@ -510,9 +510,12 @@ def _masked_select_zero(xp, cond, a, b, dtype):
         return None
     if src.dtype != dtype or src.dtype not in FLOAT_NP or src.shape != cond.shape:
         return None
-    bits = np.dtype(f"u{src.dtype.itemsize}")
-    ones = bits.type(np.iinfo(bits).max)
+    bits, ones = _ALL_ONES[src.dtype.itemsize]
     return (src.view(bits) & (mask.view(np.uint8).astype(bits) * ones)).view(src.dtype)
+
+
+# unsigned type of each float width, and its all-ones value (mask 1 -> every bit kept)
+_ALL_ONES = {n: (np.dtype(f"u{n}"), np.dtype(f"u{n}").type(np.iinfo(f"u{n}").max)) for n in (2, 4, 8)}
 
 
 _where_op = register(WhereOp())
