@@ -56,16 +56,9 @@ def _number(x) -> bool:
     return type(x) is not bool and isinstance(x, (int, float))
 
 
-class SymInt(int):
-    """An int computed from symbolic sizes: `value` now, `expr` to recompute it for other sizes."""
+class _Symbolic:
+    """What SymInt and SymFloat share: arithmetic keeps the expression, comparisons are guards."""
 
-    def __new__(cls, value: int, expr):
-        obj = int.__new__(cls, value)
-        obj.value = int(value)
-        obj.expr = expr
-        return obj
-
-    # --- arithmetic keeps the expression --------------------------------------------------
     def _arith(self, other, op: str, reverse: bool = False):
         if not _number(other):
             return NotImplemented
@@ -89,137 +82,25 @@ class SymInt(int):
     def __rmul__(self, other):
         return self._arith(other, "mul", True)
 
-    def __floordiv__(self, other):
-        return self._arith(other, "floordiv")
+    def __truediv__(self, other):
+        return self._arith(other, "truediv")
 
-    def __rfloordiv__(self, other):
-        return self._arith(other, "floordiv", True)
-
-    def __mod__(self, other):
-        return self._arith(other, "mod")
-
-    def __rmod__(self, other):
-        return self._arith(other, "mod", True)
+    def __rtruediv__(self, other):
+        return self._arith(other, "truediv", True)
 
     def __pow__(self, other):
         return self._arith(other, "pow")
 
     def __neg__(self):
-        return SymInt(-self.value, ("neg", self.expr))
+        return type(self)(-self.value, ("neg", self.expr))
 
     def __pos__(self):
         return self
 
-    # --- anything else fixes the value: recorded as a guard --------------------------------
-    def _concrete(self) -> int:
+    # --- anything that fixes the value is recorded as a guard ------------------------------
+    def _concrete(self):
         _record(self.expr, "eq", self.value, True)
         return self.value
-
-    def _compare(self, other, cmp: str) -> bool:
-        return _compare(self, other, cmp)
-
-    def __eq__(self, other):
-        return self._compare(other, "eq")
-
-    def __ne__(self, other):
-        return self._compare(other, "ne")
-
-    def __lt__(self, other):
-        return self._compare(other, "lt")
-
-    def __le__(self, other):
-        return self._compare(other, "le")
-
-    def __gt__(self, other):
-        return self._compare(other, "gt")
-
-    def __ge__(self, other):
-        return self._compare(other, "ge")
-
-    __hash__ = int.__hash__  # equal sizes are equal ints; equality itself is guarded
-
-    def __bool__(self) -> bool:
-        return self._compare(0, "ne")
-
-    def __int__(self) -> int:
-        return self._concrete()
-
-    def __index__(self) -> int:
-        return self._concrete()
-
-    def __float__(self) -> float:
-        return float(self._concrete())
-
-    def __truediv__(self, other):
-        return self._arith(other, "truediv")
-
-    def __rtruediv__(self, other):
-        return self._arith(other, "truediv", True)
-
-    def __round__(self, ndigits=None):
-        return self._concrete()
-
-    def __trunc__(self):
-        return self._concrete()
-
-    def __repr__(self) -> str:
-        return repr(self.value)
-
-    __str__ = __repr__
-
-    def __format__(self, spec: str) -> str:
-        return format(self.value, spec)
-
-    def __reduce__(self):  # copies and pickles keep the value only
-        return (int, (self.value,))
-
-
-class SymFloat(float):
-    """A float computed from symbolic sizes (`n / (n - 1)`): `value` now, `expr` to recompute it."""
-
-    def __new__(cls, value: float, expr):
-        obj = float.__new__(cls, value)
-        obj.value = float(value)
-        obj.expr = expr
-        return obj
-
-    def _arith(self, other, op: str, reverse: bool = False):
-        if not _number(other):
-            return NotImplemented
-        return _symbolic(self, other, op, reverse)
-
-    def __add__(self, other):
-        return self._arith(other, "add")
-
-    def __radd__(self, other):
-        return self._arith(other, "add", True)
-
-    def __sub__(self, other):
-        return self._arith(other, "sub")
-
-    def __rsub__(self, other):
-        return self._arith(other, "sub", True)
-
-    def __mul__(self, other):
-        return self._arith(other, "mul")
-
-    def __rmul__(self, other):
-        return self._arith(other, "mul", True)
-
-    def __truediv__(self, other):
-        return self._arith(other, "truediv")
-
-    def __rtruediv__(self, other):
-        return self._arith(other, "truediv", True)
-
-    def __pow__(self, other):
-        return self._arith(other, "pow")
-
-    def __neg__(self):
-        return SymFloat(-self.value, ("neg", self.expr))
-
-    def __pos__(self):
-        return self
 
     def __eq__(self, other):
         return _compare(self, other, "eq")
@@ -239,23 +120,14 @@ class SymFloat(float):
     def __ge__(self, other):
         return _compare(self, other, "ge")
 
-    __hash__ = float.__hash__
-
     def __bool__(self) -> bool:
-        return _compare(self, 0.0, "ne")
-
-    def _concrete(self) -> float:
-        _record(self.expr, "eq", self.value, True)
-        return self.value
-
-    def __float__(self) -> float:
-        return self._concrete()
+        return _compare(self, 0, "ne")
 
     def __int__(self) -> int:
         return int(self._concrete())
 
-    def __round__(self, ndigits=None):
-        return round(self._concrete(), ndigits)
+    def __float__(self) -> float:
+        return float(self._concrete())
 
     def __trunc__(self):
         return int(self._concrete())
@@ -268,8 +140,53 @@ class SymFloat(float):
     def __format__(self, spec: str) -> str:
         return format(self.value, spec)
 
-    def __reduce__(self):
-        return (float, (self.value,))
+    def __reduce__(self):  # copies and pickles keep the value only
+        return (type(self.value), (self.value,))
+
+
+class SymInt(_Symbolic, int):
+    """An int computed from symbolic sizes: `value` now, `expr` to recompute it for other sizes."""
+
+    def __new__(cls, value: int, expr):
+        obj = int.__new__(cls, value)
+        obj.value = int(value)
+        obj.expr = expr
+        return obj
+
+    __hash__ = int.__hash__  # equal sizes are equal ints; equality itself is guarded
+
+    def __floordiv__(self, other):
+        return self._arith(other, "floordiv")
+
+    def __rfloordiv__(self, other):
+        return self._arith(other, "floordiv", True)
+
+    def __mod__(self, other):
+        return self._arith(other, "mod")
+
+    def __rmod__(self, other):
+        return self._arith(other, "mod", True)
+
+    def __index__(self) -> int:
+        return self._concrete()
+
+    def __round__(self, ndigits=None):
+        return self._concrete()
+
+
+class SymFloat(_Symbolic, float):
+    """A float computed from symbolic sizes (`n / (n - 1)`): `value` now, `expr` to recompute it."""
+
+    def __new__(cls, value: float, expr):
+        obj = float.__new__(cls, value)
+        obj.value = float(value)
+        obj.expr = expr
+        return obj
+
+    __hash__ = float.__hash__
+
+    def __round__(self, ndigits=None):
+        return round(self._concrete(), ndigits)
 
 
 def _symbolic(a, b, op: str, reverse: bool):
