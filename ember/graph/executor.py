@@ -14,6 +14,7 @@ Running a plan takes one of three paths:
 
 from __future__ import annotations
 
+import contextvars
 import threading
 
 import numpy as np
@@ -328,8 +329,12 @@ class Plan:
 
         def make_job(step, k):
             out_buf = outs[k] if outs is not None else None
+            ctx = contextvars.copy_context()  # the kernel runs in the caller's context (e.g. a session's variables)
 
             def job():
+                ctx.run(run_step)
+
+            def run_step():
                 if errors:
                     return finish(step, k)  # an earlier step failed: the run is abandoned
                 try:

@@ -47,10 +47,16 @@ from ember.v1.graph_api import (
     GLOBAL_VARIABLES,
     TRAINABLE_VARIABLES,
     Graph,
+    GraphKeys,
     Operation,
+    add_to_collection,
+    add_to_collections,
     control_dependencies,
     device,
+    get_collection,
+    get_collection_ref,
     get_default_graph,
+    get_name_scope,
     name_scope,
     reset_default_graph,
     set_random_seed,
@@ -119,12 +125,15 @@ from ember.v1.math_ops import (
 )
 from ember.v1.session import InteractiveSession, Session, get_default_session
 from ember.v1.state_ops import assign, assign_add, assign_sub, group, identity, no_op, stop_gradient
+from ember.v1.tensor_shape import Dimension, TensorShape, dimension_value
 from ember.v1.variables import (
     Variable,
     all_variables,
+    assert_variables_initialized,
     global_variables,
     global_variables_initializer,
     initialize_all_variables,
+    is_variable_initialized,
     local_variables_initializer,
     report_uninitialized_variables,
     trainable_variables,
@@ -146,8 +155,10 @@ as_dtype = _dtypes.as_dtype
 newaxis = None
 
 __all__ = [
-    "DType", "GLOBAL_VARIABLES", "Graph", "InteractiveSession", "Operation", "Session", "TRAINABLE_VARIABLES",
-    "Tensor", "Variable", "abs", "add", "add_n", "all_variables", "argmax", "argmin", "as_dtype", "assign",
+    "DType", "Dimension", "GLOBAL_VARIABLES", "Graph", "InteractiveSession", "Operation", "Session",
+    "TRAINABLE_VARIABLES", "Tensor", "TensorShape", "Variable", "assert_variables_initialized", "dimension_value",
+    "get_name_scope", "is_variable_initialized", "GraphKeys", "add_to_collection", "add_to_collections",
+    "get_collection", "get_collection_ref", "abs", "add", "add_n", "all_variables", "argmax", "argmin", "as_dtype", "assign",
     "assign_add", "assign_sub", "bfloat16", "bool", "cast", "ceil", "clip_by_value", "concat", "constant",
     "control_dependencies", "convert_to_tensor", "cos", "device", "div", "divide", "equal", "errors", "exp",
     "expand_dims", "fill", "float16", "float32", "float64", "floor", "floordiv", "gather", "get_default_graph",

@@ -42,11 +42,11 @@ def host_array(value, dtype=None) -> np.ndarray:
 
 
 def constant_tensor(arr: np.ndarray, name: str | None = None) -> Tensor:
-    """A constant node of the default graph holding `arr`."""
+    """A constant node of the default graph holding `arr` (named `name` in the current scope, else "Const")."""
     graph = get_default_graph()
     device = graph.device
-    value = graph.constant(device.backend.from_host(np.asarray(arr, order="C")), device)
-    graph.name_node(value.node, name or "Const")
+    value = graph.constant(device.backend.from_host(np.asarray(arr, order="C")), device,
+                           name=graph.scoped_name(name) if name else None)
     return Tensor._make(value, device)
 
 

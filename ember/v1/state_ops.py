@@ -14,6 +14,7 @@ from ember.ops.transfer_ops import transfer
 from ember.tensor import Tensor
 from ember.v1.convert import convert_to_tensor
 from ember.v1.graph_api import Operation, as_node, get_default_graph
+from ember.v1.naming import tf_op
 
 
 def _compatible(a: tuple, b: tuple) -> bool:
@@ -136,10 +137,12 @@ def _variable(ref):
     return ref
 
 
-_TF_NAMES = {"assign": "Assign", "assign_add": "AssignAdd", "assign_sub": "AssignSub"}
+def assign_value(ref, value) -> Tensor:
+    """An assign op without a name of its own (what a Variable's initializer is built from)."""
+    return _assign(Assign, ref, value)
 
 
-def _assign(op, ref, value, name) -> Tensor:
+def _assign(op, ref, value) -> Tensor:
     var = _variable(ref)
     value = convert_to_tensor(value, dtype_hint=var.dtype)
     if value.dtype is not var.dtype:
@@ -148,23 +151,25 @@ def _assign(op, ref, value, name) -> Tensor:
         value = transfer(value, var._device)
     graph = var._data.graph
     out = graph.add_op(op, [value._data], {"variable": var}, var._device)
-    graph.name_node(out.node, name or _TF_NAMES[op.name])
     return Tensor._make(out, var._device)
 
 
+@tf_op("Assign")
 def assign(ref, value, validate_shape: bool = True, use_locking: bool = True, name: str | None = None) -> Tensor:
     """Write `value` into the variable `ref` when run; the result is its new value."""
-    return _assign(Assign, ref, value, name)
+    return _assign(Assign, ref, value)
 
 
+@tf_op("AssignAdd")
 def assign_add(ref, value, use_locking: bool = True, name: str | None = None) -> Tensor:
     """Add `value` to the variable `ref` when run; the result is its new value."""
-    return _assign(AssignAdd, ref, value, name)
+    return _assign(AssignAdd, ref, value)
 
 
+@tf_op("AssignSub")
 def assign_sub(ref, value, use_locking: bool = True, name: str | None = None) -> Tensor:
     """Subtract `value` from the variable `ref` when run; the result is its new value."""
-    return _assign(AssignSub, ref, value, name)
+    return _assign(AssignSub, ref, value)
 
 
 def _flatten_ops(items) -> list:
@@ -197,6 +202,7 @@ def group(*inputs, name: str | None = None) -> Operation:
     return Operation(node)
 
 
+@tf_op("Identity")
 def identity(input, name: str | None = None) -> Tensor:
     """The same value as a new node (after any control dependencies); a variable is read when it runs."""
     from ember.v1.variables import Variable
@@ -208,6 +214,7 @@ def identity(input, name: str | None = None) -> Tensor:
     return _ops.identity(convert_to_tensor(input))
 
 
+@tf_op("StopGradient")
 def stop_gradient(input, name: str | None = None) -> Tensor:
     """The same value, but gradients() treats it as a constant."""
     return apply(StopGradient, convert_to_tensor(input))
