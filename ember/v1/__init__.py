@@ -7,7 +7,7 @@ runs it. `gradients` is Ember's autograd running on the symbolic tensors.
 import ember.graph  # noqa: F401  (installs the node builder: ops on graph tensors append nodes)
 from ember import dtypes as _dtypes
 from ember.tensor import Tensor
-from ember.v1 import errors, nn, train
+from ember.v1 import errors, initializers, nn, train
 from ember.v1.array_ops import (
     concat,
     expand_dims,
@@ -60,6 +60,17 @@ from ember.v1.graph_api import (
     name_scope,
     reset_default_graph,
     set_random_seed,
+)
+from ember.v1.init_ops import (
+    constant_initializer,
+    glorot_normal_initializer,
+    glorot_uniform_initializer,
+    ones_initializer,
+    random_normal_initializer,
+    random_uniform_initializer,
+    truncated_normal_initializer,
+    variance_scaling_initializer,
+    zeros_initializer,
 )
 from ember.v1.math_ops import (
     abs,
@@ -126,6 +137,7 @@ from ember.v1.math_ops import (
 from ember.v1.session import InteractiveSession, Session, get_default_session
 from ember.v1.state_ops import assign, assign_add, assign_sub, group, identity, no_op, stop_gradient
 from ember.v1.tensor_shape import Dimension, TensorShape, dimension_value
+from ember.v1.variable_scope import AUTO_REUSE, VariableScope, get_variable, get_variable_scope, variable_scope
 from ember.v1.variables import (
     Variable,
     all_variables,
@@ -158,7 +170,10 @@ __all__ = [
     "DType", "Dimension", "GLOBAL_VARIABLES", "Graph", "InteractiveSession", "Operation", "Session",
     "TRAINABLE_VARIABLES", "Tensor", "TensorShape", "Variable", "assert_variables_initialized", "dimension_value",
     "get_name_scope", "is_variable_initialized", "GraphKeys", "add_to_collection", "add_to_collections",
-    "get_collection", "get_collection_ref", "abs", "add", "add_n", "all_variables", "argmax", "argmin", "as_dtype", "assign",
+    "get_collection", "get_collection_ref", "AUTO_REUSE", "VariableScope", "get_variable", "get_variable_scope",
+    "variable_scope", "initializers", "constant_initializer", "glorot_normal_initializer",
+    "glorot_uniform_initializer", "ones_initializer", "random_normal_initializer", "random_uniform_initializer",
+    "truncated_normal_initializer", "variance_scaling_initializer", "zeros_initializer", "abs", "add", "add_n", "all_variables", "argmax", "argmin", "as_dtype", "assign",
     "assign_add", "assign_sub", "bfloat16", "bool", "cast", "ceil", "clip_by_value", "concat", "constant",
     "control_dependencies", "convert_to_tensor", "cos", "device", "div", "divide", "equal", "errors", "exp",
     "expand_dims", "fill", "float16", "float32", "float64", "floor", "floordiv", "gather", "get_default_graph",

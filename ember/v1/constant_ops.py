@@ -11,16 +11,21 @@ from ember.tensor import Tensor
 from ember.v1.convert import constant_tensor, convert_to_tensor, host_array, is_symbolic, np_dtype
 from ember.v1.graph_api import get_default_graph
 from ember.v1.naming import tf_op
+from ember.v1.tensor_shape import Dimension, TensorShape
 
 
 def static_shape(shape, what: str) -> tuple:
-    """A shape given as a list/tuple of ints (None or -1: unknown) as a tuple."""
+    """A shape given as a list/tuple of ints or Dimensions (None or -1: unknown), or a TensorShape, as a tuple."""
     if isinstance(shape, Tensor):
         raise NotImplementedError(f"{what}: shapes given as tensors (dynamic shapes) are not supported; pass a list")
-    if isinstance(shape, (int, np.integer)):
-        return (int(shape),)
+    if isinstance(shape, TensorShape):
+        shape = shape.as_list()
+    if isinstance(shape, (int, np.integer, Dimension)):
+        shape = [shape]
     dims = []
     for d in shape:
+        if isinstance(d, Dimension):
+            d = d.value
         if d is None or (isinstance(d, (int, np.integer)) and d == -1):
             dims.append(None)
         elif isinstance(d, (int, np.integer)) and not isinstance(d, bool) and d >= 0:
