@@ -90,6 +90,7 @@ class Plan:
 
             rematerialize(self, policy)
         self._plan_frees()
+        self._tell_unread_records()
         self._memory: dict = {}  # mode -> MemoryPlan
         self._arenas: dict = {}  # mode -> [free Arena]
         self._parallel_gain = None
@@ -155,6 +156,15 @@ class Plan:
             # A result nobody reads (an unused output of a multi-output step) goes at once.
             unread = [s for s in step.out_slots if s not in last_use and s not in keep]
             step.free_after = tuple(frees.get(i, ())) + tuple(unread)
+
+    def _tell_unread_records(self) -> None:
+        """Ops whose output 0 is a record for gradients (control flow) fill it only when something reads it."""
+        read = set(self.out_slots)
+        for step in self.steps:
+            read.update(step.in_slots)
+        for step in self.steps:
+            if getattr(step.node.op, "records", False):
+                step.attrs = {**step.attrs, "record": step.out_slots[0] in read}
 
     # --- memory ----------------------------------------------------------------------------------
     def memory_plan(self, mode: str = "sequential"):

@@ -41,6 +41,8 @@ from ember.v1.constant_ops import (
     zeros,
     zeros_like,
 )
+from ember.v1.control_flow_ops import case, cond, init_scope, while_loop
+from ember.v1.control_flow_ops import tuple_ as tuple
 from ember.v1.convert import convert_to_tensor
 from ember.v1.gradients_impl import gradients
 from ember.v1.graph_api import (
@@ -171,7 +173,7 @@ __all__ = [
     "TRAINABLE_VARIABLES", "Tensor", "TensorShape", "Variable", "assert_variables_initialized", "dimension_value",
     "get_name_scope", "is_variable_initialized", "GraphKeys", "add_to_collection", "add_to_collections",
     "get_collection", "get_collection_ref", "AUTO_REUSE", "VariableScope", "get_variable", "get_variable_scope",
-    "variable_scope", "initializers", "constant_initializer", "glorot_normal_initializer",
+    "variable_scope", "initializers", "case", "cond", "init_scope", "tuple", "while_loop", "constant_initializer", "glorot_normal_initializer",
     "glorot_uniform_initializer", "ones_initializer", "random_normal_initializer", "random_uniform_initializer",
     "truncated_normal_initializer", "variance_scaling_initializer", "zeros_initializer", "abs", "add", "add_n", "all_variables", "argmax", "argmin", "as_dtype", "assign",
     "assign_add", "assign_sub", "bfloat16", "bool", "cast", "ceil", "clip_by_value", "concat", "constant",

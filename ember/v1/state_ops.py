@@ -12,7 +12,7 @@ from ember.ops.dispatch import apply
 from ember.ops.registry import Op, defop
 from ember.ops.transfer_ops import transfer
 from ember.tensor import Tensor
-from ember.v1.convert import convert_to_tensor
+from ember.v1.convert import convert_to_tensor, graph_for, in_default_graph
 from ember.v1.graph_api import Operation, as_node, get_default_graph
 from ember.v1.naming import tf_op
 
@@ -68,18 +68,19 @@ class ReadVariable(Op):
     name = "read_variable"
     stateful = True
 
-    def infer(self, variable):
+    def infer(self, variable, linked):
         return spec(variable.spec_shape, variable.spec_dtype)
 
-    def kernel(self, xp, variable):
+    def kernel(self, xp, variable, linked):
         return variable.read_storage()
 
     def vjp(self, ctx, g):
         return (g,)
 
     def autograd_inputs(self, attrs) -> list:
-        """Graph values autograd treats as this node's inputs (the variable it reads)."""
-        return [attrs["variable"]._data]
+        """Graph values autograd treats as this node's inputs (the variable, or its capture in a control-flow
+        function)."""
+        return [attrs["linked"]]
 
 
 def link_gradient(op, out: Tensor, sources: tuple) -> Tensor:
@@ -94,9 +95,10 @@ def link_gradient(op, out: Tensor, sources: tuple) -> Tensor:
 
 def read_variable(var) -> Tensor:
     """A read of the variable's storage when the node runs; gradients flow to the variable."""
-    graph = var._data.graph
-    value = graph.add_op(ReadVariable, [], {"variable": var}, var._device)
-    return link_gradient(ReadVariable, Tensor._make(value, var._device), (var,))
+    graph = graph_for(var)
+    source = in_default_graph(var) if graph is not var._data.graph else var
+    value = graph.add_op(ReadVariable, [], {"variable": var, "linked": source._data}, var._device)
+    return link_gradient(ReadVariable, Tensor._make(value, var._device), (source,))
 
 
 @defop
@@ -149,7 +151,7 @@ def _assign(op, ref, value) -> Tensor:
         value = value.to(var.dtype)
     if value._device is not var._device:  # an assign runs with its variable: the value crosses over
         value = transfer(value, var._device)
-    graph = var._data.graph
+    graph = graph_for(var)
     out = graph.add_op(op, [value._data], {"variable": var}, var._device)
     return Tensor._make(out, var._device)
 

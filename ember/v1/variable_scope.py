@@ -96,6 +96,7 @@ class _Store:
 
 
 def _store(graph) -> _Store:
+    graph = getattr(graph, "root", graph)  # control-flow functions share their outermost graph's variables
     store = graph.__dict__.get("_variable_store")
     if store is None:
         store = graph.__dict__["_variable_store"] = _Store()
@@ -176,6 +177,13 @@ def _default_initializer(name: str, dtype):
     raise ValueError(f"An initializer for variable {name} of dtype {dtype.name} is required")
 
 
+def init_scope():
+    """The outermost graph, outside any control-flow function (see control_flow_ops.init_scope)."""
+    from ember.v1.control_flow_ops import init_scope as scope
+
+    return scope()
+
+
 def get_variable(name: str, shape=None, dtype=None, initializer=None, regularizer=None, trainable=None,
                  collections=None, caching_device=None, partitioner=None, validate_shape: bool = True,
                  use_resource=None, custom_getter=None, constraint=None, synchronization=None, aggregation=None):
@@ -224,21 +232,24 @@ def get_variable(name: str, shape=None, dtype=None, initializer=None, regularize
         initializer.dtype if isinstance(initializer, Tensor) else scope.dtype)
     if initializer is None:
         initializer = _default_initializer(full, dtype)
-    with graph.name_scope(full + "/Initializer/"):
-        if isinstance(initializer, Tensor) and is_symbolic(initializer):
-            init = initializer
-        elif given_value:
-            init = Constant(np.asarray(initializer), dtype)(np.shape(initializer), dtype)
-        else:
-            init = initializer(list(shape), dtype=dtype)
     if trainable is None:
         trainable = True
-    with graph.name_scope(None):
-        var = Variable(init, trainable=trainable, collections=collections, validate_shape=validate_shape,
-                       name=full, dtype=dtype)
+    with init_scope():  # inside a cond branch or a loop body, the variable still belongs to the outermost graph
+        graph = get_default_graph()
+        with graph.name_scope(full + "/Initializer/"):
+            if isinstance(initializer, Tensor) and is_symbolic(initializer):
+                init = initializer
+            elif given_value:
+                init = Constant(np.asarray(initializer), dtype)(np.shape(initializer), dtype)
+            else:
+                init = initializer(list(shape), dtype=dtype)
+        with graph.name_scope(None):
+            var = Variable(init, trainable=trainable, collections=collections, validate_shape=validate_shape,
+                           name=full, dtype=dtype)
     store.variables[full] = var
     regularizer = regularizer if regularizer is not None else scope.regularizer
     if regularizer is not None:
+        graph = get_default_graph()
         with graph.name_scope(full + "/Regularizer/"):
             loss = regularizer(var)
         if loss is not None:

@@ -27,6 +27,9 @@ class Variable(Tensor):
                  name: str | None = None, dtype=None) -> None:
         if initial_value is None:
             raise ValueError("Variable: initial_value must be given")
+        if _in_function_graph():
+            _lifted_init(self, initial_value, trainable, collections, validate_shape, name, dtype)
+            return
         if callable(initial_value):
             initial_value = initial_value()
         graph = get_default_graph()
@@ -141,6 +144,26 @@ class Variable(Tensor):
 
     def __repr__(self) -> str:
         return f"<tf.Variable '{self.name}' shape={fmt_shape(self.spec_shape)} dtype={self.dtype.name}>"
+
+
+def _in_function_graph() -> bool:
+    from ember.v1.control_flow_ops import in_function_graph
+
+    return in_function_graph()
+
+
+def _lifted_init(var, initial_value, trainable, collections, validate_shape, name, dtype) -> None:
+    """A variable made inside a cond branch or a loop body lives in the outermost graph (TF1's rule)."""
+    from ember.v1.control_flow_ops import init_scope
+
+    if is_symbolic(initial_value) and hasattr(initial_value._data.node.graph, "outer"):
+        raise ValueError(
+            f"Initializer for variable {name or 'Variable'} is from inside a control-flow construct, such as a "
+            "loop or conditional. When creating a variable inside a loop or conditional, use a lambda as the "
+            "initializer."
+        )
+    with init_scope():
+        Variable.__init__(var, initial_value, trainable, collections, validate_shape, name, dtype)
 
 
 def _as_dtype(dtype):
