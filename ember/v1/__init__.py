@@ -7,7 +7,7 @@ runs it. `gradients` is Ember's autograd running on the symbolic tensors.
 import ember.graph  # noqa: F401  (installs the node builder: ops on graph tensors append nodes)
 from ember import dtypes as _dtypes
 from ember.tensor import Tensor
-from ember.v1 import errors, initializers, nn, train
+from ember.v1 import errors, initializers, layers, nn, train
 from ember.v1.array_ops import (
     concat,
     expand_dims,
@@ -34,6 +34,7 @@ from ember.v1.constant_ops import (
     ones,
     ones_like,
     placeholder,
+    placeholder_with_default,
     random_normal,
     random_uniform,
     range,
@@ -173,7 +174,8 @@ __all__ = [
     "TRAINABLE_VARIABLES", "Tensor", "TensorShape", "Variable", "assert_variables_initialized", "dimension_value",
     "get_name_scope", "is_variable_initialized", "GraphKeys", "add_to_collection", "add_to_collections",
     "get_collection", "get_collection_ref", "AUTO_REUSE", "VariableScope", "get_variable", "get_variable_scope",
-    "variable_scope", "initializers", "case", "cond", "init_scope", "tuple", "while_loop", "constant_initializer", "glorot_normal_initializer",
+    "variable_scope", "initializers", "case", "cond", "init_scope", "tuple", "while_loop",
+    "layers", "placeholder_with_default", "constant_initializer", "glorot_normal_initializer",
     "glorot_uniform_initializer", "ones_initializer", "random_normal_initializer", "random_uniform_initializer",
     "truncated_normal_initializer", "variance_scaling_initializer", "zeros_initializer", "abs", "add", "add_n", "all_variables", "argmax", "argmin", "as_dtype", "assign",
     "assign_add", "assign_sub", "bfloat16", "bool", "cast", "ceil", "clip_by_value", "concat", "constant",

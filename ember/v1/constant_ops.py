@@ -7,6 +7,9 @@ import numpy as np
 from ember import dtypes as dt
 from ember import ops as _ops
 from ember.ops import random_ops
+from ember.ops._rules import spec
+from ember.ops.dispatch import apply
+from ember.ops.registry import Op, defop
 from ember.tensor import Tensor
 from ember.v1.convert import constant_tensor, convert_to_tensor, host_array, is_symbolic, np_dtype
 from ember.v1.graph_api import get_default_graph
@@ -45,6 +48,30 @@ def placeholder(dtype, shape=None, name: str | None = None) -> Tensor:
     if t.is_floating_point():
         t.requires_grad_(True)  # so every op on it is recorded and gradients() can reach it
     return t
+
+
+@defop
+class PlaceholderWithDefault(Op):
+    """Its input, unless a value is fed for it; its static shape is the (maybe less specific) declared one."""
+
+    name = "placeholder_with_default"
+    differentiable = False
+
+    def infer(self, x, shape):
+        if len(shape) != len(x.shape) or any(d is not None and d != s for d, s in zip(shape, x.shape)):
+            raise ValueError(f"placeholder_with_default: the default of shape {tuple(x.shape)} does not fit the "
+                             f"shape {tuple(shape)}")
+        return spec(shape, x.dtype)
+
+    def kernel(self, xp, x, shape):
+        return x
+
+
+@tf_op("PlaceholderWithDefault")
+def placeholder_with_default(input, shape, name: str | None = None) -> Tensor:
+    """A tensor that is `input` unless a value is fed for it (then checked against `shape`)."""
+    x = convert_to_tensor(input)
+    return apply(PlaceholderWithDefault, x, shape=static_shape(shape, "placeholder_with_default"))
 
 
 @tf_op("Const")

@@ -28,7 +28,7 @@ _TF_NAMES = {
     "read_variable": "read", "reciprocal": "Reciprocal", "relu": "Relu", "remainder": "mod", "repeat": "Tile",
     "reshape": "Reshape", "round": "Round", "rsqrt": "Rsqrt", "sigmoid": "Sigmoid", "sign": "Sign",
     "sin": "Sin", "softmax": "Softmax", "softplus": "Softplus", "sqrt": "Sqrt", "square": "Square",
-    "squeeze": "Squeeze", "stop_gradient": "StopGradient", "sub": "sub", "sum": "Sum", "sum_to_size": "Sum",
+    "placeholder_with_default": "PlaceholderWithDefault", "squeeze": "Squeeze", "stop_gradient": "StopGradient", "sub": "sub", "sum": "Sum", "sum_to_size": "Sum",
     "tanh": "Tanh", "unsqueeze": "ExpandDims", "view": "Reshape", "where": "Select",
 }
 _KIND_NAMES = {"placeholder": "Placeholder", "constant": "Const", "variable": "Variable", "capture": "Capture"}

@@ -10,17 +10,17 @@ import ember as _em
 from ember.ops import random_ops
 from ember.ops.dispatch import apply
 from ember.tensor import Tensor
-from ember.v1.array_ops import gather, one_hot
+from ember.v1.array_ops import gather, one_hot, squeeze
 from ember.v1.check_ops import check_indices
 from ember.v1.constant_ops import constant, random_tensor
 from ember.v1.convert import convert_to_tensor, is_symbolic
-from ember.v1.math_ops import reduce_sum, sigmoid, tanh
+from ember.v1.math_ops import reduce_mean, reduce_sum, rsqrt, sigmoid, squared_difference, tanh
 from ember.v1.naming import tf_op
 from ember.v1.state_ops import stop_gradient
 from ember.v1.tf_grad_ops import TF_RELU6
 
 __all__ = [
-    "avg_pool", "bias_add", "conv2d", "dropout", "elu", "embedding_lookup", "l2_loss", "leaky_relu", "log_softmax",
+    "avg_pool", "batch_normalization", "bias_add", "conv2d", "dropout", "elu", "moments", "embedding_lookup", "l2_loss", "leaky_relu", "log_softmax",
     "max_pool", "relu", "relu6", "sigmoid", "sigmoid_cross_entropy_with_logits", "softmax",
     "softmax_cross_entropy_with_logits", "softmax_cross_entropy_with_logits_v2", "softplus", "softsign",
     "sparse_softmax_cross_entropy_with_logits", "tanh",
@@ -258,6 +258,33 @@ def avg_pool(value, ksize, strides, padding, data_format: str = "NHWC", name: st
     counts = constant(win.sum(axis=(-2, -1)) / (k[0] * k[1]), dtype=x.dtype)  # share of real pixels per window
     padded = _em.pad(x, (left, right, top, bottom))
     return _from_nchw(_em.avg_pool2d(padded, k, s) / counts, data_format)
+
+
+# --- normalisation ------------------------------------------------------------------------------------------
+@tf_op("moments")
+def moments(x, axes, shift=None, name: str | None = None, keep_dims=None, keepdims=None) -> tuple:
+    """(mean, variance) of x over `axes`, as TF1 computes them (the variance around a mean seen as a constant)."""
+    keep = bool(keepdims if keepdims is not None else keep_dims or False)
+    x = convert_to_tensor(x)
+    axes = [int(a) for a in axes]
+    mean = reduce_mean(x, axes, keepdims=True, name="mean")
+    variance = reduce_mean(squared_difference(x, stop_gradient(mean)), axes, keepdims=True, name="variance")
+    if not keep:
+        mean, variance = squeeze(mean, axes), squeeze(variance, axes)
+    return mean, variance
+
+
+@tf_op("batchnorm")
+def batch_normalization(x, mean, variance, offset, scale, variance_epsilon, name: str | None = None) -> Tensor:
+    """(x - mean) * scale / sqrt(variance + eps) + offset, in TF1's order of operations (offset/scale may be None)."""
+    x = convert_to_tensor(x)
+    inv = rsqrt(convert_to_tensor(variance, dtype_hint=x.dtype) + variance_epsilon)
+    if scale is not None:
+        inv = inv * convert_to_tensor(scale, dtype_hint=x.dtype)
+    shift = -convert_to_tensor(mean, dtype_hint=x.dtype) * inv
+    if offset is not None:
+        shift = convert_to_tensor(offset, dtype_hint=x.dtype) + shift
+    return x * inv + shift
 
 
 # --- dropout ---------------------------------------------------------------------------------------------
