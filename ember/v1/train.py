@@ -21,12 +21,23 @@ from ember.v1.learning_rate_decay import (  # tf.train's schedules
     polynomial_decay,
 )
 from ember.v1.math_ops import sqrt
+from ember.v1.saver import (  # tf.train's checkpoints
+    CheckpointState,
+    Saver,
+    checkpoint_exists,
+    get_checkpoint_state,
+    latest_checkpoint,
+    list_variables,
+    load_variable,
+    update_checkpoint_state,
+)
 from ember.v1.state_ops import assign, assign_add, assign_sub, group
 from ember.v1.variables import Variable
 
 __all__ = [
     "AdagradOptimizer", "AdamOptimizer", "GradientDescentOptimizer", "MomentumOptimizer", "Optimizer",
-    "RMSPropOptimizer", "exponential_decay", "get_global_step", "get_or_create_global_step", "inverse_time_decay",
+    "RMSPropOptimizer", "CheckpointState", "Saver", "checkpoint_exists", "get_checkpoint_state", "latest_checkpoint",
+    "list_variables", "load_variable", "update_checkpoint_state", "exponential_decay", "get_global_step", "get_or_create_global_step", "inverse_time_decay",
     "piecewise_constant", "polynomial_decay",
 ]
 
