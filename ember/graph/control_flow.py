@@ -35,7 +35,7 @@ from ember.graph.func_graph import FuncGraphMixin, Subgraph, copy_constant, curr
 from ember.ops import transfer_ops
 from ember.ops._rules import FLOAT_NP, spec
 from ember.ops.dispatch import apply
-from ember.ops.registry import Op, defop
+from ember.ops.registry import Op, register
 from ember.tensor import Tensor
 
 RECORD = np.dtype(object)
@@ -59,7 +59,7 @@ def _merge_shapes(what: str, a: tuple, b: tuple) -> tuple:
 
 
 # --- the ops ------------------------------------------------------------------------------------------
-class If(Op):
+class IfOp(Op):
     """Run one of two subgraphs on the inputs, as the boolean scalar `pred` says."""
 
     differentiable = True
@@ -93,10 +93,10 @@ class If(Op):
         """(op, attrs) with the branches rebuilt for the inputs' (now known) shapes."""
         specs = [_spec_of(x) for x in inputs[1:]]
         branches = tuple(replay_subgraph(b, specs) for b in attrs["branches"])
-        return If(self.n_outputs - 1, self.stateful), dict(attrs, branches=branches)
+        return IfOp(self.n_outputs - 1, self.stateful), dict(attrs, branches=branches)
 
 
-class While(Op):
+class WhileOp(Op):
     """Run `body` on the loop variables while `cond` holds (at most `maximum_iterations` times)."""
 
     differentiable = True
@@ -142,11 +142,10 @@ class While(Op):
                 specs[j] = (inv, specs[j][1])
         new_body = replay_subgraph(body, specs)
         new_cond = replay_subgraph(attrs["cond"], specs)
-        return While(n, self.stateful), dict(attrs, cond=new_cond, body=new_body)
+        return WhileOp(n, self.stateful), dict(attrs, cond=new_cond, body=new_body)
 
 
-@defop
-class BranchSaved(Op):
+class BranchSavedOp(Op):
     """An exported value of the branch an If took, read out of its record (for the If's gradient)."""
 
     name = "branch_saved"
@@ -159,8 +158,10 @@ class BranchSaved(Op):
         return rec[()][1][index]
 
 
-@defop
-class IterationSaved(Op):
+branch_saved_op = register(BranchSavedOp())
+
+
+class IterationSavedOp(Op):
     """An exported value of iteration k of a While's body, read out of its record (for the While's gradient)."""
 
     name = "iteration_saved"
@@ -173,8 +174,10 @@ class IterationSaved(Op):
         return rec[()][int(k)][index]
 
 
-@defop
-class IterationCount(Op):
+iteration_saved_op = register(IterationSavedOp())
+
+
+class IterationCountOp(Op):
     """How many iterations a While's record holds (an int64 scalar)."""
 
     name = "iteration_count"
@@ -185,6 +188,9 @@ class IterationCount(Op):
 
     def kernel(self, xp, rec):
         return xp.asarray(len(rec[()]), dtype=np.int64)
+
+
+iteration_count_op = register(IterationCountOp())
 
 
 def _spec_of(x) -> tuple:
@@ -286,7 +292,7 @@ def build_cond(pred: Tensor, true_fn, false_fn, graph_cls, *, name: str = "cond"
                             "output; they must agree")
     order, ins = _unify(graphs, [[], []])
     branches = tuple(Subgraph(g, i, o, c, is_gradient=is_gradient) for g, i, o, c in zip(graphs, ins, results, controls))
-    op = If(len(results[0]), any(b.stateful for b in branches))
+    op = IfOp(len(results[0]), any(b.stateful for b in branches))
     with outer.control_dependencies(_lifted(graphs)):
         outs = apply(op, *_node_inputs(outer, [pred] + order, device), branches=branches)
     return list(outs[1:]) if isinstance(outs, tuple) else []
@@ -347,7 +353,7 @@ def build_while(cond_fn, body_fn, loop_vars: list, graph_cls, *, shape_invariant
         extra, max_attr = [_into(outer, maximum_iterations)], None
     elif maximum_iterations is not None:
         max_attr = int(maximum_iterations)
-    op = While(n, cond.stateful or body.stateful)
+    op = WhileOp(n, cond.stateful or body.stateful)
     with outer.control_dependencies(_lifted([cond_g, body_g])):
         res = apply(op, *_node_inputs(outer, loop_vars + order + extra, device), cond=cond, body=body, n_vars=n,
                     maximum_iterations=max_attr, max_input=bool(extra),
@@ -426,7 +432,7 @@ def _if_gradient(ctx, grads) -> tuple:
             fg = current_graph()
             r = fg.capture_tensor(rec)
             fg.resolvers[sub.graph] = _resolver(
-                fg, sub, inputs, lambda k, v: apply(BranchSaved, r, index=k, shape=tuple(v.shape), dtype=v.dtype))
+                fg, sub, inputs, lambda k, v: apply(branch_saved_op, r, index=k, shape=tuple(v.shape), dtype=v.dtype))
             got = _subgraph_grads(sub, gs, wrt)
             return [g if g is not None else _zeros(fg.capture_tensor(inputs[i])) for g, i in zip(got, wrt)], []
 
@@ -456,7 +462,7 @@ def _while_gradient(ctx, grads) -> tuple:
         return (None,) * n_in
     g0 = [grads[j] if grads[j] is not None else _zeros(finals[j]) for j in float_vars]
     acc0 = [_zeros(captured[c]) for c in caps]
-    count = apply(IterationCount, rec)
+    count = apply(iteration_count_op, rec)
     nv = len(float_vars)
 
     def cond_fn(k, *rest):
@@ -471,7 +477,7 @@ def _while_gradient(ctx, grads) -> tuple:
         r = fg.capture_tensor(rec)
         fg.resolvers[body.graph] = _resolver(
             fg, body, captured,
-            lambda i, v: apply(IterationSaved, r, k1, index=i, shape=tuple(v.shape), dtype=v.dtype))
+            lambda i, v: apply(iteration_saved_op, r, k1, index=i, shape=tuple(v.shape), dtype=v.dtype))
         out_grads = [None] * n
         for j, g in zip(float_vars, gv):
             out_grads[j] = g

@@ -10,12 +10,12 @@ import ember as _em
 from ember import dtypes as dt
 from ember.ops._rules import norm_dim, spec
 from ember.ops.dispatch import apply
-from ember.ops.registry import Op, defop
+from ember.ops.registry import Op, register
 from ember.tensor import Tensor
 from ember.v1.check_ops import check_indices
 from ember.v1.constant_ops import constant, static_shape
 from ember.v1.convert import convert_to_tensor, np_dtype, operands
-from ember.v1.math_ops import ElementCount
+from ember.v1.math_ops import element_count_op
 from ember.v1.naming import tf_op
 
 
@@ -176,8 +176,7 @@ def pad(tensor, paddings, mode: str = "CONSTANT", name: str | None = None, const
     raise NotImplementedError(f"pad: mode {mode!r} is not supported (CONSTANT and REFLECT are)")
 
 
-@defop
-class DynamicShape(Op):
+class DynamicShapeOp(Op):
     """The shape of the input as a 1-D integer tensor, known when the graph runs."""
 
     name = "dynamic_shape"
@@ -191,17 +190,20 @@ class DynamicShape(Op):
         return xp.asarray(x.shape, dtype=dtype)
 
 
+dynamic_shape_op = register(DynamicShapeOp())
+
+
 @tf_op("Shape")
 def shape(input, name: str | None = None, out_type=dt.int32) -> Tensor:
     """The run-time shape of a tensor, as a 1-D int32 tensor."""
-    return apply(DynamicShape, convert_to_tensor(input), dtype=np_dtype(out_type))
+    return apply(dynamic_shape_op, convert_to_tensor(input), dtype=np_dtype(out_type))
 
 
 @tf_op("Size")
 def size(input, name: str | None = None, out_type=dt.int32) -> Tensor:
     """The run-time number of elements of a tensor."""
     x = convert_to_tensor(input)
-    return apply(ElementCount, x, dims=tuple(range(x.ndim)), dtype=np_dtype(out_type))
+    return apply(element_count_op, x, dims=tuple(range(x.ndim)), dtype=np_dtype(out_type))
 
 
 @tf_op("Rank")

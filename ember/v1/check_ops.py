@@ -11,13 +11,12 @@ import numpy as np
 
 from ember.ops._rules import spec
 from ember.ops.dispatch import apply
-from ember.ops.registry import Op, defop
+from ember.ops.registry import Op, register
 from ember.tensor import Tensor
 from ember.v1.errors import FailedPreconditionError, InvalidArgumentError
 
 
-@defop
-class CheckIndices(Op):
+class CheckIndicesOp(Op):
     """The indices unchanged, or InvalidArgumentError naming the first one outside [0, n), n being the size
     of `ref`'s dimension `axis` when the graph runs."""
 
@@ -38,8 +37,10 @@ class CheckIndices(Op):
         return idx
 
 
-@defop
-class AssertEmpty(Op):
+check_indices_op = register(CheckIndicesOp())
+
+
+class AssertEmptyOp(Op):
     """Its input (a 1-D array) unchanged, or FailedPreconditionError listing its items when it is not empty."""
 
     name = "assert_empty"
@@ -56,12 +57,15 @@ class AssertEmpty(Op):
         return x
 
 
+assert_empty_op = register(AssertEmptyOp())
+
+
 def check_indices(idx: Tensor, ref: Tensor, axis: int, what: str) -> Tensor:
     """`idx` checked, when the graph runs, to lie in [0, ref.shape[axis]); `what` is the message, with {index},
     {value}, {limit} and {values} filled in."""
-    return apply(CheckIndices, idx, ref, axis=int(axis), what=what)
+    return apply(check_indices_op, idx, ref, axis=int(axis), what=what)
 
 
 def assert_empty(x: Tensor, what: str) -> Tensor:
     """`x` checked to be empty when the graph runs (FailedPreconditionError otherwise)."""
-    return apply(AssertEmpty, x, what=what)
+    return apply(assert_empty_op, x, what=what)

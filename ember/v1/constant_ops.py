@@ -9,7 +9,7 @@ from ember import ops as _ops
 from ember.ops import random_ops
 from ember.ops._rules import spec
 from ember.ops.dispatch import apply
-from ember.ops.registry import Op, defop
+from ember.ops.registry import Op, register
 from ember.tensor import Tensor
 from ember.v1.convert import constant_tensor, convert_to_tensor, host_array, is_symbolic, np_dtype
 from ember.v1.graph_api import get_default_graph
@@ -50,8 +50,7 @@ def placeholder(dtype, shape=None, name: str | None = None) -> Tensor:
     return t
 
 
-@defop
-class PlaceholderWithDefault(Op):
+class PlaceholderWithDefaultOp(Op):
     """Its input, unless a value is fed for it; its static shape is the (maybe less specific) declared one."""
 
     name = "placeholder_with_default"
@@ -67,11 +66,14 @@ class PlaceholderWithDefault(Op):
         return x
 
 
+placeholder_with_default_op = register(PlaceholderWithDefaultOp())
+
+
 @tf_op("PlaceholderWithDefault")
 def placeholder_with_default(input, shape, name: str | None = None) -> Tensor:
     """A tensor that is `input` unless a value is fed for it (then checked against `shape`)."""
     x = convert_to_tensor(input)
-    return apply(PlaceholderWithDefault, x, shape=static_shape(shape, "placeholder_with_default"))
+    return apply(placeholder_with_default_op, x, shape=static_shape(shape, "placeholder_with_default"))
 
 
 @tf_op("Const")

@@ -16,7 +16,7 @@ from ember import ops as _ops
 from ember.autograd import Node, walk
 from ember.autograd.grad_mode import enable_grad
 from ember.ops._rules import spec
-from ember.ops.registry import Op, defop
+from ember.ops.registry import Op, register
 from ember.tensor import Tensor
 from ember.v1.convert import convert_to_tensor, is_symbolic
 
@@ -33,8 +33,7 @@ class GradientRecord:
     end: int
 
 
-@defop
-class DeferredGradient(Op):
+class DeferredGradientOp(Op):
     """Stands for a gradient whose rule needs dimensions unknown when the graph was built."""
 
     name = "deferred_gradient"
@@ -48,6 +47,9 @@ class DeferredGradient(Op):
             f"this gradient could not be built while dimensions were unknown ({reason}); it is built when a "
             "session runs it with every placeholder of unknown shape fed"
         )
+
+
+deferred_gradient_op = register(DeferredGradientOp())
 
 
 def _as_list(x) -> list:
@@ -106,7 +108,7 @@ def _deferred(ys: list, xs: list, reason: str) -> list:
         if not connected:
             out.append(None)
             continue
-        value = graph.add_op(DeferredGradient, [y._data for y in ys],
+        value = graph.add_op(deferred_gradient_op, [y._data for y in ys],
                              {"shape": tuple(x.shape), "dtype": x._data.dtype, "reason": reason}, x._device)
         out.append(Tensor._make(value, x._device))
     return out

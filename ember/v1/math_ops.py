@@ -8,12 +8,12 @@ import ember as _em
 from ember import dtypes as dt
 from ember.ops._rules import norm_dims, spec
 from ember.ops.dispatch import apply
-from ember.ops.registry import Op, defop
+from ember.ops.registry import Op, register
 from ember.tensor import Tensor
 from ember.v1.convert import convert_to_tensor, np_dtype, operands
 from ember.v1.naming import tf_op
-from ember.v1.state_ops import StopGradient
-from ember.v1.tf_grad_ops import TF_MAXIMUM, TF_MINIMUM
+from ember.v1.state_ops import stop_gradient_op
+from ember.v1.tf_grad_ops import tf_maximum_op, tf_minimum_op
 
 # --- arithmetic and comparisons --------------------------------------------------------------------
 
@@ -33,9 +33,9 @@ def _binary(name: str, tf_name: str, fn, doc: str):
 add = _binary("add", "Add", _em.add, "x + y, elementwise with broadcasting.")
 subtract = _binary("subtract", "Sub", _em.sub, "x - y, elementwise with broadcasting.")
 multiply = _binary("multiply", "Mul", _em.mul, "x * y, elementwise with broadcasting.")
-maximum = _binary("maximum", "Maximum", lambda a, b: apply(TF_MAXIMUM, a, b),
+maximum = _binary("maximum", "Maximum", lambda a, b: apply(tf_maximum_op, a, b),
                   "The larger of x and y, elementwise; a tie's gradient goes to x, as in TF.")
-minimum = _binary("minimum", "Minimum", lambda a, b: apply(TF_MINIMUM, a, b),
+minimum = _binary("minimum", "Minimum", lambda a, b: apply(tf_minimum_op, a, b),
                   "The smaller of x and y, elementwise; a tie's gradient goes to x, as in TF.")
 equal = _binary("equal", "Equal", _em.eq, "x == y, elementwise (bool).")
 not_equal = _binary("not_equal", "NotEqual", _em.ne, "x != y, elementwise (bool).")
@@ -111,7 +111,7 @@ def _no_gradient(fn):
     """fn whose result has no gradient at all (tf.gradients gives None through it), as TF's floor/ceil/round."""
 
     def op(x):
-        return apply(StopGradient, fn(x))
+        return apply(stop_gradient_op, fn(x))
 
     op.__name__ = fn.__name__
     return op
@@ -179,8 +179,7 @@ def matmul(a, b, transpose_a: bool = False, transpose_b: bool = False, adjoint_a
 
 
 # --- reductions --------------------------------------------------------------------------------------
-@defop
-class ElementCount(Op):
+class ElementCountOp(Op):
     """The number of elements over some dims, taken from the input's shape when the graph runs."""
 
     name = "element_count"
@@ -192,6 +191,9 @@ class ElementCount(Op):
 
     def kernel(self, xp, x, dims, dtype):
         return xp.asarray(math.prod(x.shape[d] for d in dims), dtype=dtype)
+
+
+element_count_op = register(ElementCountOp())
 
 
 def _axes(axis, reduction_indices):
@@ -249,7 +251,7 @@ def reduce_mean(input_tensor, axis=None, keepdims=None, name: str | None = None,
 
 
 def _count(x: Tensor, dims: tuple, dtype) -> Tensor:
-    return apply(ElementCount, x, dims=dims, dtype=np_dtype(dtype))
+    return apply(element_count_op, x, dims=dims, dtype=np_dtype(dtype))
 
 
 @tf_op("Max")

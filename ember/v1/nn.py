@@ -17,7 +17,7 @@ from ember.v1.convert import convert_to_tensor, is_symbolic
 from ember.v1.math_ops import reduce_mean, reduce_sum, rsqrt, sigmoid, squared_difference, tanh
 from ember.v1.naming import tf_op
 from ember.v1.state_ops import stop_gradient
-from ember.v1.tf_grad_ops import TF_RELU6
+from ember.v1.tf_grad_ops import tf_relu6_op
 
 __all__ = [
     "avg_pool", "batch_normalization", "bias_add", "conv2d", "dropout", "elu", "moments", "embedding_lookup", "l2_loss", "leaky_relu", "log_softmax",
@@ -37,7 +37,7 @@ def relu(features, name: str | None = None) -> Tensor:
 @tf_op("Relu6")
 def relu6(features, name: str | None = None) -> Tensor:
     """min(max(features, 0), 6); the gradient passes only where 0 < x < 6, as in TF."""
-    return apply(TF_RELU6, convert_to_tensor(features))
+    return apply(tf_relu6_op, convert_to_tensor(features))
 
 
 @tf_op("Elu")

@@ -9,7 +9,7 @@ from __future__ import annotations
 from ember.errors import ShapeError, fmt_shape
 from ember.ops._rules import spec
 from ember.ops.dispatch import apply
-from ember.ops.registry import Op, defop
+from ember.ops.registry import Op, register
 from ember.ops.transfer_ops import transfer
 from ember.tensor import Tensor
 from ember.v1.convert import convert_to_tensor, graph_for, in_default_graph
@@ -40,25 +40,30 @@ class _AssignBase(Op):
         return variable.write(xp, value, self.mode)
 
 
-@defop
-class Assign(_AssignBase):
+class AssignOp(_AssignBase):
     name = "assign"
 
 
-@defop
-class AssignAdd(_AssignBase):
+assign_op = register(AssignOp())
+
+
+class AssignAddOp(_AssignBase):
     name = "assign_add"
     mode = "add"
 
 
-@defop
-class AssignSub(_AssignBase):
+assign_add_op = register(AssignAddOp())
+
+
+class AssignSubOp(_AssignBase):
     name = "assign_sub"
     mode = "sub"
 
 
-@defop
-class ReadVariable(Op):
+assign_sub_op = register(AssignSubOp())
+
+
+class ReadVariableOp(Op):
     """The variable's value when this op runs (after its control inputs), not when the run started.
 
     The node has no data input, so a run may initialise the variable first; autograd still links
@@ -83,6 +88,9 @@ class ReadVariable(Op):
         return [attrs["linked"]]
 
 
+read_variable_op = register(ReadVariableOp())
+
+
 def link_gradient(op, out: Tensor, sources: tuple) -> Tensor:
     """Record `out` as computed by `op` from `sources` for autograd (for nodes without those data inputs)."""
     from ember.autograd import record
@@ -97,11 +105,10 @@ def read_variable(var) -> Tensor:
     """A read of the variable's storage when the node runs; gradients flow to the variable."""
     graph = graph_for(var)
     source = in_default_graph(var) if graph is not var._data.graph else var
-    value = graph.add_op(ReadVariable, [], {"variable": var, "linked": source._data}, var._device)
-    return link_gradient(ReadVariable, Tensor._make(value, var._device), (source,))
+    value = graph.add_op(read_variable_op, [], {"variable": var, "linked": source._data}, var._device)
+    return link_gradient(read_variable_op, Tensor._make(value, var._device), (source,))
 
 
-@defop
 class NoOp(Op):
     """Does nothing; its control inputs are what running it means (group, train ops)."""
 
@@ -116,8 +123,10 @@ class NoOp(Op):
         return ()
 
 
-@defop
-class StopGradient(Op):
+noop_op = register(NoOp())
+
+
+class StopGradientOp(Op):
     """The input unchanged, seen by autograd as a constant."""
 
     name = "stop_gradient"
@@ -128,6 +137,9 @@ class StopGradient(Op):
 
     def kernel(self, xp, x):
         return x
+
+
+stop_gradient_op = register(StopGradientOp())
 
 
 # --- functions ------------------------------------------------------------------------------
@@ -141,7 +153,7 @@ def _variable(ref):
 
 def assign_value(ref, value) -> Tensor:
     """An assign op without a name of its own (what a Variable's initializer is built from)."""
-    return _assign(Assign, ref, value)
+    return _assign(assign_op, ref, value)
 
 
 def _assign(op, ref, value) -> Tensor:
@@ -159,19 +171,19 @@ def _assign(op, ref, value) -> Tensor:
 @tf_op("Assign")
 def assign(ref, value, validate_shape: bool = True, use_locking: bool = True, name: str | None = None) -> Tensor:
     """Write `value` into the variable `ref` when run; the result is its new value."""
-    return _assign(Assign, ref, value)
+    return _assign(assign_op, ref, value)
 
 
 @tf_op("AssignAdd")
 def assign_add(ref, value, use_locking: bool = True, name: str | None = None) -> Tensor:
     """Add `value` to the variable `ref` when run; the result is its new value."""
-    return _assign(AssignAdd, ref, value)
+    return _assign(assign_add_op, ref, value)
 
 
 @tf_op("AssignSub")
 def assign_sub(ref, value, use_locking: bool = True, name: str | None = None) -> Tensor:
     """Subtract `value` from the variable `ref` when run; the result is its new value."""
-    return _assign(AssignSub, ref, value)
+    return _assign(assign_sub_op, ref, value)
 
 
 def _flatten_ops(items) -> list:
@@ -187,7 +199,7 @@ def _flatten_ops(items) -> list:
 def no_op(name: str | None = None) -> Operation:
     """An operation that does nothing (a place to hang control dependencies)."""
     graph = get_default_graph()
-    graph.add_op(NoOp, [], {}, graph.device)
+    graph.add_op(noop_op, [], {}, graph.device)
     node = graph.nodes[-1]
     graph.name_node(node, name or "NoOp")
     return Operation(node)
@@ -198,7 +210,7 @@ def group(*inputs, name: str | None = None) -> Operation:
     nodes = [as_node(x) for x in _flatten_ops(inputs)]
     graph = nodes[0].graph if nodes else get_default_graph()
     with graph.control_dependencies(nodes):
-        graph.add_op(NoOp, [], {}, graph.device)
+        graph.add_op(noop_op, [], {}, graph.device)
     node = graph.nodes[-1]
     graph.name_node(node, name or "group_deps")
     return Operation(node)
@@ -219,4 +231,4 @@ def identity(input, name: str | None = None) -> Tensor:
 @tf_op("StopGradient")
 def stop_gradient(input, name: str | None = None) -> Tensor:
     """The same value, but gradients() treats it as a constant."""
-    return apply(StopGradient, convert_to_tensor(input))
+    return apply(stop_gradient_op, convert_to_tensor(input))

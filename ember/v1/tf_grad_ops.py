@@ -11,34 +11,75 @@ here: TF gives them no gradient at all (None), which `tf.floor` gets from `stop_
 
 from __future__ import annotations
 
+import numpy as np
+
 import ember as _em
-from ember.ops.elementwise import Binary, Unary
-from ember.ops.registry import register
+from ember.ops._rules import binary_dtype, broadcast_shapes, shape_of, spec
+from ember.ops.registry import Op, register
 
 
-def _tie_to_x(keeps):
-    """TF's maximum/minimum rule: x gets g where keeps(x, y) holds, y gets it elsewhere."""
+class _TieToXOp(Op):
+    """max or min of x and y with broadcasting; a tie's gradient goes to x."""
 
-    def grad(ctx, g):
+    save_inputs = (0, 1)
+    np_fn = ""  # the NumPy function computing it
+
+    def infer(self, x, y):
+        return spec(broadcast_shapes(self.name, shape_of(x), shape_of(y)), binary_dtype(x, y))
+
+    def kernel(self, xp, x, y):
+        dtype = binary_dtype(x, y)
+        out = getattr(xp, self.np_fn)(x, y)
+        return out if out.dtype == dtype else out.astype(dtype)
+
+    def keeps_x(self, x, y):
+        raise NotImplementedError
+
+    def vjp(self, ctx, g):
         x, y = ctx.input(0), ctx.input(1)
-        mask = keeps(x, y)
+        mask = self.keeps_x(x, y)
         gx = _em.where(mask, g, 0.0) if ctx.needs_grad(0) else None
         gy = _em.where(mask, 0.0, g) if ctx.needs_grad(1) else None
         return gx, gy
 
-    return grad
+
+class TFMaximumOp(_TieToXOp):
+    """The larger of x and y; x gets the gradient where x >= y."""
+
+    name = "tf_maximum"
+    np_fn = "maximum"
+
+    def keeps_x(self, x, y):
+        return _em.ge(x, y)
 
 
-TF_MAXIMUM = register(Binary("tf_maximum", lambda xp, a, b: xp.maximum(a, b), _tie_to_x(_em.ge)))
-TF_MINIMUM = register(Binary("tf_minimum", lambda xp, a, b: xp.minimum(a, b), _tie_to_x(_em.le)))
-TF_MAXIMUM.elementwise = TF_MINIMUM.elementwise = False  # not in the fusion code generators' tables
+class TFMinimumOp(_TieToXOp):
+    """The smaller of x and y; x gets the gradient where x <= y."""
+
+    name = "tf_minimum"
+    np_fn = "minimum"
+
+    def keeps_x(self, x, y):
+        return _em.le(x, y)
 
 
-def _relu6_grad(ctx, g):
-    x = ctx.input(0)
-    return _em.where(_em.logical_and(x > 0, x < 6), g, 0.0)
+class TFRelu6Op(Op):
+    """min(max(x, 0), 6); the gradient passes only where 0 < x < 6."""
+
+    name = "tf_relu6"
+    save_inputs = (0,)
+
+    def infer(self, x):
+        return spec(x.shape, x.dtype)
+
+    def kernel(self, xp, x):
+        return xp.minimum(xp.maximum(x, np.zeros((), x.dtype)), np.full((), 6, x.dtype))
+
+    def vjp(self, ctx, g):
+        x = ctx.input(0)
+        return (_em.where(_em.logical_and(x > 0, x < 6), g, 0.0),)
 
 
-TF_RELU6 = register(Unary("tf_relu6", lambda xp, x: xp.minimum(xp.maximum(x, 0), 6).astype(x.dtype, copy=False),
-                          _relu6_grad, float_only=False, save_input=True))
-TF_RELU6.elementwise = False
+tf_maximum_op = register(TFMaximumOp())
+tf_minimum_op = register(TFMinimumOp())
+tf_relu6_op = register(TFRelu6Op())

@@ -6,7 +6,7 @@ import numpy as np
 
 from ember.errors import fmt_shape
 from ember.ops._rules import spec
-from ember.ops.registry import Op, defop
+from ember.ops.registry import Op, register
 from ember.tensor import Tensor
 from ember.v1 import variable_values
 from ember.v1.convert import convert_to_tensor, is_symbolic
@@ -204,8 +204,7 @@ def local_variables_initializer() -> Operation:
     return group(name="local_init")
 
 
-@defop
-class ReportUninitialized(Op):
+class ReportUninitializedOp(Op):
     """The names (bytes) of the variables that hold no value in the running session, as a 1-D array."""
 
     name = "report_uninitialized_variables"
@@ -221,8 +220,10 @@ class ReportUninitialized(Op):
         return np.array([v.op_name.encode() for v in variables if not values.has(v)], dtype=object)
 
 
-@defop
-class IsInitialized(Op):
+report_uninitialized_op = register(ReportUninitializedOp())
+
+
+class IsInitializedOp(Op):
     """Whether one variable holds a value in the running session (a bool scalar)."""
 
     name = "is_variable_initialized"
@@ -237,12 +238,15 @@ class IsInitialized(Op):
         return xp.asarray(variable_values.current().has(variable))
 
 
+is_initialized_op = register(IsInitializedOp())
+
+
 @tf_op("report_uninitialized_variables")
 def report_uninitialized_variables(var_list=None, name: str = "report_uninitialized_variables") -> Tensor:
     """A tensor: the names of the variables (default: all) not initialised when it runs, as bytes."""
     graph = get_default_graph()
     variables = tuple(global_variables() if var_list is None else var_list)
-    value = graph.add_op(ReportUninitialized, [], {"variables": variables}, graph.device)
+    value = graph.add_op(report_uninitialized_op, [], {"variables": variables}, graph.device)
     return Tensor._make(value, graph.device)
 
 
@@ -250,7 +254,7 @@ def report_uninitialized_variables(var_list=None, name: str = "report_uninitiali
 def is_variable_initialized(variable, name: str | None = None) -> Tensor:
     """A bool tensor: whether `variable` holds a value when it runs."""
     graph = get_default_graph()
-    value = graph.add_op(IsInitialized, [], {"variable": variable}, graph.device)
+    value = graph.add_op(is_initialized_op, [], {"variable": variable}, graph.device)
     return Tensor._make(value, graph.device)
 
 

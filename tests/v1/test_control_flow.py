@@ -10,7 +10,7 @@ import pytest
 
 import ember as em
 import ember.v1 as tf
-from ember.graph.control_flow import If, While
+from ember.graph.control_flow import IfOp, WhileOp
 from ember.graph.executor import Plan
 from ember.graph.passes import optimize
 
@@ -204,8 +204,8 @@ def test_a_loop_records_its_iterations_only_when_a_gradient_reads_them(graph, se
                                rtol=1e-5)
     forward = Plan(graph, [y._data])
     backward = Plan(graph, [g._data])
-    (fw,) = [s for s in forward.steps if isinstance(s.node.op, While)]
-    bw = [s for s in backward.steps if isinstance(s.node.op, While)]
+    (fw,) = [s for s in forward.steps if isinstance(s.node.op, WhileOp)]
+    bw = [s for s in backward.steps if isinstance(s.node.op, WhileOp)]
     assert fw.attrs["record"] is False and bw[0].attrs["record"] is True
 
 
@@ -225,8 +225,8 @@ def test_graph_passes_keep_control_flow_whole(graph, sess):
     want = sess.run([out, gx], feeds)
     opt = optimize(graph, [out._data, gx._data])
     ops = [n.op for n in opt.graph.nodes if n.kind == "op"]
-    assert sum(isinstance(o, If) and not o.stateful for o in ops) == 2  # the constant-predicate cond is folded
-    assert sum(isinstance(o, If) and o.stateful for o in ops) == 1  # a cond with effects is never pruned
+    assert sum(isinstance(o, IfOp) and not o.stateful for o in ops) == 2  # the constant-predicate cond is folded
+    assert sum(isinstance(o, IfOp) and o.stateful for o in ops) == 1  # a cond with effects is never pruned
     plan = Plan(opt.graph, opt.outputs)
     got = plan.run({opt.map(x._data): feeds[x], opt.map(p._data): np.array(True)})
     for a, b in zip(got, want):
