@@ -7,7 +7,7 @@ runs it. `gradients` is Ember's autograd running on the symbolic tensors.
 import ember.graph  # noqa: F401  (installs the node builder: ops on graph tensors append nodes)
 from ember import dtypes as _dtypes
 from ember.tensor import Tensor
-from ember.v1 import errors, initializers, layers, nn, train
+from ember.v1 import errors, initializers, layers, nn, summary, train
 from ember.v1.array_ops import (
     concat,
     expand_dims,
@@ -155,6 +155,7 @@ from ember.v1.variables import (
     variables_initializer,
 )
 
+Summary = summary.Summary
 float16 = _dtypes.float16
 float32 = _dtypes.float32
 float64 = _dtypes.float64
@@ -175,7 +176,7 @@ __all__ = [
     "get_name_scope", "is_variable_initialized", "GraphKeys", "add_to_collection", "add_to_collections",
     "get_collection", "get_collection_ref", "AUTO_REUSE", "VariableScope", "get_variable", "get_variable_scope",
     "variable_scope", "initializers", "case", "cond", "init_scope", "tuple", "while_loop",
-    "layers", "placeholder_with_default", "constant_initializer", "glorot_normal_initializer",
+    "layers", "placeholder_with_default", "summary", "Summary", "constant_initializer", "glorot_normal_initializer",
     "glorot_uniform_initializer", "ones_initializer", "random_normal_initializer", "random_uniform_initializer",
     "truncated_normal_initializer", "variance_scaling_initializer", "zeros_initializer", "abs", "add", "add_n", "all_variables", "argmax", "argmin", "as_dtype", "assign",
     "assign_add", "assign_sub", "bfloat16", "bool", "cast", "ceil", "clip_by_value", "concat", "constant",
