@@ -96,13 +96,16 @@ def _body(arr: np.ndarray, indent: int, fmt, width: int, summarize: bool) -> str
     return "[" + ("," + "\n" * (arr.ndim - 1) + " " * (indent + 1)).join(rows) + "]"
 
 
-def tensor_repr(t) -> str:
+def tensor_repr(t, as_str: bool = False) -> str:
     """tensor([[1., 2.], [3., 4.]], dtype=..., grad_fn=...) or, on meta, tensor(..., size=(...))."""
     data = t._data
     if getattr(type(data), "pending", False):  # async eager: printing waits for the value
         t._require_data("print")
         data = t._data
     if isinstance(data, MetaArray):
+        describe = getattr(getattr(data, "graph", None), "describe_tensor", None)
+        if describe is not None:  # a graph that says how its tensors print (ember.v1: as TF1 does)
+            return describe(t, as_str)
         parts = ["...", f"device='{t.device}'", f"size={tuple(data.shape)}"]
         if t.dtype.name != "float32":
             parts.append(f"dtype=ember.{t.dtype.name}")

@@ -8,15 +8,25 @@ from ember import dtypes as dt
 from ember.backends.meta import MetaArray
 from ember.device import Device, as_device
 from ember.errors import ShapeError, fmt_shape
-from ember.mixins import CreationMixin, IndexingMixin, InplaceMixin, LinalgMixin, MathMixin, ReductionMixin, ShapeMixin
+from ember.mixins import (
+    CreationMixin,
+    GraphMixin,
+    IndexingMixin,
+    InplaceMixin,
+    LinalgMixin,
+    MathMixin,
+    ReductionMixin,
+    ShapeMixin,
+)
 
 
-class Tensor(MathMixin, ReductionMixin, ShapeMixin, IndexingMixin, LinalgMixin, InplaceMixin, CreationMixin):
+class Tensor(MathMixin, ReductionMixin, ShapeMixin, IndexingMixin, LinalgMixin, InplaceMixin, CreationMixin,
+             GraphMixin):
     """An n-dimensional array on one device, with optional gradient tracking.
 
     The core (data, device, autograd fields, conversions, operators) is here; the methods that
     delegate to ops are grouped in `ember/mixins/` (math, reductions, shapes, indexing, matrix
-    products, in-place forms, creation and random fills).
+    products, in-place forms, creation and random fills, and TF1's graph-tensor interface).
 
     `Tensor(data)` is the legacy constructor (always the default float dtype); prefer
     `ember.tensor(data, dtype=..., device=..., requires_grad=...)`.
@@ -254,7 +264,10 @@ class Tensor(MathMixin, ReductionMixin, ShapeMixin, IndexingMixin, LinalgMixin, 
 
         return tensor_repr(self)
 
-    __str__ = __repr__
+    def __str__(self) -> str:
+        from ember.printing import tensor_repr
+
+        return tensor_repr(self, as_str=True)
 
     def __format__(self, spec: str) -> str:
         if self.ndim == 0 and not isinstance(self._data, MetaArray):
@@ -269,12 +282,6 @@ class Tensor(MathMixin, ReductionMixin, ShapeMixin, IndexingMixin, LinalgMixin, 
         if inputs is not None:
             raise NotImplementedError("backward(inputs=...) is not supported; use ember.autograd.grad")
         backward(self, gradient, retain_graph=retain_graph, create_graph=create_graph)
-
-    def eval(self, feed_dict=None, session=None):
-        """The value of this graph tensor in a session (TF1's `tensor.eval()`, for ember.v1 graphs)."""
-        from ember.v1.session import evaluate
-
-        return evaluate(self, feed_dict, session)
 
     def detach(self) -> Tensor:
         """A tensor sharing this one's data that is cut from the autograd graph."""

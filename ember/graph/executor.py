@@ -16,6 +16,7 @@ A plan whose sizes are symbolic (a dynamic ember.jit program) runs through `spec
 
 from __future__ import annotations
 
+import contextvars
 import copy
 import threading
 
@@ -93,6 +94,7 @@ class Plan:
 
             rematerialize(self, policy)
         self._plan_frees()
+        self._tell_unread_records()
         self._memory: dict = {}  # mode -> MemoryPlan
         self._arenas: dict = {}  # mode -> [free Arena]
         self._parallel_gain = None
@@ -176,6 +178,14 @@ class Plan:
         plan.steps = steps
         plan._memory, plan._arenas, plan._parallel_gain = {}, {}, None
         return plan
+    def _tell_unread_records(self) -> None:
+        """Ops whose output 0 is a record for gradients (control flow) fill it only when something reads it."""
+        read = set(self.out_slots)
+        for step in self.steps:
+            read.update(step.in_slots)
+        for step in self.steps:
+            if getattr(step.node.op, "records", False):
+                step.attrs = {**step.attrs, "record": step.out_slots[0] in read}
 
     # --- memory ----------------------------------------------------------------------------------
     def memory_plan(self, mode: str = "sequential"):
@@ -325,8 +335,12 @@ class Plan:
 
         def make_job(step, k):
             out_buf = outs[k] if outs is not None else None
+            ctx = contextvars.copy_context()  # the kernel runs in the caller's context (e.g. a session's variables)
 
             def job():
+                ctx.run(run_step)
+
+            def run_step():
                 if errors:
                     return finish(step, k)  # an earlier step failed: the run is abandoned
                 try:

@@ -10,6 +10,7 @@ is raised naming the op, its node in the original graph and its device.
 
 from __future__ import annotations
 
+import contextvars
 import queue
 import re
 import threading
@@ -115,18 +116,19 @@ class _Worker:
 
     def _loop(self) -> None:
         while True:
-            job, arg, done = self._jobs.get()
+            job, arg, done, ctx = self._jobs.get()
             try:
-                job(arg)
+                ctx.run(job, arg)
             finally:
                 with _idle_lock:
                     _idle.append(self)  # back in the pool first: the run may borrow again once `done` is set
                 done.set()
 
     def submit(self, job, arg) -> threading.Event:
-        """Run job(arg) on this thread; the event is set when it has returned."""
+        """Run job(arg) on this thread, in a copy of the caller's context (so a part sees what the run bound,
+        such as a session's variable values); the event is set when it has returned."""
         done = threading.Event()
-        self._jobs.put((job, arg, done))
+        self._jobs.put((job, arg, done, contextvars.copy_context()))
         return done
 
 

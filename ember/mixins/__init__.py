@@ -6,6 +6,7 @@ which are built on `Tensor`.
 """
 
 from ember.mixins.creation import CreationMixin
+from ember.mixins.graph import GraphMixin
 from ember.mixins.indexing import IndexingMixin
 from ember.mixins.inplace import InplaceMixin
 from ember.mixins.linalg import LinalgMixin
@@ -13,4 +14,7 @@ from ember.mixins.math import MathMixin
 from ember.mixins.reduction import ReductionMixin
 from ember.mixins.shape import ShapeMixin
 
-__all__ = ["CreationMixin", "IndexingMixin", "InplaceMixin", "LinalgMixin", "MathMixin", "ReductionMixin", "ShapeMixin"]
+__all__ = [
+    "CreationMixin", "GraphMixin", "IndexingMixin", "InplaceMixin", "LinalgMixin", "MathMixin", "ReductionMixin",
+    "ShapeMixin",
+]

@@ -69,6 +69,9 @@ def decode_index(template, arrays):
     return tuple(arrays[item[1]] if type(item) is tuple else item for item in template)
 
 
+_UNKNOWN_STAND_INS = (2, 1000003, 1000033)
+
+
 def _abstract_index(op: str, x, template, arrays):
     """The shape of x[index] computed from shapes alone: index a zero-memory broadcast array.
 
@@ -95,10 +98,18 @@ def _abstract_index(op: str, x, template, arrays):
     if any(d is None for d in x.shape):
         if has_mask:
             raise _mask_needs_values(op)
-        shape = tuple(1 if d is None else d for d in x.shape)
-        base = np.broadcast_to(np.empty((), dtype=np.int8), shape)
-        res_shape = base[decode_index(template, dummies)].shape
-        return res_shape  # unknown dims are approximated; tracing refines them when it runs
+        # Index stand-ins of several sizes for the unknown dims: a result dim that differs between them
+        # depends on an unknown one and is unknown itself.
+        results, error = [], None
+        for size in _UNKNOWN_STAND_INS:
+            base = np.broadcast_to(np.empty((), dtype=np.int8), tuple(size if d is None else d for d in x.shape))
+            try:
+                results.append(base[decode_index(template, dummies)].shape)
+            except IndexError as e:  # an integer index past a small stand-in
+                error = e
+        if not results:
+            raise IndexError(f"{op}: {error} (tensor of shape {fmt_shape(x.shape)})") from None
+        return tuple(dims[0] if len(set(dims)) == 1 else None for dims in zip(*results))
     base = np.broadcast_to(np.empty((), dtype=np.int8), tuple(x.shape))
     try:
         res_shape = base[decode_index(template, dummies)].shape

@@ -7,7 +7,7 @@ runs it. `gradients` is Ember's autograd running on the symbolic tensors.
 import ember.graph  # noqa: F401  (installs the node builder: ops on graph tensors append nodes)
 from ember import dtypes as _dtypes
 from ember.tensor import Tensor
-from ember.v1 import errors, nn, train
+from ember.v1 import errors, initializers, layers, nn, summary, train
 from ember.v1.array_ops import (
     concat,
     expand_dims,
@@ -34,6 +34,7 @@ from ember.v1.constant_ops import (
     ones,
     ones_like,
     placeholder,
+    placeholder_with_default,
     random_normal,
     random_uniform,
     range,
@@ -41,19 +42,38 @@ from ember.v1.constant_ops import (
     zeros,
     zeros_like,
 )
+from ember.v1.control_flow_ops import case, cond, init_scope, while_loop
+from ember.v1.control_flow_ops import tuple_ as tuple
 from ember.v1.convert import convert_to_tensor
 from ember.v1.gradients_impl import gradients
 from ember.v1.graph_api import (
     GLOBAL_VARIABLES,
     TRAINABLE_VARIABLES,
     Graph,
+    GraphKeys,
     Operation,
+    add_to_collection,
+    add_to_collections,
     control_dependencies,
     device,
+    get_collection,
+    get_collection_ref,
     get_default_graph,
+    get_name_scope,
     name_scope,
     reset_default_graph,
     set_random_seed,
+)
+from ember.v1.init_ops import (
+    constant_initializer,
+    glorot_normal_initializer,
+    glorot_uniform_initializer,
+    ones_initializer,
+    random_normal_initializer,
+    random_uniform_initializer,
+    truncated_normal_initializer,
+    variance_scaling_initializer,
+    zeros_initializer,
 )
 from ember.v1.math_ops import (
     abs,
@@ -119,18 +139,23 @@ from ember.v1.math_ops import (
 )
 from ember.v1.session import InteractiveSession, Session, get_default_session
 from ember.v1.state_ops import assign, assign_add, assign_sub, group, identity, no_op, stop_gradient
+from ember.v1.tensor_shape import Dimension, TensorShape, dimension_value
+from ember.v1.variable_scope import AUTO_REUSE, VariableScope, get_variable, get_variable_scope, variable_scope
 from ember.v1.variables import (
     Variable,
     all_variables,
+    assert_variables_initialized,
     global_variables,
     global_variables_initializer,
     initialize_all_variables,
+    is_variable_initialized,
     local_variables_initializer,
     report_uninitialized_variables,
     trainable_variables,
     variables_initializer,
 )
 
+Summary = summary.Summary
 float16 = _dtypes.float16
 float32 = _dtypes.float32
 float64 = _dtypes.float64
@@ -146,8 +171,14 @@ as_dtype = _dtypes.as_dtype
 newaxis = None
 
 __all__ = [
-    "DType", "GLOBAL_VARIABLES", "Graph", "InteractiveSession", "Operation", "Session", "TRAINABLE_VARIABLES",
-    "Tensor", "Variable", "abs", "add", "add_n", "all_variables", "argmax", "argmin", "as_dtype", "assign",
+    "DType", "Dimension", "GLOBAL_VARIABLES", "Graph", "InteractiveSession", "Operation", "Session",
+    "TRAINABLE_VARIABLES", "Tensor", "TensorShape", "Variable", "assert_variables_initialized", "dimension_value",
+    "get_name_scope", "is_variable_initialized", "GraphKeys", "add_to_collection", "add_to_collections",
+    "get_collection", "get_collection_ref", "AUTO_REUSE", "VariableScope", "get_variable", "get_variable_scope",
+    "variable_scope", "initializers", "case", "cond", "init_scope", "tuple", "while_loop",
+    "layers", "placeholder_with_default", "summary", "Summary", "constant_initializer", "glorot_normal_initializer",
+    "glorot_uniform_initializer", "ones_initializer", "random_normal_initializer", "random_uniform_initializer",
+    "truncated_normal_initializer", "variance_scaling_initializer", "zeros_initializer", "abs", "add", "add_n", "all_variables", "argmax", "argmin", "as_dtype", "assign",
     "assign_add", "assign_sub", "bfloat16", "bool", "cast", "ceil", "clip_by_value", "concat", "constant",
     "control_dependencies", "convert_to_tensor", "cos", "device", "div", "divide", "equal", "errors", "exp",
     "expand_dims", "fill", "float16", "float32", "float64", "floor", "floordiv", "gather", "get_default_graph",

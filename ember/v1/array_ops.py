@@ -12,9 +12,11 @@ from ember.ops._rules import norm_dim, spec
 from ember.ops.dispatch import apply
 from ember.ops.registry import Op, register
 from ember.tensor import Tensor
+from ember.v1.check_ops import check_indices
 from ember.v1.constant_ops import constant, static_shape
 from ember.v1.convert import convert_to_tensor, np_dtype, operands
 from ember.v1.math_ops import element_count_op
+from ember.v1.naming import tf_op
 
 
 def _tensors(values) -> list:
@@ -23,6 +25,7 @@ def _tensors(values) -> list:
     return [convert_to_tensor(v, dtype_hint=None if ref is None else ref.dtype) for v in values]
 
 
+@tf_op("Reshape")
 def reshape(tensor, shape, name: str | None = None) -> Tensor:
     """The same values in a new shape; one dimension may be -1."""
     x = convert_to_tensor(tensor)
@@ -30,6 +33,7 @@ def reshape(tensor, shape, name: str | None = None) -> Tensor:
     return _em.reshape(x, dims)
 
 
+@tf_op("transpose")
 def transpose(a, perm=None, name: str | None = None, conjugate: bool = False) -> Tensor:
     """Dimensions permuted by `perm` (default: reversed)."""
     x = convert_to_tensor(a)
@@ -37,16 +41,19 @@ def transpose(a, perm=None, name: str | None = None, conjugate: bool = False) ->
     return _em.permute(x, perm)
 
 
+@tf_op("concat")
 def concat(values, axis: int, name: str = "concat") -> Tensor:
     """Tensors joined along an existing axis."""
     return _em.cat(_tensors(values), dim=int(axis))
 
 
+@tf_op("stack")
 def stack(values, axis: int = 0, name: str = "stack") -> Tensor:
     """Tensors of one shape joined along a new axis."""
     return _em.stack(_tensors(values), dim=int(axis))
 
 
+@tf_op("unstack")
 def unstack(value, num: int | None = None, axis: int = 0, name: str = "unstack") -> list:
     """The slices of a tensor along an axis of known size."""
     x = convert_to_tensor(value)
@@ -55,11 +62,13 @@ def unstack(value, num: int | None = None, axis: int = 0, name: str = "unstack")
     return list(_em.unbind(x, int(axis)))
 
 
+@tf_op("ExpandDims")
 def expand_dims(input, axis: int, name: str | None = None) -> Tensor:
     """A new axis of size 1 inserted at `axis`."""
     return _em.unsqueeze(convert_to_tensor(input), int(axis))
 
 
+@tf_op("Squeeze")
 def squeeze(input, axis=None, name: str | None = None, squeeze_dims=None) -> Tensor:
     """Axes of size 1 removed (all of them, or those listed in `axis`)."""
     x = convert_to_tensor(input)
@@ -74,11 +83,13 @@ def squeeze(input, axis=None, name: str | None = None, squeeze_dims=None) -> Ten
     return x
 
 
+@tf_op("Tile")
 def tile(input, multiples, name: str | None = None) -> Tensor:
     """The tensor repeated `multiples[i]` times along each axis i."""
     return _em.tile(convert_to_tensor(input), tuple(int(m) for m in multiples))
 
 
+@tf_op("one_hot")
 def one_hot(indices, depth: int, on_value=None, off_value=None, axis=None, dtype=None, name: str | None = None) -> Tensor:
     """A new last axis (or `axis`) of size `depth`: on_value at each index, off_value elsewhere."""
     idx = convert_to_tensor(indices)
@@ -96,6 +107,7 @@ def one_hot(indices, depth: int, on_value=None, off_value=None, axis=None, dtype
     return out
 
 
+@tf_op("Select")
 def where(condition, x=None, y=None, name: str | None = None) -> Tensor:
     """x where condition holds, else y (a 1-D condition picks whole rows, as TF1)."""
     if x is None and y is None:
@@ -113,11 +125,13 @@ def where(condition, x=None, y=None, name: str | None = None) -> Tensor:
     return _em.where(cond, a, b)
 
 
+@tf_op("GatherV2")
 def gather(params, indices, axis: int = 0, name: str | None = None) -> Tensor:
     """Slices of `params` along `axis` at `indices` (any shape of indices)."""
     x = convert_to_tensor(params)
     idx = convert_to_tensor(indices)
     axis = norm_dim("gather", int(axis), x.ndim)
+    idx = check_indices(idx, x, axis, "indices[{index}] = {value} is not in [0, {limit})")
     if idx.ndim == 1:
         return _em.index_select(x, axis, idx)
     out_shape = tuple(x.shape[:axis]) + tuple(idx.shape) + tuple(x.shape[axis + 1:])
@@ -127,6 +141,7 @@ def gather(params, indices, axis: int = 0, name: str | None = None) -> Tensor:
     return _em.reshape(picked, tuple(-1 if d is None else d for d in out_shape))
 
 
+@tf_op("Slice")
 def slice(input_, begin, size, name: str | None = None) -> Tensor:
     """The block starting at `begin` with `size` elements per axis (-1: to the end)."""
     x = convert_to_tensor(input_)
@@ -134,6 +149,7 @@ def slice(input_, begin, size, name: str | None = None) -> Tensor:
     return x[index]
 
 
+@tf_op("split")
 def split(value, num_or_size_splits, axis: int = 0, num=None, name: str = "split") -> list:
     """Pieces along `axis`: an int gives that many equal pieces, a list gives the piece sizes."""
     x = convert_to_tensor(value)
@@ -145,6 +161,7 @@ def split(value, num_or_size_splits, axis: int = 0, num=None, name: str = "split
     return list(_em.split(x, [int(s) for s in num_or_size_splits], int(axis)))
 
 
+@tf_op("Pad")
 def pad(tensor, paddings, mode: str = "CONSTANT", name: str | None = None, constant_values=0) -> Tensor:
     """Padding before and after each axis: paddings[i] = [before, after]."""
     x = convert_to_tensor(tensor)
@@ -176,17 +193,20 @@ class DynamicShapeOp(Op):
 dynamic_shape_op = register(DynamicShapeOp())
 
 
+@tf_op("Shape")
 def shape(input, name: str | None = None, out_type=dt.int32) -> Tensor:
     """The run-time shape of a tensor, as a 1-D int32 tensor."""
     return apply(dynamic_shape_op, convert_to_tensor(input), dtype=np_dtype(out_type))
 
 
+@tf_op("Size")
 def size(input, name: str | None = None, out_type=dt.int32) -> Tensor:
     """The run-time number of elements of a tensor."""
     x = convert_to_tensor(input)
     return apply(element_count_op, x, dims=tuple(range(x.ndim)), dtype=np_dtype(out_type))
 
 
+@tf_op("Rank")
 def rank(input, name: str | None = None) -> Tensor:
     """The number of dimensions, as an int32 scalar tensor."""
     return constant(convert_to_tensor(input).ndim, dtype=dt.int32)

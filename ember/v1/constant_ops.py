@@ -7,19 +7,28 @@ import numpy as np
 from ember import dtypes as dt
 from ember import ops as _ops
 from ember.ops import random_ops
+from ember.ops._rules import spec
+from ember.ops.dispatch import apply
+from ember.ops.registry import Op, register
 from ember.tensor import Tensor
 from ember.v1.convert import constant_tensor, convert_to_tensor, host_array, is_symbolic, np_dtype
 from ember.v1.graph_api import get_default_graph
+from ember.v1.naming import tf_op
+from ember.v1.tensor_shape import Dimension, TensorShape
 
 
 def static_shape(shape, what: str) -> tuple:
-    """A shape given as a list/tuple of ints (None or -1: unknown) as a tuple."""
+    """A shape given as a list/tuple of ints or Dimensions (None or -1: unknown), or a TensorShape, as a tuple."""
     if isinstance(shape, Tensor):
         raise NotImplementedError(f"{what}: shapes given as tensors (dynamic shapes) are not supported; pass a list")
-    if isinstance(shape, (int, np.integer)):
-        return (int(shape),)
+    if isinstance(shape, TensorShape):
+        shape = shape.as_list()
+    if isinstance(shape, (int, np.integer, Dimension)):
+        shape = [shape]
     dims = []
     for d in shape:
+        if isinstance(d, Dimension):
+            d = d.value
         if d is None or (isinstance(d, (int, np.integer)) and d == -1):
             dims.append(None)
         elif isinstance(d, (int, np.integer)) and not isinstance(d, bool) and d >= 0:
@@ -41,6 +50,33 @@ def placeholder(dtype, shape=None, name: str | None = None) -> Tensor:
     return t
 
 
+class PlaceholderWithDefaultOp(Op):
+    """Its input, unless a value is fed for it; its static shape is the (maybe less specific) declared one."""
+
+    name = "placeholder_with_default"
+    differentiable = False
+
+    def infer(self, x, shape):
+        if len(shape) != len(x.shape) or any(d is not None and d != s for d, s in zip(shape, x.shape)):
+            raise ValueError(f"placeholder_with_default: the default of shape {tuple(x.shape)} does not fit the "
+                             f"shape {tuple(shape)}")
+        return spec(shape, x.dtype)
+
+    def kernel(self, xp, x, shape):
+        return x
+
+
+placeholder_with_default_op = register(PlaceholderWithDefaultOp())
+
+
+@tf_op("PlaceholderWithDefault")
+def placeholder_with_default(input, shape, name: str | None = None) -> Tensor:
+    """A tensor that is `input` unless a value is fed for it (then checked against `shape`)."""
+    x = convert_to_tensor(input)
+    return apply(placeholder_with_default_op, x, shape=static_shape(shape, "placeholder_with_default"))
+
+
+@tf_op("Const")
 def constant(value, dtype=None, shape=None, name: str = "Const") -> Tensor:
     """A constant tensor; with `shape`, a scalar is filled out and matching data is reshaped."""
     arr = host_array(value, dtype)
@@ -54,50 +90,56 @@ def constant(value, dtype=None, shape=None, name: str = "Const") -> Tensor:
             arr = arr.reshape(dims)
         else:
             raise ValueError(f"constant: {arr.size} values do not fit shape {dims}")
-    return constant_tensor(arr, name)
+    return constant_tensor(arr)
 
 
+@tf_op("Fill")
 def fill(dims, value, name: str | None = None) -> Tensor:
     """A tensor of shape `dims` filled with `value` (its dtype follows the value)."""
     arr = host_array(value)
-    return constant(arr, dtype=dt.from_numpy_dtype(arr.dtype), shape=dims, name=name or "Fill")
+    return constant(arr, dtype=dt.from_numpy_dtype(arr.dtype), shape=dims)
 
 
+@tf_op("zeros")
 def zeros(shape, dtype=dt.float32, name: str | None = None) -> Tensor:
     """A tensor of zeros."""
-    return constant(0, dtype=dtype, shape=shape, name=name or "zeros")
+    return constant(0, dtype=dtype, shape=shape)
 
 
+@tf_op("ones")
 def ones(shape, dtype=dt.float32, name: str | None = None) -> Tensor:
     """A tensor of ones."""
-    return constant(1, dtype=dtype, shape=shape, name=name or "ones")
+    return constant(1, dtype=dtype, shape=shape)
 
 
+@tf_op("zeros_like")
 def zeros_like(tensor, dtype=None, name: str | None = None) -> Tensor:
     """Zeros with the shape (known at run time) and dtype of `tensor`."""
     return _ops.zeros_like(convert_to_tensor(tensor), dtype=dtype)
 
 
+@tf_op("ones_like")
 def ones_like(tensor, dtype=None, name: str | None = None) -> Tensor:
     """Ones with the shape (known at run time) and dtype of `tensor`."""
     return _ops.ones_like(convert_to_tensor(tensor), dtype=dtype)
 
 
+@tf_op("range")
 def range(start, limit=None, delta=1, dtype=None, name: str = "range") -> Tensor:
     """Numbers from start up to (not including) limit by delta (int32 for ints, float32 for floats)."""
     if limit is None:
         start, limit = 0, start
-    return constant(np.arange(start, limit, delta).tolist(), dtype=dtype, name=name)
+    return constant(np.arange(start, limit, delta).tolist(), dtype=dtype)
 
 
+@tf_op("LinSpace")
 def linspace(start, stop, num: int, name: str = "linspace") -> Tensor:
     """`num` evenly spaced float32 values from start to stop inclusive."""
-    return constant(np.linspace(start, stop, num, dtype=np.float32), name=name)
+    return constant(np.linspace(start, stop, num, dtype=np.float32))
 
 
 # --- random ------------------------------------------------------------------------------------
-def random_tensor(op, shape, dtype, seed=None, like: Tensor | None = None, name: str | None = None,
-                  **params) -> Tensor:
+def random_tensor(op, shape, dtype, seed=None, like: Tensor | None = None, **params) -> Tensor:
     """A node of a random op: new numbers at every run; `like` supplies unknown dims at run time."""
     graph = like._data.graph if like is not None else get_default_graph()
     device = like._device if like is not None else graph.device
@@ -108,8 +150,6 @@ def random_tensor(op, shape, dtype, seed=None, like: Tensor | None = None, name:
     attrs = dict(shape=dims, dtype=np_dtype(dtype), seed=None if op_seed is None else random_ops.SeedStream(op_seed),
                  **params)
     value = graph.add_op(op, [like._data] if like is not None else [], attrs, device)
-    if hasattr(graph, "name_node"):
-        graph.name_node(value.node, name)
     return Tensor._make(value, device)
 
 
@@ -118,32 +158,35 @@ def _scaled(t: Tensor, scale, shift) -> Tensor:
     return t * convert_to_tensor(scale, dtype=t.dtype) + convert_to_tensor(shift, dtype=t.dtype)
 
 
+@tf_op("random_normal")
 def random_normal(shape, mean=0.0, stddev=1.0, dtype=dt.float32, seed=None, name: str | None = None) -> Tensor:
     """Normal samples, drawn afresh at every run."""
     if is_symbolic(mean) or is_symbolic(stddev):
-        return _scaled(random_normal(shape, 0.0, 1.0, dtype, seed, name), stddev, mean)
-    return random_tensor(random_ops.random_normal_op, shape, dtype, seed, name=name, mean=float(mean), std=float(stddev))
+        return _scaled(random_normal(shape, 0.0, 1.0, dtype, seed), stddev, mean)
+    return random_tensor(random_ops.random_normal_op, shape, dtype, seed, mean=float(mean), std=float(stddev))
 
 
+@tf_op("truncated_normal")
 def truncated_normal(shape, mean=0.0, stddev=1.0, dtype=dt.float32, seed=None, name: str | None = None) -> Tensor:
     """Normal samples redrawn until within two standard deviations, drawn afresh at every run."""
     if is_symbolic(mean) or is_symbolic(stddev):
-        return _scaled(truncated_normal(shape, 0.0, 1.0, dtype, seed, name), stddev, mean)
-    return random_tensor(random_ops.truncated_normal_op, shape, dtype, seed, name=name, mean=float(mean),
+        return _scaled(truncated_normal(shape, 0.0, 1.0, dtype, seed), stddev, mean)
+    return random_tensor(random_ops.truncated_normal_op, shape, dtype, seed, mean=float(mean),
                          std=float(stddev))
 
 
+@tf_op("random_uniform")
 def random_uniform(shape, minval=0, maxval=None, dtype=dt.float32, seed=None, name: str | None = None) -> Tensor:
     """Uniform samples in [minval, maxval) (maxval defaults to 1 for floats; required for ints)."""
     np_dt = np_dtype(dtype)
     if np_dt.kind in "iu":
         if maxval is None:
             raise ValueError("random_uniform: maxval must be given for integer dtypes")
-        return random_tensor(random_ops.random_integers_op, shape, dtype, seed, name=name, low=int(minval),
+        return random_tensor(random_ops.random_integers_op, shape, dtype, seed, low=int(minval),
                              high=int(maxval))
     maxval = 1.0 if maxval is None else maxval
     if is_symbolic(minval) or is_symbolic(maxval):
         lo = convert_to_tensor(minval, dtype=dtype)
-        return _scaled(random_uniform(shape, 0.0, 1.0, dtype, seed, name), convert_to_tensor(maxval, dtype) - lo, lo)
-    return random_tensor(random_ops.random_uniform_op, shape, dtype, seed, name=name, low=float(minval),
+        return _scaled(random_uniform(shape, 0.0, 1.0, dtype, seed), convert_to_tensor(maxval, dtype) - lo, lo)
+    return random_tensor(random_ops.random_uniform_op, shape, dtype, seed, low=float(minval),
                          high=float(maxval))

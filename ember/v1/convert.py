@@ -42,11 +42,11 @@ def host_array(value, dtype=None) -> np.ndarray:
 
 
 def constant_tensor(arr: np.ndarray, name: str | None = None) -> Tensor:
-    """A constant node of the default graph holding `arr`."""
+    """A constant node of the default graph holding `arr` (named `name` in the current scope, else "Const")."""
     graph = get_default_graph()
     device = graph.device
-    value = graph.constant(device.backend.from_host(np.asarray(arr, order="C")), device)
-    graph.name_node(value.node, name or "Const")
+    value = graph.constant(device.backend.from_host(np.asarray(arr, order="C")), device,
+                           name=graph.scoped_name(name) if name else None)
     return Tensor._make(value, device)
 
 
@@ -54,6 +54,7 @@ def convert_to_tensor(value, dtype=None, name: str | None = None, dtype_hint=Non
     """A graph tensor for `value`: tensors pass through, concrete tensors are captured, data becomes a constant."""
     if isinstance(value, Tensor):
         if is_symbolic(value):
+            value = in_default_graph(value)
             if dtype is not None and value._data.dtype != np_dtype(dtype):
                 raise TypeError(
                     f"expected a tensor of dtype {dt.as_dtype(dtype).name}, got one of dtype {value.dtype.name}"
@@ -71,6 +72,26 @@ def convert_to_tensor(value, dtype=None, name: str | None = None, dtype_hint=Non
 
         return stack([convert_to_tensor(v, dtype) for v in value])
     return constant_tensor(host_array(value, dtype if dtype is not None else dtype_hint), name)
+
+
+def in_default_graph(t: Tensor) -> Tensor:
+    """A graph tensor as seen from the default graph: inside a control-flow function (cond, while_loop) a
+    tensor of an enclosing graph is captured; anything else is returned as it is."""
+    graph = get_default_graph()
+    owner = t._data.node.graph
+    if owner is not graph and hasattr(graph, "capture_tensor") and graph.encloses(owner):
+        return graph.capture_tensor(t)
+    return t
+
+
+def graph_for(t: Tensor):
+    """The graph an op on `t` (e.g. an assignment to a variable) is built in: the default graph when it is
+    `t`'s or a control-flow function inside it, else `t`'s own."""
+    graph = get_default_graph()
+    owner = t._data.node.graph
+    if graph is owner or (hasattr(graph, "encloses") and graph.encloses(owner)):
+        return graph
+    return owner
 
 
 def operands(x, y) -> tuple:

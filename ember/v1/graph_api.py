@@ -3,19 +3,48 @@
 from __future__ import annotations
 
 import contextlib
+import re
 import threading
 from collections.abc import Iterator
 
 from ember.device import Device, as_device, default_device
 from ember.graph import ir
 from ember.tensor import Tensor
+from ember.v1.naming import default_name, type_name
 
 GLOBAL_VARIABLES = "variables"
 TRAINABLE_VARIABLES = "trainable_variables"
 
 
+class GraphKeys:
+    """The names of TF1's standard collections."""
+
+    GLOBAL_VARIABLES = GLOBAL_VARIABLES
+    VARIABLES = GLOBAL_VARIABLES
+    TRAINABLE_VARIABLES = TRAINABLE_VARIABLES
+    LOCAL_VARIABLES = "local_variables"
+    MODEL_VARIABLES = "model_variables"
+    GLOBAL_STEP = "global_step"
+    SUMMARIES = "summaries"
+    UPDATE_OPS = "update_ops"
+    LOSSES = "losses"
+    REGULARIZATION_LOSSES = "regularization_losses"
+    SAVERS = "savers"
+    TRAIN_OP = "train_op"
+    INIT_OP = "init_op"
+    LOCAL_INIT_OP = "local_init_op"
+    ACTIVATIONS = "activations"
+    WEIGHTS = "weights"
+    BIASES = "biases"
+
+
 class Graph(ir.Graph):
-    """An Ember graph with what TF1 programs expect of one: collections, scopes, a default device."""
+    """An Ember graph with what TF1 programs expect of one: named nodes, name scopes, collections, a default device.
+
+    Every node gets a name when it is made: the one asked for, or TF1's default for its op
+    ("MatMul", "add", "Const"), inside the current name scope and made unique as TF1 does
+    ("add", "add_1", ...; case-insensitively).
+    """
 
     def __init__(self, name: str | None = None) -> None:
         super().__init__(name)
@@ -23,21 +52,62 @@ class Graph(ir.Graph):
         self.gradient_records: list = []  # how each gradients() call was built (see specialize.py)
         self.seed: int | None = None  # graph-level random seed (set_random_seed)
         self._seed_count = 0
-        self._scopes: list = []
+        self._name_stack = ""  # the current name scope, "outer/inner"
+        self._names_in_use: dict = {}  # lower-cased name -> how many times it was handed out
         self._devices: list = []
-        self._name_counts: dict = {}  # base name -> last suffix handed out
+        self._finalized = False
 
-    def unique_name(self, base: str) -> str:
-        """base, base_1, base_2, ... : the first not yet used (counting on from the last one given)."""
-        if base not in self._by_name:
-            return base
-        i = self._name_counts.get(base, 0)
-        while True:
-            i += 1
-            cand = f"{base}_{i}"
-            if cand not in self._by_name:
-                self._name_counts[base] = i
-                return cand
+    def unique_name(self, name: str, mark_as_used: bool = True) -> str:
+        """`name`, or `name_1`, `name_2`, ...: the first not yet used (TF1's rule, case-insensitive)."""
+        key = name.lower()
+        i = self._names_in_use.get(key, 0)
+        if mark_as_used:
+            self._names_in_use[key] = i + 1
+        if i > 0:
+            base = key
+            while key in self._names_in_use:
+                key = f"{base}_{i}"
+                i += 1
+            if mark_as_used:
+                self._names_in_use[key] = 1
+            name = f"{name}_{i - 1}"
+        return name
+
+    def _new_node(self, kind, op, inputs, attrs, name=None) -> ir.GNode:
+        if self._finalized:
+            raise RuntimeError("Graph is finalized and cannot be modified.")
+        if name is None:
+            name = self.scoped_name(default_name(kind, op))
+        elif name in self._by_name:
+            name = self.unique_name(name)
+        else:
+            self._names_in_use.setdefault(name.lower(), 1)
+        return super()._new_node(kind, op, inputs, attrs, name)
+
+    def describe_tensor(self, t: Tensor, as_str: bool = False) -> str:
+        """How a tensor of this graph prints, as in TF1: str() gives Tensor("add:0", shape=(?, 3), dtype=float32),
+        repr() <tf.Tensor 'add:0' shape=(?, 3) dtype=float32>."""
+        dtype = "string" if t._data.dtype.kind == "O" else t.dtype.name
+        if as_str:
+            return f'Tensor("{t.name}", shape={t.get_shape()}, dtype={dtype})'
+        return f"<tf.Tensor '{t.name}' shape={t.get_shape()} dtype={dtype}>"
+
+    @property
+    def builder(self):
+        """The interpreter that adds ops on this graph's tensors to it, with TF1's dtype rules (see builder.py)."""
+        if self._builder is None:
+            from ember.v1.builder import V1Builder
+
+            self._builder = V1Builder(self)
+        return self._builder
+
+    def finalize(self) -> None:
+        """Make the graph read-only: building another node is then an error (as in TF1)."""
+        self._finalized = True
+
+    @property
+    def finalized(self) -> bool:
+        return self._finalized
 
     # --- collections -------------------------------------------------------------------
     def add_to_collection(self, key: str, value) -> None:
@@ -45,25 +115,96 @@ class Graph(ir.Graph):
         self.collections.setdefault(key, []).append(value)
 
     def get_collection(self, key: str, scope: str | None = None) -> list:
-        """The values of a collection (a copy), optionally those whose name starts with `scope`."""
+        """The values of a collection (a copy); with `scope`, those whose name matches it (re.match, as TF1)."""
         items = list(self.collections.get(key, ()))
         if scope:
-            items = [v for v in items if getattr(v, "name", "").startswith(scope)]
+            pattern = re.compile(scope)
+            items = [v for v in items if isinstance(getattr(v, "name", None), str) and pattern.match(v.name)]
         return items
 
-    # --- naming, devices and seeds -----------------------------------------------------
-    def scoped_name(self, base: str) -> str:
-        """`base` inside the current name scopes, made unique in this graph."""
-        return self.unique_name("/".join(self._scopes + [base]))
+    def get_collection_ref(self, key: str) -> list:
+        """The list stored for a collection itself (changes to it change the collection)."""
+        return self.collections.setdefault(key, [])
 
-    def name_node(self, node: ir.GNode, name: str | None, scoped: bool = True) -> None:
-        """Give a node a unique name (inside the current name scopes unless scoped=False)."""
-        if name is None:
-            return
+    def get_all_collection_keys(self) -> list:
+        """The names of the collections that hold something."""
+        return [k for k, v in self.collections.items() if v]
+
+    def clear_collection(self, key: str) -> None:
+        """Empty a collection."""
+        self.collections.pop(key, None)
+
+    # --- naming, devices and seeds -----------------------------------------------------
+    def prefixed(self, base: str) -> str:
+        """`base` inside the current name scope (not made unique)."""
+        return f"{self._name_stack}/{base}" if self._name_stack else base
+
+    def scoped_name(self, base: str) -> str:
+        """`base` inside the current name scope, made unique in this graph."""
+        return self.unique_name(self.prefixed(base))
+
+    def get_name_scope(self) -> str:
+        """The current name scope ("" at the top level)."""
+        return self._name_stack
+
+    @contextlib.contextmanager
+    def name_scope(self, name: str | None) -> Iterator[str]:
+        """TF1's `Graph.name_scope`: a new unique scope; a name ending in "/" is taken as is; None or "" resets."""
+        old = self._name_stack
+        if not name:
+            new, returned = "", ""
+        elif name.endswith("/"):
+            new, returned = name[:-1], name
+        else:
+            new = self.unique_name(self.prefixed(name))
+            returned = new + "/"
+        self._name_stack = new
+        try:
+            yield returned
+        finally:
+            self._name_stack = old
+
+    @contextlib.contextmanager
+    def absolute_scope(self, scope: str) -> Iterator[None]:
+        """Build inside exactly the name scope `scope` (already made unique by the caller)."""
+        old = self._name_stack
+        self._name_stack = scope
+        try:
+            yield
+        finally:
+            self._name_stack = old
+
+    def rename(self, node: ir.GNode, name: str) -> None:
+        """Give `node` a name already made unique with `unique_name`."""
         if node.name is not None and self._by_name.get(node.name) is node:
             del self._by_name[node.name]
-        node.name = self.scoped_name(name) if scoped else self.unique_name(name)
-        self._by_name[node.name] = node
+        node.name = name
+        self._by_name[name] = node
+
+    def name_node(self, node: ir.GNode, name: str | None, scoped: bool = True) -> None:
+        """Give a node a unique name (inside the current name scope unless scoped=False)."""
+        if name is None:
+            return
+        self.rename(node, self.scoped_name(name) if scoped else self.unique_name(name))
+
+    def adopt(self, out, name: str, start: int):
+        """Name `name` the node a public function made its result with; a result it did not make
+        (node id < start: TF's functions also return some inputs unchanged, e.g. a cast to the same dtype) keeps
+        its name."""
+        from ember.ops.dispatch import is_symbolic
+
+        if isinstance(out, Operation):
+            node = out.node
+        elif isinstance(out, Tensor) and is_symbolic(out):
+            node = out._data.node
+        elif isinstance(out, (list, tuple)):
+            nodes = {id(t._data.node): t._data.node for t in out if isinstance(t, Tensor) and is_symbolic(t)}
+            node = next(iter(nodes.values())) if len(nodes) == 1 else None
+        else:
+            node = None
+        if node is not None and node.graph is self and node.id >= start:
+            self.rename(node, name)
+        return out
 
     @property
     def device(self) -> Device:
@@ -112,8 +253,19 @@ class Graph(ir.Graph):
             _stack().pop()
 
     def control_dependencies(self, control_inputs) -> contextlib.AbstractContextManager:
-        """Nodes built inside run only after `control_inputs` (operations or tensors; None: no-op)."""
-        return super().control_dependencies([as_node(c) for c in control_inputs or ()])
+        """Nodes built inside run only after `control_inputs` (operations or tensors); None clears the
+        dependencies of enclosing blocks for the nodes built inside, as in TF1."""
+        if control_inputs is None:
+            return self._cleared_control()
+        return super().control_dependencies([as_node(c) for c in _flat(control_inputs)])
+
+    @contextlib.contextmanager
+    def _cleared_control(self) -> Iterator[None]:
+        saved, self._control = self._control, []
+        try:
+            yield
+        finally:
+            self._control = saved
 
 
 class Operation:
@@ -130,7 +282,25 @@ class Operation:
 
     @property
     def type(self) -> str:
-        return self.node.op_name
+        """TF1's op type ("MatMul", "Placeholder", "VariableV2", ...)."""
+        return type_name(self.node.kind, self.node.op)
+
+    @property
+    def device(self) -> str:
+        """The device the operation runs on, as TF writes it ("/device:CPU:0")."""
+        outs = self.node.outputs
+        return device_string(outs[0].device) if outs else ""
+
+    def values(self) -> tuple:
+        """The outputs, as a tuple."""
+        return tuple(self.outputs)
+
+    def get_attr(self, name: str):
+        """The value of one of the node's attributes."""
+        try:
+            return self.node.attrs[name]
+        except KeyError:
+            raise ValueError(f"Operation {self.name!r} has no attr named {name!r}.") from None
 
     @property
     def graph(self) -> Graph:
@@ -203,25 +373,66 @@ def reset_default_graph() -> None:
     _global_graph[0] = Graph("default")
 
 
+def get_collection(key: str, scope: str | None = None) -> list:
+    """The values of a collection of the default graph (those matching `scope` when given)."""
+    return get_default_graph().get_collection(key, scope)
+
+
+def get_collection_ref(key: str) -> list:
+    """The default graph's list for a collection itself."""
+    return get_default_graph().get_collection_ref(key)
+
+
+def add_to_collection(name: str, value) -> None:
+    """Append a value to a collection of the default graph."""
+    get_default_graph().add_to_collection(name, value)
+
+
+def add_to_collections(names, value) -> None:
+    """Append a value to several collections of the default graph."""
+    for name in [names] if isinstance(names, str) else names:
+        get_default_graph().add_to_collection(name, value)
+
+
 def control_dependencies(control_inputs) -> contextlib.AbstractContextManager:
     """Context manager: ops built inside run only after `control_inputs` (on the default graph)."""
     return get_default_graph().control_dependencies(control_inputs)
 
 
-@contextlib.contextmanager
-def name_scope(name: str | None, default_name: str | None = None, values=None) -> Iterator[str]:
-    """Prefix the names of placeholders, variables and named ops built inside with `name/`."""
-    graph = get_default_graph()
-    scope = name or default_name
-    if not scope:
-        yield ""
-        return
-    scope = scope.rstrip("/")
-    graph._scopes.append(scope)
-    try:
-        yield "/".join(graph._scopes) + "/"
-    finally:
-        graph._scopes.pop()
+def name_scope(name: str | None, default_name: str | None = None, values=None) -> contextlib.AbstractContextManager:
+    """A name scope for the ops built inside: `name` (or `default_name`) made unique, yielding "scope/"."""
+    graph = _graph_of(values)
+    if name is None and default_name is not None:
+        name = default_name
+    if name is not None and not isinstance(name, str):
+        raise TypeError(f"name_scope: the name must be a string, got {type(name).__name__}")
+    return graph.name_scope(name)
+
+
+def get_name_scope() -> str:
+    """The current name scope of the default graph."""
+    return get_default_graph().get_name_scope()
+
+
+def _graph_of(values) -> Graph:
+    """The graph of the first graph tensor among `values`, else the default graph."""
+    for v in _flat(values or ()):
+        data = getattr(v, "_data", None)
+        if isinstance(data, ir.Value) and isinstance(data.graph, Graph):
+            return data.graph
+    return get_default_graph()
+
+
+def _flat(items) -> list:
+    if isinstance(items, (list, tuple)):
+        return [y for x in items for y in _flat(x)]
+    return [] if items is None else [items]
+
+
+def device_string(dev: Device) -> str:
+    """A device as TF writes it: cpu:1 -> "/device:CPU:1", cuda:0 -> "/device:GPU:0"."""
+    kind = {"cpu": "CPU", "cuda": "GPU"}.get(dev.type, dev.type.upper())
+    return f"/device:{kind}:{dev.index or 0}"
 
 
 @contextlib.contextmanager

@@ -11,11 +11,14 @@ from ember.ops.dispatch import apply
 from ember.ops.registry import Op, register
 from ember.tensor import Tensor
 from ember.v1.convert import convert_to_tensor, np_dtype, operands
+from ember.v1.naming import tf_op
+from ember.v1.state_ops import stop_gradient_op
+from ember.v1.tf_grad_ops import tf_maximum_op, tf_minimum_op
 
 # --- arithmetic and comparisons --------------------------------------------------------------------
 
 
-def _binary(name: str, fn, doc: str):
+def _binary(name: str, tf_name: str, fn, doc: str):
     """A TF-style binary op: operands converted (plain data takes the tensor's dtype), then `fn`."""
 
     def op(x, y, name: str | None = None) -> Tensor:
@@ -24,29 +27,33 @@ def _binary(name: str, fn, doc: str):
 
     op.__name__ = op.__qualname__ = name
     op.__doc__ = doc
-    return op
+    return tf_op(tf_name)(op)
 
 
-add = _binary("add", _em.add, "x + y, elementwise with broadcasting.")
-subtract = _binary("subtract", _em.sub, "x - y, elementwise with broadcasting.")
-multiply = _binary("multiply", _em.mul, "x * y, elementwise with broadcasting.")
-maximum = _binary("maximum", _em.maximum, "The larger of x and y, elementwise.")
-minimum = _binary("minimum", _em.minimum, "The smaller of x and y, elementwise.")
-equal = _binary("equal", _em.eq, "x == y, elementwise (bool).")
-not_equal = _binary("not_equal", _em.ne, "x != y, elementwise (bool).")
-less = _binary("less", _em.lt, "x < y, elementwise (bool).")
-less_equal = _binary("less_equal", _em.le, "x <= y, elementwise (bool).")
-greater = _binary("greater", _em.gt, "x > y, elementwise (bool).")
-greater_equal = _binary("greater_equal", _em.ge, "x >= y, elementwise (bool).")
-logical_and = _binary("logical_and", _em.logical_and, "x and y, elementwise.")
-logical_or = _binary("logical_or", _em.logical_or, "x or y, elementwise.")
-squared_difference = _binary("squared_difference", lambda a, b: _em.square(a - b), "(x - y) ** 2, elementwise.")
-pow = _binary("pow", _em.pow, "x ** y, elementwise.")
-mod = _binary("mod", _em.remainder, "x mod y with the sign of y, elementwise.")
-floordiv = _binary("floordiv", _em.floor_divide, "x // y, elementwise.")
+add = _binary("add", "Add", _em.add, "x + y, elementwise with broadcasting.")
+subtract = _binary("subtract", "Sub", _em.sub, "x - y, elementwise with broadcasting.")
+multiply = _binary("multiply", "Mul", _em.mul, "x * y, elementwise with broadcasting.")
+maximum = _binary("maximum", "Maximum", lambda a, b: apply(tf_maximum_op, a, b),
+                  "The larger of x and y, elementwise; a tie's gradient goes to x, as in TF.")
+minimum = _binary("minimum", "Minimum", lambda a, b: apply(tf_minimum_op, a, b),
+                  "The smaller of x and y, elementwise; a tie's gradient goes to x, as in TF.")
+equal = _binary("equal", "Equal", _em.eq, "x == y, elementwise (bool).")
+not_equal = _binary("not_equal", "NotEqual", _em.ne, "x != y, elementwise (bool).")
+less = _binary("less", "Less", _em.lt, "x < y, elementwise (bool).")
+less_equal = _binary("less_equal", "LessEqual", _em.le, "x <= y, elementwise (bool).")
+greater = _binary("greater", "Greater", _em.gt, "x > y, elementwise (bool).")
+greater_equal = _binary("greater_equal", "GreaterEqual", _em.ge, "x >= y, elementwise (bool).")
+logical_and = _binary("logical_and", "LogicalAnd", _em.logical_and, "x and y, elementwise.")
+logical_or = _binary("logical_or", "LogicalOr", _em.logical_or, "x or y, elementwise.")
+squared_difference = _binary("squared_difference", "SquaredDifference", lambda a, b: _em.square(a - b),
+                             "(x - y) ** 2, elementwise.")
+pow = _binary("pow", "Pow", _em.pow, "x ** y, elementwise.")
+mod = _binary("mod", "FloorMod", _em.remainder, "x mod y with the sign of y, elementwise.")
+floordiv = _binary("floordiv", "floordiv", _em.floor_divide, "x // y, elementwise.")
 mul, sub = multiply, subtract
 
 
+@tf_op("truediv")
 def divide(x, y, name: str | None = None) -> Tensor:
     """x / y, elementwise (a float result)."""
     a, b = operands(x, y)
@@ -56,6 +63,7 @@ def divide(x, y, name: str | None = None) -> Tensor:
 truediv = divide
 
 
+@tf_op("div")
 def div(x, y, name: str | None = None) -> Tensor:
     """TF1's div: floor division for integers, true division for floats."""
     a, b = operands(x, y)
@@ -65,6 +73,7 @@ def div(x, y, name: str | None = None) -> Tensor:
     return _em.div(a, b)
 
 
+@tf_op("AddN")
 def add_n(inputs, name: str | None = None) -> Tensor:
     """The elementwise sum of a list of tensors of one shape."""
     tensors = [convert_to_tensor(t) for t in inputs]
@@ -75,7 +84,7 @@ def add_n(inputs, name: str | None = None) -> Tensor:
 
 
 # --- elementwise functions ------------------------------------------------------------------------
-def _unary(fn, doc: str):
+def _unary(fn, tf_name: str, doc: str):
     """A TF-style elementwise function: the input converted to a tensor, then `fn`."""
 
     def op(x, name: str | None = None) -> Tensor:
@@ -83,32 +92,44 @@ def _unary(fn, doc: str):
 
     op.__name__ = op.__qualname__ = fn.__name__
     op.__doc__ = doc
+    return tf_op(tf_name)(op)
+
+
+exp = _unary(_em.exp, "Exp", "e ** x, elementwise.")
+log = _unary(_em.log, "Log", "Natural logarithm, elementwise.")
+log1p = _unary(_em.log1p, "Log1p", "log(1 + x), elementwise.")
+sqrt = _unary(_em.sqrt, "Sqrt", "Square root, elementwise.")
+rsqrt = _unary(_em.rsqrt, "Rsqrt", "1 / sqrt(x), elementwise.")
+square = _unary(_em.square, "Square", "x * x, elementwise.")
+tanh = _unary(_em.tanh, "Tanh", "Hyperbolic tangent, elementwise.")
+sigmoid = _unary(_em.sigmoid, "Sigmoid", "1 / (1 + exp(-x)), elementwise.")
+abs = _unary(_em.abs, "Abs", "|x|, elementwise.")
+negative = _unary(_em.neg, "Neg", "-x, elementwise.")
+neg = negative
+sign = _unary(_em.sign, "Sign", "The sign of x (-1, 0 or 1), elementwise.")
+def _no_gradient(fn):
+    """fn whose result has no gradient at all (tf.gradients gives None through it), as TF's floor/ceil/round."""
+
+    def op(x):
+        return apply(stop_gradient_op, fn(x))
+
+    op.__name__ = fn.__name__
     return op
 
 
-exp = _unary(_em.exp, "e ** x, elementwise.")
-log = _unary(_em.log, "Natural logarithm, elementwise.")
-log1p = _unary(_em.log1p, "log(1 + x), elementwise.")
-sqrt = _unary(_em.sqrt, "Square root, elementwise.")
-rsqrt = _unary(_em.rsqrt, "1 / sqrt(x), elementwise.")
-square = _unary(_em.square, "x * x, elementwise.")
-tanh = _unary(_em.tanh, "Hyperbolic tangent, elementwise.")
-sigmoid = _unary(_em.sigmoid, "1 / (1 + exp(-x)), elementwise.")
-abs = _unary(_em.abs, "|x|, elementwise.")
-negative = _unary(_em.neg, "-x, elementwise.")
-neg = negative
-sign = _unary(_em.sign, "The sign of x (-1, 0 or 1), elementwise.")
-floor = _unary(_em.floor, "Largest integer not above x, elementwise.")
-ceil = _unary(_em.ceil, "Smallest integer not below x, elementwise.")
-round = _unary(_em.round, "x rounded to the nearest integer (half to even), elementwise.")
-sin = _unary(_em.sin, "Sine, elementwise.")
-cos = _unary(_em.cos, "Cosine, elementwise.")
-reciprocal = _unary(_em.reciprocal, "1 / x, elementwise.")
-logical_not = _unary(_em.logical_not, "not x, elementwise.")
-is_nan = _unary(_em.isnan, "Whether x is NaN, elementwise.")
-is_finite = _unary(_em.isfinite, "Whether x is finite, elementwise.")
+floor = _unary(_no_gradient(_em.floor), "Floor", "Largest integer not above x, elementwise (no gradient).")
+ceil = _unary(_no_gradient(_em.ceil), "Ceil", "Smallest integer not below x, elementwise (no gradient).")
+round = _unary(_no_gradient(_em.round), "Round", "x rounded to the nearest integer (half to even), elementwise "
+                                                 "(no gradient).")
+sin = _unary(_em.sin, "Sin", "Sine, elementwise.")
+cos = _unary(_em.cos, "Cos", "Cosine, elementwise.")
+reciprocal = _unary(_em.reciprocal, "Reciprocal", "1 / x, elementwise.")
+logical_not = _unary(_em.logical_not, "LogicalNot", "not x, elementwise.")
+is_nan = _unary(_em.isnan, "IsNan", "Whether x is NaN, elementwise.")
+is_finite = _unary(_em.isfinite, "IsFinite", "Whether x is finite, elementwise.")
 
 
+@tf_op("clip_by_value")
 def clip_by_value(t, clip_value_min, clip_value_max, name: str | None = None) -> Tensor:
     """t with values below the min raised to it and above the max lowered to it."""
     t = convert_to_tensor(t)
@@ -118,28 +139,33 @@ def clip_by_value(t, clip_value_min, clip_value_max, name: str | None = None) ->
     return _em.clamp(t, lo, hi)
 
 
+@tf_op("Cast")
 def cast(x, dtype, name: str | None = None) -> Tensor:
     """x converted to dtype (floats to ints truncate toward zero)."""
     x = convert_to_tensor(x)
     return x.to(dt.as_dtype(dtype))
 
 
+@tf_op("ToFloat")
 def to_float(x, name: str | None = None) -> Tensor:
     """x cast to float32."""
     return cast(x, dt.float32)
 
 
+@tf_op("ToInt32")
 def to_int32(x, name: str | None = None) -> Tensor:
     """x cast to int32."""
     return cast(x, dt.int32)
 
 
+@tf_op("ToInt64")
 def to_int64(x, name: str | None = None) -> Tensor:
     """x cast to int64."""
     return cast(x, dt.int64)
 
 
 # --- matrix products --------------------------------------------------------------------------------
+@tf_op("MatMul")
 def matmul(a, b, transpose_a: bool = False, transpose_b: bool = False, adjoint_a: bool = False,
            adjoint_b: bool = False, a_is_sparse: bool = False, b_is_sparse: bool = False,
            name: str | None = None) -> Tensor:
@@ -191,6 +217,7 @@ def _reduce(fn, input_tensor, axis, keepdims, name, reduction_indices, keep_dims
     return fn(x, dims, _keep(keepdims, keep_dims))
 
 
+@tf_op("Sum")
 def reduce_sum(input_tensor, axis=None, keepdims=None, name: str | None = None, reduction_indices=None,
                keep_dims=None) -> Tensor:
     """Sum over `axis` (all axes when None); bools and ints sum in their own integer type."""
@@ -205,6 +232,7 @@ def reduce_sum(input_tensor, axis=None, keepdims=None, name: str | None = None, 
     return _reduce(fn, x, axis, keepdims, name, reduction_indices, keep_dims)
 
 
+@tf_op("Mean")
 def reduce_mean(input_tensor, axis=None, keepdims=None, name: str | None = None, reduction_indices=None,
                 keep_dims=None) -> Tensor:
     """Mean over `axis` (all axes when None); integer inputs give an integer (truncated) mean, as TF."""
@@ -226,6 +254,7 @@ def _count(x: Tensor, dims: tuple, dtype) -> Tensor:
     return apply(element_count_op, x, dims=dims, dtype=np_dtype(dtype))
 
 
+@tf_op("Max")
 def reduce_max(input_tensor, axis=None, keepdims=None, name: str | None = None, reduction_indices=None,
                keep_dims=None) -> Tensor:
     """Maximum over `axis`; the gradient is shared among ties."""
@@ -233,6 +262,7 @@ def reduce_max(input_tensor, axis=None, keepdims=None, name: str | None = None, 
                    reduction_indices, keep_dims)
 
 
+@tf_op("Min")
 def reduce_min(input_tensor, axis=None, keepdims=None, name: str | None = None, reduction_indices=None,
                keep_dims=None) -> Tensor:
     """Minimum over `axis`; the gradient is shared among ties."""
@@ -240,6 +270,7 @@ def reduce_min(input_tensor, axis=None, keepdims=None, name: str | None = None, 
                    reduction_indices, keep_dims)
 
 
+@tf_op("Prod")
 def reduce_prod(input_tensor, axis=None, keepdims=None, name: str | None = None, reduction_indices=None,
                 keep_dims=None) -> Tensor:
     """Product over `axis`."""
@@ -251,18 +282,21 @@ def reduce_prod(input_tensor, axis=None, keepdims=None, name: str | None = None,
     return _reduce(fn, input_tensor, axis, keepdims, name, reduction_indices, keep_dims)
 
 
+@tf_op("All")
 def reduce_all(input_tensor, axis=None, keepdims=None, name: str | None = None, reduction_indices=None,
                keep_dims=None) -> Tensor:
     """Logical and over `axis`."""
     return _reduce(lambda x, d, k: _em.all(x, dim=d, keepdim=k), input_tensor, axis, keepdims, name, reduction_indices, keep_dims)
 
 
+@tf_op("Any")
 def reduce_any(input_tensor, axis=None, keepdims=None, name: str | None = None, reduction_indices=None,
                keep_dims=None) -> Tensor:
     """Logical or over `axis`."""
     return _reduce(lambda x, d, k: _em.any(x, dim=d, keepdim=k), input_tensor, axis, keepdims, name, reduction_indices, keep_dims)
 
 
+@tf_op("ReduceLogSumExp")
 def reduce_logsumexp(input_tensor, axis=None, keepdims=None, name: str | None = None, reduction_indices=None,
                      keep_dims=None) -> Tensor:
     """log(sum(exp(x))) over `axis`, computed stably."""
@@ -281,11 +315,13 @@ def _arg(fn, input, axis, name, dimension, output_type) -> Tensor:
     return out if output_type is None else out.to(dt.as_dtype(output_type))
 
 
+@tf_op("ArgMax")
 def argmax(input, axis=None, name: str | None = None, dimension=None, output_type=dt.int64) -> Tensor:
     """Index of the largest value along `axis` (default 0, as TF1)."""
     return _arg(_em.argmax, input, axis, name, dimension, output_type)
 
 
+@tf_op("ArgMin")
 def argmin(input, axis=None, name: str | None = None, dimension=None, output_type=dt.int64) -> Tensor:
     """Index of the smallest value along `axis` (default 0, as TF1)."""
     return _arg(_em.argmin, input, axis, name, dimension, output_type)

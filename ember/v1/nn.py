@@ -8,15 +8,19 @@ import numpy as np
 
 import ember as _em
 from ember.ops import random_ops
+from ember.ops.dispatch import apply
 from ember.tensor import Tensor
-from ember.v1.array_ops import gather, one_hot
+from ember.v1.array_ops import gather, one_hot, squeeze
+from ember.v1.check_ops import check_indices
 from ember.v1.constant_ops import constant, random_tensor
 from ember.v1.convert import convert_to_tensor, is_symbolic
-from ember.v1.math_ops import reduce_sum, sigmoid, tanh
+from ember.v1.math_ops import reduce_mean, reduce_sum, rsqrt, sigmoid, squared_difference, tanh
+from ember.v1.naming import tf_op
 from ember.v1.state_ops import stop_gradient
+from ember.v1.tf_grad_ops import tf_relu6_op
 
 __all__ = [
-    "avg_pool", "bias_add", "conv2d", "dropout", "elu", "embedding_lookup", "l2_loss", "leaky_relu", "log_softmax",
+    "avg_pool", "batch_normalization", "bias_add", "conv2d", "dropout", "elu", "moments", "embedding_lookup", "l2_loss", "leaky_relu", "log_softmax",
     "max_pool", "relu", "relu6", "sigmoid", "sigmoid_cross_entropy_with_logits", "softmax",
     "softmax_cross_entropy_with_logits", "softmax_cross_entropy_with_logits_v2", "softplus", "softsign",
     "sparse_softmax_cross_entropy_with_logits", "tanh",
@@ -24,31 +28,37 @@ __all__ = [
 
 
 # --- activations ---------------------------------------------------------------------------------
+@tf_op("Relu")
 def relu(features, name: str | None = None) -> Tensor:
     """max(features, 0)."""
     return _em.relu(convert_to_tensor(features))
 
 
+@tf_op("Relu6")
 def relu6(features, name: str | None = None) -> Tensor:
-    """min(max(features, 0), 6)."""
-    return _em.relu6(convert_to_tensor(features))
+    """min(max(features, 0), 6); the gradient passes only where 0 < x < 6, as in TF."""
+    return apply(tf_relu6_op, convert_to_tensor(features))
 
 
+@tf_op("Elu")
 def elu(features, name: str | None = None) -> Tensor:
     """x for x > 0, exp(x) - 1 otherwise."""
     return _em.elu(convert_to_tensor(features))
 
 
+@tf_op("LeakyRelu")
 def leaky_relu(features, alpha: float = 0.2, name: str | None = None) -> Tensor:
     """x for x > 0, alpha * x otherwise."""
     return _em.leaky_relu(convert_to_tensor(features), alpha)
 
 
+@tf_op("Softplus")
 def softplus(features, name: str | None = None) -> Tensor:
     """log(exp(x) + 1)."""
     return _em.softplus(convert_to_tensor(features))
 
 
+@tf_op("Softsign")
 def softsign(features, name: str | None = None) -> Tensor:
     """x / (|x| + 1)."""
     x = convert_to_tensor(features)
@@ -60,11 +70,13 @@ def _axis(axis, dim) -> int:
     return -1 if axis is None else int(axis)
 
 
+@tf_op("Softmax")
 def softmax(logits, axis: int | None = None, name: str | None = None, dim: int | None = None) -> Tensor:
     """exp(logits) normalised to sum to 1 along `axis` (default: the last)."""
     return _em.softmax(convert_to_tensor(logits), dim=_axis(axis, dim))
 
 
+@tf_op("LogSoftmax")
 def log_softmax(logits, axis: int | None = None, name: str | None = None, dim: int | None = None) -> Tensor:
     """log(softmax(logits)), computed stably."""
     return _em.log_softmax(convert_to_tensor(logits), dim=_axis(axis, dim))
@@ -78,6 +90,7 @@ def _labels_logits(fn: str, labels, logits, sentinel):
     return logits, convert_to_tensor(labels, dtype_hint=logits.dtype)
 
 
+@tf_op("softmax_cross_entropy_with_logits")
 def softmax_cross_entropy_with_logits_v2(_sentinel=None, labels=None, logits=None, axis: int | None = None,
                                          name: str | None = None, dim: int | None = None) -> Tensor:
     """Cross entropy between `labels` (distributions) and softmax(logits), per example; labels get gradients."""
@@ -86,6 +99,7 @@ def softmax_cross_entropy_with_logits_v2(_sentinel=None, labels=None, logits=Non
     return -reduce_sum(labels * _em.log_softmax(logits, dim=ax), axis=ax)
 
 
+@tf_op("softmax_cross_entropy_with_logits")
 def softmax_cross_entropy_with_logits(_sentinel=None, labels=None, logits=None, dim: int = -1,
                                       name: str | None = None, axis: int | None = None) -> Tensor:
     """Cross entropy between `labels` and softmax(logits), per example; no gradient flows into labels (TF1)."""
@@ -93,6 +107,7 @@ def softmax_cross_entropy_with_logits(_sentinel=None, labels=None, logits=None, 
     return softmax_cross_entropy_with_logits_v2(labels=stop_gradient(labels), logits=logits, axis=axis, dim=dim)
 
 
+@tf_op("SparseSoftmaxCrossEntropyWithLogits")
 def sparse_softmax_cross_entropy_with_logits(_sentinel=None, labels=None, logits=None,
                                              name: str | None = None) -> Tensor:
     """Cross entropy of integer class `labels` under softmax(logits), per example."""
@@ -110,21 +125,26 @@ def sparse_softmax_cross_entropy_with_logits(_sentinel=None, labels=None, logits
     classes = logits.shape[-1]
     if classes is None:
         raise ValueError("sparse_softmax_cross_entropy_with_logits: the number of classes must be known")
+    labels = check_indices(labels, logits, logits.ndim - 1, "Received a label value of {value} which is outside "
+                           "the valid range of [0, {limit}).  Label values: {values}")
     picked = one_hot(labels, classes, dtype=logits.dtype) * _em.log_softmax(logits, dim=-1)
     return -reduce_sum(picked, axis=-1)
 
 
+@tf_op("logistic_loss")
 def sigmoid_cross_entropy_with_logits(_sentinel=None, labels=None, logits=None, name: str | None = None) -> Tensor:
     """Elementwise logistic loss of `labels` in [0, 1] under sigmoid(logits), computed stably."""
     x, z = _labels_logits("sigmoid_cross_entropy_with_logits", labels, logits, _sentinel)
     return _em.relu(x) - x * z + _em.log1p(_em.exp(-_em.abs(x)))
 
 
+@tf_op("L2Loss")
 def l2_loss(t, name: str | None = None) -> Tensor:
     """sum(t ** 2) / 2."""
     return reduce_sum(_em.square(convert_to_tensor(t))) / 2
 
 
+@tf_op("BiasAdd")
 def bias_add(value, bias, data_format: str | None = None, name: str | None = None) -> Tensor:
     """value + bias along the channel axis (the last for NHWC)."""
     x = convert_to_tensor(value)
@@ -134,6 +154,7 @@ def bias_add(value, bias, data_format: str | None = None, name: str | None = Non
     return x + b
 
 
+@tf_op("embedding_lookup")
 def embedding_lookup(params, ids, name: str | None = None) -> Tensor:
     """Rows of `params` at `ids`."""
     return gather(params, ids)
@@ -190,6 +211,7 @@ def _from_nchw(x: Tensor, data_format: str) -> Tensor:
     return _em.permute(x, (0, 2, 3, 1)) if data_format == "NHWC" else x
 
 
+@tf_op("Conv2D")
 def conv2d(input, filter=None, strides=None, padding=None, use_cudnn_on_gpu: bool = True, data_format: str = "NHWC",
            dilations=None, name: str | None = None, filters=None) -> Tensor:
     """2-D convolution of an NHWC input with an HWIO filter, 'SAME' or 'VALID' padding as TF."""
@@ -208,6 +230,7 @@ def conv2d(input, filter=None, strides=None, padding=None, use_cudnn_on_gpu: boo
     return _from_nchw(out, data_format)
 
 
+@tf_op("MaxPool")
 def max_pool(value, ksize, strides, padding, data_format: str = "NHWC", name: str | None = None,
              input=None) -> Tensor:
     """Max over windows of an NHWC input; SAME padding never picks a padded position."""
@@ -220,6 +243,7 @@ def max_pool(value, ksize, strides, padding, data_format: str = "NHWC", name: st
     return _from_nchw(_em.max_pool2d(x, k, s), data_format)
 
 
+@tf_op("AvgPool")
 def avg_pool(value, ksize, strides, padding, data_format: str = "NHWC", name: str | None = None,
              input=None) -> Tensor:
     """Mean over windows of an NHWC input; with SAME padding, padded positions are not counted (as TF)."""
@@ -236,7 +260,35 @@ def avg_pool(value, ksize, strides, padding, data_format: str = "NHWC", name: st
     return _from_nchw(_em.avg_pool2d(padded, k, s) / counts, data_format)
 
 
+# --- normalisation ------------------------------------------------------------------------------------------
+@tf_op("moments")
+def moments(x, axes, shift=None, name: str | None = None, keep_dims=None, keepdims=None) -> tuple:
+    """(mean, variance) of x over `axes`, as TF1 computes them (the variance around a mean seen as a constant)."""
+    keep = bool(keepdims if keepdims is not None else keep_dims or False)
+    x = convert_to_tensor(x)
+    axes = [int(a) for a in axes]
+    mean = reduce_mean(x, axes, keepdims=True, name="mean")
+    variance = reduce_mean(squared_difference(x, stop_gradient(mean)), axes, keepdims=True, name="variance")
+    if not keep:
+        mean, variance = squeeze(mean, axes), squeeze(variance, axes)
+    return mean, variance
+
+
+@tf_op("batchnorm")
+def batch_normalization(x, mean, variance, offset, scale, variance_epsilon, name: str | None = None) -> Tensor:
+    """(x - mean) * scale / sqrt(variance + eps) + offset, in TF1's order of operations (offset/scale may be None)."""
+    x = convert_to_tensor(x)
+    inv = rsqrt(convert_to_tensor(variance, dtype_hint=x.dtype) + variance_epsilon)
+    if scale is not None:
+        inv = inv * convert_to_tensor(scale, dtype_hint=x.dtype)
+    shift = -convert_to_tensor(mean, dtype_hint=x.dtype) * inv
+    if offset is not None:
+        shift = convert_to_tensor(offset, dtype_hint=x.dtype) + shift
+    return x * inv + shift
+
+
 # --- dropout ---------------------------------------------------------------------------------------------
+@tf_op("dropout")
 def dropout(x, keep_prob=None, noise_shape=None, seed=None, name: str | None = None, rate=None) -> Tensor:
     """Zero each element with probability 1 - keep_prob and scale the rest by 1 / keep_prob (a new mask every run)."""
     x = convert_to_tensor(x)

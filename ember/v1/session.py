@@ -4,6 +4,10 @@ A run compiles (once) the nodes its fetches need into an executor Plan. When a f
 has unknown dimensions, the needed part of the graph is first specialised to the fed shapes (see
 specialize.py), so gradient nodes get concrete shapes. Plans are reentrant: several threads may
 run one session at once; the plan cache is guarded by a lock.
+
+The session owns the values of the graph's variables (`variable_values`), as in TF1: a run binds
+them, so two sessions of one graph never see each other's values. Errors raised while running
+are TF's (`tf.errors`): a shape or value a kernel cannot use is an InvalidArgumentError.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from ember.device import as_device
-from ember.errors import fmt_shape
+from ember.errors import ShapeError, fmt_shape
 from ember.graph.executor import Plan
 from ember.graph.ir import PLACEHOLDER, Value
 from ember.graph.placement_exec import compile_plan
@@ -26,6 +30,7 @@ from ember.tensor import Tensor
 from ember.v1.errors import InvalidArgumentError, OpError
 from ember.v1.graph_api import Graph, Operation, get_default_graph
 from ember.v1.specialize import specialize
+from ember.v1.variable_values import VariableValues, bind
 
 _MAX_PLANS = 64  # compiled plans kept per session (one per fetch/feed signature), least recent dropped
 
@@ -50,6 +55,7 @@ class Session:
         self._plans: OrderedDict = OrderedDict()
         self._closed = False
         self._contexts: list = []
+        self.variable_values = VariableValues()
 
     # --- running ---------------------------------------------------------------------------
     def run(self, fetches, feed_dict=None, options=None, run_metadata=None) -> Any:
@@ -60,15 +66,20 @@ class Session:
         struct = _flatten(fetches, leaves)
         targets = [self._resolve_fetch(x) for x in leaves]
         feeds = self._check_feeds(feed_dict or {})
-        compiled = self._compiled(targets, feeds)
+        try:
+            compiled = self._compiled(targets, feeds)
+        except ShapeError as e:  # the fed shapes do not fit the graph's ops
+            raise InvalidArgumentError(str(e)) from e
         plan_feeds = {compiled.feed_values[v]: self._to_device(v, arr) for v, arr in feeds.items()
                       if v in compiled.feed_values}
         try:
-            arrays = compiled.plan.run(plan_feeds)
+            with bind(self.variable_values):
+                arrays = compiled.plan.run(plan_feeds)
         except RuntimeError as e:
-            if isinstance(e.__cause__, OpError):  # the executor wraps kernel errors; TF's own types show through
-                raise e.__cause__ from None
-            raise
+            err = _as_op_error(e)
+            if err is e:
+                raise
+            raise err from (None if err is e.__cause__ else e.__cause__)
         results = [None if pos is None else _host(arrays[pos], t) for pos, t in zip(compiled.out_pos, targets)]
         return _unflatten(struct, results)
 
@@ -147,10 +158,11 @@ class Session:
 
     # --- lifetime and defaults ----------------------------------------------------------
     def close(self) -> None:
-        """Release the compiled plans; the session cannot run afterwards."""
+        """Release the compiled plans and the variables' values; the session cannot run afterwards."""
         self._closed = True
         with self._lock:
             self._plans.clear()
+        self.variable_values.clear()
 
     @property
     def closed(self) -> bool:
@@ -190,6 +202,17 @@ class InteractiveSession(Session):
         if self in stack:
             stack.remove(self)
         super().close()
+
+
+def _as_op_error(e: RuntimeError) -> Exception:
+    """The error a failed run raises: TF's own errors show through the executor's wrapping; a kernel that
+    could not use its inputs (shape, index, type or value errors) is an InvalidArgumentError naming the op."""
+    cause = e.__cause__
+    if isinstance(cause, OpError):
+        return cause
+    if isinstance(cause, (ValueError, IndexError, TypeError)):
+        return InvalidArgumentError(str(e))
+    return e
 
 
 # --- feeds ----------------------------------------------------------------------------------

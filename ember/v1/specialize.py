@@ -15,11 +15,10 @@ import bisect
 
 from ember import autograd
 from ember import ops as _ops
-from ember.autograd import record
 from ember.autograd.grad_mode import enable_grad
-from ember.graph.ir import CAPTURE, CONSTANT, PLACEHOLDER, VARIABLE, GNode, Graph, Value
+from ember.graph.ir import PLACEHOLDER, GNode, Graph, Value
+from ember.graph.replay import Replay, leaf
 from ember.ops._rules import FLOAT_NP
-from ember.tensor import Tensor
 
 
 class Specialized:
@@ -81,11 +80,11 @@ def specialize(graph, values, nodes, fed_shapes: dict) -> Specialized:
     records = _Records(graph)
     fed = set(fed_shapes)
     new = Graph(f"{graph.name}/specialized")
-    tensors: dict = {}
-    node_map: dict = {}
+    replay = Replay(new, fed)
+    tensors, node_map = replay.tensors, replay.nodes
     for v, shape in fed_shapes.items():
         name = v.node.name if v.node.kind == PLACEHOLDER else f"{v.node.name or v.node.op_name}/fed"
-        tensors[v] = _leaf(new.placeholder(tuple(shape), v.dtype, v.device, name=name), v.dtype in FLOAT_NP)
+        tensors[v] = leaf(new.placeholder(tuple(shape), v.dtype, v.device, name=name), v.dtype in FLOAT_NP)
         if v.node.kind == PLACEHOLDER:
             node_map[v.node] = tensors[v]._data.node
     replayed: set = set()
@@ -99,71 +98,8 @@ def specialize(graph, values, nodes, fed_shapes: dict) -> Specialized:
                     replayed.add(id(rec))
                     _replay_gradients(rec, tensors, node_map, fed)
                 continue
-            new_node = _replay_node(new, n, tensors, fed)
-            node_map[n] = new_node
-            try:
-                new_node.control_inputs = [node_map[c] for c in n.control_inputs]
-            except KeyError as e:
-                raise RuntimeError(f"cannot specialize {n!r}: its control input {e.args[0]!r} was not rebuilt") from None
+            replay.node(n)
     return Specialized(new, tensors, node_map)
-
-
-def _leaf(value: Value, requires_grad: bool) -> Tensor:
-    t = Tensor._make(value, value.device)
-    if requires_grad:
-        t._requires_grad = True
-    return t
-
-
-def _input(tensors: dict, x, n: GNode):
-    if not isinstance(x, Value):
-        return x
-    try:
-        return tensors[x]
-    except KeyError:
-        raise RuntimeError(
-            f"cannot specialize {n!r}: it uses {x!r}, an intermediate of a gradients() computation that is "
-            "rebuilt as a whole"
-        ) from None
-
-
-def _replay_node(new: Graph, n: GNode, tensors: dict, fed: set) -> GNode:
-    """Add a copy of node n to `new`, recording autograd as dispatch.apply would."""
-    if n.kind == PLACEHOLDER:
-        v = n.outputs[0]
-        value = new.placeholder(n.attrs["shape"], v.dtype, v.device, name=n.name)
-        tensors[v] = _leaf(value, v.dtype in FLOAT_NP)
-        return value.node
-    if n.kind in (VARIABLE, CAPTURE, CONSTANT):
-        v = n.outputs[0]
-        if n.kind == VARIABLE:
-            value, grad = new.variable(n.attrs["variable"], name=n.name), v.dtype in FLOAT_NP
-        elif n.kind == CAPTURE:
-            value, grad = new.capture(n.attrs["tensor"]), n.attrs["tensor"].requires_grad
-        else:
-            value, grad = new.constant(n.attrs["value"], v.device, name=n.name), False
-        tensors[v] = _leaf(value, grad)
-        return value.node
-    ins = [_input(tensors, x, n) for x in n.inputs]
-    arrays = [x._data if isinstance(x, Tensor) else x for x in ins]
-    device = n.outputs[0].device if n.outputs else next((x._device for x in ins if isinstance(x, Tensor)), None)
-    if device is None:
-        from ember.device import as_device
-
-        device = as_device("cpu")
-    res = new.add_op(n.op, arrays, n.attrs, device, name=n.name)
-    new_node = new.nodes[-1]
-    outs = [Tensor._make(v, v.device) for v in (res if isinstance(res, tuple) else (res,))]
-    linked = getattr(n.op, "autograd_inputs", None)
-    if linked is not None:  # a node autograd links to values it does not read as data (variable reads)
-        ins = [tensors[v] for v in linked(n.attrs) if v in tensors]
-    if n.op.differentiable and any(isinstance(x, Tensor) and x._requires_grad for x in ins):
-        if any(t._data.dtype in FLOAT_NP for t in outs):
-            record(n.op, n.attrs, tuple(ins), tuple(outs))
-    for old, t in zip(n.outputs, outs):
-        if old not in fed:
-            tensors[old] = t
-    return new_node
 
 
 def _replay_gradients(rec, tensors: dict, node_map: dict, fed: set) -> None:

@@ -12,8 +12,9 @@ from ember.ops.dispatch import apply
 from ember.ops.registry import Op, register
 from ember.ops.transfer_ops import transfer
 from ember.tensor import Tensor
-from ember.v1.convert import convert_to_tensor
+from ember.v1.convert import convert_to_tensor, graph_for, in_default_graph
 from ember.v1.graph_api import Operation, as_node, get_default_graph
+from ember.v1.naming import tf_op
 
 
 def _compatible(a: tuple, b: tuple) -> bool:
@@ -72,18 +73,19 @@ class ReadVariableOp(Op):
     name = "read_variable"
     stateful = True
 
-    def infer(self, variable):
+    def infer(self, variable, linked):
         return spec(variable.spec_shape, variable.spec_dtype)
 
-    def kernel(self, xp, variable):
+    def kernel(self, xp, variable, linked):
         return variable.read_storage()
 
     def vjp(self, ctx, g):
         return (g,)
 
     def autograd_inputs(self, attrs) -> list:
-        """Graph values autograd treats as this node's inputs (the variable it reads)."""
-        return [attrs["variable"]._data]
+        """Graph values autograd treats as this node's inputs (the variable, or its capture in a control-flow
+        function)."""
+        return [attrs["linked"]]
 
 
 read_variable_op = register(ReadVariableOp())
@@ -101,9 +103,10 @@ def link_gradient(op, out: Tensor, sources: tuple) -> Tensor:
 
 def read_variable(var) -> Tensor:
     """A read of the variable's storage when the node runs; gradients flow to the variable."""
-    graph = var._data.graph
-    value = graph.add_op(read_variable_op, [], {"variable": var}, var._device)
-    return link_gradient(read_variable_op, Tensor._make(value, var._device), (var,))
+    graph = graph_for(var)
+    source = in_default_graph(var) if graph is not var._data.graph else var
+    value = graph.add_op(read_variable_op, [], {"variable": var, "linked": source._data}, var._device)
+    return link_gradient(read_variable_op, Tensor._make(value, var._device), (source,))
 
 
 class NoOp(Op):
@@ -148,35 +151,39 @@ def _variable(ref):
     return ref
 
 
-_TF_NAMES = {"assign": "Assign", "assign_add": "AssignAdd", "assign_sub": "AssignSub"}
+def assign_value(ref, value) -> Tensor:
+    """An assign op without a name of its own (what a Variable's initializer is built from)."""
+    return _assign(assign_op, ref, value)
 
 
-def _assign(op, ref, value, name) -> Tensor:
+def _assign(op, ref, value) -> Tensor:
     var = _variable(ref)
     value = convert_to_tensor(value, dtype_hint=var.dtype)
     if value.dtype is not var.dtype:
         value = value.to(var.dtype)
     if value._device is not var._device:  # an assign runs with its variable: the value crosses over
         value = transfer(value, var._device)
-    graph = var._data.graph
+    graph = graph_for(var)
     out = graph.add_op(op, [value._data], {"variable": var}, var._device)
-    graph.name_node(out.node, name or _TF_NAMES[op.name])
     return Tensor._make(out, var._device)
 
 
+@tf_op("Assign")
 def assign(ref, value, validate_shape: bool = True, use_locking: bool = True, name: str | None = None) -> Tensor:
     """Write `value` into the variable `ref` when run; the result is its new value."""
-    return _assign(assign_op, ref, value, name)
+    return _assign(assign_op, ref, value)
 
 
+@tf_op("AssignAdd")
 def assign_add(ref, value, use_locking: bool = True, name: str | None = None) -> Tensor:
     """Add `value` to the variable `ref` when run; the result is its new value."""
-    return _assign(assign_add_op, ref, value, name)
+    return _assign(assign_add_op, ref, value)
 
 
+@tf_op("AssignSub")
 def assign_sub(ref, value, use_locking: bool = True, name: str | None = None) -> Tensor:
     """Subtract `value` from the variable `ref` when run; the result is its new value."""
-    return _assign(assign_sub_op, ref, value, name)
+    return _assign(assign_sub_op, ref, value)
 
 
 def _flatten_ops(items) -> list:
@@ -209,6 +216,7 @@ def group(*inputs, name: str | None = None) -> Operation:
     return Operation(node)
 
 
+@tf_op("Identity")
 def identity(input, name: str | None = None) -> Tensor:
     """The same value as a new node (after any control dependencies); a variable is read when it runs."""
     from ember.v1.variables import Variable
@@ -220,6 +228,7 @@ def identity(input, name: str | None = None) -> Tensor:
     return _ops.identity(convert_to_tensor(input))
 
 
+@tf_op("StopGradient")
 def stop_gradient(input, name: str | None = None) -> Tensor:
     """The same value, but gradients() treats it as a constant."""
     return apply(stop_gradient_op, convert_to_tensor(input))

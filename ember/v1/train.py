@@ -6,19 +6,39 @@ accumulators), so running the returned operation performs one training step.
 
 from __future__ import annotations
 
+import numpy as np
+
 from ember import dtypes as dt
 from ember.tensor import Tensor
-from ember.v1.constant_ops import zeros
+from ember.v1.constant_ops import fill
 from ember.v1.convert import convert_to_tensor, is_symbolic
 from ember.v1.gradients_impl import gradients
 from ember.v1.graph_api import TRAINABLE_VARIABLES, Operation, control_dependencies, device, get_default_graph
+from ember.v1.learning_rate_decay import (  # tf.train's schedules
+    exponential_decay,
+    inverse_time_decay,
+    piecewise_constant,
+    polynomial_decay,
+)
 from ember.v1.math_ops import sqrt
+from ember.v1.saver import (  # tf.train's checkpoints
+    CheckpointState,
+    Saver,
+    checkpoint_exists,
+    get_checkpoint_state,
+    latest_checkpoint,
+    list_variables,
+    load_variable,
+    update_checkpoint_state,
+)
 from ember.v1.state_ops import assign, assign_add, assign_sub, group
 from ember.v1.variables import Variable
 
 __all__ = [
-    "AdamOptimizer", "GradientDescentOptimizer", "MomentumOptimizer", "Optimizer", "get_global_step",
-    "get_or_create_global_step",
+    "AdagradOptimizer", "AdamOptimizer", "GradientDescentOptimizer", "MomentumOptimizer", "Optimizer",
+    "RMSPropOptimizer", "CheckpointState", "Saver", "checkpoint_exists", "get_checkpoint_state", "latest_checkpoint",
+    "list_variables", "load_variable", "update_checkpoint_state", "exponential_decay", "get_global_step", "get_or_create_global_step", "inverse_time_decay",
+    "piecewise_constant", "polynomial_decay",
 ]
 
 
@@ -90,10 +110,15 @@ class Optimizer:
         return sorted(self._slots)
 
     def _zeros_slot(self, var: Variable, slot: str, op_name: str) -> Variable:
+        return self._filled_slot(var, slot, op_name, 0.0)
+
+    def _filled_slot(self, var: Variable, slot: str, op_name: str, value: float) -> Variable:
+        """The slot variable `slot` of `var` ("<var>/<op_name>"), made on first use filled with `value`."""
         slots = self._slots.setdefault(slot, {})
         if var not in slots:
-            with device(var.device):
-                slots[var] = Variable(zeros(var.spec_shape, dtype=var.dtype), trainable=False,
+            graph = var.graph
+            with graph.as_default(), graph.name_scope(None), device(var.device):
+                slots[var] = Variable(fill(var.spec_shape, np.asarray(value, dtype=var.spec_dtype)), trainable=False,
                                       name=f"{var.op_name}/{op_name}")
         return slots[var]
 
@@ -198,6 +223,60 @@ class AdamOptimizer(Optimizer):
             up1 = assign(b1p, b1p * self._hyper(self._beta1, b1p))
             up2 = assign(b2p, b2p * self._hyper(self._beta2, b2p))
         return group(*update_ops, up1, up2, name=name)
+
+
+class RMSPropOptimizer(Optimizer):
+    """TF1's RMSProp: ms = decay * ms + (1 - decay) * g^2 (ms starts at ones); mom = momentum * mom +
+    lr * g / sqrt(ms + epsilon); var -= mom. Centered: the mean gradient mg is tracked and ms - mg^2 used."""
+
+    def __init__(self, learning_rate, decay=0.9, momentum=0.0, epsilon=1e-10, use_locking: bool = False,
+                 centered: bool = False, name: str = "RMSProp") -> None:
+        super().__init__(use_locking, name)
+        self._lr, self._decay, self._momentum, self._epsilon = learning_rate, decay, momentum, epsilon
+        self._centered = bool(centered)
+
+    def _create_slots(self, var_list):
+        for v in var_list:
+            self._filled_slot(v, "rms", self._name, 1.0)
+            if self._centered:
+                self._zeros_slot(v, "mg", self._name)
+            self._zeros_slot(v, "momentum", self._name)
+
+    def _apply_dense(self, grad, var):
+        lr, rho = self._hyper(self._lr, var), self._hyper(self._decay, var)
+        mu, eps = self._hyper(self._momentum, var), self._hyper(self._epsilon, var)
+        ms, mom = self.get_slot(var, "rms"), self.get_slot(var, "momentum")
+        ms_t = assign(ms, ms * rho + grad * grad * (1.0 - rho))
+        denom = ms_t
+        updates = [ms_t]
+        if self._centered:
+            mg = self.get_slot(var, "mg")
+            mg_t = assign(mg, mg * rho + grad * (1.0 - rho))
+            denom = ms_t - mg_t * mg_t
+            updates.append(mg_t)
+        mom_t = assign(mom, mom * mu + lr * grad / sqrt(denom + eps))
+        return group(assign_sub(var, mom_t), mom_t, *updates)
+
+
+class AdagradOptimizer(Optimizer):
+    """TF1's Adagrad: accum += g^2 (accum starts at initial_accumulator_value); var -= lr * g / sqrt(accum)."""
+
+    def __init__(self, learning_rate, initial_accumulator_value=0.1, use_locking: bool = False,
+                 name: str = "Adagrad") -> None:
+        if initial_accumulator_value <= 0.0:
+            raise ValueError(f"initial_accumulator_value must be positive: {initial_accumulator_value}")
+        super().__init__(use_locking, name)
+        self._lr = learning_rate
+        self._initial = float(initial_accumulator_value)
+
+    def _create_slots(self, var_list):
+        for v in var_list:
+            self._filled_slot(v, "accumulator", self._name, self._initial)
+
+    def _apply_dense(self, grad, var):
+        acc = self.get_slot(var, "accumulator")
+        acc_t = assign_add(acc, grad * grad)
+        return group(assign_sub(var, self._hyper(self._lr, var) * grad / sqrt(acc_t)), acc_t)
 
 
 def _cast(t: Tensor, like: Tensor) -> Tensor:

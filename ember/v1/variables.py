@@ -1,30 +1,35 @@
-"""`Variable`: a symbolic tensor whose value is storage that persists between runs; initializers."""
+"""`Variable`: a symbolic tensor whose value persists between runs of a session; initializers."""
 
 from __future__ import annotations
-
-import threading
 
 import numpy as np
 
 from ember.errors import fmt_shape
+from ember.ops._rules import spec
+from ember.ops.registry import Op, register
 from ember.tensor import Tensor
+from ember.v1 import variable_values
 from ember.v1.convert import convert_to_tensor, is_symbolic
-from ember.v1.errors import FailedPreconditionError
 from ember.v1.graph_api import GLOBAL_VARIABLES, TRAINABLE_VARIABLES, Operation, get_default_graph
-from ember.v1.state_ops import assign, assign_add, assign_sub, group
+from ember.v1.naming import tf_op
+from ember.v1.state_ops import assign, assign_add, assign_sub, assign_value, group
+from ember.v1.tensor_shape import TensorShape
 
 
 class Variable(Tensor):
     """A graph tensor read from the variable's storage at each run; `initializer` fills the storage.
 
-    The storage belongs to the Variable, so every session of its graph sees the same values
-    (in TF1 each session holds its own). Comparison is by identity, as for TF1 variables.
+    As in TF1, the storage belongs to a session: each session of the graph holds its own value
+    (see variable_values.py). Comparison is by identity, as for TF1 variables.
     """
 
     def __init__(self, initial_value=None, trainable: bool = True, collections=None, validate_shape: bool = True,
                  name: str | None = None, dtype=None) -> None:
         if initial_value is None:
             raise ValueError("Variable: initial_value must be given")
+        if _in_function_graph():
+            _lifted_init(self, initial_value, trainable, collections, validate_shape, name, dtype)
+            return
         if callable(initial_value):
             initial_value = initial_value()
         graph = get_default_graph()
@@ -44,48 +49,27 @@ class Variable(Tensor):
         self.spec_dtype = init._data.dtype
         self.storage_device = init._device
         self.trainable = bool(trainable)
-        self._storage = None
-        self._lock = threading.Lock()
         value = graph.variable(self, name=self.op_name)
         Tensor._init(self, value, init._device)
         if self.is_floating_point():
             self.requires_grad_(True)  # gradients() reaches variables through autograd
         self.initial_value = init
-        self._initializer_value = assign(self, init)
+        with graph.absolute_scope(self.op_name):  # the initializer is "<name>/Assign", as in TF1
+            self._initializer_value = assign_value(self, init)
         self.initializer = Operation(self._initializer_value._data.node)
-        graph.name_node(self.initializer.node, f"{self.op_name}/Assign", scoped=False)
         for key in collections if collections is not None else [GLOBAL_VARIABLES]:
             graph.add_to_collection(key, self)
         if trainable and TRAINABLE_VARIABLES not in (collections or ()):
             graph.add_to_collection(TRAINABLE_VARIABLES, self)
 
-    # --- storage (used by the executor and the assign kernels) ----------------------------
+    # --- storage (used by the executor and the assign kernels, inside a session's run) ----------
     def read_storage(self):
-        """The current storage; an error naming the variable if it was never initialised."""
-        storage = self._storage
-        if storage is None:
-            raise FailedPreconditionError(f"Attempting to use uninitialized value {self.op_name}")
-        return storage
+        """The value in the running session; FailedPreconditionError if it was never initialised there."""
+        return variable_values.current().read(self)
 
     def write(self, xp, value, mode: str = "set"):
-        """Set, add to or subtract from the storage; returns the storage."""
-        with self._lock:
-            cur = self._storage
-            if mode == "set":
-                if cur is None or tuple(cur.shape) != tuple(value.shape):
-                    self._storage = xp.array(value, dtype=self.spec_dtype, copy=True)
-                else:
-                    xp.copyto(cur, value, casting="unsafe")
-                return self._storage
-            if cur is None:
-                raise FailedPreconditionError(f"Attempting to use uninitialized value {self.op_name}")
-            ufunc = xp.add if mode == "add" else xp.subtract
-            ufunc(cur, value, out=cur, casting="unsafe")
-            return cur
-
-    def is_initialized_now(self) -> bool:
-        """Whether the storage holds a value."""
-        return self._storage is not None
+        """Set, add to or subtract from the value in the running session; returns the stored array."""
+        return variable_values.current().write(self, xp, value, mode)
 
     # --- TF1's Variable interface ------------------------------------------------------------
     @property
@@ -100,9 +84,9 @@ class Variable(Tensor):
     def graph(self):
         return self._data.graph
 
-    def get_shape(self) -> tuple:
+    def get_shape(self) -> TensorShape:
         """The static shape."""
-        return self.spec_shape
+        return TensorShape(self.spec_shape)
 
     def value(self) -> Tensor:
         """The variable as a tensor (read at the start of each run; gradients reach the variable)."""
@@ -134,12 +118,14 @@ class Variable(Tensor):
         return assign_sub(self, delta, name=name)
 
     def load(self, value, session=None) -> None:
-        """Write a value into the storage now (outside any graph run)."""
+        """Write a value into the variable in `session` (default: the default session) now, outside any run."""
+        from ember.v1.session import default_session_for
+
         arr = np.asarray(value, dtype=self.spec_dtype)
         if arr.shape != self.spec_shape:
             raise ValueError(f"load: value of shape {arr.shape} for variable {self.op_name} of shape {self.spec_shape}")
         backend = self._device.backend
-        self.write(backend.xp, backend.from_host(arr), "set")
+        default_session_for(self.graph, session).variable_values.write(self, backend.xp, backend.from_host(arr))
 
     def eval(self, feed_dict=None, session=None):
         """The variable's value in `session` (default: the default session)."""
@@ -158,6 +144,26 @@ class Variable(Tensor):
 
     def __repr__(self) -> str:
         return f"<tf.Variable '{self.name}' shape={fmt_shape(self.spec_shape)} dtype={self.dtype.name}>"
+
+
+def _in_function_graph() -> bool:
+    from ember.v1.control_flow_ops import in_function_graph
+
+    return in_function_graph()
+
+
+def _lifted_init(var, initial_value, trainable, collections, validate_shape, name, dtype) -> None:
+    """A variable made inside a cond branch or a loop body lives in the outermost graph (TF1's rule)."""
+    from ember.v1.control_flow_ops import init_scope
+
+    if is_symbolic(initial_value) and hasattr(initial_value._data.node.graph, "outer"):
+        raise ValueError(
+            f"Initializer for variable {name or 'Variable'} is from inside a control-flow construct, such as a "
+            "loop or conditional. When creating a variable inside a loop or conditional, use a lambda as the "
+            "initializer."
+        )
+    with init_scope():
+        Variable.__init__(var, initial_value, trainable, collections, validate_shape, name, dtype)
 
 
 def _as_dtype(dtype):
@@ -198,6 +204,63 @@ def local_variables_initializer() -> Operation:
     return group(name="local_init")
 
 
-def report_uninitialized_variables(var_list=None) -> list:
-    """Names of the variables whose storage holds no value yet (checked now, not in a graph run)."""
-    return [v.op_name for v in (var_list or global_variables()) if not v.is_initialized_now()]
+class ReportUninitializedOp(Op):
+    """The names (bytes) of the variables that hold no value in the running session, as a 1-D array."""
+
+    name = "report_uninitialized_variables"
+    differentiable = False
+    stateful = True  # its result depends on the session's state when it runs
+    fresh_output = True
+
+    def infer(self, variables):
+        return spec((None,), np.dtype(object))
+
+    def kernel(self, xp, variables):
+        values = variable_values.current()
+        return np.array([v.op_name.encode() for v in variables if not values.has(v)], dtype=object)
+
+
+report_uninitialized_op = register(ReportUninitializedOp())
+
+
+class IsInitializedOp(Op):
+    """Whether one variable holds a value in the running session (a bool scalar)."""
+
+    name = "is_variable_initialized"
+    differentiable = False
+    stateful = True
+    fresh_output = True
+
+    def infer(self, variable):
+        return spec((), np.dtype(bool))
+
+    def kernel(self, xp, variable):
+        return xp.asarray(variable_values.current().has(variable))
+
+
+is_initialized_op = register(IsInitializedOp())
+
+
+@tf_op("report_uninitialized_variables")
+def report_uninitialized_variables(var_list=None, name: str = "report_uninitialized_variables") -> Tensor:
+    """A tensor: the names of the variables (default: all) not initialised when it runs, as bytes."""
+    graph = get_default_graph()
+    variables = tuple(global_variables() if var_list is None else var_list)
+    value = graph.add_op(report_uninitialized_op, [], {"variables": variables}, graph.device)
+    return Tensor._make(value, graph.device)
+
+
+@tf_op("IsVariableInitialized")
+def is_variable_initialized(variable, name: str | None = None) -> Tensor:
+    """A bool tensor: whether `variable` holds a value when it runs."""
+    graph = get_default_graph()
+    value = graph.add_op(is_initialized_op, [], {"variable": variable}, graph.device)
+    return Tensor._make(value, graph.device)
+
+
+@tf_op("assert_variables_initialized")
+def assert_variables_initialized(var_list=None) -> Tensor:
+    """An op (a tensor here) that fails with FailedPreconditionError when run if a variable is uninitialised."""
+    from ember.v1.check_ops import assert_empty
+
+    return assert_empty(report_uninitialized_variables(var_list), "uninitialized variables")

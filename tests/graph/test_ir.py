@@ -26,6 +26,15 @@ def test_dump_shows_ops_shapes_and_devices():
     g.check()
 
 
+def test_indexing_keeps_unknown_dimensions_unknown():
+    g = Graph()
+    s = _sym(g, (5, None, 3))
+    assert s[0].shape == (None, 3) and s[:, 1].shape == (5, 3) and s[:, 1:].shape == (5, None, 3)
+    assert s[..., 0].shape == (5, None) and s[:, -1].shape == (5, 3) and s[1:3].shape == (2, None, 3)
+    with pytest.raises(IndexError, match="getitem"):
+        s[7]
+
+
 def test_static_shape_mismatch_is_reported_where_the_node_is_built():
     g = Graph()
     x = _sym(g, (None, 784))

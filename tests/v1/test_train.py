@@ -74,6 +74,56 @@ def test_adam(graph, sess):
     np.testing.assert_allclose(sess.run(opt.get_slot(w, "v")), v, rtol=1e-10)
 
 
+@pytest.mark.parametrize("centered", [False, True])
+def test_rmsprop(graph, sess, centered):
+    w, loss = quadratic(graph)
+    opt = tf.train.RMSPropOptimizer(0.05, decay=0.8, momentum=0.5, epsilon=1e-6, centered=centered)
+    train = opt.minimize(loss)
+    assert opt.get_slot(w, "rms").name == "w/RMSProp:0"
+    values = run_steps(sess, train, w, 5)
+    ref, ms, mg, mom = W0.copy(), np.ones(3), np.zeros(3), np.zeros(3)  # TF1 starts the mean square at one
+    for got in values:
+        g = grad(ref)
+        ms = 0.8 * ms + 0.2 * g * g
+        mg = 0.8 * mg + 0.2 * g
+        mom = 0.5 * mom + 0.05 * g / np.sqrt((ms - mg * mg if centered else ms) + 1e-6)
+        ref = ref - mom
+        np.testing.assert_allclose(got, ref, rtol=1e-10)
+
+
+def test_adagrad(graph, sess):
+    w, loss = quadratic(graph)
+    opt = tf.train.AdagradOptimizer(0.3, initial_accumulator_value=0.2)
+    values = run_steps(sess, opt.minimize(loss), w, 5)
+    ref, acc = W0.copy(), np.full(3, 0.2)
+    for got in values:
+        g = grad(ref)
+        acc = acc + g * g
+        ref = ref - 0.3 * g / np.sqrt(acc)
+        np.testing.assert_allclose(got, ref, rtol=1e-10)
+    with pytest.raises(ValueError, match="initial_accumulator_value must be positive"):
+        tf.train.AdagradOptimizer(0.1, initial_accumulator_value=0.0)
+
+
+def test_learning_rate_schedules(graph, sess):
+    step = tf.placeholder(tf.int64, [])
+    schedules = {
+        "exp": tf.train.exponential_decay(0.1, step, 10, 0.5),
+        "exp_stair": tf.train.exponential_decay(0.1, step, 10, 0.5, staircase=True),
+        "inverse": tf.train.inverse_time_decay(0.1, step, 10, 0.5),
+        "poly": tf.train.polynomial_decay(0.1, step, 20, end_learning_rate=0.01, power=2.0),
+        "piecewise": tf.train.piecewise_constant(step, [5, 15], [1.0, 0.5, 0.1]),
+    }
+    for s in (0, 5, 6, 15, 16, 30):
+        got = sess.run(schedules, {step: s})
+        p = min(s, 20)
+        want = {"exp": 0.1 * 0.5 ** (s / 10), "exp_stair": 0.1 * 0.5 ** (s // 10), "inverse": 0.1 / (1 + 0.5 * s / 10),
+                "poly": (0.1 - 0.01) * (1 - p / 20) ** 2 + 0.01, "piecewise": 1.0 if s <= 5 else 0.5 if s <= 15 else 0.1}
+        for k in want:
+            np.testing.assert_allclose(got[k], want[k], rtol=1e-6, err_msg=f"{k} at step {s}")
+    assert schedules["exp"].dtype is tf.float32
+
+
 def _beta_powers(graph):
     names = {v.op_name: v for v in graph.get_collection(tf.GLOBAL_VARIABLES)}
     return names["beta1_power"], names["beta2_power"]

@@ -1,0 +1,79 @@
+"""Graph-tensor methods (TF1's `Tensor` interface): name, op, graph, static shape, consumers, eval.
+
+They describe a tensor of a graph (an `ember.v1` graph, or one `ember.jit` is tracing). A concrete
+tensor has no name (`name` is None, as in PyTorch) and no op or graph.
+"""
+
+from __future__ import annotations
+
+from ember.backends.meta import is_symbolic
+
+
+class GraphMixin:
+    """TF1's introspection of graph tensors on `ember.Tensor`."""
+
+    __slots__ = ()
+
+    def _graph_value(self, what: str):
+        if not is_symbolic(self):
+            raise AttributeError(
+                f"{what}: only tensors of a graph (ember.v1, or a function ember.jit traces) have it; "
+                "this tensor is concrete"
+            )
+        return self._data
+
+    @property
+    def name(self):
+        """"op_name:index" for a graph tensor ("scope/MatMul:0"); None for a concrete tensor."""
+        if not is_symbolic(self):
+            return None
+        v = self._data
+        node = v.node
+        return f"{node.name or f'{node.op_name}_{node.id}'}:{v.index}"
+
+    @property
+    def op(self):
+        """The operation that produces this graph tensor."""
+        from ember.v1.graph_api import Operation
+
+        return Operation(self._graph_value("op").node)
+
+    @property
+    def graph(self):
+        """The graph this tensor belongs to."""
+        return self._graph_value("graph").node.graph
+
+    @property
+    def value_index(self) -> int:
+        """Which output of its operation this tensor is."""
+        return self._graph_value("value_index").index
+
+    def get_shape(self):
+        """The static shape as a TensorShape (unknown dimensions are Dimension(None))."""
+        from ember.v1.tensor_shape import TensorShape
+
+        if is_symbolic(self):
+            node = self._data.node
+            if node.kind == "placeholder" and node.attrs.get("shape", ()) is None:
+                return TensorShape(None)  # a placeholder of unknown rank
+        return TensorShape(self.shape)
+
+    def set_shape(self, shape) -> None:
+        """Refine this graph tensor's static shape with `shape` (a ValueError if they disagree)."""
+        from ember.v1.tensor_shape import as_shape
+
+        merged = self.get_shape().merge_with(as_shape(shape))
+        self._graph_value("set_shape").shape = tuple(merged.as_list())
+
+    def consumers(self) -> list:
+        """The operations that read this graph tensor."""
+        from ember.v1.graph_api import Operation
+
+        v = self._graph_value("consumers")
+        return [Operation(n) for n in v.node.graph.nodes if any(x is v for x in n.inputs)]
+
+    def eval(self, feed_dict=None, session=None):
+        """The value of this graph tensor in a session (TF1's `tensor.eval()`, for ember.v1 graphs)."""
+        from ember.v1.session import evaluate
+
+        return evaluate(self, feed_dict, session)

@@ -1,0 +1,1 @@
+"""Utilities used by more than one layer: TensorBoard event files (`ember.utils.event_file`)."""
