@@ -80,6 +80,10 @@ def aggregate(messages: Tensor, target: Tensor, num_nodes: int, reduce: str = "s
     base = em.zeros(num_nodes, *messages.shape[1:], dtype=messages.dtype, device=messages.device)
     if reduces[reduce] == "sum":
         return base.index_add(0, target, messages)
+    if reduces[reduce] == "mean":  # a sum and a count: cheaper than a scattered mean, and the same values
+        count = em.zeros(num_nodes, dtype=messages.dtype, device=messages.device).index_add(
+            0, target, em.ones(target.shape[0], dtype=messages.dtype, device=messages.device))
+        return base.index_add(0, target, messages) / count.clamp_min(1.0).reshape(-1, *([1] * (messages.ndim - 1)))
     return base.index_reduce(0, target, messages, reduces[reduce], include_self=False)
 
 

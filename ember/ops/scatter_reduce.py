@@ -26,6 +26,7 @@ from ember.ops.indexing import (
 )
 from ember.ops.opmath import rounded, upcast
 from ember.ops.registry import Op, defop
+from ember.ops.row_reduce import reduce_into_rows, single_axis_rows
 
 REDUCES = ("sum", "prod", "mean", "amax", "amin")
 _UFUNC = {"sum": "add", "mean": "add", "prod": "multiply", "amax": "maximum", "amin": "minimum"}
@@ -45,11 +46,17 @@ def _identity(reduce: str, dtype):
     return info.min if reduce == "amax" else info.max
 
 
-def _ufunc_at(xp, reduce: str, out, idx, values) -> None:
-    """out[idx] op= values, applying every repeated index (NumPy's ufunc.at; cupyx for CuPy)."""
+def _ufunc_at(xp, reduce: str, out, idx, values, rows=None, axis: int = 0) -> None:
+    """out[idx] op= values, applying every repeated index (NumPy's ufunc.at; cupyx for CuPy).
+
+    `rows`: the 1-D index when idx only varies along `axis`, which a sort and a reduceat do much faster.
+    """
     name = _UFUNC[reduce]
     if xp is np:
-        getattr(np, name).at(out, idx, values)
+        if rows is not None:
+            reduce_into_rows(getattr(np, name), out, rows, values, axis)
+        else:
+            getattr(np, name).at(out, idx, values)
         return
     import cupyx
 
@@ -97,12 +104,13 @@ class _ScatterReduce(Op):
         exact = reduce in ("amax", "amin")  # picks, not sums: no wider accumulator needed
         out = (x if exact else upcast(x)).copy()
         values = src if exact else upcast(src)
+        rows = single_axis_rows(index, x.shape, d) if xp is np and x.ndim else None
         if not include_self:
             out[idx] = _identity(reduce, out.dtype)
-        _ufunc_at(xp, reduce, out, idx, values)
+        _ufunc_at(xp, reduce, out, idx, values, rows, d)
         if reduce == "mean":
             count = xp.full(x.shape, 1 if include_self else 0, dtype=np.int64)
-            _ufunc_at(xp, "sum", count, idx, xp.ones(index.shape, dtype=np.int64))
+            _ufunc_at(xp, "sum", count, idx, xp.ones(index.shape, dtype=np.int64), rows, d)
             hit = count > 0
             safe = xp.maximum(count, 1)
             mean = out // safe if out.dtype.kind in "iu" else out / safe.astype(out.dtype)
