@@ -78,6 +78,7 @@ del _dtypes
 
 _LAZY_SUBMODULES = (
     "nn", "optim", "data", "datasets", "models", "graph", "v1", "numpy", "profiler", "memory", "train", "runtime",
+    "sparse", "distributions",
 )
 
 
@@ -90,6 +91,10 @@ def __getattr__(name: str):
         import importlib
 
         return importlib.import_module(f"ember.{name}")
+    if name == "sparse_coo_tensor":
+        from ember.sparse import sparse_coo_tensor
+
+        return sparse_coo_tensor
     if name == "summary":
         from ember.models.summary import summary
 

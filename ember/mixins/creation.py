@@ -34,6 +34,12 @@ class CreationMixin:
                                      requires_grad=requires_grad)
 
     # --- random fills ----------------------------------------------------------------------
+    def to_sparse(self):
+        """This tensor's non-zero entries as a coalesced `ember.sparse.SparseCOOTensor`."""
+        from ember.sparse import to_sparse
+
+        return to_sparse(self)
+
     def _fill_random(self, draw, generator=None):
         """Write host-drawn random values into self in place (no autograd history)."""
         sample = ember.creation._random(self.device, tuple(self.shape), self._data.dtype, draw, False, generator)

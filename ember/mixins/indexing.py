@@ -22,6 +22,14 @@ class IndexingMixin:
         """`ember.scatter_add(self, ...)`."""
         return ember.ops.scatter_add(self, *args, **kwargs)
 
+    def scatter_reduce(self, *args, **kwargs):
+        """`ember.scatter_reduce(self, ...)`."""
+        return ember.ops.scatter_reduce(self, *args, **kwargs)
+
+    def index_reduce(self, *args, **kwargs):
+        """`ember.index_reduce(self, ...)`."""
+        return ember.ops.index_reduce(self, *args, **kwargs)
+
     def index_select(self, *args, **kwargs):
         """`ember.index_select(self, ...)`."""
         return ember.ops.index_select(self, *args, **kwargs)

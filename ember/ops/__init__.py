@@ -28,6 +28,7 @@ from ember.ops.reduction import (
     sum, var, var_mean,
 )
 from ember.ops.registry import OPS, Op
+from ember.ops.scatter_reduce import index_reduce, scatter_reduce, segment_reduce
 from ember.ops.shape import (
     broadcast_tensors, broadcast_to, cast, cat, clone, concat, concatenate, contiguous, diagonal, expand,
     expand_as, flatten, flip, fliplr, flipud, hstack, identity, movedim, moveaxis, narrow, pad, permute, repeat,

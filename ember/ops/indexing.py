@@ -11,6 +11,7 @@ from ember.ops import dispatch
 from ember.ops._rules import BOOL_NP, FLOAT_NP, INT64_NP, binary_dtype, norm_dim, spec
 from ember.ops.dispatch import apply, apply_unary
 from ember.ops.registry import Op, register
+from ember.ops.row_reduce import reduce_into_rows
 from ember.symbolic import carry_symbols, has_symbols, values_of
 
 # --- index templates ---------------------------------------------------------------
@@ -158,7 +159,14 @@ _getitem_op = register(GetItemOp())
 
 def _add_at(xp, out, idx, values):
     if xp is np:
-        np.add.at(out, idx, values)
+        axis = len(idx) - 1 if type(idx) is tuple and idx else -1
+        rows = idx[-1] if axis >= 0 else None
+        if rows is not None and all(type(i) is slice and i == slice(None) for i in idx[:-1]) \
+                and getattr(rows, "ndim", 0) == 1 and rows.dtype.kind in "iu" \
+                and getattr(values, "shape", ()) == out.shape[:axis] + rows.shape + out.shape[axis + 1:]:
+            reduce_into_rows(np.add, out, rows, values, axis)  # index_add's form: whole slices at rows
+        else:
+            np.add.at(out, idx, values)
     else:
         import cupyx
 

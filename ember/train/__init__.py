@@ -3,7 +3,8 @@
 from ember.train.callbacks import Callback, EarlyStopping, LRSchedulerCallback, ModelCheckpoint
 from ember.train.history import History
 from ember.train.loop import evaluate, fit
+from ember.train.progress import progress_bar
 from ember.train.trainer import Trainer
 
 __all__ = ["fit", "evaluate", "History", "Callback", "ModelCheckpoint", "EarlyStopping", "LRSchedulerCallback",
-           "Trainer"]
+           "Trainer", "progress_bar"]

@@ -79,6 +79,7 @@ class OpRow:
     dtypes: tuple = FLOATS
     grad: bool = True  # differentiable: floating inputs get gradients
     torch_grad: bool = True  # PyTorch has this derivative too (else only finite differences check it)
+    torch_second: bool = True  # PyTorch has the second derivative too (else finite differences of the gradient check it)
     gradcheck: bool | None = None  # finite differences (defaults to `grad`)
     meta: bool = True  # shape/dtype on the meta device
     nograd: tuple = ()  # floating inputs that get no gradient (constants of the op)

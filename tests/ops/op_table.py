@@ -847,6 +847,101 @@ row("sort_int_descending_stable", lambda L, x: L.sort(x, dim=0, descending=True,
     lambda r: [r.ints((8,), -3, 3)], tol=EXACT, grad=False, dtypes=("int64",))
 
 
+# --- reductions into indexed positions (message passing), segments, sparse COO tensors ---------------------------
+def _scatter_reduce_args(gen: str = "normal", zeros: bool = False):
+    """[self (3, 4), index (3, 6) into 4 positions, src (3, 6)]; `zeros` puts one 0 in self and one in src."""
+
+    def make(r: Rand):
+        x, src = getattr(r, gen)((3, 4)), getattr(r, gen)((3, 6))
+        if zeros:
+            x[1, 1], src[0, 0] = 0.0, 0.0
+        return [x, r.ints((3, 6), 0, 4), src]
+
+    return make
+
+
+for _red in ("sum", "prod", "mean", "amax", "amin"):
+    for _inc in (True, False):
+        # amax/amin: distinct values (ties are checked below, without finite differences).
+        row(f"scatter_reduce_{_red}{'' if _inc else '_exclude_self'}",
+            lambda L, x, i, s, _red=_red, _inc=_inc: L.scatter_reduce(x, 1, i, s, _red, include_self=_inc),
+            _scatter_reduce_args("distinct" if _red in ("amax", "amin") else "normal"), tol=REDUCTION)
+row("scatter_reduce_prod_zeros", lambda L, x, i, s: L.scatter_reduce(x, 1, i, s, "prod"),
+    _scatter_reduce_args(zeros=True), tol=REDUCTION)
+row("scatter_reduce_amax_ties", lambda L, x, i, s: x.scatter_reduce(0, i, s, "amax"),
+    lambda r: [np.round(r.normal((3, 2))), r.ints((5, 2), 0, 3), np.round(r.normal((5, 2)))], gradcheck=False,
+    zero_sign=False)
+row("scatter_reduce_mean_dim0", lambda L, x, i, s: x.scatter_reduce(0, i, s, "mean", include_self=False),
+    lambda r: [r.normal((3, 2)), r.ints((5, 2), 0, 3), r.normal((5, 2))], tol=REDUCTION)
+# PyTorch's backward fails when src is larger than index, so finite differences check this gradient.
+row("scatter_reduce_src_larger", lambda L, x, i, s: L.scatter_reduce(x, 1, i, s, "mean"),
+    lambda r: [r.normal((3, 4)), r.ints((2, 3), 0, 4), r.normal((3, 5))], tol=REDUCTION, torch_grad=False)
+row("scatter_reduce_int", lambda L, x, i, s: (L.scatter_reduce(x, 1, i, s, "sum"), L.scatter_reduce(x, 1, i, s, "mean"),
+                                              L.scatter_reduce(x, 1, i, s, "amax", include_self=False)),
+    lambda r: [r.ints((3, 4), -9, 10), r.ints((3, 6), 0, 4), r.ints((3, 6), -9, 10)], tol=EXACT, grad=False,
+    dtypes=("int64",))
+for _red in ("prod", "mean", "amax", "amin"):
+    row(f"index_reduce_{_red}", lambda L, x, i, s, _red=_red: L.index_reduce(x, 0, i, s, _red),
+        lambda r, _red=_red: [r.distinct((4, 3)), r.ints((6,), 0, 4), r.distinct((6, 3))], tol=REDUCTION)
+row("index_reduce_mean_exclude_self", lambda L, x, i, s: x.index_reduce(1, i, s, "mean", include_self=False),
+    lambda r: [r.normal((2, 4)), r.ints((5,), 0, 4), r.normal((2, 5))], tol=REDUCTION)
+
+
+def _segments(with_empty: bool = True):
+    """[data (rows, 3), lengths] with a few segments, one of them empty."""
+
+    def make(r: Rand):
+        lengths = np.array([2, 0, 3, 1] if with_empty else [1, 3, 2], dtype=np.int64)
+        return [r.distinct((int(lengths.sum()), 3)), lengths]
+
+    return make
+
+
+# PyTorch 2.13 has no second derivative of segment_reduce; finite differences check Ember's.
+for _red in ("sum", "mean", "max", "min", "prod"):
+    row(f"segment_reduce_{_red}", lambda L, d, n, _red=_red: L.segment_reduce(d, _red, lengths=n),
+        _segments(with_empty=False), tol=REDUCTION, torch_second=False)
+# An empty segment gives 0, nan, -inf, inf and 1 (non-finite outputs: no finite differences).
+row("segment_reduce_empty", lambda L, d, n: tuple(L.segment_reduce(d, red, lengths=n)
+                                                  for red in ("sum", "mean", "max", "min", "prod")),
+    _segments(), tol=REDUCTION, gradcheck=False, torch_second=False)
+row("segment_reduce_initial", lambda L, d, n: (L.segment_reduce(d, "sum", lengths=n, initial=0.5),
+                                               L.segment_reduce(d, "mean", lengths=n, initial=0.5),
+                                               L.segment_reduce(d, "max", lengths=n, initial=0.5)),
+    _segments(), tol=REDUCTION, torch_second=False)
+row("segment_reduce_offsets", lambda L, d, o: L.segment_reduce(d, "mean", offsets=o),
+    lambda r: [r.normal((6, 2)), np.array([0, 1, 4, 6])], tol=REDUCTION, torch_second=False)
+
+
+def _coo(n: int = 3, m: int = 4, nnz: int = 6, dense: tuple = ()):
+    """[indices (2, nnz) with repeated coordinates (uncoalesced), values (nnz, *dense)]."""
+
+    def make(r: Rand):
+        idx = np.stack([r.ints((nnz,), 0, n), r.ints((nnz,), 0, m)])
+        idx[:, 1] = idx[:, 0]  # at least one coordinate twice
+        return [idx, r.normal((nnz, *dense))]
+
+    return make
+
+
+# PyTorch's gradient of sparse.mm is not itself differentiable (its second derivatives come out zero);
+# finite differences of Ember's gradient check the second order instead.
+row("sparse_mm", lambda L, i, v, d: L.sparse.mm(L.sparse_coo_tensor(i, v, (3, 4)), d),
+    lambda r: _coo()(r) + [r.normal((4, 5))], tol=MATMUL, torch_second=False)
+row("sparse_mm_t", lambda L, i, v, d: L.sparse.mm(L.sparse_coo_tensor(i, v, (3, 4)).t(), d),
+    lambda r: _coo()(r) + [r.normal((3, 2))], tol=MATMUL, torch_second=False)
+row("sparse_matmul_operator", lambda L, i, v, d: L.sparse_coo_tensor(i, v, (3, 4)) @ d,
+    lambda r: _coo()(r) + [r.normal((4, 2))], tol=MATMUL, torch_second=False)
+row("sparse_to_dense", lambda L, i, v: L.sparse_coo_tensor(i, v, (3, 4)).to_dense(), _coo(), tol=REDUCTION)
+row("sparse_to_dense_hybrid", lambda L, i, v: L.sparse_coo_tensor(i, v, (3, 4, 2)).to_dense(), _coo(dense=(2,)),
+    tol=REDUCTION)
+row("sparse_coalesce", lambda L, i, v: (lambda c: (c.indices(), c.values()))(L.sparse_coo_tensor(i, v, (3, 4)).coalesce()),
+    _coo(), tol=REDUCTION, meta=False)
+row("sparse_from_dense", lambda L, x: (lambda s: (s.indices(), s.values()))(x.to_sparse()),
+    lambda r: [np.where(r.bools((3, 4)), r.normal((3, 4)), 0.0).astype(r.dtype)], tol=EXACT, meta=False,
+    gradcheck=False)  # (a nudged zero changes which entries are stored)
+
+
 # --- infinities, NaN and signed zeros: PyTorch's values and gradients ---------------------------------------------
 _INF, _NAN = float("inf"), float("nan")
 

@@ -36,6 +36,7 @@ from ember.nn.modules.container import ModuleDict, ModuleList, ParameterDict, Pa
 from ember.nn.modules.conv import Conv1d, Conv2d, ConvTranspose1d, ConvTranspose2d
 from ember.nn.modules.dropout import Dropout, Dropout1d, Dropout2d
 from ember.nn.modules.flatten import Flatten, Unflatten
+from ember.nn.modules.graph import GATConv, GCNConv, SAGEConv
 from ember.nn.modules.linear import Bilinear, Identity, Linear
 from ember.nn.modules.loss import (
     BCELoss,
@@ -83,4 +84,5 @@ __all__ = [
     "Upsample",
     "MultiheadAttention", "TransformerEncoder", "TransformerEncoderLayer",
     "GRU", "GRUCell", "LSTM", "LSTMCell", "RNN", "RNNBase", "RNNCell", "RNNCellBase",
+    "GATConv", "GCNConv", "SAGEConv",
 ]

@@ -1,0 +1,63 @@
+"""The normal (Gaussian) distribution, reparameterisable: rsample is loc + scale * eps."""
+
+from __future__ import annotations
+
+import math
+
+import ember as em
+from ember.distributions import constraints
+from ember.distributions.distribution import Distribution, as_float_tensor
+from ember.tensor import Tensor
+
+
+class Normal(Distribution):
+    """Normal(loc, scale): a batch of Gaussians of the broadcast shape of loc and scale."""
+
+    arg_constraints = {"loc": constraints.real, "scale": constraints.positive}
+    support = constraints.real
+    has_rsample = True
+
+    def __init__(self, loc, scale, validate_args: bool | None = None) -> None:
+        like = loc if isinstance(loc, Tensor) else scale
+        loc, scale = as_float_tensor(loc, like), as_float_tensor(scale, like)
+        self.loc, self.scale = em.broadcast_tensors(loc, scale)
+        super().__init__(self.loc.shape, (), validate_args)
+
+    @property
+    def mean(self) -> Tensor:
+        return self.loc
+
+    @property
+    def mode(self) -> Tensor:
+        return self.loc
+
+    @property
+    def stddev(self) -> Tensor:
+        return self.scale
+
+    @property
+    def variance(self) -> Tensor:
+        return self.scale.pow(2)
+
+    def rsample(self, sample_shape=()) -> Tensor:
+        shape = self._extended_shape(sample_shape)
+        eps = em.randn(*shape, dtype=self.loc.dtype, device=self.loc.device)
+        return self.loc + eps * self.scale
+
+    def log_prob(self, value) -> Tensor:
+        if self._validate_args:
+            self._validate_sample(value)
+        var = self.scale**2
+        return -((value - self.loc) ** 2) / (2 * var) - self.scale.log() - math.log(math.sqrt(2 * math.pi))
+
+    def cdf(self, value) -> Tensor:
+        """P(X <= value)."""
+        if self._validate_args:
+            self._validate_sample(value)
+        return 0.5 * (1 + em.erf((value - self.loc) * self.scale.reciprocal() / math.sqrt(2)))
+
+    def entropy(self) -> Tensor:
+        return 0.5 + 0.5 * math.log(2 * math.pi) + self.scale.log()
+
+
+__all__ = ["Normal"]
