@@ -19,6 +19,7 @@ from ember.dtypes import (
 )
 from ember.device import Device as device
 from ember.errors import CheckpointError, ConcretizationError, DataDependentError, DeviceMismatchError, ShapeError
+from ember.size import Size
 from ember.tensor import Tensor
 from ember import ops
 from ember.ops import *  # noqa: F403  (every op is public at the top level, as in PyTorch)

@@ -9,6 +9,7 @@ from ember.backends.meta import MetaArray
 from ember.device import Device, as_device
 from ember.errors import ShapeError, fmt_shape
 from ember.mixins import CreationMixin, IndexingMixin, InplaceMixin, LinalgMixin, MathMixin, ReductionMixin, ShapeMixin
+from ember.size import Size, size_of
 
 
 class Tensor(MathMixin, ReductionMixin, ShapeMixin, IndexingMixin, LinalgMixin, InplaceMixin, CreationMixin):
@@ -65,13 +66,13 @@ class Tensor(MathMixin, ReductionMixin, ShapeMixin, IndexingMixin, LinalgMixin, 
 
     # --- attributes ------------------------------------------------------------------
     @property
-    def shape(self) -> tuple:
-        return tuple(self._data.shape)
+    def shape(self) -> Size:
+        return size_of(self._data.shape)
 
     def size(self, dim: int | None = None):
-        """The shape, or one dimension of it."""
+        """The shape (an `ember.Size`), or one dimension of it."""
         if dim is None:
-            return tuple(self._data.shape)
+            return size_of(self._data.shape)
         return self._data.shape[_norm_dim("size", dim, self.ndim)]
 
     @property
