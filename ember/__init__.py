@@ -47,10 +47,22 @@ from ember.creation import (
     zeros,
 )
 from ember.random import Generator, get_rng_state, initial_seed, manual_seed, seed, set_rng_state
-from ember.autograd.grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
+from ember.autograd.grad_mode import enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled
 from ember import autograd
 from ember.transforms import grad, value_and_grad
-from ember import cuda
+from ember import accelerator, cuda
+from ember.typed_tensors import (
+    BFloat16Tensor,
+    BoolTensor,
+    ByteTensor,
+    CharTensor,
+    DoubleTensor,
+    FloatTensor,
+    HalfTensor,
+    IntTensor,
+    LongTensor,
+    ShortTensor,
+)
 from ember.serialization import load, save
 
 
@@ -99,6 +111,10 @@ def __getattr__(name: str):
         from ember import runtime as _runtime
 
         return getattr(_runtime, name)
+    if name == "compile":
+        from ember.compiler import compile
+
+        return compile
     if name in ("jit", "is_tracing"):
         from ember.graph import jit as _jit
 

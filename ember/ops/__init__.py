@@ -2,6 +2,7 @@
 
 from ember.ops import dispatch as _dispatch  # noqa: F401
 from ember.ops.activation import log_softmax, softmax
+from ember.ops.closeness import allclose, isclose
 from ember.ops.conv import conv2d, conv_transpose2d
 from ember.ops.creation_ops import arange_like, empty_like, full_like, ones_like, zeros_like, zeros_like_shape
 from ember.ops.device_ops import to_device
