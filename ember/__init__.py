@@ -91,6 +91,7 @@ del _dtypes
 
 _LAZY_SUBMODULES = (
     "nn", "optim", "data", "datasets", "models", "graph", "v1", "numpy", "profiler", "memory", "train", "runtime",
+    "utils",
 )
 
 
