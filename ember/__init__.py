@@ -18,11 +18,19 @@ from ember.dtypes import (
     uint8,
 )
 from ember.device import Device as device
-from ember.errors import CheckpointError, ConcretizationError, DataDependentError, DeviceMismatchError, ShapeError
+from ember.errors import (
+    CheckpointError,
+    ConcretizationError,
+    DataDependentError,
+    DeviceMismatchError,
+    LinAlgError,
+    ShapeError,
+)
 from ember.size import Size
 from ember.tensor import Tensor
 from ember import ops
 from ember.ops import *  # noqa: F403  (every op is public at the top level, as in PyTorch)
+linalg = __import__("importlib").import_module("ember.linalg")  # torch.linalg's namespace, not ember.ops.linalg
 from ember.creation import (
     arange,
     as_tensor,

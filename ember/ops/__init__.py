@@ -20,6 +20,7 @@ from ember.ops.indexing import (
     scatter, scatter_add, setitem, take_along_dim,
 )
 from ember.ops.linalg import addmm, bmm, dot, einsum, ger, inner, matmul, mm, mv, outer, tensordot
+from ember.ops.linalg_decomp import det, inverse, logdet, pinverse, slogdet
 from ember.ops.pointwise import addcdiv, addcmul, lerp
 from ember.ops.pool import adaptive_avg_pool2d, avg_pool2d, max_pool2d
 from ember.ops.reduction import (
