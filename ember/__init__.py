@@ -18,10 +18,19 @@ from ember.dtypes import (
     uint8,
 )
 from ember.device import Device as device
-from ember.errors import CheckpointError, ConcretizationError, DataDependentError, DeviceMismatchError, ShapeError
+from ember.errors import (
+    CheckpointError,
+    ConcretizationError,
+    DataDependentError,
+    DeviceMismatchError,
+    LinAlgError,
+    ShapeError,
+)
+from ember.size import Size
 from ember.tensor import Tensor
 from ember import ops
 from ember.ops import *  # noqa: F403  (every op is public at the top level, as in PyTorch)
+linalg = __import__("importlib").import_module("ember.linalg")  # torch.linalg's namespace, not ember.ops.linalg
 from ember.creation import (
     arange,
     as_tensor,
@@ -46,10 +55,22 @@ from ember.creation import (
     zeros,
 )
 from ember.random import Generator, get_rng_state, initial_seed, manual_seed, seed, set_rng_state
-from ember.autograd.grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
+from ember.autograd.grad_mode import enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled
 from ember import autograd
 from ember.transforms import grad, value_and_grad
-from ember import cuda
+from ember import accelerator, cuda
+from ember.typed_tensors import (
+    BFloat16Tensor,
+    BoolTensor,
+    ByteTensor,
+    CharTensor,
+    DoubleTensor,
+    FloatTensor,
+    HalfTensor,
+    IntTensor,
+    LongTensor,
+    ShortTensor,
+)
 from ember.serialization import load, save
 
 
@@ -78,7 +99,7 @@ del _dtypes
 
 _LAZY_SUBMODULES = (
     "nn", "optim", "data", "datasets", "models", "graph", "v1", "numpy", "profiler", "memory", "train", "runtime",
-    "sparse", "distributions",
+    "sparse", "distributions", "utils",
 )
 
 
@@ -103,6 +124,10 @@ def __getattr__(name: str):
         from ember import runtime as _runtime
 
         return getattr(_runtime, name)
+    if name == "compile":
+        from ember.compiler import compile
+
+        return compile
     if name in ("jit", "is_tracing"):
         from ember.graph import jit as _jit
 

@@ -34,3 +34,8 @@ def manual_seed(seed: int) -> None:
 
     for i in range(device_count()):
         Device(f"cuda:{i}").backend.manual_seed(seed)
+
+
+def manual_seed_all(seed: int) -> None:
+    """Seed the generators of all CUDA devices (PyTorch's name; `manual_seed` seeds them all too)."""
+    manual_seed(seed)

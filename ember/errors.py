@@ -19,6 +19,10 @@ class ConcretizationError(TypeError):
     """Python needed a concrete value of a symbolic tensor (while tracing or building a graph)."""
 
 
+class LinAlgError(RuntimeError):
+    """A matrix that an `ember.linalg` op cannot factor: singular, or not positive-definite (torch.linalg.LinAlgError)."""
+
+
 class CheckpointError(RuntimeError):
     """A checkpoint that can't be read: not a regular file, corrupt, truncated, or not matching its own description."""
 

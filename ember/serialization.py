@@ -7,7 +7,8 @@ each tensor's dtype, shape and CRC-32 so corruption is caught on load. Loading p
 arrays only, so an untrusted file cannot run code. The bytes (`ember/safetensors_io.py`) are streamed
 to a temporary file in the same folder that is fsynced and then renamed over the target, so a crash
 never leaves a half-written checkpoint; the next save to that target removes temporary files whose
-writer has died.
+writer has died. File objects (`io.BytesIO`, open binary files) are written and read in place, with
+the same streaming. Whole modules and optimizers are refused: their `state_dict()` is what is saved.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import base64
 import contextlib
 import gc
 import hashlib
+import io
 import json
 import math
 import os
@@ -119,6 +121,13 @@ class _Encoder:
             return {"list": [self.encode(v, [*path, i]) for i, v in enumerate(obj)]}
         if isinstance(obj, tuple):
             return {"tuple": [self.encode(v, [*path, i]) for i, v in enumerate(obj)]}
+        if callable(getattr(obj, "state_dict", None)):  # a whole module or optimizer: PyTorch would pickle it
+            how = "ember.save(obj.state_dict(), f)" if not path else f"store {_where(path)}.state_dict() in its place"
+            raise TypeError(
+                f"save: {_where(path)} is a whole {type(obj).__name__}; Ember never pickles objects (loading a pickle "
+                f"can run any code): save its state, {how}, and load that into a new {type(obj).__name__} with "
+                f".load_state_dict(...)"
+            )
         raise TypeError(
             f"save: {_where(path)} is a {type(obj).__name__}; checkpoints hold tensors, NumPy arrays, dicts, lists, "
             f"tuples, str, bytes, int, float, bool and None"
@@ -293,13 +302,31 @@ def _remove_stale_temps(path: Path) -> None:
             pass
 
 
-def save(obj: Any, f: str | os.PathLike) -> None:
-    """Write obj (nested dicts/lists/tuples of tensors, arrays and plain values) to the path f, atomically."""
-    if not isinstance(f, (str, os.PathLike)):
-        raise TypeError(f"save: f must be a file path, got {type(f).__name__}")
-    path = Path(f)
-    if path.is_dir():
-        raise IsADirectoryError(f"save: {path} is a folder; give the path of a checkpoint file")
+def _file_object(f, mode: str, op: str):
+    """f if it is a binary file object open for `mode` ('read' or 'write'), else None; text files are refused."""
+    if isinstance(f, (str, os.PathLike)) or not callable(getattr(f, mode, None)):
+        return None
+    if isinstance(f, io.TextIOBase) or "b" not in getattr(f, "mode", "b"):
+        raise TypeError(f"{op}: {_file_name(f)} is open in text mode; open it in binary mode ('{mode[0]}b')")
+    return f
+
+
+def _file_name(f) -> str:
+    name = getattr(f, "name", None)
+    return str(name) if isinstance(name, (str, os.PathLike)) else f"<{type(f).__name__}>"
+
+
+def save(obj: Any, f: str | os.PathLike | io.IOBase) -> None:
+    """Write obj (nested dicts/lists/tuples of tensors, arrays and plain values) to f.
+
+    `f` is a path (written atomically: a temporary file renamed over it) or a binary file object
+    (`io.BytesIO`, `open(path, "wb")`), into which the checkpoint is streamed at its current position.
+    """
+    fh = _file_object(f, "write", "save")
+    if fh is None and not isinstance(f, (str, os.PathLike)):
+        raise TypeError(f"save: f must be a file path or a binary file object, got {type(f).__name__}")
+    if fh is None and Path(f).is_dir():
+        raise IsADirectoryError(f"save: {Path(f)} is a folder; give the path of a checkpoint file")
     enc = _Encoder()
     structure = enc.encode(obj, [])
     metadata = {
@@ -307,6 +334,13 @@ def save(obj: Any, f: str | os.PathLike) -> None:
         _VERSION: str(FORMAT_VERSION),
         _STRUCTURE: json.dumps(structure, allow_nan=False, separators=(",", ":")),
     }
+    if fh is not None:
+        safetensors_io.write(fh, enc.arrays, metadata, _file_name(fh))  # tensor by tensor, as for a path
+        return
+    _save_atomically(Path(f), enc, metadata)
+
+
+def _save_atomically(path: Path, enc: _Encoder, metadata: dict) -> None:
     directory = path.parent
     _remove_stale_temps(path)
     tmp = directory / _tmp_name(path.name)
@@ -366,22 +400,43 @@ def _read(name: str) -> tuple[dict, dict[str, np.ndarray]]:
         return safetensors_io.read(fh, st.st_size, name)
 
 
-def load(f: str | os.PathLike, map_location=None, *, weights_only: bool = True) -> Any:
+def _read_stream(fh) -> tuple[dict, dict[str, np.ndarray]]:
+    """The metadata and arrays of the checkpoint that fills the rest of the binary file object `fh`."""
+    name = _file_name(fh)
+    seekable = getattr(fh, "seekable", None)
+    if seekable is not None and seekable():
+        start = fh.tell()
+        size = fh.seek(0, io.SEEK_END) - start
+        fh.seek(start)
+    else:  # a pipe or socket: its length is only known once it is read
+        fh = io.BytesIO(fh.read())
+        size = len(fh.getbuffer())
+    if not hasattr(fh, "readinto"):
+        fh = io.BufferedReader(fh)
+    return safetensors_io.read(fh, size, name)
+
+
+def load(f: str | os.PathLike | io.IOBase, map_location=None, *, weights_only: bool = True) -> Any:
     """Read a checkpoint written by save(); tensors go to map_location (a device, or a dict of saved -> new; default cpu).
 
-    A plain safetensors file (from another library) loads as a dict of tensors. Loading never runs
-    code from the file (`weights_only` is accepted for PyTorch compatibility; it is always true).
+    `f` is a path or a binary file object (`io.BytesIO`, `open(path, "rb")`) read from its current
+    position to its end. A plain safetensors file (from another library) loads as a dict of tensors.
+    Loading never runs code from the file (`weights_only` is accepted for PyTorch compatibility; it is
+    always true).
     """
-    if not isinstance(f, (str, os.PathLike)):
-        raise TypeError(f"load: f must be a file path, got {type(f).__name__}")
-    name = os.fspath(f)
+    fh = _file_object(f, "read", "load")
+    if fh is None and not isinstance(f, (str, os.PathLike)):
+        raise TypeError(f"load: f must be a file path or a binary file object, got {type(f).__name__}")
     device_for = _default_device(map_location)
     with _collector_paused():
-        return _decode(name, device_for)
+        if fh is not None:
+            return _decode(_file_name(fh), device_for, _read_stream(fh))
+        name = os.fspath(f)
+        return _decode(name, device_for, _read(name))
 
 
-def _decode(name: str, device_for) -> Any:
-    meta, arrays = _read(name)
+def _decode(name: str, device_for, contents: tuple) -> Any:
+    meta, arrays = contents
     dec = _Decoder(name, arrays, device_for)
     raw = meta.get(_STRUCTURE)
     if raw is None:

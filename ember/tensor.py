@@ -18,6 +18,7 @@ from ember.mixins import (
     ReductionMixin,
     ShapeMixin,
 )
+from ember.size import Size, size_as_is, size_of
 
 
 class Tensor(MathMixin, ReductionMixin, ShapeMixin, IndexingMixin, LinalgMixin, InplaceMixin, CreationMixin,
@@ -75,13 +76,14 @@ class Tensor(MathMixin, ReductionMixin, ShapeMixin, IndexingMixin, LinalgMixin, 
 
     # --- attributes ------------------------------------------------------------------
     @property
-    def shape(self) -> tuple:
-        return tuple(self._data.shape)
+    def shape(self) -> Size:
+        data = self._data
+        return size_of(data.shape) if type(data) is np.ndarray else size_as_is(data.shape)
 
     def size(self, dim: int | None = None):
-        """The shape, or one dimension of it."""
+        """The shape (an `ember.Size`), or one dimension of it."""
         if dim is None:
-            return tuple(self._data.shape)
+            return self.shape
         return self._data.shape[_norm_dim("size", dim, self.ndim)]
 
     @property
@@ -291,6 +293,31 @@ class Tensor(MathMixin, ReductionMixin, ShapeMixin, IndexingMixin, LinalgMixin, 
         t._version = self._version
         return t
 
+    @property
+    def data(self) -> Tensor:
+        """This tensor's values as a tensor cut from autograd (PyTorch's `.data`).
+
+        It shares the storage but not the version counter, so, as in PyTorch, writes through it are
+        invisible to autograd's check of saved tensors; `detach()` is the safe form.
+        """
+        return Tensor._make(self._data, self._device)
+
+    @data.setter
+    def data(self, value: Tensor) -> None:
+        """Make this tensor use `value`'s storage (shape, dtype and device too), keeping its autograd identity."""
+        if not isinstance(value, Tensor):
+            raise TypeError(f"Tensor.data must be set to a tensor, got {type(value).__name__}")
+        if self._requires_grad and value._data.dtype not in _FLOAT_NP:
+            raise RuntimeError(f"Tensor.data: this tensor requires grad, so its data must be floating point, "
+                               f"got {value.dtype.name}")
+        if _ops._dispatch.builds_graph(self, value):
+            raise RuntimeError("Tensor.data = ...: storage cannot be swapped while ember.jit traces or a graph is "
+                               "built; update the values in place (copy_) instead")
+        self._data = value._data
+        self._device = value._device
+        if "_base" in self.__dict__:  # no longer a view of its old base
+            del self._base, self._view_fn
+
     def detach_(self) -> Tensor:
         """Cut this tensor from the autograd graph in place."""
         self._grad_fn = None
@@ -318,11 +345,13 @@ class Tensor(MathMixin, ReductionMixin, ShapeMixin, IndexingMixin, LinalgMixin, 
         """This tensor on a CUDA device."""
         return self.to("cuda" if device is None else (f"cuda:{device}" if isinstance(device, int) else device))
 
-    def type(self, dtype=None):
-        """The type name ('ember.FloatTensor' style) or a cast to `dtype`."""
+    def type(self, dtype=None, non_blocking: bool = False):
+        """The type name ('ember.FloatTensor'), or a cast to `dtype` (a dtype, a typed class or such a name)."""
+        from ember import typed_tensors
+
         if dtype is None:
-            return f"ember.{self.dtype.name}"
-        return self.to(dt.as_dtype(dtype))
+            return typed_tensors.type_name(self)
+        return self.to(typed_tensors.dtype_of_type(dtype))
 
     def float(self) -> Tensor:
         return self.to(dt.float32)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import sys
 
 import numpy as np
 
@@ -25,7 +26,9 @@ def _as_input(x):
         arr = arr.astype(np.float64)
     from ember.creation import tensor
 
-    return tensor(arr, requires_grad=True), kind, False
+    # NumPy data is differentiated as an ember.numpy.ndarray: inside the function it behaves as NumPy
+    # does (HIPS autograd's boxes), and its gradient comes back as a NumPy array or number.
+    return adopt(tensor(arr, requires_grad=True)), kind, False
 
 
 def _give_back(g, kind, nested):
@@ -33,6 +36,18 @@ def _give_back(g, kind, nested):
         return g
     arr = g.detach().numpy()
     return arr if kind == "numpy" else arr.item()
+
+
+def _is_ndarray(x) -> bool:
+    numpy_api = sys.modules.get("ember.numpy")
+    return numpy_api is not None and isinstance(x, numpy_api.ndarray)
+
+
+def adopt(t):
+    """t as an ember.numpy.ndarray (imported on first use, so `import ember` does not load ember.numpy)."""
+    from ember.numpy._ndarray import adopt as _adopt
+
+    return _adopt(t)
 
 
 def _check_scalar(out, name):
@@ -123,7 +138,7 @@ def value_and_grad(fun, argnums=0, has_aux: bool = False, *, argnum=None):
             new_leaves = (by_leaf.get((n, k)) for k in range(len(prepared[n])))
             results.append(_unflatten(specs[n], new_leaves))
         result = tuple(results) if multi else results[0]
-        value = out if nested else out.detach()
+        value = out if nested else (adopt(out.detach()) if _is_ndarray(out) else out.detach())
         if has_aux:
             return (value, aux), result
         return value, result

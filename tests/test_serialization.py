@@ -1,5 +1,6 @@
 """Checkpoints: em.save / em.load round trips, safetensors layout, atomic writes and corrupt files."""
 
+import io
 import json
 import math
 import os
@@ -152,7 +153,7 @@ def test_unsupported_values_are_named(tmp_path):
         em.save({"a": em.empty(2, device="meta")}, tmp_path / "x")
     with pytest.raises(TypeError, match="dict key"):
         em.save({frozenset(): 1}, tmp_path / "x")
-    with pytest.raises(TypeError, match="file path"):
+    with pytest.raises(TypeError, match="file path or a binary file object, got object"):
         em.save({}, object())
     assert not list(tmp_path.iterdir())
 
@@ -416,14 +417,19 @@ _PEAK = textwrap.dedent("""
     import ember as em
     state = {f"w{i}": em.ones(1024, 1024) for i in range(64)}  # 256 MiB
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    em.save(state, sys.argv[1])
+    if sys.argv[2] == "path":
+        em.save(state, sys.argv[1])
+    else:
+        with open(sys.argv[1], "wb") as f:
+            em.save(state, f)
     print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024)
 """)
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="ru_maxrss is in KiB on Linux")
-def test_save_streams_tensors_instead_of_building_the_file_in_memory(tmp_path):
-    proc = subprocess.run([sys.executable, "-c", _PEAK, str(tmp_path / "big")], capture_output=True, text=True,
+@pytest.mark.parametrize("to", ["path", "file object"])
+def test_save_streams_tensors_instead_of_building_the_file_in_memory(tmp_path, to):
+    proc = subprocess.run([sys.executable, "-c", _PEAK, str(tmp_path / "big"), to], capture_output=True, text=True,
                           timeout=300)
     assert proc.returncode == 0, proc.stderr
     extra_mib = float(proc.stdout.split()[-1])
@@ -535,3 +541,69 @@ def test_a_concurrent_save_by_a_live_process_is_left_alone(tmp_path):
         child.wait(timeout=60)
     assert child.returncode == 0 and _temps(tmp_path, "ckpt") == []
     assert em.load(path)["w"].tolist() == [7.0] * 1000
+
+
+# --- file objects ---------------------------------------------------------------------------------------
+def test_round_trip_through_bytes_io_and_open_files(tmp_path):
+    em.manual_seed(0)
+    obj = {"w": em.randn(3, 2, requires_grad=True), "step": 7, "nested": [em.arange(4), {"x": np.ones(2)}]}
+    buf = io.BytesIO()
+    em.save(obj, buf)
+    buf.seek(0)
+    _same(obj, em.load(buf))
+    assert buf.tell() == len(buf.getvalue())  # read to the end, as torch.load reads
+    with open(tmp_path / "ckpt", "wb") as f:
+        f.write(b"prefix")  # written at the file's current position
+        em.save(obj, f)
+    with open(tmp_path / "ckpt", "rb") as f:
+        assert f.read(6) == b"prefix"
+        _same(obj, em.load(f))
+    assert em.load(io.BytesIO(buf.getvalue()), map_location="cpu:1")["w"].device == "cpu:1"
+
+
+def test_loading_from_a_stream_that_cannot_seek():
+    buf = io.BytesIO()
+    em.save({"a": em.ones(70000)}, buf)  # large enough to be read into an array of its own
+
+    class Pipe(io.RawIOBase):
+        def __init__(self, data):
+            self._data = io.BytesIO(data)
+
+        def readable(self):
+            return True
+
+        def readinto(self, b):
+            return self._data.readinto(b)
+
+    assert em.load(Pipe(buf.getvalue()))["a"].sum().item() == 70000
+
+
+def test_a_checkpoint_from_bytes_io_is_checked_like_a_file():
+    buf = io.BytesIO()
+    em.save({"a": em.ones(3)}, buf)
+    data = bytearray(buf.getvalue())
+    data[-1] ^= 0xFF
+    with pytest.raises(CheckpointError, match="<BytesIO>: tensor 'a' is corrupt"):
+        em.load(io.BytesIO(bytes(data)))
+    with pytest.raises(CheckpointError, match="<BytesIO>: truncated"):
+        em.load(io.BytesIO(bytes(data[:-4])))
+
+
+def test_text_files_are_refused(tmp_path):
+    with open(tmp_path / "t", "w") as f, pytest.raises(TypeError, match="save: .* is open in text mode; open it in "
+                                                                      r"binary mode \('wb'\)"):
+        em.save({"a": em.ones(1)}, f)
+    with open(tmp_path / "t") as f, pytest.raises(TypeError, match=r"binary mode \('rb'\)"):
+        em.load(f)
+
+
+def test_whole_modules_and_optimizers_are_refused_with_a_pointer_to_state_dict(tmp_path):
+    model = em.nn.Linear(2, 3)
+    with pytest.raises(TypeError, match=r"save: obj is a whole Linear; Ember never pickles objects .*: save its "
+                                        r"state, ember.save\(obj.state_dict\(\), f\), and load that into a new "
+                                        r"Linear with \.load_state_dict\(\.\.\.\)"):
+        em.save(model, tmp_path / "m")
+    opt = em.optim.SGD(model.parameters(), lr=0.1)
+    with pytest.raises(TypeError, match=r"obj\['opt'\] is a whole SGD; .* store obj\['opt'\].state_dict\(\) in"):
+        em.save({"opt": opt}, io.BytesIO())
+    assert not list(tmp_path.iterdir())

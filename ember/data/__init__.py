@@ -12,11 +12,18 @@ from ember.data.dataset import (
     TransformDataset,
     random_split,
 )
-from ember.data.sampler import BatchSampler, RandomSampler, Sampler, SequentialSampler, SubsetRandomSampler
+from ember.data.sampler import (
+    BatchSampler,
+    RandomSampler,
+    Sampler,
+    SequentialSampler,
+    SubsetRandomSampler,
+    WeightedRandomSampler,
+)
 from ember.data.worker import WorkerInfo, get_worker_info
 
 __all__ = [
     "BatchSampler", "ChainDataset", "ConcatDataset", "DataLoader", "Dataset", "IterableDataset", "RandomSampler",
-    "Sampler", "SequentialSampler", "Subset", "SubsetRandomSampler", "TensorDataset", "TransformDataset", "WorkerInfo",
-    "default_collate", "default_convert", "get_worker_info", "random_split",
+    "Sampler", "SequentialSampler", "Subset", "SubsetRandomSampler", "TensorDataset", "TransformDataset",
+    "WeightedRandomSampler", "WorkerInfo", "default_collate", "default_convert", "get_worker_info", "random_split",
 ]

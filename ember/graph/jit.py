@@ -21,12 +21,13 @@ from __future__ import annotations
 
 import functools
 import gc
+import traceback
 import warnings
 from collections import OrderedDict
 
 import numpy as np
 
-from ember.errors import fmt_shape
+from ember.errors import ConcretizationError, fmt_shape
 from ember.graph.executor import Plan
 from ember.graph.ir import Graph
 from ember.graph.jit_dynamic import SIZE, DynamicProgram, batch_leaves, generalise, size_of
@@ -60,6 +61,7 @@ class _Compiled:
         self.escaped: list = []  # weakrefs of tensors to materialise after this run
         self.retrace = False
         self.optimized: Graph | None = None  # the graph after the optimizer passes
+        self.eager = False  # (eager_fallback) calls with this signature run the function eagerly
 
     def guards_hold(self) -> bool:
         """Whether every guard still reads the value it had at trace time."""
@@ -77,7 +79,7 @@ class JitFunction:
     """A function compiled per input signature (see `jit`)."""
 
     def __init__(self, fn, static_argnums=(), passes=None, cache_size: int = DEFAULT_CACHE_SIZE,
-                 dynamic: bool | None = None) -> None:
+                 dynamic: bool | None = None, eager_fallback: bool = False) -> None:
         functools.update_wrapper(self, fn)
         if not isinstance(cache_size, int) or cache_size < 1:
             raise ValueError(f"jit: cache_size must be a positive int, got {cache_size!r}")
@@ -89,6 +91,9 @@ class JitFunction:
         self.static_argnums = (static_argnums,) if isinstance(static_argnums, int) else tuple(static_argnums)
         self.passes = passes
         self.cache_size = cache_size
+        # ember.compile's rule: a signature whose trace needs Python values of tensors, or whose results
+        # carry autograd history the function does not backpropagate itself, runs eagerly instead.
+        self.eager_fallback = eager_fallback
         self._cache: OrderedDict = OrderedDict()  # key -> [_Compiled], least recently used first
         self._retraces = 0
         self._warned = False
@@ -123,6 +128,8 @@ class JitFunction:
             entries.remove(entry)
             entry = self._trace(args, kwargs, leaves, struct)
             self._store(key, entry)
+        if entry.eager:
+            return self.fn(*args, **kwargs)
         return self._run(entry, leaves)
 
     def entries(self) -> list:
@@ -217,7 +224,16 @@ class JitFunction:
             entry.placeholders.append(v)
         sym_args, sym_kwargs = unflatten(struct, sym_leaves)
         with tracer:
-            out = self.fn(*sym_args, **sym_kwargs)
+            try:
+                out = self.fn(*sym_args, **sym_kwargs)
+            except BaseException as e:
+                _restore_grads(tracer)  # a failed trace leaves no symbolic .grad on real tensors
+                if self.eager_fallback and isinstance(e, ConcretizationError):
+                    traceback.clear_frames(e.__traceback__)  # their locals are not state kept outside
+                    if not _escaped(tracer):
+                        entry.eager = True
+                        return entry
+                raise
 
         out_leaves: list = []
         entry.out_struct = flatten(out, out_leaves)
@@ -226,6 +242,7 @@ class JitFunction:
                             "supported; return a tensor")
         outputs = [t._data if is_symbolic(t) else tracer.lift(t) for t in out_leaves]
         entry.n_user_outputs = len(outputs)
+        differentiable = any(t.requires_grad for t in out_leaves)
         del out, out_leaves, sym_args, sym_kwargs, sym_leaves
 
         # New .grad values of captured tensors become outputs; the real tensors are untouched now.
@@ -239,6 +256,10 @@ class JitFunction:
             else:
                 outputs.append(after._data if is_symbolic(after) else tracer.lift(after))
                 entry.grad_targets.append((t, "set"))
+        if (self.eager_fallback and differentiable and not entry.grad_targets and not for_inspection
+                and not _escaped(tracer)):
+            entry.eager = True  # the caller will backpropagate the results: run eagerly, with autograd
+            return entry
         for t in tracer.mutated.values():
             outputs.append(tracer.lifted[id(t)][1])
             entry.mutated.append(t)
@@ -314,6 +335,12 @@ def _cpu():
     from ember.device import as_device
 
     return as_device("cpu")
+
+
+def _restore_grads(tracer: Tracer) -> None:
+    """Give captured tensors back the .grad they had before a trace that did not finish."""
+    for t, before in tracer.grad_before.values():
+        t.grad = before
 
 
 def _escaped(tracer: Tracer) -> list:

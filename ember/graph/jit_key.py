@@ -154,8 +154,10 @@ def module_key(m) -> tuple:
     """
     attrs = []
     for k, v in m.__dict__.items():
-        if type(v) in _SCALARS or (type(v) is tuple and all(type(x) in _SCALARS for x in v)):
+        if type(v) in _SCALARS:
             attrs.append((k, v))
+        elif isinstance(v, tuple) and all(type(x) in _SCALARS for x in v):  # tuples and Sizes (a shape)
+            attrs.append((k, tuple(v)))
     d = m.__dict__
     held = tuple(
         (k, id(v)) for store in ("_parameters", "_buffers", "_modules") for k, v in d.get(store, {}).items()

@@ -1,4 +1,4 @@
-"""Matrix product methods (x.mm(y) is ember.mm(x, y))."""
+"""Matrix product and inverse/determinant methods (x.mm(y) is ember.mm(x, y), x.det() is ember.det(x))."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import ember
 
 
 class LinalgMixin:
-    """Matrix product methods of `ember.Tensor`."""
+    """Matrix product and inverse/determinant methods of `ember.Tensor`."""
 
     __slots__ = ()
 
@@ -37,3 +37,23 @@ class LinalgMixin:
     def inner(self, *args, **kwargs):
         """`ember.inner(self, ...)`."""
         return ember.ops.inner(self, *args, **kwargs)
+
+    def inverse(self):
+        """`ember.inverse(self)`."""
+        return ember.ops.inverse(self)
+
+    def det(self):
+        """`ember.det(self)`."""
+        return ember.ops.det(self)
+
+    def logdet(self):
+        """`ember.logdet(self)`."""
+        return ember.ops.logdet(self)
+
+    def slogdet(self):
+        """`ember.slogdet(self)`."""
+        return ember.ops.slogdet(self)
+
+    def pinverse(self, *args, **kwargs):
+        """`ember.pinverse(self, ...)`."""
+        return ember.ops.pinverse(self, *args, **kwargs)

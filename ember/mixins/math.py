@@ -250,6 +250,14 @@ class MathMixin:
         """`ember.equal(self, ...)`."""
         return ember.ops.equal(self, *args, **kwargs)
 
+    def isclose(self, *args, **kwargs):
+        """`ember.isclose(self, ...)`."""
+        return ember.ops.isclose(self, *args, **kwargs)
+
+    def allclose(self, *args, **kwargs):
+        """`ember.allclose(self, ...)`."""
+        return ember.ops.allclose(self, *args, **kwargs)
+
     def clamp(self, *args, **kwargs):
         """`ember.clamp(self, ...)`."""
         return ember.ops.clamp(self, *args, **kwargs)

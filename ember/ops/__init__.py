@@ -4,6 +4,7 @@ import warnings as _warnings
 
 from ember.ops import dispatch as _dispatch  # noqa: F401
 from ember.ops.activation import log_softmax, softmax
+from ember.ops.closeness import allclose, isclose
 from ember.ops.conv import conv2d, conv_transpose2d
 from ember.ops.creation_ops import arange_like, empty_like, full_like, ones_like, zeros_like, zeros_like_shape
 from ember.ops.device_ops import to_device
@@ -21,6 +22,7 @@ from ember.ops.indexing import (
     scatter, scatter_add, setitem, take_along_dim,
 )
 from ember.ops.linalg import addmm, bmm, dot, einsum, ger, inner, matmul, mm, mv, outer, tensordot
+from ember.ops.linalg_decomp import det, inverse, logdet, pinverse, slogdet
 from ember.ops.pointwise import addcdiv, addcmul, lerp
 from ember.ops.pool import adaptive_avg_pool2d, avg_pool2d, max_pool2d
 from ember.ops.reduction import (

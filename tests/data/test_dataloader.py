@@ -1,5 +1,6 @@
 """DataLoader in the main process: batching, shuffling, collation, samplers and dataset helpers."""
 
+import tracemalloc
 from collections import OrderedDict, namedtuple
 
 import numpy as np
@@ -232,6 +233,47 @@ def test_sequential_and_random_samplers():
     assert len(draws) == 20 and all(0 <= i < 6 for i in draws)
     more = list(RandomSampler(ds, num_samples=9))
     assert len(more) == 9 and sorted(more[:6]) == list(range(6))
+
+
+def test_random_sampler_with_replacement_draws_lazily():
+    """10**10 draws with replacement used to be made up front (74.5 GiB); now they are drawn as read."""
+    ds = _data(6)
+    sampler = RandomSampler(ds, replacement=True, num_samples=10**10, generator=em.Generator().manual_seed(0))
+    tracemalloc.start()
+    try:
+        it = iter(sampler)
+        first = [next(it) for _ in range(5000)]
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 4 << 20 and len(sampler) == 10**10 and set(first) == set(range(6))
+    loader = DataLoader(ds, batch_size=4, sampler=sampler)
+    assert len(loader) == 10**10 // 4 and len(next(iter(loader))[0]) == 4
+
+
+def test_random_sampler_beyond_one_permutation_draws_whole_permutations_lazily():
+    ds = _data(5)
+    it = iter(RandomSampler(ds, num_samples=10**12, generator=em.Generator().manual_seed(1)))
+    for _ in range(3):
+        assert sorted(next(it) for _ in range(5)) == list(range(5))
+    twelve = list(RandomSampler(ds, num_samples=12))
+    assert len(twelve) == 12 and sorted(twelve[:10]) == sorted(list(range(5)) * 2)
+
+
+def test_a_lazy_random_stream_does_not_depend_on_other_draws_while_it_is_read():
+    g = em.Generator().manual_seed(3)
+    sampler = RandomSampler(_data(10), replacement=True, num_samples=3000, generator=g)
+    state = g.get_state()
+    undisturbed = list(sampler)
+    g.set_state(state)
+    it = iter(sampler)
+    disturbed = []
+    for i in it:
+        disturbed.append(i)
+        g.numpy.random()  # something else draws from the same generator between reads
+    assert disturbed == undisturbed
+    with pytest.raises(ValueError, match="cannot draw samples from an empty data source"):
+        iter(RandomSampler([], replacement=True, num_samples=3))
 
 
 def test_subset_random_sampler():

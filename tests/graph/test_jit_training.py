@@ -22,6 +22,11 @@ OPTIMIZERS = {
     "rmsprop_centered_momentum": lambda ps: em.optim.RMSprop(ps, lr=0.01, momentum=0.5, centered=True),
     "rmsprop": lambda ps: em.optim.RMSprop(ps, lr=0.01, weight_decay=1e-3),
     "adagrad": lambda ps: em.optim.Adagrad(ps, lr=0.1, lr_decay=0.01, weight_decay=1e-3),
+    "adadelta": lambda ps: em.optim.Adadelta(ps, lr=0.5, rho=0.8, weight_decay=1e-3),
+    "adamax": lambda ps: em.optim.Adamax(ps, lr=0.01, betas=(0.8, 0.99), weight_decay=1e-3),
+    "nadam_decoupled": lambda ps: em.optim.NAdam(ps, lr=0.01, weight_decay=1e-2, decoupled_weight_decay=True),
+    "radam": lambda ps: em.optim.RAdam(ps, lr=0.01, betas=(0.8, 0.99)),  # rectified from step 7 on
+    "asgd_averaging": lambda ps: em.optim.ASGD(ps, lr=0.05, t0=10, lambd=1e-3),  # the average moves from step 11
 }
 
 SCHEDULERS = {
@@ -32,7 +37,7 @@ SCHEDULERS = {
     "cosine": lambda o: S.CosineAnnealingLR(o, T_max=10),
     "warm_restarts": lambda o: S.CosineAnnealingWarmRestarts(o, T_0=4, T_mult=2),
     "onecycle": lambda o: S.OneCycleLR(o, max_lr=0.05, total_steps=STEPS,  # momentum/betas cycle too
-                                       cycle_momentum=not isinstance(o, em.optim.Adagrad)),
+                                       cycle_momentum="momentum" in o.defaults or "betas" in o.defaults),
     "linear": lambda o: S.LinearLR(o, start_factor=0.1, total_iters=8),
     "lambda": lambda o: S.LambdaLR(o, lambda e: 1.0 / (1 + e)),
     "polynomial": lambda o: S.PolynomialLR(o, total_iters=STEPS, power=2.0),

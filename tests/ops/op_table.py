@@ -995,5 +995,7 @@ def _set_scalar(x, index, value):
     return y
 
 
+from . import op_table_linalg  # noqa: E402, F401  (the rows of ember.linalg)
+
 ROW_BY_NAME = {r.name: r for r in ROWS}
 assert len(ROW_BY_NAME) == len(ROWS), "row names must be unique"

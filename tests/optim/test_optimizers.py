@@ -11,10 +11,14 @@ from ember import optim
 
 from .problems import (
     assert_trajectories_close,
+    data,
+    ember_loss,
     ember_setup,
     ember_train,
     feed,
     gradient_sequence,
+    initial_params,
+    torch_loss,
     torch_setup,
     torch_train,
 )
@@ -54,6 +58,24 @@ CONFIGS = [
     ("Adagrad", dict(lr=0.1, weight_decay=0.1)),
     ("Adagrad", dict(lr=0.1, initial_accumulator_value=0.5, eps=1e-6)),
     ("Adagrad", dict(lr=0.01, maximize=True, lr_decay=0.01, weight_decay=0.1)),
+    ("Adadelta", dict()),
+    ("Adadelta", dict(lr=0.5, rho=0.7, eps=1e-4)),
+    ("Adadelta", dict(lr=0.5, weight_decay=0.1, maximize=True)),
+    ("Adamax", dict(lr=0.05)),
+    ("Adamax", dict(lr=0.05, betas=(0.3, 0.8), eps=1e-4)),
+    ("Adamax", dict(lr=0.01, weight_decay=0.1, maximize=True)),
+    ("NAdam", dict(lr=0.05)),
+    ("NAdam", dict(lr=0.05, momentum_decay=0.1, betas=(0.7, 0.9))),
+    ("NAdam", dict(lr=0.05, weight_decay=0.1)),
+    ("NAdam", dict(lr=0.05, weight_decay=0.1, decoupled_weight_decay=True)),
+    ("NAdam", dict(lr=0.01, maximize=True, eps=1e-6)),
+    ("RAdam", dict(lr=0.05)),  # the first steps (rho_t <= 5) are plain momentum, the later ones rectified
+    ("RAdam", dict(lr=0.05, betas=(0.8, 0.9))),
+    ("RAdam", dict(lr=0.05, weight_decay=0.1)),
+    ("RAdam", dict(lr=0.05, weight_decay=0.1, decoupled_weight_decay=True, maximize=True)),
+    ("ASGD", dict(lr=0.1)),
+    ("ASGD", dict(lr=0.1, t0=5, lambd=0.01, alpha=0.5)),  # after 5 steps the average moves (mu < 1)
+    ("ASGD", dict(lr=0.05, t0=3, weight_decay=0.1, maximize=True)),
 ]
 
 
@@ -76,6 +98,11 @@ FLOAT32_CONFIGS = [
     ("AdamW", dict(lr=0.01)),
     ("RMSprop", dict(lr=0.01, centered=True, momentum=0.5)),
     ("Adagrad", dict(lr=0.1, lr_decay=0.01)),
+    ("Adadelta", dict(lr=0.5, weight_decay=0.01)),
+    ("Adamax", dict(lr=0.01, weight_decay=0.01)),
+    ("NAdam", dict(lr=0.01, momentum_decay=0.01)),
+    ("RAdam", dict(lr=0.01)),
+    ("ASGD", dict(lr=0.05, t0=4)),
 ]
 
 
@@ -103,8 +130,14 @@ GROUPS = [{"params": [0, 1], "lr": 0.02}, {"params": [2, 3]}]
         ("AdamW", dict(lr=0.05), [{"params": [0], "weight_decay": 0.0}, {"params": [1, 2, 3], "betas": (0.5, 0.9)}]),
         ("RMSprop", dict(lr=0.01), [{"params": [0, 1], "centered": True, "momentum": 0.3}, {"params": [2, 3]}]),
         ("Adagrad", dict(lr=0.1), [{"params": [0, 1], "lr": 0.3, "lr_decay": 0.1}, {"params": [2, 3]}]),
+        ("Adadelta", dict(lr=0.5), [{"params": [0, 1], "rho": 0.5}, {"params": [2, 3], "lr": 0.1}]),
+        ("Adamax", dict(lr=0.05), [{"params": [0, 1], "betas": (0.5, 0.9)}, {"params": [2, 3]}]),
+        ("NAdam", dict(lr=0.05), [{"params": [0], "momentum_decay": 0.1}, {"params": [1, 2, 3], "lr": 0.01}]),
+        ("RAdam", dict(lr=0.05), [{"params": [0, 1], "weight_decay": 0.1}, {"params": [2, 3]}]),
+        ("ASGD", dict(lr=0.05), [{"params": [0, 1], "t0": 2}, {"params": [2, 3], "lambd": 0.1}]),
     ],
-    ids=["SGD-lr", "SGD-options", "Adam", "AdamW", "RMSprop", "Adagrad"],
+    ids=["SGD-lr", "SGD-options", "Adam", "AdamW", "RMSprop", "Adagrad", "Adadelta", "Adamax", "NAdam", "RAdam",
+         "ASGD"],
 )
 def test_param_groups_match_torch(name: str, kwargs: dict, groups: list[dict]) -> None:
     """Per-group options override the defaults, exactly as in PyTorch."""
@@ -119,7 +152,7 @@ def test_param_groups_match_torch(name: str, kwargs: dict, groups: list[dict]) -
     assert_trajectories_close(ours, theirs, rtol=1e-10, atol=1e-12)
 
 
-@pytest.mark.parametrize("name", ["SGD", "Adam", "RMSprop", "Adagrad"])
+@pytest.mark.parametrize("name", ["SGD", "Adam", "RMSprop", "Adagrad", "Adadelta", "Adamax", "NAdam", "RAdam", "ASGD"])
 def test_parameters_without_grad_are_skipped(name: str) -> None:
     """A parameter whose .grad is None is neither moved nor given state (until it has a gradient)."""
     kwargs = dict(lr=0.05, momentum=0.5) if name in ("SGD", "RMSprop") else dict(lr=0.05)
@@ -218,6 +251,15 @@ BAD = [
     (optim.RMSprop, dict(eps=-1.0), "RMSprop: invalid epsilon value: -1.0"),
     (optim.Adagrad, dict(lr_decay=-0.1), "Adagrad: invalid lr_decay value: -0.1"),
     (optim.Adagrad, dict(initial_accumulator_value=-1.0), "Adagrad: invalid initial_accumulator_value value: -1.0"),
+    (optim.Adadelta, dict(rho=1.5), "Adadelta: invalid rho value: 1.5"),
+    (optim.Adadelta, dict(eps=-1.0), "Adadelta: invalid epsilon value: -1.0"),
+    (optim.Adamax, dict(betas=(1.0, 0.9)), "Adamax: invalid beta parameter at index 0: 1.0"),
+    (optim.NAdam, dict(momentum_decay=-0.1), "NAdam: invalid momentum_decay value: -0.1"),
+    (optim.NAdam, dict(betas=(0.9, 1.0)), "NAdam: invalid beta parameter at index 1: 1.0"),
+    (optim.RAdam, dict(lr=-1.0), "RAdam: invalid learning rate: -1.0"),
+    (optim.ASGD, dict(weight_decay=-1.0), "ASGD: invalid weight_decay value: -1.0"),
+    (optim.LBFGS, dict(lr=-1.0), "LBFGS: invalid learning rate: -1.0"),
+    (optim.LBFGS, dict(line_search_fn="backtracking"), "LBFGS: line_search_fn must be None or 'strong_wolfe'"),
 ]
 
 
@@ -266,3 +308,86 @@ def test_repr_lists_group_options() -> None:
     opt = optim.Adam([em.zeros(2, requires_grad=True)], lr=0.01)
     text = repr(opt)
     assert text.startswith("Adam (") and "Parameter Group 0" in text and "lr: 0.01" in text
+
+
+# --- LBFGS: a closure re-evaluates the loss, maybe several times per step ---------------------------------------
+LBFGS_CONFIGS = [
+    dict(),
+    dict(lr=0.5, max_iter=5, history_size=3),
+    dict(line_search_fn="strong_wolfe"),
+    dict(line_search_fn="strong_wolfe", max_iter=7, history_size=2, tolerance_change=1e-12),
+    dict(max_iter=4, max_eval=6, lr=0.8),
+]
+
+
+def _lbfgs_run(lib, loss_fn, params, opt, steps: int):
+    x, y = (lib.tensor(a) for a in data())
+    trajectory, losses, evals = [], [], []
+
+    def closure():
+        opt.zero_grad()
+        loss = loss_fn(params, x, y)
+        loss.backward()
+        evals.append(float(loss.detach()))
+        return loss
+
+    for _ in range(steps):
+        losses.append(float(opt.step(closure).detach()))
+        trajectory.append([p.detach().numpy().copy() for p in params])
+    return trajectory, losses, evals
+
+
+@pytest.mark.parametrize("kwargs", LBFGS_CONFIGS, ids=[_id(("LBFGS", c)) for c in LBFGS_CONFIGS])
+def test_lbfgs_trajectory_matches_torch(kwargs: dict) -> None:
+    """Every loss the closure returns and the parameters after every step agree with PyTorch's."""
+    params = [em.tensor(a, requires_grad=True) for a in initial_params()]
+    tparams = [torch.tensor(a, requires_grad=True) for a in initial_params()]
+    ours = _lbfgs_run(em, ember_loss, params, optim.LBFGS(params, **kwargs), 4)
+    theirs = _lbfgs_run(torch, torch_loss, tparams, torch.optim.LBFGS(tparams, **kwargs), 4)
+    assert len(ours[2]) == len(theirs[2])  # the same number of closure evaluations
+    np.testing.assert_allclose(ours[2], theirs[2], rtol=1e-9)
+    np.testing.assert_allclose(ours[1], theirs[1], rtol=1e-9)
+    assert_trajectories_close(ours[0], theirs[0], rtol=1e-8, atol=1e-10)
+    assert ours[1][-1] < ours[1][0]
+
+
+def test_lbfgs_fits_a_least_squares_problem_to_its_solution() -> None:
+    rng = np.random.default_rng(3)
+    a, b = em.tensor(rng.standard_normal((20, 4))), em.tensor(rng.standard_normal(20))
+    w = em.zeros(4, dtype=em.float64, requires_grad=True)
+    opt = optim.LBFGS([w], line_search_fn="strong_wolfe", tolerance_grad=1e-12, tolerance_change=0.0,
+                       max_iter=100)
+
+    def closure():
+        opt.zero_grad()
+        loss = ((a @ w - b) ** 2).sum()
+        loss.backward()
+        return loss
+
+    opt.step(closure)
+    np.testing.assert_allclose(w.detach().numpy(), np.linalg.lstsq(a.numpy(), b.numpy(), rcond=None)[0], rtol=1e-6)
+
+
+def test_lbfgs_refuses_groups_missing_closures_and_jit() -> None:
+    a, b = em.zeros(2, requires_grad=True), em.zeros(2, requires_grad=True)
+    with pytest.raises(ValueError, match="LBFGS doesn't support per-parameter options"):
+        optim.LBFGS([{"params": [a]}, {"params": [b]}])
+    opt = optim.LBFGS([a])
+    with pytest.raises(ValueError, match="LBFGS doesn't support per-parameter options"):
+        opt.add_param_group({"params": [b]})
+    with pytest.raises(TypeError, match="LBFGS.step needs a closure"):
+        opt.step(None)
+
+    def closure():
+        opt.zero_grad()
+        loss = (a * a).sum()
+        loss.backward()
+        return loss
+
+    with pytest.raises(RuntimeError, match="LBFGS.step cannot run under ember.jit"):
+        em.jit(lambda: opt.step(closure))()
+
+
+def test_sparse_adam_says_that_sparse_gradients_do_not_exist() -> None:
+    with pytest.raises(NotImplementedError, match="SparseAdam needs sparse gradients.*use ember.optim.Adam"):
+        optim.SparseAdam([em.zeros(2, requires_grad=True)])

@@ -2,16 +2,18 @@
 
 `import ember.numpy as np; from ember import grad` runs such a program unchanged otherwise: every function
 accepts tensors, NumPy arrays, nested lists and Python or NumPy scalars in any mix, follows NumPy's
-argument names (`axis`, `keepdims`, `ddof`, ...) and NumPy's defaults (float64 for new float data), and
-returns a tensor that autograd can differentiate. `random` is NumPy's own `numpy.random`, for
-initialisation code.
+argument names (`axis`, `keepdims`, `ddof`, ...), NumPy's defaults (float64 for new float data) and
+NumPy's type promotion, and returns an `ndarray` (`_ndarray.py`): a tensor that autograd can
+differentiate, with NumPy's operators, methods and printing. `ember.numpy.random` is NumPy's own
+random module (for initialisation code) and `ember.numpy.linalg` NumPy's linear algebra names over
+`ember.linalg`.
 """
 
 from __future__ import annotations
 
 import builtins
 import math
-from types import SimpleNamespace
+import operator
 
 import numpy as _np
 
@@ -20,9 +22,9 @@ from ember import ops as _ops
 from ember.creation import from_numpy as _from_numpy
 from ember.creation import tensor as _tensor
 from ember.device import as_device as _as_device
+from ember.numpy._ndarray import adopt as _adopt
+from ember.numpy._ndarray import ndarray  # noqa: F401  (public: the type of every result)
 from ember.tensor import Tensor
-
-random = _np.random
 
 pi = math.pi
 e = math.e
@@ -91,30 +93,41 @@ def _device_of(*args):
 
 
 def _operand(x, device):
-    """An operand for a binary op: Python numbers stay numbers (weakly typed, as in NumPy)."""
+    """An operand for a binary op: Python numbers stay numbers (weakly typed, as in NumPy); NumPy scalars
+    are 0-d arrays of their dtype (strongly typed, as in NumPy 2)."""
     if isinstance(x, _SCALARS):
         return x
-    if isinstance(x, _np.generic) and x.dtype.kind in "biuf":
-        return x.item()
     return _as_tensor(x, device)
 
 
-def _operands(a, b):
-    """Both operands of a binary op, at least one a tensor, with NumPy's int-with-float rule."""
+def _operands(a, b, bool_loop: bool = True):
+    """Both operands of a binary op, at least one a tensor, cast so the op gives NumPy's result dtype."""
     device = _device_of(a, b)
     a, b = _operand(a, device), _operand(b, device)
     if not isinstance(a, Tensor) and not isinstance(b, Tensor):
         a = _as_tensor(a)
-    # NumPy computes an integer array with a Python float in float64 (PyTorch: the default float).
-    if isinstance(b, float) and isinstance(a, Tensor) and not a.is_floating_point():
-        a = a.to(float64)
-    elif isinstance(a, float) and isinstance(b, Tensor) and not b.is_floating_point():
-        b = b.to(float64)
-    return a, b
+    return _promoted(a, b, bool_loop=bool_loop)
 
 
-def _binary(fn, a, b):
-    return fn(*_operands(a, b))
+def _promoted(*xs, bool_loop: bool = True):
+    """Operands cast to NumPy's result dtype (`np.result_type`), so Ember's own promotion agrees with NumPy's:
+    a bool array with a Python int is int64 (`1 - mask`), an integer array with a Python float is float64,
+    int64 with float32 arrays is float64. Python numbers stay numbers (weak, as in NumPy); a Python bool
+    meeting numbers becomes 1 or 0. `bool_loop=False`: the ufunc has no bool loop, so bools compute in int8."""
+    try:
+        want = _np.result_type(*[x._data.dtype if isinstance(x, Tensor) else x for x in xs])
+        if want == _np.bool_ and not bool_loop:
+            want = _np.dtype(_np.int8)
+        target = _dt.from_numpy_dtype(want)
+    except (TypeError, ValueError, KeyError):  # bfloat16, or a dtype Ember lacks: Ember's own promotion
+        return xs
+    numeric = want != _np.bool_
+    return tuple(x.to(target) if isinstance(x, Tensor) and x._data.dtype != want
+                 else (int(x) if numeric and isinstance(x, bool) else x) for x in xs)
+
+
+def _binary(fn, a, b, bool_loop: bool = True):
+    return fn(*_operands(a, b, bool_loop))
 
 
 def _unary(fn, float_only: bool = True):
@@ -129,9 +142,9 @@ def _unary(fn, float_only: bool = True):
     return call
 
 
-def _binary_fn(name, fn):
+def _binary_fn(name, fn, bool_loop: bool = True):
     def call(x1, x2):
-        return _binary(fn, x1, x2)
+        return _binary(fn, x1, x2, bool_loop)
 
     call.__name__ = name
     call.__doc__ = f"Elementwise {name} with broadcasting (NumPy's name)."
@@ -159,7 +172,14 @@ def asarray(a, dtype=None) -> Tensor:
 
 
 def _shape(shape) -> tuple:
-    return (shape,) if isinstance(shape, (int, _np.integer)) else tuple(shape)
+    """A shape from an int, a sequence of ints, or 0-d/1-d integer arrays and tensors (as NumPy accepts)."""
+    if isinstance(shape, (Tensor, _np.ndarray)):
+        if shape.ndim > 1:
+            raise TypeError(f"a shape must be an int or a 1-D sequence of ints, got an array of shape {shape.shape}")
+        return (operator.index(shape),) if shape.ndim == 0 else tuple(int(operator.index(d)) for d in shape)
+    if hasattr(shape, "__index__"):
+        return (operator.index(shape),)
+    return tuple(operator.index(d) for d in shape)
 
 
 def zeros(shape, dtype=float64) -> Tensor:
@@ -315,10 +335,10 @@ around = round
 add = _binary_fn("add", _ops.add)
 subtract = _binary_fn("subtract", _ops.sub)
 multiply = _binary_fn("multiply", _ops.mul)
-floor_divide = _binary_fn("floor_divide", _ops.floor_divide)
-power = _binary_fn("power", _ops.pow)
-mod = remainder = _binary_fn("remainder", _ops.remainder)
-fmod = _binary_fn("fmod", _ops.fmod)
+floor_divide = _binary_fn("floor_divide", _ops.floor_divide, bool_loop=False)
+power = _binary_fn("power", _ops.pow, bool_loop=False)
+mod = remainder = _binary_fn("remainder", _ops.remainder, bool_loop=False)
+fmod = _binary_fn("fmod", _ops.fmod, bool_loop=False)
 maximum = _binary_fn("maximum", _ops.maximum)
 minimum = _binary_fn("minimum", _ops.minimum)
 arctan2 = _binary_fn("arctan2", _ops.atan2)
@@ -373,7 +393,7 @@ def where(condition, x=None, y=None):
     x, y = _operand(x, device), _operand(y, device)
     if not isinstance(x, Tensor) and not isinstance(y, Tensor):
         x = _as_tensor(x, device)
-    return _ops.where(cond, x, y)
+    return _ops.where(cond, *_promoted(x, y))
 
 
 def clip(a, a_min, a_max, out=None) -> Tensor:
@@ -383,6 +403,8 @@ def clip(a, a_min, a_max, out=None) -> Tensor:
     a = _as_tensor(a, device)
     lo = None if a_min is None else _operand(a_min, device)
     hi = None if a_max is None else _operand(a_max, device)
+    bounds = [b for b in (lo, hi) if b is not None]
+    a = _promoted(a, *bounds)[0]
     return _ops.clamp(a, lo, hi)
 
 
@@ -706,7 +728,7 @@ def diagonal(a, offset: int = 0, axis1: int = 0, axis2: int = 1) -> Tensor:
 # --- products -----------------------------------------------------------------------------------
 def _pair(a, b):
     device = _device_of(a, b)
-    return _as_tensor(a, device), _as_tensor(b, device)
+    return _promoted(_as_tensor(a, device), _as_tensor(b, device))
 
 
 def dot(a, b) -> Tensor:
@@ -757,24 +779,44 @@ def einsum(subscripts: str, *operands) -> Tensor:
     return _ops.einsum(subscripts, *_tensors(operands))
 
 
-def _norm(x, ord=None, axis=None, keepdims: bool = False) -> Tensor:  # noqa: A002 - NumPy's name
-    """Vector norm, or Frobenius norm of a matrix (NumPy's linalg.norm for the common orders)."""
-    t = _float_input(x)
-    axis = _axis(axis)
-    matrix = (axis is None and t.ndim == 2) or (isinstance(axis, tuple) and len(axis) == 2)
-    if matrix and ord not in (None, "fro"):
-        raise NotImplementedError(f"linalg.norm: matrix norm ord={ord!r} is not supported (only 'fro')")
-    if ord in (None, "fro", 2):
-        return _ops.sqrt(_ops.sum(t * t, axis, keepdims))
-    if ord == inf:
-        return _ops.amax(_ops.abs(t), axis, keepdims)
-    if ord == -inf:
-        return _ops.amin(_ops.abs(t), axis, keepdims)
-    if ord == 0:
-        return _ops.sum(_ops.ne(t, 0).to(t.dtype), axis, keepdims)
-    if ord == 1:
-        return _ops.sum(_ops.abs(t), axis, keepdims)
-    return _ops.pow(_ops.sum(_ops.pow(_ops.abs(t), ord), axis, keepdims), 1.0 / ord)
+def nonzero(a) -> tuple:
+    """The indices of the non-zero elements: one index array per axis."""
+    return _ops.nonzero(_as_tensor(a), as_tuple=True)
 
 
-linalg = SimpleNamespace(norm=_norm)
+def _public_functions(namespace: dict, module: str) -> list:
+    """The names of the public functions a module defines itself (not classes, not imported names)."""
+    return [name for name, value in namespace.items()
+            if not name.startswith("_") and callable(value) and getattr(value, "__module__", None) == module
+            and not isinstance(value, type)]
+
+
+def _returning_ndarrays(fn):
+    """fn with its tensor results made ndarrays (a result that is one of the arguments comes back as an alias)."""
+    import functools
+
+    @functools.wraps(fn)
+    def call(*args, **kwargs):
+        return _as_ndarrays(fn(*args, **kwargs), args, kwargs)
+
+    return call
+
+
+def _as_ndarrays(out, args, kwargs):
+    if type(out) is Tensor:
+        if builtins.any(out is a for a in args) or builtins.any(out is v for v in kwargs.values()):
+            out = _ops.view(out, tuple(out.shape))  # never change the class of the caller's own tensor
+        return _adopt(out)
+    if type(out) in (tuple, list):
+        return type(out)(_as_ndarrays(o, args, kwargs) for o in out)
+    if isinstance(out, tuple) and hasattr(out, "_fields"):  # NumPy's named results (eigh, svd, ...)
+        return type(out)(*(_as_ndarrays(o, args, kwargs) for o in out))
+    return out
+
+
+# Every public function returns ndarrays; the wrapping is done once, here, for all of them.
+for _name in _public_functions(globals(), __name__):
+    globals()[_name] = _returning_ndarrays(globals()[_name])
+del _name
+
+from ember.numpy import linalg, random  # noqa: E402, F401  (public submodules; they use the functions above)

@@ -1,0 +1,55 @@
+"""`ember.linalg`: PyTorch's `torch.linalg` namespace — norms, inverses, determinants, solves and decompositions.
+
+Every function is differentiable (the ops live in `ember/ops/linalg_decomp.py` and `ember/ops/linalg_norms.py`),
+works on batches of matrices, and raises `LinAlgError` (a RuntimeError) for a matrix it cannot factor.
+"""
+
+from __future__ import annotations
+
+from ember.errors import LinAlgError
+from ember.ops.linalg import matmul
+from ember.ops.linalg_decomp import (
+    EighResult,
+    LstsqResult,
+    QRResult,
+    SlogdetResult,
+    SVDResult,
+    cholesky,
+    det,
+    eigh,
+    eigvalsh,
+    inv,
+    lstsq,
+    pinv,
+    qr,
+    slogdet,
+    solve,
+    svd,
+    svdvals,
+)
+from ember.ops.linalg_norms import matrix_norm, norm, vector_norm
+
+
+def multi_dot(tensors):
+    """The product of a list of matrices (the first and last may be vectors), left to right."""
+    tensors = list(tensors)
+    if len(tensors) < 2:
+        raise ValueError(f"linalg.multi_dot: expected at least 2 tensors, got {len(tensors)}")
+    out = tensors[0]
+    for t in tensors[1:]:
+        out = matmul(out, t)
+    return out
+
+
+def vecdot(x, y, *, dim: int = -1):
+    """The dot product of x and y along `dim`, broadcasting the other dims."""
+    from ember.ops.reduction import sum as _sum
+
+    return _sum(x * y, dim)
+
+
+__all__ = [
+    "LinAlgError", "EighResult", "LstsqResult", "QRResult", "SVDResult", "SlogdetResult", "cholesky", "det",
+    "eigh", "eigvalsh", "inv", "lstsq", "matmul", "matrix_norm", "multi_dot", "norm", "pinv", "qr", "slogdet",
+    "solve", "svd", "svdvals", "vecdot", "vector_norm",
+]
