@@ -25,6 +25,7 @@ class Tensor:
     _output_nr = 0
     _base = None
     _view_fn = None
+    _post_accumulate_grad_hooks = None  # set by register_post_accumulate_grad_hook
     grad = None
 
     __array_priority__ = 1000  # so ndarray + Tensor calls Tensor.__radd__
@@ -143,6 +144,12 @@ class Tensor:
         from ember.autograd.engine import retain_node_grad
 
         retain_node_grad(self)
+
+    def register_post_accumulate_grad_hook(self, hook):
+        """Call hook(self) after each backward pass has accumulated this leaf's gradient into .grad."""
+        from ember.autograd.hooks import register_post_accumulate_grad_hook
+
+        return register_post_accumulate_grad_hook(self, hook)
 
     @property
     def itemsize(self) -> int:
