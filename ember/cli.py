@@ -1,4 +1,4 @@
-"""The `ember` command: `ember train` (the main job) and `ember summary`."""
+"""The `ember` command: `ember train` (the main job), `ember run` (N processes with MPI) and `ember summary`."""
 
 from __future__ import annotations
 
@@ -43,6 +43,12 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--limit", type=int, default=None, help="use only the first N training and N/4 test samples")
     t.add_argument("--jit", action="store_true", help="run each training step as a compiled graph (ember.jit)")
     t.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+    r = sub.add_parser("run", help="run a program on N processes with MPI (ember run -n 4 script.py [args])",
+                       description="Start N ranks of a program with mpiexec; see docs/distributed.md.")
+    from ember.distributed.launch import add_arguments
+
+    add_arguments(r)
 
     s = sub.add_parser("summary", help="print a model's layers, output shapes, parameters and multiply-adds",
                        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
@@ -188,9 +194,14 @@ def summary_main(args) -> int:
 def main(argv=None) -> int:
     """Entry point of the `ember` console script and `python -m ember`."""
     args = _parser().parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)
     try:
         if args.command == "train":
             return train_main(args)
+        if args.command == "run":
+            from ember.distributed.launch import run_main
+
+            return run_main(args)
         return summary_main(args)
     except (ValueError, KeyError, FileNotFoundError, ImportError, RuntimeError) as e:
         # Bad names, missing data files or extras: one clear line, not a traceback.
