@@ -32,6 +32,7 @@ from ember.distributed.collectives import (
     scatter,
     send,
 )
+from ember.distributed.ddp import DistributedDataParallel
 from ember.distributed.errors import DistBackendError, DistError
 from ember.distributed.group import (
     GroupMember,
@@ -51,10 +52,12 @@ from ember.distributed.group import (
     new_group,
 )
 from ember.distributed.reduce_op import ReduceOp
+from ember.distributed.sampler import DistributedSampler
+from ember.distributed.sync_batchnorm import SyncBatchNorm
 from ember.distributed.work import Work
 
 __all__ = [
-    "DistBackendError", "DistError", "GroupMember", "ProcessGroup", "ReduceOp", "Work", "all_gather",
+    "DistBackendError", "DistError", "DistributedDataParallel", "DistributedSampler", "SyncBatchNorm", "GroupMember", "ProcessGroup", "ReduceOp", "Work", "all_gather",
     "all_gather_into_tensor", "all_gather_object", "all_reduce", "all_to_all", "all_to_all_single", "barrier",
     "broadcast", "broadcast_object_list", "destroy_process_group", "gather", "get_backend", "get_global_rank",
     "get_group_rank", "get_process_group_ranks", "get_rank", "get_world_size", "group", "init_process_group",

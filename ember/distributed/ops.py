@@ -90,3 +90,52 @@ def graph_broadcast(tensor, src: int, group) -> None:
     result = apply(BroadcastOp, tensor, group=group, src=src)
     with no_grad():
         tensor.copy_(result)
+
+
+# --- a bucket's allreduce split in two, so the graph engine can run other steps in between ---------------
+_PENDING: dict = {}  # id(buffer) -> the requests reducing it (started by AllReduceStart, awaited by AllReduceWait)
+
+
+@defop
+class AllReduceStart(Op):
+    """Start summing a copy of the input over the group (nonblocking); the output is that copy, which MPI fills.
+
+    Its result must only be read by `AllReduceWait`. Being stateful, starts run in program order on every
+    rank, while the steps between a start and its wait (the rest of the backward pass) run meanwhile.
+    """
+
+    name = "dist_all_reduce_start"
+    stateful = True
+    differentiable = False
+
+    def infer(self, x, group):
+        return MetaArray(x.shape, x.dtype)
+
+    def kernel(self, xp, x, group):
+        buf = _on_host(xp, x)
+        group.seq += 1
+        _PENDING[id(buf)] = group.transport.iallreduce(buf, ReduceOp.SUM)
+        return buf
+
+    def vjp(self, ctx, g):
+        raise RuntimeError("dist_all_reduce_start has no derivative (it reduces gradients)")
+
+
+@defop
+class AllReduceWait(Op):
+    """Wait for the reduction an `AllReduceStart` began; the sum divided by `divisor` (the average for DDP)."""
+
+    name = "dist_all_reduce_wait"
+    differentiable = False
+
+    def infer(self, buf, group, divisor):
+        return MetaArray(buf.shape, buf.dtype)
+
+    def kernel(self, xp, buf, group, divisor):
+        reqs = _PENDING.pop(id(buf), None)
+        if reqs is None:
+            raise RuntimeError("dist_all_reduce_wait: its buffer was not made by dist_all_reduce_start in this run")
+        wait_requests(group.transport, reqs, "all_reduce (DistributedDataParallel)", set(group.ranks))
+        if divisor != 1:
+            np.divide(buf, divisor, out=buf, casting="unsafe")
+        return _back(xp, buf)
