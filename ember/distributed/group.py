@@ -129,14 +129,15 @@ def init_process_group(backend: str | None = None, init_method: str | None = Non
         if world_size not in (-1, size) or rank not in (-1, me):
             raise ValueError(f"init_process_group(world_size={world_size}, rank={rank}): the MPI launcher started "
                              f"this process as rank {me} of {size}")
-        transport = MPITransport(comm.Dup(), MPI)
+        transport = MPITransport(comm, MPI)
+        transport = MPITransport(transport.dup_comm(), MPI)
     state.debug = _debug_from_env()
     state.timeout = secs
     state.world_transport = transport
     world = ProcessGroup(range(transport.size), transport, group_name or "WORLD", state.debug)
     if transport.kind == "mpi":
         _init_barrier(transport)
-        faults.install(faults.Watchdog(transport.comm.Dup(), transport.MPI, secs))
+        faults.install(faults.Watchdog(transport.dup_comm(), transport.MPI, secs))
     state.world = world
     state.groups = [world]
 
@@ -258,7 +259,11 @@ def new_group(ranks=None, timeout=None, backend=None, pg_options=None, use_local
         transport = SelfTransport()
     else:
         MPI = wt.MPI
-        comm = wt.comm.Create(wt.comm.Get_group().Incl(members))  # collective over the world
+        from ember.distributed.work import wait_requests
+
+        # Every rank must be here (Create is a blocking collective): a barrier that notices failed peers first.
+        wait_requests(wt, wt.ibarrier(), "new_group", None)
+        comm = wt.comm.Create(wt.comm.Get_group().Incl(members))
         transport = MPITransport(comm, MPI) if comm != MPI.COMM_NULL else None
     name = group_desc or f"group{len(state.groups)}"
     group = ProcessGroup(members, transport, name, state.debug)

@@ -124,7 +124,15 @@ class MPITransport:
 
     def dup(self) -> MPITransport:
         """A transport on a duplicate communicator: its messages never match this one's."""
-        return MPITransport(self.comm.Dup(), self.MPI)
+        return MPITransport(self.dup_comm(), self.MPI)
+
+    def dup_comm(self):
+        """A duplicate of the communicator, waited for like a collective (a failed or departed peer raises)."""
+        from ember.distributed.work import wait_requests
+
+        comm, req = self.comm.Idup()
+        wait_requests(self, [req], "creating a communicator")
+        return comm
 
     def free(self) -> None:
         if self.comm not in (self.MPI.COMM_WORLD, self.MPI.COMM_SELF) and self.comm != self.MPI.COMM_NULL:
