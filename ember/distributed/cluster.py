@@ -9,9 +9,18 @@ from __future__ import annotations
 
 import os
 
+_declared: list = [None]  # S as a tf.train.ClusterSpec gave it (checked against the run)
+
+
+def declare_servers(servers: int) -> None:
+    """Use S servers (tf.train.Server does this with its ClusterSpec's ps task count)."""
+    _declared[0] = int(servers)
+
 
 def num_servers(world_size: int) -> int:
-    """S, from $EMBER_NUM_SERVERS (set by `ember run --servers S`; 0 when unset)."""
+    """S: as declared by tf.train.Server's cluster, else $EMBER_NUM_SERVERS (`ember run --servers S`), else 0."""
+    if _declared[0] is not None:
+        return _declared[0]
     raw = os.environ.get("EMBER_NUM_SERVERS", "0").strip() or "0"
     if not raw.isdigit():
         raise ValueError(f"EMBER_NUM_SERVERS must be a non-negative integer, got {raw!r}")

@@ -28,7 +28,14 @@ class Variable(Tensor):
         if callable(initial_value):
             initial_value = initial_value()
         graph = get_default_graph()
-        init = convert_to_tensor(initial_value, dtype=dtype if not is_symbolic(initial_value) else None)
+        placed = graph.variable_device()  # a device function (replica_device_setter) may put variables elsewhere
+        if placed is not None:
+            from ember.v1.graph_api import device
+
+            with device(placed):
+                init = convert_to_tensor(initial_value, dtype=dtype if not is_symbolic(initial_value) else None)
+        else:
+            init = convert_to_tensor(initial_value, dtype=dtype if not is_symbolic(initial_value) else None)
         if init._data.graph is not graph:
             raise ValueError("Variable: the initial value belongs to another graph than the default one")
         if dtype is not None and init.dtype is not _as_dtype(dtype):
@@ -42,12 +49,12 @@ class Variable(Tensor):
         self.op_name = graph.scoped_name(name or "Variable")
         self.spec_shape = shape
         self.spec_dtype = init._data.dtype
-        self.storage_device = init._device
+        self.storage_device = placed if placed is not None else init._device
         self.trainable = bool(trainable)
         self._storage = None
         self._lock = threading.Lock()
         value = graph.variable(self, name=self.op_name)
-        Tensor._init(self, value, init._device)
+        Tensor._init(self, value, self.storage_device)
         if self.is_floating_point():
             self.requires_grad_(True)  # gradients() reaches variables through autograd
         self.initial_value = init
@@ -84,7 +91,11 @@ class Variable(Tensor):
             return cur
 
     def is_initialized_now(self) -> bool:
-        """Whether the storage holds a value."""
+        """Whether the storage holds a value (asked of the process holding it, for a variable placed on another)."""
+        if self.storage_device.job is not None:
+            from ember.distributed.remote import variables_initialized
+
+            return variables_initialized([self])[0]
         return self._storage is not None
 
     # --- TF1's Variable interface ------------------------------------------------------------
@@ -135,6 +146,9 @@ class Variable(Tensor):
 
     def load(self, value, session=None) -> None:
         """Write a value into the storage now (outside any graph run)."""
+        if self.storage_device.job is not None:
+            raise ValueError(f"load: variable {self.op_name} lives on {self.storage_device}, another process; "
+                             "assign it in a graph run instead")
         arr = np.asarray(value, dtype=self.spec_dtype)
         if arr.shape != self.spec_shape:
             raise ValueError(f"load: value of shape {arr.shape} for variable {self.op_name} of shape {self.spec_shape}")
@@ -200,4 +214,11 @@ def local_variables_initializer() -> Operation:
 
 def report_uninitialized_variables(var_list=None) -> list:
     """Names of the variables whose storage holds no value yet (checked now, not in a graph run)."""
-    return [v.op_name for v in (var_list or global_variables()) if not v.is_initialized_now()]
+    variables = list(var_list or global_variables())
+    remote = [v for v in variables if v.storage_device.job is not None]
+    if remote:  # one question per process holding some of them
+        from ember.distributed.remote import variables_initialized
+
+        ready = dict(zip(map(id, remote), variables_initialized(remote)))
+        return [v.op_name for v in variables if not ready.get(id(v), v._storage is not None)]
+    return [v.op_name for v in variables if not v.is_initialized_now()]
