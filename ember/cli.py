@@ -43,6 +43,8 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--limit", type=int, default=None, help="use only the first N training and N/4 test samples")
     t.add_argument("--jit", action="store_true", help="run each training step as a compiled graph (ember.jit)")
     t.add_argument("--no-progress", action="store_true", help="no progress bar")
+    t.add_argument("--nproc", type=int, default=1,
+                   help="train data-parallel on this many processes (MPI; see `ember run` and docs/distributed.md)")
 
     r = sub.add_parser("run", help="run a program on N processes with MPI (ember run -n 4 script.py [args])",
                        description="Start N ranks of a program with mpiexec; see docs/distributed.md.")
@@ -116,8 +118,13 @@ def train_main(args) -> int:
     """`ember train`: fit, report the test accuracy, write checkpoint, metrics and curves."""
     import ember as em
     from ember.data import DataLoader
+    from ember.distributed._env import launched
     from ember.train import History, LRSchedulerCallback, ModelCheckpoint, fit
 
+    if args.nproc != 1 or launched() is not None:  # data-parallel on several processes: its own module
+        from ember.distributed.train import train_main as data_parallel_main
+
+        return data_parallel_main(args)
     em.manual_seed(args.seed)
     out = args.out or os.path.join("runs", time.strftime("%Y%m%d-%H%M%S"))
     os.makedirs(out, exist_ok=True)

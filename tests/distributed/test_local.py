@@ -98,3 +98,19 @@ def test_differentiable_all_reduce_in_a_world_of_one(world):
     y = dist.nn.functional.all_reduce(x * 3)
     y.sum().backward()
     assert y.tolist() == [3.0, 6.0] and x.grad.tolist() == [3.0, 3.0]
+
+
+def test_checkpoint_helpers_and_ddp_in_a_world_of_one(world, tmp_path):
+    from ember.distributed.checkpoint import is_main_process, load_on_main, save_on_main
+
+    em.manual_seed(0)
+    net = em.nn.Linear(3, 2)
+    ddp = dist.DistributedDataParallel(net)
+    ddp(em.ones((4, 3))).sum().backward()
+    assert net.weight.grad.tolist() == [[4.0] * 3] * 2 and list(ddp.state_dict())[0].startswith("module.")
+    assert is_main_process()
+    save_on_main({"w": net.weight.detach(), "epoch": 3}, tmp_path / "c.safetensors")
+    state = load_on_main(tmp_path / "c.safetensors")
+    assert state["epoch"] == 3 and state["w"].tolist() == net.weight.tolist()
+    with pytest.raises(FileNotFoundError):
+        load_on_main(tmp_path / "missing.safetensors")

@@ -62,12 +62,12 @@ def async_trains_mnist(kv):
     params = list(net.parameters())
     keys = list(range(100, 100 + len(params)))
     kv.init(keys, params)
-    kv.set_optimizer("sgd", lr=0.1, momentum=0.9, rescale_grad=1.0 / n)
+    kv.set_optimizer("sgd", lr=0.2, rescale_grad=1.0 / n)
     shard = np.arange(w, len(y_all), n)
     rng = np.random.default_rng(w)
-    for _ in range(80):
+    for _ in range(120):
         kv.pull(keys, out=params)
-        idx = rng.choice(shard, 32)
+        idx = rng.choice(shard, 64)
         net.zero_grad()
         F.cross_entropy(net(x_all[idx]), y_all[idx]).backward()
         kv.push(keys, [p.grad for p in params])
