@@ -1,4 +1,4 @@
-"""The `ember` command: `ember train` (the main job) and `ember summary`."""
+"""The `ember` command: `ember train` (the main job), `ember run` (N processes with MPI) and `ember summary`."""
 
 from __future__ import annotations
 
@@ -97,6 +97,14 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--resume", metavar="CKPT", help="continue the run whose checkpoint (a file) this is")
     t.add_argument("--jit", action="store_true", help="run each training step as a compiled graph (ember.jit)")
     t.add_argument("--no-progress", action="store_true", help="no progress bar")
+    t.add_argument("--nproc", type=int, default=1,
+                   help="train data-parallel on this many processes (MPI; see `ember run` and docs/distributed.md)")
+
+    r = sub.add_parser("run", help="run a program on N processes with MPI (ember run -n 4 script.py [args])",
+                       description="Start N ranks of a program with mpiexec; see docs/distributed.md.")
+    from ember.distributed.launch import add_arguments
+
+    add_arguments(r)
 
     s = sub.add_parser("summary", help="print a model's layers, output shapes, parameters and multiply-adds",
                        description="Print a model's layers, output shapes, parameters and multiply-adds, "
@@ -205,6 +213,12 @@ def _settings(args) -> tuple[dict, dict | None, str | None]:
 
 def train_main(args) -> int:
     """`ember train`: fit, report the test accuracy, write checkpoint, metrics and curves."""
+    from ember.distributed._env import launched
+
+    if args.nproc != 1 or launched() is not None:  # data-parallel on several processes: its own module
+        from ember.distributed.train import train_main as data_parallel_main
+
+        return data_parallel_main(args)
     config, state, mode = _settings(args)
     if mode == settings.DONE:
         print(f"nothing to do: the run in {args.resume} already has its {config['epochs']} epochs "
@@ -329,9 +343,14 @@ def main(argv=None) -> int:
     """Entry point of the `ember` console script and `python -m ember`."""
     args = _parser().parse_args(argv)
     prog = f"ember {args.command}"
+    args.argv = list(sys.argv[1:] if argv is None else argv)
     try:
         if args.command == "train":
             return train_main(args)
+        if args.command == "run":
+            from ember.distributed.launch import run_main
+
+            return run_main(args)
         return summary_main(args)
     except CommandError as e:
         msg = str(e)

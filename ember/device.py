@@ -1,4 +1,5 @@
-"""Device names (`cpu`, `cpu:N`, `meta`, `cuda:N`) and the current-device scope."""
+"""Device names (`cpu`, `cpu:N`, `meta`, `cuda:N`, and `/job:J/task:T[/cpu:N]` for another process's
+devices in a distributed graph) and the current-device scope."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ _KNOWN_TYPES = ("cpu", "meta", "cuda")
 class Device:
     """A place where tensors live. Interned: equal devices are the same object."""
 
-    __slots__ = ("type", "index", "_name", "_backend")
+    __slots__ = ("type", "index", "job", "task", "_name", "_backend")
     _cache: dict = {}
 
     def __new__(cls, spec="cpu", index: int | None = None) -> Device:
@@ -28,6 +29,9 @@ class Device:
     def _parse(cls, spec, index):
         if not isinstance(spec, str):
             raise TypeError(f"device must be a string like 'cpu' or 'cuda:0', got {spec!r}")
+        job = task = None
+        if spec.strip().startswith("/job:"):
+            job, task, spec = _parse_job(spec.strip())
         type_, _, idx = spec.strip().partition(":")
         if type_ not in _KNOWN_TYPES:
             raise ValueError(f"unknown device {spec!r}: expected one of cpu, cpu:N, meta, cuda, cuda:N")
@@ -40,17 +44,21 @@ class Device:
         if type_ == "meta" and index not in (None, 0):
             raise ValueError(f"the meta device has no index, got {spec!r}")
         index = index or 0
-        canonical = (type_, index)
+        canonical = (type_, index, job, task)
         for existing in cls._cache.values():
-            if (existing.type, existing.index) == canonical:
+            if (existing.type, existing.index, existing.job, existing.task) == canonical:
                 return existing
         dev = object.__new__(cls)
         dev.type = type_
         dev.index = index
+        dev.job = job
+        dev.task = task
         if type_ == "cuda":
             dev._name = f"cuda:{index}"
         else:
             dev._name = type_ if index == 0 else f"{type_}:{index}"
+        if job is not None:  # a device of another process: /job:ps/task:0, /job:worker/task:1/cpu:1
+            dev._name = f"/job:{job}/task:{task}" + ("" if (type_, index) == ("cpu", 0) else f"/{dev._name}")
         dev._backend = None
         return dev
 
@@ -64,6 +72,8 @@ class Device:
         return self._backend
 
     def __repr__(self) -> str:
+        if self.job is not None:
+            return f"device('{self._name}')"
         return f"device(type='{self.type}', index={self.index})"
 
     def __str__(self) -> str:
@@ -91,6 +101,26 @@ class Device:
 
     def __exit__(self, *exc) -> None:
         _scope_stack().pop()
+
+
+def _parse_job(spec: str) -> tuple:
+    """('ps', 0, 'cpu:0') from '/job:ps/task:0', '/job:ps/replica:0/task:0/device:CPU:0', '/job:ps/task:0/gpu:1'."""
+    job, task, local = None, 0, "cpu"
+    for field in spec.strip("/").split("/"):
+        name, _, value = field.partition(":")
+        if name == "job" and value:
+            job = value
+        elif name == "task" and value.isdigit():
+            task = int(value)
+        elif name == "replica":
+            continue
+        elif name.lower() in ("device", "cpu", "gpu", "cuda"):
+            local = (value if name.lower() == "device" else field).lower().replace("gpu", "cuda")
+        else:
+            raise ValueError(f"bad device name {spec!r}: expected /job:NAME/task:N[/cpu:N] (or /device:CPU:N)")
+    if job is None:
+        raise ValueError(f"bad device name {spec!r}: no job name")
+    return job, task, local
 
 
 _local = threading.local()

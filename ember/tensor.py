@@ -41,6 +41,7 @@ class Tensor(MathMixin, ReductionMixin, ShapeMixin, IndexingMixin, LinalgMixin, 
     _output_nr = 0
     _base = None
     _view_fn = None
+    _post_accumulate_grad_hooks = None  # set by register_post_accumulate_grad_hook
     grad = None
 
     __array_priority__ = 1000  # so ndarray + Tensor calls Tensor.__radd__
@@ -156,6 +157,12 @@ class Tensor(MathMixin, ReductionMixin, ShapeMixin, IndexingMixin, LinalgMixin, 
         from ember.autograd.engine import retain_node_grad
 
         retain_node_grad(self)
+
+    def register_post_accumulate_grad_hook(self, hook):
+        """Call hook(self) after each backward pass has accumulated this leaf's gradient into .grad."""
+        from ember.autograd.hooks import register_post_accumulate_grad_hook
+
+        return register_post_accumulate_grad_hook(self, hook)
 
     @property
     def itemsize(self) -> int:

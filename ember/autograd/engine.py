@@ -214,14 +214,19 @@ def walk(roots, follow=None) -> list:
     return found
 
 
-def _collect(roots: list) -> dict:
-    """Count, for each node reachable from the roots, how many edges point at it."""
+def _collect(roots: list) -> tuple:
+    """Count, for each node and each leaf (by id) reachable from the roots, how many edges point at it."""
     deps: dict = {}
+    leaves: dict = {}
     for node in walk(roots):
         for edge in node.edges:
-            if edge is not None and type(edge[0]) is Node:
+            if edge is None:
+                continue
+            if type(edge[0]) is Node:
                 deps[edge[0]] = deps.get(edge[0], 0) + 1
-    return deps
+            else:
+                leaves[id(edge[0])] = leaves.get(id(edge[0]), 0) + 1
+    return deps, leaves
 
 
 def _fit(g, shape, np_dtype, node, i):
@@ -276,7 +281,12 @@ def run_backward(
             if fn not in root_nodes:
                 root_nodes.append(fn)
 
-        deps = _collect(root_nodes)
+        deps, leaf_edges = _collect(root_nodes)
+        # backward() accumulates each leaf's gradient as soon as its last edge is done, so a
+        # post-accumulate hook (DDP's) can act on it while the rest of the pass runs.
+        stored = set()
+        if inputs is not None:
+            leaf_edges = None
         ready = [n for n in root_nodes if n not in deps]
         while ready:
             node = ready.pop()
@@ -319,8 +329,17 @@ def run_backward(
                     deps[parent] -= 1
                     if deps[parent] == 0:
                         ready.append(parent)
-                elif g is not None:
-                    send_leaf(parent, g)
+                else:
+                    if g is not None:
+                        send_leaf(parent, g)
+                    if leaf_edges is not None:
+                        key = id(parent)
+                        leaf_edges[key] -= 1
+                        if leaf_edges[key] == 0 and key in leaf_grads:
+                            _accumulate_into_leaf(parent, leaf_grads.pop(key)[1], create_graph, stored)
+        if leaf_edges is not None:  # leaves that were roots themselves, with no edge into them
+            for leaf, g in leaf_grads.values():
+                _accumulate_into_leaf(leaf, g, create_graph, stored)
     finally:
         _grad_state.enabled = prev_mode
 
@@ -338,9 +357,6 @@ def run_backward(
                 results[k] = r.detach()
         return results
 
-    stored = set()
-    for leaf, g in leaf_grads.values():
-        _accumulate_into_leaf(leaf, g, create_graph, stored)
     return None
 
 
@@ -367,6 +383,8 @@ def _accumulate_into_leaf(leaf, g, create_graph: bool, stored: set) -> None:
             leaf.grad.add_(g)
         finally:
             _grad_state.enabled = prev
+    if leaf._post_accumulate_grad_hooks:
+        _hooks.run_post_accumulate_grad_hooks(leaf)
 
 
 def backward(tensors, grad_tensors=None, retain_graph=None, create_graph: bool = False) -> None:
@@ -446,6 +464,7 @@ import numpy as _np  # noqa: E402
 
 from ember import dtypes as _dt  # noqa: E402
 from ember import ops as _ops  # noqa: E402
+from ember.autograd import hooks as _hooks  # noqa: E402
 from ember.autograd import views as _views  # noqa: E402
 from ember.tensor import _FLOAT_NP  # noqa: E402
 from ember.tensor import Tensor as _Tensor  # noqa: E402

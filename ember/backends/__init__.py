@@ -11,6 +11,10 @@ from ember.backends.meta import MetaArray
 
 def backend_for(device) -> Backend:
     """The backend object that serves `device` (created once per device)."""
+    if getattr(device, "job", None) is not None:
+        from ember.backends.remote import RemoteBackend
+
+        return RemoteBackend(device)
     if device.type == "cpu":
         from ember.backends.cpu import CPUBackend
 

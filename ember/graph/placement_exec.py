@@ -22,12 +22,33 @@ from ember.runtime.rendezvous import Cancelled, Rendezvous, bind
 _NODE_REF = re.compile(r"\(node %(\d+)\)")
 
 
+# Set by ember.distributed.remote: process_plan(graph, outputs, extra_nodes) for graphs with devices of other
+# processes (/job:ps/task:0), whose parts run there and whose send/recv pairs travel over MPI.
+process_plan = [None]
+
+
 def compile_plan(graph, outputs, extra_nodes=()):
     """The runnable form of (graph, outputs): a Plan when one device holds every value, else a PlacedPlan."""
     outputs = list(outputs)
-    if len(devices_of(graph.needed_for(outputs + list(extra_nodes)))) > 1:
+    devices = devices_of(graph.needed_for(outputs + list(extra_nodes)))
+    remote = sorted(str(d) for d in devices if d.job is not None)
+    if remote:
+        if process_plan[0] is None:
+            raise RuntimeError(f"the graph places ops on {', '.join(remote)}: devices of other processes need "
+                               "ember.distributed (run the program with ember run and create tf.train.Server)")
+        return process_plan[0](graph, outputs, extra_nodes)
+    if len(devices) > 1:
         return PlacedPlan(graph, outputs, extra_nodes)
     return Plan(graph, outputs, extra_nodes)
+
+
+def part_plan(dev, part) -> Plan:
+    """The executor Plan of one device's part (steps without outputs run on that device)."""
+    plan = Plan(part.graph, part.outputs, part.graph.nodes)
+    for step in plan.steps:
+        if step.backend is None:  # nodes without outputs (signals, no_op) run on their part's device
+            step.backend = dev.backend
+    return plan
 
 
 class PlacedPlan:
@@ -37,13 +58,11 @@ class PlacedPlan:
         self.graph = graph
         self.outputs = list(outputs)
         self.parts = partition(graph, self.outputs, extra_nodes)
-        self.plans: dict = {}
-        for dev, part in self.parts.items():
-            plan = Plan(part.graph, part.outputs, part.graph.nodes)
-            for step in plan.steps:
-                if step.backend is None:  # nodes without outputs (signals, no_op) run on their part's device
-                    step.backend = dev.backend
-            self.plans[dev] = plan
+        self.plans: dict = {dev: part_plan(dev, part) for dev, part in self.parts.items() if self.runs_here(dev)}
+
+    def runs_here(self, dev) -> bool:
+        """Whether this process runs `dev`'s part (all of them, except in a distributed plan)."""
+        return True
 
     @property
     def steps(self) -> list:
@@ -60,7 +79,15 @@ class PlacedPlan:
         array handed to a send must stay untouched until the receiving device has copied it, which
         arena reuse would break, and the send/recv kernels find the rendezvous through their thread.
         """
-        rv = Rendezvous()
+        results = self.run_parts(Rendezvous(), feeds)
+        out: list = [None] * len(self.outputs)
+        for dev, arrays in results.items():
+            for i, a in zip(self.parts[dev].out_index, arrays):
+                out[i] = a
+        return out
+
+    def run_parts(self, rv: Rendezvous, feeds: dict) -> dict:
+        """Run this process's parts at once, meeting in `rv`; device -> output arrays of its part."""
         results: dict = {}
         errors: list = []
 
@@ -74,7 +101,9 @@ class PlacedPlan:
                 errors.append((dev, e))
                 rv.abort(e)
 
-        devices = list(self.parts)
+        devices = list(self.plans)
+        if not devices:  # a distributed plan whose parts all run in other processes
+            return results
         done = [_borrow().submit(work, d) for d in devices[1:]]
         try:
             work(devices[0])
@@ -85,11 +114,7 @@ class PlacedPlan:
             raise
         if errors:
             self._raise(errors)
-        out: list = [None] * len(self.outputs)
-        for dev, arrays in results.items():
-            for i, a in zip(self.parts[dev].out_index, arrays):
-                out[i] = a
-        return out
+        return results
 
     def _raise(self, errors: list):
         """Raise the error that stopped the run (not the cancellations it caused), naming the original node."""

@@ -209,7 +209,17 @@ class Graph(ir.Graph):
     @property
     def device(self) -> Device:
         """The device new placeholders, constants, variables and random ops are placed on."""
-        return self._devices[-1] if self._devices else default_device()
+        if not self._devices:
+            return default_device()
+        top = self._devices[-1]
+        return top.op_device if isinstance(top, _DeviceFunction) else top
+
+    def variable_device(self) -> Device | None:
+        """Where a new variable goes: a device function's choice for a variable op, else None (with its value)."""
+        top = self._devices[-1] if self._devices else None
+        if isinstance(top, _DeviceFunction):
+            return top.place("VariableV2")
+        return None
 
     def next_seed(self, op_seed: int | None) -> int | None:
         """TF's seed rule: an op seed, or one derived from the graph seed, or None (unseeded)."""
@@ -435,12 +445,37 @@ def device_string(dev: Device) -> str:
     return f"/device:{kind}:{dev.index or 0}"
 
 
+class _OpStub:
+    """What a device function is called with: an op of a type (TF passes the Operation)."""
+
+    def __init__(self, type_: str) -> None:
+        self.type = type_
+        self.name = type_
+        self.device = ""
+
+
+class _DeviceFunction:
+    """A device function scope (tf.device(replica_device_setter(...))): it chooses per op type."""
+
+    def __init__(self, fn) -> None:
+        self.fn = fn
+        self.op_device = self.place("Op")
+
+    def place(self, op_type: str) -> Device:
+        return _parse_device(self.fn(_OpStub(op_type)))
+
+
 @contextlib.contextmanager
 def device(name) -> Iterator[None]:
-    """Place the ops built inside on a device ('/cpu:1', '/gpu:0', 'cuda'); send/recv pairs join devices."""
+    """Place the ops built inside on a device ('/cpu:1', '/gpu:0', 'cuda', '/job:ps/task:0'), or on what a
+    device function chooses per op (replica_device_setter); send/recv pairs join devices and processes."""
     graph = get_default_graph()
-    dev = _parse_device(name)
-    graph._devices.append(dev)
+    if callable(name) and not isinstance(name, Device):
+        entry = _DeviceFunction(name)
+        dev = entry.op_device
+    else:
+        entry = dev = _parse_device(name)
+    graph._devices.append(entry)
     try:
         with dev:  # the thread's device scope is what places ops (ember.graph.build)
             yield
@@ -451,6 +486,10 @@ def device(name) -> Iterator[None]:
 def _parse_device(name) -> Device:
     if name is None or isinstance(name, Device):
         return name or as_device("cpu")
+    if "/job:" in str(name) or str(name).startswith("job:"):
+        from ember.distributed.remote import resolve_device  # devices of other processes (MPI)
+
+        return resolve_device("/" + str(name).strip("/"))
     spec = str(name).lower().strip("/")
     spec = spec.split("/")[-1].replace("device:", "")
     if spec.startswith("gpu"):

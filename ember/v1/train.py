@@ -1,4 +1,5 @@
-"""`tf.train`: gradient descent, momentum and Adam optimizers with TF1's update formulas, built as graph ops.
+"""`tf.train`: gradient descent, momentum and Adam optimizers with TF1's update formulas, built as graph ops;
+and the distributed pieces (ClusterSpec, Server, replica_device_setter, MonitoredTrainingSession).
 
 Each update is an assign op on the variable (and on slot variables such as momentum
 accumulators), so running the returned operation performs one training step.
@@ -35,10 +36,11 @@ from ember.v1.state_ops import assign, assign_add, assign_sub, group
 from ember.v1.variables import Variable
 
 __all__ = [
-    "AdagradOptimizer", "AdamOptimizer", "GradientDescentOptimizer", "MomentumOptimizer", "Optimizer",
-    "RMSPropOptimizer", "CheckpointState", "Saver", "checkpoint_exists", "get_checkpoint_state", "latest_checkpoint",
-    "list_variables", "load_variable", "update_checkpoint_state", "exponential_decay", "get_global_step", "get_or_create_global_step", "inverse_time_decay",
-    "piecewise_constant", "polynomial_decay",
+    "AdagradOptimizer", "AdamOptimizer", "CheckpointState", "ClusterSpec", "GradientDescentOptimizer",
+    "MomentumOptimizer", "MonitoredTrainingSession", "Optimizer", "RMSPropOptimizer", "Saver", "Server",
+    "StopAtStepHook", "checkpoint_exists", "exponential_decay", "get_checkpoint_state", "get_global_step",
+    "get_or_create_global_step", "inverse_time_decay", "latest_checkpoint", "list_variables", "load_variable",
+    "piecewise_constant", "polynomial_decay", "replica_device_setter", "update_checkpoint_state",
 ]
 
 
@@ -303,3 +305,8 @@ def get_or_create_global_step(graph=None) -> Variable:
 
 
 create_global_step = get_or_create_global_step
+
+
+# Distributed programs (between-graph replication on MPI ranks): see cluster.py and monitored_session.py.
+from ember.v1.cluster import ClusterSpec, Server, replica_device_setter  # noqa: E402
+from ember.v1.monitored_session import MonitoredTrainingSession, StopAtStepHook  # noqa: E402

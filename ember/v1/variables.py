@@ -33,7 +33,14 @@ class Variable(Tensor):
         if callable(initial_value):
             initial_value = initial_value()
         graph = get_default_graph()
-        init = convert_to_tensor(initial_value, dtype=dtype if not is_symbolic(initial_value) else None)
+        placed = graph.variable_device()  # a device function (replica_device_setter) may put variables elsewhere
+        if placed is not None:
+            from ember.v1.graph_api import device
+
+            with device(placed):
+                init = convert_to_tensor(initial_value, dtype=dtype if not is_symbolic(initial_value) else None)
+        else:
+            init = convert_to_tensor(initial_value, dtype=dtype if not is_symbolic(initial_value) else None)
         if init._data.graph is not graph:
             raise ValueError("Variable: the initial value belongs to another graph than the default one")
         if dtype is not None and init.dtype is not _as_dtype(dtype):
@@ -47,10 +54,10 @@ class Variable(Tensor):
         self.op_name = graph.scoped_name(name or "Variable")
         self.spec_shape = shape
         self.spec_dtype = init._data.dtype
-        self.storage_device = init._device
+        self.storage_device = placed if placed is not None else init._device
         self.trainable = bool(trainable)
         value = graph.variable(self, name=self.op_name)
-        Tensor._init(self, value, init._device)
+        Tensor._init(self, value, self.storage_device)
         if self.is_floating_point():
             self.requires_grad_(True)  # gradients() reaches variables through autograd
         self.initial_value = init
@@ -121,6 +128,9 @@ class Variable(Tensor):
         """Write a value into the variable in `session` (default: the default session) now, outside any run."""
         from ember.v1.session import default_session_for
 
+        if self.storage_device.job is not None:
+            raise ValueError(f"load: variable {self.op_name} lives on {self.storage_device}, another process; "
+                             "assign it in a graph run instead")
         arr = np.asarray(value, dtype=self.spec_dtype)
         if arr.shape != self.spec_shape:
             raise ValueError(f"load: value of shape {arr.shape} for variable {self.op_name} of shape {self.spec_shape}")
@@ -217,7 +227,13 @@ class ReportUninitializedOp(Op):
 
     def kernel(self, xp, variables):
         values = variable_values.current()
-        return np.array([v.op_name.encode() for v in variables if not values.has(v)], dtype=object)
+        remote = [v for v in variables if v.storage_device.job is not None]
+        ready = {}
+        if remote:  # variables placed on other processes: one question per process holding some of them
+            from ember.distributed.remote import variables_initialized
+
+            ready = dict(zip(map(id, remote), variables_initialized(remote)))
+        return np.array([v.op_name.encode() for v in variables if not ready.get(id(v), values.has(v))], dtype=object)
 
 
 report_uninitialized_op = register(ReportUninitializedOp())
