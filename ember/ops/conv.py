@@ -8,6 +8,7 @@ are multiplied and summed in float32 and each result is rounded once.
 from __future__ import annotations
 
 from ember.errors import ShapeError, fmt_shape
+from ember.ops import depthwise
 from ember.ops._rules import binary_dtype, spec
 from ember.ops.dispatch import apply
 from ember.ops.opmath import rounded, upcast
@@ -152,6 +153,8 @@ class Conv2dOp(Op):
         x, w = upcast(x.astype(dtype, copy=False)), upcast(w.astype(dtype, copy=False))
         o, _, kh, kw = w.shape
         n = x.shape[0]
+        if groups > 1 and w.shape[1] == 1 and depthwise.forward_pays(x.shape, stride, padding):  # tap by tap
+            return rounded(depthwise.forward(xp, x, w, stride, padding, dilation), dtype)
         wm = w.reshape(groups, o // groups, -1)
         if _small_weight(w):
             # Per-sample patches: (G, O/G, K) @ (N, G, K, L) is (N, G, O/G, L), NCHW with no
@@ -283,6 +286,8 @@ class Conv2dWeightGradOp(Op):
         dtype = binary_dtype(x, g)
         x, g = upcast(x.astype(dtype, copy=False)), upcast(g.astype(dtype, copy=False))
         kh, kw = kernel_hw
+        if groups > 1 and x.shape[1] == groups:  # depthwise
+            return rounded(depthwise.weight_grad(xp, x, g, stride, padding, dilation, kh, kw), dtype)
         cols, oh, ow = im2col(xp, x, kh, kw, stride, padding, dilation, groups)
         o = g.shape[1]
         gm = xp.ascontiguousarray(g.transpose(1, 0, 2, 3)).reshape(groups, o // groups, -1)

@@ -518,6 +518,9 @@ row("conv2d_dilation", lambda L, x, w: L.conv2d(x, w, dilation=2), conv_args(k=(
 row("conv2d_groups", lambda L, x, w: L.conv2d(x, w, groups=2), conv_args(groups=2), tol=CONV)
 row("conv2d_depthwise", lambda L, x, w: L.conv2d(x, w, padding=1, groups=x.shape[1]),
     lambda r: [r.normal((1, 3, 4, 5)), r.normal((6, 1, 3, 3))], tol=CONV)
+row("conv2d_depthwise_strided", lambda L, x, w: L.conv2d(x, w, stride=2, padding=(2, 1), dilation=(2, 1),
+                                                          groups=x.shape[1]),
+    lambda r: [r.normal((2, 4, 7, 6)), r.normal((4, 1, 3, 2))], tol=CONV)
 row("conv2d_all", lambda L, x, w, b: L.conv2d(x, w, b, stride=(2, 1), padding=(1, 2), dilation=(1, 2), groups=2),
     conv_args(groups=2, bias=True, min_hw=4), tol=CONV)
 row("conv2d_unbatched", lambda L, x, w: L.conv2d(x, w), lambda r: [r.normal((2, 4, 5)), r.normal((3, 2, 2, 2))],
