@@ -9,6 +9,7 @@ from ember.backends.meta import MetaArray
 from ember.device import as_device
 from ember.ops import dispatch as _dispatch
 from ember.random import Generator, host_rng
+from ember.symbolic import SymInt
 from ember.tensor import Tensor
 
 
@@ -24,7 +25,7 @@ def _size(size) -> tuple:
             raise TypeError(f"sizes must be integers, got {d!r}")
         if d < 0:
             raise ValueError(f"sizes must be non-negative, got {tuple(size)}")
-        out.append(int(d))
+        out.append(d if isinstance(d, SymInt) else int(d))  # a symbolic size stays symbolic under ember.jit
     return tuple(out)
 
 
@@ -189,6 +190,7 @@ def eye(n: int, m: int | None = None, *, dtype=None, device=None, requires_grad:
 
 # --- random ------------------------------------------------------------------------------
 def _random(device, shape, np_dtype, draw, requires_grad, generator=None):
+    """A tensor of `draw(rng, shape)`; under ember.jit a graph node drawing afresh (at the run's shape) each run."""
     device = as_device(device)
     interp = _dispatch.current()
     if interp.symbolic:  # inside ember.jit: a graph node drawing afresh at every run
@@ -197,9 +199,9 @@ def _random(device, shape, np_dtype, draw, requires_grad, generator=None):
     if device.backend.abstract:
         return _finish(MetaArray(shape, np_dtype), device, requires_grad)
     if device.type == "cuda" and generator is None:
-        data = draw(device.backend.random()).astype(np_dtype, copy=False)
+        data = draw(device.backend.random(), shape).astype(np_dtype, copy=False)
         return _finish(data, device, requires_grad)
-    arr = np.asarray(draw(host_rng(generator))).astype(np_dtype, copy=False)
+    arr = np.asarray(draw(host_rng(generator), shape)).astype(np_dtype, copy=False)
     return _host_to_device(arr, device, requires_grad)
 
 
@@ -213,13 +215,13 @@ def _float_dtype(dtype):
 def rand(*size, dtype=None, device=None, requires_grad: bool = False, generator: Generator | None = None) -> Tensor:
     """Uniform samples in [0, 1)."""
     shape, np_dtype = _size(size), _float_dtype(dtype)
-    return _random(device, shape, np_dtype, lambda r: r.random(shape), requires_grad, generator)
+    return _random(device, shape, np_dtype, lambda r, shape: r.random(shape), requires_grad, generator)
 
 
 def randn(*size, dtype=None, device=None, requires_grad: bool = False, generator: Generator | None = None) -> Tensor:
     """Standard normal samples."""
     shape, np_dtype = _size(size), _float_dtype(dtype)
-    return _random(device, shape, np_dtype, lambda r: r.standard_normal(shape), requires_grad, generator)
+    return _random(device, shape, np_dtype, lambda r, shape: r.standard_normal(shape), requires_grad, generator)
 
 
 def randint(low, high=None, size=None, *, dtype=None, device=None, generator: Generator | None = None) -> Tensor:
@@ -232,12 +234,12 @@ def randint(low, high=None, size=None, *, dtype=None, device=None, generator: Ge
         raise ValueError(f"randint: low ({low}) must be smaller than high ({high})")
     shape = _size((size,) if isinstance(size, int) else (tuple(size),))
     np_dtype = _dtype_np(dtype, dt.int64)
-    return _random(device, shape, np_dtype, lambda r: r.integers(low, high, size=shape), False, generator)
+    return _random(device, shape, np_dtype, lambda r, shape: r.integers(low, high, size=shape), False, generator)
 
 
 def randperm(n: int, *, dtype=None, device=None, generator: Generator | None = None) -> Tensor:
     """A random permutation of 0..n-1."""
-    return _random(device, (n,), _dtype_np(dtype, dt.int64), lambda r: r.permutation(n), False, generator)
+    return _random(device, (n,), _dtype_np(dtype, dt.int64), lambda r, shape: r.permutation(shape[0]), False, generator)
 
 
 def normal(mean=0.0, std=1.0, size=None, *, dtype=None, device=None, generator: Generator | None = None) -> Tensor:

@@ -31,14 +31,15 @@ class Node:
         self.seq = _SEQ[0]
         # For a view, the version of its storage when this node was made: a later in-place write
         # through another alias makes the node stale (see `current_grad_fn`).
-        out0 = outputs[0] if outputs else None
-        self.view_version = (out0._version[0] if op.is_view in (True, "maybe") and out0 is not None
-                             and out0._base is not None else None)
+        is_view = op.is_view
+        out0 = outputs[0] if is_view and is_view != "multi" and outputs else None
+        self.view_version = out0._version[0] if out0 is not None and out0._base is not None else None
         edges = []
         meta = []
         for x in inputs:
             if isinstance(x, _Tensor):
-                meta.append((x._data.shape, x._data.dtype))
+                d = x._data
+                meta.append((d.shape, d.dtype))
                 if x._requires_grad:
                     fn = x._grad_fn if x._base is None else _views.current_grad_fn(x)
                     edges.append((fn, x._output_nr) if fn is not None else (x, -1))
@@ -50,16 +51,32 @@ class Node:
         self.in_meta = meta
         reads = op.grad_reads
         if reads is not None:  # only what the gradients of the inputs that need one read
-            save = sorted({j for i, e in enumerate(edges) if e is not None for j in reads.get(i, ())})
+            save = None
+            if reads:
+                needs = 0  # bit i: input i needs a gradient
+                bit = 1
+                for e in edges:
+                    if e is not None:
+                        needs |= bit
+                    bit <<= 1
+                save = _SAVES.get((op, needs))
+                if save is None:
+                    save = _SAVES[(op, needs)] = tuple(sorted(
+                        {j for i in range(len(inputs)) if needs >> i & 1 for j in reads.get(i, ())}))
         else:
             save = op.save_inputs
             if type(save) is slice:  # ops with a variable number of inputs save a range of them
                 save = range(len(inputs))[save]
         if save:
-            self._saved = {i: (inputs[i], _version_of(inputs[i])) for i in save}
-            for i, (x, _) in self._saved.items():
-                if type(x) is _np.ndarray:  # a NumPy operand (ndarray @ tensor): rules need a tensor
-                    self._saved[i] = (_Tensor._make(x, outputs[0]._device), None)
+            saved = self._saved = {}
+            for i in save:
+                x = inputs[i]
+                if isinstance(x, _Tensor):
+                    saved[i] = (x, x._version[0])
+                elif type(x) is _np.ndarray:  # a NumPy operand (ndarray @ tensor): rules need a tensor
+                    saved[i] = (_Tensor._make(x, outputs[0]._device), None)
+                else:
+                    saved[i] = (x, None)
         else:
             self._saved = None
         if op.save_outputs:
@@ -69,6 +86,22 @@ class Node:
             }
         else:
             self._out_saved = None
+        # The floating-point outputs point at the new node (integer and bool outputs have no gradient).
+        if len(outputs) == 1:
+            t = outputs[0]
+            if t._data.dtype in _FLOAT_NP:
+                t._requires_grad = True
+                t._grad_fn = self
+                if t._output_nr:  # an in-place write into an output of a multi-output op
+                    t._output_nr = 0
+            return
+        i = 0
+        for t in outputs:
+            if t._data.dtype in _FLOAT_NP:
+                t._requires_grad = True
+                t._grad_fn = self
+                t._output_nr = i
+            i += 1
 
     # --- the context interface that gradient rules use ---------------------------------
     @property
@@ -147,10 +180,7 @@ class Node:
         return f"<{self.op.name}Backward>"
 
 
-def _version_of(x):
-    return x._version[0] if isinstance(x, _Tensor) else None
-
-
+_SAVES: dict = {}  # (op, inputs needing a gradient as bits) -> the inputs its gradient rules read
 _SEQ = [0]  # creation counter of nodes: tells the nodes an in-place op made from older ones
 
 
@@ -159,27 +189,21 @@ def seq_mark() -> int:
     return _SEQ[0]
 
 
-def record(op, attrs: dict, inputs: tuple, outputs: tuple) -> Node:
-    """Record that `op` made `outputs` from `inputs`: the one way a node enters the autograd graph.
-
-    The floating-point outputs point at the new node (integer and bool outputs have no gradient).
-    """
-    node = Node(op, attrs, inputs, outputs)
-    for i, t in enumerate(outputs):
-        if t._data.dtype in _FLOAT_NP:
-            t._requires_grad = True
-            t._grad_fn = node
-            t._output_nr = i
-    return node
+# `record(op, attrs, inputs, outputs)`: record that `op` made `outputs` from `inputs`, the one way a
+# node enters the autograd graph. Making the node is recording it (it points its floating-point
+# outputs at itself), so on the hottest path of eager training there is no call in between.
+record = Node
 
 
-def walk(roots, follow=None):
-    """Every node reachable from `roots` (nodes) through edges, each once; `follow(node)` may prune."""
+def walk(roots, follow=None) -> list:
+    """Every node reachable from `roots` (nodes) through edges, each once (a list, depth first);
+    `follow(node)` may prune."""
     stack = [n for n in roots if n is not None]
     seen = {id(n) for n in stack}
+    found = []
     while stack:
         node = stack.pop()
-        yield node
+        found.append(node)
         for edge in node.edges:
             if edge is None:
                 continue
@@ -187,6 +211,7 @@ def walk(roots, follow=None):
             if type(parent) is Node and id(parent) not in seen and (follow is None or follow(parent)):
                 seen.add(id(parent))
                 stack.append(parent)
+    return found
 
 
 def _collect(roots: list) -> dict:

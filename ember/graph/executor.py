@@ -4,24 +4,29 @@ A `Plan` is what later passes (fusion, memory planning, the parallel engine) rew
 steps, each a kernel with input slots, attributes and output slots, plus the slots to free after
 each step so intermediates die as soon as nothing needs them.
 
-Running a plan takes one of three paths:
-- plain: the steps in order, each result a fresh array (memory planning off, nothing to record);
-- planned: the same order, but steps with an `out=` kernel write into a preallocated arena laid out
-  by `memory_plan()` (buffers shared by values that are never alive together, in place where safe);
+Running a plan takes one of two paths:
+- in order: the steps one after another; with memory planning (the default) steps with an `out=`
+  kernel write into a preallocated arena laid out by `memory_plan()` (buffers shared by values that
+  are never alive together, in place where safe), without it each result is a fresh array;
 - parallel: every step pushed to the dependency engine, so independent branches run at once on the
   worker threads (with an arena laid out so that any interleaving is safe).
+
+A plan whose sizes are symbolic (a dynamic ember.jit program) runs through `specialize(env)`.
 """
 
 from __future__ import annotations
 
+import copy
 import threading
 
 import numpy as np
 
+from ember.backends.meta import MetaArray
 from ember.errors import DataDependentError, fmt_shape
 from ember.graph.ir import CAPTURE, CONSTANT, PLACEHOLDER, VARIABLE, Value
 from ember.runtime import profiler as _profiler
 from ember.runtime.settings import settings as _settings
+from ember.symbolic import bind
 
 _PARALLEL_MIN_WORK = 1 << 21  # estimated bytes touched below which the engine's overhead dominates
 _PARALLEL_MIN_GAIN = 1.4  # total work / critical path needed before running branches at once
@@ -153,6 +158,24 @@ class Plan:
             # A result nobody reads (an unused output of a multi-output step) goes at once.
             unread = [s for s in step.out_slots if s not in last_use and s not in keep]
             step.free_after = tuple(frees.get(i, ())) + tuple(unread)
+
+    # --- symbolic sizes ----------------------------------------------------------------------------
+    def specialize(self, env: dict) -> Plan:
+        """This plan for one assignment of its symbolic sizes (`ember.symbolic`): the same steps
+        with their attributes, constants and value shapes evaluated for `env`, and its own memory plan."""
+        plan = copy.copy(self)
+        plan.consts = [(s, bind(c, env)) for s, c in self.consts]
+        plan.slot_value = [None if v is None else MetaArray(bind(v.shape, env), v.dtype) for v in self.slot_value]
+        steps = []
+        for step in self.steps:
+            st = step.copy(step.in_slots, step.out_slots)
+            st.attrs = bind(step.attrs, env)
+            st.in_shapes = bind(step.in_shapes, env)
+            st.free_after = step.free_after
+            steps.append(st)
+        plan.steps = steps
+        plan._memory, plan._arenas, plan._parallel_gain = {}, {}, None
+        return plan
 
     # --- memory ----------------------------------------------------------------------------------
     def memory_plan(self, mode: str = "sequential"):

@@ -15,6 +15,7 @@ import numpy as np
 from ember.backends.meta import MetaArray
 from ember.device import Device
 from ember.errors import fmt_shape
+from ember.symbolic import SymInt
 
 # Node kinds besides "op": where values enter a graph.
 PLACEHOLDER = "placeholder"  # fed at run time (ember.v1 placeholders, jit arguments)
@@ -288,6 +289,7 @@ class Graph:
 
 def _spec(shape, dtype) -> MetaArray:
     spec = object.__new__(MetaArray)
-    spec.shape = tuple(None if d is None or d == -1 else int(d) for d in shape)
+    spec.shape = tuple(None if d is None or (type(d) is not SymInt and d == -1) else d if type(d) is SymInt
+                       else int(d) for d in shape)
     spec.dtype = np.dtype(dtype)
     return spec

@@ -29,12 +29,14 @@ import numpy as np
 from ember.errors import fmt_shape
 from ember.graph.executor import Plan
 from ember.graph.ir import Graph
+from ember.graph.jit_dynamic import SIZE, DynamicProgram, batch_leaves, generalise, size_of
 from ember.graph.jit_key import flatten, signature, unflatten
 from ember.graph.passes import optimize as optimize_graph
 from ember.graph.placement_exec import compile_plan
 from ember.graph.trace import Tracer
 from ember.ops import dispatch
 from ember.ops.dispatch import is_symbolic, is_tracing  # noqa: F401  (is_tracing: re-exported as ember.is_tracing)
+from ember.symbolic import SymInt, collecting_guards
 from ember.tensor import Tensor
 
 DEFAULT_CACHE_SIZE = 8  # compiled programs kept per function (torch.compile's cache_size_limit)
@@ -74,11 +76,16 @@ class _Compiled:
 class JitFunction:
     """A function compiled per input signature (see `jit`)."""
 
-    def __init__(self, fn, static_argnums=(), passes=None, cache_size: int = DEFAULT_CACHE_SIZE) -> None:
+    def __init__(self, fn, static_argnums=(), passes=None, cache_size: int = DEFAULT_CACHE_SIZE,
+                 dynamic: bool | None = None) -> None:
         functools.update_wrapper(self, fn)
         if not isinstance(cache_size, int) or cache_size < 1:
             raise ValueError(f"jit: cache_size must be a positive int, got {cache_size!r}")
+        if dynamic not in (None, False):
+            raise ValueError(f"jit: dynamic must be None (a varying batch size is detected) or False, got {dynamic!r}")
         self.fn = fn
+        self.dynamic = dynamic
+        self._programs: OrderedDict = OrderedDict()  # generalised key -> DynamicProgram
         self.static_argnums = (static_argnums,) if isinstance(static_argnums, int) else tuple(static_argnums)
         self.passes = passes
         self.cache_size = cache_size
@@ -106,6 +113,10 @@ class JitFunction:
                 # Same signature, but a guarded value changed (an optimizer option, or state that now
                 # exists): programs traced under the old values are dropped rather than kept.
                 del self._cache[key]
+            else:
+                ran = self._run_dynamic(key, args, kwargs, leaves, struct)
+                if ran is not None:
+                    return ran[0]
             entry = self._trace(args, kwargs, leaves, struct)
             self._store(key, entry)
         elif entry.retrace:
@@ -123,6 +134,44 @@ class JitFunction:
         _, struct, leaves = signature(self.fn, args, kwargs, self.static_argnums)
         entry = self._trace(args, kwargs, leaves, struct, for_inspection=True, optimize=optimized)
         return entry.optimized if optimized else entry.graph
+
+    # --- dynamic batch sizes (ember.graph.jit_dynamic) ----------------------------------------
+    def _run_dynamic(self, key, args, kwargs, leaves, struct):
+        """Run a call whose key is new through a program with a symbolic batch size: an existing
+        one, or one traced now when the key differs from a cached one in the batch size alone.
+        Returns (result,) or None (trace a static program instead)."""
+        if self.dynamic is False:
+            return None
+        for gkey, program in reversed(self._programs.items()):
+            if generalise(key, program.leaves) == gkey and program.entry.guards_hold():
+                plan = program.plan_for(size_of(key, program.leaves))
+                if plan is not None:
+                    self._programs.move_to_end(gkey)
+                    return (self._run(program.entry, leaves, plan),)
+        for old in reversed(self._cache):
+            batch = batch_leaves(old, key)
+            if batch is not None and generalise(key, batch) not in self._programs:
+                program = self._trace_dynamic(args, kwargs, leaves, struct, batch)
+                if program is None:
+                    return None
+                self._programs[generalise(key, batch)] = program
+                while len(self._programs) > self.cache_size:
+                    self._programs.popitem(last=False)
+                plan = program.plan_for(size_of(key, batch))
+                return None if plan is None else (self._run(program.entry, leaves, plan),)
+        return None
+
+    def _trace_dynamic(self, args, kwargs, leaves, struct, batch):
+        """A program traced with the first dimension of the `batch` leaves symbolic (None if that fails)."""
+        with collecting_guards() as guards:
+            try:
+                entry = self._trace(args, kwargs, leaves, struct, symbolic_leaves=batch)
+            except Exception:  # noqa: BLE001 - user code that needs a concrete size: a static trace then
+                self.trace_count -= 1
+                return None
+        if entry.retrace or not isinstance(entry.plan, Plan):
+            return None
+        return DynamicProgram(entry, batch, guards)
 
     # --- the cache -------------------------------------------------------------------------
     def _store(self, key, entry: _Compiled) -> None:
@@ -146,7 +195,8 @@ class JitFunction:
             )
 
     # --- tracing ---------------------------------------------------------------------------
-    def _trace(self, args, kwargs, leaves, struct, for_inspection=False, optimize=False) -> _Compiled:
+    def _trace(self, args, kwargs, leaves, struct, for_inspection=False, optimize=False,
+               symbolic_leaves=()) -> _Compiled:
         self.trace_count += 1
         graph = Graph(getattr(self.fn, "__name__", "jit"))
         tracer = Tracer(graph)
@@ -155,7 +205,10 @@ class JitFunction:
         sym_leaves = []
         for i, x in enumerate(leaves):
             device = x._device if isinstance(x, Tensor) else _cpu()
-            v = graph.placeholder(tuple(x.shape), x.dtype if not isinstance(x, Tensor) else x._data.dtype, device,
+            shape = tuple(x.shape)
+            if i in symbolic_leaves:
+                shape = (SymInt(shape[0], SIZE),) + shape[1:]
+            v = graph.placeholder(shape, x.dtype if not isinstance(x, Tensor) else x._data.dtype, device,
                                   name=f"arg{i}")
             s = Tensor._make(v, device)
             if isinstance(x, Tensor) and x.requires_grad:
@@ -218,14 +271,15 @@ class JitFunction:
         return entry
 
     # --- running ---------------------------------------------------------------------------
-    def _run(self, entry: _Compiled, leaves):
+    def _run(self, entry: _Compiled, leaves, plan=None):
         feeds = {v: (x._data if isinstance(x, Tensor) else x) for v, x in zip(entry.placeholders, leaves)}
         for v, read, dtype in entry.scalar_feeds:
             value = np.asarray(read(), dtype=dtype)
             feeds[v] = value if v.device.type == "cpu" else v.device.backend.from_host(value)
-        results = entry.plan.run(feeds)
+        plan = plan if plan is not None else entry.plan
+        results = plan.run(feeds)
         k = entry.n_user_outputs
-        user = [Tensor._make(r, entry.plan.outputs[i].device) for i, r in enumerate(results[:k])]
+        user = [Tensor._make(r, plan.outputs[i].device) for i, r in enumerate(results[:k])]
         pos = k
         for t, kind in entry.grad_targets:
             if kind == "none":
@@ -298,8 +352,13 @@ def _leaf_str(k) -> str:
     return f"shape {fmt_shape(k[0])} {np.dtype(k[1]).name}"
 
 
-def jit(fn=None, *, static_argnums=(), passes=None, cache_size: int = DEFAULT_CACHE_SIZE):
-    """Compile `fn` by tracing it into a graph (per input signature); usable as a decorator."""
+def jit(fn=None, *, static_argnums=(), passes=None, cache_size: int = DEFAULT_CACHE_SIZE, dynamic=None):
+    """Compile `fn` by tracing it into a graph (per input signature); usable as a decorator.
+
+    `dynamic=None` (default): when only the first dimension of some arguments changes between calls
+    (a shorter last batch), the function is traced once more with that size symbolic and the program
+    serves every batch size it holds for; `dynamic=False` traces each size separately.
+    """
     if fn is None:
-        return lambda f: JitFunction(f, static_argnums, passes, cache_size)
-    return JitFunction(fn, static_argnums, passes, cache_size)
+        return lambda f: JitFunction(f, static_argnums, passes, cache_size, dynamic)
+    return JitFunction(fn, static_argnums, passes, cache_size, dynamic)

@@ -56,7 +56,7 @@ class CreationMixin:
 
     def normal_(self, mean=0.0, std=1.0, *, generator=None):
         """Fill with samples of N(mean, std^2) in place."""
-        shape, dtype = tuple(self.shape), _draw_dtype(self)
+        dtype = _draw_dtype(self)
 
         def scale(out):
             if std != 1.0:
@@ -71,11 +71,11 @@ class CreationMixin:
 
         if self._fill_in_place(into):
             return self
-        return self._fill_random(lambda r: scale(r.standard_normal(shape, dtype=dtype)), generator)
+        return self._fill_random(lambda r, shape: scale(r.standard_normal(shape, dtype=dtype)), generator)
 
     def uniform_(self, a=0.0, b=1.0, *, generator=None):
         """Fill with samples of U(a, b) in place."""
-        shape, dtype = tuple(self.shape), _draw_dtype(self)
+        dtype = _draw_dtype(self)
 
         def scale(out):
             out *= b - a
@@ -88,20 +88,20 @@ class CreationMixin:
 
         if self._fill_in_place(into):
             return self
-        return self._fill_random(lambda r: scale(r.random(shape, dtype=dtype)), generator)
+        return self._fill_random(lambda r, shape: scale(r.random(shape, dtype=dtype)), generator)
 
     def bernoulli_(self, p=0.5, *, generator=None):
         """Fill with 1 with probability p, else 0, in place."""
-        return self._fill_random(lambda r: r.random(tuple(self.shape)) < p, generator)
+        return self._fill_random(lambda r, shape: r.random(shape) < p, generator)
 
     def exponential_(self, lambd=1.0, *, generator=None):
         """Fill with samples of an exponential distribution of rate `lambd` in place."""
-        return self._fill_random(lambda r: r.exponential(1.0 / lambd, size=tuple(self.shape)), generator)
+        return self._fill_random(lambda r, shape: r.exponential(1.0 / lambd, size=shape), generator)
 
     def random_(self, low=0, high=None, *, generator=None):
         """Fill with integers drawn uniformly from [low, high) (or [0, low) when high is None) in place."""
         lo, hi = (low, high) if high is not None else (0, low)
-        return self._fill_random(lambda r: r.integers(lo, hi, size=tuple(self.shape)), generator)
+        return self._fill_random(lambda r, shape: r.integers(lo, hi, size=shape), generator)
 
 
 def _draw_dtype(t):

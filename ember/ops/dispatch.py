@@ -36,12 +36,8 @@ class Eager(Interpreter):
             if backend.direct:  # NumPy backends: no device context to enter
                 return op.kernel(np, *arrays, **attrs)
             return backend.run(op.kernel, arrays, attrs)
-        except (ShapeError, IndexError, TypeError, NotImplementedError, RuntimeError) as e:
-            if type(e).__module__.startswith("ember") or str(e).startswith(op.name):
-                raise
-            explain_failure(op, arrays, attrs, e)
-        except Exception as e:  # NumPy's own errors: report them in terms of the op
-            explain_failure(op, arrays, attrs, e)
+        except Exception as e:  # noqa: BLE001 - reported in terms of the op
+            kernel_failed(op, arrays, attrs, e)
 
     def write(self, target, result, name: str) -> None:
         data = target._data
@@ -74,6 +70,14 @@ class Eager(Interpreter):
                 )
             raise DataDependentError(f"{what}: tensors on the meta device have no data (device='meta')")
         return data
+
+
+def kernel_failed(op, arrays, attrs, e: Exception):
+    """Re-raise a kernel's error: Ember's own errors as they are, NumPy's in terms of the op."""
+    if isinstance(e, (ShapeError, IndexError, TypeError, NotImplementedError, RuntimeError)) and (
+            type(e).__module__.startswith("ember") or str(e).startswith(op.name)):
+        raise e
+    explain_failure(op, arrays, attrs, e)
 
 
 EAGER = Eager()
@@ -141,17 +145,24 @@ def apply(op, *inputs, **attrs):
     if device is None:
         raise TypeError(f"{op.name}: expected at least one tensor argument")
     interp = _stack.top
-    if symbolic and not interp.symbolic:
-        interp = _symbolic_interpreter(interp, arrays)
-    if type(interp) is not Eager:
-        prepared = interp.prepare(op, inputs)  # e.g. moved under a device scope by a send/recv pair
-        if prepared is not None:
-            return apply(op, *prepared, **attrs)
-    if mixed is not None:
-        raise DeviceMismatchError(
-            f"{op.name}: expected all tensors on the same device, but found tensors on {device} and {mixed}"
-        )
-    outs = interp.run(op, inputs, arrays, attrs, device)
+    backend = device._backend
+    if type(interp) is Eager and not symbolic and mixed is None and backend is not None and backend.direct:
+        try:  # the common case, Eager.run inlined: a NumPy kernel now
+            outs = op.kernel(np, *arrays, **attrs)
+        except Exception as e:  # noqa: BLE001 - reported in terms of the op
+            kernel_failed(op, arrays, attrs, e)
+    else:
+        if symbolic and not interp.symbolic:
+            interp = _symbolic_interpreter(interp, arrays)
+        if type(interp) is not Eager:
+            prepared = interp.prepare(op, inputs)  # e.g. moved under a device scope by a send/recv pair
+            if prepared is not None:
+                return apply(op, *prepared, **attrs)
+        if mixed is not None:
+            raise DeviceMismatchError(
+                f"{op.name}: expected all tensors on the same device, but found tensors on {device} and {mixed}"
+            )
+        outs = interp.run(op, inputs, arrays, attrs, device)
 
     if op.n_outputs == 1:
         if type(outs) is not np.ndarray and not isinstance(outs, MetaArray):

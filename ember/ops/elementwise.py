@@ -22,7 +22,7 @@ from ember.ops.registry import Op, register
 
 
 # --- unary ---------------------------------------------------------------------------
-class Unary(Op):
+class UnaryOp(Op):
     """f(x) elementwise. `float_only` ops compute in the default float for integer inputs.
 
     An op given a `ufunc` computes with that NumPy ufunc (the same name in CuPy) and gets an
@@ -80,8 +80,8 @@ class Unary(Op):
 
 
 def _unary(name, fn=None, grad=None, params=(), **kw):
-    """Register a Unary op; `params` name the attributes that may also be passed positionally."""
-    op = register(Unary(name, fn, grad, **kw))
+    """Register a unary elementwise op; `params` name the attributes that may also be passed positionally."""
+    op = register(UnaryOp(name, fn, grad, **kw))
 
     def call(x, *args, **attrs):
         if args:  # F.softplus(x, 2.0) as well as softplus(x, beta=2.0)
@@ -225,7 +225,7 @@ def zeros_like_grad(g):
 
 
 # --- binary ----------------------------------------------------------------------------
-class Binary(Op):
+class BinaryOp(Op):
     """f(a, b) with broadcasting and PyTorch's type promotion; Python scalars on either side.
 
     `reads` maps each input to the inputs its gradient reads (autograd saves no more); `ufunc`
@@ -308,7 +308,7 @@ def _is_bool(x) -> bool:
 
 
 def _binary(name, fn=None, grad=None, **kw):
-    op = register(Binary(name, fn, grad, **kw))
+    op = register(BinaryOp(name, fn, grad, **kw))
 
     def call(a, b):
         return apply_binary(op, a, b)
@@ -459,7 +459,7 @@ multiply, subtract, divide, true_divide, negative = mul, sub, div, div, neg
 
 
 # --- where, clamp ----------------------------------------------------------------------
-class Where(Op):
+class WhereOp(Op):
     name = "where"
     save_inputs = (0,)
     elementwise = True
@@ -510,12 +510,15 @@ def _masked_select_zero(xp, cond, a, b, dtype):
         return None
     if src.dtype != dtype or src.dtype not in FLOAT_NP or src.shape != cond.shape:
         return None
-    bits = np.dtype(f"u{src.dtype.itemsize}")
-    ones = bits.type(np.iinfo(bits).max)
+    bits, ones = _ALL_ONES[src.dtype.itemsize]
     return (src.view(bits) & (mask.view(np.uint8).astype(bits) * ones)).view(src.dtype)
 
 
-_where = register(Where())
+# unsigned type of each float width, and its all-ones value (mask 1 -> every bit kept)
+_ALL_ONES = {n: (np.dtype(f"u{n}"), np.dtype(f"u{n}").type(np.iinfo(f"u{n}").max)) for n in (2, 4, 8)}
+
+
+_where_op = register(WhereOp())
 
 
 def where(condition, input=None, other=None):
@@ -528,10 +531,10 @@ def where(condition, input=None, other=None):
         from ember.ops.indexing import nonzero
 
         return nonzero(condition, as_tuple=True)
-    return apply(_where, condition, input, other)
+    return apply(_where_op, condition, input, other)
 
 
-class Clamp(Op):
+class ClampOp(Op):
     name = "clamp"
     save_inputs = (0,)
     elementwise = True
@@ -566,10 +569,10 @@ class Clamp(Op):
         return (where(mask, g, 0.0),)
 
 
-_clamp = register(Clamp())
+_clamp_op = register(ClampOp())
 
 
-class ClampTensor(Op):
+class ClampTensorOp(Op):
     """clamp with a tensor bound (the other a tensor, a number or None): min(max(x, lo), hi), NaN from any."""
 
     name = "clamp_tensor"
@@ -611,7 +614,7 @@ class ClampTensor(Op):
         return gx, glo, ghi
 
 
-_clamp_tensor = register(ClampTensor())
+_clamp_tensor_op = register(ClampTensorOp())
 
 
 def clamp(input, min=None, max=None):
@@ -619,8 +622,8 @@ def clamp(input, min=None, max=None):
     from ember.tensor import Tensor
 
     if isinstance(min, Tensor) or isinstance(max, Tensor):
-        return apply(_clamp_tensor, input, min, max)
-    return apply(_clamp, input, min=min, max=max)
+        return apply(_clamp_tensor_op, input, min, max)
+    return apply(_clamp_op, input, min=min, max=max)
 
 
 clip = clamp

@@ -25,7 +25,7 @@ class HostRandomOp(Op):
     def kernel(self, xp, draw, shape, dtype, generator=None):
         from ember.random import host_rng
 
-        arr = np.asarray(draw(host_rng(generator))).astype(dtype, copy=False)
+        arr = np.asarray(draw(host_rng(generator), tuple(shape))).astype(dtype, copy=False)
         return arr if xp is np else xp.asarray(arr)
 
 

@@ -11,6 +11,7 @@ from ember.ops import dispatch
 from ember.ops._rules import BOOL_NP, FLOAT_NP, INT64_NP, binary_dtype, norm_dim, spec
 from ember.ops.dispatch import apply, apply_unary
 from ember.ops.registry import Op, register
+from ember.symbolic import carry_symbols, has_symbols, values_of
 
 # --- index templates ---------------------------------------------------------------
 # An index is stored as a template: ints, slices, None, ..., bools as given, and each tensor
@@ -74,6 +75,13 @@ def _abstract_index(op: str, x, template, arrays):
     A boolean mask's shape is still checked (with an all-true stand-in); only the number of true
     values is unknown, so a well-shaped mask then raises DataDependentError.
     """
+    if has_symbols(tuple(x.shape)) or any(has_symbols(tuple(a.shape)) for a in arrays):
+        # A dynamic jit trace: index with plain sizes, then carry the symbolic ones through.
+        def rule(x_shape, *a_shapes):
+            return _abstract_index(op, MetaArray(x_shape, x.dtype), template,
+                                   [MetaArray(s, a.dtype) for s, a in zip(a_shapes, arrays)])
+        shapes = [tuple(x.shape)] + [tuple(a.shape) for a in arrays]
+        return carry_symbols(shapes, rule(*(values_of(s) for s in shapes)), rule)
     dummies = []
     has_mask = False
     for a in arrays:

@@ -167,7 +167,7 @@ def _eager(op: Op, shape, dtype, device, seed, **params) -> Tensor:
     from ember.dtypes import as_dtype
 
     device = as_device(device)
-    attrs = dict(shape=tuple(int(d) for d in shape), dtype=as_dtype(dtype).np,
+    attrs = dict(shape=tuple(d if isinstance(d, int) else int(d) for d in shape), dtype=as_dtype(dtype).np,
                  seed=None if seed is None else SeedStream(seed), **params)
     out = op.infer(**attrs)
     if device.backend.abstract:

@@ -19,7 +19,7 @@ def _known_numel(shape):
 
 def infer_reshape(op: str, in_shape, shape) -> tuple:
     """Resolve -1 in a requested shape and check the element count."""
-    shape = tuple(int(d) if d is not None else None for d in shape)
+    shape = tuple(d if d is None or isinstance(d, int) else int(d) for d in shape)  # symbolic sizes stay
     if sum(1 for d in shape if d == -1) > 1:
         raise ShapeError(f"{op}: only one dimension can be -1, got {fmt_shape(shape)}")
     for d in shape:
@@ -606,7 +606,7 @@ def roll(input, shifts, dims=None):
     return apply(_roll_op, input, shifts=shifts, dims=dims)
 
 
-class _Triangle(Op):
+class TriangleOp(Op):
     fresh_output = True
     def __init__(self, name):
         self.name = name
@@ -626,18 +626,18 @@ class _Triangle(Op):
 
 from ember.ops.registry import register  # noqa: E402
 
-_tril = register(_Triangle("tril"))
-_triu = register(_Triangle("triu"))
+_tril_op = register(TriangleOp("tril"))
+_triu_op = register(TriangleOp("triu"))
 
 
 def tril(input, diagonal: int = 0):
     """Keep the lower triangle (on and below `diagonal`) of the last two dims."""
-    return apply(_tril, input, diagonal=diagonal)
+    return apply(_tril_op, input, diagonal=diagonal)
 
 
 def triu(input, diagonal: int = 0):
     """Keep the upper triangle (on and above `diagonal`) of the last two dims."""
-    return apply(_triu, input, diagonal=diagonal)
+    return apply(_triu_op, input, diagonal=diagonal)
 
 
 def pad(input, pad, mode: str = "constant", value=None):

@@ -16,7 +16,7 @@ from ember.ops.dispatch import apply
 from ember.ops.registry import Op
 
 
-class Split(Op):
+class SplitOp(Op):
     """Pieces of x along `dim` with the given sizes; with squeeze, pieces of size 1 lose the dim."""
 
     name = "split"
@@ -63,10 +63,10 @@ class Split(Op):
 _OPS: dict = {}
 
 
-def _op(n: int) -> Split:
+def _op(n: int) -> SplitOp:
     op = _OPS.get(n)
     if op is None:
-        op = _OPS[n] = Split(n)
+        op = _OPS[n] = SplitOp(n)
     return op
 
 
@@ -80,7 +80,7 @@ def split(tensor, split_size_or_sections, dim: int = 0) -> tuple:
             raise ValueError(f"split: split_size must be positive, got {step}")
         sizes = [min(step, size - s) for s in range(0, size, step)] or [0]
     else:
-        sizes = [int(s) for s in split_size_or_sections]
+        sizes = [s if isinstance(s, int) else int(s) for s in split_size_or_sections]
         if sum(sizes) != size:
             raise ShapeError(f"split: sections {sizes} sum to {sum(sizes)}, not to dimension {dim} of size {size}")
     pieces = apply(_op(len(sizes)), tensor, sizes=tuple(sizes), dim=d, squeeze=False)

@@ -176,7 +176,7 @@ def test_optimizer_load_state_dict_is_seen_by_a_compiled_step():
 
 
 def test_the_cache_is_bounded_and_warns_once_when_it_keeps_retracing():
-    f = em.jit(lambda x: x * 2, cache_size=3)
+    f = em.jit(lambda x: x * 2, cache_size=3, dynamic=False)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         for n in range(1, 9):

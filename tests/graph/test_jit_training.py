@@ -140,3 +140,20 @@ def test_jitted_training_with_fused_kernels_stays_close_to_eager(opt_name, sched
     # Fused kernels evaluate tanh/exp with their own math library: the last bits differ and drift a
     # little over 24 steps (most in RMSprop, whose sqrt(v) + eps amplifies them).
     _compare(opt_name, sched_name, passes=None, rtol=2e-2, atol=2e-4)
+
+
+def test_batch_norm_cumulative_average_under_jit_equals_eager():
+    # momentum=None divides by num_batches_tracked, a buffer updated inside the step
+    def run(jit):
+        em.manual_seed(0)
+        bn = em.nn.BatchNorm1d(3, momentum=None)
+        f = em.jit(lambda x: bn(x)) if jit else (lambda x: bn(x))
+        rng = np.random.default_rng(0)
+        for _ in range(5):
+            f(em.tensor(rng.standard_normal((4, 3)).astype("float32")))
+        return bn.running_mean.numpy(), bn.running_var.numpy(), int(bn.num_batches_tracked)
+
+    (mean, var, n), (jmean, jvar, jn) = run(False), run(True)
+    assert n == jn == 5
+    np.testing.assert_allclose(jmean, mean, rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(jvar, var, rtol=1e-6, atol=1e-7)

@@ -170,9 +170,10 @@ def _operand_want(ins, pos: int):
     return ins.compute
 
 
-def _body(region: Region, index: str) -> tuple:
-    """Loop-body statements (reading inputs at `index`) and the names holding each instruction."""
-    lines = [f"x{k} = in{k}[{index}]" for k in range(len(region.inputs))]
+def _body(region: Region, index: str, scalars: tuple = ()) -> tuple:
+    """Loop-body statements (reading inputs at `index`, but for the one-element `scalars`, read before
+    the loop) and the names holding each instruction."""
+    lines = [f"x{k} = in{k}[{index}]" for k in range(len(region.inputs)) if k not in scalars]
     names = {}
     for j, ins in enumerate(region.instrs):
         ops = []
@@ -201,22 +202,23 @@ def _acc_dtype(region: Region):
     return np.dtype(np.float64) if region.instrs[r.arg].dtype.kind == "f" else np.dtype(np.int64)
 
 
-def kernel_source(region: Region, rank: int, reduced: tuple = ()) -> str:
-    """Python source of the loop nest for `rank` merged dims (`reduced`: which of them are summed)."""
+def kernel_source(region: Region, rank: int, reduced: tuple = (), scalars: tuple = ()) -> str:
+    """Python source of the loop nest for `rank` merged dims (`reduced`: which of them are summed;
+    `scalars`: inputs passed as one-element arrays, such as 0-d optimizer hyperparameters)."""
     n_out = len(region.outputs)
     red = region.reduce
     sizes = [f"n{d}" for d in range(rank)]
     params = sizes + (["acc"] if red is not None else []) + [f"out{k}" for k in range(n_out)]
     params += [f"in{k}" for k in range(len(region.inputs))]
     index = ", ".join(f"i{d}" for d in range(rank))
-    body, names = _body(region, index)
+    body, names = _body(region, index, scalars)
     body += [f"out{k}[{index}] = {names[j]}" for k, j in enumerate(region.outputs)]
     inner_reduced = red is not None and rank > 0 and reduced[-1]
     acc = _acc_dtype(region) if red is not None else None
     if red is not None:
         value = _cast(names[red.arg], region.instrs[red.arg].dtype, acc)
         body.append(f"s += {value}" if inner_reduced else f"acc[{index}] += {value}")
-    lines = [f"def kernel({', '.join(params)}):"]
+    lines = [f"def kernel({', '.join(params)}):"] + [f"    x{k} = in{k}[0]" for k in scalars]
     indent = "    "
     for d in range(rank):
         if d == rank - 1 and inner_reduced:
@@ -337,14 +339,14 @@ class NumbaRenderer(Renderer):
         red = region.reduce
         n_in = len(region.inputs)
 
-        def variant(rank, reduced):
-            key = (rank, reduced)
+        def variant(rank, reduced, scalars=()):
+            key = (rank, reduced, scalars)
             fn = variants.get(key)
             if fn is None:
                 with lock:
                     fn = variants.get(key)
                     if fn is None:
-                        fn = jitted(kernel_source(region, rank, reduced))
+                        fn = jitted(kernel_source(region, rank, reduced, scalars))
                         variants[key] = fn
             return fn
 
@@ -358,10 +360,14 @@ class NumbaRenderer(Renderer):
             arrays = [np.asarray(a) for a in arrays]
             shape = np.broadcast_shapes(*(a.shape for a in arrays))
             outs = list(outs) if outs is not None else [np.empty(shape, d) for d in out_dtypes]
-            if red is None and all(a.shape == shape and a.flags.c_contiguous for a in arrays):
-                n = math.prod(shape)
-                call(variant(1, (False,)), n, *(o.reshape(-1) for o in outs), *(_readonly(a.reshape(-1)) for a in arrays))
-                return outs
+            if red is None:
+                # one flat loop when every input is contiguous at the full shape or a single value
+                scalars = tuple(k for k, a in enumerate(arrays) if a.size == 1 and a.shape != shape)
+                if all(k in scalars or (a.shape == shape and a.flags.c_contiguous) for k, a in enumerate(arrays)):
+                    n = math.prod(shape)
+                    call(variant(1, (False,), scalars), n, *(o.reshape(-1) for o in outs),
+                         *(_readonly(a.reshape(-1)) for a in arrays))
+                    return outs
             operands = [np.broadcast_to(a, shape) for a in arrays] + outs
             tags = [False] * len(shape)
             acc = None

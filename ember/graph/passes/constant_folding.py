@@ -13,6 +13,7 @@ import numpy as np
 from ember.backends.meta import MetaArray
 from ember.graph.ir import CONSTANT, Graph, Value
 from ember.graph.passes.rewrite import Rewriter, is_stateful, static_shape
+from ember.symbolic import has_symbols
 
 MAX_FOLD_BYTES = 1 << 20
 _SHAPE_ONLY = frozenset({"full_like", "host_constant"})  # the input's data is never read
@@ -72,7 +73,8 @@ def run(graph: Graph, outputs: list) -> tuple:
     """A copy of `graph` with every foldable op replaced by constants."""
     rw = Rewriter(graph)
     for node in graph.nodes:
-        if node.kind != "op" or is_stateful(node) or node.control_inputs:
+        if node.kind != "op" or is_stateful(node) or node.control_inputs or has_symbols(node.inputs) or \
+                has_symbols(node.attrs):  # a symbolic size is not a constant
             rw.copy(node)
             continue
         args = _fold_inputs(node, rw)

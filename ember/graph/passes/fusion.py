@@ -20,7 +20,8 @@ from ember.graph.codegen.renderer import fits
 from ember.graph.ir import Graph, Value
 from ember.graph.passes.rewrite import Rewriter, control_targets, is_stateful, users_of
 from ember.ops._rules import binary_dtype, float_of, norm_dims
-from ember.ops.elementwise import Binary, Unary
+from ember.ops.elementwise import BinaryOp, UnaryOp
+from ember.symbolic import has_symbols
 
 _DEVICES = ("cpu", "meta")  # where a renderer exists (meta: to inspect the optimised graph)
 _SCALARS = (bool, int, float, np.bool_, np.integer, np.floating)
@@ -31,10 +32,10 @@ MAX_REGION = 64  # members; bounds generated code size and compile time
 def compute_dtype(node) -> np.dtype:
     """The dtype the unfused op converts its operands to before computing."""
     op, out = node.op, node.outputs[0]
-    if isinstance(op, Binary):
+    if isinstance(op, BinaryOp):
         dtype = binary_dtype(node.inputs[0], node.inputs[1])
         return float_of(dtype) if op.result == "float" else np.dtype(dtype)
-    if isinstance(op, Unary):
+    if isinstance(op, UnaryOp):
         x = node.inputs[0]
         return float_of(x.dtype) if op.float_only else np.dtype(x.dtype)
     return np.dtype(out.dtype)
@@ -67,6 +68,8 @@ class _Analysis:
         for x in n.inputs:
             if not isinstance(x, Value) and (not isinstance(x, _SCALARS) or not fits(x, compute)):
                 return False
+        if has_symbols(n.inputs) or has_symbols(n.attrs):  # generated code would bake a size in
+            return False
         return all(v is None or isinstance(v, _SCALARS) for v in n.attrs.values() if not isinstance(v, np.dtype))
 
     def consumers(self, node) -> list:

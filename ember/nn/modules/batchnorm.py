@@ -76,21 +76,23 @@ class _NormBase(Module):
                                       error_msgs)
 
 
-class _batch_norm_op(_NormBase):
+class _BatchNorm(_NormBase):
     def forward(self, input: Tensor) -> Tensor:
         self._check_input_dim(input)
         factor = 0.0 if self.momentum is None else self.momentum
         if self.training and self.track_running_stats and self.num_batches_tracked is not None:
             self.num_batches_tracked.add_(1)
             if self.momentum is None:  # cumulative moving average
-                factor = 1.0 / float(self.num_batches_tracked)
+                count = self.num_batches_tracked
+                # under ember.jit the count is only known when the graph runs: keep it a (float64) tensor
+                factor = 1.0 / (count.to(em.float64) if em.is_tracing() else float(count))
         use_batch_stats = self.training or (self.running_mean is None and self.running_var is None)
         track = not self.training or self.track_running_stats
         return F.batch_norm(input, self.running_mean if track else None, self.running_var if track else None,
                             self.weight, self.bias, use_batch_stats, factor, self.eps)
 
 
-class BatchNorm1d(_batch_norm_op):
+class BatchNorm1d(_BatchNorm):
     """Batch norm over (N, C) or (N, C, L) input, per channel."""
 
     def _check_input_dim(self, input: Tensor) -> None:
@@ -98,7 +100,7 @@ class BatchNorm1d(_batch_norm_op):
             raise ValueError(f"expected 2D or 3D input (got {input.ndim}D input)")
 
 
-class BatchNorm2d(_batch_norm_op):
+class BatchNorm2d(_BatchNorm):
     """Batch norm over (N, C, H, W) input, per channel."""
 
     def _check_input_dim(self, input: Tensor) -> None:

@@ -110,6 +110,20 @@ def test_python_scalar_promotion_and_broadcast_layouts(backend):
 
 
 @pytest.mark.parametrize("backend", RENDERERS, indirect=True)
+def test_zero_dim_and_one_element_inputs_with_contiguous_ones(backend):
+    # an optimizer update: full-size tensors with 0-d hyperparameters (the one-loop path reads them once)
+    g = Graph()
+    p, grad, buf = (sym(g, (6, 5), np.float32, name=n) for n in ("p", "g", "buf"))
+    lr, mom = sym(g, (), np.float64, name="lr"), sym(g, (1, 1), np.float32, name="mom")
+    new_buf = buf * mom + grad
+    outs = values(p - new_buf * lr, new_buf, (p * 0 + lr) * 2)
+    feeds = {p._data: _inputs(np.float32, (6, 5)), grad._data: _inputs(np.float32, (6, 5)) * 0.5,
+             buf._data: _inputs(np.float32, (6, 5)) * 0.25, lr._data: np.array(0.1), mom._data: np.full((1, 1), 0.9, np.float32)}
+    assert_same(run(g, outs, feeds), run_optimized(g, outs, feeds, ["fusion"])[0], rtol=1e-6)
+    assert op_count(optimize(g, outs, ["fusion"]).graph, "fused_elementwise") >= 1
+
+
+@pytest.mark.parametrize("backend", RENDERERS, indirect=True)
 def test_many_dims_large_arrays_and_reductions(backend):
     g = Graph()
     shape = (2, 3, 1, 4, 5, 1, 3)
