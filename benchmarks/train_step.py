@@ -1,9 +1,14 @@
-"""Training-step time: Ember eager and Ember jit vs PyTorch eager, same models, data, batch and threads.
+"""Training-step time: Ember eager and Ember jit vs PyTorch eager and torch.compile, same models, data, batch and threads.
 
-Run: python benchmarks/train_step.py [--threads N] [--models mlp,lenet5,...]
+Run: python benchmarks/train_step.py [--threads N] [--models mlp,lenet5,...,resnet18_infer_b1,...] [--no-compile]
 Each model is written once against the shared PyTorch-style API and built with both `torch.nn`
 and `ember.nn`, so the architectures (and state-dict keys) are identical; Ember's initial weights
-are copied into the PyTorch model. Ratios are Ember time / PyTorch time (lower is better).
+are copied into the PyTorch model. Ratios are Ember time / PyTorch eager time (lower is better);
+"vs compile" is Ember jit / torch.compile (inductor, CPU), the choice an ember.jit user would
+otherwise make. The `*_infer_*` rows time an eval-mode forward under no_grad (224x224 input).
+Peak memory is the resident-set high-water mark over 3 steps above the RSS once models and data are
+built, in MB, for PyTorch eager, Ember eager and Ember jit (jit's includes tracing and its planned
+arena), each measured in a fresh process (Linux; the mark is reset through /proc/self/clear_refs).
 """
 
 from __future__ import annotations
@@ -11,12 +16,14 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(__file__))
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
+from _cnn_models import mobilenet_v2, resnet18  # noqa: E402
 from _timing import best_time, fmt_ms  # noqa: E402
 
 import ember as em  # noqa: E402
@@ -137,6 +144,125 @@ CASES = {
 }
 
 
+# Inference (eval mode, no_grad forward): name -> (builder, input shape).
+INFER_CASES = {
+    f"{name}_infer_b{b}": (build, (b, 3, 224, 224))
+    for name, build in (("resnet18", resnet18), ("mobilenet_v2", mobilenet_v2)) for b in (1, 32)
+}
+
+
+def _status_kb(field: str) -> int:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    raise OSError(f"/proc/self/status has no {field}")
+
+
+def _peak_here(name: str, which: str) -> float:
+    """MB the RSS high-water mark rises above the ready state (models and data built) over 3 steps of one
+    framework; for jit that includes its tracing calls and the planned arena it keeps."""
+    build = _builders(name)[which]
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")  # reset VmHWM to the current RSS
+    before = _status_kb("VmRSS")
+    fn = build()
+    for _ in range(3):
+        fn()
+    return (_status_kb("VmHWM") - before) / 1024
+
+
+def peak_mb(name: str, which: str, threads: int) -> float:
+    """Peak step memory of one framework, measured in a fresh process (an allocator keeps freed memory
+    resident, so within one process the frameworks measured later would look free); NaN off Linux."""
+    if not os.path.exists("/proc/self/clear_refs"):
+        return math.nan
+    cmd = [sys.executable, __file__, "--peak", f"{name}:{which}", "--threads", str(threads)]
+    out = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    try:
+        return float(out.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        return math.nan
+
+
+def _compile_or_none(t_model):
+    """torch.compile(copy of t_model) (inductor), or None with the reason printed."""
+    try:
+        import copy
+
+        return torch.compile(copy.deepcopy(t_model))
+    except Exception as e:  # noqa: BLE001 - a reference column: report and go on
+        print(f"  torch.compile unavailable: {type(e).__name__}: {str(e).splitlines()[0][:120]}", flush=True)
+        return None
+
+
+def _infer_builders(name: str) -> dict:
+    build, shape = INFER_CASES[name]
+    x_np = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
+    em.manual_seed(0)
+    em_model, t_model = build(em), build(torch)
+    _copy_weights(em_model, t_model)
+    em_model.eval()
+    t_model.eval()
+    ex, tx = em.tensor(x_np), torch.from_numpy(x_np)
+
+    def t_fwd(m):
+        def f():
+            with torch.no_grad():
+                return m(tx)
+        return f
+
+    def e_fwd(fn):
+        def f():
+            with em.no_grad():
+                return fn(ex)
+        return f
+
+    def compiled():
+        cm = _compile_or_none(t_model)
+        return None if cm is None else t_fwd(cm)
+
+    def jitted():
+        j = e_fwd(em.jit(lambda x: em_model(x)))
+        j()  # traces
+        return j
+
+    return {"torch": lambda: t_fwd(t_model), "compile": compiled, "ember": lambda: e_fwd(em_model), "jit": jitted}
+
+
+def _builders(name: str) -> dict:
+    """Zero-argument builders of each framework's step for one benchmark row."""
+    if name in INFER_CASES:
+        return _infer_builders(name)
+    build, make_data, kind, opt_name = CASES[name]
+    x_np, y_np = make_data(np.random.default_rng(0))
+    em.manual_seed(0)
+    torch.manual_seed(0)
+    em_model, t_model = build(em), build(torch)
+    _copy_weights(em_model, t_model)
+    ex, ey = em.tensor(x_np), em.tensor(y_np)
+    tx, ty = torch.from_numpy(x_np), torch.from_numpy(y_np)
+
+    def on(lib, model, x, y):
+        step = _step_fn(lib, model, _optimizer(lib, model.parameters(), opt_name), kind)
+        return lambda: step(x, y)
+
+    def compiled():
+        cm = _compile_or_none(t_model)
+        return None if cm is None else on(torch, cm, tx, ty)
+
+    def jitted():
+        em.manual_seed(0)
+        jm = build(em)
+        j_step = em.jit(_step_fn(em, jm, _optimizer(em, jm.parameters(), opt_name), kind))
+        j_step(ex, ey)
+        j_step(ex, ey)  # first call creates optimizer state, second traces the steady state
+        return lambda: j_step(ex, ey)
+
+    return {"torch": lambda: on(torch, t_model, tx, ty), "compile": compiled,
+            "ember": lambda: on(em, em_model, ex, ey), "jit": jitted}
+
+
 def _copy_weights(em_model, torch_model) -> None:
     state = {k: torch.from_numpy(np.array(v.detach().numpy())) for k, v in em_model.state_dict().items()}
     torch_model.load_state_dict(state)
@@ -165,47 +291,49 @@ def _optimizer(lib, params, name):
     return lib.optim.SGD(params, lr=0.01, momentum=0.9)
 
 
-def run_case(name: str, with_jit: bool) -> dict:
-    build, make_data, kind, opt_name = CASES[name]
-    rng = np.random.default_rng(0)
-    x_np, y_np = make_data(rng)
-    em.manual_seed(0)
-    torch.manual_seed(0)
-    em_model, t_model = build(em), build(torch)
-    _copy_weights(em_model, t_model)
-    ex, ey = em.tensor(x_np), em.tensor(y_np)
-    tx, ty = torch.from_numpy(x_np), torch.from_numpy(y_np)
-    e_step = _step_fn(em, em_model, _optimizer(em, em_model.parameters(), opt_name), kind)
-    t_step = _step_fn(torch, t_model, _optimizer(torch, t_model.parameters(), opt_name), kind)
-    result = {
-        "torch": best_time(lambda: t_step(tx, ty), repeat=5, min_time=0.2),
-        "ember": best_time(lambda: e_step(ex, ey), repeat=5, min_time=0.2),
-    }
-    if with_jit:
-        em.manual_seed(0)
-        jm = build(em)
-        j_step = em.jit(_step_fn(em, jm, _optimizer(em, jm.parameters(), opt_name), kind))
-        j_step(ex, ey)
-        j_step(ex, ey)  # first call creates optimizer state, second traces the steady state
-        result["jit"] = best_time(lambda: j_step(ex, ey), repeat=5, min_time=0.2)
+def run_case(name: str, with_jit: bool, no_compile: bool = False) -> dict:
+    """Seconds per step for each framework (best of 5), in this process."""
+    builders = _builders(name)
+    result = {}
+    for which in ("torch", "compile", "ember", "jit"):
+        if (which == "jit" and not with_jit) or (which == "compile" and no_compile):
+            continue
+        try:
+            fn = builders[which]()
+            if fn is not None:
+                result[which] = best_time(fn, repeat=5, min_time=0.2)
+        except Exception as e:  # noqa: BLE001 - torch.compile compiles on the first call
+            if which != "compile":
+                raise
+            print(f"  torch.compile failed: {type(e).__name__}: {str(e).splitlines()[0][:120]}", flush=True)
     return result
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--threads", type=int, default=os.cpu_count())
-    parser.add_argument("--models", default=",".join(CASES))
+    parser.add_argument("--models", default=",".join(list(CASES) + list(INFER_CASES)))
     parser.add_argument("--no-jit", action="store_true")
+    parser.add_argument("--no-compile", action="store_true", help="skip the torch.compile column")
+    parser.add_argument("--no-memory", action="store_true", help="skip the peak-memory subprocesses")
+    parser.add_argument("--peak", help=argparse.SUPPRESS)  # internal: "name:framework", prints MB
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
+    if args.peak:
+        print(_peak_here(*args.peak.split(":")))
+        return
     print(f"torch {torch.__version__} threads {args.threads}  numpy {np.__version__}  ember {em.__version__}")
-    header = f"{'model':15s} {'torch eager':>12s} {'ember eager':>12s} {'ember jit':>12s} {'eager ratio':>12s} {'jit ratio':>10s}"
+    header = (f"{'model':22s} {'torch eager':>12s} {'torch compile':>13s} {'ember eager':>12s} {'ember jit':>12s}"
+              f" {'eager ratio':>12s} {'jit ratio':>10s} {'vs compile':>10s}  peak MB torch/ember/jit")
     print(header)
     for name in args.models.split(","):
-        r = run_case(name, not args.no_jit)
-        jit = r.get("jit", math.nan)
-        print(f"{name:15s} {fmt_ms(r['torch'])} {fmt_ms(r['ember'])} {fmt_ms(jit)}"
-              f" {r['ember'] / r['torch']:11.2f}x {jit / r['torch']:9.2f}x", flush=True)
+        r = run_case(name, not args.no_jit, args.no_compile)
+        jit, comp = r.get("jit", math.nan), r.get("compile", math.nan)
+        mb = {w: math.nan if args.no_memory or (w == "jit" and args.no_jit) else peak_mb(name, w, args.threads)
+              for w in ("torch", "ember", "jit")}
+        print(f"{name:22s} {fmt_ms(r['torch'])} {fmt_ms(comp):>13s} {fmt_ms(r['ember'])} {fmt_ms(jit)}"
+              f" {r['ember'] / r['torch']:11.2f}x {jit / r['torch']:9.2f}x {jit / comp:9.2f}x"
+              f"  {mb['torch']:.0f}/{mb['ember']:.0f}/{mb['jit']:.0f}", flush=True)
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ are multiplied and summed in float32 and each result is rounded once.
 from __future__ import annotations
 
 from ember.errors import ShapeError, fmt_shape
+from ember.ops import depthwise
 from ember.ops._rules import binary_dtype, spec
 from ember.ops.dispatch import apply
 from ember.ops.opmath import rounded, upcast
@@ -152,6 +153,8 @@ class Conv2dOp(Op):
         x, w = upcast(x.astype(dtype, copy=False)), upcast(w.astype(dtype, copy=False))
         o, _, kh, kw = w.shape
         n = x.shape[0]
+        if groups > 1 and w.shape[1] == 1 and depthwise.forward_pays(x.shape, stride, padding):  # tap by tap
+            return rounded(depthwise.forward(xp, x, w, stride, padding, dilation), dtype)
         wm = w.reshape(groups, o // groups, -1)
         if _small_weight(w):
             # Per-sample patches: (G, O/G, K) @ (N, G, K, L) is (N, G, O/G, L), NCHW with no
@@ -189,6 +192,13 @@ class ConvTranspose2dOp(Op):
         x, w = upcast(x.astype(dtype, copy=False)), upcast(w.astype(dtype, copy=False))
         n, cin, h, wd = x.shape
         _, cg, kh, kw = w.shape
+        direct = _as_conv_padding(x.shape, w.shape, stride, padding, dilation, out_hw)
+        if direct is not None:
+            # Stride 1: a plain convolution with the flipped, transposed weight. One im2col and GEMM,
+            # instead of a GEMM into kh*kw-times-larger columns and a col2im over every tap.
+            wc = w.reshape(groups, cin // groups, cg, kh, kw).transpose(0, 2, 1, 3, 4)[..., ::-1, ::-1]
+            wc = xp.ascontiguousarray(wc).reshape(groups * cg, cin // groups, kh, kw)
+            return rounded(_conv2d_op.kernel(xp, x, wc, (1, 1), direct, dilation, groups), dtype)
         wmt = xp.ascontiguousarray(w.reshape(groups, cin // groups, cg * kh * kw).transpose(0, 2, 1))
         xm = xp.ascontiguousarray(x.transpose(1, 0, 2, 3)).reshape(groups, cin // groups, n * h * wd)
         cols = _gemm(xp, wmt, xm)  # (G, Cg*kh*kw, N*H*W)
@@ -202,12 +212,54 @@ class ConvTranspose2dOp(Op):
 _conv_transpose2d_op = register(ConvTranspose2dOp())
 
 
+def _as_conv_padding(x_shape, w_shape, stride, padding, dilation, out_hw):
+    """The conv2d padding that computes a stride-1 conv_transpose2d, or None when there is none.
+
+    With stride 1 the adjoint is a correlation with the flipped kernel over the input padded by
+    dilation*(k-1) - padding on each side (the far side also takes any output_padding); a negative
+    padding would need cropping, so those shapes keep the col2im path.
+    """
+    if tuple(stride) != (1, 1):
+        return None
+    pads = []
+    for size, k, d, lo, out in ((x_shape[2], w_shape[2], dilation[0], padding[0], out_hw[0]),
+                                (x_shape[3], w_shape[3], dilation[1], padding[2], out_hw[1])):
+        p_lo = d * (k - 1) - lo
+        p_hi = out - size + d * (k - 1) - p_lo
+        if p_lo < 0 or p_hi < 0:
+            return None
+        pads += [p_lo, p_hi]
+    return tuple(pads)
+
+
+def _trim_for(image, out_hw, kernel_hw, stride, padding, dilation, groups):
+    """image and padding trimmed so that a convolution over them has exactly out_hw positions.
+
+    conv_transpose2d's output_padding adds rows and columns that no input position reaches; a
+    convolution over that output (its gradients) would otherwise yield extra positions.
+    """
+    pad = list(padding)
+    hw = list(image.shape[2:])
+    for d in range(2):
+        need = (out_hw[d] - 1) * stride[d] + dilation[d] * (kernel_hw[d] - 1) + 1
+        cut = hw[d] + pad[2 * d] + pad[2 * d + 1] - need
+        if cut > 0:
+            from_pad = min(cut, pad[2 * d + 1])
+            pad[2 * d + 1] -= from_pad
+            hw[d] -= cut - from_pad
+    if tuple(hw) != tuple(image.shape[2:]):
+        image = image[:, :, : hw[0], : hw[1]]
+    return image, tuple(pad)
+
+
 def _conv_vjp(ctx, g, transposed: bool):
     """Gradients of conv2d and of its adjoint conv_transpose2d, each the other's mirror image: the
     input's through the other op, the weight's by correlating image and gradient (whose roles swap)."""
     a = ctx.attrs
     conv = {"stride": a["stride"], "padding": a["padding"], "dilation": a["dilation"], "groups": a["groups"]}
     gx = gw = None
+    if transposed:
+        g, conv["padding"] = _trim_for(g, tuple(ctx.in_shape(0)[2:]), tuple(ctx.in_shape(1)[2:]), **conv)
     if ctx.needs_grad(0):
         if transposed:
             gx = apply(_conv2d_op, g, ctx.input(1), **conv)
@@ -234,6 +286,8 @@ class Conv2dWeightGradOp(Op):
         dtype = binary_dtype(x, g)
         x, g = upcast(x.astype(dtype, copy=False)), upcast(g.astype(dtype, copy=False))
         kh, kw = kernel_hw
+        if groups > 1 and x.shape[1] == groups:  # depthwise
+            return rounded(depthwise.weight_grad(xp, x, g, stride, padding, dilation, kh, kw), dtype)
         cols, oh, ow = im2col(xp, x, kh, kw, stride, padding, dilation, groups)
         o = g.shape[1]
         gm = xp.ascontiguousarray(g.transpose(1, 0, 2, 3)).reshape(groups, o // groups, -1)

@@ -518,6 +518,9 @@ row("conv2d_dilation", lambda L, x, w: L.conv2d(x, w, dilation=2), conv_args(k=(
 row("conv2d_groups", lambda L, x, w: L.conv2d(x, w, groups=2), conv_args(groups=2), tol=CONV)
 row("conv2d_depthwise", lambda L, x, w: L.conv2d(x, w, padding=1, groups=x.shape[1]),
     lambda r: [r.normal((1, 3, 4, 5)), r.normal((6, 1, 3, 3))], tol=CONV)
+row("conv2d_depthwise_strided", lambda L, x, w: L.conv2d(x, w, stride=2, padding=(2, 1), dilation=(2, 1),
+                                                          groups=x.shape[1]),
+    lambda r: [r.normal((2, 4, 7, 6)), r.normal((4, 1, 3, 2))], tol=CONV)
 row("conv2d_all", lambda L, x, w, b: L.conv2d(x, w, b, stride=(2, 1), padding=(1, 2), dilation=(1, 2), groups=2),
     conv_args(groups=2, bias=True, min_hw=4), tol=CONV)
 row("conv2d_unbatched", lambda L, x, w: L.conv2d(x, w), lambda r: [r.normal((2, 4, 5)), r.normal((3, 2, 2, 2))],
@@ -529,6 +532,13 @@ row("conv_transpose2d_stride", lambda L, x, w: L.conv_transpose2d(x, w, stride=2
     conv_args(transposed=True), tol=CONV)
 row("conv_transpose2d_groups", lambda L, x, w: L.conv_transpose2d(x, w, stride=(1, 2), groups=2, dilation=(2, 1)),
     conv_args(transposed=True, groups=2, k=(2, 3)), tol=CONV)
+# Stride 1 runs as a conv2d with the flipped kernel: output_padding, dilation and groups together,
+# and a padding wider than the dilated kernel (a negative conv2d padding: the col2im path instead).
+row("conv_transpose2d_s1_outpad", lambda L, x, w: L.conv_transpose2d(x, w, padding=(1, 0), output_padding=1,
+                                                                       groups=2, dilation=2),
+    conv_args(transposed=True, groups=2, k=(3, 2)), tol=CONV)
+row("conv_transpose2d_s1_wide_pad", lambda L, x, w: L.conv_transpose2d(x, w, padding=2),
+    conv_args(transposed=True, k=(2, 2), min_hw=5), tol=CONV)
 
 
 def pool_args(min_hw: int = 3, max_hw: int = 7):
