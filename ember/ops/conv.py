@@ -44,8 +44,9 @@ def _pad(xp, x, pad):
     return x
 
 
-def im2col(xp, x, kh, kw, stride, pad, dil, groups):
-    """Patches of x as a (groups, C/groups*kh*kw, N*OH*OW) matrix, and (OH, OW)."""
+def _windows(xp, x, kh, kw, stride, pad, dil, order):
+    """The padded input's sliding windows as a strided view with axes named by `order` (a permutation
+    of "nckpoq": sample, channel, kernel row, kernel column, output row, output column), and (OH, OW)."""
     x = _pad(xp, x, pad)
     n, c, h, w = x.shape
     sh, sw = stride
@@ -53,7 +54,16 @@ def im2col(xp, x, kh, kw, stride, pad, dil, groups):
     oh = (h - dh * (kh - 1) - 1) // sh + 1
     ow = (w - dw * (kw - 1) - 1) // sw + 1
     s_n, s_c, s_h, s_w = x.strides
-    win = _as_strided(xp, x, (c, kh, kw, n, oh, ow), (s_c, s_h * dh, s_w * dw, s_n, s_h * sh, s_w * sw))
+    axes = {"n": (n, s_n), "c": (c, s_c), "k": (kh, s_h * dh), "p": (kw, s_w * dw), "o": (oh, s_h * sh),
+            "q": (ow, s_w * sw)}
+    win = _as_strided(xp, x, tuple(axes[a][0] for a in order), tuple(axes[a][1] for a in order))
+    return win, oh, ow
+
+
+def im2col(xp, x, kh, kw, stride, pad, dil, groups):
+    """Patches of x as a (groups, C/groups*kh*kw, N*OH*OW) matrix, and (OH, OW)."""
+    win, oh, ow = _windows(xp, x, kh, kw, stride, pad, dil, "ckpnoq")
+    n, c = x.shape[:2]
     cols = xp.ascontiguousarray(win).reshape(groups, (c // groups) * kh * kw, n * oh * ow)
     return cols, oh, ow
 
@@ -76,14 +86,8 @@ def col2im(xp, cols, n, c, h, w, kh, kw, oh, ow, stride, pad, dil):
 
 def im2col_per_sample(xp, x, kh, kw, stride, pad, dil, groups):
     """Patches as (N, groups, C/groups*kh*kw, OH*OW): the product with the weight is then NCHW already."""
-    x = _pad(xp, x, pad)
-    n, c, h, w = x.shape
-    sh, sw = stride
-    dh, dw = dil
-    oh = (h - dh * (kh - 1) - 1) // sh + 1
-    ow = (w - dw * (kw - 1) - 1) // sw + 1
-    s_n, s_c, s_h, s_w = x.strides
-    win = _as_strided(xp, x, (n, c, kh, kw, oh, ow), (s_n, s_c, s_h * dh, s_w * dw, s_h * sh, s_w * sw))
+    win, oh, ow = _windows(xp, x, kh, kw, stride, pad, dil, "nckpoq")
+    n, c = x.shape[:2]
     cols = xp.ascontiguousarray(win).reshape(n, groups, (c // groups) * kh * kw, oh * ow)
     return cols, oh, ow
 
