@@ -203,7 +203,8 @@ def test_resume_refuses_other_settings_and_says_when_done(tmp_path, keep_every_e
 
 def test_interrupted_process_resumes_to_the_same_run(tmp_path):
     # A real stop: Ctrl-C in a separate process once its first checkpoint is on disk.
-    args = [sys.executable, "-m", "ember", "train", "--limit", "96", "--batch-size", "16", "--epochs", "3",
+    # long enough epochs that the stop lands while the run is still training
+    args = [sys.executable, "-m", "ember", "train", "--limit", "480", "--batch-size", "16", "--epochs", "3",
             "--no-progress"]
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     full, stopped = tmp_path / "full", tmp_path / "stopped"
