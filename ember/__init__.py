@@ -30,7 +30,9 @@ from ember.size import Size
 from ember.tensor import Tensor
 from ember import ops
 from ember.ops import *  # noqa: F403  (every op is public at the top level, as in PyTorch)
-linalg = __import__("importlib").import_module("ember.linalg")  # torch.linalg's namespace, not ember.ops.linalg
+# torch.linalg's and torch.special's namespaces (not the ember.ops modules of the same names the line above brings)
+linalg = __import__("importlib").import_module("ember.linalg")
+special = __import__("importlib").import_module("ember.special")
 from ember.creation import (
     arange,
     as_tensor,
@@ -57,7 +59,19 @@ from ember.creation import (
 from ember.random import Generator, get_rng_state, initial_seed, manual_seed, seed, set_rng_state
 from ember.autograd.grad_mode import enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled
 from ember import autograd
-from ember.transforms import grad, value_and_grad
+from ember.transforms import (
+    elementwise_grad,
+    grad,
+    hessian,
+    hessian_tensor_product,
+    hessian_vector_product,
+    jacobian,
+    make_jvp,
+    make_vjp,
+    tensor_jacobian_product,
+    value_and_grad,
+    vector_jacobian_product,
+)
 from ember import accelerator, cuda
 from ember.typed_tensors import (
     BFloat16Tensor,
@@ -99,7 +113,7 @@ del _dtypes
 
 _LAZY_SUBMODULES = (
     "nn", "optim", "data", "datasets", "models", "graph", "v1", "numpy", "profiler", "memory", "train", "runtime",
-    "sparse", "distributions", "utils",
+    "sparse", "distributions", "utils", "scipy", "misc", "test_util",
 )
 
 

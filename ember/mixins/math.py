@@ -250,6 +250,34 @@ class MathMixin:
         """`ember.equal(self, ...)`."""
         return ember.ops.equal(self, *args, **kwargs)
 
+    def lgamma(self):
+        """`ember.lgamma(self)`."""
+        return ember.ops.lgamma(self)
+
+    def digamma(self):
+        """`ember.digamma(self)`."""
+        return ember.ops.digamma(self)
+
+    def polygamma(self, n: int):
+        """`ember.polygamma(n, self)` (PyTorch's method puts n first too)."""
+        return ember.ops.polygamma(n, self)
+
+    def erfc(self):
+        """`ember.erfc(self)`."""
+        return ember.ops.erfc(self)
+
+    def erfinv(self):
+        """`ember.erfinv(self)`."""
+        return ember.ops.erfinv(self)
+
+    def logit(self, *args, **kwargs):
+        """`ember.logit(self, ...)`."""
+        return ember.ops.logit(self, *args, **kwargs)
+
+    def xlogy(self, other):
+        """`ember.xlogy(self, other)`."""
+        return ember.ops.xlogy(self, other)
+
     def isclose(self, *args, **kwargs):
         """`ember.isclose(self, ...)`."""
         return ember.ops.isclose(self, *args, **kwargs)

@@ -39,6 +39,7 @@ from ember.ops.shape import (
 )
 from ember.ops.split import chunk, split, unbind
 from ember.ops.sorting import argsort, cumprod, cumsum, kthvalue, msort, sort, topk
+from ember.ops.special import digamma, erfc, erfinv, lgamma, logit, polygamma, xlogy
 
 __all__ = [name for name in dir() if not name.startswith("_")]
 
