@@ -18,7 +18,7 @@ from ember.utils import event_file
 from ember.v1.convert import convert_to_tensor
 from ember.v1.graph_api import GraphKeys, get_default_graph
 
-__all__ = ["FileWriter", "Summary", "histogram", "merge", "merge_all", "scalar"]
+__all__ = ["FileWriter", "Summary", "histogram", "merge", "merge_all", "scalar", "summary_iterator"]
 
 _BYTES = np.dtype(object)
 
@@ -189,3 +189,27 @@ class FileWriter:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+class _Event:
+    """One event read back from an event file: wall_time, step, file_version, summary.value[i].tag/simple_value."""
+
+    def __init__(self, data: dict) -> None:
+        self.wall_time = data.get("wall_time", 0.0)
+        self.step = data.get("step", 0)
+        self.file_version = data.get("file_version", "")
+        values = [_ReadValue(tag, v) for tag, v in data.get("summary", [])]
+        self.summary = Summary(values)
+
+
+class _ReadValue(Summary.Value):
+    def __init__(self, tag: str, value) -> None:
+        super().__init__(tag, value if isinstance(value, float) else 0.0)
+        self.histo = value if isinstance(value, dict) else None
+
+
+def summary_iterator(path):
+    """The events of an event file, in order (`tf.train.summary_iterator`)."""
+    for data in event_file.read_events(path):
+        yield _Event(data)
+

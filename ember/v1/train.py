@@ -33,6 +33,7 @@ from ember.v1.saver import (  # tf.train's checkpoints
     update_checkpoint_state,
 )
 from ember.v1.state_ops import assign, assign_add, assign_sub, group
+from ember.v1.summary import summary_iterator
 from ember.v1.variables import Variable
 
 __all__ = [
@@ -40,7 +41,7 @@ __all__ = [
     "MomentumOptimizer", "MonitoredTrainingSession", "Optimizer", "RMSPropOptimizer", "Saver", "Server",
     "StopAtStepHook", "checkpoint_exists", "exponential_decay", "get_checkpoint_state", "get_global_step",
     "get_or_create_global_step", "inverse_time_decay", "latest_checkpoint", "list_variables", "load_variable",
-    "piecewise_constant", "polynomial_decay", "replica_device_setter", "update_checkpoint_state",
+    "piecewise_constant", "polynomial_decay", "replica_device_setter", "summary_iterator", "update_checkpoint_state",
 ]
 
 
