@@ -96,6 +96,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="output folder (default: ./runs/<timestamp>; with --resume, the checkpoint's folder)")
     t.add_argument("--resume", metavar="CKPT", help="continue the run whose checkpoint (a file) this is")
     t.add_argument("--jit", action="store_true", help="run each training step as a compiled graph (ember.jit)")
+    t.add_argument("--amp", action="store_true",
+                   help="mixed precision: forward pass and loss under em.autocast (bfloat16 on the CPU)")
     t.add_argument("--no-progress", action="store_true", help="no progress bar")
     t.add_argument("--nproc", type=int, default=1,
                    help="train data-parallel on this many processes (MPI; see `ember run` and docs/distributed.md)")
@@ -287,7 +289,8 @@ def _train(args, config: dict, state: dict | None, mode: str | None, device, out
 
     t0 = time.perf_counter()
     history = fit(model, train_loader, test_loader, epochs=config["epochs"], optimizer=optimizer, device=device,
-                  callbacks=callbacks, progress=not args.no_progress, jit=args.jit, resume=state, config=config)
+                  callbacks=callbacks, progress=not args.no_progress, jit=args.jit, amp=args.amp, resume=state,
+                  config=config)
     elapsed = time.perf_counter() - t0
     metrics, curves = os.path.join(out, "metrics.json"), os.path.join(out, "curves.png")
     history.to_json(metrics)

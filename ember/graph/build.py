@@ -86,10 +86,8 @@ class GraphBuilder(Interpreter):
         if getattr(op, "placed", False):  # send and recv say themselves where they run
             return None
         dev = scope_device(self.scope_base)
-        if dev is None or dev.type == "meta":
-            return None
-        if all(not isinstance(x, Tensor) or x._device is dev for x in inputs):
-            return None
+        if dev is None or dev.type == "meta" or all(not isinstance(x, Tensor) or x._device is dev for x in inputs):
+            return super().prepare(op, inputs)  # an autocast below a trace casts the traced op's inputs
         return [_moved(x, dev, self.graph) if isinstance(x, Tensor) and x._device is not dev else x for x in inputs]
 
 

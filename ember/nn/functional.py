@@ -10,6 +10,7 @@ import math
 import numpy as np
 
 import ember as em
+from ember.amp.state import autocast_function
 from ember.nn._loss_functional import (  # noqa: F401  (re-exported: F.<loss> is the public name)
     binary_cross_entropy,
     binary_cross_entropy_with_logits,
@@ -525,6 +526,7 @@ def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None, max
 
 
 # --- attention --------------------------------------------------------------------------------
+@autocast_function("lower")
 def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn_mask: Tensor | None = None,
                                  dropout_p: float = 0.0, is_causal: bool = False, scale: float | None = None,
                                  enable_gqa: bool = False) -> Tensor:
