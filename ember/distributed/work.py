@@ -12,6 +12,7 @@ import time
 from ember.distributed import faults
 from ember.distributed.errors import DistBackendError
 
+
 def wait_requests(transport, reqs, what: str, members=None) -> None:
     """Block until every request in `reqs` is complete; a peer's failure raises DistBackendError.
 
