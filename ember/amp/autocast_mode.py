@@ -22,6 +22,8 @@ _DEFAULT_DTYPE = {"cpu": dtypes.bfloat16, "cuda": dtypes.float16}
 class AutocastInterpreter(Interpreter):
     """Casts each op's inputs by its autocast policy, then hands the op to the interpreter below."""
 
+    casts_inputs = True
+
     def prepare(self, op, inputs):
         if state.enabled:
             rule = policy.policy_of(op.name)
