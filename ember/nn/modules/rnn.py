@@ -16,6 +16,7 @@ from ember.nn import functional as F
 from ember.nn import init
 from ember.nn.modules.module import Module
 from ember.nn.parameter import Parameter
+from ember.ops.recurrent import lstm_cell
 from ember.ops.split import split, unbind
 from ember.tensor import Tensor
 
@@ -37,10 +38,7 @@ def _ifog_to_ifgo(t: Tensor) -> Tensor:
 
 def _lstm_step(pre: Tensor, c: Tensor, hidden: int) -> tuple[Tensor, Tensor]:
     """(h, c) from the gate pre-activations in the order [i, f, o, g] and the previous cell state."""
-    ifo, g = split(pre, (3 * hidden, hidden), -1)
-    i, f, o = split(em.sigmoid(ifo), hidden, -1)
-    c = f * c + i * em.tanh(g)
-    return o * em.tanh(c), c
+    return lstm_cell(pre, c)  # one fused op forward and backward (ember/ops/recurrent.py)
 
 
 def _gru_step(x_rz: Tensor, x_n: Tensor, gh: Tensor, h: Tensor, hidden: int) -> Tensor:
