@@ -129,9 +129,10 @@ def export(tensor, stream=None, max_version=None, dl_device=None, copy=None):
             data = data.copy()
         capsule = data.__dlpack__()
     except BufferError as e:
-        raise DLPackError(f"__dlpack__: {e}" + (" (the tensor is read-only, e.g. an expand() view: a consumer "
-                                                "asking for DLPack 1.0 gets it flagged read-only, older ones "
-                                                "need .clone())" if not data.flags.writeable else "")) from None
+        read_only = not getattr(getattr(data, "flags", None), "writeable", True)
+        hint = (" (the tensor is read-only, e.g. an expand() view: a consumer asking for DLPack 1.0 gets it "
+                "flagged read-only, older ones need .clone())") if read_only else ""
+        raise DLPackError(f"__dlpack__: {e}{hint}") from None
     if bf16:
         _set_dtype_code(capsule, (_kDLUInt, 16), _kDLBfloat)
     return capsule

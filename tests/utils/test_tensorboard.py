@@ -216,3 +216,30 @@ def test_add_graph_of_a_function_and_several_inputs(tmp_path):
     graph = _read(tmp_path).Graph()
     assert [n.name for n in graph.node if n.op == "IO Node"] == ["input/arg0", "input/arg1", "output/output.0",
                                                                    "output/output.1"]
+
+
+def test_v1_file_writer_files_read_by_tensorboard_with_the_graph(tmp_path):
+    """ember.v1 keeps its hand-written event files; TensorBoard's reader takes them, graph included."""
+    import ember.v1 as tf
+
+    with tf.Graph().as_default():
+        x = tf.placeholder(tf.float32, [None, 3], name="x")
+        with tf.name_scope("layer"):
+            w = tf.Variable(tf.ones([3, 2]), name="w")
+            y = tf.nn.relu(tf.matmul(x, w) + 1.0)
+        tf.summary.scalar("mean", tf.reduce_mean(y))
+        tf.summary.histogram("act", y)
+        merged = tf.summary.merge_all()
+        with tf.Session() as sess:
+            sess.run(tf.global_variables_initializer())
+            writer = tf.summary.FileWriter(str(tmp_path), sess.graph)
+            for i in range(3):
+                writer.add_summary(sess.run(merged, {x: np.full((4, 3), float(i))}), i)
+            writer.close()
+    ea = _read(tmp_path)
+    assert [(e.step, e.value) for e in ea.Scalars("mean")] == [(0, 1.0), (1, 4.0), (2, 7.0)]
+    assert [h.histogram_value.num for h in ea.Histograms("act")] == [8.0, 8.0, 8.0]
+    nodes = {n.name: n for n in ea.Graph().node}
+    assert nodes["layer/MatMul"].op == "MatMul" and list(nodes["layer/MatMul"].input) == ["x", "layer/w"]
+    assert nodes["layer/Relu"].op == "Relu" and nodes["layer/w"].op == "VariableV2"
+    assert [d.size for d in nodes["layer/MatMul"].attr["_output_shapes"].list.shape[0].dim] == [-1, 2]

@@ -157,6 +157,39 @@ def _param_node_name(model, qualname: str) -> str:
     return "/".join(path + [parts[-1]])
 
 
+def _node_def(n, name: str, op: str, names: dict) -> NodeDef:
+    """One IR node as a NodeDef: inputs by name, device, output shapes and dtype, the op's attributes."""
+    attrs = {}
+    if n.kind == "op":
+        for k, v in n.attrs.items():
+            a = _attr(v)
+            if a is not None:
+                attrs[k] = a
+    inputs = []
+    for x in n.inputs:
+        if isinstance(x, Value) and x.node.graph is n.graph:
+            src = names[x.node.id]
+            inputs.append(src if x.index == 0 else f"{src}:{x.index}")
+    inputs += [f"^{names[c.id]}" for c in n.control_inputs if c.id in names]
+    if n.outputs:
+        attrs["_output_shapes"] = AttrValue(list=AttrValue.ListValue(shape=[_shape(v) for v in n.outputs]))
+        attrs["dtype"] = _dtype_attr(n.outputs[0].dtype)
+    if n.kind == CONSTANT and isinstance(n.attrs.get("value"), np.ndarray) and n.attrs["value"].size == 1:
+        attrs["value"] = _attr(n.attrs["value"].reshape(()).item()) or AttrValue()
+    device = n.outputs[0].device if n.outputs else None
+    dev = f"/device:{device.type.upper()}:{device.index or 0}" if device is not None else ""
+    return NodeDef(name=name, op=op, input=inputs, device=dev, attr=attrs)
+
+
+def v1_graph_def(graph) -> GraphDef:
+    """The GraphDef of an ember.v1 graph: TF1's node names and op types, as TensorFlow writes them."""
+    from ember.v1.naming import type_name
+
+    names = {n.id: n.name or f"{n.op_name}_{n.id}" for n in graph.nodes}
+    nodes = [_node_def(n, names[n.id], type_name(n.kind, n.op), names) for n in graph.nodes]
+    return GraphDef(node=nodes, versions=VersionDef(producer=22))
+
+
 def graph_def(model, input_to_model) -> GraphDef:
     """The GraphDef of `model` (an nn.Module or a function of tensors) run on `input_to_model`."""
     graph, outputs, scopes, params = trace(model, input_to_model)
@@ -171,14 +204,9 @@ def graph_def(model, input_to_model) -> GraphDef:
     nodes = []
     for n in graph.nodes:
         scope = scopes.scope_of(n.id) if scopes is not None else ""
-        attrs = {}
         if n.kind == "op":
             op = n.op.name
             name = f"{scope}/{op}" if scope else op
-            for k, v in n.attrs.items():
-                a = _attr(v)
-                if a is not None:
-                    attrs[k] = a
         elif n.kind == PLACEHOLDER:
             op, name = "IO Node", f"input/{n.name or 'input'}"
         elif n.kind == CAPTURE and id(n.attrs["tensor"]) in params:
@@ -190,22 +218,8 @@ def graph_def(model, input_to_model) -> GraphDef:
             op = "Const"
             name = f"{scope}/{'captured' if n.kind == CAPTURE else 'constant'}" if scope else (
                 "captured" if n.kind == CAPTURE else "constant")
-        name = unique(name)
-        names[n.id] = name
-        inputs = []
-        for x in n.inputs:
-            if isinstance(x, Value) and x.node.graph is graph:
-                src = names[x.node.id]
-                inputs.append(src if x.index == 0 else f"{src}:{x.index}")
-        inputs += [f"^{names[c.id]}" for c in n.control_inputs]
-        if n.outputs:
-            attrs["_output_shapes"] = AttrValue(list=AttrValue.ListValue(shape=[_shape(v) for v in n.outputs]))
-            attrs["dtype"] = _dtype_attr(n.outputs[0].dtype)
-        if n.kind == CONSTANT and isinstance(n.attrs.get("value"), np.ndarray) and n.attrs["value"].size == 1:
-            attrs["value"] = _attr(n.attrs["value"].reshape(()).item()) or AttrValue()
-        device = n.outputs[0].device if n.outputs else None
-        dev = f"/device:{device.type.upper()}:{device.index or 0}" if device is not None else ""
-        nodes.append(NodeDef(name=name, op=op, input=inputs, device=dev, attr=attrs))
+        names[n.id] = unique(name)
+        nodes.append(_node_def(n, names[n.id], op, names))
     for i, v in enumerate(outputs):
         src = names[v.node.id]
         nodes.append(NodeDef(name=unique(f"output/output.{i}"), op="IO Node",
