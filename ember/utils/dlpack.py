@@ -32,20 +32,19 @@ class DLPackError(BufferError, RuntimeError):
 
 _kDLUInt, _kDLBfloat = 1, 4
 
+# Private prototypes of the capsule API (setting argtypes on ctypes.pythonapi's would change them for everyone).
+_get_name = ctypes.PYFUNCTYPE(ctypes.c_char_p, ctypes.py_object)(("PyCapsule_GetName", ctypes.pythonapi))
+_get_pointer = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.py_object, ctypes.c_char_p)(
+    ("PyCapsule_GetPointer", ctypes.pythonapi))
+_set_name = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.py_object, ctypes.c_char_p)(("PyCapsule_SetName", ctypes.pythonapi))
+
 
 def _capsule_tensor(capsule) -> int:
     """The address of the DLTensor inside a DLPack capsule (legacy or versioned)."""
-    api = ctypes.pythonapi
-    api.PyCapsule_GetName.restype = ctypes.c_char_p
-    api.PyCapsule_GetName.argtypes = [ctypes.py_object]
-    api.PyCapsule_GetPointer.restype = ctypes.c_void_p
-    api.PyCapsule_GetPointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
-    api.PyCapsule_SetName.restype = ctypes.c_int
-    api.PyCapsule_SetName.argtypes = [ctypes.py_object, ctypes.c_char_p]
-    name = api.PyCapsule_GetName(capsule)
+    name = _get_name(capsule)
     if name not in (b"dltensor", b"dltensor_versioned"):
         raise DLPackError(f"from_dlpack: expected an unused DLPack capsule, got one named {name!r}")
-    ptr = api.PyCapsule_GetPointer(capsule, name)
+    ptr = _get_pointer(capsule, name)
     if name == b"dltensor":  # DLManagedTensor { DLTensor dl_tensor; ... }
         return ptr
     major = ctypes.c_uint32.from_address(ptr).value
@@ -161,7 +160,7 @@ def _capsule_device(capsule) -> tuple:
 
 
 _USED = {b"dltensor": b"used_dltensor", b"dltensor_versioned": b"used_dltensor_versioned"}
-_DELETER = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+_DELETER = ctypes.PYFUNCTYPE(None, ctypes.c_void_p)  # called with the GIL held, as producers' deleters may need
 _KINDS = {0: "i", 1: "u", 2: "f", 6: "b"}  # DLPack type codes: int, uint, float, bool
 
 
@@ -185,9 +184,8 @@ def _array_from_capsule(capsule) -> np.ndarray:
     """A NumPy array over the CPU memory a DLPack capsule describes, which releases the producer's
     tensor (its deleter) when the last view of it is gone."""
     _capsule_tensor(capsule)  # checks the name and version
-    api = ctypes.pythonapi
-    name = api.PyCapsule_GetName(capsule)
-    managed = api.PyCapsule_GetPointer(capsule, name)
+    name = _get_name(capsule)
+    managed = _get_pointer(capsule, name)
     versioned = name == b"dltensor_versioned"
     t = managed + 32 if versioned else managed
     read_only = versioned and bool(ctypes.c_uint64.from_address(managed + 24).value & 1)
@@ -207,7 +205,7 @@ def _array_from_capsule(capsule) -> np.ndarray:
             acc *= d
         strides = tuple(strides)
     data += ctypes.c_uint64.from_address(t + 40).value
-    api.PyCapsule_SetName(capsule, _USED[name])  # ours now: the producer's capsule won't free it
+    _set_name(capsule, _USED[name])  # ours now: the producer's capsule won't free it
     release = (lambda: _DELETER(deleter)(managed)) if deleter else (lambda: None)
     size = dtype.itemsize
     if any(d == 0 for d in shape):
@@ -217,7 +215,7 @@ def _array_from_capsule(capsule) -> np.ndarray:
     hi = sum(max(0, (d - 1) * s) for d, s in zip(shape, strides))
     raw = (ctypes.c_char * ((hi - lo + 1) * size)).from_address(data + lo * size)
     owner = np.frombuffer(raw, np.uint8)  # keeps `raw` alive; when it goes, the producer's tensor is freed
-    weakref.finalize(owner, release)
+    weakref.finalize(owner, release).atexit = False  # at exit the memory just goes with the process
     arr = np.ndarray(shape, dtype, buffer=owner, offset=-lo * size, strides=[s * size for s in strides])
     if read_only:
         arr.flags.writeable = False

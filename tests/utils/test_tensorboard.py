@@ -243,3 +243,31 @@ def test_v1_file_writer_files_read_by_tensorboard_with_the_graph(tmp_path):
     assert nodes["layer/MatMul"].op == "MatMul" and list(nodes["layer/MatMul"].input) == ["x", "layer/w"]
     assert nodes["layer/Relu"].op == "Relu" and nodes["layer/w"].op == "VariableV2"
     assert [d.size for d in nodes["layer/MatMul"].attr["_output_shapes"].list.shape[0].dim] == [-1, 2]
+
+
+def test_histogram_raw_and_figure(tmp_path):
+    plt = pytest.importorskip("matplotlib.pyplot")
+    fig, (fig2, fig3) = plt.figure(figsize=(2, 1), dpi=50), (plt.figure(figsize=(2, 1), dpi=50) for _ in range(2))
+    for d, W in ((tmp_path / "ours", SummaryWriter), (tmp_path / "torch", TorchWriter)):
+        with W(str(d)) as w:
+            w.add_histogram_raw("raw", 0.0, 3.0, 4, 6.0, 14.0, [1.0, 2.0, 3.0], [1, 1, 2], global_step=1)
+            w.add_figure("fig", fig, 1, close=False)
+            w.add_figure("figs", [fig2, fig3], 1, close=False)
+    a, b = _read(tmp_path / "ours"), _read(tmp_path / "torch")
+    assert a.Histograms("raw")[0].histogram_value == b.Histograms("raw")[0].histogram_value
+    for tag, size in (("fig", (100, 50)), ("figs", (200, 50))):
+        (ia,), (ib,) = a.Images(tag), b.Images(tag)
+        assert (ia.width, ia.height) == (ib.width, ib.height) == size
+    plt.close("all")
+    with SummaryWriter(tmp_path / "x") as w, pytest.raises(ValueError, match="bucket limits"):
+        w.add_histogram_raw("raw", 0, 1, 1, 1, 1, [1.0], [1, 2])
+
+
+def test_missing_tensorboard_says_how_to_install(monkeypatch):
+    import sys
+
+    from ember.utils.tensorboard._deps import require
+
+    monkeypatch.setitem(sys.modules, "tensorboard.summary.writer.event_file_writer", None)
+    with pytest.raises(ImportError, match=r'pip install "ember\[tensorboard\]"'):
+        require("tensorboard.summary.writer.event_file_writer")

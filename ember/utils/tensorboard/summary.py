@@ -147,6 +147,24 @@ def image(tag: str, img, dataformats: str = "CHW", what: str = "add_image") -> S
     return Summary(value=[Summary.Value(tag=tag, image=img_proto)])
 
 
+def figures_to_chw(figures: list, close: bool = True) -> np.ndarray:
+    """Matplotlib figures rendered to uint8 RGB images, stacked as NCHW (all must be the same size)."""
+    out = []
+    for fig in figures:
+        if not hasattr(fig, "canvas"):
+            raise TypeError(f"SummaryWriter.add_figure: expected a matplotlib Figure, got {type(fig).__name__}")
+        fig.canvas.draw()
+        rgba = np.asarray(fig.canvas.buffer_rgba())
+        out.append(rgba[..., :3].transpose(2, 0, 1).copy())
+        if close:
+            import matplotlib.pyplot as plt
+
+            plt.close(fig)
+    if len({im.shape for im in out}) > 1:
+        raise ValueError(f"SummaryWriter.add_figure: the figures differ in size: {[im.shape for im in out]}")
+    return np.stack(out)
+
+
 def text(tag: str, text_string: str) -> Summary:
     """A Summary for the text plugin (tag `<tag>/text_summary`, as PyTorch writes it)."""
     from tensorboard.plugins.text.plugin_data_pb2 import TextPluginData

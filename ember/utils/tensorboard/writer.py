@@ -128,6 +128,26 @@ class SummaryWriter:
         s = _summary.histogram(_check_tag(tag, "add_histogram"), values, bins, max_bins)
         self._get_file_writer().add_summary(s, _check_step(global_step, "add_histogram"), walltime)
 
+    def add_histogram_raw(self, tag: str, min, max, num, sum, sum_squares, bucket_limits, bucket_counts,
+                          global_step=None, walltime=None) -> None:
+        """Log a histogram computed elsewhere: bucket_counts[i] values up to bucket_limits[i]."""
+        if len(bucket_limits) != len(bucket_counts):
+            raise ValueError(f"SummaryWriter.add_histogram_raw({tag!r}): {len(bucket_limits)} bucket limits but "
+                             f"{len(bucket_counts)} bucket counts")
+        histo = _summary.HistogramProto(min=min, max=max, num=num, sum=sum, sum_squares=sum_squares,
+                                        bucket_limit=list(bucket_limits), bucket=list(bucket_counts))
+        s = _summary.Summary(value=[_summary.Summary.Value(tag=_check_tag(tag, "add_histogram_raw"), histo=histo)])
+        self._get_file_writer().add_summary(s, _check_step(global_step, "add_histogram_raw"), walltime)
+
+    def add_figure(self, tag: str, figure, global_step=None, close: bool = True, walltime=None) -> None:
+        """Log a matplotlib figure (or a list of them, as a grid) as an image."""
+        figures = figure if isinstance(figure, list) else [figure]
+        images = _summary.figures_to_chw(figures, close)
+        if isinstance(figure, list):
+            self.add_images(tag, images, global_step, walltime, dataformats="NCHW")
+        else:
+            self.add_image(tag, images[0], global_step, walltime, dataformats="CHW")
+
     def add_image(self, tag: str, img_tensor, global_step=None, walltime=None, dataformats: str = "CHW") -> None:
         """Log one image (floats in [0, 1] or uint8) as PNG."""
         s = _summary.image(_check_tag(tag, "add_image"), img_tensor, dataformats, "add_image")
