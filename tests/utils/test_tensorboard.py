@@ -271,3 +271,12 @@ def test_missing_tensorboard_says_how_to_install(monkeypatch):
     monkeypatch.setitem(sys.modules, "tensorboard.summary.writer.event_file_writer", None)
     with pytest.raises(ImportError, match=r'pip install "ember\[tensorboard\]"'):
         require("tensorboard.summary.writer.event_file_writer")
+
+
+def test_add_graph_of_a_model_jit_cannot_trace_names_the_model(tmp_path):
+    class Branchy(nn.Module):
+        def forward(self, x):
+            return x * 2 if x.sum().item() > 0 else x
+
+    with SummaryWriter(tmp_path) as w, pytest.raises(TypeError, match="add_graph: tracing Branchy failed: item"):
+        w.add_graph(Branchy(), em.ones(2))

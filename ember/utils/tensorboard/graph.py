@@ -126,7 +126,12 @@ def trace(model, input_to_model):
     try:
         graph = em.jit(model).lower(*args)
     except (TypeError, ValueError, RuntimeError) as e:
-        raise type(e)(f"SummaryWriter.add_graph: tracing {type(model).__name__} failed: {e}") from e
+        msg = f"SummaryWriter.add_graph: tracing {type(model).__name__} failed: {e}"
+        try:
+            wrapped = type(e)(msg)
+        except Exception:  # noqa: BLE001 - an error class with its own constructor arguments
+            wrapped = RuntimeError(msg)
+        raise wrapped from e
     finally:
         if scopes is not None:
             scopes.remove()
