@@ -86,6 +86,7 @@ from ember.typed_tensors import (
     ShortTensor,
 )
 from ember.serialization import load, save
+from ember.utils.dlpack import from_dlpack
 
 
 float = float32

@@ -95,6 +95,8 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--out", metavar="DIR",
                    help="output folder (default: ./runs/<timestamp>; with --resume, the checkpoint's folder)")
     t.add_argument("--resume", metavar="CKPT", help="continue the run whose checkpoint (a file) this is")
+    t.add_argument("--tensorboard", metavar="DIR", help="log loss, accuracy and learning rate to TensorBoard in DIR "
+                   "(needs the `tensorboard` extra; a resumed run continues the curves)")
     t.add_argument("--jit", action="store_true", help="run each training step as a compiled graph (ember.jit)")
     t.add_argument("--amp", action="store_true",
                    help="mixed precision: forward pass and loss under em.autocast (bfloat16 on the CPU)")
@@ -218,6 +220,8 @@ def train_main(args) -> int:
     from ember.distributed._env import launched
 
     if args.nproc != 1 or launched() is not None:  # data-parallel on several processes: its own module
+        if args.tensorboard:
+            raise CommandError("--tensorboard is not supported with --nproc yet")
         from ember.distributed.train import train_main as data_parallel_main
 
         return data_parallel_main(args)
@@ -283,6 +287,10 @@ def _train(args, config: dict, state: dict | None, mode: str | None, device, out
               f"{added}; weights, optimizer state and random streams continue")
     elif mode == settings.CONTINUE:
         print(f"resumed from {args.resume} after epoch {done} of {config['epochs']}")
+    if args.tensorboard:  # first, so it logs the learning rate a step used before the scheduler changes it
+        from ember.train.tensorboard import TensorBoardLogger
+
+        callbacks.insert(0, TensorBoardLogger(args.tensorboard, val_name="test"))
     n_params = sum(p.numel() for p in model.parameters())
     print(f"training {config['model']} ({n_params:,} parameters) on {config['dataset']}: {len(train_set)} train / "
           f"{len(test_set)} test samples, {config['optimizer']}, {config['epochs']} epochs, device {device}")
