@@ -1,0 +1,6 @@
+"""ONNX export (`export`: an Ember model or function traced into the graph IR, written as an ONNX model)
+and import (`load`: an ONNX model run with Ember ops). Needs the `onnx` extra."""
+
+from ember.onnx.export import export
+
+__all__ = ["export"]
