@@ -116,6 +116,12 @@ def _parser() -> argparse.ArgumentParser:
                    help="input size, e.g. 1,3,224,224 (default: the model's usual input)")
     s.add_argument("--num-classes", type=_int_at_least(1), metavar="N",
                    help="number of classes (default: the model's own)")
+
+    e = sub.add_parser("export", help="write a zoo model as an ONNX file", description="Export a model of "
+                       "ember.models to ONNX (see docs/onnx.md); needs the onnx extra.")
+    from ember.onnx.cli import add_arguments as add_export_arguments
+
+    add_export_arguments(e)
     return p
 
 
@@ -351,6 +357,10 @@ def main(argv=None) -> int:
             from ember.distributed.launch import run_main
 
             return run_main(args)
+        if args.command == "export":
+            from ember.onnx.cli import export_main
+
+            return export_main(args)
         return summary_main(args)
     except CommandError as e:
         msg = str(e)

@@ -61,10 +61,16 @@ def getitem(ctx, node):
     if len(tensors) > 1:
         raise NotImplementedError(f"ember.onnx.export: op 'getitem' (node %{node.id}) with {len(tensors)} index "
                                   "tensors has no ONNX mapping; index one dimension at a time")
+    advanced = [k for k, item in enumerate(index) if type(item) is tuple or (isinstance(item, int) and
+                                                                         not isinstance(item, bool))]
+    if tensors and advanced != list(range(advanced[0], advanced[-1] + 1)):
+        raise NotImplementedError(f"ember.onnx.export: op 'getitem' (node %{node.id}) mixes an index tensor with "
+                                  "integers at non-adjacent positions, which moves dimensions; index in two steps")
     if tensors:
         dim, arr = tensors[0]
         y = ctx.add("Gather", [y, ctx.input(arr, np.int64)], axis=dim)
     out = node.outputs[0]
-    if tensors or len(out.shape) != nd or not axes:
+    reshaped = any(item is None or (isinstance(item, int) and not isinstance(item, bool)) for item in index)
+    if tensors or reshaped or not axes:
         y = ctx.add("Reshape", [y, ctx.ints(out.shape)])
     return y

@@ -136,8 +136,11 @@ def trace(model, args: tuple, axes: dict, symbols: dict, input_names: list) -> T
                            "state updates")
     fixed = sorted({str(g[0]) for g in guards if g[1] == "eq" and g[3]})
     if fixed:
+        ones = sorted(name for (pos, axis), name in axes.items() if args[pos].shape[axis] == 1)
+        hint = (f"; the example's size of {', '.join(ones)} is 1, which broadcasting treats specially: use an "
+                "example size of 2 or more") if ones else ""
         warnings.warn(f"ember.onnx.export: the traced code compared dynamic sizes ({', '.join(fixed)}) with "
-                      "fixed values; the exported model may hold only for the example's sizes", stacklevel=3)
+                      f"fixed values; the exported model may hold only for the example's sizes{hint}", stacklevel=3)
     opt = optimize(graph, outputs, passes=("dce", "cse"))
     inputs = [opt.value_map.get(v) for v in placeholders]
     g = opt.graph
