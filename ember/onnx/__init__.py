@@ -2,5 +2,6 @@
 and import (`load`: an ONNX model run with Ember ops). Needs the `onnx` extra."""
 
 from ember.onnx.export import export
+from ember.onnx.load import ONNXProgram, load
 
-__all__ = ["export"]
+__all__ = ["ONNXProgram", "export", "load"]
