@@ -124,6 +124,11 @@ class ExportContext:
     def ints(self, values, hint: str = "shape") -> str:
         """A 1-D int64 tensor of `values`; symbolic sizes among them are computed at run time."""
         values = list(values)
+        if any(v is None for v in values):
+            n = self.node
+            raise NotImplementedError(f"ember.onnx.export: op '{n.op_name}' (node %{n.id}) needs the size "
+                                      f"{tuple('?' if v is None else v for v in values)}, which has unknown parts; "
+                                      "give the graph's inputs known sizes or trace with ember.onnx.export")
         if not any(type(v) is SymInt for v in values):
             return self.const(np.array([int(v) for v in values], dtype=np.int64), hint)
         parts, run = [], []

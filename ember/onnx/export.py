@@ -57,16 +57,32 @@ def _host(tensor) -> np.ndarray:
     return np.asarray(tensor._device.backend.to_host(tensor._data))
 
 
+def reachable(outputs) -> list:
+    """The nodes the outputs read through data edges (not control dependencies), in graph order."""
+    seen, stack = {}, [v.node for v in outputs]
+    while stack:
+        n = stack.pop()
+        if id(n) in seen:
+            continue
+        seen[id(n)] = n
+        stack.extend(x.node for x in n.inputs if isinstance(x, Value))
+    return sorted(seen.values(), key=lambda n: n.id)
+
+
 def fold(traced: Traced, enabled: bool = True) -> dict:
     """Values computable at export time (weights and whatever depends only on them) -> their arrays."""
     known: dict = {}
-    for node in traced.graph.nodes:
+    for node in reachable(traced.outputs):
         if node.kind == CAPTURE:
             known[node.outputs[0]] = _host(node.attrs["tensor"])
         elif node.kind == CONSTANT:
             known[node.outputs[0]] = np.asarray(node.attrs["value"])
-        elif node.kind == VARIABLE and node in traced.variables:
-            known[node.outputs[0]] = traced.variables[node]
+        elif node.kind == VARIABLE or (node.kind == "op" and node.op.name == "read_variable"):
+            var = node.attrs["variable"]
+            if var not in traced.variables:
+                raise ValueError(f"ember.onnx.export: variable {getattr(var, 'op_name', var)!r} has no value; run "
+                                 "its initializer in the session first")
+            known[node.outputs[0]] = np.asarray(traced.variables[var])
         elif enabled and node.kind == "op" and _foldable(node, known):
             args = [known[x] if isinstance(x, Value) else x for x in node.inputs]
             try:
@@ -117,29 +133,35 @@ def to_onnx(traced: Traced, input_names, output_names, dynamic_axes, opset: int,
     onnx = require_onnx()
     helper = onnx.helper
     ctx = ExportContext(onnx, opset, {})
-    for name in input_names:
+    output_names = _names("output", output_names, len(traced.outputs))
+    for name in list(input_names) + output_names:  # before any generated name can take them
         ctx.reserve(name)
     for v, name in zip(traced.inputs, input_names):
         ctx.names[v] = name
     ctx.symbols = {s: (input_names[pos], axis) for s, (pos, axis) in traced.symbols.items()}
     known = fold(traced, do_constant_folding)
     ctx.known = known
-    for node in traced.graph.nodes:
-        if node.kind in (CAPTURE, VARIABLE):
-            key = node.attrs["tensor"] if node.kind == CAPTURE else None
-            name = traced.tensor_names.get(id(key)) if key is not None else node.name
-            if name:
-                ctx.tensor_names[node.outputs[0]] = name
+    for node in reachable(traced.outputs):
+        if node.kind == CAPTURE:
+            name = traced.tensor_names.get(id(node.attrs["tensor"]))
+        elif node.kind == VARIABLE or (node.kind == "op" and node.op.name == "read_variable"):
+            name = getattr(node.attrs["variable"], "op_name", None)
+        else:
+            continue
+        if name:
+            ctx.tensor_names[node.outputs[0]] = name
     nodes = _needed(traced, known)
     for node in nodes:
         _emit(ctx, node)
-    output_names = _names("output", output_names, len(traced.outputs))
     graph_outputs = _outputs(ctx, traced, output_names, dynamic_axes or {})
     graph_inputs = []
     for v, name in zip(traced.inputs, input_names):
         if v.node.kind != PLACEHOLDER:
             raise AssertionError("an input is not a placeholder")
         dims = _dims(v.shape, ctx.symbols)
+        for axis, dim_name in _output_axes((dynamic_axes or {}).get(name), name, len(dims)).items():
+            dims[axis] = dim_name
+        dims = [f"{name}_dim{k}" if d is None else d for k, d in enumerate(dims)]
         graph_inputs.append(helper.make_tensor_value_info(name, ctx.dtype_code(v.dtype), dims))
     graph = helper.make_graph(ctx.nodes, traced.graph.name, graph_inputs, graph_outputs, ctx.initializers)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], producer_name="ember",

@@ -240,7 +240,9 @@ def _cast(ctx, node):
     return ctx.add("Cast", [ctx.input(_x(node))], to=ctx.dtype_code(_out(node).dtype))
 
 
-@mapping("clone", "contiguous", "stop_gradient", "read_variable", "to_device", "placeholder_with_default")
+# check_indices is ember.v1's run-time bounds check: ONNX has no assertions, so the indices pass through.
+@mapping("clone", "contiguous", "stop_gradient", "read_variable", "to_device", "placeholder_with_default",
+         "check_indices")
 def _identity(ctx, node):
     x = _x(node)
     if not isinstance(x, Value):
@@ -386,6 +388,21 @@ def _full_like(ctx, node):
     value = np.asarray(node.attrs["value"], dtype=out.dtype).reshape(1)
     return ctx.add("ConstantOfShape", [ctx.ints(out.shape)],
                    value=ctx.onnx.numpy_helper.from_array(value, "value"))
+
+
+@mapping("dynamic_shape")
+def _dynamic_shape(ctx, node):
+    return ctx.cast(ctx.add("Shape", [ctx.input(_x(node))]), np.int64, _out(node).dtype)
+
+
+@mapping("element_count")
+def _element_count(ctx, node):
+    x = ctx.input(_x(node))
+    dims = list(node.attrs["dims"])
+    sizes = ctx.add("Gather", [ctx.add("Shape", [x]), ctx.ints(dims, "dims")], axis=0) if dims else ctx.const(
+        np.array([1], dtype=np.int64), "one")
+    prod = ctx.add("ReduceProd", [sizes], keepdims=0)  # no axes: over the one dimension
+    return ctx.cast(prod, np.int64, _out(node).dtype)
 
 
 # --- reductions --------------------------------------------------------------------------
