@@ -59,7 +59,7 @@ _UNARY = {
     "Relu": F.relu, "Sigmoid": em.sigmoid, "Tanh": em.tanh, "Exp": em.exp, "Log": em.log, "Sqrt": em.sqrt,
     "Abs": em.abs, "Neg": em.neg, "Reciprocal": em.reciprocal, "Floor": em.floor, "Ceil": em.ceil, "Erf": em.erf,
     "Sin": em.sin, "Cos": em.cos, "Tan": em.tan, "Sign": em.sign, "Round": em.round, "Not": em.logical_not,
-    "IsNaN": em.isnan, "Softsign": lambda x: x / (1 + x.abs()), "Identity": lambda x: x,
+    "IsNaN": em.isnan, "BitwiseNot": em.bitwise_not, "Softsign": lambda x: x / (1 + x.abs()), "Identity": lambda x: x,
 }
 _UNARY_NP = {"Neg": np.negative, "Abs": np.abs, "Floor": np.floor, "Ceil": np.ceil, "Sqrt": np.sqrt, "Not": np.logical_not,
              "Identity": lambda x: x, "Sign": np.sign, "Reciprocal": np.reciprocal, "Exp": np.exp, "Log": np.log}
@@ -72,7 +72,7 @@ for _name, _fn in _UNARY.items():
 for _name, _fn in _UNARY_NP.items():
     HOST[_name] = (lambda fn: lambda ins, a: np.asarray(fn(ins[0])))(_fn)
 
-_BINARY = {"Add": em.add, "Sub": em.sub, "Mul": em.mul, "Pow": em.pow, "Equal": em.eq, "Less": em.lt,
+_BINARY = {"BitwiseAnd": em.bitwise_and, "BitwiseOr": em.bitwise_or, "BitwiseXor": em.bitwise_xor, "Add": em.add, "Sub": em.sub, "Mul": em.mul, "Pow": em.pow, "Equal": em.eq, "Less": em.lt,
            "Greater": em.gt, "LessOrEqual": em.le, "GreaterOrEqual": em.ge, "And": em.logical_and,
            "Or": em.logical_or, "Xor": em.logical_xor}
 _BINARY_NP = {"Add": np.add, "Sub": np.subtract, "Mul": np.multiply, "Equal": np.equal, "Less": np.less,
@@ -690,6 +690,27 @@ FROM_ONNX["Softmax"], FROM_ONNX["LogSoftmax"] = _softmax_for("Softmax"), _softma
 def _dropout(ins, a):
     x = T(ins[0])
     return [x, em.ones_like(x, dtype=em.bool)] if a.get("_n_outputs", 1) > 1 else x
+
+
+@onnx_op("ScatterElements")
+def _scatter_elements(ins, a):
+    x, idx, src = T(ins[0]), T(ins[1]), T(ins[2])
+    axis = _axis(a.get("axis", 0), x.ndim)
+    idx = em.where(idx < 0, idx + int(x.shape[axis]), idx).long()
+    reduction = a.get("reduction", "none")
+    if reduction == "none":
+        return x.scatter(axis, idx, src)
+    if reduction == "add":
+        return x.scatter_add(axis, idx, src)
+    raise NotImplementedError(f"ember.onnx.load: ScatterElements with reduction={reduction!r} is not supported")
+
+
+@onnx_op("NegativeLogLikelihoodLoss")
+def _nll_loss(ins, a):
+    weight = T(ins[2]) if len(ins) > 2 and ins[2] is not None else None
+    ignore = a.get("ignore_index", -100)
+    return F.nll_loss(T(ins[0]), T(ins[1]).long(), weight=weight, ignore_index=ignore,
+                      reduction=a.get("reduction", "mean"))
 
 
 @onnx_op("OneHot")

@@ -219,11 +219,11 @@ def _clamp_tensor(ctx, node):
 @mapping("addcmul", "addcdiv")
 def _addc(ctx, node):
     dt = _out(node).dtype
-    x, t1, t2 = (ctx.input(v, dt) for v in node.inputs)
+    x, t1, t2 = (ctx.input(v, dt) for v in node.inputs[:3])
+    value = node.inputs[3] if len(node.inputs) > 3 else node.attrs.get("value", 1)
     prod = ctx.add("Mul" if node.op_name == "addcmul" else "Div", [t1, t2])
-    value = node.attrs.get("value", 1)
-    if value != 1:
-        prod = ctx.add("Mul", [prod, _scalar(ctx, value, dt)])
+    if isinstance(value, Value) or value != 1:
+        prod = ctx.add("Mul", [prod, ctx.input(value, dt)])
     return ctx.add("Add", [x, prod])
 
 

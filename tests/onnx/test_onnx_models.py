@@ -32,10 +32,22 @@ def _inputs(name, model, b):
     return tuple(out)
 
 
+def _trained_statistics(model):
+    """BatchNorm statistics away from their initial 0 and 1, as after training, so folding them is tested."""
+    gen = em.Generator().manual_seed(7)
+    with em.no_grad():
+        for name, b in model.named_buffers():
+            if name.endswith("running_mean"):
+                b.copy_(em.randn(*b.shape, generator=gen) * 0.1)
+            elif name.endswith("running_var"):
+                b.copy_(em.rand(*b.shape, generator=gen) + 0.5)
+
+
 @pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n in _SLOW else n for n in list_models()])
 def test_model_exports_and_matches_onnxruntime(name, tmp_path):
     em.manual_seed(0)
     model = get_model(name)
+    _trained_statistics(model)
     model.eval()
     diff = export_and_check(model, _inputs(name, model, 2), tmp_path / f"{name}.onnx",
                             make_args=lambda b: _inputs(name, model, b))

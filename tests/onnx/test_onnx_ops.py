@@ -9,7 +9,10 @@ import pytest
 pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")
 
-from onnx_test_helpers import export_and_check  # noqa: E402
+# special_values makes NaN and inf on purpose
+pytestmark = pytest.mark.filterwarnings("ignore:invalid value:RuntimeWarning", "ignore:divide by zero:RuntimeWarning")
+
+from onnx_test_helpers import close, export_and_check  # noqa: E402
 
 import ember as em  # noqa: E402
 import ember.nn.functional as F  # noqa: E402
@@ -71,6 +74,19 @@ CASES = {
     "group_of_nn": (lambda x: F.adaptive_avg_pool2d(x, 1).flatten(1) + F.dropout(x, 0.5, training=False).sum((2, 3)),
                     (3, 4, 4)),
     "one_hot": (lambda x: F.one_hot((x.abs() * 3).long().clamp(max=3), 4).float(), (2,)),
+    "pointwise_misc": (lambda x: em.addcmul(x, x, x, value=0.5) + em.addcdiv(x, x, x.abs() + 1, value=2.0)
+                       + em.lerp(x, x * 3, 0.25) + em.frac(x * 3) + em.tan(x * 0.5) + em.square(x)
+                       + em.reciprocal(x.abs() + 1), (6,)),
+    "special_values": (lambda x: (em.isnan(x.log()).float() + em.isinf(1 / (x * 0)).float()
+                                  + em.isfinite(x.log()).float()), (6,)),
+    "bitwise": (lambda x: ((x * 8).long() & 5 | (x * 4).long() ^ 3).float() + (~(x > 0)).float(), (6,)),
+    "clamp_tensor": (lambda x: em.clamp(x, x * 0 - 0.2, x.abs() * 0.5), (6,)),
+    "scatter": (lambda x: em.zeros_like(x).scatter(1, em.tensor([[2, 0]]).expand(x.shape[0], 2), x[:, :2])
+                + em.zeros_like(x).scatter_add(1, em.tensor([[1, 1]]).expand(x.shape[0], 2), x[:, 2:]), (4,)),
+    "nll_loss": (lambda x: F.nll_loss(F.log_softmax(x, 1), em.tensor([0, 2, 1, 1])[:1].expand(x.shape[0]),
+                                      reduction="sum"), (3,)),
+    "sum_to_size": (lambda x: x.expand(x.shape[0], 3, 4).sum_to_size(x.shape[0], 1, 4) if hasattr(x, "sum_to_size")
+                    else x.sum(1, keepdim=True), (1, 4)),
 }
 
 
@@ -80,6 +96,19 @@ def test_op_matches_onnxruntime(name, tmp_path):
     positive = bool(rest and rest[0])
     export_and_check(fn, _x(2, *shape, positive=positive), tmp_path / f"{name}.onnx",
                      make_args=lambda b: _x(b, *shape, positive=positive))
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_op_round_trips_through_load(name, tmp_path):
+    fn, shape, *rest = CASES[name]
+    positive = bool(rest and rest[0])
+    em.onnx.export(fn, _x(2, *shape, positive=positive), tmp_path / "m.onnx", dynamic_axes={"input_0": {0: "b"}})
+    program = em.onnx.load(tmp_path / "m.onnx")
+    x = _x(3, *shape, positive=positive)
+    got, want = program(x), fn(x)
+    got, want = (got if isinstance(got, tuple) else (got,)), (want if isinstance(want, tuple) else (want,))
+    for g, w in zip(got, want):
+        close(g.numpy(), w.numpy())
 
 
 def test_names_tuple_outputs_and_opsets(tmp_path):
