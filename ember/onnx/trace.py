@@ -10,12 +10,13 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ember.autograd.grad_mode import no_grad
+from ember.backends.meta import MetaArray
 from ember.device import as_device
 from ember.graph.ir import Graph, Value
 from ember.graph.passes import optimize
 from ember.graph.trace import Tracer
 from ember.ops.dispatch import is_symbolic
-from ember.symbolic import SymInt, collecting_guards
+from ember.symbolic import SymInt, bind, collecting_guards
 from ember.tensor import Tensor
 
 
@@ -142,6 +143,9 @@ def trace(model, args: tuple, axes: dict, symbols: dict, input_names: list) -> T
         warnings.warn(f"ember.onnx.export: the traced code compared dynamic sizes ({', '.join(fixed)}) with "
                       f"fixed values; the exported model may hold only for the example's sizes{hint}", stacklevel=3)
     opt = optimize(graph, outputs, passes=("dce", "cse"))
+    if symbols:
+        # twice the example's sizes: other sizes, with the same divisors (a reshape into halves still fits)
+        check_dynamic(opt.graph, opt.outputs, {name: 2 * args[pos].shape[axis] for name, (pos, axis) in symbols.items()})
     inputs = [opt.value_map.get(v) for v in placeholders]
     g = opt.graph
     for i, v in enumerate(inputs):
@@ -150,6 +154,35 @@ def trace(model, args: tuple, axes: dict, symbols: dict, input_names: list) -> T
                               name=input_names[i])
             inputs[i] = v
     return Traced(g, inputs, list(opt.outputs), _names(model), symbols)
+
+
+def check_dynamic(graph: Graph, outputs: list, env: dict) -> None:
+    """Re-run the shape rules of what the outputs need with the dynamic sizes changed to `env`: a node whose
+    shapes do not follow was built from a size fixed while tracing, so the model would be wrong for other sizes."""
+    specs: dict = {}
+
+    def spec_of(x):
+        return specs[x] if isinstance(x, Value) else bind(x, env)
+
+    for node in graph.needed_for(outputs):
+        try:
+            if node.kind == "op":
+                got = node.op.infer(*(spec_of(x) for x in node.inputs), **bind(node.attrs, env))
+                got = got if isinstance(got, tuple) else (got,)
+            else:
+                got = tuple(MetaArray(bind(v.shape, env), v.dtype) for v in node.outputs)
+            for v, spec in zip(node.outputs, got):
+                if tuple(spec.shape) != tuple(bind(v.shape, env)):
+                    raise ValueError(f"shape {tuple(spec.shape)}")
+        except Exception as e:  # noqa: BLE001 - any refusal means the same
+            sizes = ", ".join(f"{k}={v // 2}" for k, v in env.items())
+            raise ValueError(
+                f"ember.onnx.export: the dynamic axes ({sizes} in the example) do not carry through op "
+                f"'{node.op_name}' (node %{node.id}): a shape there was fixed while tracing, e.g. by an input made "
+                "with em.zeros(x.shape[0], ...) (make it from the input: em.zeros_like, expand) or by size arithmetic "
+                f"that symbolic sizes do not follow; or leave that axis static ({type(e).__name__}: {e})") from None
+        for v, spec in zip(node.outputs, got):
+            specs[v] = MetaArray(tuple(spec.shape), spec.dtype)
 
 
 def is_value(x) -> bool:

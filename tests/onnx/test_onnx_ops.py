@@ -172,3 +172,18 @@ def test_missing_onnx_says_how_to_install(monkeypatch, tmp_path):
     monkeypatch.setitem(sys.modules, "onnx", None)
     with pytest.raises(ImportError, match=r'pip install "ember\[onnx\]"'):
         em.onnx.export(lambda x: x + 1, em.randn(3), tmp_path / "m.onnx")
+
+
+def test_two_dynamic_axes_through_size_arithmetic(tmp_path):
+    def f(x):
+        b, t = x.shape
+        return x.reshape(b * t, 1)[:, 0] * 2, em.zeros_like(x[:, :3]) + x[:, :1], x.reshape(b, t // 2, 2).sum(-1)
+
+    export_and_check(f, em.randn(4, 6), tmp_path / "m.onnx", input_names=["x"],
+                     dynamic_axes={"x": {0: "b", 1: "t"}}, make_args=lambda n: em.randn(n, 2 * n), batches=(3, 5))
+
+
+def test_dynamic_axis_that_does_not_carry_is_an_error(tmp_path):
+    with pytest.raises(ValueError, match=r"do not carry through op 'add' \(node %\d+\).*em.zeros_like"):
+        em.onnx.export(lambda x: em.zeros(x.shape[0], 3) + x[:, :1], em.randn(4, 6), tmp_path / "m.onnx",
+                       input_names=["x"], dynamic_axes={"x": {0: "b"}})
