@@ -31,6 +31,9 @@ def export(model, example_args, path=None, input_names=None, output_names=None, 
     onnx = require_onnx()
     if not isinstance(opset_version, int) or opset_version < MIN_OPSET:
         raise ValueError(f"ember.onnx.export: opset_version must be an int >= {MIN_OPSET}, got {opset_version!r}")
+    if type(model).__name__ == "Session" and type(model).__module__.startswith("ember.v1"):
+        raise TypeError("ember.onnx.export: for an ember.v1 Session use ember.onnx.export_session(session, inputs, "
+                        "outputs, path)")
     args = as_args(example_args)
     input_names = _names("input", input_names, len(args))
     axes, symbols = symbols_of(dynamic_axes, input_names, args)
@@ -118,7 +121,8 @@ def _needed(traced: Traced, known: dict) -> list:
     return [n for n in traced.graph.nodes if n.id in need and n.kind == "op"]
 
 
-def _dims(shape, symbol_names) -> list:
+def _dims(shape) -> list:
+    """ONNX dims: ints, symbol names for symbolic sizes, None for sizes computed from several."""
     dims = []
     for d in shape:
         if type(d) is SymInt:
@@ -158,7 +162,7 @@ def to_onnx(traced: Traced, input_names, output_names, dynamic_axes, opset: int,
     for v, name in zip(traced.inputs, input_names):
         if v.node.kind != PLACEHOLDER:
             raise AssertionError("an input is not a placeholder")
-        dims = _dims(v.shape, ctx.symbols)
+        dims = _dims(v.shape)
         for axis, dim_name in _output_axes((dynamic_axes or {}).get(name), name, len(dims)).items():
             dims[axis] = dim_name
         dims = [f"{name}_dim{k}" if d is None else d for k, d in enumerate(dims)]
@@ -219,7 +223,7 @@ def _outputs(ctx: ExportContext, traced: Traced, output_names: list, dynamic_axe
             ctx.reserve(name)
             ctx.nodes.append(helper.make_node("Identity", [src], [name], name=ctx.fresh(f"{name}_identity")))
         taken.add(name)
-        dims = _dims(v.shape, ctx.symbols)
+        dims = _dims(v.shape)
         for axis, dim_name in _output_axes(dynamic_axes.get(name), name, len(dims)).items():
             dims[axis] = dim_name
         infos.append(helper.make_tensor_value_info(name, ctx.dtype_code(v.dtype), dims))

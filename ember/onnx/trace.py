@@ -183,8 +183,3 @@ def check_dynamic(graph: Graph, outputs: list, env: dict) -> None:
                 f"that symbolic sizes do not follow; or leave that axis static ({type(e).__name__}: {e})") from None
         for v, spec in zip(node.outputs, got):
             specs[v] = MetaArray(tuple(spec.shape), spec.dtype)
-
-
-def is_value(x) -> bool:
-    """Whether x is a graph value (not a Python scalar or None)."""
-    return isinstance(x, Value)

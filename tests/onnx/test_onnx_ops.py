@@ -187,3 +187,10 @@ def test_dynamic_axis_that_does_not_carry_is_an_error(tmp_path):
     with pytest.raises(ValueError, match=r"do not carry through op 'add' \(node %\d+\).*em.zeros_like"):
         em.onnx.export(lambda x: em.zeros(x.shape[0], 3) + x[:, :1], em.randn(4, 6), tmp_path / "m.onnx",
                        input_names=["x"], dynamic_axes={"x": {0: "b"}})
+
+
+def test_jitted_function_exports(tmp_path):
+    model = em.nn.Sequential(em.nn.Linear(3, 4), em.nn.GELU())
+    f = em.jit(lambda x: model(x) * 2)
+    f(em.randn(2, 3))  # compiled once already: export traces it afresh
+    export_and_check(f, em.randn(2, 3), tmp_path / "m.onnx", make_args=lambda b: em.randn(b, 3))
