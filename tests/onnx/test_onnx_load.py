@@ -117,8 +117,22 @@ class _TorchEncoder(torch.nn.Module):
         return self.head(h.mean(1)), h[:, 1:3].permute(0, 2, 1).contiguous().view(b, -1)
 
 
+class _TorchRecurrent(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.emb = torch.nn.Embedding(40, 8)
+        self.lstm = torch.nn.LSTM(8, 16, num_layers=2, batch_first=True, bidirectional=True)
+        self.gru = torch.nn.GRU(32, 12)
+        self.fc = torch.nn.Linear(12, 3)
+
+    def forward(self, t):
+        y, (h, c) = self.lstm(self.emb(t))
+        z, hz = self.gru(y.transpose(0, 1))
+        return self.fc(z[-1]), h, c, hz
+
+
 @pytest.mark.parametrize("jit", [False, True])
-@pytest.mark.parametrize("case", ["cnn", "cnn_unfolded", "encoder"])
+@pytest.mark.parametrize("case", ["cnn", "cnn_unfolded", "encoder", "recurrent"])
 def test_model_exported_by_pytorch_runs_and_matches(case, jit, tmp_path):
     torch.manual_seed(0)
     if case.startswith("cnn"):
@@ -127,9 +141,12 @@ def test_model_exported_by_pytorch_runs_and_matches(case, jit, tmp_path):
             net.bn.running_mean.uniform_(-1, 1)
             net.bn.running_var.uniform_(0.5, 2)
         make = lambda b: torch.randn(b, 3, 12, 12)  # noqa: E731
-    else:
+    elif case == "encoder":
         net = _TorchEncoder().eval()
         make = lambda b: torch.randint(0, 50, (b, 7))  # noqa: E731
+    else:  # ONNX LSTM and GRU nodes (bidirectional, two layers, batch-first and not)
+        net = _TorchRecurrent().eval()
+        make = lambda b: torch.randint(0, 40, (b, 6))  # noqa: E731
     path = tmp_path / "torch.onnx"
     # unfolded: BatchNormalization stays a node instead of being folded into the convolution
     _torch_export(net, (make(2),), path, input_names=["x"], dynamic_axes={"x": {0: "batch"}}, opset_version=17,
