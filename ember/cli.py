@@ -63,7 +63,7 @@ _TRAIN_DESCRIPTION = (
 def _parser() -> argparse.ArgumentParser:
     p = _Parser(prog="ember", description="Ember: train and inspect networks.")
     p.add_argument("--version", action="version", version=f"ember {__version__}")
-    sub = p.add_subparsers(dest="command", required=True, metavar="{train,summary}")
+    sub = p.add_subparsers(dest="command", required=True, metavar="{train,summary,export}")
 
     t = sub.add_parser("train", help="train a model on a data set", description=_TRAIN_DESCRIPTION)
     d = settings.DEFAULTS

@@ -11,6 +11,7 @@ import os
 
 import numpy as np
 
+from ember.onnx import ops_from_onnx_rnn  # noqa: F401  (registers LSTM and GRU)
 from ember.onnx._deps import require_onnx
 from ember.onnx.ops_from_onnx import FROM_ONNX, HOST, T
 from ember.tensor import Tensor
