@@ -29,8 +29,7 @@ def export(model, example_args, path=None, input_names=None, output_names=None, 
     those sizes symbolic. `path` (a file name or a writable binary file), when given, receives the model.
     """
     onnx = require_onnx()
-    if not isinstance(opset_version, int) or opset_version < MIN_OPSET:
-        raise ValueError(f"ember.onnx.export: opset_version must be an int >= {MIN_OPSET}, got {opset_version!r}")
+    check_opset(onnx, opset_version, "ember.onnx.export")
     if type(model).__name__ == "Session" and type(model).__module__.startswith("ember.v1"):
         raise TypeError("ember.onnx.export: for an ember.v1 Session use ember.onnx.export_session(session, inputs, "
                         "outputs, path)")
@@ -45,6 +44,14 @@ def export(model, example_args, path=None, input_names=None, output_names=None, 
         else:
             path.write(proto.SerializeToString())
     return proto
+
+
+def check_opset(onnx, opset, where: str) -> None:
+    """A ValueError unless `opset` is between MIN_OPSET and the newest the installed onnx knows."""
+    newest = onnx.defs.onnx_opset_version()
+    if not isinstance(opset, int) or isinstance(opset, bool) or not MIN_OPSET <= opset <= newest:
+        raise ValueError(f"{where}: opset_version must be an int from {MIN_OPSET} to {newest} (the newest this onnx "
+                         f"{onnx.__version__} knows), got {opset!r}")
 
 
 def _names(kind: str, names, n: int) -> list:

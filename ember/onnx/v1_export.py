@@ -7,7 +7,7 @@ import os
 
 from ember.graph.ir import PLACEHOLDER, VARIABLE
 from ember.onnx._deps import require_onnx
-from ember.onnx.export import DEFAULT_OPSET, MIN_OPSET, reachable, to_onnx
+from ember.onnx.export import DEFAULT_OPSET, check_opset, reachable, to_onnx
 from ember.onnx.trace import Traced
 
 
@@ -38,9 +38,7 @@ def export_session(session, inputs, outputs, path=None, input_names=None, output
     read from the session, so run their initializers (or restore a checkpoint) first.
     """
     onnx = require_onnx()
-    if not isinstance(opset_version, int) or opset_version < MIN_OPSET:
-        raise ValueError(f"ember.onnx.export_session: opset_version must be an int >= {MIN_OPSET}, "
-                         f"got {opset_version!r}")
+    check_opset(onnx, opset_version, "ember.onnx.export_session")
     inputs = list(inputs) if isinstance(inputs, (list, tuple)) else [inputs]
     outputs = list(outputs) if isinstance(outputs, (list, tuple)) else [outputs]
     ins = [_value(session, x, "inputs") for x in inputs]

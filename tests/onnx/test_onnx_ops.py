@@ -160,8 +160,9 @@ def test_op_without_mapping_names_op_and_node(tmp_path):
 
 
 def test_bad_arguments(tmp_path):
-    with pytest.raises(ValueError, match="opset_version"):
-        em.onnx.export(lambda x: x + 1, em.randn(3), tmp_path / "m.onnx", opset_version=11)
+    for bad in (11, 999, "18"):
+        with pytest.raises(ValueError, match="opset_version must be an int from 17 to"):
+            em.onnx.export(lambda x: x + 1, em.randn(3), tmp_path / "m.onnx", opset_version=bad)
     with pytest.raises(TypeError, match="example argument 1 must be a tensor"):
         em.onnx.export(lambda x, n: x + n, (em.randn(3), 2), tmp_path / "m.onnx")
     with pytest.raises(ValueError, match="dynamic axis 3 of input 'x'"):
@@ -169,9 +170,12 @@ def test_bad_arguments(tmp_path):
 
 
 def test_missing_onnx_says_how_to_install(monkeypatch, tmp_path):
+    em.onnx.export(lambda x: x + 1, em.randn(3), tmp_path / "m.onnx")
     monkeypatch.setitem(sys.modules, "onnx", None)
     with pytest.raises(ImportError, match=r'pip install "ember\[onnx\]"'):
         em.onnx.export(lambda x: x + 1, em.randn(3), tmp_path / "m.onnx")
+    with pytest.raises(ImportError, match=r'pip install "ember\[onnx\]"'):
+        em.onnx.load(tmp_path / "m.onnx")
 
 
 def test_two_dynamic_axes_through_size_arithmetic(tmp_path):
