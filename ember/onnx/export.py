@@ -200,7 +200,8 @@ def _emit(ctx: ExportContext, node) -> None:
     fn = TO_ONNX.get(node.op.name)
     if fn is None and node.op.name in _NO_FOLD:
         raise NotImplementedError(f"ember.onnx.export: no ONNX mapping for op '{node.op.name}' (node %{node.id}): "
-                                  "random draws (dropout in training mode, randn) do not export; export in eval mode")
+                                  "random draws (dropout in training mode, randn, ember.v1's tf.nn.dropout) do not export; "
+                                  "export in eval mode, or fetch a tower built without them")
     if fn is None:
         ins = ", ".join(v.spec_str() if isinstance(v, Value) else repr(v) for v in node.inputs[:3])
         raise NotImplementedError(f"ember.onnx.export: no ONNX mapping for op '{node.op.name}' "
