@@ -63,7 +63,7 @@ _TRAIN_DESCRIPTION = (
 def _parser() -> argparse.ArgumentParser:
     p = _Parser(prog="ember", description="Ember: train and inspect networks.")
     p.add_argument("--version", action="version", version=f"ember {__version__}")
-    sub = p.add_subparsers(dest="command", required=True, metavar="{train,summary}")
+    sub = p.add_subparsers(dest="command", required=True, metavar="{train,summary,export}")
 
     t = sub.add_parser("train", help="train a model on a data set", description=_TRAIN_DESCRIPTION)
     d = settings.DEFAULTS
@@ -120,6 +120,12 @@ def _parser() -> argparse.ArgumentParser:
                    help="input size, e.g. 1,3,224,224 (default: the model's usual input)")
     s.add_argument("--num-classes", type=_int_at_least(1), metavar="N",
                    help="number of classes (default: the model's own)")
+
+    e = sub.add_parser("export", help="write a zoo model as an ONNX file", description="Export a model of "
+                       "ember.models to ONNX (see docs/onnx.md); needs the onnx extra.")
+    from ember.onnx.cli import add_arguments as add_export_arguments
+
+    add_export_arguments(e)
     return p
 
 
@@ -362,6 +368,10 @@ def main(argv=None) -> int:
             from ember.distributed.launch import run_main
 
             return run_main(args)
+        if args.command == "export":
+            from ember.onnx.cli import export_main
+
+            return export_main(args)
         return summary_main(args)
     except CommandError as e:
         msg = str(e)

@@ -16,6 +16,7 @@ from ember.nn import functional as F
 from ember.nn import init
 from ember.nn.modules.module import Module
 from ember.nn.parameter import Parameter
+from ember.ops.creation_ops import zeros_like_shape
 from ember.ops.recurrent import lstm_cell
 from ember.ops.split import split, unbind
 from ember.tensor import Tensor
@@ -167,7 +168,8 @@ class RNNBase(Module):
         real_hidden = self.proj_size if self.proj_size > 0 else self.hidden_size
         shapes = [(layers, batch, real_hidden)] + ([(layers, batch, self.hidden_size)] if cell else [])
         if hx is None:
-            states = [em.zeros(s, dtype=input.dtype, device=input.device) for s in shapes]
+            # zeros through an op on the input, so a traced batch size stays symbolic (ONNX, dynamic jit)
+            states = [zeros_like_shape(input, s) for s in shapes]
         else:
             states = list(hx) if cell else [hx]
             if cell and len(states) != 2:
@@ -375,7 +377,7 @@ class RNNCellBase(Module):
         if input.shape[1] != self.input_size:
             raise RuntimeError(f"input has inconsistent input_size: got {input.shape[1]} expected {self.input_size}")
         if any(s is None for s in states):
-            zeros = em.zeros(input.shape[0], self.hidden_size, dtype=input.dtype, device=input.device)
+            zeros = zeros_like_shape(input, (input.shape[0], self.hidden_size))
             states = [zeros if s is None else s for s in states]
         return input, states, batched
 
