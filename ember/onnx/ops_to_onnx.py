@@ -647,3 +647,42 @@ def _getitem(ctx, node):
     from ember.onnx.getitem import getitem
 
     return getitem(ctx, node)
+
+
+# --- fused layers ---------------------------------------------------------------------------
+@mapping("lstm_cell")
+def _lstm_cell(ctx, node):
+    """One LSTM step from gate pre-activations [i, f, o, g] and the cell state: (h, c')."""
+    pre, c = node.inputs
+    dt = _out(node).dtype
+    hidden = c.shape[-1]
+    if not isinstance(hidden, int):
+        raise _unsupported(ctx, "has a symbolic hidden size")
+    ifo, g = ctx.add("Split", [ctx.input(pre, dt), ctx.ints([3 * hidden, hidden], "split")], n_out=2, axis=-1)
+    i, f, o = ctx.add("Split", [ctx.add("Sigmoid", [ifo]), ctx.ints([hidden] * 3, "split")], n_out=3, axis=-1)
+    c_new = ctx.add("Add", [ctx.add("Mul", [f, ctx.input(c, dt)]), ctx.add("Mul", [i, ctx.add("Tanh", [g])])])
+    return [ctx.add("Mul", [o, ctx.add("Tanh", [c_new])]), c_new]
+
+
+@mapping("scaled_dot_product_attention")
+def _attention(ctx, node):
+    """softmax(Q K^T * scale + mask) V with MatMul, Softmax and a mask (opset 18 has no Attention op)."""
+    q, k, v, mask = node.inputs
+    dt = _out(node).dtype
+    rank = len(q.shape)
+    perm = list(range(rank - 2)) + [rank - 1, rank - 2]
+    scores = ctx.add("MatMul", [ctx.add("Mul", [ctx.input(q, dt), _scalar(ctx, node.attrs["scale"], dt)]),
+                                ctx.add("Transpose", [ctx.input(k, dt)], perm=perm)])
+    if node.attrs["causal"]:
+        L, S = q.shape[-2], k.shape[-2]
+        if not (isinstance(L, int) and isinstance(S, int)):
+            raise _unsupported(ctx, "is causal over a symbolic sequence length")
+        blocked = np.where(np.triu(np.ones((L, S), dtype=bool), 1), -np.inf, 0.0).astype(dt)
+        scores = ctx.add("Add", [scores, ctx.const(blocked, "causal_mask")])
+    if mask is not None:
+        if mask.dtype == np.bool_:
+            scores = ctx.add("Where", [ctx.input(mask), scores, _scalar(ctx, -np.inf, dt)])
+        else:
+            scores = ctx.add("Add", [scores, ctx.input(mask, dt)])
+    weights = ctx.add("Softmax", [scores], axis=-1)
+    return [ctx.add("MatMul", [weights, ctx.input(v, dt)]), weights]

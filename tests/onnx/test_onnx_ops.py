@@ -85,6 +85,10 @@ CASES = {
                 + em.zeros_like(x).scatter_add(1, em.tensor([[1, 1]]).expand(x.shape[0], 2), x[:, 2:]), (4,)),
     "nll_loss": (lambda x: F.nll_loss(F.log_softmax(x, 1), em.tensor([0, 2, 1, 1])[:1].expand(x.shape[0]),
                                       reduction="sum"), (3,)),
+    "attention_causal": (lambda x: F.scaled_dot_product_attention(x, x * 0.5, x.flip(1), is_causal=True), (5, 4)),
+    "attention_masks": (lambda x: F.scaled_dot_product_attention(x, x, x, attn_mask=em.tril(em.ones(5, 5)).bool())
+                        + F.scaled_dot_product_attention(x, x, x, attn_mask=em.ones(5, 5) * 0.3, scale=0.2), (5, 4)),
+    "lstm_cell": (lambda x: em.stack(lstm_cell(x, x[:, :3]), 0), (12,)),
     "sum_to_size": (lambda x: x.expand(x.shape[0], 3, 4).sum_to_size(x.shape[0], 1, 4) if hasattr(x, "sum_to_size")
                     else x.sum(1, keepdim=True), (1, 4)),
 }
