@@ -16,6 +16,7 @@ from onnx_test_helpers import close, export_and_check  # noqa: E402
 
 import ember as em  # noqa: E402
 import ember.nn.functional as F  # noqa: E402
+from ember.ops.recurrent import lstm_cell  # noqa: E402
 
 
 def _x(b, *shape, positive=False, seed=0):
