@@ -206,7 +206,12 @@ def work(out: str, spec: dict, worker: int = 0) -> None:
             if counted(study.get_trials(deepcopy=False)) >= spec["trials"]:
                 return
             trial = study.ask()
-        print(_line(run_trial(study, trial, spec, out)), flush=True)
+        done = run_trial(study, trial, spec, out)
+        print(_line(done), flush=True)
+        if done.state.name == "FAIL" and not any(t.intermediate_values for t in study.get_trials(deepcopy=False)):
+            # Not one epoch trained in the whole study: a setup error (missing data, a bad device) that
+            # every other trial would repeat, so stop here rather than fail the rest one by one.
+            return
 
 
 def _worker_main(out: str, spec: dict, worker: int) -> None:
