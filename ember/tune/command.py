@@ -36,8 +36,11 @@ def add_parser(sub) -> argparse.ArgumentParser:
         if key == "augment":
             continue
         default = d[key] if d[key] is not None else ("3e-3 for adam/adamw, 0.05 otherwise" if key == "lr" else "all")
-        t.add_argument(spaces.flag(key), dest=key, metavar="SPACE",
-                       help=f"{key}: a value, a,b,c or low:high[:log|:step] (default: {default})")
+        how = "a value, a,b,c or low:high[:log|:step]"
+        if key in spaces.CATEGORICAL:
+            names = "see ember train --help" if key == "model" else ", ".join(spaces.CATEGORICAL[key])
+            how = f"a value or a,b,c ({names})"
+        t.add_argument(spaces.flag(key), dest=key, metavar="SPACE", help=f"{how} (default: {default})")
     t.add_argument("--augment", metavar="SPACE", help="yes, no, or yes,no to search it (default: yes)")
     t.add_argument("--no-augment", dest="augment", action="store_const", const="no", help="the same as --augment no")
     t.add_argument("--space", metavar="FILE", help="search space file (.toml, .yaml or .json); flags override it")

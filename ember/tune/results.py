@@ -20,7 +20,8 @@ def accuracy(t) -> float | None:
 
 
 def rows(trials, keys: list[str]) -> list[dict]:
-    """One row per trial, best accuracy first (trials with none last): number, state, accuracy, params."""
+    """One row per trial: number, state, accuracy, params; complete trials first, then pruned, then failed,
+    each by accuracy, best first (a pruned trial's accuracy is of fewer epochs, so not comparable)."""
     out = []
     for t in trials:
         row = {"trial": t.number, "state": t.state.name.lower(), "accuracy": accuracy(t),
@@ -29,17 +30,22 @@ def rows(trials, keys: list[str]) -> list[dict]:
         row.update({k: t.params.get(k) for k in keys})
         row["error"] = t.user_attrs.get("error") or ("interrupted" if t.user_attrs.get("interrupted") else "")
         out.append(row)
-    return sorted(out, key=lambda r: (r["accuracy"] is None, -(r["accuracy"] or 0.0), r["trial"]))
+    order = {"complete": 0, "pruned": 1}
+    return sorted(out, key=lambda r: (order.get(r["state"], 2), r["accuracy"] is None, -(r["accuracy"] or 0.0),
+                                      r["trial"]))
 
 
 def write_csv(path: str, table: list[dict]) -> None:
-    """trials.csv: the rows, accuracy as a fraction, time in seconds."""
+    """trials.csv: the rows, accuracy as a fraction, time in seconds (replaced atomically: read while running)."""
     if not table:
         return
-    with writing(path), open(path, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(table[0]))
-        w.writeheader()
-        w.writerows(table)
+    tmp = f"{path}.{os.getpid()}.tmp"
+    with writing(path):
+        with open(tmp, "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=list(table[0]))
+            w.writeheader()
+            w.writerows(table)
+        os.replace(tmp, path)
 
 
 def _cell(value) -> str:

@@ -18,6 +18,7 @@ _CHOICES = {"model": recipe.MODELS, "dataset": recipe.DATASETS, "schedule": reci
             "optimizer": recipe.OPTIMIZERS}
 _INT_LOW = {"epochs": 1, "batch_size": 1, "seed": 0, "limit": 1}
 _FLOATS = ("lr",)
+CATEGORICAL = _CHOICES
 _BOOLS = ("augment",)
 KEYS = tuple(settings.DEFAULTS)
 _TRUE, _FALSE = ("true", "yes", "on", "1"), ("false", "no", "off", "0")

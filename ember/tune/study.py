@@ -15,6 +15,7 @@ import traceback
 import warnings
 
 from ember.train import settings
+from ember.tune import results
 from ember.tune import space as spaces
 from ember.tune.reporter import TrialReporter
 
@@ -201,6 +202,7 @@ def _line(t) -> str:
 def work(out: str, spec: dict, worker: int = 0) -> None:
     """Run trials until the study has spec["trials"] of them (counted across every process)."""
     study = load(out, spec, worker)
+    space = spaces.from_mapping(spec["space"], "tune.json")
     while True:
         with _claim(out):
             if counted(study.get_trials(deepcopy=False)) >= spec["trials"]:
@@ -208,6 +210,9 @@ def work(out: str, spec: dict, worker: int = 0) -> None:
             trial = study.ask()
         done = run_trial(study, trial, spec, out)
         print(_line(done), flush=True)
+        with _claim(out):  # the table so far, for a look while the study runs
+            results.write_csv(os.path.join(out, "trials.csv"),
+                              results.rows(study.get_trials(deepcopy=False), spaces.searched(space)))
         if done.state.name == "FAIL" and not any(t.intermediate_values for t in study.get_trials(deepcopy=False)):
             # Not one epoch trained in the whole study: a setup error (missing data, a bad device) that
             # every other trial would repeat, so stop here rather than fail the rest one by one.
