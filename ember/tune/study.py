@@ -161,8 +161,9 @@ def run_trial(study, trial, spec: dict, out: str):
         with open(os.path.join(folder, "train.log"), "w") as log, \
                 contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
             try:
-                args = cli._parser().parse_args(["train", *argv, "--out", folder, "--no-progress"])
-                args.argv = argv
+                line = ["train", *argv, "--out", folder, "--no-progress"]
+                args = cli._parser().parse_args(line)
+                args.argv = line
                 rc = cli.train_main(args, callbacks=[reporter])
             except KeyboardInterrupt:
                 rc = 130
@@ -190,8 +191,7 @@ def run_trial(study, trial, spec: dict, out: str):
 def _line(t) -> str:
     """One trial as it finishes: number, state, accuracy, parameters."""
     state = t.state.name.lower()
-    acc = t.value if t.value is not None else (t.intermediate_values[max(t.intermediate_values)]
-                                               if t.intermediate_values else None)
+    acc = results.accuracy(t)
     what = f"{acc * 100:.2f}%" if acc is not None else t.user_attrs.get("error", "")
     params = ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in t.params.items())
     epochs = t.user_attrs.get("epochs", 0)

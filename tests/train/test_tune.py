@@ -151,6 +151,17 @@ def test_reporter_stops_a_trial_the_pruner_prunes():
     assert not TrialReporter.checkpointed  # a trial's checkpoint resumes with plain `ember train --resume`
 
 
+def test_pruner_and_sampler_choices():
+    from ember.tune import study
+
+    assert isinstance(study.make_pruner("median", 3, 5), optuna.pruners.MedianPruner)
+    assert isinstance(study.make_pruner("hyperband", 3, 5), optuna.pruners.HyperbandPruner)
+    assert isinstance(study.make_pruner("none", 3, 5), optuna.pruners.NopPruner)
+    assert isinstance(study.make_sampler("tpe", 0), optuna.samplers.TPESampler)
+    assert isinstance(study.make_sampler("random", None), optuna.samplers.RandomSampler)
+    assert study.max_epochs({"epochs": Choice((2, 7))}) == 7 and study.max_epochs({}) == 20
+
+
 def test_a_hopeless_learning_rate_is_pruned(tmp_path):
     rc, out = _tune(tmp_path, "--trials", "5", "--lr", "1e-9,0.05", "--startup-trials", "1",
                     "--sampler", "random", "--sampler-seed", "0")
