@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import math
 import os
 import sys
 import time
@@ -48,6 +49,8 @@ def add_parser(sub) -> argparse.ArgumentParser:
                    help=f"trials in the study, counting those of earlier runs of it (default: {DEFAULT_TRIALS})")
     t.add_argument("--jobs", type=_positive_int, default=1, metavar="N",
                    help="worker processes running trials at once (default: 1, in this process)")
+    t.add_argument("--timeout", type=_positive_float, metavar="SECONDS",
+                   help="start no new trial after this many seconds (each worker runs one at least; default: none)")
     t.add_argument("--pruner", choices=PRUNERS, help="stop unpromising trials early (default: median)")
     t.add_argument("--startup-trials", type=_positive_int, metavar="N",
                    help=f"trials the median pruner lets finish before it prunes (default: {DEFAULT_STARTUP})")
@@ -77,6 +80,16 @@ def _int_at_least(low: int):
 
 
 _positive_int = _int_at_least(1)
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text}")
+    return value
 
 
 def _given_space(args) -> dict:
@@ -190,11 +203,13 @@ def tune_main(args) -> int:
         before = study.counted(s.get_trials(deepcopy=False))
         spec["resumed_trials"] = len(s.get_trials(deepcopy=False))
         with open(os.path.join(out, SPEC), "w") as f:
-            json.dump({k: v for k, v in spec.items() if k != "resumed_trials"}, f, indent=2)
+            json.dump({k: v for k, v in spec.items() if k not in ("resumed_trials", "deadline")}, f, indent=2)
             f.write("\n")
         space = spaces.from_mapping(spec["space"], SPEC)
         _header(out, spec, space, existing, before, stale, args.jobs)
         t0 = time.perf_counter()
+        if args.timeout is not None:  # wall-clock, so that every worker process reads the same deadline
+            spec["deadline"] = time.time() + args.timeout
         interrupted = False
         try:
             if args.jobs == 1:
@@ -232,8 +247,10 @@ def _report(out, spec, space, s, elapsed: float, interrupted: bool) -> int:
     counts = {st: sum(r["state"] == st for r in table) for st in ("complete", "pruned", "fail")}
     print()
     print(results.format_table(table, keys, study.max_epochs(space)))
-    print(f"{len(table)} trials: {counts['complete']} complete, {counts['pruned']} pruned, {counts['fail']} failed "
-          f"({elapsed:.1f}s this run)")
+    stopped = sum(r["error"] == "interrupted" for r in table)
+    again = f", {stopped} of them interrupted (redone, not counted)" if stopped else ""
+    print(f"{len(table)} trials: {counts['complete']} complete, {counts['pruned']} pruned, {counts['fail']} failed"
+          f"{again} ({elapsed:.1f}s this run)")
     complete = [t for t in trials if t.state.name == "COMPLETE"]
     if complete:
         best = results.write_best(os.path.join(out, "best.json"), s.best_trial, out)
@@ -243,6 +260,10 @@ def _report(out, spec, space, s, elapsed: float, interrupted: bool) -> int:
     if interrupted:
         print(f"ember tune: interrupted; continue with: ember tune --resume {out}", file=sys.stderr)
         return 130
+    left = spec["trials"] - study.counted(trials)
+    if left > 0 and "deadline" in spec:
+        print(f"--timeout: time was up before the study had its {spec['trials']} trials; "
+              f"ember tune --resume {out} runs the other {left}")
     if not complete:
         errors = [r["error"] for r in table if r["error"]]
         if errors and counts["fail"] == len(table):

@@ -24,7 +24,8 @@ def rows(trials, keys: list[str]) -> list[dict]:
     each by accuracy, best first (a pruned trial's accuracy is of fewer epochs, so not comparable)."""
     out = []
     for t in trials:
-        row = {"trial": t.number, "state": t.state.name.lower(), "accuracy": accuracy(t),
+        failed = t.state.name == "FAIL"  # a failed trial's partial accuracy is no result
+        row = {"trial": t.number, "state": t.state.name.lower(), "accuracy": None if failed else accuracy(t),
                "epochs": t.user_attrs.get("epochs"), "time_s": t.user_attrs.get("time_s"),
                "pid": t.user_attrs.get("pid")}
         row.update({k: t.params.get(k) for k in keys})

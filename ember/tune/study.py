@@ -8,6 +8,7 @@ journal file; a lock around "count the trials, ask for one" keeps the total at -
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import sys
 import time
@@ -200,7 +201,7 @@ def _line(t) -> str:
 
 
 def work(out: str, spec: dict, worker: int = 0) -> None:
-    """Run trials until the study has spec["trials"] of them (counted across every process)."""
+    """Run trials until the study has spec["trials"] of them (counted across every process) or the deadline."""
     study = load(out, spec, worker)
     space = spaces.from_mapping(spec["space"], "tune.json")
     while True:
@@ -216,6 +217,8 @@ def work(out: str, spec: dict, worker: int = 0) -> None:
         if done.state.name == "FAIL" and not any(t.intermediate_values for t in study.get_trials(deepcopy=False)):
             # Not one epoch trained in the whole study: a setup error (missing data, a bad device) that
             # every other trial would repeat, so stop here rather than fail the rest one by one.
+            return
+        if time.time() >= spec.get("deadline", math.inf):  # as Optuna's timeout: checked after each trial
             return
 
 

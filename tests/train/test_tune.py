@@ -232,6 +232,12 @@ def test_resume_continues_the_study_and_redoes_interrupted_trials(tmp_path, caps
     assert rc == 0 and len(_rows(out)) == 5
 
 
+def test_timeout_stops_starting_trials(tmp_path, capsys):
+    rc, out = _tune(tmp_path, "--trials", "10", "--timeout", "0.01", "--lr", "1e-2")
+    assert rc == 0 and len(_rows(out)) == 1  # as Optuna's timeout: checked after each trial
+    assert f"ember tune --resume {out} runs the other 9" in capsys.readouterr().out
+
+
 def test_parallel_workers_share_one_study(tmp_path):
     out = tmp_path / "par"
     r = subprocess.run([sys.executable, "-m", "ember", "tune", *FAST, "--epochs", "1", "--trials", "4", "--jobs", "2",
