@@ -52,7 +52,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
     t.add_argument("--timeout", type=_positive_float, metavar="SECONDS",
                    help="start no new trial after this many seconds (each worker runs one at least; default: none)")
     t.add_argument("--pruner", choices=PRUNERS, help="stop unpromising trials early (default: median)")
-    t.add_argument("--startup-trials", type=_positive_int, metavar="N",
+    t.add_argument("--startup-trials", type=_int_at_least(0), metavar="N",
                    help=f"trials the median pruner lets finish before it prunes (default: {DEFAULT_STARTUP})")
     t.add_argument("--sampler", choices=SAMPLERS, help="how trials are proposed (default: tpe)")
     t.add_argument("--sampler-seed", type=_int_at_least(0), metavar="N",
