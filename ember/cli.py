@@ -303,8 +303,7 @@ def _train(args, config: dict, state: dict | None, mode: str | None, device, out
     t0 = time.perf_counter()
     history = fit(model, train_loader, test_loader, epochs=config["epochs"], optimizer=optimizer, device=device,
                   callbacks=[*callbacks, *extra_callbacks], progress=not args.no_progress, jit=args.jit, amp=args.amp,
-                  resume=state,
-                  config=config)
+                  resume=state, config=config)
     elapsed = time.perf_counter() - t0
     metrics, curves = os.path.join(out, "metrics.json"), os.path.join(out, "curves.png")
     history.to_json(metrics)

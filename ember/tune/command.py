@@ -18,6 +18,8 @@ _STUDY_LOCK = ".study.lock"
 PRUNERS = ("median", "hyperband", "none")
 SAMPLERS = ("tpe", "random")
 DEFAULT_TRIALS, DEFAULT_STARTUP = 20, 5
+# How trials run, not what they train: these pass through to every trial and may change on resuming.
+RUNTIME = ("device", "workers", "jit", "amp", "tensorboard")
 
 _DESCRIPTION = (
     "Search `ember train`'s settings with Optuna: each setting is fixed (--epochs 3), a list of choices "
@@ -60,6 +62,9 @@ def add_parser(sub) -> argparse.ArgumentParser:
     t.add_argument("--device", help="cpu, cpu:N, cuda or cuda:N for every trial (default: cpu)")
     t.add_argument("--workers", type=_int_at_least(0), metavar="N", help="DataLoader worker processes of each trial")
     t.add_argument("--jit", action="store_true", default=None, help="trials run compiled training steps")
+    t.add_argument("--amp", action="store_true", default=None, help="trials train in mixed precision (ember train --amp)")
+    t.add_argument("--tensorboard", metavar="DIR",
+                   help="log every trial to TensorBoard, trial N in DIR/trial-N (needs the `tensorboard` extra)")
     t.add_argument("--out", metavar="DIR",
                    help="output folder (default: ./runs/tune-<timestamp>); one holding the same study continues it")
     t.add_argument("--resume", metavar="DIR", help="continue the study in this folder with its own search space")
@@ -157,7 +162,7 @@ def _spec(args) -> tuple[str, dict, bool]:
         value = getattr(args, key)
         spec[key] = value if value is not None else spec.get(key, default)
     runtime = dict(spec.get("runtime", {"device": "cpu", "workers": 0, "jit": False}))
-    for key in ("device", "workers", "jit"):
+    for key in RUNTIME:
         if getattr(args, key) is not None:
             runtime[key] = getattr(args, key)
     spec["runtime"] = runtime
@@ -196,6 +201,8 @@ def tune_main(args) -> int:
     study.optuna()  # a missing extra is reported before any folder is made
     out, spec, existing = _spec(args)
     _check_device(spec["runtime"]["device"])
+    if spec["runtime"].get("tensorboard"):
+        from ember.utils.tensorboard import SummaryWriter  # noqa: F401  (a missing extra: one line, before any trial)
     os.makedirs(out, exist_ok=True)
     with _only_study(out):
         s = study.load(out, spec, create=True)

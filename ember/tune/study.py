@@ -131,6 +131,8 @@ def train_argv(config: dict, runtime: dict) -> list[str]:
         argv += ["--workers", str(runtime["workers"])]
     if runtime.get("jit"):
         argv.append("--jit")
+    if runtime.get("amp"):
+        argv.append("--amp")
     return argv
 
 
@@ -163,6 +165,8 @@ def run_trial(study, trial, spec: dict, out: str):
                 contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
             try:
                 line = ["train", *argv, "--out", folder, "--no-progress"]
+                if spec.get("runtime", {}).get("tensorboard"):  # not part of the command that reproduces a trial
+                    line += ["--tensorboard", os.path.join(spec["runtime"]["tensorboard"], f"trial-{trial.number:03d}")]
                 args = cli._parser().parse_args(line)
                 args.argv = line
                 rc = cli.train_main(args, callbacks=[reporter])

@@ -232,6 +232,16 @@ def test_resume_continues_the_study_and_redoes_interrupted_trials(tmp_path, caps
     assert rc == 0 and len(_rows(out)) == 5
 
 
+def test_run_flags_pass_through_to_every_trial(tmp_path):
+    pytest.importorskip("tensorboard", reason="--tensorboard needs the `tensorboard` extra")
+    logs = tmp_path / "tb"
+    rc, out = _tune(tmp_path, "--trials", "1", "--lr", "1e-2", "--amp", "--tensorboard", str(logs))
+    assert rc == 0
+    best = json.loads((out / "best.json").read_text())
+    assert best["command"].endswith("--amp") and "--tensorboard" not in best["command"]
+    assert any(f.name.startswith("events.out.tfevents") for f in (logs / "trial-000").iterdir())
+
+
 def test_timeout_stops_starting_trials(tmp_path, capsys):
     rc, out = _tune(tmp_path, "--trials", "10", "--timeout", "0.01", "--lr", "1e-2")
     assert rc == 0 and len(_rows(out)) == 1  # as Optuna's timeout: checked after each trial
