@@ -16,7 +16,7 @@ from ember.tune import space as spaces
 SPEC = "tune.json"
 _STUDY_LOCK = ".study.lock"
 PRUNERS = ("median", "hyperband", "none")
-SAMPLERS = ("tpe", "random")
+SAMPLERS = ("tpe", "random", "grid")
 DEFAULT_TRIALS, DEFAULT_STARTUP = 20, 5
 # How trials run, not what they train: these pass through to every trial and may change on resuming.
 RUNTIME = ("device", "workers", "jit", "amp", "tensorboard")
@@ -56,7 +56,8 @@ def add_parser(sub) -> argparse.ArgumentParser:
     t.add_argument("--pruner", choices=PRUNERS, help="stop unpromising trials early (default: median)")
     t.add_argument("--startup-trials", type=_int_at_least(0), metavar="N",
                    help=f"trials the median pruner lets finish before it prunes (default: {DEFAULT_STARTUP})")
-    t.add_argument("--sampler", choices=SAMPLERS, help="how trials are proposed (default: tpe)")
+    t.add_argument("--sampler", choices=SAMPLERS,
+                   help="how trials are proposed (default: tpe; grid: every combination of the choices, once)")
     t.add_argument("--sampler-seed", type=_int_at_least(0), metavar="N",
                    help="seed of the sampler (default: none, so each study differs)")
     t.add_argument("--device", help="cpu, cpu:N, cuda or cuda:N for every trial (default: cpu)")
@@ -161,6 +162,9 @@ def _spec(args) -> tuple[str, dict, bool]:
                          ("sampler", "tpe"), ("sampler_seed", None)):
         value = getattr(args, key)
         spec[key] = value if value is not None else spec.get(key, default)
+    if spec["sampler"] == "grid":  # each point once: --trials is the grid's size unless fewer are asked for
+        size = spaces.grid_size(spaces.from_mapping(spec["space"], SPEC))
+        spec["trials"] = min(spec["trials"], size) if args.trials is not None or saved else size
     runtime = dict(spec.get("runtime", {"device": "cpu", "workers": 0, "jit": False}))
     for key in RUNTIME:
         if getattr(args, key) is not None:

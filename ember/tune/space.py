@@ -253,6 +253,31 @@ def check(space: dict) -> None:
                 raise SpaceError(str(e)) from None
 
 
+def grid(space: dict) -> dict:
+    """The grid of a grid search: every searched setting's values (choices, or a stepped or integer range)."""
+    points = {}
+    for key in searched(space):
+        v = space[key]
+        if isinstance(v, Choice):
+            points[key] = list(v.values)
+        elif key in _FLOATS and v.step is None:
+            raise SpaceError(f"{flag(key)} {show(v)}: a grid search needs choices or a stepped range "
+                             f"(e.g. {v.low:g}:{v.high:g}:{(v.high - v.low) / 4:g}), not a continuous one")
+        elif key in _FLOATS:
+            n = int(math.floor((v.high - v.low) / v.step + 1e-9))
+            points[key] = [round(v.low + i * v.step, 12) for i in range(n + 1)]  # 0.030000000000000002 -> 0.03
+        elif v.log:
+            raise SpaceError(f"{flag(key)} {show(v)}: a grid search needs choices or a stepped range, not a log one")
+        else:
+            points[key] = list(range(int(v.low), int(v.high) + 1, int(v.step or 1)))
+    return points
+
+
+def grid_size(space: dict) -> int:
+    """How many points the grid of `space` has."""
+    return math.prod(len(values) for values in grid(space).values())
+
+
 def suggest(trial, space: dict) -> dict:
     """The settings of one trial: Optuna suggests the searched ones; fixed ones pass through."""
     given = {}

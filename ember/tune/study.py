@@ -57,11 +57,13 @@ def make_pruner(name: str, startup_trials: int, max_epochs: int):
     return op.pruners.NopPruner()
 
 
-def make_sampler(name: str, seed: int | None):
-    """`tpe` (Optuna's TPESampler) or `random`; seeded when `seed` is not None."""
+def make_sampler(name: str, seed: int | None, space: dict | None = None):
+    """`tpe` (Optuna's TPESampler), `random`, or `grid` (every point of the space's grid); seeded if `seed` isn't None."""
     op = optuna()
     if name == "random":
         return op.samplers.RandomSampler(seed=seed)
+    if name == "grid":
+        return op.samplers.GridSampler(spaces.grid(space or {}), seed=seed)
     return op.samplers.TPESampler(seed=seed)
 
 
@@ -77,7 +79,7 @@ def load(out: str, spec: dict, worker: int = 0, create: bool = False):
     seed = spec.get("sampler_seed")
     if seed is not None:  # another stream per worker, and per resumption, so no trial repeats another's draw
         seed = seed + 7919 * worker + spec.get("resumed_trials", 0)
-    kwargs = {"storage": storage(out), "sampler": make_sampler(spec["sampler"], seed),
+    kwargs = {"storage": storage(out), "sampler": make_sampler(spec["sampler"], seed, space),
               "pruner": make_pruner(spec["pruner"], spec["startup_trials"], max_epochs(space)),
               "study_name": STUDY_NAME}
     if create:
@@ -144,6 +146,18 @@ def _message(e: BaseException) -> str:
     return " ".join(str(e).split()) or type(e).__name__
 
 
+def _tell(study, trial, value=None, state=None):
+    """study.tell, returning the finished trial, also when the grid sampler ends the grid."""
+    try:
+        return study.tell(trial, value, state=state)
+    except RuntimeError as e:
+        # GridSampler calls study.stop() after the grid's last point, which only works inside
+        # study.optimize; tell has stored the trial by then, and the trial count stops the workers.
+        if "Study.stop" not in str(e):
+            raise
+        return study._storage.get_trial(trial._trial_id)
+
+
 def run_trial(study, trial, spec: dict, out: str):
     """Train one trial's configuration with `ember train`'s code; tell the study how it ended (a FrozenTrial)."""
     from ember import cli
@@ -183,14 +197,14 @@ def run_trial(study, trial, spec: dict, out: str):
     state = op.trial.TrialState
     if rc == 130:
         trial.set_user_attr("interrupted", True)
-        study.tell(trial, state=state.FAIL)
+        _tell(study, trial, state=state.FAIL)
         raise KeyboardInterrupt
     if error is not None or rc != 0 or reporter.last is None:
         trial.set_user_attr("error", error or f"ember train ended with exit status {rc} (see {folder}/train.log)")
-        return study.tell(trial, state=state.FAIL)
+        return _tell(study, trial, state=state.FAIL)
     if reporter.pruned_at is not None:
-        return study.tell(trial, state=state.PRUNED)
-    return study.tell(trial, reporter.last)
+        return _tell(study, trial, state=state.PRUNED)
+    return _tell(study, trial, reporter.last)
 
 
 def _line(t) -> str:

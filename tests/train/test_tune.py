@@ -242,6 +242,20 @@ def test_run_flags_pass_through_to_every_trial(tmp_path):
     assert any(f.name.startswith("events.out.tfevents") for f in (logs / "trial-000").iterdir())
 
 
+def test_grid_search_runs_every_point_once(tmp_path):
+    space = {"lr": Range(0.01, 0.03, step=0.01), "batch_size": Choice((16, 32)), "seed": Range(0, 2), "epochs": 2}
+    grid = spaces.grid(space)
+    assert grid["batch_size"] == [16, 32] and grid["seed"] == [0, 1, 2] and len(grid["lr"]) == 3
+    assert spaces.grid_size(space) == 18
+    with pytest.raises(SpaceError, match="a grid search needs choices or a stepped range"):
+        spaces.grid({"lr": Range(1e-3, 1e-1, log=True)})
+    rc, out = _tune(tmp_path, "--sampler", "grid", "--lr", "1e-2,5e-2", "--batch-size", "32,64", "--pruner", "none")
+    assert rc == 0  # --trials defaults to the grid's size, and the grid sampler's end-of-grid stop is harmless
+    rows = _rows(out)
+    assert sorted((float(r["lr"]), int(r["batch_size"])) for r in rows) == [(0.01, 32), (0.01, 64), (0.05, 32),
+                                                                            (0.05, 64)]
+
+
 def test_timeout_stops_starting_trials(tmp_path, capsys):
     rc, out = _tune(tmp_path, "--trials", "10", "--timeout", "0.01", "--lr", "1e-2")
     assert rc == 0 and len(_rows(out)) == 1  # as Optuna's timeout: checked after each trial
