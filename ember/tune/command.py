@@ -63,7 +63,8 @@ def add_parser(sub) -> argparse.ArgumentParser:
     t.add_argument("--device", help="cpu, cpu:N, cuda or cuda:N for every trial (default: cpu)")
     t.add_argument("--workers", type=_int_at_least(0), metavar="N", help="DataLoader worker processes of each trial")
     t.add_argument("--jit", action="store_true", default=None, help="trials run compiled training steps")
-    t.add_argument("--amp", action="store_true", default=None, help="trials train in mixed precision (ember train --amp)")
+    t.add_argument("--amp", action="store_true", default=None,
+                   help="trials train in mixed precision (ember train --amp)")
     t.add_argument("--tensorboard", metavar="DIR",
                    help="log every trial to TensorBoard, trial N in DIR/trial-N (needs the `tensorboard` extra)")
     t.add_argument("--out", metavar="DIR",
@@ -79,7 +80,8 @@ def _int_at_least(low: int):
         except ValueError:
             raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
         if value < low:
-            raise argparse.ArgumentTypeError(f"expected {'a positive' if low else 'a non-negative'} integer, got {value}")
+            kind = "a positive" if low else "a non-negative"
+            raise argparse.ArgumentTypeError(f"expected {kind} integer, got {value}")
         return value
 
     return parse
@@ -141,9 +143,10 @@ def _spec(args) -> tuple[str, dict, bool]:
         have, want = _normal(spaces.from_mapping(saved["space"], SPEC)), _normal(given)
         for key in given:  # flags left out come from the study; one that contradicts it is an error
             if have[key] != want[key]:
-                raise spaces.SpaceError(f"{spaces.flag(key)}: the study in {out} has {spaces.flag(key)} {spaces.show(have[key])}, and --resume "
-                                        f"continues a study with its own space (leave {spaces.flag(key)} out, or "
-                                        "start a new study with another --out)")
+                name = spaces.flag(key)
+                raise spaces.SpaceError(f"{name}: the study in {out} has {name} {spaces.show(have[key])}, and --resume "
+                                        f"continues a study with its own space (leave {name} out, or start a new "
+                                        "study with another --out)")
     else:
         out = args.out or os.path.join("runs", time.strftime("tune-%Y%m%d-%H%M%S"))
         saved = _read_spec(out, "--out")
@@ -152,8 +155,9 @@ def _spec(args) -> tuple[str, dict, bool]:
             diff = [k for k in spaces.KEYS if have[k] != want[k]]
             if diff:
                 k = diff[0]
-                raise spaces.SpaceError(f"--out {out}: holds a study with {spaces.flag(k)} {spaces.show(have[k])}, not {spaces.show(want[k])}; "
-                                        f"--resume {out} continues it, or choose another --out")
+                raise spaces.SpaceError(f"--out {out}: holds a study with {spaces.flag(k)} {spaces.show(have[k])}, "
+                                        f"not {spaces.show(want[k])}; --resume {out} continues it, or choose another "
+                                        "--out")
         elif os.path.isfile(out):
             raise spaces.SpaceError(f"--out {out}: is a file, not a folder")
     spec = dict(saved or {"space": spaces.to_mapping(given)})

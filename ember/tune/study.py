@@ -58,7 +58,7 @@ def make_pruner(name: str, startup_trials: int, max_epochs: int):
 
 
 def make_sampler(name: str, seed: int | None, space: dict | None = None):
-    """`tpe` (Optuna's TPESampler), `random`, or `grid` (every point of the space's grid); seeded if `seed` isn't None."""
+    """`tpe` (Optuna's TPESampler), `random`, or `grid` (each point of the space's grid once); seeded unless None."""
     op = optuna()
     if name == "random":
         return op.samplers.RandomSampler(seed=seed)
