@@ -11,6 +11,7 @@ import contextlib
 import math
 import os
 import sys
+import threading
 import time
 import traceback
 import warnings
@@ -218,10 +219,13 @@ def _line(t) -> str:
             f"({t.user_attrs.get('time_s', 0):.1f}s, pid {t.user_attrs.get('pid')})  {params}")
 
 
-def work(out: str, spec: dict, worker: int = 0) -> None:
+def work(out: str, spec: dict, worker: int = 0, ready=None) -> None:
     """Run trials until the study has spec["trials"] of them (counted across every process) or the deadline."""
     study = load(out, spec, worker)
     space = spaces.from_mapping(spec["space"], "tune.json")
+    if ready is not None:  # start together, so that a worker slower to import takes its share of trials
+        with contextlib.suppress(threading.BrokenBarrierError):
+            ready.wait(timeout=120)
     while True:
         with _claim(out):
             if counted(study.get_trials(deepcopy=False)) >= spec["trials"]:
@@ -240,9 +244,9 @@ def work(out: str, spec: dict, worker: int = 0) -> None:
             return
 
 
-def _worker_main(out: str, spec: dict, worker: int) -> None:
+def _worker_main(out: str, spec: dict, worker: int, ready) -> None:
     try:
-        work(out, spec, worker)
+        work(out, spec, worker, ready)
     except KeyboardInterrupt:
         sys.exit(130)
 
@@ -260,7 +264,9 @@ def run_parallel(out: str, spec: dict, jobs: int) -> list[int]:
     for k in _THREAD_VARS:
         os.environ.setdefault(k, threads)
     try:
-        procs = [ctx.Process(target=_worker_main, args=(out, spec, i), name=f"ember-tune-{i}") for i in range(jobs)]
+        ready = ctx.Barrier(jobs)
+        procs = [ctx.Process(target=_worker_main, args=(out, spec, i, ready), name=f"ember-tune-{i}")
+                 for i in range(jobs)]
         for p in procs:
             p.start()
     finally:
