@@ -59,6 +59,17 @@ def test_toml_and_yaml_files(tmp_path):
                                            "batch_size": Range(16, 64, step=16)}
 
 
+def test_flags_override_the_space_file(tmp_path):
+    from ember.cli import _parser
+    from ember.tune.command import _given_space
+
+    f = tmp_path / "space.json"
+    f.write_text(json.dumps({"lr": {"low": 1e-4, "high": 1e-1, "log": True}, "epochs": 4, "optimizer": ["adam", "sgd"]}))
+    args = _parser().parse_args(["tune", "--space", str(f), "--epochs", "2", "--no-augment", "--batch-size", "16:64:16"])
+    assert _given_space(args) == {"lr": Range(1e-4, 0.1, log=True), "epochs": 2, "optimizer": Choice(("adam", "sgd")),
+                                  "augment": False, "batch_size": Range(16, 64, step=16)}
+
+
 @pytest.mark.parametrize("text, match", [
     ("1e-1:1e-4", "--lr 1e-1:1e-4: the low end 0.1 is above the high end 0.0001"),
     ("0:1e-1:log", "a log range needs a low end above 0"),
