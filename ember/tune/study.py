@@ -261,8 +261,8 @@ def run_parallel(out: str, spec: dict, jobs: int) -> list[int]:
     ctx = multiprocessing.get_context("spawn")  # a fresh interpreter: no forked threads or locks
     saved = {k: os.environ.get(k) for k in _THREAD_VARS}
     threads = str(max(1, (os.cpu_count() or 1) // jobs))  # share the cores instead of oversubscribing them
-    for k in _THREAD_VARS:
-        os.environ.setdefault(k, threads)
+    if not any(k in os.environ for k in _THREAD_VARS):  # one set by the user rules
+        os.environ.update(dict.fromkeys(_THREAD_VARS, threads))
     try:
         ready = ctx.Barrier(jobs)
         procs = [ctx.Process(target=_worker_main, args=(out, spec, i, ready), name=f"ember-tune-{i}")
