@@ -63,7 +63,7 @@ _TRAIN_DESCRIPTION = (
 def _parser() -> argparse.ArgumentParser:
     p = _Parser(prog="ember", description="Ember: train and inspect networks.")
     p.add_argument("--version", action="version", version=f"ember {__version__}")
-    sub = p.add_subparsers(dest="command", required=True, metavar="{train,summary,export}")
+    sub = p.add_subparsers(dest="command", required=True, metavar="{train,tune,run,summary,export}")
 
     t = sub.add_parser("train", help="train a model on a data set", description=_TRAIN_DESCRIPTION)
     d = settings.DEFAULTS
@@ -103,6 +103,10 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--no-progress", action="store_true", help="no progress bar")
     t.add_argument("--nproc", type=int, default=1,
                    help="train data-parallel on this many processes (MPI; see `ember run` and docs/distributed.md)")
+
+    from ember.tune.command import add_parser as add_tune_parser
+
+    add_tune_parser(sub)
 
     r = sub.add_parser("run", help="run a program on N processes with MPI (ember run -n 4 script.py [args])",
                        description="Start N ranks of a program with mpiexec; see docs/distributed.md.")
@@ -221,8 +225,8 @@ def _settings(args) -> tuple[dict, dict | None, str | None]:
     return config, state, mode
 
 
-def train_main(args) -> int:
-    """`ember train`: fit, report the test accuracy, write checkpoint, metrics and curves."""
+def train_main(args, callbacks=()) -> int:
+    """`ember train`: fit, report the test accuracy, write checkpoint, metrics and curves (`callbacks` added to fit's)."""
     from ember.distributed._env import launched
 
     if args.nproc != 1 or launched() is not None:  # data-parallel on several processes: its own module
@@ -250,7 +254,7 @@ def train_main(args) -> int:
     ckpt = os.path.join(out, CHECKPOINT)
     created = _make_out(out)
     try:
-        return _train(args, config, state, mode, device, out, ckpt)
+        return _train(args, config, state, mode, device, out, ckpt, callbacks)
     except KeyboardInterrupt:
         where = f"; resume with: ember train --resume {ckpt}" if os.path.exists(ckpt) else ""
         print(f"ember train: interrupted{where}", file=sys.stderr)
@@ -259,7 +263,8 @@ def train_main(args) -> int:
         _remove_empty(created)  # only while still empty: after an early error, or Ctrl-C before any checkpoint
 
 
-def _train(args, config: dict, state: dict | None, mode: str | None, device, out: str, ckpt: str) -> int:
+def _train(args, config: dict, state: dict | None, mode: str | None, device, out: str, ckpt: str,
+           extra_callbacks=()) -> int:
     import ember as em
     from ember.data import DataLoader
     from ember.train import LRSchedulerCallback, ModelCheckpoint, fit
@@ -303,8 +308,8 @@ def _train(args, config: dict, state: dict | None, mode: str | None, device, out
 
     t0 = time.perf_counter()
     history = fit(model, train_loader, test_loader, epochs=config["epochs"], optimizer=optimizer, device=device,
-                  callbacks=callbacks, progress=not args.no_progress, jit=args.jit, amp=args.amp, resume=state,
-                  config=config)
+                  callbacks=[*callbacks, *extra_callbacks], progress=not args.no_progress, jit=args.jit, amp=args.amp,
+                  resume=state, config=config)
     elapsed = time.perf_counter() - t0
     metrics, curves = os.path.join(out, "metrics.json"), os.path.join(out, "curves.png")
     history.to_json(metrics)
@@ -364,6 +369,10 @@ def main(argv=None) -> int:
     try:
         if args.command == "train":
             return train_main(args)
+        if args.command == "tune":
+            from ember.tune.command import tune_main
+
+            return tune_main(args)
         if args.command == "run":
             from ember.distributed.launch import run_main
 
