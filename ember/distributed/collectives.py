@@ -1,8 +1,9 @@
 """Collectives and point-to-point messages on Ember tensors (torch.distributed's names and semantics).
 
-CPU tensors are used in place: MPI reads and writes their NumPy storage. Each call starts a
-nonblocking MPI operation; with async_op=True it returns the `Work` handle, else it waits (see
-work.py: a failed peer raises DistBackendError naming it). Results land in the tensors given
+CPU tensors are used in place: MPI reads and writes their NumPy storage. With async_op=True a call
+starts a nonblocking MPI operation and returns its `Work` handle; otherwise it waits for it (all_reduce
+and broadcast run MPI's blocking call, which is faster on one host). A failed peer raises
+DistBackendError naming it, or, during a blocking wait, is reported by the watchdog (work.py). Results land in the tensors given
 (outputs, or the input for in-place ops such as all_reduce). Ranks outside `group` do nothing and
 get None, as in PyTorch. Inside ember.jit or an ember.v1 graph, all_reduce and broadcast become
 graph nodes (see ops.py).
@@ -20,7 +21,7 @@ from ember.distributed.errors import DistError
 from ember.distributed.group import ProcessGroup, resolve, state
 from ember.distributed.reduce_op import ReduceOp, as_reduce_op
 from ember.distributed.transport import check_reduce_op
-from ember.distributed.work import CompletedWork, Work
+from ember.distributed.work import CompletedWork, Work, blocking_call
 
 
 def _me(pg: ProcessGroup) -> int:
@@ -35,6 +36,13 @@ def _start(what: str, pg: ProcessGroup, reqs, finish, async_op: bool, result=Non
         return work
     work.wait()
     return None
+
+
+def _blocking(what: str, pg: ProcessGroup, call, finish) -> None:
+    """A collective the caller waits for, run as MPI's blocking call (see work.blocking_call)."""
+    pg.seq += 1
+    blocking_call(pg.transport, call, what, set(pg.ranks))
+    finish()
 
 
 def _check_op(op, dtype, what, pg) -> ReduceOp:
@@ -103,6 +111,8 @@ def all_reduce(tensor, op=ReduceOp.SUM, group=None, async_op: bool = False):
             _avg(buf.array, n)
         buf.done()
 
+    if not async_op:
+        return _blocking(what, pg, lambda: pg.transport.allreduce(buf.array, op), finish)
     return _start(what, pg, pg.transport.iallreduce(buf.array, op), finish, async_op, [tensor])
 
 
@@ -143,6 +153,8 @@ def broadcast(tensor, src=None, group=None, async_op: bool = False, group_src=No
     buf = buffer(tensor, what, "tensor", _me(pg), write=True)
     _debug.check(pg, what, buf.array.dtype, buf.array.shape, root=root)
     receives = pg.rank() != root
+    if not async_op:
+        return _blocking(what, pg, lambda: pg.transport.bcast(buf.array, root), lambda: buf.done(receives))
     return _start(what, pg, pg.transport.ibcast(buf.array, root), lambda: buf.done(receives), async_op, [tensor])
 
 

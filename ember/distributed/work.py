@@ -17,22 +17,30 @@ def wait_requests(transport, reqs, what: str, members=None) -> None:
     """Block until every request in `reqs` is complete; a peer's failure raises DistBackendError.
 
     The wait itself is MPI's (`Waitall`, in C, with the GIL released): it makes progress at full speed
-    and leaves the CPU to the other threads. The watchdog thread knows what the main thread waits
-    for; if a peer it needs fails or leaves meanwhile, the watchdog reports the error this call would
-    raise and stops the process, since MPI cannot abandon a started collective.
+    and leaves the CPU to the other threads.
     """
     if transport.test_all(reqs):
         return
+    blocking_call(transport, lambda: transport.wait_all(reqs), what, members)
+
+
+def blocking_call(transport, call, what: str, members=None) -> None:
+    """Run `call`, a blocking MPI call, under the watchdog's eye.
+
+    The watchdog thread knows what the main thread waits for; if a peer it needs fails or leaves
+    meanwhile, the watchdog reports the error this call would raise and stops the process, since MPI
+    cannot abandon a started operation. A failure known before the call is raised here, catchable.
+    """
     wd = faults.current()
     since = time.monotonic()
     try:
         if wd is None:
-            transport.wait_all(reqs)
+            call()
             return
-        wd.check(what, members, since)  # a failure known already: raise it here, catchable
+        wd.check(what, members, since)
         wd.blocked = (what, members, since)
         try:
-            transport.wait_all(reqs)
+            call()
         finally:
             wd.blocked = None
     except DistBackendError:
