@@ -26,7 +26,7 @@ from ember.distributed.errors import DistError
 from ember.distributed.group import resolve
 from ember.distributed.ops import all_reduce_start_op, all_reduce_wait_op
 from ember.distributed.reduce_op import ReduceOp
-from ember.distributed.work import Work
+from ember.distributed.work import CompletedWork, Work, blocking_call
 from ember.nn.modules.module import Module
 from ember.ops.dispatch import apply, is_tracing
 
@@ -192,8 +192,14 @@ class _Reducer:
             return
         _debug.check(pg, "DistributedDataParallel", bucket.flat.dtype, bucket.flat.shape)
         pg.seq += 1
-        bucket.work = Work("all_reduce (DistributedDataParallel)", pg.transport, pg.transport.iallreduce(
-            bucket.flat, ReduceOp.SUM), members=set(pg.ranks))
+        what = "all_reduce (DistributedDataParallel)"
+        if bucket is self.buckets[-1]:  # nothing left to overlap with: MPI's faster blocking call
+            blocking_call(pg.transport, lambda: pg.transport.allreduce(bucket.flat, ReduceOp.SUM), what,
+                          set(pg.ranks))
+            bucket.work = CompletedWork(what)
+            return
+        bucket.work = Work(what, pg.transport, pg.transport.iallreduce(bucket.flat, ReduceOp.SUM),
+                           members=set(pg.ranks))
 
     def _finish(self) -> None:
         """Every bucket started: wait for them in order and write the averaged gradients into .grad."""
