@@ -101,7 +101,7 @@ def cumulative_sum(x, /, *, axis=None, dtype=None, include_initial=False):
         axis = 0
     x = x.to(_acc_dtype(x, dtype))
     axis = norm_axes("cumulative_sum", axis, x.ndim)[0]
-    out = ember.cumsum(x, axis) if x.shape[axis] else ember.clone(x)
+    out = ember.cumsum(x, axis, dtype=x.dtype) if x.shape[axis] else ember.clone(x)  # PyTorch widens ints
     if include_initial:
         shape = list(x.shape)
         shape[axis] = 1
