@@ -59,6 +59,7 @@ tan = _unary("tan", ember.tan)
 tanh = _unary("tanh", ember.tanh)
 trunc = _unary("trunc", ember.trunc)
 # Ember has no complex dtypes: on real arrays these are the identity, zeros, and the identity.
+reciprocal = _unary("reciprocal", ember.reciprocal)
 real = _unary("real", lambda x: ember.clone(x))
 imag = _unary("imag", lambda x: ember.zeros_like(x))
 conj = _unary("conj", lambda x: ember.clone(x))

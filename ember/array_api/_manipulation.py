@@ -118,3 +118,13 @@ def repeat(x, repeats, /, *, axis=None):
         raise ValueError("array_api.repeat: repeats must be non-negative")
     index = ember.tensor([i for i, c in enumerate(counts) for _ in range(c)], dtype=ember.int64, device=x.device)
     return ember.index_select(x, axis, index)
+
+
+def broadcast_shapes(*shapes):
+    """The shape the given shapes broadcast to (a ValueError when they do not)."""
+    from ember.ops._rules import broadcast_shapes as _bs
+
+    try:
+        return _bs("broadcast_shapes", *[tuple(s) for s in shapes]) if shapes else ()
+    except ember.ShapeError as e:
+        raise ValueError(str(e)) from None

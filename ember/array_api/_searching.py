@@ -144,3 +144,23 @@ def take(x, indices, /, *, axis=None):
     n = x.shape[axis]
     indices = ember.where(indices < 0, indices + n, indices) if indices.numel() else indices
     return ember.index_select(x, axis, indices.to(ember.int64))
+
+
+def take_along_axis(x, indices, /, *, axis=-1):
+    """Elements of x picked along axis by indices of the same number of dimensions."""
+    check_array("take_along_axis", x)
+    n = x.shape[axis] if x.ndim else 1
+    indices = ember.where(indices < 0, indices + n, indices) if indices.numel() else indices
+    return ember.take_along_dim(x, indices.to(ember.int64), axis)
+
+
+def isin(x1, x2, /, *, invert=False):
+    """Whether each element of x1 occurs in x2 (elementwise; NaN is never found)."""
+    x1, x2 = promote_pair("isin", x1, x2)
+    if not isinstance(x1, ember.Tensor):
+        x1 = ember.tensor(x1, dtype=x2.dtype, device=x2.device)
+    if not isinstance(x2, ember.Tensor):
+        x2 = ember.tensor([x2], dtype=x1.dtype, device=x1.device)
+    flat = ember.reshape(x2, (-1,))
+    found = ember.any(ember.unsqueeze(x1, -1) == flat, dim=-1) if flat.shape[0] else ember.zeros_like(x1, dtype=ember.bool)
+    return ember.logical_not(found) if invert else found

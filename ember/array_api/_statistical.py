@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import builtins
+
 import ember
 from ember.array_api._dtypes import _check_dtype
 from ember.array_api._helpers import check_array, norm_axes
@@ -107,3 +109,47 @@ def cumulative_sum(x, /, *, axis=None, dtype=None, include_initial=False):
         shape[axis] = 1
         out = ember.cat([ember.zeros(*shape, dtype=x.dtype, device=x.device), out], axis)
     return out
+
+
+def cumulative_prod(x, /, *, axis=None, dtype=None, include_initial=False):
+    """Running products along axis (which may be omitted for 1-d arrays); include_initial prepends a one."""
+    check_array("cumulative_prod", x)
+    if axis is None:
+        if x.ndim != 1:
+            raise ValueError(f"array_api.cumulative_prod: axis is required for a {x.ndim}-d array")
+        axis = 0
+    x = x.to(_acc_dtype(x, dtype))
+    axis = norm_axes("cumulative_prod", axis, x.ndim)[0]
+    out = ember.cumprod(x, axis, dtype=x.dtype) if x.shape[axis] else ember.clone(x)
+    if include_initial:
+        shape = list(x.shape)
+        shape[axis] = 1
+        out = ember.cat([ember.ones(*shape, dtype=x.dtype, device=x.device), out], axis)
+    return out
+
+
+def count_nonzero(x, /, *, axis=None, keepdims=False):
+    """How many elements over axis are not zero (in the default integer dtype)."""
+    check_array("count_nonzero", x)
+    return sum(x != 0, axis=axis, keepdims=keepdims)
+
+
+def diff(x, /, *, axis=-1, n=1, prepend=None, append=None):
+    """The n-th forward difference along axis, after joining prepend and append to x along it."""
+    check_array("diff", x)
+    if x.ndim == 0:
+        raise ValueError("array_api.diff: not defined for 0-d arrays")
+    axis = norm_axes("diff", axis, x.ndim)[0]
+    if n < 0:
+        raise ValueError(f"array_api.diff: n must be non-negative, got {n}")
+    parts = [p for p in (prepend, x, append) if p is not None]
+    if len(parts) > 1:
+        from ember.array_api._manipulation import concat
+
+        x = concat(parts, axis=axis)
+    for _ in range(n):
+        m = x.shape[axis]
+        hi = ember.narrow(x, axis, 1, builtins.max(m - 1, 0)) if m else x
+        lo = ember.narrow(x, axis, 0, builtins.max(m - 1, 0)) if m else x
+        x = ember.logical_xor(hi, lo) if x.dtype is ember.bool else hi - lo
+    return x
