@@ -1,4 +1,4 @@
-"""The Python Array API standard (2023.12) over Ember's ops: `import ember.array_api as xp`.
+"""The Python Array API standard (2024.12; 2023.12 too) over Ember's ops: `import ember.array_api as xp`.
 
 Arrays are `ember.Tensor`s (`x.__array_namespace__()` returns this module); see docs/interop.md.
 """
@@ -162,7 +162,7 @@ from ember.array_api._statistical import (
     var,
 )
 
-__array_api_version__ = "2023.12"
+__array_api_version__ = "2024.12"
 
 e = _math.e
 inf = _math.inf

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import ember
 from ember.array_api._helpers import check_array, promote_pair
 
@@ -74,7 +76,20 @@ bitwise_xor = _binary("bitwise_xor", ember.bitwise_xor)
 copysign = _binary("copysign", ember.copysign)
 divide = _binary("divide", ember.div)
 equal = _binary("equal", ember.eq)
-floor_divide = _binary("floor_divide", ember.floor_divide)
+
+
+def _floor_divide(a, b):
+    out = ember.floor_divide(a, b)
+    if not out.dtype.is_floating_point:
+        return out
+    # The standard's special cases where PyTorch's (and NumPy's) floor differ: inf // 2 is inf, not NaN,
+    # and -1 // inf is -0, not -1. Where exactly one operand is infinite, the true quotient is the answer.
+    one_inf = ember.logical_xor(ember.isinf(a) if isinstance(a, ember.Tensor) else math.isinf(a),
+                                ember.isinf(b) if isinstance(b, ember.Tensor) else math.isinf(b))
+    return ember.where(one_inf, ember.div(a, b).to(out.dtype), out)
+
+
+floor_divide = _binary("floor_divide", _floor_divide)
 greater = _binary("greater", ember.gt)
 greater_equal = _binary("greater_equal", ember.ge)
 hypot = _binary("hypot", ember.hypot)

@@ -13,8 +13,8 @@ class ArrayAPIMixin:
 
     def __array_namespace__(self, /, *, api_version=None):
         """The Array API namespace for this array (`ember.array_api`)."""
-        if api_version not in (None, "2021.12", "2022.12", "2023.12"):
-            raise ValueError(f"__array_namespace__: unsupported api_version {api_version!r}; Ember has 2023.12")
+        if api_version not in (None, "2021.12", "2022.12", "2023.12", "2024.12"):
+            raise ValueError(f"__array_namespace__: unsupported api_version {api_version!r}; Ember has 2024.12")
         import ember.array_api
 
         return ember.array_api

@@ -11,7 +11,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
 export PYTHONPATH="$repo${PYTHONPATH:+:$PYTHONPATH}"
 export ARRAY_API_TESTS_MODULE=ember.array_api
-export ARRAY_API_TESTS_VERSION=${ARRAY_API_TESTS_VERSION:-2023.12}
+export ARRAY_API_TESTS_VERSION=${ARRAY_API_TESTS_VERSION:-2024.12}
 # Ember has no uint16/32/64 and no complex dtypes: the suite skips what the namespace lacks.
 export ARRAY_API_TESTS_SKIP_DTYPES=${ARRAY_API_TESTS_SKIP_DTYPES:-uint16,uint32,uint64,complex64,complex128}
 python "$here/patch_suite.py" "$suite"  # the suite assumes some complex dtype exists

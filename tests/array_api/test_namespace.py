@@ -33,7 +33,7 @@ def test_names_and_namespace():
     x = xp.asarray([1.0, 2.0])
     assert x.__array_namespace__() is xp
     assert x.__array_namespace__(api_version="2023.12") is xp
-    assert xp.__array_api_version__ == "2023.12"
+    assert xp.__array_api_version__ == "2024.12"
     missing = [n for n in NAMES if not hasattr(xp, n)] + [n for n in LINALG if not hasattr(xp.linalg, n)]
     assert not missing
     assert set(xp.__all__) >= set(NAMES) - {"__array_api_version__", "__array_namespace_info__"}
