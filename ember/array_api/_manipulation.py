@@ -42,11 +42,21 @@ def unstack(x, /, *, axis=0):
 
 
 def expand_dims(x, /, axis=0):
-    """x with a new axis of size 1 at axis (negative axes count from the end of the result)."""
+    """x with new axes of size 1 at axis (an int or, as 2025.12 allows, a tuple; negative axes count from
+    the end of the result)."""
     check_array("expand_dims", x)
-    if not -x.ndim - 1 <= axis <= x.ndim:
-        raise IndexError(f"array_api.expand_dims: axis {axis} is out of range for a {x.ndim}-d array")
-    return ember.unsqueeze(x, axis)
+    axes = (axis,) if isinstance(axis, int) else tuple(axis)
+    n = x.ndim + len(axes)
+    for a in axes:
+        if not -n <= a < n:
+            raise IndexError(f"array_api.expand_dims: axis {a} is out of range for a {n}-d result")
+    new = sorted(a % n for a in axes)
+    if len(set(new)) != len(new):
+        raise ValueError(f"array_api.expand_dims: axis {axis} names an axis more than once")
+    shape, it = [], iter(x.shape)
+    for i in range(n):
+        shape.append(1 if i in new else next(it))
+    return ember.reshape(x, tuple(shape))
 
 
 def squeeze(x, /, axis):
