@@ -193,3 +193,18 @@ def test_against_array_api_strict():
         got = case(xp, xp.asarray(data), xp.asarray(ints))
         assert str(got.dtype).split(".")[-1] == str(want.dtype).split(".")[-1], k
         np.testing.assert_allclose(got.numpy(), np.asarray(want), rtol=1e-5, atol=1e-6, err_msg=str(k))
+
+
+def test_autograd_and_jit_through_the_namespace():
+    def softmax(x):
+        xp_ = x.__array_namespace__()
+        e = xp_.exp(x - xp_.max(x, axis=-1, keepdims=True))
+        return e / xp_.sum(e, axis=-1, keepdims=True)
+
+    data = np.random.default_rng(1).normal(size=(2, 3)).astype(np.float32)
+    x, ref = em.tensor(data, requires_grad=True), em.tensor(data, requires_grad=True)
+    softmax(x)[:, 0].sum().backward()
+    em.softmax(ref, -1)[:, 0].sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), ref.grad.numpy(), rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(em.jit(softmax)(em.tensor(data)).numpy(), em.softmax(em.tensor(data), -1).numpy(),
+                               rtol=1e-6)
