@@ -5,11 +5,6 @@ from __future__ import annotations
 
 from ember.ops.elementwise import _binary, _unary, _x, eq, lt, sigmoid, sqrt, where
 
-
-def _no_grad_pair(ctx, g):
-    return (g * 0.0 if ctx.needs_grad(0) else None, g * 0.0 if ctx.needs_grad(1) else None)
-
-
 asin = _unary("asin", None, lambda c, g: g / sqrt(1.0 - _x(c) * _x(c)), ufunc="arcsin", save_input=True)
 acos = _unary("acos", None, lambda c, g: -(g / sqrt(1.0 - _x(c) * _x(c))), ufunc="arccos", save_input=True)
 atan = _unary("atan", None, lambda c, g: g / (1.0 + _x(c) * _x(c)), ufunc="arctan", save_input=True)
@@ -47,7 +42,7 @@ hypot = _binary("hypot", None, _hypot_grad, ufunc="hypot", ufunc_kinds="f", resu
                 reads={0: (0, 1), 1: (0, 1)})
 copysign = _binary("copysign", None, _copysign_grad, ufunc="copysign", ufunc_kinds="f", result="float",
                    reads={0: (0, 1), 1: (1,)})
-nextafter = _binary("nextafter", None, _no_grad_pair, ufunc="nextafter", ufunc_kinds="f", reads={})
+nextafter = _binary("nextafter", ufunc="nextafter", ufunc_kinds="f")  # not differentiable, as in PyTorch
 bitwise_left_shift = _binary("bitwise_left_shift", ufunc="left_shift", result="int")
 bitwise_right_shift = _binary("bitwise_right_shift", ufunc="right_shift", result="int")
 
