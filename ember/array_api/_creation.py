@@ -37,7 +37,7 @@ def _infer_dtype(obj):
         return out
     if complex in kinds:
         raise TypeError("array_api.asarray: Ember has no complex dtypes")
-    if float in kinds or any(issubclass(k, float) for k in kinds if isinstance(k, type)):
+    if not kinds or float in kinds or any(issubclass(k, float) for k in kinds if isinstance(k, type)):
         return ember.get_default_dtype()
     if kinds and kinds <= {bool, np.bool_}:
         return ember.bool
