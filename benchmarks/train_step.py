@@ -131,6 +131,23 @@ def transformer_lm(lib, vocab=65, block=64, n_layer=2, n_head=4, n_embd=128):
     return LM()
 
 
+def lstm_classifier(lib, vocab=1000, embed=64, hidden=128, classes=2):
+    nn = lib.nn
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.embedding = nn.Embedding(vocab, embed)
+            self.lstm = nn.LSTM(embed, hidden, batch_first=True)
+            self.fc = nn.Linear(hidden, classes)
+
+        def forward(self, tokens):
+            _, (h, _) = self.lstm(self.embedding(tokens))
+            return self.fc(h[-1])
+
+    return Net()
+
+
 # --- the benchmark ---------------------------------------------------------------------------------
 CASES = {
     # name: (builder, input maker (rng -> numpy x, numpy y), loss kind, optimizer)
@@ -141,6 +158,7 @@ CASES = {
     "resnet20": (resnet20, lambda r: (r.standard_normal((32, 3, 32, 32)).astype(np.float32), r.integers(0, 10, 32)),
                  "ce", "sgd"),
     "transformer_lm": (transformer_lm, lambda r: (r.integers(0, 65, (16, 64)), r.integers(0, 65, (16, 64))), "lm", "adam"),
+    "lstm": (lstm_classifier, lambda r: (r.integers(0, 1000, (32, 50)), r.integers(0, 2, 32)), "ce", "adam"),
 }
 
 

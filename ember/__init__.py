@@ -86,6 +86,7 @@ from ember.typed_tensors import (
     ShortTensor,
 )
 from ember.serialization import load, save
+from ember.utils.dlpack import from_dlpack
 
 
 float = float32
@@ -113,7 +114,7 @@ del _dtypes
 
 _LAZY_SUBMODULES = (
     "nn", "optim", "data", "datasets", "models", "graph", "v1", "numpy", "profiler", "memory", "train", "runtime",
-    "sparse", "distributions", "utils", "scipy", "misc", "test_util", "array_api",
+    "sparse", "distributions", "utils", "scipy", "misc", "test_util", "amp", "onnx", "array_api",
 )
 
 
@@ -126,6 +127,10 @@ def __getattr__(name: str):
         import importlib
 
         return importlib.import_module(f"ember.{name}")
+    if name in ("autocast", "is_autocast_enabled", "get_autocast_dtype"):
+        from ember import amp
+
+        return getattr(amp, name)
     if name == "sparse_coo_tensor":
         from ember.sparse import sparse_coo_tensor
 

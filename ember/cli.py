@@ -63,7 +63,7 @@ _TRAIN_DESCRIPTION = (
 def _parser() -> argparse.ArgumentParser:
     p = _Parser(prog="ember", description="Ember: train and inspect networks.")
     p.add_argument("--version", action="version", version=f"ember {__version__}")
-    sub = p.add_subparsers(dest="command", required=True, metavar="{train,summary}")
+    sub = p.add_subparsers(dest="command", required=True, metavar="{train,tune,run,summary,export}")
 
     t = sub.add_parser("train", help="train a model on a data set", description=_TRAIN_DESCRIPTION)
     d = settings.DEFAULTS
@@ -95,10 +95,18 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--out", metavar="DIR",
                    help="output folder (default: ./runs/<timestamp>; with --resume, the checkpoint's folder)")
     t.add_argument("--resume", metavar="CKPT", help="continue the run whose checkpoint (a file) this is")
+    t.add_argument("--tensorboard", metavar="DIR", help="log loss, accuracy and learning rate to TensorBoard in DIR "
+                   "(needs the `tensorboard` extra; a resumed run continues the curves)")
     t.add_argument("--jit", action="store_true", help="run each training step as a compiled graph (ember.jit)")
+    t.add_argument("--amp", action="store_true",
+                   help="mixed precision: forward pass and loss under em.autocast (bfloat16 on the CPU)")
     t.add_argument("--no-progress", action="store_true", help="no progress bar")
     t.add_argument("--nproc", type=int, default=1,
                    help="train data-parallel on this many processes (MPI; see `ember run` and docs/distributed.md)")
+
+    from ember.tune.command import add_parser as add_tune_parser
+
+    add_tune_parser(sub)
 
     r = sub.add_parser("run", help="run a program on N processes with MPI (ember run -n 4 script.py [args])",
                        description="Start N ranks of a program with mpiexec; see docs/distributed.md.")
@@ -116,6 +124,12 @@ def _parser() -> argparse.ArgumentParser:
                    help="input size, e.g. 1,3,224,224 (default: the model's usual input)")
     s.add_argument("--num-classes", type=_int_at_least(1), metavar="N",
                    help="number of classes (default: the model's own)")
+
+    e = sub.add_parser("export", help="write a zoo model as an ONNX file", description="Export a model of "
+                       "ember.models to ONNX (see docs/onnx.md); needs the onnx extra.")
+    from ember.onnx.cli import add_arguments as add_export_arguments
+
+    add_export_arguments(e)
     return p
 
 
@@ -211,11 +225,13 @@ def _settings(args) -> tuple[dict, dict | None, str | None]:
     return config, state, mode
 
 
-def train_main(args) -> int:
-    """`ember train`: fit, report the test accuracy, write checkpoint, metrics and curves."""
+def train_main(args, callbacks=()) -> int:
+    """`ember train`: fit, report the test accuracy, write checkpoint, metrics and curves (`callbacks` added to fit's)."""
     from ember.distributed._env import launched
 
     if args.nproc != 1 or launched() is not None:  # data-parallel on several processes: its own module
+        if args.tensorboard:
+            raise CommandError("--tensorboard is not supported with --nproc yet")
         from ember.distributed.train import train_main as data_parallel_main
 
         return data_parallel_main(args)
@@ -238,7 +254,7 @@ def train_main(args) -> int:
     ckpt = os.path.join(out, CHECKPOINT)
     created = _make_out(out)
     try:
-        return _train(args, config, state, mode, device, out, ckpt)
+        return _train(args, config, state, mode, device, out, ckpt, callbacks)
     except KeyboardInterrupt:
         where = f"; resume with: ember train --resume {ckpt}" if os.path.exists(ckpt) else ""
         print(f"ember train: interrupted{where}", file=sys.stderr)
@@ -247,7 +263,8 @@ def train_main(args) -> int:
         _remove_empty(created)  # only while still empty: after an early error, or Ctrl-C before any checkpoint
 
 
-def _train(args, config: dict, state: dict | None, mode: str | None, device, out: str, ckpt: str) -> int:
+def _train(args, config: dict, state: dict | None, mode: str | None, device, out: str, ckpt: str,
+           extra_callbacks=()) -> int:
     import ember as em
     from ember.data import DataLoader
     from ember.train import LRSchedulerCallback, ModelCheckpoint, fit
@@ -281,13 +298,18 @@ def _train(args, config: dict, state: dict | None, mode: str | None, device, out
               f"{added}; weights, optimizer state and random streams continue")
     elif mode == settings.CONTINUE:
         print(f"resumed from {args.resume} after epoch {done} of {config['epochs']}")
+    if args.tensorboard:  # first, so it logs the learning rate a step used before the scheduler changes it
+        from ember.train.tensorboard import TensorBoardLogger
+
+        callbacks.insert(0, TensorBoardLogger(args.tensorboard, val_name="test"))
     n_params = sum(p.numel() for p in model.parameters())
     print(f"training {config['model']} ({n_params:,} parameters) on {config['dataset']}: {len(train_set)} train / "
           f"{len(test_set)} test samples, {config['optimizer']}, {config['epochs']} epochs, device {device}")
 
     t0 = time.perf_counter()
     history = fit(model, train_loader, test_loader, epochs=config["epochs"], optimizer=optimizer, device=device,
-                  callbacks=callbacks, progress=not args.no_progress, jit=args.jit, resume=state, config=config)
+                  callbacks=[*callbacks, *extra_callbacks], progress=not args.no_progress, jit=args.jit, amp=args.amp,
+                  resume=state, config=config)
     elapsed = time.perf_counter() - t0
     metrics, curves = os.path.join(out, "metrics.json"), os.path.join(out, "curves.png")
     history.to_json(metrics)
@@ -347,10 +369,18 @@ def main(argv=None) -> int:
     try:
         if args.command == "train":
             return train_main(args)
+        if args.command == "tune":
+            from ember.tune.command import tune_main
+
+            return tune_main(args)
         if args.command == "run":
             from ember.distributed.launch import run_main
 
             return run_main(args)
+        if args.command == "export":
+            from ember.onnx.cli import export_main
+
+            return export_main(args)
         return summary_main(args)
     except CommandError as e:
         msg = str(e)

@@ -284,6 +284,18 @@ class Tensor(MathMixin, ReductionMixin, ShapeMixin, IndexingMixin, LinalgMixin, 
             return format(self.item(), spec)
         return repr(self)
 
+    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+        """A DLPack capsule sharing this tensor's memory (the Array API 2023.12 protocol; ember.utils.dlpack)."""
+        from ember.utils.dlpack import export
+
+        return export(self, stream, max_version, dl_device, copy)
+
+    def __dlpack_device__(self) -> tuple:
+        """(DLPack device type, index): (1, 0) on the CPU, (2, N) on cuda:N."""
+        from ember.utils.dlpack import dlpack_device
+
+        return dlpack_device(self)
+
     # --- autograd --------------------------------------------------------------------
     def backward(self, gradient=None, retain_graph=None, create_graph: bool = False, inputs=None) -> None:
         """Accumulate the gradient of this tensor w.r.t. the graph's leaves into their `.grad`."""

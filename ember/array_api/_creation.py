@@ -214,5 +214,5 @@ def triu(x, /, *, k=0):
 
 
 def from_dlpack(x, /, *, device=None, copy=None):
-    """Not provided here: DLPack is implemented on another branch."""
-    raise NotImplementedError("array_api.from_dlpack: DLPack support is not part of ember.array_api yet")
+    """An array sharing the memory of anything with `__dlpack__` (copy=True copies; device= moves it)."""
+    return ember.from_dlpack(x, device=device, copy=copy)

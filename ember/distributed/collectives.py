@@ -498,6 +498,9 @@ class _StatusTransport:
     def test_all(self, reqs) -> bool:
         return reqs[0].Test(self._status)
 
+    def wait_all(self, reqs) -> None:
+        reqs[0].Wait(self._status)
+
 
 def irecv(tensor, src=None, group=None, tag: int | None = 0, group_src=None) -> RecvWork | None:
     """Start receiving into `tensor` from rank `src` (None: any rank); returns the Work."""

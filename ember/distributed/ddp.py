@@ -214,12 +214,10 @@ class _Reducer:
                     p.grad = reduced[off:off + p.numel()].reshape(p.shape)
                 continue
             bucket.work.wait()
-            if n != 1:
-                np.divide(bucket.flat, n, out=bucket.flat, casting="unsafe")
             for p, off in zip(bucket.params, bucket.offsets):
                 if globally_used is not None and not globally_used[self.index[id(p)]]:
                     continue  # no rank used it: its gradient stays as it was (PyTorch's rule)
-                _write_grad(p, bucket.flat[off:off + p.numel()])
+                _write_grad(p, bucket.flat[off:off + p.numel()], n)
 
     def _rebuild(self) -> None:
         """Rebuild the buckets in the order gradients arrived in the first iteration (rank 0's order)."""
@@ -258,18 +256,22 @@ def _host(t) -> np.ndarray:
     return t._device.backend.to_host(data)
 
 
-def _write_grad(p, values: np.ndarray) -> None:
+def _write_grad(p, summed: np.ndarray, n: int) -> None:
+    """p.grad = summed / n (the average), written in place where p.grad is a host array: one pass."""
     g = p.grad
+    if g is not None and type(g._data) is np.ndarray:
+        np.divide(summed.reshape(g._data.shape), n, out=g._data, casting="unsafe")
+        g._version[0] += 1
+        return
+    values = summed / n if n != 1 else summed.copy()
     if g is None:
         from ember.tensor import Tensor
 
-        p.grad = Tensor._make(p._device.backend.from_host(values.reshape(p.shape).copy()), p._device)
+        p.grad = Tensor._make(p._device.backend.from_host(values.reshape(p.shape).astype(summed.dtype, copy=False)),
+                              p._device)
         return
-    if type(g._data) is np.ndarray:
-        np.copyto(g._data, values.reshape(g._data.shape), casting="unsafe")
-    else:
-        backend = g._device.backend
-        backend.xp.copyto(g._data, backend.from_host(values.reshape(g.shape)))
+    backend = g._device.backend
+    backend.xp.copyto(g._data, backend.from_host(values.reshape(g.shape)))
     g._version[0] += 1
 
 

@@ -51,6 +51,7 @@ class Watchdog:
         self.failure: tuple | None = None  # (rank, reason, when) of the first failure seen
         self.seen_by_main = False  # the main thread raised the failure (so the watchdog need not stop it)
         self.acks: set = set()
+        self.blocked: tuple | None = None  # (what, members, since) while the main thread blocks inside MPI
         self._payloads: list = []  # notices being sent (their requests are freed, so keep the bytes alive)
         self.pid = os.getpid()
         self._stop = threading.Event()
@@ -64,6 +65,7 @@ class Watchdog:
                 self._beat()
                 self._drain()
                 self._check_silence()
+                self._stop_if_blocked()
                 self._stop_if_unreported()
         except Exception as e:  # noqa: BLE001 - a broken watchdog must say so, never die silently
             print(f"{_prefix(self.rank)} the watchdog stopped: {type(e).__name__}: {e}", file=sys.stderr, flush=True)
@@ -113,6 +115,22 @@ class Watchdog:
         print(f"{_prefix(self.rank)} stopping: rank {f[0]} failed: {f[1]}", file=sys.stderr, flush=True)
         self._send(f[0], ACK)
         _flush_and_exit(1)
+
+    def _stop_if_blocked(self) -> None:
+        """The main thread is blocked inside MPI on an operation a failed (or departed) rank will never join:
+        it cannot raise, so report the error it would raise, in its words, and stop the process."""
+        blocked = self.blocked
+        if blocked is None:
+            return
+        what, members, since = blocked
+        try:
+            self.check(what, members, since)
+        except DistBackendError as e:
+            print(f"DistBackendError: {e}", file=sys.stderr, flush=True)
+            if e.failed_rank is not None:
+                self._send(e.failed_rank, ACK)
+                time.sleep(0.05)
+            _flush_and_exit(1)
 
     # --- what the main thread asks ------------------------------------------------------------------
     def check(self, what: str, members=None, since: float | None = None) -> None:

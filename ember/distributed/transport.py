@@ -75,6 +75,9 @@ class SelfTransport:
     def test_all(self, reqs) -> bool:
         return True
 
+    def wait_all(self, reqs) -> None:
+        pass
+
     def iallreduce(self, buf, op):
         return [DONE]
 
@@ -140,6 +143,9 @@ class MPITransport:
 
     def test_all(self, reqs) -> bool:
         return self.MPI.Request.Testall(reqs)
+
+    def wait_all(self, reqs) -> None:
+        self.MPI.Request.Waitall(reqs)
 
     # --- buffers and ops --------------------------------------------------------------------------
     def _t(self, arr, counts=None):

@@ -1,8 +1,8 @@
 """`Work`: the handle of a collective started with async_op=True (wait, is_completed), and the wait loop.
 
-Every wait polls its MPI requests (polling is what makes MPI progress) and asks the watchdog between
-polls, so a failed peer turns into a `DistBackendError` naming it instead of a hang. After a short
-spin the loop sleeps between polls, so a rank waiting long leaves the CPU to the ranks still working.
+A wait is MPI's own blocking `Waitall`; the watchdog thread (faults.py) watches the peers meanwhile,
+so a failed peer turns into a `DistBackendError` naming it instead of a hang: raised here when it was
+known before the wait, reported by the watchdog (which then stops the process) when it happens during it.
 """
 
 from __future__ import annotations
@@ -12,26 +12,29 @@ import time
 from ember.distributed import faults
 from ember.distributed.errors import DistBackendError
 
-_SPIN = 2000  # polls before the loop starts sleeping
-_MAX_SLEEP = 1e-3
-
 
 def wait_requests(transport, reqs, what: str, members=None) -> None:
-    """Block until every request in `reqs` is complete; a peer's failure raises DistBackendError."""
+    """Block until every request in `reqs` is complete; a peer's failure raises DistBackendError.
+
+    The wait itself is MPI's (`Waitall`, in C, with the GIL released): it makes progress at full speed
+    and leaves the CPU to the other threads. The watchdog thread knows what the main thread waits
+    for; if a peer it needs fails or leaves meanwhile, the watchdog reports the error this call would
+    raise and stops the process, since MPI cannot abandon a started collective.
+    """
     if transport.test_all(reqs):
         return
     wd = faults.current()
     since = time.monotonic()
-    polls = 0
-    sleep = 2e-5
     try:
-        while not transport.test_all(reqs):
-            if wd is not None:
-                wd.check(what, members, since)
-            polls += 1
-            if polls > _SPIN:
-                time.sleep(sleep)
-                sleep = min(sleep * 2, _MAX_SLEEP)
+        if wd is None:
+            transport.wait_all(reqs)
+            return
+        wd.check(what, members, since)  # a failure known already: raise it here, catchable
+        wd.blocked = (what, members, since)
+        try:
+            transport.wait_all(reqs)
+        finally:
+            wd.blocked = None
     except DistBackendError:
         raise
     except Exception as e:  # MPI's own errors (message truncated, ...): name the op and the rank

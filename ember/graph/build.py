@@ -86,11 +86,20 @@ class GraphBuilder(Interpreter):
         if getattr(op, "placed", False):  # send and recv say themselves where they run
             return None
         dev = scope_device(self.scope_base)
-        if dev is None or dev.type == "meta":
-            return None
-        if all(not isinstance(x, Tensor) or x._device is dev for x in inputs):
-            return None
+        if dev is None or dev.type == "meta" or all(not isinstance(x, Tensor) or x._device is dev for x in inputs):
+            return _cast_below(self, op, inputs)
         return [_moved(x, dev, self.graph) if isinstance(x, Tensor) and x._device is not dev else x for x in inputs]
+
+
+def _cast_below(interp, op, inputs):
+    """What an input-casting interpreter below `interp` (autocast entered before the trace) makes of the op's
+    inputs; graph builders in between are skipped, since their graphs are not the one being built."""
+    node = interp.below
+    while node is not None:
+        if node.casts_inputs:
+            return node.prepare(op, inputs)
+        node = node.below
+    return None
 
 
 def _moved(x: Tensor, dev, graph) -> Tensor:

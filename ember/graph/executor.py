@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextvars
 import copy
 import threading
+import time
 
 import numpy as np
 
@@ -30,6 +31,8 @@ from ember.runtime.settings import settings as _settings
 from ember.symbolic import bind
 
 _PARALLEL_MIN_WORK = 1 << 21  # estimated bytes touched below which the engine's overhead dominates
+_TRIAL_RUNS = 2  # timed runs of each way (sequential, engine) before a plan picks one
+_PARALLEL_MARGIN = 0.9  # the engine must be 10% faster to be chosen
 _PARALLEL_MIN_GAIN = 1.4  # total work / critical path needed before running branches at once
 
 
@@ -98,6 +101,7 @@ class Plan:
         self._memory: dict = {}  # mode -> MemoryPlan
         self._arenas: dict = {}  # mode -> [free Arena]
         self._parallel_gain = None
+        self._parallel_trial = {False: [], True: []}  # seconds per run of each way, until one is chosen
 
     def _new_slot(self, value=None) -> int:
         self.n_slots += 1
@@ -177,6 +181,7 @@ class Plan:
             steps.append(st)
         plan.steps = steps
         plan._memory, plan._arenas, plan._parallel_gain = {}, {}, None
+        plan._parallel_trial = {False: [], True: []}
         return plan
     def _tell_unread_records(self) -> None:
         """Ops whose output 0 is a record for gradients (control flow) fill it only when something reads it."""
@@ -226,13 +231,44 @@ class Plan:
             memory = _settings.memory
         if parallel is None:
             parallel = _settings.parallel
+        trial = None
         if parallel == "auto":
             parallel = self._parallel_helps()
+            if parallel:
+                parallel, trial = self._next_trial()
         if parallel:
             from ember.runtime.engine import in_worker
 
-            if not in_worker():
-                return self._run_engine(env, memory)
+            if in_worker():
+                trial = None  # a plan run inside an engine job runs in order: nothing to compare
+            else:
+                if trial is None:
+                    return self._run_engine(env, memory)
+                t0 = time.perf_counter()
+                out = self._run_engine(env, memory)
+                trial.append(time.perf_counter() - t0)
+                return out
+        t0 = time.perf_counter()
+        out = self._run_sequential(env, memory)
+        if trial is not None:
+            trial.append(time.perf_counter() - t0)
+        return out
+
+    def _next_trial(self):
+        """(parallel?, the list to add this run's time to or None): the first runs alternate the two
+        ways; from then on the faster one runs. The cost model only says the engine *may* pay: its
+        per-step hand-offs between threads cost more than small kernels gain (an LSTM's time loop)."""
+        runs = self._parallel_trial
+        if runs is None:
+            return self._parallel_choice, None
+        way = len(runs[True]) < len(runs[False])  # sequential first, then alternate
+        if len(runs[False]) >= _TRIAL_RUNS and len(runs[True]) >= _TRIAL_RUNS:
+            self._parallel_choice = min(runs[True]) < min(runs[False]) * _PARALLEL_MARGIN
+            self._parallel_trial = None
+            return self._parallel_choice, None
+        return way, runs[way]
+
+    def _run_sequential(self, env: list, memory: bool) -> list:
         rec = _profiler.state.active
         arena = self._take_arena("sequential") if memory else None
         try:

@@ -357,8 +357,8 @@ def _escaped(tracer: Tracer) -> list:
 
 def _what_changed(old, new) -> str:
     """Name the first part of two cache keys that differs, for the retrace warning."""
-    old_struct, old_leaves, old_modules, old_scalars, old_grad = old
-    new_struct, new_leaves, new_modules, new_scalars, new_grad = new
+    old_struct, old_leaves, old_modules, old_scalars, old_grad, old_autocast = old
+    new_struct, new_leaves, new_modules, new_scalars, new_grad, new_autocast = new
     if old_leaves != new_leaves and len(old_leaves) == len(new_leaves):
         for i, (a, b) in enumerate(zip(old_leaves, new_leaves)):
             if a != b:
@@ -372,6 +372,8 @@ def _what_changed(old, new) -> str:
         return f"global or closure value {', '.join(changed[:3])}"
     if old_grad != new_grad:
         return "grad mode"
+    if old_autocast != new_autocast:
+        return "autocast mode"
     return "the arguments"
 
 

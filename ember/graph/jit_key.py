@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ember.amp.state import state as autocast_state
 from ember.autograd.grad_mode import is_grad_enabled
 from ember.tensor import Tensor
 
@@ -178,5 +179,6 @@ def signature(fn, args, kwargs, static_argnums) -> tuple:
         tuple(module_key(m) for m in modules),
         tuple(scalars),
         is_grad_enabled(),
+        autocast_state.enabled and (autocast_state.device_type, autocast_state.dtype),
     )
     return key, struct, leaves

@@ -322,7 +322,7 @@ def _specs(node: Node) -> list:
 
 
 def _mult_adds(node: Node) -> int:
-    """Multiply-adds of one recorded op: matmuls, linear layers, convolutions and einsums; 0 for the rest."""
+    """Multiply-adds of one recorded op: matmuls, linear layers, convolutions, einsums and attention; 0 for the rest."""
     name = node.op.name
     meta = node.in_meta
     if name == "linear":
@@ -336,6 +336,9 @@ def _mult_adds(node: Node) -> int:
         return math.prod(out) * math.prod(meta[1][0][1:])
     if name == "conv_transpose2d":
         return math.prod(meta[0][0]) * math.prod(meta[1][0][1:])
+    if name == "scaled_dot_product_attention":  # Q K^T and P V
+        q, k, v = meta[0][0], meta[1][0], meta[2][0]
+        return math.prod(q[:-1]) * k[-2] * (q[-1] + v[-1])
     if name == "einsum" and len(meta) > 1:
         shapes = [m[0] for m in meta]
         subs, _ = parse_einsum(node.attrs["equation"], shapes)

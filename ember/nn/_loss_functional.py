@@ -6,6 +6,7 @@ import math
 import warnings
 
 import ember as em
+from ember.amp.state import autocast_function
 from ember.ops.nn_extra import nll_loss as _nll
 from ember.tensor import Tensor
 
@@ -58,6 +59,7 @@ def _weighted(loss: Tensor, weight: Tensor | None, reduction: str, mean_by_weigh
 
 
 # --- regression ---------------------------------------------------------------------------------
+@autocast_function("fp32")
 def mse_loss(input: Tensor, target: Tensor, size_average=None, reduce=None, reduction: str = "mean",
              weight: Tensor | None = None) -> Tensor:
     """(input - target)^2."""
@@ -66,6 +68,7 @@ def mse_loss(input: Tensor, target: Tensor, size_average=None, reduce=None, redu
     return _weighted(em.square(input - target), weight, reduction, True)
 
 
+@autocast_function("fp32")
 def l1_loss(input: Tensor, target: Tensor, size_average=None, reduce=None, reduction: str = "mean",
             weight: Tensor | None = None) -> Tensor:
     """|input - target|."""
@@ -74,6 +77,7 @@ def l1_loss(input: Tensor, target: Tensor, size_average=None, reduce=None, reduc
     return _weighted(em.abs(input - target), weight, reduction, True)
 
 
+@autocast_function("fp32")
 def smooth_l1_loss(input: Tensor, target: Tensor, size_average=None, reduce=None, reduction: str = "mean",
                    beta: float = 1.0) -> Tensor:
     """0.5 d^2 / beta where |d| < beta, else |d| - 0.5 beta (d = input - target)."""
@@ -87,6 +91,7 @@ def smooth_l1_loss(input: Tensor, target: Tensor, size_average=None, reduce=None
     return _reduce(em.where(d < beta, (0.5 / beta) * d * d, d - 0.5 * beta), reduction)
 
 
+@autocast_function("fp32")
 def huber_loss(input: Tensor, target: Tensor, reduction: str = "mean", delta: float = 1.0,
                weight: Tensor | None = None) -> Tensor:
     """0.5 d^2 where |d| < delta, else delta (|d| - 0.5 delta)."""
@@ -97,6 +102,7 @@ def huber_loss(input: Tensor, target: Tensor, reduction: str = "mean", delta: fl
     return _weighted(loss, weight, reduction, False)
 
 
+@autocast_function("fp32")
 def gaussian_nll_loss(input: Tensor, target: Tensor, var: Tensor | float, full: bool = False, eps: float = 1e-6,
                       reduction: str = "mean") -> Tensor:
     """0.5 (log var + (input - target)^2 / var) (+ 0.5 log 2 pi with full=True)."""
@@ -117,6 +123,7 @@ def gaussian_nll_loss(input: Tensor, target: Tensor, var: Tensor | float, full: 
     return _reduce(loss, reduction)
 
 
+@autocast_function("fp32")
 def poisson_nll_loss(input: Tensor, target: Tensor, log_input: bool = True, full: bool = False, size_average=None,
                      eps: float = 1e-8, reduce=None, reduction: str = "mean") -> Tensor:
     """exp(input) - target * input (log_input) or input - target * log(input + eps)."""
@@ -133,6 +140,7 @@ def poisson_nll_loss(input: Tensor, target: Tensor, log_input: bool = True, full
 
 
 # --- classification ------------------------------------------------------------------------------
+@autocast_function("fp32")
 def nll_loss(input: Tensor, target: Tensor, weight: Tensor | None = None, size_average=None,
              ignore_index: int = -100, reduce=None, reduction: str = "mean") -> Tensor:
     """-input[n, target[n]] (weighted), for log-probabilities input (N, C, ...) and class indices target."""
@@ -161,6 +169,7 @@ def nll_loss(input: Tensor, target: Tensor, weight: Tensor | None = None, size_a
     return loss.squeeze(0) if unbatched and reduction == "none" else loss
 
 
+@autocast_function("fp32")
 def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None, size_average=None,
                   ignore_index: int = -100, reduce=None, reduction: str = "mean",
                   label_smoothing: float = 0.0) -> Tensor:
@@ -209,6 +218,7 @@ def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None, s
     return nll * (1.0 - label_smoothing) + smooth * (label_smoothing / n_classes)
 
 
+@autocast_function("fp32")
 def binary_cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None, size_average=None,
                          reduce=None, reduction: str = "mean") -> Tensor:
     """-(t log p + (1 - t) log(1 - p)) for probabilities p (logs clamped at -100, as PyTorch)."""
@@ -224,6 +234,7 @@ def binary_cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = 
     return _reduce(loss, reduction)
 
 
+@autocast_function("fp32")
 def binary_cross_entropy_with_logits(input: Tensor, target: Tensor, weight: Tensor | None = None,
                                      size_average=None, reduce=None, reduction: str = "mean",
                                      pos_weight: Tensor | None = None) -> Tensor:
@@ -242,6 +253,7 @@ def binary_cross_entropy_with_logits(input: Tensor, target: Tensor, weight: Tens
     return _reduce(loss, reduction)
 
 
+@autocast_function("fp32")
 def kl_div(input: Tensor, target: Tensor, size_average=None, reduce=None, reduction: str = "mean",
            log_target: bool = False) -> Tensor:
     """target * (log target - input) for log-probabilities input; reduction may also be 'batchmean'."""
@@ -267,6 +279,7 @@ def kl_div(input: Tensor, target: Tensor, size_average=None, reduce=None, reduct
     return _reduce(loss, red)
 
 
+@autocast_function("fp32")
 def margin_ranking_loss(input1: Tensor, input2: Tensor, target: Tensor, margin: float = 0.0, size_average=None,
                         reduce=None, reduction: str = "mean") -> Tensor:
     """max(0, -target * (input1 - input2) + margin)."""
@@ -274,6 +287,7 @@ def margin_ranking_loss(input1: Tensor, input2: Tensor, target: Tensor, margin: 
     return _reduce(em.clamp_min(-target * (input1 - input2) + margin, 0.0), reduction)
 
 
+@autocast_function("fp32")
 def hinge_embedding_loss(input: Tensor, target: Tensor, margin: float = 1.0, size_average=None, reduce=None,
                          reduction: str = "mean") -> Tensor:
     """input where target is 1, max(0, margin - input) where target is -1."""
@@ -282,6 +296,7 @@ def hinge_embedding_loss(input: Tensor, target: Tensor, margin: float = 1.0, siz
     return _reduce(loss, reduction)
 
 
+@autocast_function("fp32")
 def soft_margin_loss(input: Tensor, target: Tensor, size_average=None, reduce=None,
                      reduction: str = "mean") -> Tensor:
     """log(1 + exp(-target * input))."""
@@ -289,6 +304,7 @@ def soft_margin_loss(input: Tensor, target: Tensor, size_average=None, reduce=No
     return _reduce(em.softplus(-target * input), reduction)
 
 
+@autocast_function("fp32")
 def cosine_embedding_loss(input1: Tensor, input2: Tensor, target: Tensor, margin: float = 0.0, size_average=None,
                           reduce=None, reduction: str = "mean") -> Tensor:
     """1 - cos(x1, x2) where target is 1, max(0, cos(x1, x2) - margin) where target is -1."""

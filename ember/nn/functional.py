@@ -10,6 +10,7 @@ import math
 import numpy as np
 
 import ember as em
+from ember.amp.state import autocast_function
 from ember.nn._loss_functional import (  # noqa: F401  (re-exported: F.<loss> is the public name)
     binary_cross_entropy,
     binary_cross_entropy_with_logits,
@@ -28,6 +29,7 @@ from ember.nn._loss_functional import (  # noqa: F401  (re-exported: F.<loss> is
     soft_margin_loss,
 )
 from ember.nn._tuples import _pair, _single
+from ember.ops.attention import scaled_dot_product_attention as _fused_attention
 from ember.ops.nn_extra import batch_norm_train as _fused_batch_norm
 from ember.ops.nn_extra import layer_norm as _fused_layer_norm
 from ember.ops.nn_extra import linear as _fused_linear
@@ -525,6 +527,7 @@ def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None, max
 
 
 # --- attention --------------------------------------------------------------------------------
+@autocast_function("lower")
 def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn_mask: Tensor | None = None,
                                  dropout_p: float = 0.0, is_causal: bool = False, scale: float | None = None,
                                  enable_gqa: bool = False) -> Tensor:
@@ -541,6 +544,10 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
         key = _repeat_heads(key, rep)
         value = _repeat_heads(value, rep)
     scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
+    if (dropout_p == 0.0 and query.ndim >= 2 and key.ndim == query.ndim == value.ndim
+            and tuple(query.shape[:-2]) == tuple(key.shape[:-2]) == tuple(value.shape[:-2])
+            and query.dtype == key.dtype == value.dtype and query.is_floating_point()):
+        return _fused_attention(query, key, value, attn_mask, scale, is_causal)  # one op (ember/ops/attention.py)
     scores = em.matmul(query * scale, key.transpose(-2, -1))
     if is_causal:
         causal = em.tensor(np.tril(np.ones((L, S), dtype=bool)), device=query.device)

@@ -10,6 +10,8 @@ import os
 class Callback:
     """Hooks called by `fit`; override what you need. `trainer` exposes model, optimizer, history."""
 
+    checkpointed = True  # whether fit's checkpoints keep this callback's state_dict (False: a logger)
+
     def on_train_begin(self, trainer) -> None:
         """Before the first epoch."""
 

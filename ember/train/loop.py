@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 
@@ -43,13 +44,30 @@ def evaluate(model, loader, loss_fn=None, device="cpu") -> dict:
     return {"loss": loss_sum / total, "accuracy": correct / total}
 
 
+def _mixed_precision(amp: bool, device, jit: bool):
+    """(a context manager factory for the forward pass, a GradScaler or None) for fit's `amp` setting."""
+    if not amp:
+        return contextlib.nullcontext, None
+    device_type = em.device(device).type if not isinstance(device, em.device) else device.type
+    if device_type == "cuda":
+        if jit:
+            raise ValueError("fit: amp on CUDA (float16 with loss scaling) skips steps by their values and can't run "
+                             "under jit=True")
+        return (lambda: em.autocast("cuda", dtype=em.float16)), em.amp.GradScaler("cuda")
+    if device_type != "cpu":
+        raise ValueError(f"fit: amp runs on cpu or cuda, not on {device_type}")
+    return (lambda: em.autocast("cpu", dtype=em.bfloat16)), None
+
+
 def fit(model, train_loader, val_loader=None, *, epochs: int = 1, optimizer=None, loss_fn=None,
         device="cpu", callbacks: list[Callback] | None = None, progress: bool = True, jit: bool = False,
-        resume=None, config: dict | None = None, log=print) -> History:
+        amp: bool = False, resume=None, config: dict | None = None, log=print) -> History:
     """Train `model` up to epoch `epochs`, validating after each; returns the History.
 
     Each batch is (inputs, integer labels); the default loss is cross-entropy and accuracy is
     reported for classification outputs. With jit=True the whole training step runs as a graph.
+    With amp=True the forward pass and the loss run under `em.autocast` (bfloat16 on the CPU; float16
+    with a `GradScaler` on CUDA); weights, gradients, optimizer state and evaluation stay float32.
     `resume` is a checkpoint written by ModelCheckpoint (a path, or the dict em.load returned):
     model, optimizer, history, the callbacks' state (LR schedulers included) and every random
     stream (Ember's default generator, Python's and NumPy's, the train loader's generator) are
@@ -69,12 +87,20 @@ def fit(model, train_loader, val_loader=None, *, epochs: int = 1, optimizer=None
             raise ValueError(f"fit: the checkpoint is at epoch {trainer.epoch}, past epochs={epochs}")
     start_epoch = trainer.epoch + 1
 
+    autocast, scaler = _mixed_precision(amp, device, jit)
+
     def step(x, y):
         optimizer.zero_grad()
-        logits = model(x)
-        loss = loss_fn(logits, y)
-        loss.backward()
-        optimizer.step()
+        with autocast():
+            logits = model(x)
+            loss = loss_fn(logits, y)
+        if scaler is None:
+            loss.backward()
+            optimizer.step()
+        else:
+            scaler.scale(loss).backward()
+            scaler.step(optimizer)
+            scaler.update()
         return loss, logits.argmax(dim=1)
 
     run_step = em.jit(step) if jit else step

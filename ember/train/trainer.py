@@ -37,6 +37,10 @@ class Trainer:
         self.global_step = 0
         self._pending: list[tuple[str, int]] | None = None
 
+    def _checkpointed(self) -> list:
+        """The callbacks whose state checkpoints keep (loggers opt out, so a run resumes with or without them)."""
+        return [cb for cb in self.callbacks if getattr(cb, "checkpointed", True)]
+
     def state_dict(self) -> dict:
         """Model, optimizer, progress, history, callbacks (schedulers included) and every random stream."""
         state = {
@@ -45,7 +49,7 @@ class Trainer:
             "epoch": self.epoch,
             "step": self.global_step,
             "history": self.history.state_dict(),
-            "callbacks": [{"type": type(cb).__name__, "state": cb.state_dict()} for cb in self.callbacks],
+            "callbacks": [{"type": type(cb).__name__, "state": cb.state_dict()} for cb in self._checkpointed()],
             "rng": rng_state.capture(_loader_generators(self.train_loader)),
         }
         if self.config is not None:
@@ -59,13 +63,13 @@ class Trainer:
             raise ValueError(f"fit: the checkpoint has no {', '.join(missing)}: it was not written by fit's "
                              "ModelCheckpoint of this Ember version, so it can't be resumed exactly")
         saved = [c["type"] for c in state["callbacks"]]
-        have = [type(cb).__name__ for cb in self.callbacks]
+        have = [type(cb).__name__ for cb in self._checkpointed()]
         if saved != have:
             raise ValueError(f"fit: the checkpoint was written with callbacks {saved}; this run has {have}")
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.history.load_state_dict(state["history"])
-        for cb, entry in zip(self.callbacks, state["callbacks"]):
+        for cb, entry in zip(self._checkpointed(), state["callbacks"]):
             cb.load_state_dict(entry["state"])
         self.epoch = int(state["epoch"])
         self.global_step = int(state["step"])

@@ -5,7 +5,8 @@ CRC-32C of the data); each record is a serialized `Event` protocol buffer (wall 
 `Summary` of tagged values). The few messages TensorBoard reads for scalars and histograms are
 encoded here by hand, field by field, so nothing beyond NumPy is needed:
 
-    Event   { double wall_time = 1; int64 step = 2; string file_version = 3; Summary summary = 5; }
+    Event   { double wall_time = 1; int64 step = 2; string file_version = 3; bytes graph_def = 4;
+              Summary summary = 5; }
     Summary { repeated Value value = 1; }
     Value   { string tag = 1; float simple_value = 2; HistogramProto histo = 5; }
     HistogramProto { double min = 1; max = 2; num = 3; sum = 4; sum_squares = 5;
@@ -140,13 +141,16 @@ def histogram_summary(tag: str, values) -> bytes:
     return _bytes_field(1, _bytes_field(1, tag.encode()) + _bytes_field(5, histo))
 
 
-def event(wall_time: float, step: int = 0, summary: bytes | None = None, file_version: str | None = None) -> bytes:
-    """A serialized Event."""
+def event(wall_time: float, step: int = 0, summary: bytes | None = None, file_version: str | None = None,
+          graph_def: bytes | None = None) -> bytes:
+    """A serialized Event (`graph_def`: a serialized GraphDef, for TensorBoard's graph tab)."""
     out = _double_field(1, wall_time)
     if step:
         out += _key(2, 0) + _varint(int(step))
     if file_version is not None:
         out += _bytes_field(3, file_version.encode())
+    if graph_def is not None:
+        out += _bytes_field(4, graph_def)
     if summary is not None:
         out += _bytes_field(5, summary)
     return out
@@ -270,7 +274,7 @@ def parse_summary(data: bytes) -> list:
 
 
 def read_events(path) -> list:
-    """[{"wall_time", "step", "file_version"?, "summary"?}] of an event file."""
+    """[{"wall_time", "step", "file_version"?, "graph_def"?, "summary"?}] of an event file."""
     events = []
     for data in read_records(path):
         ev = {"step": 0}
@@ -281,6 +285,8 @@ def read_events(path) -> list:
                 ev["step"] = value
             elif field == 3:
                 ev["file_version"] = value.decode()
+            elif field == 4:
+                ev["graph_def"] = value
             elif field == 5:
                 ev["summary"] = parse_summary(value)
         events.append(ev)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ember.graph import ir
 from ember.ops._rules import spec
 from ember.ops.dispatch import apply
 from ember.ops.registry import Op, register
@@ -145,13 +146,15 @@ class Summary:
 
 
 class FileWriter:
-    """Writes summaries to an event file in `logdir` for TensorBoard (graphs are not written)."""
+    """Writes summaries (and, with the tensorboard package, the graph) to an event file in `logdir`."""
 
     def __init__(self, logdir, graph=None, max_queue: int = 10, flush_secs: float = 120,
                  filename_suffix: str | None = None, session=None) -> None:
         self._logdir = logdir
         self._suffix = filename_suffix or ""
         self._writer = event_file.EventFileWriter(logdir, self._suffix)
+        if graph is not None:
+            self.add_graph(graph)
 
     def get_logdir(self) -> str:
         """The folder the event file is in."""
@@ -169,7 +172,22 @@ class FileWriter:
         self._writer.flush()
 
     def add_graph(self, graph, global_step: int | None = None) -> None:
-        """Accepted for TF compatibility; Ember does not write TensorFlow GraphDefs."""
+        """Write `graph` (a Graph, or a Session's) as a GraphDef for TensorBoard's graph tab.
+
+        The GraphDef is a protobuf built with the tensorboard package (extra `tensorboard`); without
+        it, nothing is written, so TF1 programs that pass `sess.graph` run unchanged."""
+        try:
+            from ember.utils.tensorboard.graph import v1_graph_def
+        except ImportError:
+            return
+        import time
+
+        graph = getattr(graph, "graph", graph)  # a Session
+        if not isinstance(graph, ir.Graph):
+            raise TypeError(f"FileWriter.add_graph: expected an ember.v1 Graph, got {type(graph).__name__}")
+        data = v1_graph_def(graph).SerializeToString()
+        self._writer.add_event(event_file.event(time.time(), global_step or 0, graph_def=data))
+        self._writer.flush()
 
     def flush(self) -> None:
         """Write buffered events to disk."""
@@ -192,12 +210,14 @@ class FileWriter:
 
 
 class _Event:
-    """One event read back from an event file: wall_time, step, file_version, summary.value[i].tag/simple_value."""
+    """One event read back from an event file: wall_time, step, file_version, graph_def (bytes),
+    summary.value[i].tag/simple_value."""
 
     def __init__(self, data: dict) -> None:
         self.wall_time = data.get("wall_time", 0.0)
         self.step = data.get("step", 0)
         self.file_version = data.get("file_version", "")
+        self.graph_def = data.get("graph_def", b"")
         values = [_ReadValue(tag, v) for tag, v in data.get("summary", [])]
         self.summary = Summary(values)
 

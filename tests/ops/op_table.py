@@ -830,6 +830,43 @@ row("kl_div", lambda L, x, t: nnf(L).kl_div(x, t, reduction="batchmean"),
 row("scaled_dot_product_attention", lambda L, q, k, v: nnf(L).scaled_dot_product_attention(q, k, v, is_causal=True),
     mats((2, 2, 4, 8), (2, 2, 4, 8), (2, 2, 4, 8)), tol=MATMUL,
     th=lambda L, q, k, v: L.ops.aten._scaled_dot_product_attention_math(q, k, v, is_causal=True)[0])
+
+
+def _attention_bool_mask(r: Rand):
+    mask = r.bools((2, 1, 4, 5))
+    mask[..., 0] = True  # every query attends somewhere (a row that attends nowhere is NaN in both)
+    return [r.normal((2, 3, 4, 8)), r.normal((2, 3, 5, 8)), r.normal((2, 3, 5, 6)), mask]
+
+
+row("scaled_dot_product_attention_float_mask",
+    lambda L, q, k, v, m: nnf(L).scaled_dot_product_attention(q, k, v, attn_mask=m),
+    mats((2, 3, 4, 8), (2, 3, 5, 8), (2, 3, 5, 6), (4, 5)), tol=MATMUL,
+    th=lambda L, q, k, v, m: L.ops.aten._scaled_dot_product_attention_math(q, k, v, attn_mask=m)[0])
+row("scaled_dot_product_attention_bool_mask",
+    lambda L, q, k, v, m: nnf(L).scaled_dot_product_attention(q, k, v, attn_mask=m, scale=0.3),
+    _attention_bool_mask, tol=MATMUL, torch_second=False)  # aten's math kernel expects a bool mask made float
+row("scaled_dot_product_attention_2d", lambda L, q, k, v: nnf(L).scaled_dot_product_attention(q, k, v),
+    mats((4, 8), (6, 8), (6, 3)), tol=MATMUL,
+    th=lambda L, q, k, v: L.ops.aten._scaled_dot_product_attention_math(q, k, v)[0])
+
+
+def _torch_lstm_cell(L, pre, c):
+    """One LSTM step in PyTorch's ops, gates in the order [i, f, o, g] (the oracle of ember's fused lstm_cell)."""
+    hidden = c.shape[-1]
+    i, f, o = L.sigmoid(pre[..., :3 * hidden]).split(hidden, -1)
+    c = f * c + i * L.tanh(pre[..., 3 * hidden:])
+    return o * L.tanh(c), c
+
+
+def _ember_lstm_cell(L, pre, c):
+    from ember.ops.recurrent import lstm_cell
+
+    return lstm_cell(pre, c)
+
+
+row("lstm_cell", _ember_lstm_cell, mats((3, 20), (3, 5)), th=_torch_lstm_cell, tol=TRANSCENDENTAL)
+row("lstm_cell_two_directions", _ember_lstm_cell, lambda r: [r.normal((2, 3, 8), scale=3.0), r.normal((2, 3, 2))],
+    th=_torch_lstm_cell, tol=TRANSCENDENTAL)
 row("cosine_similarity", lambda L, a, b: nnf(L).cosine_similarity(a, b), mats((3, 5), (3, 5)), tol=REDUCTION)
 row("normalize", lambda L, x: nnf(L).normalize(x, dim=-1), mats((3, 5)), tol=REDUCTION)
 

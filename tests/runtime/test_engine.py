@@ -166,3 +166,39 @@ def test_a_failing_step_of_a_parallel_graph_run_names_the_op():
     feed[i._data] = np.array([0, 2])
     (out,) = plan.run(feed, parallel=True)  # the plan still works afterwards
     np.testing.assert_allclose(out, np.array([0.0, 4.0]) + np.sin(3.0))
+
+
+@pytest.mark.parametrize("slow", ["engine", "sequential"])
+def test_an_auto_plan_times_both_ways_and_keeps_the_faster(slow, monkeypatch):
+    import time
+
+    import numpy as np
+
+    from ember.graph import Graph
+    from ember.graph.executor import Plan
+
+    from ._graphs import sym
+
+    g = Graph()
+    x = sym(g, (512, 512), name="x")
+    plan = Plan(g, [((x @ x).sin() + (x * 2) @ x)._data])  # two independent branches with work
+    monkeypatch.setattr(plan, "_parallel_helps", lambda: True)
+    ways = []
+    real = {"engine": plan._run_engine, "sequential": plan._run_sequential}
+
+    def timed(way):
+        def run(*args):
+            ways.append(way)
+            if way == slow:
+                time.sleep(0.05)
+            return real[way](*args)
+        return run
+
+    monkeypatch.setattr(plan, "_run_engine", timed("engine"))
+    monkeypatch.setattr(plan, "_run_sequential", timed("sequential"))
+    feed = {x._data: np.ones((512, 512))}
+    for _ in range(7):
+        plan.run(feed, parallel="auto")
+    assert ways[:4] == ["sequential", "engine", "sequential", "engine"]
+    faster = "sequential" if slow == "engine" else "engine"
+    assert ways[4:] == [faster] * 3

@@ -16,6 +16,8 @@ from ember.nn import functional as F
 from ember.nn import init
 from ember.nn.modules.module import Module
 from ember.nn.parameter import Parameter
+from ember.ops.creation_ops import zeros_like_shape
+from ember.ops.recurrent import lstm_cell
 from ember.ops.split import split, unbind
 from ember.tensor import Tensor
 
@@ -37,10 +39,7 @@ def _ifog_to_ifgo(t: Tensor) -> Tensor:
 
 def _lstm_step(pre: Tensor, c: Tensor, hidden: int) -> tuple[Tensor, Tensor]:
     """(h, c) from the gate pre-activations in the order [i, f, o, g] and the previous cell state."""
-    ifo, g = split(pre, (3 * hidden, hidden), -1)
-    i, f, o = split(em.sigmoid(ifo), hidden, -1)
-    c = f * c + i * em.tanh(g)
-    return o * em.tanh(c), c
+    return lstm_cell(pre, c)  # one fused op forward and backward (ember/ops/recurrent.py)
 
 
 def _gru_step(x_rz: Tensor, x_n: Tensor, gh: Tensor, h: Tensor, hidden: int) -> Tensor:
@@ -169,7 +168,8 @@ class RNNBase(Module):
         real_hidden = self.proj_size if self.proj_size > 0 else self.hidden_size
         shapes = [(layers, batch, real_hidden)] + ([(layers, batch, self.hidden_size)] if cell else [])
         if hx is None:
-            states = [em.zeros(s, dtype=input.dtype, device=input.device) for s in shapes]
+            # zeros through an op on the input, so a traced batch size stays symbolic (ONNX, dynamic jit)
+            states = [zeros_like_shape(input, s) for s in shapes]
         else:
             states = list(hx) if cell else [hx]
             if cell and len(states) != 2:
@@ -377,7 +377,7 @@ class RNNCellBase(Module):
         if input.shape[1] != self.input_size:
             raise RuntimeError(f"input has inconsistent input_size: got {input.shape[1]} expected {self.input_size}")
         if any(s is None for s in states):
-            zeros = em.zeros(input.shape[0], self.hidden_size, dtype=input.dtype, device=input.device)
+            zeros = zeros_like_shape(input, (input.shape[0], self.hidden_size))
             states = [zeros if s is None else s for s in states]
         return input, states, batched
 

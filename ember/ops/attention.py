@@ -1,0 +1,172 @@
+"""Scaled dot-product attention as one op: softmax(Q K^T * scale + mask) V, forward and backward.
+
+Composed of ops, attention costs a matmul, a scale, a mask, a softmax and a second matmul forward
+and about twice that backward, each a dispatch and a saved intermediate. Here the forward is one
+kernel that keeps the attention weights for the backward pass, and the gradient of Q, K and V is
+one kernel too (`scaled_dot_product_attention_backward`). Under `create_graph=True` the gradient is
+written in Ember ops instead, so higher derivatives exist. Inputs share their batch dims
+(..., L, E), (..., S, E), (..., S, Ev); the mask (bool: True attends; float: added) broadcasts to
+(..., L, S). `nn.functional.scaled_dot_product_attention` uses this op when there is no dropout.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ember.autograd.grad_mode import state as grad_state
+from ember.dtypes import bool_
+from ember.errors import ShapeError, fmt_shape
+from ember.ops._rules import FLOAT_NP, spec
+from ember.ops.dispatch import apply
+from ember.ops.opmath import rounded, upcast
+from ember.ops.registry import Op, register
+
+
+def _swap(x):
+    return np.swapaxes(x, -1, -2)
+
+
+def _causal_blocked(L: int, S: int) -> np.ndarray:
+    """True above the diagonal of an (L, S) score matrix (top-left aligned, as PyTorch's is_causal)."""
+    return np.triu(np.ones((L, S), dtype=bool), 1)
+
+
+def _weights(q, k, mask, scale: float, causal: bool):
+    """Softmax attention weights (..., L, S) in q's (float32 or float64) dtype."""
+    s = np.matmul(q * q.dtype.type(scale), _swap(k))
+    if causal:
+        s[..., _causal_blocked(s.shape[-2], s.shape[-1])] = -np.inf
+    if mask is not None:
+        if mask.dtype == np.bool_:
+            s = np.where(mask, s, -np.inf)
+        else:
+            s += upcast(mask).astype(s.dtype, copy=False)
+    with np.errstate(invalid="ignore"):  # a row that attends nowhere is NaN, as in PyTorch
+        s -= s.max(axis=-1, keepdims=True)
+        np.exp(s, out=s)
+        s /= s.sum(axis=-1, keepdims=True)
+    return s
+
+
+class ScaledDotProductAttentionOp(Op):
+    """Outputs (attention output (..., L, Ev), attention weights (..., L, S), kept for the gradient)."""
+
+    name = "scaled_dot_product_attention"
+    n_outputs = 2
+    fresh_output = True
+    save_inputs = (0, 1, 2, 3)
+    save_outputs = (1,)
+
+    def infer(self, q, k, v, mask, scale, causal):
+        if len(q.shape) < 2 or len(k.shape) != len(q.shape) or len(v.shape) != len(q.shape) \
+                or tuple(q.shape[:-2]) != tuple(k.shape[:-2]) or tuple(k.shape[:-2]) != tuple(v.shape[:-2]) \
+                or q.shape[-1] != k.shape[-1] or k.shape[-2] != v.shape[-2]:
+            raise ShapeError(f"{self.name}: expected query (..., L, E), key (..., S, E) and value (..., S, Ev) with "
+                             f"the same batch dims, got {fmt_shape(q.shape)}, {fmt_shape(k.shape)} and "
+                             f"{fmt_shape(v.shape)}")
+        if not (q.dtype == k.dtype == v.dtype) or q.dtype not in FLOAT_NP:
+            raise TypeError(f"{self.name}: expected query, key and value of one floating dtype, got {q.dtype}, "
+                            f"{k.dtype} and {v.dtype}")
+        lead, L, S = tuple(q.shape[:-2]), q.shape[-2], k.shape[-2]
+        if mask is not None:
+            try:
+                np.broadcast_shapes(tuple(mask.shape), lead + (L, S))
+            except ValueError:
+                raise ShapeError(f"{self.name}: attn_mask of shape {fmt_shape(mask.shape)} does not broadcast to the "
+                                 f"scores' shape {fmt_shape(lead + (L, S))}") from None
+        stat = np.dtype(np.float32) if q.dtype.itemsize < 4 else q.dtype
+        return spec(lead + (L, v.shape[-1]), q.dtype), spec(lead + (L, S), stat)
+
+    def kernel(self, xp, q, k, v, mask, scale, causal):
+        dtype = q.dtype
+        p = _weights(upcast(q), upcast(k), mask, scale, causal)
+        out = np.matmul(p, upcast(v))
+        return rounded(out, dtype), p
+
+    def vjp(self, ctx, g_out, g_p=None):
+        q, k, v, mask = (ctx.input(i) for i in range(4))
+        scale = ctx.attrs["scale"]
+        p = ctx.output_at(1)
+        if grad_state.enabled or g_p is not None:  # create_graph: a gradient made of differentiable ops
+            return _vjp_in_ops(q, k, v, mask, p, g_out, g_p, scale, ctx)
+        dq, dk, dv = apply(_sdpa_backward_op, q, k, v, p, g_out, scale=scale)
+        dmask = None
+        if mask is not None and ctx.needs_grad(3):
+            dmask = _mask_grad(_score_grad(p, g_out @ v.transpose(-2, -1)), mask)
+        return dq, dk, dv, dmask
+
+
+class ScaledDotProductAttentionBackwardOp(Op):
+    """(dQ, dK, dV) of attention from Q, K, V, the attention weights P and the output's gradient."""
+
+    name = "scaled_dot_product_attention_backward"
+    n_outputs = 3
+    fresh_output = True
+    differentiable = False  # under create_graph the ops of _vjp_in_ops are recorded instead
+
+    def infer(self, q, k, v, p, g, scale):
+        return spec(tuple(q.shape), q.dtype), spec(tuple(k.shape), k.dtype), spec(tuple(v.shape), v.dtype)
+
+    def kernel(self, xp, q, k, v, p, g, scale):
+        dtype = q.dtype
+        q, k, v, g = upcast(q), upcast(k), upcast(v), upcast(g).astype(p.dtype, copy=False)
+        dv = np.matmul(_swap(p), g)
+        dp = np.matmul(g, _swap(v))
+        dp -= (dp * p).sum(axis=-1, keepdims=True)
+        dp *= p  # now the scores' gradient
+        sc = dp.dtype.type(scale)
+        dq = np.matmul(dp, k)
+        dq *= sc
+        dk = np.matmul(_swap(dp), q)
+        dk *= sc
+        return rounded(dq, dtype), rounded(dk, dtype), rounded(dv, dtype)
+
+
+_sdpa_op = register(ScaledDotProductAttentionOp())
+_sdpa_backward_op = register(ScaledDotProductAttentionBackwardOp())
+
+
+def _score_grad(p, dp):
+    """The scores' gradient from the weights' (softmax's rule), in Ember ops."""
+    from ember.ops.reduction import sum as _sum
+
+    return p * (dp - _sum(dp * p, -1, keepdim=True))
+
+
+def _mask_grad(ds, mask):
+    from ember.ops.shape import sum_to_size
+
+    return sum_to_size(ds, *tuple(mask.shape)).to(mask.dtype)
+
+
+def _vjp_in_ops(q, k, v, mask, p, g_out, g_p, scale, ctx):
+    """The gradient in Ember ops (recorded, so it can be differentiated again): P is recomputed from
+    Q, K and the mask so that the gradient's own gradient reaches them."""
+    from ember.ops.activation import softmax
+    from ember.ops.linalg import matmul
+
+    s = matmul(q * scale, k.transpose(-2, -1))
+    if ctx.attrs["causal"]:
+        from ember.tensor import Tensor
+
+        blocked = Tensor._make(_causal_blocked(s.shape[-2], s.shape[-1]), q.device)
+        s = s.masked_fill(blocked, float("-inf"))
+    if mask is not None:
+        s = s.masked_fill(~mask, float("-inf")) if mask.dtype == bool_ else s + mask
+    p = softmax(s, -1)
+    dp = None
+    if g_out is not None:
+        dp = matmul(g_out, v.transpose(-2, -1))
+    if g_p is not None:
+        dp = g_p if dp is None else dp + g_p
+    ds = _score_grad(p, dp) if dp is not None else None
+    dv = matmul(p.transpose(-2, -1), g_out) if g_out is not None else None
+    dq = matmul(ds, k) * scale if ds is not None else None
+    dk = matmul(ds.transpose(-2, -1), q) * scale if ds is not None else None
+    dmask = _mask_grad(ds, mask) if mask is not None and ds is not None and ctx.needs_grad(3) else None
+    return dq, dk, dv, dmask
+
+
+def scaled_dot_product_attention(query, key, value, attn_mask=None, scale: float = 1.0, is_causal: bool = False):
+    """softmax(Q K^T * scale + mask) V as one op (no dropout; batch dims of Q, K, V equal)."""
+    return apply(_sdpa_op, query, key, value, attn_mask, scale=float(scale), causal=bool(is_causal))[0]
