@@ -114,7 +114,7 @@ del _dtypes
 
 _LAZY_SUBMODULES = (
     "nn", "optim", "data", "datasets", "models", "graph", "v1", "numpy", "profiler", "memory", "train", "runtime",
-    "sparse", "distributions", "utils", "scipy", "misc", "test_util", "amp", "onnx",
+    "sparse", "distributions", "utils", "scipy", "misc", "test_util", "amp", "onnx", "array_api",
 )
 
 

@@ -9,6 +9,7 @@ from ember.backends.meta import MetaArray
 from ember.device import Device, as_device
 from ember.errors import ShapeError, fmt_shape
 from ember.mixins import (
+    ArrayAPIMixin,
     CreationMixin,
     GraphMixin,
     IndexingMixin,
@@ -22,7 +23,7 @@ from ember.size import Size, size_as_is, size_of
 
 
 class Tensor(MathMixin, ReductionMixin, ShapeMixin, IndexingMixin, LinalgMixin, InplaceMixin, CreationMixin,
-             GraphMixin):
+             GraphMixin, ArrayAPIMixin):
     """An n-dimensional array on one device, with optional gradient tracking.
 
     The core (data, device, autograd fields, conversions, operators) is here; the methods that

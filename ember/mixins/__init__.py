@@ -5,6 +5,7 @@ modules reach the ops through the `ember` package at call time: they are importe
 which are built on `Tensor`.
 """
 
+from ember.mixins.array_api import ArrayAPIMixin
 from ember.mixins.creation import CreationMixin
 from ember.mixins.graph import GraphMixin
 from ember.mixins.indexing import IndexingMixin
@@ -15,6 +16,6 @@ from ember.mixins.reduction import ReductionMixin
 from ember.mixins.shape import ShapeMixin
 
 __all__ = [
-    "CreationMixin", "GraphMixin", "IndexingMixin", "InplaceMixin", "LinalgMixin", "MathMixin", "ReductionMixin",
+    "ArrayAPIMixin", "CreationMixin", "GraphMixin", "IndexingMixin", "InplaceMixin", "LinalgMixin", "MathMixin", "ReductionMixin",
     "ShapeMixin",
 ]

@@ -17,6 +17,10 @@ from ember.ops.elementwise import (
     negative, not_equal, pow, reciprocal, relu, relu6, remainder, round, rsqrt, sigmoid, sign, silu, sin,
     softplus, sqrt, square, sub, subtract, tan, tanh, true_divide, trunc, where,
 )
+from ember.ops.elementwise_extra import (
+    acos, acosh, arccos, arccosh, arcsin, arcsinh, arctan, arctanh, asin, asinh, atan, atanh, bitwise_left_shift,
+    bitwise_right_shift, copysign, cosh, hypot, logaddexp, nextafter, signbit, sinh,
+)
 from ember.ops.indexing import (
     argwhere, gather, getitem, index_add, index_put, index_select, masked_fill, masked_select, nonzero, one_hot,
     scatter, scatter_add, setitem, take_along_dim,

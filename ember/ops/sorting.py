@@ -176,9 +176,10 @@ def cumsum(input, dim: int, *, dtype=None, axis=None):
     """Running sum along `dim`."""
     if axis is not None:
         dim = axis
-    if dtype is not None:
-        input = input.to(dtype)
-    return apply(_cumsum_op, input, dim=dim)
+    if dtype is None:
+        return apply(_cumsum_op, input, dim=dim)
+    out = apply(_cumsum_op, input.to(dtype), dim=dim)
+    return out if out.dtype is dtype else out.to(dtype)  # an integer dtype asked for is the result's, as in PyTorch
 
 
 class CumProdOp(Op):
@@ -192,9 +193,9 @@ class CumProdOp(Op):
         return spec(x.shape, x.dtype if x.dtype in FLOAT_NP else INT64_NP)
 
     def kernel(self, xp, x, dim):
-        if x.ndim == 0:
-            return x.copy()
         dtype = x.dtype if x.dtype in FLOAT_NP else np.dtype(np.int64)
+        if x.ndim == 0:  # the infer rule's dtype (int64 for integers and bools), as PyTorch gives
+            return x.astype(dtype)
         return rounded(xp.cumprod(upcast(x), axis=norm_dim(self.name, dim, x.ndim), dtype=opmath(dtype)), dtype)
 
     def vjp(self, ctx, g):
@@ -213,6 +214,7 @@ _cumprod_op = register(CumProdOp())
 
 def cumprod(input, dim: int, *, dtype=None):
     """Running product along `dim` (gradient assumes no zeros in the input)."""
-    if dtype is not None:
-        input = input.to(dtype)
-    return apply(_cumprod_op, input, dim=dim)
+    if dtype is None:
+        return apply(_cumprod_op, input, dim=dim)
+    out = apply(_cumprod_op, input.to(dtype), dim=dim)
+    return out if out.dtype is dtype else out.to(dtype)  # an integer dtype asked for is the result's, as in PyTorch

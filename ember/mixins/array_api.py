@@ -1,0 +1,69 @@
+"""The Array API standard's methods of `ember.Tensor`: `__array_namespace__`, `to_device`, shifts and
+the in-place operators PyTorch has beyond `+= -= *= /=`."""
+
+from __future__ import annotations
+
+import ember
+
+
+class ArrayAPIMixin:
+    """`x.__array_namespace__()` returns `ember.array_api`; the rest are operators it needs."""
+
+    __slots__ = ()
+
+    def __array_namespace__(self, /, *, api_version=None):
+        """The Array API namespace for this array (`ember.array_api`)."""
+        if api_version not in (None, "2021.12", "2022.12", "2023.12", "2024.12"):
+            raise ValueError(f"__array_namespace__: unsupported api_version {api_version!r}; Ember has 2024.12")
+        import ember.array_api
+
+        return ember.array_api
+
+    def to_device(self, device, /, *, stream=None):
+        """A copy on device (self when it is there already)."""
+        if stream is not None:
+            raise ValueError("to_device: streams are not supported")
+        device = ember.device(device) if isinstance(device, str) else device
+        return self if device == self.device else ember.to_device(self, device)
+
+    def __lshift__(self, other):
+        return ember.bitwise_left_shift(self, other)
+
+    def __rlshift__(self, other):
+        return ember.bitwise_left_shift(other, self)
+
+    def __rshift__(self, other):
+        return ember.bitwise_right_shift(self, other)
+
+    def __rrshift__(self, other):
+        return ember.bitwise_right_shift(other, self)
+
+    def __ifloordiv__(self, other):
+        return self._inplace("floor_divide_", ember.floor_divide, other)
+
+    def __imod__(self, other):
+        return self._inplace("remainder_", ember.remainder, other)
+
+    def __ipow__(self, other):
+        return self._inplace("pow_", ember.pow, other)
+
+    def __iand__(self, other):
+        return self._inplace("bitwise_and_", ember.bitwise_and, other)
+
+    def __ior__(self, other):
+        return self._inplace("bitwise_or_", ember.bitwise_or, other)
+
+    def __ixor__(self, other):
+        return self._inplace("bitwise_xor_", ember.bitwise_xor, other)
+
+    def __ilshift__(self, other):
+        return self._inplace("bitwise_left_shift_", ember.bitwise_left_shift, other)
+
+    def __irshift__(self, other):
+        return self._inplace("bitwise_right_shift_", ember.bitwise_right_shift, other)
+
+    def __imatmul__(self, other):
+        return self._inplace("matmul_", ember.matmul, other)
+
+    def __complex__(self) -> complex:
+        return complex(self.item())
