@@ -10,6 +10,7 @@ from __future__ import annotations
 from ember.errors import ShapeError, fmt_shape
 from ember.ops import depthwise
 from ember.ops._rules import binary_dtype, spec
+from ember.ops.conv_compiled import im2col_compiled
 from ember.ops.dispatch import apply
 from ember.ops.opmath import rounded, upcast
 from ember.ops.registry import Op, register
@@ -60,12 +61,20 @@ def _windows(xp, x, kh, kw, stride, pad, dil, order):
     return win, oh, ow
 
 
+def _out_hw(x, kh, kw, stride, pad, dil):
+    h, w = x.shape[2] + pad[0] + pad[1], x.shape[3] + pad[2] + pad[3]
+    return (h - dil[0] * (kh - 1) - 1) // stride[0] + 1, (w - dil[1] * (kw - 1) - 1) // stride[1] + 1
+
+
 def im2col(xp, x, kh, kw, stride, pad, dil, groups):
     """Patches of x as a (groups, C/groups*kh*kw, N*OH*OW) matrix, and (OH, OW)."""
-    win, oh, ow = _windows(xp, x, kh, kw, stride, pad, dil, "ckpnoq")
     n, c = x.shape[:2]
-    cols = xp.ascontiguousarray(win).reshape(groups, (c // groups) * kh * kw, n * oh * ow)
-    return cols, oh, ow
+    oh, ow = _out_hw(x, kh, kw, stride, pad, dil)
+    cols = im2col_compiled(xp, x, kh, kw, stride, pad, dil, oh, ow, per_sample=False)
+    if cols is None:
+        win, oh, ow = _windows(xp, x, kh, kw, stride, pad, dil, "ckpnoq")
+        cols = xp.ascontiguousarray(win)
+    return cols.reshape(groups, (c // groups) * kh * kw, n * oh * ow), oh, ow
 
 
 def col2im(xp, cols, n, c, h, w, kh, kw, oh, ow, stride, pad, dil):
@@ -86,10 +95,13 @@ def col2im(xp, cols, n, c, h, w, kh, kw, oh, ow, stride, pad, dil):
 
 def im2col_per_sample(xp, x, kh, kw, stride, pad, dil, groups):
     """Patches as (N, groups, C/groups*kh*kw, OH*OW): the product with the weight is then NCHW already."""
-    win, oh, ow = _windows(xp, x, kh, kw, stride, pad, dil, "nckpoq")
     n, c = x.shape[:2]
-    cols = xp.ascontiguousarray(win).reshape(n, groups, (c // groups) * kh * kw, oh * ow)
-    return cols, oh, ow
+    oh, ow = _out_hw(x, kh, kw, stride, pad, dil)
+    cols = im2col_compiled(xp, x, kh, kw, stride, pad, dil, oh, ow, per_sample=True)
+    if cols is None:
+        win, oh, ow = _windows(xp, x, kh, kw, stride, pad, dil, "nckpoq")
+        cols = xp.ascontiguousarray(win)
+    return cols.reshape(n, groups, (c // groups) * kh * kw, oh * ow), oh, ow
 
 
 def _small_weight(w) -> bool:

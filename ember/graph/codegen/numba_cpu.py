@@ -280,6 +280,24 @@ def jitted(text: str):
         return fn
 
 
+def compiled_function(text: str, name: str, **options):
+    """The Numba dispatcher of function `name` in `text` (hand-written kernel source, e.g. im2col), compiled
+    and cached on disk like the generated ones; `options` go to `numba.njit` (parallel=True, ...)."""
+    from numba import njit
+
+    module = cache.load_source(text)
+    attr = f"jitted_{name}"
+    with _jit_lock:
+        fn = module.__dict__.get(attr)
+        if fn is None:
+            path = _numba_cache_path(module)
+            fn = njit(cache=path is not None, nogil=True, **options)(module.__dict__[name])
+            if path is not None and fn.stats.cache_path != path:
+                fn.disable_caching()
+            module.__dict__[attr] = fn
+        return fn
+
+
 def _count(fn) -> None:
     hits, misses = sum(fn.stats.cache_hits.values()), sum(fn.stats.cache_misses.values())
     old_hits, old_misses = _seen.get(id(fn), (0, 0))
