@@ -31,7 +31,7 @@ from ember.runtime.settings import settings as _settings
 from ember.symbolic import bind
 
 _PARALLEL_MIN_WORK = 1 << 21  # estimated bytes touched below which the engine's overhead dominates
-_TRIAL_RUNS = 2  # timed runs of each way (sequential, engine) before a plan picks one
+_TRIAL_RUNS = 3  # timed runs of each way (sequential, engine) before a plan picks one (the best of each counts)
 _PARALLEL_MARGIN = 0.9  # the engine must be 10% faster to be chosen
 _PARALLEL_MIN_GAIN = 1.4  # total work / critical path needed before running branches at once
 
