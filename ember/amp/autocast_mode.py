@@ -27,13 +27,22 @@ class AutocastInterpreter(Interpreter):
     def prepare(self, op, inputs):
         if state.enabled:
             rule = policy.policy_of(op.name)
-            if rule is not None:
+            if rule is not None and _on(inputs, state.device_type):
                 target = policy_target(rule, inputs)
                 if target is not None:
                     cast = cast_all(inputs, target)
                     if cast is not None:
                         return cast
         return self.below.prepare(op, inputs) if self.below is not None else None
+
+
+def _on(inputs, device_type: str) -> bool:
+    """Whether the op runs on the device type autocast is for (autocast("cuda") leaves CPU ops alone)."""
+    for x in inputs:
+        device = getattr(x, "_device", None)
+        if device is not None:
+            return device.type == device_type
+    return False
 
 
 class autocast:

@@ -55,6 +55,14 @@ def policy_target(policy: str, args):
     return dtypes.float32  # any mix of float32, float16 and bfloat16 meets in float32
 
 
+def _on_autocast_device(args, kwargs) -> bool:
+    for x in (*args, *kwargs.values()):
+        device = getattr(x, "_device", None)
+        if device is not None:
+            return device.type == state.device_type
+    return False
+
+
 def autocast_function(policy: str):
     """Decorate a function built of several ops (a loss, attention) to run in `policy`'s precision under autocast.
 
@@ -65,7 +73,7 @@ def autocast_function(policy: str):
     def wrap(fn):
         @functools.wraps(fn)
         def run(*args, **kwargs):
-            if not state.enabled:
+            if not state.enabled or not _on_autocast_device(args, kwargs):
                 return fn(*args, **kwargs)
             target = policy_target(policy, args)
             if target is not None:

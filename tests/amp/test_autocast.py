@@ -162,3 +162,15 @@ def test_autocast_inside_a_jitted_training_step_matches_eager():
     for pe, pj in zip(eager_model.parameters(), jit_model.parameters()):
         assert pj.dtype == em.float32
         np.testing.assert_allclose(pj.detach().numpy(), pe.detach().numpy(), rtol=1e-3, atol=1e-4)
+
+
+def test_autocast_for_another_device_type_leaves_cpu_ops_alone():
+    x, w = em.tensor(ARRAYS[0]), em.tensor(ARRAYS[1])
+    with torch.autocast("cuda", dtype=torch.float16):
+        expected = TF.linear(torch.tensor(ARRAYS[0]), torch.tensor(ARRAYS[1])).dtype
+    with em.autocast("cuda"):
+        assert em.is_autocast_enabled("cuda") and not em.is_autocast_enabled("cpu")
+        got = F.linear(x, w)
+        loss = F.cross_entropy(got, em.tensor(LABELS))
+    assert str(got.dtype).split(".")[-1] == str(expected).split(".")[-1] == "float32"
+    assert loss.dtype == em.float32
