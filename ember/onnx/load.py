@@ -144,10 +144,18 @@ def _attr(helper, numpy_helper, a):
 def load(path_or_model, jit: bool = False) -> ONNXProgram:
     """Load an ONNX model (a file name, bytes, or a ModelProto) as an Ember callable; jit=True traces it with ember.jit."""
     onnx = require_onnx()
-    if isinstance(path_or_model, (str, os.PathLike)):
-        model = onnx.load(os.fspath(path_or_model))
-    elif isinstance(path_or_model, (bytes, bytearray)):
-        model = onnx.load_from_string(bytes(path_or_model))
-    else:
-        model = path_or_model
+    try:
+        if isinstance(path_or_model, (str, os.PathLike)):
+            model = onnx.load(os.fspath(path_or_model))
+        elif isinstance(path_or_model, (bytes, bytearray)):
+            model = onnx.load_from_string(bytes(path_or_model))
+        else:
+            model = path_or_model
+    except OSError:
+        raise
+    except Exception as e:  # protobuf's DecodeError and kin: say which file is not a model
+        what = os.fspath(path_or_model) if isinstance(path_or_model, (str, os.PathLike)) else "the bytes given"
+        raise ValueError(f"ember.onnx.load: {what} is not an ONNX model ({type(e).__name__}: {e})") from None
+    if not isinstance(model, onnx.ModelProto):
+        raise TypeError(f"ember.onnx.load: expected a file name, bytes or an onnx.ModelProto, got {type(model).__name__}")
     return ONNXProgram(model, jit=jit)

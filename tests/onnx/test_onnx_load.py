@@ -160,3 +160,14 @@ def test_model_exported_by_pytorch_runs_and_matches(case, jit, tmp_path):
         assert len(got) == len(want)
         for g, w in zip(got, want):
             close(g.numpy(), w.numpy())
+
+
+def test_a_file_that_is_not_a_model_is_named(tmp_path):
+    bad = tmp_path / "garbage.onnx"
+    bad.write_bytes(b"not an onnx file")
+    with pytest.raises(ValueError, match="garbage.onnx is not an ONNX model"):
+        em.onnx.load(bad)
+    with pytest.raises(FileNotFoundError):
+        em.onnx.load(tmp_path / "missing.onnx")
+    with pytest.raises(TypeError, match="expected a file name, bytes or an onnx.ModelProto, got int"):
+        em.onnx.load(3)
