@@ -686,3 +686,18 @@ def _attention(ctx, node):
             scores = ctx.add("Add", [scores, ctx.input(mask, dt)])
     weights = ctx.add("Softmax", [scores], axis=-1)
     return [ctx.add("MatMul", [weights, ctx.input(v, dt)]), weights]
+
+
+@mapping("gru_cell")
+def _gru_cell(ctx, node):
+    """One GRU step: h' = n + z * (h - n) with r, z = sigmoid(x_rz + gh_rz) and n = tanh(x_n + r * gh_n)."""
+    x_rz, x_n, gh, h = node.inputs
+    dt = _out(node).dtype
+    hidden = h.shape[-1]
+    if not isinstance(hidden, int):
+        raise _unsupported(ctx, "has a symbolic hidden size")
+    gh_rz, gh_n = ctx.add("Split", [ctx.input(gh, dt), ctx.ints([2 * hidden, hidden], "split")], n_out=2, axis=-1)
+    rz = ctx.add("Sigmoid", [ctx.add("Add", [ctx.input(x_rz, dt), gh_rz])])
+    r, z = ctx.add("Split", [rz, ctx.ints([hidden, hidden], "split")], n_out=2, axis=-1)
+    n = ctx.add("Tanh", [ctx.add("Add", [ctx.input(x_n, dt), ctx.add("Mul", [r, gh_n])])])
+    return ctx.add("Add", [n, ctx.add("Mul", [z, ctx.add("Sub", [ctx.input(h, dt), n])])])

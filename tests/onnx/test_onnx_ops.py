@@ -16,7 +16,10 @@ from onnx_test_helpers import close, export_and_check  # noqa: E402
 
 import ember as em  # noqa: E402
 import ember.nn.functional as F  # noqa: E402
-from ember.ops.recurrent import lstm_cell  # noqa: E402
+from ember.ops.recurrent import gru_cell, lstm_cell  # noqa: E402
+
+em.manual_seed(0)
+_GRU = em.nn.GRU(3, 4, batch_first=True, bidirectional=True).requires_grad_(False)
 
 
 def _x(b, *shape, positive=False, seed=0):
@@ -90,6 +93,8 @@ CASES = {
     "attention_masks": (lambda x: F.scaled_dot_product_attention(x, x, x, attn_mask=em.tril(em.ones(5, 5)).bool())
                         + F.scaled_dot_product_attention(x, x, x, attn_mask=em.ones(5, 5) * 0.3, scale=0.2), (5, 4)),
     "lstm_cell": (lambda x: em.stack(lstm_cell(x, x[:, :3]), 0), (12,)),
+    "gru_cell": (lambda x: gru_cell(x[:, :6], x[:, 6:9], x[:, 3:12] * 0.5, x[:, 9:12]), (12,)),
+    "gru_module": (lambda x: _GRU(x)[0], (5, 3)),
     "sum_to_size": (lambda x: x.expand(x.shape[0], 3, 4).sum_to_size(x.shape[0], 1, 4) if hasattr(x, "sum_to_size")
                     else x.sum(1, keepdim=True), (1, 4)),
 }

@@ -864,6 +864,24 @@ def _ember_lstm_cell(L, pre, c):
     return lstm_cell(pre, c)
 
 
+def _torch_gru_cell(L, x_rz, x_n, gh, h):
+    """One GRU step in PyTorch's ops (the oracle of ember's fused gru_cell)."""
+    hidden = h.shape[-1]
+    r, z = L.sigmoid(x_rz + gh[..., :2 * hidden]).split(hidden, -1)
+    n = L.tanh(x_n + r * gh[..., 2 * hidden:])
+    return (1 - z) * n + z * h
+
+
+def _ember_gru_cell(L, x_rz, x_n, gh, h):
+    from ember.ops.recurrent import gru_cell
+
+    return gru_cell(x_rz, x_n, gh, h)
+
+
+row("gru_cell", _ember_gru_cell, mats((3, 10), (3, 5), (3, 15), (3, 5)), th=_torch_gru_cell, tol=TRANSCENDENTAL)
+row("gru_cell_two_directions", _ember_gru_cell,
+    lambda r: [r.normal((2, 3, 4), scale=3.0), r.normal((2, 3, 2)), r.normal((2, 3, 6)), r.normal((2, 3, 2))],
+    th=_torch_gru_cell, tol=TRANSCENDENTAL)
 row("lstm_cell", _ember_lstm_cell, mats((3, 20), (3, 5)), th=_torch_lstm_cell, tol=TRANSCENDENTAL)
 row("lstm_cell_two_directions", _ember_lstm_cell, lambda r: [r.normal((2, 3, 8), scale=3.0), r.normal((2, 3, 2))],
     th=_torch_lstm_cell, tol=TRANSCENDENTAL)

@@ -17,7 +17,7 @@ from ember.nn import init
 from ember.nn.modules.module import Module
 from ember.nn.parameter import Parameter
 from ember.ops.creation_ops import zeros_like_shape
-from ember.ops.recurrent import lstm_cell
+from ember.ops.recurrent import gru_cell, lstm_cell
 from ember.ops.split import split, unbind
 from ember.tensor import Tensor
 
@@ -44,10 +44,7 @@ def _lstm_step(pre: Tensor, c: Tensor, hidden: int) -> tuple[Tensor, Tensor]:
 
 def _gru_step(x_rz: Tensor, x_n: Tensor, gh: Tensor, h: Tensor, hidden: int) -> Tensor:
     """New h from the input projections (r|z, n) and the hidden projection gh = W_hh h + b_hh."""
-    gh_rz, gh_n = split(gh, (2 * hidden, hidden), -1)
-    r, z = split(em.sigmoid(x_rz + gh_rz), hidden, -1)
-    n = em.tanh(x_n + r * gh_n)
-    return n + z * (h - n)  # (1 - z) * n + z * h with one op fewer
+    return gru_cell(x_rz, x_n, gh, h)  # one fused op forward and backward (ember/ops/recurrent.py)
 
 
 def _rnn_step(pre: Tensor, relu: bool) -> Tensor:
