@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import sys
 import time
 
 from ember import __version__
+from ember.cli_args import int_at_least, positive_float
 from ember.train import recipe, rng_state, settings
 
 CHECKPOINT = "checkpoint.safetensors"
@@ -23,30 +23,6 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str):
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
-
-
-def _int_at_least(low: int):
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-        if value < low:
-            kind = "a positive" if low == 1 else "a non-negative"
-            raise argparse.ArgumentTypeError(f"expected {kind} integer, got {value}")
-        return value
-
-    return parse
-
-
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not (math.isfinite(value) and value > 0):
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {text}")
-    return value
 
 
 _TRAIN_DESCRIPTION = (
@@ -72,12 +48,12 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--dataset", choices=recipe.DATASETS,
                    help=f"the data set (default: {d['dataset']}); mnist_sample and digits ship with the `datasets` "
                    "extra, mnist, fashion_mnist and cifar10 are read from $EMBER_DATA/<name>")
-    t.add_argument("--epochs", type=_int_at_least(1), metavar="N",
+    t.add_argument("--epochs", type=int_at_least(1), metavar="N",
                    help=f"total epochs of the run (default: {d['epochs']}; with --resume, the run's own, and a "
                    "larger number extends a finished run)")
-    t.add_argument("--batch-size", type=_int_at_least(1), metavar="N",
+    t.add_argument("--batch-size", type=int_at_least(1), metavar="N",
                    help=f"training batch size (default: {d['batch_size']})")
-    t.add_argument("--lr", type=_positive_float,
+    t.add_argument("--lr", type=positive_float,
                    help="(peak) learning rate (default: 3e-3 for adam and adamw, 0.05 otherwise)")
     t.add_argument("--schedule", choices=recipe.SCHEDULES,
                    help=f"learning-rate schedule, stepped every batch (default: {d['schedule']})")
@@ -85,12 +61,12 @@ def _parser() -> argparse.ArgumentParser:
                    help="no random crops (MNIST-like data) or crops and flips (cifar10)")
     t.add_argument("--optimizer", choices=recipe.OPTIMIZERS,
                    help=f"optimizer (default: {d['optimizer']}; sgd has momentum 0.9)")
-    t.add_argument("--seed", type=_int_at_least(0), metavar="N",
+    t.add_argument("--seed", type=int_at_least(0), metavar="N",
                    help=f"seed of the initialisation, shuffling and augmentation (default: {d['seed']})")
-    t.add_argument("--limit", type=_int_at_least(1), metavar="N",
+    t.add_argument("--limit", type=int_at_least(1), metavar="N",
                    help="use only the first N training and N/4 test samples (default: all)")
     t.add_argument("--device", default="cpu", help="cpu, cpu:N, cuda or cuda:N (default: cpu)")
-    t.add_argument("--workers", type=_int_at_least(0), default=0, metavar="N",
+    t.add_argument("--workers", type=int_at_least(0), default=0, metavar="N",
                    help="DataLoader worker processes (default: 0, load in the main process)")
     t.add_argument("--out", metavar="DIR",
                    help="output folder (default: ./runs/<timestamp>; with --resume, the checkpoint's folder)")
@@ -122,7 +98,7 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--model", required=True, metavar="NAME", help=f"a name from ember.models: {', '.join(list_models())}")
     s.add_argument("--input", metavar="SHAPE",
                    help="input size, e.g. 1,3,224,224 (default: the model's usual input)")
-    s.add_argument("--num-classes", type=_int_at_least(1), metavar="N",
+    s.add_argument("--num-classes", type=int_at_least(1), metavar="N",
                    help="number of classes (default: the model's own)")
 
     e = sub.add_parser("export", help="write a zoo model as an ONNX file", description="Export a model of "

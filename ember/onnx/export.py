@@ -38,12 +38,18 @@ def export(model, example_args, path=None, input_names=None, output_names=None, 
     axes, symbols = symbols_of(dynamic_axes, input_names, args)
     traced = trace(model, args, axes, symbols, input_names)
     proto = to_onnx(traced, input_names, output_names, dynamic_axes, opset_version, do_constant_folding)
-    if path is not None:
-        if isinstance(path, (str, os.PathLike)):
-            onnx.save_model(proto, os.fspath(path))
-        else:
-            path.write(proto.SerializeToString())
+    save(onnx, proto, path)
     return proto
+
+
+def save(onnx, proto, path) -> None:
+    """Write `proto` to `path` (a file name, or a binary file object); nothing when path is None."""
+    if path is None:
+        return
+    if isinstance(path, (str, os.PathLike)):
+        onnx.save_model(proto, os.fspath(path))
+    else:
+        path.write(proto.SerializeToString())
 
 
 def check_opset(onnx, opset, where: str) -> None:

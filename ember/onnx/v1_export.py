@@ -3,11 +3,9 @@ session's variable values as initializers and the listed placeholders as the mod
 
 from __future__ import annotations
 
-import os
-
 from ember.graph.ir import PLACEHOLDER, VARIABLE
 from ember.onnx._deps import require_onnx
-from ember.onnx.export import DEFAULT_OPSET, check_opset, reachable, to_onnx
+from ember.onnx.export import DEFAULT_OPSET, check_opset, reachable, save, to_onnx
 from ember.onnx.trace import Traced
 
 
@@ -62,9 +60,5 @@ def export_session(session, inputs, outputs, path=None, input_names=None, output
                                                                           for i, v in enumerate(outs)]
     traced = Traced(session.graph, ins, outs, {}, {}, variables)
     proto = to_onnx(traced, input_names, output_names, dynamic_axes, opset_version)
-    if path is not None:
-        if isinstance(path, (str, os.PathLike)):
-            onnx.save_model(proto, os.fspath(path))
-        else:
-            path.write(proto.SerializeToString())
+    save(onnx, proto, path)
     return proto

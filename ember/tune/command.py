@@ -5,11 +5,11 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import math
 import os
 import sys
 import time
 
+from ember.cli_args import int_at_least, positive_float
 from ember.train import settings
 from ember.tune import space as spaces
 
@@ -47,21 +47,21 @@ def add_parser(sub) -> argparse.ArgumentParser:
     t.add_argument("--augment", metavar="SPACE", help="yes, no, or yes,no to search it (default: yes)")
     t.add_argument("--no-augment", dest="augment", action="store_const", const="no", help="the same as --augment no")
     t.add_argument("--space", metavar="FILE", help="search space file (.toml, .yaml or .json); flags override it")
-    t.add_argument("--trials", type=_positive_int, metavar="N",
+    t.add_argument("--trials", type=int_at_least(1), metavar="N",
                    help=f"trials in the study, counting those of earlier runs of it (default: {DEFAULT_TRIALS})")
-    t.add_argument("--jobs", type=_positive_int, default=1, metavar="N",
+    t.add_argument("--jobs", type=int_at_least(1), default=1, metavar="N",
                    help="worker processes running trials at once (default: 1, in this process)")
-    t.add_argument("--timeout", type=_positive_float, metavar="SECONDS",
+    t.add_argument("--timeout", type=positive_float, metavar="SECONDS",
                    help="start no new trial after this many seconds (each worker runs one at least; default: none)")
     t.add_argument("--pruner", choices=PRUNERS, help="stop unpromising trials early (default: median)")
-    t.add_argument("--startup-trials", type=_int_at_least(0), metavar="N",
+    t.add_argument("--startup-trials", type=int_at_least(0), metavar="N",
                    help=f"trials the median pruner lets finish before it prunes (default: {DEFAULT_STARTUP})")
     t.add_argument("--sampler", choices=SAMPLERS,
                    help="how trials are proposed (default: tpe; grid: every combination of the choices, once)")
-    t.add_argument("--sampler-seed", type=_int_at_least(0), metavar="N",
+    t.add_argument("--sampler-seed", type=int_at_least(0), metavar="N",
                    help="seed of the sampler (default: none, so each study differs)")
     t.add_argument("--device", help="cpu, cpu:N, cuda or cuda:N for every trial (default: cpu)")
-    t.add_argument("--workers", type=_int_at_least(0), metavar="N", help="DataLoader worker processes of each trial")
+    t.add_argument("--workers", type=int_at_least(0), metavar="N", help="DataLoader worker processes of each trial")
     t.add_argument("--jit", action="store_true", default=None, help="trials run compiled training steps")
     t.add_argument("--amp", action="store_true", default=None,
                    help="trials train in mixed precision (ember train --amp)")
@@ -71,33 +71,6 @@ def add_parser(sub) -> argparse.ArgumentParser:
                    help="output folder (default: ./runs/tune-<timestamp>); one holding the same study continues it")
     t.add_argument("--resume", metavar="DIR", help="continue the study in this folder with its own search space")
     return t
-
-
-def _int_at_least(low: int):
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-        if value < low:
-            kind = "a positive" if low else "a non-negative"
-            raise argparse.ArgumentTypeError(f"expected {kind} integer, got {value}")
-        return value
-
-    return parse
-
-
-_positive_int = _int_at_least(1)
-
-
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not (math.isfinite(value) and value > 0):
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {text}")
-    return value
 
 
 def _given_space(args) -> dict:
