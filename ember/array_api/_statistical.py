@@ -94,38 +94,31 @@ def _bool_reduce(name, fn, x, axis, keepdims):
     return out if x.ndim else fn(x)
 
 
-def cumulative_sum(x, /, *, axis=None, dtype=None, include_initial=False):
-    """Running sums along axis (which may be omitted for 1-d arrays); include_initial prepends a zero."""
-    check_array("cumulative_sum", x)
+def _cumulative(name: str, scan, start: float, x, axis, dtype, include_initial: bool):
+    """A running reduction `scan` (ember.cumsum or cumprod) along axis; include_initial prepends `start`."""
+    check_array(name, x)
     if axis is None:
         if x.ndim != 1:
-            raise ValueError(f"array_api.cumulative_sum: axis is required for a {x.ndim}-d array")
+            raise ValueError(f"array_api.{name}: axis is required for a {x.ndim}-d array")
         axis = 0
     x = x.to(_acc_dtype(x, dtype))
-    axis = norm_axes("cumulative_sum", axis, x.ndim)[0]
-    out = ember.cumsum(x, axis, dtype=x.dtype) if x.shape[axis] else ember.clone(x)  # PyTorch widens ints
+    axis = norm_axes(name, axis, x.ndim)[0]
+    out = scan(x, axis, dtype=x.dtype) if x.shape[axis] else ember.clone(x)  # dtype=: PyTorch widens ints
     if include_initial:
         shape = list(x.shape)
         shape[axis] = 1
-        out = ember.cat([ember.zeros(*shape, dtype=x.dtype, device=x.device), out], axis)
+        out = ember.cat([ember.full(shape, start, dtype=x.dtype, device=x.device), out], axis)
     return out
+
+
+def cumulative_sum(x, /, *, axis=None, dtype=None, include_initial=False):
+    """Running sums along axis (which may be omitted for 1-d arrays); include_initial prepends a zero."""
+    return _cumulative("cumulative_sum", ember.cumsum, 0, x, axis, dtype, include_initial)
 
 
 def cumulative_prod(x, /, *, axis=None, dtype=None, include_initial=False):
     """Running products along axis (which may be omitted for 1-d arrays); include_initial prepends a one."""
-    check_array("cumulative_prod", x)
-    if axis is None:
-        if x.ndim != 1:
-            raise ValueError(f"array_api.cumulative_prod: axis is required for a {x.ndim}-d array")
-        axis = 0
-    x = x.to(_acc_dtype(x, dtype))
-    axis = norm_axes("cumulative_prod", axis, x.ndim)[0]
-    out = ember.cumprod(x, axis, dtype=x.dtype) if x.shape[axis] else ember.clone(x)
-    if include_initial:
-        shape = list(x.shape)
-        shape[axis] = 1
-        out = ember.cat([ember.ones(*shape, dtype=x.dtype, device=x.device), out], axis)
-    return out
+    return _cumulative("cumulative_prod", ember.cumprod, 1, x, axis, dtype, include_initial)
 
 
 def count_nonzero(x, /, *, axis=None, keepdims=False):
