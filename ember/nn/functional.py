@@ -538,6 +538,9 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
     """
     if is_causal and attn_mask is not None:
         raise ValueError("scaled_dot_product_attention: pass either attn_mask or is_causal, not both")
+    if not query.dtype == key.dtype == value.dtype:  # PyTorch refuses to promote here too (a RuntimeError)
+        raise RuntimeError(f"scaled_dot_product_attention: expected query, key and value of one dtype, got "
+                        f"{query.dtype}, {key.dtype} and {value.dtype}")
     L, S = query.shape[-2], key.shape[-2]
     if enable_gqa and query.ndim >= 3 and key.shape[-3] != query.shape[-3]:
         rep = query.shape[-3] // key.shape[-3]
@@ -546,7 +549,7 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
     scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
     if (dropout_p == 0.0 and query.ndim >= 2 and key.ndim == query.ndim == value.ndim
             and tuple(query.shape[:-2]) == tuple(key.shape[:-2]) == tuple(value.shape[:-2])
-            and query.dtype == key.dtype == value.dtype and query.is_floating_point()):
+            and query.is_floating_point()):
         return _fused_attention(query, key, value, attn_mask, scale, is_causal)  # one op (ember/ops/attention.py)
     scores = em.matmul(query * scale, key.transpose(-2, -1))
     if is_causal:

@@ -138,3 +138,18 @@ def test_errors():
         m(x, x, x, attn_mask=em.zeros(2, 2))
     with pytest.raises(AssertionError, match="3-D"):
         m(x, x[0], x[0])
+
+
+def test_scaled_dot_product_attention_errors_name_the_op_and_shapes():
+    F = nn.functional
+    q, v = em.randn(2, 4, 8), em.randn(2, 5, 3)
+    with pytest.raises(ValueError, match=r"scaled_dot_product_attention: .* got \(2, 4, 8\), \(2, 5, 7\) and \(2, 5, 3\)"):
+        F.scaled_dot_product_attention(q, em.randn(2, 5, 7), v)
+    with pytest.raises(ValueError, match=r"attn_mask of shape \(3, 3\) does not broadcast to the scores' shape \(2, 4, 5\)"):
+        F.scaled_dot_product_attention(q, em.randn(2, 5, 8), v, attn_mask=em.ones(3, 3))
+    with pytest.raises(RuntimeError, match="query, key and value of one dtype, got ember.float32, ember.float32 and "
+                                        "ember.float64"):
+        F.scaled_dot_product_attention(q, em.randn(2, 5, 8), v.double())
+    with pytest.raises(RuntimeError):  # PyTorch refuses the same
+        torch.nn.functional.scaled_dot_product_attention(torch.randn(2, 4, 8), torch.randn(2, 5, 8),
+                                                          torch.randn(2, 5, 3).double())
