@@ -74,15 +74,13 @@ class GradScaler:
                     if p.grad is None:
                         continue
                     g = p.grad
-                    if g.dtype == em.float16 and not self._allow_fp16:
+                    if g.dtype == em.float16:  # PyTorch's rule: scaled float16 gradients are already lossy
                         raise ValueError("Attempting to unscale FP16 gradients.")
                     if not found and not bool(em.isfinite(g).all()):
                         found = True
                     g.mul_(inv_scale)
         st["found_inf"] = 1.0 if found else 0.0
         st["stage"] = _Stage.UNSCALED
-
-    _allow_fp16 = False
 
     def step(self, optimizer, *args, **kwargs):
         """`optimizer.step()` unless the unscaled gradients hold an inf or a NaN (then the step is skipped)."""

@@ -75,3 +75,13 @@ def test_misuse_is_reported_as_pytorch_does():
         em.amp.GradScaler(growth_factor=0.5)
     scaled = scaler.scale([em.tensor(1.0), (em.tensor(2.0),)])
     assert isinstance(scaled, list) and isinstance(scaled[1], tuple)
+
+
+def test_float16_gradients_are_refused_as_pytorch_does():
+    for lib, cls in ((em, em.amp.GradScaler), (torch, torch.amp.GradScaler)):
+        w = lib.nn.Parameter(lib.ones(2, dtype=lib.float16))
+        opt = lib.optim.SGD([w], lr=0.1)
+        scaler = cls("cpu")
+        scaler.scale((w * 2).sum()).backward()
+        with pytest.raises(ValueError, match="Attempting to unscale FP16 gradients"):
+            scaler.unscale_(opt)
