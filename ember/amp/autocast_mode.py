@@ -13,7 +13,7 @@ import functools
 
 from ember import dtypes
 from ember.amp import policy
-from ember.amp.state import cast_all, policy_target, state
+from ember.amp.state import cast_all, on_autocast_device, policy_target, state
 from ember.interpreter import Interpreter, find
 
 _DEFAULT_DTYPE = {"cpu": dtypes.bfloat16, "cuda": dtypes.float16}
@@ -27,22 +27,13 @@ class AutocastInterpreter(Interpreter):
     def prepare(self, op, inputs):
         if state.enabled:
             rule = policy.policy_of(op.name)
-            if rule is not None and _on(inputs, state.device_type):
+            if rule is not None and on_autocast_device(inputs):
                 target = policy_target(rule, inputs)
                 if target is not None:
                     cast = cast_all(inputs, target)
                     if cast is not None:
                         return cast
         return self.below.prepare(op, inputs) if self.below is not None else None
-
-
-def _on(inputs, device_type: str) -> bool:
-    """Whether the op runs on the device type autocast is for (autocast("cuda") leaves CPU ops alone)."""
-    for x in inputs:
-        device = getattr(x, "_device", None)
-        if device is not None:
-            return device.type == device_type
-    return False
 
 
 class autocast:

@@ -55,8 +55,10 @@ def policy_target(policy: str, args):
     return dtypes.float32  # any mix of float32, float16 and bfloat16 meets in float32
 
 
-def _on_autocast_device(args, kwargs) -> bool:
-    for x in (*args, *kwargs.values()):
+def on_autocast_device(values) -> bool:
+    """Whether the first tensor among `values` is on the device type autocast is for (autocast("cuda")
+    leaves CPU ops alone)."""
+    for x in values:
         device = getattr(x, "_device", None)
         if device is not None:
             return device.type == state.device_type
@@ -73,7 +75,7 @@ def autocast_function(policy: str):
     def wrap(fn):
         @functools.wraps(fn)
         def run(*args, **kwargs):
-            if not state.enabled or not _on_autocast_device(args, kwargs):
+            if not state.enabled or not on_autocast_device((*args, *kwargs.values())):
                 return fn(*args, **kwargs)
             target = policy_target(policy, args)
             if target is not None:
