@@ -189,3 +189,41 @@ def test_unbind_second_order():
     np.testing.assert_allclose(em.autograd.grad(g.sum(), ex)[0].numpy(),
                                torch.autograd.grad(tg.sum(), tx)[0].numpy())
     assert unbind(em.ones(1, 2), 0)[0].shape == (2,)
+
+
+@pytest.mark.parametrize("kind", ["LSTM", "GRU"])
+def test_jitted_training_of_the_fused_cells_equals_eager(kind):
+    """lstm_cell/gru_cell and their backward ops under ember.jit: the same losses and weights as eager over
+    steps that change the learning rate, the sequence length and the data in place."""
+    def make():
+        em.manual_seed(0)
+        model = nn.ModuleDict({"rnn": getattr(nn, kind)(3, 5, batch_first=True, bidirectional=True),
+                               "fc": nn.Linear(10, 2)})
+        return model, em.optim.Adam(model.parameters(), lr=0.05)
+
+    def stepper(model, opt):
+        def step(x, y):
+            opt.zero_grad()
+            out, _ = model["rnn"](x)
+            loss = nn.functional.cross_entropy(model["fc"](out[:, -1]), y)
+            loss.backward()
+            opt.step()
+            return loss
+        return step
+
+    (m_eager, o_eager), (m_jit, o_jit) = make(), make()
+    eager, jitted = stepper(m_eager, o_eager), em.jit(stepper(m_jit, o_jit))
+    rng = np.random.default_rng(0)
+    x = em.tensor(rng.standard_normal((4, 6, 3)).astype(np.float32))
+    y = em.tensor(rng.integers(0, 2, 4))
+    for i in range(8):
+        if i == 3:
+            for opt in (o_eager, o_jit):
+                opt.param_groups[0]["lr"] = 0.01
+        if i == 5:
+            x = em.tensor(rng.standard_normal((4, 9, 3)).astype(np.float32))  # a longer sequence
+        if i == 6:
+            x.mul_(0.5)  # data changed in place
+        np.testing.assert_allclose(jitted(x, y).item(), eager(x, y).item(), rtol=1e-5, atol=1e-6)
+    for (name, pe), pj in zip(m_eager.named_parameters(), m_jit.parameters()):
+        np.testing.assert_allclose(pj.detach().numpy(), pe.detach().numpy(), rtol=1e-4, atol=1e-6, err_msg=name)
