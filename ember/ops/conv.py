@@ -10,7 +10,7 @@ from __future__ import annotations
 from ember.errors import ShapeError, fmt_shape
 from ember.ops import depthwise
 from ember.ops._rules import binary_dtype, spec
-from ember.ops.conv_compiled import im2col_compiled
+from ember.ops.conv_compiled import col2im_available, col2im_compiled, im2col_compiled
 from ember.ops.dispatch import apply
 from ember.ops.opmath import rounded, upcast
 from ember.ops.registry import Op, register
@@ -79,6 +79,9 @@ def im2col(xp, x, kh, kw, stride, pad, dil, groups):
 
 def col2im(xp, cols, n, c, h, w, kh, kw, oh, ow, stride, pad, dil):
     """Sum (C, kh, kw, N, OH, OW) patches back into an (N, C, h, w) image (the adjoint of im2col)."""
+    img = col2im_compiled(xp, cols, n, c, h, w, kh, kw, oh, ow, stride, pad, dil)
+    if img is not None:
+        return img
     pt, pb, pl, pr = pad
     sh, sw = stride
     dh, dw = dil
@@ -209,6 +212,13 @@ class ConvTranspose2dOp(Op):
         n, cin, h, wd = x.shape
         _, cg, kh, kw = w.shape
         direct = _as_conv_padding(x.shape, w.shape, stride, padding, dilation, out_hw)
+        # Both ways run the same GEMM; they differ in the patches copied: the direct convolution's im2col
+        # reads Cin*kh*kw values per output pixel, col2im sums Cout*kh*kw per input pixel. A layer that
+        # narrows and shrinks (LeNet's second) has far fewer of the latter.
+        patches_direct = cin * kh * kw * n * out_hw[0] * out_hw[1]
+        patches_col2im = cg * groups * kh * kw * n * h * wd
+        if direct is not None and patches_col2im < patches_direct and col2im_available(xp, x.dtype, patches_col2im):
+            direct = None
         if direct is not None:
             # Stride 1: a plain convolution with the flipped, transposed weight. One im2col and GEMM,
             # instead of a GEMM into kh*kw-times-larger columns and a col2im over every tap.
