@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ember.ops.compiled import kernel_for
+
 _SOURCE = '''
 def im2col(x, kh, kw, sh, sw, pt, pl, dh, dw, oh, ow, out, per_sample):
     # out[n, (c*kh + i)*kw + j, y*ow + x] (per_sample) or out[(c*kh + i)*kw + j, n, y*ow + x]
@@ -57,46 +59,14 @@ def col2im(cols, kh, kw, sh, sw, pt, pl, dh, dw, img):
                             img[n, c, iy, ix] += cols[row, n, y, xx]
 '''
 
-_MIN_ELEMENTS = 1 << 14  # below this the compiled call's fixed cost is not repaid
-
-
-def _kernel(name: str):
-    from ember.graph.codegen.numba_cpu import NumbaRenderer, compiled_function
-
-    if not NumbaRenderer().available():
-        return None
-    # Serial: Numba's worker threads and OpenBLAS's (spinning after each GEMM) would fight over the cores.
-    return compiled_function(_SOURCE, name)
-
-
-_cached: dict = {}
-
-
-def _compiled(xp, a, elements: int, name: str):
-    """The compiled kernel `name` for array `a`, or None where NumPy must do it (see the module docstring)."""
-    return _compiled_for(xp, a.dtype, elements, name)
-
-
 def col2im_available(xp, dtype, elements: int) -> bool:
     """Whether col2im of `elements` patch values of `dtype` would run compiled."""
-    return _compiled_for(xp, dtype, elements, "col2im") is not None
-
-
-def _compiled_for(xp, dtype, elements: int, name: str):
-    if xp is not np or dtype not in (np.float32, np.float64) or elements < _MIN_ELEMENTS:
-        return None
-    from ember.graph.codegen import get_backend
-
-    if get_backend() == "numpy":
-        return None
-    if name not in _cached:
-        _cached[name] = _kernel(name)
-    return _cached[name]
+    return kernel_for(_SOURCE, "col2im", xp, dtype, elements) is not None
 
 
 def im2col_compiled(xp, x, kh, kw, stride, pad, dil, oh, ow, per_sample: bool):
     """Patches of NCHW `x` as (N, C*kh*kw, OH*OW) (per_sample) or (C*kh*kw, N*OH*OW), or None to use NumPy."""
-    fn = _compiled(xp, x, x.size * kh * kw, "im2col")
+    fn = kernel_for(_SOURCE, "im2col", xp, x.dtype, x.size * kh * kw)
     if fn is None:
         return None
     n, c = x.shape[:2]
@@ -109,7 +79,7 @@ def im2col_compiled(xp, x, kh, kw, stride, pad, dil, oh, ow, per_sample: bool):
 
 def col2im_compiled(xp, cols, n, c, h, w, kh, kw, oh, ow, stride, pad, dil):
     """The (N, C, h, w) image whose patches (C*kh*kw, N*OH*OW) are `cols` summed back, or None to use NumPy."""
-    fn = _compiled(xp, cols, cols.size, "col2im")
+    fn = kernel_for(_SOURCE, "col2im", xp, cols.dtype, cols.size)
     if fn is None:
         return None
     img = np.empty((n, c, h, w), cols.dtype)
