@@ -175,6 +175,11 @@ class Conv2dOp(Op):
         if groups > 1 and w.shape[1] == 1 and depthwise.forward_pays(x.shape, stride, padding):  # tap by tap
             return rounded(depthwise.forward(xp, x, w, stride, padding, dilation), dtype)
         wm = w.reshape(groups, o // groups, -1)
+        h, wd = x.shape[2], x.shape[3]
+        if kh == kw == 1 and tuple(stride) == (1, 1) and not any(padding) and (n == 1 or h * wd >= 256):
+            # A pointwise convolution is a GEMM on the input as it lies: (G, O/G, C/G) @ (N, G, C/G, H*W),
+            # no patches copied; on small maps one GEMM over the whole batch (below) runs BLAS better.
+            return rounded(xp.matmul(wm, x.reshape(n, groups, -1, h * wd)).reshape(n, o, h, wd), dtype)
         if _small_weight(w):
             # Per-sample patches: (G, O/G, K) @ (N, G, K, L) is (N, G, O/G, L), NCHW with no
             # transposing copy; for small weights the GEMMs are memory-bound and this wins.

@@ -523,6 +523,10 @@ row("conv2d_depthwise_strided", lambda L, x, w: L.conv2d(x, w, stride=2, padding
     lambda r: [r.normal((2, 4, 7, 6)), r.normal((4, 1, 3, 2))], tol=CONV)
 row("conv2d_all", lambda L, x, w, b: L.conv2d(x, w, b, stride=(2, 1), padding=(1, 2), dilation=(1, 2), groups=2),
     conv_args(groups=2, bias=True, min_hw=4), tol=CONV)
+row("conv2d_pointwise", lambda L, x, w: L.conv2d(x, w), conv_args(k=(1, 1)), tol=CONV)  # a GEMM on x as it lies
+row("conv2d_pointwise_groups", lambda L, x, w, b: L.conv2d(x, w, b, groups=2), conv_args(groups=2, k=(1, 1), bias=True),
+    tol=CONV)
+row("conv2d_pointwise_strided", lambda L, x, w: L.conv2d(x, w, stride=2), conv_args(k=(1, 1)), tol=CONV)
 row("conv2d_unbatched", lambda L, x, w: L.conv2d(x, w), lambda r: [r.normal((2, 4, 5)), r.normal((3, 2, 2, 2))],
     tol=CONV)
 row("conv_transpose2d", lambda L, x, w: L.conv_transpose2d(x, w), conv_args(transposed=True), tol=CONV)
