@@ -8,7 +8,7 @@ are multiplied and summed in float32 and each result is rounded once.
 from __future__ import annotations
 
 from ember.errors import ShapeError, fmt_shape
-from ember.ops import depthwise
+from ember.ops import depthwise, depthwise_compiled
 from ember.ops._rules import binary_dtype, spec
 from ember.ops.conv_compiled import col2im_available, col2im_compiled, im2col_compiled
 from ember.ops.dispatch import apply
@@ -172,6 +172,11 @@ class Conv2dOp(Op):
         x, w = upcast(x.astype(dtype, copy=False)), upcast(w.astype(dtype, copy=False))
         o, _, kh, kw = w.shape
         n = x.shape[0]
+        if groups > 1 and w.shape[1] == 1:
+            oh, ow = _out_hw(x, kh, kw, stride, padding, dilation)
+            out = depthwise_compiled.forward(xp, x, w, stride, padding, dilation, oh, ow)
+            if out is not None:
+                return rounded(out, dtype)
         if groups > 1 and w.shape[1] == 1 and depthwise.forward_pays(x.shape, stride, padding):  # tap by tap
             return rounded(depthwise.forward(xp, x, w, stride, padding, dilation), dtype)
         wm = w.reshape(groups, o // groups, -1)
@@ -216,6 +221,10 @@ class ConvTranspose2dOp(Op):
         x, w = upcast(x.astype(dtype, copy=False)), upcast(w.astype(dtype, copy=False))
         n, cin, h, wd = x.shape
         _, cg, kh, kw = w.shape
+        if groups > 1 and cg == 1:  # the adjoint of a depthwise convolution
+            gx = depthwise_compiled.input_grad(xp, x, w, groups, stride, padding, dilation, out_hw)
+            if gx is not None:
+                return rounded(gx, dtype)
         direct = _as_conv_padding(x.shape, w.shape, stride, padding, dilation, out_hw)
         # Both ways run the same GEMM; they differ in the patches copied: the direct convolution's im2col
         # reads Cin*kh*kw values per output pixel, col2im sums Cout*kh*kw per input pixel. A layer that
@@ -318,6 +327,9 @@ class Conv2dWeightGradOp(Op):
         x, g = upcast(x.astype(dtype, copy=False)), upcast(g.astype(dtype, copy=False))
         kh, kw = kernel_hw
         if groups > 1 and x.shape[1] == groups:  # depthwise
+            gw = depthwise_compiled.weight_grad(xp, x, g, stride, padding, dilation, kh, kw)
+            if gw is not None:
+                return rounded(gw, dtype)
             return rounded(depthwise.weight_grad(xp, x, g, stride, padding, dilation, kh, kw), dtype)
         cols, oh, ow = im2col(xp, x, kh, kw, stride, padding, dilation, groups)
         o = g.shape[1]
