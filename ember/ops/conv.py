@@ -7,8 +7,10 @@ are multiplied and summed in float32 and each result is rounded once.
 
 from __future__ import annotations
 
+import numpy as np
+
 from ember.errors import ShapeError, fmt_shape
-from ember.ops import depthwise, depthwise_compiled
+from ember.ops import batch_threads, depthwise, depthwise_compiled
 from ember.ops._rules import binary_dtype, spec
 from ember.ops.conv_compiled import col2im_available, col2im_compiled, im2col_compiled
 from ember.ops.dispatch import apply
@@ -185,6 +187,8 @@ class Conv2dOp(Op):
             # A pointwise convolution is a GEMM on the input as it lies: (G, O/G, C/G) @ (N, G, C/G, H*W),
             # no patches copied; on small maps one GEMM over the whole batch (below) runs BLAS better.
             return rounded(xp.matmul(wm, x.reshape(n, groups, -1, h * wd)).reshape(n, o, h, wd), dtype)
+        if n > 1 and xp is np and batch_threads.workers() > 1:
+            return rounded(_forward_split(x, wm, kh, kw, stride, padding, dilation, groups), dtype)
         if _small_weight(w):
             # Per-sample patches: (G, O/G, K) @ (N, G, K, L) is (N, G, O/G, L), NCHW with no
             # transposing copy; for small weights the GEMMs are memory-bound and this wins.
@@ -200,6 +204,36 @@ class Conv2dOp(Op):
 
 
 _conv2d_op = register(Conv2dOp())
+
+
+def _forward_split(x, wm, kh, kw, stride, padding, dilation, groups):
+    """conv2d with the batch split over threads (batch_threads), each making its samples' patches and GEMMs."""
+    n = x.shape[0]
+    oh, ow = _out_hw(x, kh, kw, stride, padding, dilation)
+    out = np.empty((n,) + wm.shape[:2] + (oh * ow,), np.result_type(x, wm))
+
+    def chunk(a, b):
+        cols, _, _ = im2col_per_sample(np, x[a:b], kh, kw, stride, padding, dilation, groups)
+        np.matmul(wm, cols, out=out[a:b])
+
+    batch_threads.run(chunk, n)
+    return out.reshape(n, -1, oh, ow)
+
+
+def _weight_grad_split(x, g, kh, kw, stride, padding, dilation, groups):
+    """conv2d_weight_grad as (G, K, O/G) partial products over batch chunks on threads, summed."""
+    o = g.shape[1]
+
+    def chunk(a, b):
+        cols, _, _ = im2col(np, x[a:b], kh, kw, stride, padding, dilation, groups)
+        gm = np.ascontiguousarray(g[a:b].transpose(1, 0, 2, 3)).reshape(groups, o // groups, -1)
+        return _gemm(np, cols, gm.transpose(0, 2, 1))
+
+    parts = batch_threads.run(chunk, x.shape[0])
+    total = parts[0]
+    for p in parts[1:]:
+        total += p
+    return total
 
 
 class ConvTranspose2dOp(Op):
@@ -331,11 +365,14 @@ class Conv2dWeightGradOp(Op):
             if gw is not None:
                 return rounded(gw, dtype)
             return rounded(depthwise.weight_grad(xp, x, g, stride, padding, dilation, kh, kw), dtype)
-        cols, oh, ow = im2col(xp, x, kh, kw, stride, padding, dilation, groups)
         o = g.shape[1]
-        gm = xp.ascontiguousarray(g.transpose(1, 0, 2, 3)).reshape(groups, o // groups, -1)
-        # (cols @ gm^T)^T: with the long N*OH*OW axis inside, BLAS is several times faster this way round.
-        gw = _gemm(xp, cols, gm.transpose(0, 2, 1)).transpose(0, 2, 1)  # (G, O/G, Cg*kh*kw)
+        if x.shape[0] > 1 and xp is np and batch_threads.workers() > 1:
+            gw = _weight_grad_split(x, g, kh, kw, stride, padding, dilation, groups).transpose(0, 2, 1)
+        else:
+            cols, oh, ow = im2col(xp, x, kh, kw, stride, padding, dilation, groups)
+            gm = xp.ascontiguousarray(g.transpose(1, 0, 2, 3)).reshape(groups, o // groups, -1)
+            # (cols @ gm^T)^T: with the long N*OH*OW axis inside, BLAS is several times faster this way round.
+            gw = _gemm(xp, cols, gm.transpose(0, 2, 1)).transpose(0, 2, 1)  # (G, O/G, Cg*kh*kw)
         return rounded(xp.ascontiguousarray(gw).reshape(o, x.shape[1] // groups, kh, kw), dtype)
 
     def vjp(self, ctx, gg):
