@@ -274,10 +274,15 @@ class ConvTranspose2dOp(Op):
             wc = xp.ascontiguousarray(wc).reshape(groups * cg, cin // groups, kh, kw)
             return rounded(_conv2d_op.kernel(xp, x, wc, (1, 1), direct, dilation, groups), dtype)
         wmt = xp.ascontiguousarray(w.reshape(groups, cin // groups, cg * kh * kw).transpose(0, 2, 1))
-        xm = xp.ascontiguousarray(x.transpose(1, 0, 2, 3)).reshape(groups, cin // groups, n * h * wd)
-        cols = _gemm(xp, wmt, xm)  # (G, Cg*kh*kw, N*H*W)
-        return rounded(col2im(xp, cols, n, cg * groups, out_hw[0], out_hw[1], kh, kw, h, wd, stride, padding, dilation),
-                       dtype)
+
+        def part(a, b):  # samples a..b: a GEMM into their patches, summed back into their images
+            xm = xp.ascontiguousarray(x[a:b].transpose(1, 0, 2, 3)).reshape(groups, cin // groups, (b - a) * h * wd)
+            cols = _gemm(xp, wmt, xm)  # (G, Cg*kh*kw, (b-a)*H*W)
+            return col2im(xp, cols, b - a, cg * groups, out_hw[0], out_hw[1], kh, kw, h, wd, stride, padding, dilation)
+
+        if n > 1 and xp is np and batch_threads.workers() > 1:
+            return rounded(np.concatenate(batch_threads.run(part, n)), dtype)
+        return rounded(part(0, n), dtype)
 
     def vjp(self, ctx, g):
         return _conv_vjp(ctx, g, transposed=True)

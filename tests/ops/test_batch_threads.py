@@ -61,11 +61,14 @@ def test_split_convolution_equals_unsplit(two_workers, monkeypatch, stride, padd
     split_y = conv._conv2d_op.kernel(np, x, w, **attrs)
     g = rng.standard_normal(split_y.shape).astype(np.float32)
     split_gw = conv._conv2d_weight_grad_op.kernel(np, x, g, kernel_hw=(3, 3), **attrs)
+    split_gx = conv._conv_transpose2d_op.kernel(np, g, w, out_hw=x.shape[2:], **attrs)
     monkeypatch.setitem(batch_threads._state, "workers", 1)
     y = conv._conv2d_op.kernel(np, x, w, **attrs)
     gw = conv._conv2d_weight_grad_op.kernel(np, x, g, kernel_hw=(3, 3), **attrs)
+    gx = conv._conv_transpose2d_op.kernel(np, g, w, out_hw=x.shape[2:], **attrs)
     np.testing.assert_allclose(split_y, y, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(split_gw, gw, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(split_gx, gx, rtol=1e-5, atol=1e-5)
 
 
 def test_a_forked_child_makes_its_own_threads(two_workers):
