@@ -2,7 +2,10 @@
 
 linear is x @ w.T + b as one kernel (instead of transpose, matmul and add, forward and backward).
 batch_norm (training statistics) and layer_norm normalise and apply the affine transform in one
-kernel, and return their statistics for the backward pass and the running averages.
+kernel, and return their statistics for the backward pass and the running averages. batch_norm's
+gradient is the op batch_norm_backward (gx, gw, gb in one kernel, two passes over x and gy) unless
+create_graph records it, when it is written in Ember ops so that it differentiates again. With Numba,
+batch_norm's forward and backward kernels are compiled loops (ember.ops.batch_norm_compiled).
 float16/bfloat16 inputs are computed in float32 (see ember.ops.opmath) and the results rounded
 once; the statistics outputs stay float32, so gradients are not computed from rounded statistics.
 nll_loss picks -w[t] * logp[n, t] for class-index targets in one kernel. Its gradient is the op
