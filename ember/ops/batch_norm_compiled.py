@@ -34,12 +34,14 @@ def bn_forward(x, w, b, eps, y, mean, var):
         v = q / cnt
         mean[c] = mu
         var[c] = v
-        k = 1.0 / math.sqrt(v + eps)
-        k = k * w[c]
-        sh = b[c]
+        # the output pass in x's dtype: float32 data runs twice as many lanes as float64 would
+        t = x.dtype.type
+        k = t(w[c] / math.sqrt(v + eps))
+        sh = t(b[c])
+        mu_t = t(mu)
         for n in range(N):
             for m in range(M):
-                y[n, c, m] = (x[n, c, m] - mu) * k + sh
+                y[n, c, m] = (x[n, c, m] - mu_t) * k + sh
 
 
 def bn_backward(x, gy, mean, invstd, w, gmean, gvar, gx, gw, gb):
@@ -61,9 +63,11 @@ def bn_backward(x, gy, mean, invstd, w, gmean, gvar, gx, gw, gb):
         # gx = k * (gy - mean(gy) - xhat * mean(gy * xhat)) plus the statistics outputs' gradients
         a = -k * istd * istd * sgx / cnt + 2.0 * gvar[c] / cnt
         sh = -k * sg / cnt + gmean[c] / cnt
+        t = x.dtype.type
+        k_t, a_t, sh_t, mu_t = t(k), t(a), t(sh), mean[c]
         for n in range(N):
             for m in range(M):
-                gx[n, c, m] = k * gy[n, c, m] + a * (x[n, c, m] - mu) + sh
+                gx[n, c, m] = k_t * gy[n, c, m] + a_t * (x[n, c, m] - mu_t) + sh_t
 
 
 def relu_backward(g, out, gx):
