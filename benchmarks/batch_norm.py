@@ -1,10 +1,11 @@
 """Batch norm and ReLU gradients: the composite rules (before) vs the fused ops (after), A/B in one process.
 
-Run: python benchmarks/batch_norm.py [--repeat N]
+Run: OPENBLAS_NUM_THREADS=1 python benchmarks/batch_norm.py [--repeat N] [--threads N]
 Times ResNet-20's three batch-norm layer shapes (batch 32, CIFAR), forward and backward, ReLU's backward,
-and a whole eager ResNet-20 training step, each with the old rules and the new ops interleaved, with
-PyTorch's time for the same work. "old" is the rule of ~15 Ember ops for batch norm's gradient and
-where(out > 0, g, 0) for ReLU's, with the NumPy forward kernel.
+and a whole ResNet-20 training step (eager, and ember.jit traced under each set of rules), the old rules
+and the new ops interleaved, with PyTorch's time for the same work. "old" is the rule of ~15 Ember ops
+for batch norm's gradient and where(out > 0, g, 0) for ReLU's, with the NumPy forward kernel. With
+EMBER_FUSION_BACKEND=numpy "new" is the new ops' NumPy kernels (what runs without Numba).
 """
 
 from __future__ import annotations
@@ -132,6 +133,26 @@ def bench_resnet20(repeat: int) -> None:
         e_step()
         t_step()
     _ab("resnet20 eager train step (b32)", e_step, e_step, t_step, repeat)
+
+    def jitted():
+        em.manual_seed(0)
+        m = resnet20(em)
+        o = em.optim.SGD(m.parameters(), lr=0.01, momentum=0.9)
+
+        def step(x, y):
+            o.zero_grad()
+            loss = em.nn.functional.cross_entropy(m(x), y)
+            loss.backward()
+            o.step()
+            return loss
+        return em.jit(step)
+
+    with old_rules():
+        j_old = jitted()
+        j_old(ex, ey)  # traced with the old rules
+    j_new = jitted()
+    j_new(ex, ey)
+    _ab("resnet20 jit train step (b32)", lambda: j_old(ex, ey), lambda: j_new(ex, ey), t_step, repeat)
 
 
 def main() -> None:
