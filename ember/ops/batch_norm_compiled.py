@@ -11,6 +11,8 @@ from __future__ import annotations
 import numpy as np
 
 # Loops are written per channel over (N, C, M) views: x[n, c, :] is one contiguous run of M values.
+# For (N, C) (M = 1) the *_rows kernels sum whole rows instead. Inputs are C-contiguous (a broadcast
+# gradient, e.g. of a sum, is copied once).
 _SOURCE = '''
 import math
 
@@ -70,6 +72,59 @@ def bn_backward(x, gy, mean, invstd, w, gmean, gvar, gx, gw, gb):
                 gx[n, c, m] = k_t * gy[n, c, m] + a_t * (x[n, c, m] - mu_t) + sh_t
 
 
+def bn_forward_rows(x, w, b, eps, y, mean, var):
+    # (N, C): channel by channel would stride through memory, so sum whole rows into per-channel arrays
+    N, C = x.shape
+    s = np.zeros(C)
+    for n in range(N):
+        for c in range(C):
+            s[c] += x[n, c]
+    s /= N
+    q = np.zeros(C)
+    for n in range(N):
+        for c in range(C):
+            d = x[n, c] - s[c]
+            q[c] += d * d
+    q /= N
+    k = np.empty(C, x.dtype)
+    sh = np.empty(C, x.dtype)
+    mu = np.empty(C, x.dtype)
+    for c in range(C):
+        mean[c] = s[c]
+        var[c] = q[c]
+        mu[c] = s[c]
+        k[c] = w[c] / math.sqrt(q[c] + eps)
+        sh[c] = b[c]
+    for n in range(N):
+        for c in range(C):
+            y[n, c] = (x[n, c] - mu[c]) * k[c] + sh[c]
+
+
+def bn_backward_rows(x, gy, mean, invstd, w, gmean, gvar, gx, gw, gb):
+    N, C = x.shape
+    sg = np.zeros(C)
+    sgx = np.zeros(C)
+    for n in range(N):
+        for c in range(C):
+            g = gy[n, c]
+            sg[c] += g
+            sgx[c] += g * (x[n, c] - mean[c])
+    k = np.empty(C, x.dtype)
+    a = np.empty(C, x.dtype)
+    sh = np.empty(C, x.dtype)
+    for c in range(C):
+        istd = np.float64(invstd[c])
+        gb[c] = sg[c]
+        gw[c] = sgx[c] * istd
+        kc = istd * w[c]
+        k[c] = kc
+        a[c] = -kc * istd * istd * sgx[c] / N + 2.0 * gvar[c] / N
+        sh[c] = -kc * sg[c] / N + gmean[c] / N
+    for n in range(N):
+        for c in range(C):
+            gx[n, c] = k[c] * gy[n, c] + a[c] * (x[n, c] - mean[c]) + sh[c]
+
+
 def relu_backward(g, out, gx):
     z = g.dtype.type(0)
     for i in range(g.size):
@@ -108,11 +163,6 @@ def _per_channel(p, c: int, dtype, fill: float):
     return np.full(c, fill) if p is None else np.asarray(p, dtype=np.float64).reshape(c)
 
 
-def _ncm(a):
-    """(N, C, ...) as a C-contiguous (N, C, M) array (a broadcast gradient, e.g. of a sum, is copied once)."""
-    return np.ascontiguousarray(a).reshape(a.shape[0], a.shape[1], -1)
-
-
 def batch_norm_forward(xp, x, w, b, eps: float):
     """(y, mean, biased var) of training-mode batch norm, or None where the NumPy kernel must run."""
     if not _usable(xp, x):
@@ -123,7 +173,11 @@ def batch_norm_forward(xp, x, w, b, eps: float):
     c = x.shape[1]
     y = np.empty(x.shape, x.dtype)
     mean, var = np.empty(c, x.dtype), np.empty(c, x.dtype)
-    fn(_ncm(x), _per_channel(w, c, x.dtype, 1.0), _per_channel(b, c, x.dtype, 0.0), float(eps), y.reshape(y.shape[0], c, -1), mean, var)
+    rows = x.ndim == 2 or x.size == x.shape[0] * c
+    fn = _kernel("bn_forward_rows") if rows else fn
+    shape = (x.shape[0], c) if rows else (x.shape[0], c, -1)
+    fn(np.ascontiguousarray(x).reshape(shape), _per_channel(w, c, x.dtype, 1.0), _per_channel(b, c, x.dtype, 0.0),
+       float(eps), y.reshape(shape), mean, var)
     return y, mean, var
 
 
@@ -138,8 +192,12 @@ def batch_norm_backward(xp, x, w, mean, var, gy, gmean, gvar, eps: float):
     invstd = 1.0 / np.sqrt(var.astype(np.float64) + eps)
     gx = np.empty(x.shape, x.dtype)
     gw, gb = np.empty(c, x.dtype), np.empty(c, x.dtype)
-    fn(_ncm(x), _ncm(gy), mean, invstd, _per_channel(w, c, x.dtype, 1.0), _per_channel(gmean, c, x.dtype, 0.0),
-       _per_channel(gvar, c, x.dtype, 0.0), gx.reshape(gx.shape[0], c, -1), gw, gb)
+    rows = x.ndim == 2 or x.size == x.shape[0] * c
+    fn = _kernel("bn_backward_rows") if rows else fn
+    shape = (x.shape[0], c) if rows else (x.shape[0], c, -1)
+    fn(np.ascontiguousarray(x).reshape(shape), np.ascontiguousarray(gy).reshape(shape), mean, invstd,
+       _per_channel(w, c, x.dtype, 1.0), _per_channel(gmean, c, x.dtype, 0.0), _per_channel(gvar, c, x.dtype, 0.0),
+       gx.reshape(shape), gw, gb)
     return gx, gw, gb
 
 

@@ -35,7 +35,7 @@ def _torch_stats(x, w, b, dims, eps=1e-5):
     return y, mean, var
 
 
-@pytest.mark.parametrize("shape", [(6, 5), (64, 8, 9), (16, 4, 12, 12), (4, 3, 6, 6, 6)])
+@pytest.mark.parametrize("shape", [(6, 5), (1024, 6), (64, 8, 9), (16, 4, 12, 12), (4, 3, 6, 6, 6)])
 @pytest.mark.parametrize("which", [(1, 1, 1), (1, 0, 0), (0, 1, 0), (0, 0, 1), (1, 1, 0), (0, 1, 1)])
 @pytest.mark.parametrize("affine", [True, False])
 def test_gradients_of_output_and_statistics_match_torch(backend, shape, which, affine):
@@ -64,7 +64,7 @@ def test_gradients_of_output_and_statistics_match_torch(backend, shape, which, a
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "bfloat16"])
-@pytest.mark.parametrize("shape", [(4, 3, 5), (32, 8, 8, 8)])
+@pytest.mark.parametrize("shape", [(4, 3, 5), (512, 16), (32, 8, 8, 8)])
 def test_fused_op_equals_the_composite_rule(backend, dtype, shape):
     """The one-op gradient and the rule of Ember ops give the same numbers (in the op's compute precision)."""
     r = np.random.default_rng(1)
