@@ -50,6 +50,8 @@ def test_gradients_of_output_and_statistics_match_torch(backend, shape, which, a
     tw, tb = (torch.tensor(w, requires_grad=True), torch.tensor(b, requires_grad=True)) if affine else (None, None)
     outs = batch_norm_train(ex, ew, eb)
     touts = _torch_stats(tx, tw, tb, (0,) + tuple(range(2, len(shape))))
+    for o, t in zip(outs, touts):
+        np.testing.assert_allclose(o.detach().numpy(), t.detach().numpy(), rtol=1e-10, atol=1e-11)
     picked = [i for i in range(3) if which[i]]
     e_in = [t for t in (ex, ew, eb) if t is not None]
     t_in = [t for t in (tx, tw, tb) if t is not None]
