@@ -201,13 +201,14 @@ def batch_norm_backward(xp, x, w, mean, var, gy, gmean, gvar, eps: float):
     return gx, gw, gb
 
 
-def relu_backward(xp, g, out):
-    """g where out > 0 else 0 in one pass, or None where the NumPy kernel must run."""
+def relu_backward(xp, g, out, into=None):
+    """g where out > 0 else 0 in one pass (into a C-contiguous `into` of g's shape and dtype, which may be g
+    itself), or None where the NumPy kernel must run."""
     if not _usable(xp, g, out):
         return None
     fn = _kernel("relu_backward")
     if fn is None:
         return None
-    gx = np.empty(g.shape, g.dtype)
+    gx = np.empty(g.shape, g.dtype) if into is None else into
     fn(np.ascontiguousarray(g).reshape(-1), np.ascontiguousarray(out).reshape(-1), gx.reshape(-1))
     return gx

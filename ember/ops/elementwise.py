@@ -18,7 +18,7 @@ from ember.ops._rules import (
 )
 from ember.ops._special import erf as _erf
 from ember.ops.dispatch import apply, apply_binary, apply_unary
-from ember.ops.registry import Op, register
+from ember.ops.registry import OPS, Op, register
 
 
 # --- unary ---------------------------------------------------------------------------
@@ -537,6 +537,21 @@ def _relu_backward_kernel(xp, g, out):
 relu_backward = _binary("relu_backward", _relu_backward_kernel,
                         lambda c, g: (relu_backward(g, c.input(1)) if c.needs_grad(0) else None, None),
                         reads={0: (1,), 1: ()})
+
+
+def _relu_backward_out(xp, g, out_, *, out):
+    """relu_backward into `out` (a planned buffer, maybe g's own) where the compiled kernel runs."""
+    from ember.ops import batch_norm_compiled
+
+    if type(out) is np.ndarray and out.flags.c_contiguous and out.shape == getattr(g, "shape", None) \
+            and out.dtype == getattr(g, "dtype", None):
+        done = batch_norm_compiled.relu_backward(xp, g, out_, into=out)
+        if done is not None:
+            return done
+    return OPS["relu_backward"].kernel(xp, g, out_)
+
+
+OPS["relu_backward"].kernel_out = _relu_backward_out
 
 
 def where(condition, input=None, other=None):

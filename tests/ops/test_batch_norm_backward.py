@@ -194,3 +194,18 @@ def test_jit_graph_has_the_one_op_gradients():
     names = [n.op.name for n in em.jit(step).lower(x).nodes if n.kind == "op"]
     assert names.count("batch_norm_backward") == 2 and names.count("relu_backward") == 2
     assert "where" not in names and "gt" not in names
+
+
+@pytest.mark.parametrize("shape", [(7, 3), (64, 128)])
+def test_relu_backward_into_a_planned_buffer_even_its_own_input(backend, shape):
+    """The out= kernel the jit's memory planner uses: into a fresh buffer, into g's or into out's."""
+    from ember.ops.registry import OPS
+
+    op = OPS["relu_backward"]
+    r = np.random.default_rng(5)
+    g, out = r.standard_normal(shape).astype(np.float32), r.standard_normal(shape).astype(np.float32)
+    want = np.where(out > 0, g, np.float32(0))
+    np.testing.assert_array_equal(op.kernel_out(np, g, out, out=np.empty_like(g)), want)
+    g2, out2 = g.copy(), out.copy()
+    np.testing.assert_array_equal(op.kernel_out(np, g2, out, out=g2), want)
+    np.testing.assert_array_equal(op.kernel_out(np, g, out2, out=out2), want)
