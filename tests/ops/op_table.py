@@ -646,7 +646,7 @@ for _name in ("floor", "ceil", "round", "trunc"):
         tol=EXACT)
 row("frac", lambda L, x: L.frac(x), lambda r: [np.round(r.normal(r.shape()) * 4) / 2 + 0.1])
 row("leaky_relu", lambda L, x: L.leaky_relu(x, negative_slope=0.2), one("away"))
-# relu's gradient op (PyTorch's threshold_backward); the large row takes the compiled kernel.
+# relu's gradient op (PyTorch's threshold_backward), small and long.
 row("relu_backward", lambda L, g, out: _relu_backward(g, out), lambda r: [r.normal(s := r.shape()), r.away(s)],
     th=lambda L, g, out: L.ops.aten.threshold_backward(g, out, 0.0), nograd=(1,))
 row("relu_backward_long", lambda L, g, out: _relu_backward(g, out), lambda r: [r.normal((64, 128)), r.away((64, 128))],
@@ -799,8 +799,8 @@ row("batch_norm_train", lambda L, x, w, b: nnf(L).batch_norm(x, None, None, w, b
     mats((4, 3, 5), (3,), (3,)), tol=REDUCTION)
 row("batch_norm_train_large_values", lambda L, x, w, b: nnf(L).batch_norm(x, None, None, w, b, training=True),
     _near((512, 3), (3,), (3,)), tol=LARGE, **LONG)
-# BatchNorm1d on (N, C), 2d, 3d; without the affine parameters; and inputs of 8192 values or more,
-# which take the compiled kernels (forward and batch_norm_backward) where Numba is installed.
+# BatchNorm1d on (N, C), 2d, 3d; without the affine parameters; and long channels (8192 values), whose
+# sums run many iterations of the compiled kernels' loops (forward and batch_norm_backward).
 row("batch_norm_train_nc", lambda L, x, w, b: nnf(L).batch_norm(x, None, None, w, b, training=True),
     mats((6, 4), (4,), (4,)), tol=REDUCTION)
 row("batch_norm_train_2d", lambda L, x, w, b: nnf(L).batch_norm(x, None, None, w, b, training=True),
