@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 # Loops are written per channel over (N, C, M) views: x[n, c, :] is one contiguous run of M values.
-# For (N, C) (M = 1) the *_rows kernels sum whole rows instead. Inputs are C-contiguous (a broadcast
+# For M = 1 ((N, C), or trailing dims of size 1) the *_rows kernels sum whole rows instead. Inputs are C-contiguous (a broadcast
 # gradient, e.g. of a sum, is copied once).
 _SOURCE = '''
 import math
@@ -167,14 +167,13 @@ def batch_norm_forward(xp, x, w, b, eps: float):
     """(y, mean, biased var) of training-mode batch norm, or None where the NumPy kernel must run."""
     if not _usable(xp, x):
         return None
-    fn = _kernel("bn_forward")
+    c = x.shape[1]
+    rows = x.size == x.shape[0] * c
+    fn = _kernel("bn_forward_rows" if rows else "bn_forward")
     if fn is None:
         return None
-    c = x.shape[1]
     y = np.empty(x.shape, x.dtype)
     mean, var = np.empty(c, x.dtype), np.empty(c, x.dtype)
-    rows = x.ndim == 2 or x.size == x.shape[0] * c
-    fn = _kernel("bn_forward_rows") if rows else fn
     shape = (x.shape[0], c) if rows else (x.shape[0], c, -1)
     fn(np.ascontiguousarray(x).reshape(shape), _per_channel(w, c, x.dtype, 1.0), _per_channel(b, c, x.dtype, 0.0),
        float(eps), y.reshape(shape), mean, var)
@@ -185,15 +184,14 @@ def batch_norm_backward(xp, x, w, mean, var, gy, gmean, gvar, eps: float):
     """(gx, gw, gb) of training-mode batch norm, or None where the NumPy kernel must run."""
     if gy is None or not _usable(xp, x, gy) or mean.dtype != x.dtype or var.dtype != x.dtype:
         return None
-    fn = _kernel("bn_backward")
+    c = x.shape[1]
+    rows = x.size == x.shape[0] * c
+    fn = _kernel("bn_backward_rows" if rows else "bn_backward")
     if fn is None:
         return None
-    c = x.shape[1]
     invstd = 1.0 / np.sqrt(var.astype(np.float64) + eps)
     gx = np.empty(x.shape, x.dtype)
     gw, gb = np.empty(c, x.dtype), np.empty(c, x.dtype)
-    rows = x.ndim == 2 or x.size == x.shape[0] * c
-    fn = _kernel("bn_backward_rows") if rows else fn
     shape = (x.shape[0], c) if rows else (x.shape[0], c, -1)
     fn(np.ascontiguousarray(x).reshape(shape), np.ascontiguousarray(gy).reshape(shape), mean, invstd,
        _per_channel(w, c, x.dtype, 1.0), _per_channel(gmean, c, x.dtype, 0.0), _per_channel(gvar, c, x.dtype, 0.0),

@@ -35,7 +35,7 @@ def _torch_stats(x, w, b, dims, eps=1e-5):
     return y, mean, var
 
 
-@pytest.mark.parametrize("shape", [(6, 5), (1024, 6), (64, 8, 9), (16, 4, 12, 12), (4, 3, 6, 6, 6)])
+@pytest.mark.parametrize("shape", [(6, 5), (1024, 6), (64, 5, 1, 1), (64, 8, 9), (16, 4, 12, 12), (4, 3, 6, 6, 6)])
 @pytest.mark.parametrize("which", [(1, 1, 1), (1, 0, 0), (0, 1, 0), (0, 0, 1), (1, 1, 0), (0, 1, 1)])
 @pytest.mark.parametrize("affine", [True, False])
 def test_gradients_of_output_and_statistics_match_torch(backend, shape, which, affine):

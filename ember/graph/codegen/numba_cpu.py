@@ -35,8 +35,8 @@ _INFIX = {"add": "+", "subtract": "-", "multiply": "*", "true_divide": "/", "equ
           "bitwise_or": "|", "bitwise_xor": "^"}
 # Ops written out below by name (no single ufunc, or NumPy's NaN and rounding rules spelled out).
 _FLOAT_ONLY = frozenset({"pow", "atan2", "fmod", "erf", "sigmoid", "silu", "rsqrt", "reciprocal"})
-_OTHER = frozenset({"neg", "abs", "sign", "square", "relu", "relu_backward", "leaky_relu", "maximum", "minimum", "floor", "ceil",
-                    "trunc", "round", "frac", "logical_not", "bitwise_not", "isnan", "isinf", "isfinite",
+_OTHER = frozenset({"neg", "abs", "sign", "square", "relu", "relu_backward", "leaky_relu", "maximum", "minimum",
+                    "floor", "ceil", "trunc", "round", "frac", "logical_not", "bitwise_not", "isnan", "isinf", "isfinite",
                     "logical_and", "logical_or", "logical_xor", "where", "clamp", "cast", "clone"})
 
 
