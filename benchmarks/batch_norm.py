@@ -22,10 +22,7 @@ import torch  # noqa: E402
 from _timing import best_time, fmt_ms  # noqa: E402
 
 import ember as em  # noqa: E402
-from ember.ops import (
-    batch_norm_compiled,  # noqa: E402
-    nn_extra,  # noqa: E402
-)
+from ember.ops import nn_extra  # noqa: E402
 from ember.ops.registry import OPS  # noqa: E402
 
 SHAPES = [(32, 16, 32, 32), (32, 32, 16, 16), (32, 64, 8, 8)]
@@ -37,22 +34,42 @@ def _old_bn_vjp(self, ctx, gy, gmean=None, gvar=None):
     return gx, (gw if ctx.needs_grad(1) else None), (gb if ctx.needs_grad(2) else None)
 
 
+def _old_bn_kernel(self, xp, x, w, b, eps):
+    """The NumPy forward kernel as it was (float32 sums for float32 input)."""
+    from ember.ops.opmath import rounded, upcast
+
+    dtype = x.dtype
+    x = upcast(x)
+    c = x.shape[1]
+    axes = (0,) + tuple(range(2, x.ndim))
+    n = x.size // c
+    shape = (1, c) + (1,) * (x.ndim - 2)
+    mean = x.sum(axis=axes, dtype=x.dtype) / n
+    xc = x - mean.reshape(shape)
+    var = (xc * xc).sum(axis=axes, dtype=x.dtype) / n
+    scale = 1.0 / xp.sqrt(var + eps)
+    if w is not None:
+        scale = scale * upcast(w)
+    xc *= scale.reshape(shape).astype(x.dtype, copy=False)
+    if b is not None:
+        xc += upcast(b).reshape(shape).astype(x.dtype, copy=False)
+    return rounded(xc, dtype), mean.astype(x.dtype, copy=False), var.astype(x.dtype, copy=False)
+
+
 def _old_relu_grad(c, g):
     return em.where(c.output > 0, g, 0.0)
 
 
 @contextlib.contextmanager
 def old_rules():
-    """The rules as they were: composite batch-norm gradient, where(gt) for ReLU, NumPy forward kernel."""
-    vjp, relu_grad, cached = nn_extra.BatchNormOp.vjp, OPS["relu"].grad, dict(batch_norm_compiled._cached)
-    nn_extra.BatchNormOp.vjp, OPS["relu"].grad = _old_bn_vjp, _old_relu_grad
-    batch_norm_compiled._cached.update({"bn_forward": None, "bn_backward": None, "relu_backward": None})
+    """The rules as they were: composite batch-norm gradient, where(gt) for ReLU, the old NumPy forward kernel."""
+    vjp, kernel, relu_grad = nn_extra.BatchNormOp.vjp, nn_extra.BatchNormOp.kernel, OPS["relu"].grad
+    nn_extra.BatchNormOp.vjp, nn_extra.BatchNormOp.kernel, OPS["relu"].grad = _old_bn_vjp, _old_bn_kernel, \
+        _old_relu_grad
     try:
         yield
     finally:
-        nn_extra.BatchNormOp.vjp, OPS["relu"].grad = vjp, relu_grad
-        batch_norm_compiled._cached.clear()
-        batch_norm_compiled._cached.update(cached)
+        nn_extra.BatchNormOp.vjp, nn_extra.BatchNormOp.kernel, OPS["relu"].grad = vjp, kernel, relu_grad
 
 
 def _ab(label, fn_old, fn_new, fn_torch, repeat):

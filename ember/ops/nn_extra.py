@@ -66,9 +66,11 @@ class BatchNormOp(Op):
         axes = (0,) + tuple(range(2, x.ndim))
         n = x.size // c
         shape = _affine_shape(x.ndim, c)
-        mean = x.sum(axis=axes, dtype=x.dtype) / n
+        # float64 sums: NumPy adds along a strided axis one term at a time, which over thousands of rows
+        # loses float32 digits of the mean (the compiled kernels accumulate in float64 too)
+        mean = (x.sum(axis=axes, dtype=np.float64) / n).astype(x.dtype)
         xc = x - mean.reshape(shape)
-        var = (xc * xc).sum(axis=axes, dtype=x.dtype) / n
+        var = ((xc * xc).sum(axis=axes, dtype=np.float64) / n).astype(x.dtype)
         scale = 1.0 / xp.sqrt(var + eps)
         if w is not None:
             scale = scale * upcast(w)
@@ -125,9 +127,10 @@ class BatchNormBackwardOp(Op):
         xc = x - upcast(mean).astype(acc, copy=False).reshape(shape)
         if gy is not None:
             gy = upcast(gy).astype(acc, copy=False)
-            gb = gy.sum(axis=axes, dtype=acc)
+            # float64 sums, as in the forward kernel
+            gb = gy.sum(axis=axes, dtype=np.float64).astype(acc)
             prod = gy * xc
-            gw_raw = prod.sum(axis=axes, dtype=acc)
+            gw_raw = prod.sum(axis=axes, dtype=np.float64).astype(acc)
             del prod
             gw = gw_raw * invstd
             a = -(k * invstd * invstd * gw_raw) / n  # gx = k * gy + a * xc + shift, per channel
