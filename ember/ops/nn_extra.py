@@ -35,6 +35,15 @@ def _affine_shape(ndim: int, channels: int) -> tuple:
 
 
 # --- batch norm -------------------------------------------------------------------------------
+def _channel_sums(a):
+    """Float64 sums over every dim but 1 of (N, C, ...): NumPy adds along a strided axis one term at a
+    time, which over thousands of rows loses float32 digits (of the mean, say), so each (n, c) row is
+    summed first (pairwise, contiguous) and the N partial sums then in float64."""
+    a3 = a.reshape(a.shape[0], a.shape[1], _count(a.shape, range(2, a.ndim)))
+    part = a3.sum(axis=2) if a3.shape[2] > 1 else a3[:, :, 0]
+    return part.sum(axis=0, dtype=np.float64)
+
+
 class BatchNormOp(Op):
     """Training-mode batch norm over every dim but 1. Outputs (y, mean, biased var), each stat (C,)."""
 
@@ -63,14 +72,11 @@ class BatchNormOp(Op):
         dtype = x.dtype
         x = upcast(x)
         c = x.shape[1]
-        axes = (0,) + tuple(range(2, x.ndim))
         n = x.size // c
         shape = _affine_shape(x.ndim, c)
-        # float64 sums: NumPy adds along a strided axis one term at a time, which over thousands of rows
-        # loses float32 digits of the mean (the compiled kernels accumulate in float64 too)
-        mean = (x.sum(axis=axes, dtype=np.float64) / n).astype(x.dtype)
+        mean = (_channel_sums(x) / n).astype(x.dtype)
         xc = x - mean.reshape(shape)
-        var = ((xc * xc).sum(axis=axes, dtype=np.float64) / n).astype(x.dtype)
+        var = (_channel_sums(xc * xc) / n).astype(x.dtype)
         scale = 1.0 / xp.sqrt(var + eps)
         if w is not None:
             scale = scale * upcast(w)
@@ -119,7 +125,6 @@ class BatchNormBackwardOp(Op):
         x = upcast(x)
         acc = x.dtype
         c = x.shape[1]
-        axes = (0,) + tuple(range(2, x.ndim))
         n = x.size // c
         shape = _affine_shape(x.ndim, c)
         invstd = (1.0 / xp.sqrt(upcast(var).astype(acc, copy=False) + eps)).astype(acc, copy=False)
@@ -127,11 +132,8 @@ class BatchNormBackwardOp(Op):
         xc = x - upcast(mean).astype(acc, copy=False).reshape(shape)
         if gy is not None:
             gy = upcast(gy).astype(acc, copy=False)
-            # float64 sums, as in the forward kernel
-            gb = gy.sum(axis=axes, dtype=np.float64).astype(acc)
-            prod = gy * xc
-            gw_raw = prod.sum(axis=axes, dtype=np.float64).astype(acc)
-            del prod
+            gb = _channel_sums(gy).astype(acc)
+            gw_raw = _channel_sums(gy * xc).astype(acc)
             gw = gw_raw * invstd
             a = -(k * invstd * invstd * gw_raw) / n  # gx = k * gy + a * xc + shift, per channel
             shift = -(k * gb) / n
