@@ -128,7 +128,7 @@ def bn_backward_rows(x, gy, mean, invstd, w, gmean, gvar, gx, gw, gb):
 def relu_backward(g, out, gx):
     z = g.dtype.type(0)
     for i in range(g.size):
-        gx[i] = g[i] if out[i] > 0 else z
+        gx[i] = z if out[i] <= 0 else g[i]  # NaN in out passes g, as PyTorch's threshold_backward
 '''
 
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))

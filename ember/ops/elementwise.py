@@ -527,12 +527,12 @@ def _relu_backward_kernel(xp, g, out):
     fast = batch_norm_compiled.relu_backward(xp, g, out)
     if fast is not None:
         return fast
-    mask = out > 0
+    mask = ~(out <= 0)  # NaN in out passes g, as PyTorch's threshold_backward
     picked = _masked_select_zero(xp, mask, g, 0.0, g.dtype)
     return picked if picked is not None else xp.where(mask, g, g.dtype.type(0))
 
 
-# relu's gradient as one op (PyTorch's threshold_backward): g where out > 0, else 0. It is linear in g,
+# relu's gradient as one op (PyTorch's threshold_backward): 0 where out <= 0, else g. It is linear in g,
 # so its own gradient is relu_backward(gg, out), and every order of derivative stays this one op.
 relu_backward = _binary("relu_backward", _relu_backward_kernel,
                         lambda c, g: (relu_backward(g, c.input(1)) if c.needs_grad(0) else None, None),

@@ -117,8 +117,8 @@ def _instr_code(region: Region, j: int, ops: list) -> tuple:
         expr = f"({a} * {a})"
     elif name == "relu":
         expr = f"({a} if not ({a} < {k(0)}) else {k(0)})"
-    elif name == "relu_backward":  # (g, out): g where out > 0, else 0
-        expr = f"({a} if {b} > {k(0)} else {k(0)})"
+    elif name == "relu_backward":  # (g, out): 0 where out <= 0, else g (also where out is NaN, as PyTorch)
+        expr = f"({k(0)} if {b} <= {k(0)} else {a})"
     elif name == "leaky_relu":
         expr = f"({a} if {a} > {k(0)} else {a} * {k(attrs.get('negative_slope', 0.01))})"
     elif name == "reciprocal":
