@@ -921,6 +921,27 @@ row("gru_cell_two_directions", _ember_gru_cell,
 row("lstm_cell", _ember_lstm_cell, mats((3, 20), (3, 5)), th=_torch_lstm_cell, tol=TRANSCENDENTAL)
 row("lstm_cell_two_directions", _ember_lstm_cell, lambda r: [r.normal((2, 3, 8), scale=3.0), r.normal((2, 3, 2))],
     th=_torch_lstm_cell, tol=TRANSCENDENTAL)
+
+
+def _torch_lstm_layer(L, xw, h0, c0, w_hh):
+    """An LSTM layer step by step in PyTorch's ops (the oracle of ember's fused lstm_layer): (hs, c_T)."""
+    h, c, hs = h0, c0, []
+    for t in range(xw.shape[0]):
+        h, c = _torch_lstm_cell(L, xw[t] + h @ w_hh.T, c)
+        hs.append(h)
+    return L.stack(hs, 0), c
+
+
+def _ember_lstm_layer(L, xw, h0, c0, w_hh):
+    from ember.ops.recurrent_layer import lstm_layer
+
+    return lstm_layer(xw, h0, c0, w_hh)
+
+
+row("lstm_layer", _ember_lstm_layer, lambda r: [r.normal((4, 3, 8), scale=2.0), r.normal((3, 2)), r.normal((3, 2)),
+                                                r.normal((8, 2))], th=_torch_lstm_layer, tol=TRANSCENDENTAL)
+row("lstm_layer_one_step", _ember_lstm_layer, mats((1, 2, 12), (2, 3), (2, 3), (12, 3)), th=_torch_lstm_layer,
+    tol=TRANSCENDENTAL)
 row("cosine_similarity", lambda L, a, b: nnf(L).cosine_similarity(a, b), mats((3, 5), (3, 5)), tol=REDUCTION)
 row("normalize", lambda L, x: nnf(L).normalize(x, dim=-1), mats((3, 5)), tol=REDUCTION)
 

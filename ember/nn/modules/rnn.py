@@ -18,6 +18,7 @@ from ember.nn.modules.module import Module
 from ember.nn.parameter import Parameter
 from ember.ops.creation_ops import zeros_like_shape
 from ember.ops.recurrent import gru_cell, lstm_cell
+from ember.ops.recurrent_layer import lstm_layer
 from ember.ops.split import split, unbind
 from ember.tensor import Tensor
 
@@ -35,6 +36,12 @@ def _ifog_to_ifgo(t: Tensor) -> Tensor:
     """LSTM gate rows (dim 0) from PyTorch's order [i, f, g, o] to [i, f, o, g]."""
     i, f, g, o = split(t, t.shape[0] // 4, 0)
     return em.cat([i, f, o, g], 0)
+
+
+def _fused_layer_ok(xw: Tensor, w_hh: Tensor, states: list) -> bool:
+    """Whether lstm_layer can run this layer: every tensor of one floating dtype (autocast may mix them)."""
+    dtypes = {t.dtype for t in (xw, w_hh, *states)}
+    return len(dtypes) == 1 and next(iter(dtypes)).is_floating_point
 
 
 def _lstm_step(pre: Tensor, c: Tensor, hidden: int) -> tuple[Tensor, Tensor]:
@@ -239,6 +246,11 @@ class RNNBase(Module):
             b_hh = None if ws[0][3] is None else em.stack([ws[0][3], ws[1][3]], 0).unsqueeze(1)
             hidden_proj = em.matmul  # (2, N, H) @ (2, H, G), w already transposed
         outs = []
+        if mode == "LSTM" and dirs == 1 and w_hr is None and _fused_layer_ok(xw, w_hh, init_states):
+            # the whole recurrence as one op (ember/ops/recurrent_layer.py), time-major
+            xw_t = xw.transpose(0, 1) if tdim == 1 else xw
+            hs, c = lstm_layer(xw_t, init_states[0], init_states[1], w_hh)
+            return (hs.transpose(0, 1) if tdim == 1 else hs), [hs[-1], c]
         if mode == "LSTM":
             h, c = init_states
             for xt in unbind(xw, tdim):
