@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ember.ops.compiled import MIN_ELEMENTS, kernel_for
+
 # Loops are written per channel over (N, C, M) views: x[n, c, :] is one contiguous run of M values.
 # For M = 1 ((N, C), or trailing dims of size 1) the *_rows kernels sum whole rows instead. Inputs are C-contiguous (a broadcast
 # gradient, e.g. of a sum, is copied once).
@@ -132,28 +134,17 @@ def relu_backward(g, out, gx):
 '''
 
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
-_cached: dict = {}
 
 
-def _kernel(name: str):
-    """The compiled function `name`, or None (no Numba, or the NumPy backend is chosen)."""
-    from ember.graph.codegen import get_backend
-
-    if get_backend() == "numpy":
-        return None
-    if name not in _cached:
-        from ember.graph.codegen.numba_cpu import NumbaRenderer, compiled_function
-
-        # Serial: Numba's worker threads and OpenBLAS's (spinning after each GEMM) would fight over the cores.
-        # 'reassoc' lets the sums vectorise (several partial sums); NaN and inf still propagate.
-        _cached[name] = (compiled_function(_SOURCE, name, fastmath={"reassoc"})
-                         if NumbaRenderer().available() else None)
-    return _cached[name]
+def _kernel(name: str, dtype):
+    """The compiled function `name` for `dtype`, or None (no Numba, or the NumPy backend is chosen)."""
+    # every size: one compiled call costs less than the NumPy kernels' several passes, even for tiny inputs;
+    # 'reassoc' lets the sums vectorise (several partial sums); NaN and inf still propagate.
+    return kernel_for(_SOURCE, name, np, dtype, MIN_ELEMENTS, fastmath={"reassoc"})
 
 
 def _usable(xp, *arrays) -> bool:
     a = arrays[0]
-    # every size: one compiled call costs less than the NumPy kernels' several passes, even for tiny inputs
     return (xp is np and a.dtype in _FLOATS
             and all(type(t) is np.ndarray and t.dtype == a.dtype and t.shape == a.shape for t in arrays))
 
@@ -169,7 +160,7 @@ def batch_norm_forward(xp, x, w, b, eps: float):
         return None
     c = x.shape[1]
     rows = x.size == x.shape[0] * c
-    fn = _kernel("bn_forward_rows" if rows else "bn_forward")
+    fn = _kernel("bn_forward_rows" if rows else "bn_forward", x.dtype)
     if fn is None:
         return None
     y = np.empty(x.shape, x.dtype)
@@ -186,7 +177,7 @@ def batch_norm_backward(xp, x, w, mean, var, gy, gmean, gvar, eps: float):
         return None
     c = x.shape[1]
     rows = x.size == x.shape[0] * c
-    fn = _kernel("bn_backward_rows" if rows else "bn_backward")
+    fn = _kernel("bn_backward_rows" if rows else "bn_backward", x.dtype)
     if fn is None:
         return None
     invstd = 1.0 / np.sqrt(var.astype(np.float64) + eps)
@@ -204,7 +195,7 @@ def relu_backward(xp, g, out, into=None):
     itself), or None where the NumPy kernel must run."""
     if not _usable(xp, g, out):
         return None
-    fn = _kernel("relu_backward")
+    fn = _kernel("relu_backward", g.dtype)
     if fn is None:
         return None
     gx = np.empty(g.shape, g.dtype) if into is None else into

@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from ember.ops import dispatch
-from ember.ops.compiled import kernel_for
+from ember.ops.compiled import MIN_ELEMENTS, kernel_for
 
 _SOURCE = '''
 import math
@@ -59,9 +59,6 @@ def adam(p, g, m, v, w1, one_minus_w1, small_w, beta2, c2, bc2_sqrt, eps, neg_st
         denom = p.dtype.type(math.sqrt(vv)) / bc2_sqrt + eps
         p[k] = neg_step * mv / denom + pv  # addcdiv: (value * m) / denom + p
 '''
-
-
-_ALWAYS = 1 << 30  # one call replaces a dozen ops, so even a bias is worth it
 
 
 def _array(t):
@@ -108,7 +105,7 @@ def adam_step(p, grad, exp_avg, exp_avg_sq, *, step: float, beta1, beta2, lr, we
     dtype = arrays[0].dtype
     if any(a.dtype != dtype or a.shape != arrays[0].shape for a in arrays):
         return False
-    fn = kernel_for(_SOURCE, "adam", np, dtype, _ALWAYS)
+    fn = kernel_for(_SOURCE, "adam", np, dtype, MIN_ELEMENTS)  # every size: one call replaces a dozen ops
     if fn is None:
         return False
     cast = dtype.type
