@@ -59,14 +59,20 @@ def choose_renderer(region: Region) -> Renderer:
 
 
 def run_region(region: Region, arrays, outs=None) -> list:
-    """Compute a region's outputs on NumPy arrays with its generated kernel (into `outs` when given)."""
+    """Compute a region's outputs on NumPy arrays with its generated kernel (into `outs` when given:
+    one array or None per elementwise output; a reduction's result is always a new array, first)."""
     arrays = [np.asarray(a) for a in arrays]
+    if outs is not None and any(o is None for o in outs):
+        shape = np.broadcast_shapes(*(a.shape for a in arrays))
+        dtypes = [region.instrs[j].dtype for j in region.outputs]
+        outs = [np.empty(shape, d) if o is None else o for o, d in zip(outs, dtypes)]
     if region.dynamic and not region.shapes_agree(arrays):
         results = region.evaluate(np, arrays)  # an unknown dim turned out to broadcast inside the region
         if outs is not None:
-            for o, r in zip(outs, results):
+            head = results[:len(results) - len(outs)]  # the reduction's result
+            for o, r in zip(outs, results[len(head):]):
                 np.copyto(o, r)
-            return list(outs)
+            return head + list(outs)
         return results
     setting = _backend or get_backend()
     if setting == "auto" and max((a.size for a in arrays), default=0) < SMALL_REGION:

@@ -41,6 +41,16 @@ class FusedElementwise(Op):
                 return run_region(region, arrays, [out])[0]
         return self.kernel(xp, *arrays, region=region)
 
+    def kernel_into(self, xp, *arrays, targets, region):
+        """The kernel with some results (position -> array; the reduction, position 0 of a region that
+        has one, is never among them) written into the given arrays."""
+        skip = 1 if region.reduce is not None else 0
+        outs = [targets.get(p + skip) for p in range(len(region.outputs))]
+        from ember.graph.codegen import run_region
+
+        results = run_region(region, arrays, outs)
+        return results[0] if len(results) == 1 else tuple(results)
+
     def vjp(self, ctx, *grads):
         raise RuntimeError(
             "fused_elementwise has no gradient: fusion runs after autodiff has built the backward graph; "
