@@ -102,7 +102,7 @@ def _instr_code(region: Region, j: int, ops: list) -> tuple:
     elif name == "atan2":
         expr = f"math.atan2({a}, {b})"
     elif name == "fmod":
-        expr = f"math.fmod({a}, {b})"
+        expr = f"np.fmod({a}, {b})"  # Numba has no math.fmod
     elif name == "maximum":
         expr = _nan_max(a, b)
     elif name == "minimum":

@@ -218,3 +218,16 @@ def test_a_second_process_loads_the_compiled_kernel_from_the_disk_cache(tmp_path
     kernels = tmp_path / "kernels"
     assert len(list(kernels.glob("ember_k_*.py"))) == 1
     assert list((kernels / "__pycache__").glob("*.nbi"))  # Numba's index of the cached machine code
+
+
+def test_fmod_region_compiles_with_numba():
+    """Numba has no math.fmod: the renderer writes np.fmod (a region of fmod alone used to fail to type)."""
+    pytest.importorskip("numba")
+    from ember.graph.codegen import Arg, Instr, Region
+
+    f32 = np.dtype(np.float32)
+    region = Region([(f32, 1)], [Instr("fmod", (Arg("in", 0), Arg("c", 1.5)), (), f32, f32)], [0])
+    x = np.array([5.5, -5.5, 0.25, np.inf], np.float32)
+    with np.errstate(invalid="ignore"):
+        (out,) = codegen.NumbaRenderer().build(region)([x])
+        np.testing.assert_array_equal(out, np.fmod(x, np.float32(1.5)))
