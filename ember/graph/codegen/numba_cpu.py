@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import threading
 
 import numpy as np
@@ -221,17 +222,46 @@ def kernel_source(region: Region, rank: int, reduced: tuple = (), scalars: tuple
         body.append(f"s += {value}" if inner_reduced else f"acc[{index}] += {value}")
     lines = [f"def kernel({', '.join(params)}):"] + [f"    x{k} = in{k}[0]" for k in scalars]
     indent = "    "
-    for d in range(rank):
+    unroll = inner_reduced and _UNROLL > 1
+    for d in range(rank - 1 if unroll else rank):
         if d == rank - 1 and inner_reduced:
             lines.append(f"{indent}s = {literal(0, acc)}")
         lines.append(f"{indent}for i{d} in range(n{d}):")
         indent += "    "
-    lines += [indent + line for line in body]
-    if inner_reduced:
-        head = ", ".join([f"i{d}" for d in range(rank - 1)] + ["0"])
-        lines.append(f"{indent[:-4]}acc[{head}] += s")
+    head = ", ".join([f"i{d}" for d in range(rank - 1)] + ["0"])
+    if unroll:
+        lines += _unrolled_sum(body, rank - 1, indent, literal(0, acc), {f"x{k}" for k in scalars})
+        lines.append(f"{indent}acc[{head}] += (s + s_1) + (s_2 + s_3)")
+    else:
+        lines += [indent + line for line in body]
+        if inner_reduced:
+            lines.append(f"{indent[:-4]}acc[{head}] += s")
     header = "import math\n\nimport numpy as np\n\n# " + region.text.replace("\n", "\n# ")
     return header + "\n\n\n" + "\n".join(lines) + "\n"
+
+
+_UNROLL = 4  # partial sums of a summed inner loop: one accumulator's chain of dependent adds bounds it (1: one sum)
+_LOCAL = re.compile(r"\b([xtem])(\d+)\b")  # the body's local names: x (inputs), t (results), e/m (helpers)
+
+
+def _unrolled_sum(body: list, d: int, indent: str, zero: str, shared: set) -> list:
+    """The innermost, summed loop over i{d}, its body repeated for 4 elements into 4 partial sums `s, s_1..s_3`
+    (then a loop over the rest), so the float64 additions overlap instead of waiting on each other; `shared`:
+    names read before the loop, which the copies share."""
+    i = f"i{d}"
+    lines = [f"{indent}{name} = {zero}" for name in ("s", "s_1", "s_2", "s_3")]
+    lines.append(f"{indent}m{d}_ = n{d} - n{d} % {_UNROLL}")
+    lines.append(f"{indent}for {i} in range(0, m{d}_, {_UNROLL}):")
+    for u in range(_UNROLL):
+        for line in body:
+            if u:
+                line = _LOCAL.sub(lambda m, u=u: m.group(0) if m.group(0) in shared else f"{m.group(0)}_{u}", line)
+                line = re.sub(rf"\b{i}\b(?=[\],])", f"{i} + {u}", line)
+                line = re.sub(r"^s \+= ", f"s_{u} += ", line)
+            lines.append(f"{indent}    {line}")
+    lines.append(f"{indent}for {i} in range(m{d}_, n{d}):")
+    lines += [f"{indent}    {line}" for line in body]
+    return lines
 
 
 def coalesce(shape: tuple, tags: list, strides_list: list) -> tuple:

@@ -231,3 +231,24 @@ def test_fmod_region_compiles_with_numba():
     with np.errstate(invalid="ignore"):
         (out,) = codegen.NumbaRenderer().build(region)([x])
         np.testing.assert_array_equal(out, np.fmod(x, np.float32(1.5)))
+
+
+@pytest.mark.parametrize("shape, dims", [((3, 5, 7), (0, 2)), ((3, 5, 7), (2,)), ((4, 9), (0, 1)), ((13,), (0,)),
+                                         ((6, 3), (0,)), ((2, 3, 4), (1,))])
+def test_numba_sum_with_partial_accumulators_matches_numpy(shape, dims):
+    """A summed inner loop keeps 4 partial sums plus a remainder loop: every length and layout adds up."""
+    pytest.importorskip("numba")
+    from ember.graph.codegen import Arg, Instr, Reduce, Region
+
+    f32 = np.dtype(np.float32)
+    nd = len(shape)
+    region = Region([(f32, nd), (f32, nd)], [
+        Instr("gt", (Arg("in", 0), Arg("c", 0)), (), f32, np.dtype(bool)),
+        Instr("where", (Arg("t", 0), Arg("in", 1), Arg("c", 0.0)), (), f32, f32)], [1],
+        Reduce("sum", 1, dims, False, f32))
+    rng = np.random.default_rng(5)
+    x, g = rng.standard_normal(shape).astype(np.float32), rng.standard_normal(shape).astype(np.float32)
+    red, out = codegen.NumbaRenderer().build(region)([x, g])
+    ref = np.where(x > 0, g, np.float32(0))
+    np.testing.assert_array_equal(out, ref)
+    np.testing.assert_allclose(red, ref.astype(np.float64).sum(axis=dims), rtol=1e-6, atol=1e-6)
