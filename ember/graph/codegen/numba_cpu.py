@@ -56,6 +56,9 @@ def _supported(name: str, compute) -> bool:
     if _math(name) is not None or name in _FLOAT_ONLY:
         return compute.kind == "f"
     return _infix(name) is not None or name in _OTHER
+# A cheap op (add, mul, relu, ...) in a loop over broadcast views: about 2x NumPy's ufunc with broadcasting
+# (ResNet-18's batch-norm + ReLU regions, (1, 64, 112, 112) with per-channel operands), so NumPy's 0.35 per op.
+_STRIDED_OP = 0.8
 # Rough ns per element on one core: Numba's scalar libm calls are far slower than NumPy's SIMD ones
 # (one-op regions over 2**20 float32, measured; erf is the exception, NumPy has no ufunc for it).
 _COST = {"exp": 2.5, "log": 2.6, "log2": 2.1, "log10": 5.1, "log1p": 11.0, "expm1": 10.6, "sin": 8.2, "cos": 7.2,
@@ -378,8 +381,10 @@ class NumbaRenderer(Renderer):
                 return False
         return all(d in _DTYPES for d in dtypes)
 
-    def cost(self, region: Region) -> float:
-        return sum(_COST.get(ins.op, 0.05) for ins in region.instrs) + 0.1
+    def cost(self, region: Region, strided: bool = False) -> float:
+        """Rough ns per element; `strided`: over broadcast views, where the loop is scalar (not vectorised)."""
+        cheap = _STRIDED_OP if strided else 0.05
+        return sum(_COST.get(ins.op, cheap) for ins in region.instrs) + 0.1
 
     def build(self, region: Region) -> Kernel:
         variants: dict = {}
