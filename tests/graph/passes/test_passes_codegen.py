@@ -252,3 +252,30 @@ def test_numba_sum_with_partial_accumulators_matches_numpy(shape, dims):
     ref = np.where(x > 0, g, np.float32(0))
     np.testing.assert_array_equal(out, ref)
     np.testing.assert_allclose(red, ref.astype(np.float64).sum(axis=dims), rtol=1e-6, atol=1e-6)
+
+
+def test_auto_runs_broadcast_calls_of_cheap_regions_with_numpy():
+    """Under "auto", Numba's strided loop is not vectorised: broadcasting calls of cheap ops take NumPy's
+    code, full contiguous ones Numba's, and costly ops (erf) keep Numba either way."""
+    pytest.importorskip("numba")
+    from ember.graph.codegen import Arg, Instr, Region
+
+    f32 = np.dtype(np.float32)
+    cheap = Region([(f32, 4), (f32, 4)], [Instr("mul", (Arg("in", 0), Arg("in", 1)), (), f32, f32),
+                                          Instr("relu", (Arg("t", 0),), (), f32, f32)], [1])
+    costly = Region([(f32, 4), (f32, 4)], [Instr("mul", (Arg("in", 0), Arg("in", 1)), (), f32, f32),
+                                           Instr("erf", (Arg("t", 0),), (), f32, f32)], [1])
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((2, 8, 32, 32)).astype(np.float32)
+    scale = rng.standard_normal((1, 8, 1, 1)).astype(np.float32)
+    codegen.set_backend("auto")
+    try:
+        for region in (cheap, costly):
+            np.testing.assert_allclose(codegen.run_region(region, [x, scale])[0],
+                                       region.evaluate(np, [x, scale])[0], rtol=1e-6, atol=1e-6)
+            codegen.run_region(region, [x, x])
+        assert cheap.compiled[("setting", codegen.STRIDED)] is cheap.compiled["numpy"]
+        assert cheap.compiled[("setting", "auto")] is cheap.compiled["numba"]
+        assert costly.compiled[("setting", codegen.STRIDED)] is costly.compiled["numba"]
+    finally:
+        codegen.set_backend(None)
