@@ -207,17 +207,23 @@ def _acc_dtype(region: Region):
     return np.dtype(np.float64) if region.instrs[r.arg].dtype.kind == "f" else np.dtype(np.int64)
 
 
-def kernel_source(region: Region, rank: int, reduced: tuple = (), scalars: tuple = ()) -> str:
+def kernel_source(region: Region, rank: int, reduced: tuple = (), scalars: tuple = (), alias: tuple = ()) -> str:
     """Python source of the loop nest for `rank` merged dims (`reduced`: which of them are summed;
-    `scalars`: inputs passed as one-element arrays, such as 0-d optimizer hyperparameters)."""
+    `scalars`: inputs passed as one-element arrays, such as 0-d optimizer hyperparameters; `alias`:
+    (output, input) pairs where the output is that input's array, written through the input's name).
+
+    An output that is an input's memory (a weight updated in place) is stored through the input's
+    parameter: as a separate parameter LLVM must assume the two overlap at other indices, and its
+    run-time overlap check then sends the whole loop to the scalar version."""
     n_out = len(region.outputs)
     red = region.reduce
+    via = dict(alias)
     sizes = [f"n{d}" for d in range(rank)]
-    params = sizes + (["acc"] if red is not None else []) + [f"out{k}" for k in range(n_out)]
+    params = sizes + (["acc"] if red is not None else []) + [f"out{k}" for k in range(n_out) if k not in via]
     params += [f"in{k}" for k in range(len(region.inputs))]
     index = ", ".join(f"i{d}" for d in range(rank))
     body, names = _body(region, index, scalars)
-    body += [f"out{k}[{index}] = {names[j]}" for k, j in enumerate(region.outputs)]
+    body += [f"{f'in{via[k]}' if k in via else f'out{k}'}[{index}] = {names[j]}" for k, j in enumerate(region.outputs)]
     inner_reduced = red is not None and rank > 0 and reduced[-1]
     acc = _acc_dtype(region) if red is not None else None
     if red is not None:
@@ -340,6 +346,19 @@ def _count(fn) -> None:
     _seen[id(fn)] = (hits, misses)
 
 
+def _aliases(outs, arrays, scalars) -> tuple:
+    """(output, input) pairs where a given output is exactly an input's memory (same start, shape, layout)."""
+    found = []
+    for k, o in enumerate(outs):
+        start = o.__array_interface__["data"][0]
+        for i, a in enumerate(arrays):
+            if (i not in scalars and a.shape == o.shape and a.strides == o.strides and a.dtype == o.dtype
+                    and a.__array_interface__["data"][0] == start):
+                found.append((k, i))
+                break
+    return tuple(found)
+
+
 def _readonly(a):
     v = a.view()
     v.flags.writeable = False
@@ -393,14 +412,14 @@ class NumbaRenderer(Renderer):
         red = region.reduce
         n_in = len(region.inputs)
 
-        def variant(rank, reduced, scalars=()):
-            key = (rank, reduced, scalars)
+        def variant(rank, reduced, scalars=(), alias=()):
+            key = (rank, reduced, scalars, alias)
             fn = variants.get(key)
             if fn is None:
                 with lock:
                     fn = variants.get(key)
                     if fn is None:
-                        fn = jitted(kernel_source(region, rank, reduced, scalars))
+                        fn = jitted(kernel_source(region, rank, reduced, scalars, alias))
                         variants[key] = fn
             return fn
 
@@ -413,14 +432,17 @@ class NumbaRenderer(Renderer):
         def run(arrays, outs=None):
             arrays = [np.asarray(a) for a in arrays]
             shape = np.broadcast_shapes(*(a.shape for a in arrays))
-            outs = list(outs) if outs is not None else [np.empty(shape, d) for d in out_dtypes]
+            given = outs is not None
+            outs = list(outs) if given else [np.empty(shape, d) for d in out_dtypes]
             if red is None:
                 # one flat loop when every input is contiguous at the full shape or a single value
                 scalars = tuple(k for k, a in enumerate(arrays) if a.size == 1 and a.shape != shape)
                 if all(k in scalars or (a.shape == shape and a.flags.c_contiguous) for k, a in enumerate(arrays)):
                     n = math.prod(shape)
-                    call(variant(1, (False,), scalars), n, *(o.reshape(-1) for o in outs),
-                         *(_readonly(a.reshape(-1)) for a in arrays))
+                    alias = _aliases(outs, arrays, scalars) if given else ()
+                    via, written = {o for o, _ in alias}, {i for _, i in alias}
+                    call(variant(1, (False,), scalars, alias), n, *(o.reshape(-1) for k, o in enumerate(outs) if k not in via),
+                         *(a.reshape(-1) if k in written else _readonly(a.reshape(-1)) for k, a in enumerate(arrays)))
                     return outs
             operands = [np.broadcast_to(a, shape) for a in arrays] + outs
             tags = [False] * len(shape)

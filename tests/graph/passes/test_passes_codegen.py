@@ -279,3 +279,25 @@ def test_auto_runs_broadcast_calls_of_cheap_regions_with_numpy():
         assert costly.compiled[("setting", codegen.STRIDED)] is costly.compiled["numba"]
     finally:
         codegen.set_backend(None)
+
+
+def test_numba_output_written_over_its_input():
+    """An output given as an input's own array (a weight updated in place) is stored through that input."""
+    pytest.importorskip("numba")
+    from ember.graph.codegen import Arg, Instr, Region
+    from ember.graph.codegen.numba_cpu import kernel_source
+
+    f32 = np.dtype(np.float32)
+    # buf' = buf * 0.9 + g ; p' = p - 0.1 * buf'   (SGD with momentum), both written in place
+    region = Region([(f32, 1), (f32, 1), (f32, 1)], [
+        Instr("mul", (Arg("in", 0), Arg("c", 0.9)), (), f32, f32), Instr("add", (Arg("t", 0), Arg("in", 1)), (), f32, f32),
+        Instr("mul", (Arg("t", 1), Arg("c", 0.1)), (), f32, f32), Instr("sub", (Arg("in", 2), Arg("t", 2)), (), f32, f32)],
+        [1, 3])
+    assert "in0[i0] = t1" in kernel_source(region, 1, (False,), (), ((0, 0), (1, 2)))
+    rng = np.random.default_rng(2)
+    buf, g, p = (rng.standard_normal(1000).astype(np.float32) for _ in range(3))
+    ref = region.evaluate(np, [buf, g, p])
+    outs = codegen.NumbaRenderer().build(region)([buf, g, p], [buf, p])
+    assert outs[0] is buf and outs[1] is p
+    np.testing.assert_array_equal(buf, ref[0])
+    np.testing.assert_array_equal(p, ref[1])
