@@ -1,13 +1,14 @@
 """ember.distributed against raw mpi4py, and DDP's overhead, measured in one run.
 
 Run: ember run -n 2 benchmarks/distributed.py     (and -n 3 for the cost model's check)
-     options: --sizes 4K,64K,1M,16M,64M  --models mlp,resnet20  --steps 8  --no-ddp
+     options: --sizes 4K,64K,1M,16M,64M  --models mlp,resnet20  --steps 8  --no-ddp  --torch
 
 1. all_reduce bus bandwidth, Ember (tensor API: nonblocking MPI and a polled wait) vs mpi4py's blocking
    Allreduce on the same NumPy buffers, interleaved so both see the same machine; ratio = Ember / raw.
 2. DDP step time on N ranks over a single-process step with the same per-rank batch (every rank runs
    the local step at the same time, so both see the same load), with overlap (DDP's buckets) and
-   without (one allreduce of all gradients after backward).
+   without (one allreduce of all gradients after backward); with --torch, PyTorch's DDP (gloo) on the
+   same architectures beside it, over its own single-process step.
 3. The ring-allreduce cost model t = 2(N-1)/N * bytes / B + 2(N-1) * a, fitted on this run's large and
    small messages (rank 0 prints B and a; docs/distributed.md compares them across N).
 BLAS runs one thread per rank so ranks do not fight over cores.
@@ -22,6 +23,7 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
 
 import argparse  # noqa: E402
 import statistics  # noqa: E402
+import sys  # noqa: E402
 import time  # noqa: E402
 
 import numpy as np  # noqa: E402
@@ -146,6 +148,52 @@ def ddp_overhead(name: str, batch: int, steps: int, comm, MPI) -> tuple:  # noqa
     return t, nbytes, len(ddp._reducer.buckets)
 
 
+def torch_ddp_overhead(name: str, batch: int, steps: int, comm) -> tuple:
+    """PyTorch's DDP (gloo, one thread per rank) on the same architecture: (local s, ddp s), MAX over ranks."""
+    import torch
+    import torch.distributed as tdist
+    from torch.nn.parallel import DistributedDataParallel as TorchDDP
+
+    sys.path.insert(0, os.path.dirname(__file__))
+    from train_step import mlp, resnet20
+
+    torch.set_num_threads(1)
+    if not tdist.is_initialized():
+        port = comm.bcast(_free_port() if comm.Get_rank() == 0 else None)
+        tdist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=comm.Get_rank(),
+                                 world_size=comm.Get_size())
+    build = {"mlp": mlp, "resnet20": resnet20}[name]
+    shape = (batch, 1, 28, 28) if name == "mlp" else (batch, 3, 32, 32)
+    x, y = torch.randn(*shape), torch.randint(0, 10, (batch,))
+
+    def step_fn(net):
+        opt = torch.optim.SGD(net.parameters(), lr=0.01)
+
+        def step():
+            opt.zero_grad()
+            torch.nn.functional.cross_entropy(net(x), y).backward()
+            opt.step()
+        return step
+
+    torch.manual_seed(0)
+    t_local = _time(step_fn(build(torch)), comm, steps)
+    torch.manual_seed(0)
+    t_ddp = _time(step_fn(TorchDDP(build(torch))), comm, steps)
+    return [comm.allreduce(v, op=_max_op()) for v in (t_local, t_ddp)]
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _max_op():
+    return state.world_transport.MPI.MAX
+
+
 def fit_cost_model(rows: list, n: int) -> tuple:
     """(bandwidth B bytes/s, per-step latency a s) from the largest and smallest messages' raw times."""
     big = [r for r in rows if r[0] >= 1 << 20]
@@ -163,6 +211,7 @@ def main() -> None:
     p.add_argument("--batch", type=int, default=32)
     p.add_argument("--steps", type=int, default=8)
     p.add_argument("--no-ddp", action="store_true")
+    p.add_argument("--torch", action="store_true", help="also time PyTorch's DDP (gloo) on the same models")
     args = p.parse_args()
     dist.init_process_group()
     rank, n = dist.get_rank(), dist.get_world_size()
@@ -190,6 +239,12 @@ def main() -> None:
             (tl, td, to), nbytes, nb = ddp_overhead(name, args.batch, args.steps, comm, MPI)
             say(f"{name:>10} {_fmt_bytes(nbytes):>9} {nb:7d} {tl * 1e3:9.2f} {td * 1e3:9.2f} {td / tl:6.3f} "
                 f"{to * 1e3:13.2f} {to / tl:6.3f}")
+        if args.torch:
+            say(f"\nPyTorch DDP (gloo) on {n} ranks / its single-process step, same per-rank batch {args.batch}")
+            say(f"{'model':>10} {'local ms':>9} {'ddp ms':>9} {'ratio':>6}")
+            for name in args.models.split(","):
+                tl, td = torch_ddp_overhead(name, args.batch, args.steps, comm)
+                say(f"{name:>10} {tl * 1e3:9.2f} {td * 1e3:9.2f} {td / tl:6.3f}")
     comm.Free()
     dist.destroy_process_group()
 

@@ -664,6 +664,27 @@ def _lstm_cell(ctx, node):
     return [ctx.add("Mul", [o, ctx.add("Tanh", [c_new])]), c_new]
 
 
+@mapping("lstm_layer")
+def _lstm_layer(ctx, node):
+    """A whole LSTM layer as ONNX's LSTM op: X is the input projections (T, N, 4H), so W is the permutation
+    from Ember's gate order [i, f, o, g] to ONNX's [i, o, f, c]; R is w_hh's rows in that order."""
+    xw, h0, c0, w_hh = node.inputs
+    dt = _out(node).dtype
+    hidden = h0.shape[-1]
+    if not isinstance(hidden, int):
+        raise _unsupported(ctx, "has a symbolic hidden size")
+    order = np.concatenate([np.arange(k * hidden, (k + 1) * hidden) for k in (0, 2, 1, 3)])  # ONNX row -> ours
+    w = np.zeros((1, 4 * hidden, 4 * hidden), dtype=dt)
+    w[0, np.arange(4 * hidden), order] = 1
+    r = ctx.add("Unsqueeze", [ctx.add("Gather", [ctx.input(w_hh, dt), ctx.const(order, "gate_order")], axis=0),
+                              ctx.ints([0], "axes")])
+    h = ctx.add("Unsqueeze", [ctx.input(h0, dt), ctx.ints([0], "axes")])
+    c = ctx.add("Unsqueeze", [ctx.input(c0, dt), ctx.ints([0], "axes")])
+    y, _, y_c = ctx.add("LSTM", [ctx.input(xw, dt), ctx.const(w, "gate_permutation"), r, "", "", h, c], n_out=3,
+                        hidden_size=hidden)
+    return [ctx.add("Squeeze", [y, ctx.ints([1], "axes")]), ctx.add("Squeeze", [y_c, ctx.ints([0], "axes")])]
+
+
 @mapping("scaled_dot_product_attention")
 def _attention(ctx, node):
     """softmax(Q K^T * scale + mask) V with MatMul, Softmax and a mask (opset 18 has no Attention op)."""

@@ -7,10 +7,12 @@ are multiplied and summed in float32 and each result is rounded once.
 
 from __future__ import annotations
 
+import numpy as np
+
 from ember.errors import ShapeError, fmt_shape
-from ember.ops import depthwise
+from ember.ops import batch_threads, depthwise, depthwise_compiled
 from ember.ops._rules import binary_dtype, spec
-from ember.ops.conv_compiled import im2col_compiled
+from ember.ops.conv_compiled import col2im_available, col2im_compiled, im2col_compiled
 from ember.ops.dispatch import apply
 from ember.ops.opmath import rounded, upcast
 from ember.ops.registry import Op, register
@@ -79,6 +81,9 @@ def im2col(xp, x, kh, kw, stride, pad, dil, groups):
 
 def col2im(xp, cols, n, c, h, w, kh, kw, oh, ow, stride, pad, dil):
     """Sum (C, kh, kw, N, OH, OW) patches back into an (N, C, h, w) image (the adjoint of im2col)."""
+    img = col2im_compiled(xp, cols, n, c, h, w, kh, kw, oh, ow, stride, pad, dil)
+    if img is not None:
+        return img
     pt, pb, pl, pr = pad
     sh, sw = stride
     dh, dw = dil
@@ -169,9 +174,21 @@ class Conv2dOp(Op):
         x, w = upcast(x.astype(dtype, copy=False)), upcast(w.astype(dtype, copy=False))
         o, _, kh, kw = w.shape
         n = x.shape[0]
+        if groups > 1 and w.shape[1] == 1:
+            oh, ow = _out_hw(x, kh, kw, stride, padding, dilation)
+            out = depthwise_compiled.forward(xp, x, w, stride, padding, dilation, oh, ow)
+            if out is not None:
+                return rounded(out, dtype)
         if groups > 1 and w.shape[1] == 1 and depthwise.forward_pays(x.shape, stride, padding):  # tap by tap
             return rounded(depthwise.forward(xp, x, w, stride, padding, dilation), dtype)
         wm = w.reshape(groups, o // groups, -1)
+        h, wd = x.shape[2], x.shape[3]
+        if kh == kw == 1 and tuple(stride) == (1, 1) and not any(padding) and (n == 1 or h * wd >= 256):
+            # A pointwise convolution is a GEMM on the input as it lies: (G, O/G, C/G) @ (N, G, C/G, H*W),
+            # no patches copied; on small maps one GEMM over the whole batch (below) runs BLAS better.
+            return rounded(xp.matmul(wm, x.reshape(n, groups, -1, h * wd)).reshape(n, o, h, wd), dtype)
+        if n > 1 and xp is np and batch_threads.workers() > 1:
+            return rounded(_forward_split(x, wm, kh, kw, stride, padding, dilation, groups), dtype)
         if _small_weight(w):
             # Per-sample patches: (G, O/G, K) @ (N, G, K, L) is (N, G, O/G, L), NCHW with no
             # transposing copy; for small weights the GEMMs are memory-bound and this wins.
@@ -187,6 +204,36 @@ class Conv2dOp(Op):
 
 
 _conv2d_op = register(Conv2dOp())
+
+
+def _forward_split(x, wm, kh, kw, stride, padding, dilation, groups):
+    """conv2d with the batch split over threads (batch_threads), each making its samples' patches and GEMMs."""
+    n = x.shape[0]
+    oh, ow = _out_hw(x, kh, kw, stride, padding, dilation)
+    out = np.empty((n,) + wm.shape[:2] + (oh * ow,), np.result_type(x, wm))
+
+    def chunk(a, b):
+        cols, _, _ = im2col_per_sample(np, x[a:b], kh, kw, stride, padding, dilation, groups)
+        np.matmul(wm, cols, out=out[a:b])
+
+    batch_threads.run(chunk, n)
+    return out.reshape(n, -1, oh, ow)
+
+
+def _weight_grad_split(x, g, kh, kw, stride, padding, dilation, groups):
+    """conv2d_weight_grad as (G, K, O/G) partial products over batch chunks on threads, summed."""
+    o = g.shape[1]
+
+    def chunk(a, b):
+        cols, _, _ = im2col(np, x[a:b], kh, kw, stride, padding, dilation, groups)
+        gm = np.ascontiguousarray(g[a:b].transpose(1, 0, 2, 3)).reshape(groups, o // groups, -1)
+        return _gemm(np, cols, gm.transpose(0, 2, 1))
+
+    parts = batch_threads.run(chunk, x.shape[0])
+    total = parts[0]
+    for p in parts[1:]:
+        total += p
+    return total
 
 
 class ConvTranspose2dOp(Op):
@@ -208,7 +255,18 @@ class ConvTranspose2dOp(Op):
         x, w = upcast(x.astype(dtype, copy=False)), upcast(w.astype(dtype, copy=False))
         n, cin, h, wd = x.shape
         _, cg, kh, kw = w.shape
+        if groups > 1 and cg == 1:  # the adjoint of a depthwise convolution
+            gx = depthwise_compiled.input_grad(xp, x, w, groups, stride, padding, dilation, out_hw)
+            if gx is not None:
+                return rounded(gx, dtype)
         direct = _as_conv_padding(x.shape, w.shape, stride, padding, dilation, out_hw)
+        # Both ways run the same GEMM; they differ in the patches copied: the direct convolution's im2col
+        # reads Cin*kh*kw values per output pixel, col2im sums Cout*kh*kw per input pixel. A layer that
+        # narrows and shrinks (LeNet's second) has far fewer of the latter.
+        patches_direct = cin * kh * kw * n * out_hw[0] * out_hw[1]
+        patches_col2im = cg * groups * kh * kw * n * h * wd
+        if direct is not None and patches_col2im < patches_direct and col2im_available(xp, x.dtype, patches_col2im):
+            direct = None
         if direct is not None:
             # Stride 1: a plain convolution with the flipped, transposed weight. One im2col and GEMM,
             # instead of a GEMM into kh*kw-times-larger columns and a col2im over every tap.
@@ -216,10 +274,15 @@ class ConvTranspose2dOp(Op):
             wc = xp.ascontiguousarray(wc).reshape(groups * cg, cin // groups, kh, kw)
             return rounded(_conv2d_op.kernel(xp, x, wc, (1, 1), direct, dilation, groups), dtype)
         wmt = xp.ascontiguousarray(w.reshape(groups, cin // groups, cg * kh * kw).transpose(0, 2, 1))
-        xm = xp.ascontiguousarray(x.transpose(1, 0, 2, 3)).reshape(groups, cin // groups, n * h * wd)
-        cols = _gemm(xp, wmt, xm)  # (G, Cg*kh*kw, N*H*W)
-        return rounded(col2im(xp, cols, n, cg * groups, out_hw[0], out_hw[1], kh, kw, h, wd, stride, padding, dilation),
-                       dtype)
+
+        def part(a, b):  # samples a..b: a GEMM into their patches, summed back into their images
+            xm = xp.ascontiguousarray(x[a:b].transpose(1, 0, 2, 3)).reshape(groups, cin // groups, (b - a) * h * wd)
+            cols = _gemm(xp, wmt, xm)  # (G, Cg*kh*kw, (b-a)*H*W)
+            return col2im(xp, cols, b - a, cg * groups, out_hw[0], out_hw[1], kh, kw, h, wd, stride, padding, dilation)
+
+        if n > 1 and xp is np and batch_threads.workers() > 1:
+            return rounded(np.concatenate(batch_threads.run(part, n)), dtype)
+        return rounded(part(0, n), dtype)
 
     def vjp(self, ctx, g):
         return _conv_vjp(ctx, g, transposed=True)
@@ -303,12 +366,18 @@ class Conv2dWeightGradOp(Op):
         x, g = upcast(x.astype(dtype, copy=False)), upcast(g.astype(dtype, copy=False))
         kh, kw = kernel_hw
         if groups > 1 and x.shape[1] == groups:  # depthwise
+            gw = depthwise_compiled.weight_grad(xp, x, g, stride, padding, dilation, kh, kw)
+            if gw is not None:
+                return rounded(gw, dtype)
             return rounded(depthwise.weight_grad(xp, x, g, stride, padding, dilation, kh, kw), dtype)
-        cols, oh, ow = im2col(xp, x, kh, kw, stride, padding, dilation, groups)
         o = g.shape[1]
-        gm = xp.ascontiguousarray(g.transpose(1, 0, 2, 3)).reshape(groups, o // groups, -1)
-        # (cols @ gm^T)^T: with the long N*OH*OW axis inside, BLAS is several times faster this way round.
-        gw = _gemm(xp, cols, gm.transpose(0, 2, 1)).transpose(0, 2, 1)  # (G, O/G, Cg*kh*kw)
+        if x.shape[0] > 1 and xp is np and batch_threads.workers() > 1:
+            gw = _weight_grad_split(x, g, kh, kw, stride, padding, dilation, groups).transpose(0, 2, 1)
+        else:
+            cols, oh, ow = im2col(xp, x, kh, kw, stride, padding, dilation, groups)
+            gm = xp.ascontiguousarray(g.transpose(1, 0, 2, 3)).reshape(groups, o // groups, -1)
+            # (cols @ gm^T)^T: with the long N*OH*OW axis inside, BLAS is several times faster this way round.
+            gw = _gemm(xp, cols, gm.transpose(0, 2, 1)).transpose(0, 2, 1)  # (G, O/G, Cg*kh*kw)
         return rounded(xp.ascontiguousarray(gw).reshape(o, x.shape[1] // groups, kh, kw), dtype)
 
     def vjp(self, ctx, gg):

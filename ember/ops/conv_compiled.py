@@ -1,14 +1,18 @@
-"""im2col as a compiled kernel (Numba) when the `jit` extra is installed.
+"""im2col and col2im as compiled kernels (Numba) when the `jit` extra is installed.
 
 NumPy builds convolution patches by padding the input and copying a six-dimensional strided view,
 which runs at a fraction of memory bandwidth; this loop nest writes each patch row once and reads the
-padding as zeros without materialising it. Without Numba (or
-with EMBER_FUSION_BACKEND=numpy) the NumPy path in conv.py is used, with the same values.
+padding as zeros without materialising it. col2im, its adjoint, sums patches back into an NCHW image one
+(sample, channel) plane at a time, so the plane stays in cache while every kernel tap adds into it;
+NumPy's version is a loop of strided adds over the whole padded image per tap. Without Numba (or
+with EMBER_FUSION_BACKEND=numpy) the NumPy paths in conv.py are used, with the same values.
 """
 
 from __future__ import annotations
 
 import numpy as np
+
+from ember.ops.compiled import kernel_for
 
 _SOURCE = '''
 def im2col(x, kh, kw, sh, sw, pt, pl, dh, dw, oh, ow, out, per_sample):
@@ -30,34 +34,39 @@ def im2col(x, kh, kw, sh, sw, pt, pl, dh, dw, oh, ow, out, per_sample):
                             out[n, row, base + xx] = v
                         else:
                             out[row, n, base + xx] = v
+
+
+def col2im(cols, kh, kw, sh, sw, pt, pl, dh, dw, img):
+    # img[n, c, y*sh - pt + i*dh, x*sw - pl + j*dw] += cols[(c*kh + i)*kw + j, n, y, x], padding dropped
+    N, C, H, W = img.shape
+    oh, ow = cols.shape[2], cols.shape[3]
+    for t in range(N * C):
+        n = t // C
+        c = t % C
+        for y in range(H):
+            for xx in range(W):
+                img[n, c, y, xx] = 0
+        for i in range(kh):
+            for j in range(kw):
+                row = (c * kh + i) * kw + j
+                for y in range(oh):
+                    iy = y * sh - pt + i * dh
+                    if iy < 0 or iy >= H:
+                        continue
+                    for xx in range(ow):
+                        ix = xx * sw - pl + j * dw
+                        if ix >= 0 and ix < W:
+                            img[n, c, iy, ix] += cols[row, n, y, xx]
 '''
 
-_MIN_ELEMENTS = 1 << 14  # below this the compiled call's fixed cost is not repaid
-
-
-def _kernel():
-    from ember.graph.codegen.numba_cpu import NumbaRenderer, compiled_function
-
-    if not NumbaRenderer().available():
-        return None
-    # Serial: Numba's worker threads and OpenBLAS's (spinning after each GEMM) would fight over the cores.
-    return compiled_function(_SOURCE, "im2col")
-
-
-_cached: list = []
+def col2im_available(xp, dtype, elements: int) -> bool:
+    """Whether col2im of `elements` patch values of `dtype` would run compiled."""
+    return kernel_for(_SOURCE, "col2im", xp, dtype, elements) is not None
 
 
 def im2col_compiled(xp, x, kh, kw, stride, pad, dil, oh, ow, per_sample: bool):
     """Patches of NCHW `x` as (N, C*kh*kw, OH*OW) (per_sample) or (C*kh*kw, N*OH*OW), or None to use NumPy."""
-    if xp is not np or x.dtype not in (np.float32, np.float64) or x.size * kh * kw < _MIN_ELEMENTS:
-        return None
-    from ember.graph.codegen import get_backend
-
-    if get_backend() == "numpy":
-        return None
-    if not _cached:
-        _cached.append(_kernel())
-    fn = _cached[0]
+    fn = kernel_for(_SOURCE, "im2col", xp, x.dtype, x.size * kh * kw)
     if fn is None:
         return None
     n, c = x.shape[:2]
@@ -66,3 +75,14 @@ def im2col_compiled(xp, x, kh, kw, stride, pad, dil, oh, ow, per_sample: bool):
     fn(np.ascontiguousarray(x), kh, kw, stride[0], stride[1], pad[0], pad[2], dil[0], dil[1], oh, ow, out,
        per_sample)
     return out if per_sample else out.reshape(rows, n * oh * ow)
+
+
+def col2im_compiled(xp, cols, n, c, h, w, kh, kw, oh, ow, stride, pad, dil):
+    """The (N, C, h, w) image whose patches (C*kh*kw, N*OH*OW) are `cols` summed back, or None to use NumPy."""
+    fn = kernel_for(_SOURCE, "col2im", xp, cols.dtype, cols.size)
+    if fn is None:
+        return None
+    img = np.empty((n, c, h, w), cols.dtype)
+    fn(np.ascontiguousarray(cols).reshape(c * kh * kw, n, oh, ow), kh, kw, stride[0], stride[1], pad[0], pad[2],
+       dil[0], dil[1], img)
+    return img

@@ -18,7 +18,7 @@ from ember.ops._rules import (
 )
 from ember.ops._special import erf as _erf
 from ember.ops.dispatch import apply, apply_binary, apply_unary
-from ember.ops.registry import Op, register
+from ember.ops.registry import OPS, Op, register
 
 
 # --- unary ---------------------------------------------------------------------------
@@ -188,7 +188,7 @@ cos = _unary("cos", None, lambda c, g: -(g * sin(_x(c))), ufunc="cos", save_inpu
 tan = _unary("tan", None, lambda c, g: g * (1.0 + c.output * c.output), ufunc="tan", save_output=True)
 tanh = _unary("tanh", None, lambda c, g: g * (1.0 - c.output * c.output), ufunc="tanh", save_output=True)
 sigmoid = _unary("sigmoid", _sigmoid_kernel, lambda c, g: g * (c.output * (1.0 - c.output)), save_output=True)
-relu = _unary("relu", lambda xp, x: xp.maximum(x, x.dtype.type(0)), lambda c, g: where(c.output > 0, g, 0.0),
+relu = _unary("relu", lambda xp, x: xp.maximum(x, x.dtype.type(0)), lambda c, g: relu_backward(g, c.output),
               float_only=False, save_output=True,
               into=_int_or_float(lambda x, out: np.maximum(x, x.dtype.type(0), out=out)))
 leaky_relu = _unary("leaky_relu", _leaky_relu_kernel,
@@ -519,6 +519,39 @@ _ALL_ONES = {n: (np.dtype(f"u{n}"), np.dtype(f"u{n}").type(np.iinfo(f"u{n}").max
 
 
 _where_op = register(WhereOp())
+
+
+def _relu_backward_kernel(xp, g, out):
+    from ember.ops import batch_norm_compiled
+
+    fast = batch_norm_compiled.relu_backward(xp, g, out)
+    if fast is not None:
+        return fast
+    mask = ~(out <= 0)  # NaN in out passes g, as PyTorch's threshold_backward
+    picked = _masked_select_zero(xp, mask, g, 0.0, g.dtype)
+    return picked if picked is not None else xp.where(mask, g, g.dtype.type(0))
+
+
+# relu's gradient as one op (PyTorch's threshold_backward): 0 where out <= 0, else g. It is linear in g,
+# so its own gradient is relu_backward(gg, out), and every order of derivative stays this one op.
+relu_backward = _binary("relu_backward", _relu_backward_kernel,
+                        lambda c, g: (relu_backward(g, c.input(1)) if c.needs_grad(0) else None, None),
+                        reads={0: (1,), 1: ()})
+
+
+def _relu_backward_out(xp, g, out_, *, out):
+    """relu_backward into `out` (a planned buffer, maybe g's own) where the compiled kernel runs."""
+    from ember.ops import batch_norm_compiled
+
+    if type(out) is np.ndarray and out.flags.c_contiguous and out.shape == getattr(g, "shape", None) \
+            and out.dtype == getattr(g, "dtype", None):
+        done = batch_norm_compiled.relu_backward(xp, g, out_, into=out)
+        if done is not None:
+            return done
+    return OPS["relu_backward"].kernel(xp, g, out_)
+
+
+OPS["relu_backward"].kernel_out = _relu_backward_out
 
 
 def where(condition, input=None, other=None):

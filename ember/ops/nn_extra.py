@@ -2,7 +2,10 @@
 
 linear is x @ w.T + b as one kernel (instead of transpose, matmul and add, forward and backward).
 batch_norm (training statistics) and layer_norm normalise and apply the affine transform in one
-kernel, and return their statistics for the backward pass and the running averages.
+kernel, and return their statistics for the backward pass and the running averages. batch_norm's
+gradient is the op batch_norm_backward (gx, gw, gb in one kernel, two passes over x and gy) unless
+create_graph records it, when it is written in Ember ops so that it differentiates again. With Numba,
+batch_norm's forward and backward kernels are compiled loops (ember.ops.batch_norm_compiled).
 float16/bfloat16 inputs are computed in float32 (see ember.ops.opmath) and the results rounded
 once; the statistics outputs stay float32, so gradients are not computed from rounded statistics.
 nll_loss picks -w[t] * logp[n, t] for class-index targets in one kernel. Its gradient is the op
@@ -14,7 +17,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from ember.autograd.grad_mode import state as grad_state
 from ember.errors import ShapeError, fmt_shape
+from ember.ops import batch_norm_compiled
 from ember.ops._rules import FLOAT_NP, binary_dtype, spec
 from ember.ops.dispatch import apply
 from ember.ops.elementwise import zeros_like_grad
@@ -30,6 +35,15 @@ def _affine_shape(ndim: int, channels: int) -> tuple:
 
 
 # --- batch norm -------------------------------------------------------------------------------
+def _channel_sums(a):
+    """Float64 sums over every dim but 1 of (N, C, ...): NumPy adds along a strided axis one term at a
+    time, which over thousands of rows loses float32 digits (of the mean, say), so each (n, c) row is
+    summed first (pairwise, contiguous) and the N partial sums then in float64."""
+    a3 = a.reshape(a.shape[0], a.shape[1], _count(a.shape, range(2, a.ndim)))
+    part = a3.sum(axis=2) if a3.shape[2] > 1 else a3[:, :, 0]
+    return part.sum(axis=0, dtype=np.float64)
+
+
 class BatchNormOp(Op):
     """Training-mode batch norm over every dim but 1. Outputs (y, mean, biased var), each stat (C,)."""
 
@@ -52,15 +66,17 @@ class BatchNormOp(Op):
         return spec(tuple(x.shape), x.dtype), spec((c,), stat), spec((c,), stat)
 
     def kernel(self, xp, x, w, b, eps):
+        fast = batch_norm_compiled.batch_norm_forward(xp, x, w, b, eps)
+        if fast is not None:
+            return fast
         dtype = x.dtype
         x = upcast(x)
         c = x.shape[1]
-        axes = (0,) + tuple(range(2, x.ndim))
         n = x.size // c
         shape = _affine_shape(x.ndim, c)
-        mean = x.sum(axis=axes, dtype=x.dtype) / n
+        mean = (_channel_sums(x) / n).astype(x.dtype)
         xc = x - mean.reshape(shape)
-        var = (xc * xc).sum(axis=axes, dtype=x.dtype) / n
+        var = (_channel_sums(xc * xc) / n).astype(x.dtype)
         scale = 1.0 / xp.sqrt(var + eps)
         if w is not None:
             scale = scale * upcast(w)
@@ -70,37 +86,108 @@ class BatchNormOp(Op):
         return rounded(xc, dtype), mean.astype(x.dtype, copy=False), var.astype(x.dtype, copy=False)
 
     def vjp(self, ctx, gy, gmean=None, gvar=None):
-        from ember.ops.elementwise import rsqrt
-        from ember.ops.reduction import sum as _sum
-        from ember.ops.shape import reshape
-
-        # float16/bfloat16: the whole rule runs in float32, the engine rounds each gradient once
-        x, w, gy = upcast_tensor(ctx.input(0)), upcast_tensor(ctx.input(1)), upcast_tensor(gy)
-        mean, var = ctx.output_at(1), ctx.output_at(2)
-        c = x.shape[1]
-        axes = (0,) + tuple(range(2, x.ndim))
-        n = x.numel() // c
-        shape = _affine_shape(x.ndim, c)
-        xc = x - reshape(mean, shape)
-        gx = gw = gb = None
-        if gy is not None:
-            invstd = rsqrt(var + ctx.attrs["eps"])
-            xhat = xc * reshape(invstd, shape)
-            gb = _sum(gy, axes)
-            gw = _sum(gy * xhat, axes)
-            k = invstd if w is None else invstd * w
-            gx = (gy - reshape(gb / n, shape) - xhat * reshape(gw / n, shape)) * reshape(k, shape)
-        # the statistics are outputs too (the layers only read them detached, for running averages)
-        if gmean is not None:
-            gm = reshape(gmean / n, shape)
-            gx = gm + zeros_like_grad(x) if gx is None else gx + gm
-        if gvar is not None:
-            gv = xc * reshape(gvar * (2.0 / n), shape)
-            gx = gv if gx is None else gx + gv
+        x, w, mean, var = ctx.input(0), ctx.input(1), ctx.output_at(1), ctx.output_at(2)
+        if grad_state.enabled:  # create_graph: a gradient made of differentiable ops
+            gx, gw, gb = _batch_norm_vjp_in_ops(x, w, mean, var, gy, gmean, gvar, ctx.attrs["eps"])
+        else:
+            gx, gw, gb = apply(_batch_norm_backward_op, x, w, mean, var, gy, gmean, gvar, eps=ctx.attrs["eps"])
+            if gy is None:
+                gw = gb = None
         return gx, (gw if ctx.needs_grad(1) else None), (gb if ctx.needs_grad(2) else None)
 
 
+class BatchNormBackwardOp(Op):
+    """Gradients (of x, w, b) of batch_norm from those of (y, mean, var); gy, gmean and gvar may be None.
+
+    Outputs (gx, gw, gb); gw and gb are per channel in the statistics' dtype (float32 for float16/bfloat16).
+    """
+
+    name = "batch_norm_backward"
+    n_outputs = 3
+    fresh_output = True
+    differentiable = False  # under create_graph the ops of _batch_norm_vjp_in_ops are recorded instead
+
+    def infer(self, x, w, mean, var, gy, gmean, gvar, eps):
+        if len(x.shape) < 2 or tuple(mean.shape) != (x.shape[1],) or tuple(var.shape) != (x.shape[1],):
+            raise ShapeError(f"batch_norm_backward: expected input (N, C, ...) and statistics (C,), got "
+                             f"{fmt_shape(x.shape)}, {fmt_shape(mean.shape)} and {fmt_shape(var.shape)}")
+        if gy is not None and tuple(gy.shape) != tuple(x.shape):
+            raise ShapeError(f"batch_norm_backward: output gradient {fmt_shape(gy.shape)} does not match the "
+                             f"input {fmt_shape(x.shape)}")
+        c, stat = x.shape[1], opmath(x.dtype)
+        return spec(tuple(x.shape), x.dtype), spec((c,), stat), spec((c,), stat)
+
+    def kernel(self, xp, x, w, mean, var, gy, gmean, gvar, eps):
+        fast = batch_norm_compiled.batch_norm_backward(xp, x, w, mean, var, gy, gmean, gvar, eps)
+        if fast is not None:
+            return fast
+        dtype = x.dtype
+        x = upcast(x)
+        acc = x.dtype
+        c = x.shape[1]
+        n = x.size // c
+        shape = _affine_shape(x.ndim, c)
+        invstd = (1.0 / xp.sqrt(upcast(var).astype(acc, copy=False) + eps)).astype(acc, copy=False)
+        k = invstd if w is None else invstd * upcast(w).astype(acc, copy=False)
+        xc = x - upcast(mean).astype(acc, copy=False).reshape(shape)
+        if gy is not None:
+            gy = upcast(gy).astype(acc, copy=False)
+            gb = _channel_sums(gy).astype(acc)
+            gw_raw = _channel_sums(gy * xc).astype(acc)
+            gw = gw_raw * invstd
+            a = -(k * invstd * invstd * gw_raw) / n  # gx = k * gy + a * xc + shift, per channel
+            shift = -(k * gb) / n
+            gx = gy * k.reshape(shape)
+        else:
+            gw = gb = xp.zeros(c, acc)
+            a = shift = xp.zeros(c, acc)
+            gx = None
+        # the statistics are outputs too (the layers only read them detached, for running averages)
+        if gvar is not None:
+            a = a + upcast(gvar).astype(acc, copy=False) * (2.0 / n)
+        if gmean is not None:
+            shift = shift + upcast(gmean).astype(acc, copy=False) / n
+        xc *= a.astype(acc, copy=False).reshape(shape)
+        if gx is None:
+            gx = xc
+        else:
+            gx += xc
+        gx += shift.astype(acc, copy=False).reshape(shape)
+        return rounded(gx, dtype), gw.astype(acc, copy=False), gb.astype(acc, copy=False)
+
+
+def _batch_norm_vjp_in_ops(x, w, mean, var, gy, gmean, gvar, eps):
+    """batch_norm's gradient written in Ember ops (recorded, so it can be differentiated again)."""
+    from ember.ops.elementwise import rsqrt
+    from ember.ops.reduction import sum as _sum
+    from ember.ops.shape import reshape
+
+    # float16/bfloat16: the whole rule runs in float32, the engine rounds each gradient once
+    x, w, gy = upcast_tensor(x), upcast_tensor(w), upcast_tensor(gy)
+    c = x.shape[1]
+    axes = (0,) + tuple(range(2, x.ndim))
+    n = x.numel() // c
+    shape = _affine_shape(x.ndim, c)
+    xc = x - reshape(mean, shape)
+    gx = gw = gb = None
+    if gy is not None:
+        invstd = rsqrt(var + eps)
+        xhat = xc * reshape(invstd, shape)
+        gb = _sum(gy, axes)
+        gw = _sum(gy * xhat, axes)
+        k = invstd if w is None else invstd * w
+        gx = (gy - reshape(gb / n, shape) - xhat * reshape(gw / n, shape)) * reshape(k, shape)
+    if gmean is not None:
+        gm = reshape(gmean / n, shape)
+        gx = gm + zeros_like_grad(x) if gx is None else gx + gm
+    if gvar is not None:
+        gv = xc * reshape(gvar * (2.0 / n), shape)
+        gx = gv if gx is None else gx + gv
+    return gx, gw, gb
+
+
 _batch_norm_op = register(BatchNormOp())
+_batch_norm_backward_op = register(BatchNormBackwardOp())
 
 
 def batch_norm_train(input: Tensor, weight: Tensor | None = None, bias: Tensor | None = None,

@@ -1,4 +1,5 @@
-"""2-D max and average pooling (NCHW), as loops over kernel positions of strided views.
+"""2-D max and average pooling (NCHW), as loops over kernel positions of strided views (max pooling
+compiled, see pool_compiled.py, where Numba is installed).
 
 Sums (average windows, and gradients of overlapping windows) of float16/bfloat16 run in float32.
 """
@@ -13,6 +14,7 @@ from ember.errors import ShapeError, fmt_shape
 from ember.ops._rules import FLOAT_NP, INT64_NP, spec
 from ember.ops.dispatch import apply
 from ember.ops.opmath import rounded, upcast
+from ember.ops.pool_compiled import max_pool2d_backward_compiled, max_pool2d_compiled
 from ember.ops.registry import Op, register
 
 
@@ -77,6 +79,9 @@ class MaxPool2dOp(Op):
 
     def kernel(self, xp, x, kernel, stride, padding, dilation, ceil_mode):
         oh, ow = _geometry(self.name, x, kernel, stride, padding, dilation, ceil_mode)
+        compiled = max_pool2d_compiled(xp, x, kernel, stride, padding, dilation, oh, ow)
+        if compiled is not None:
+            return compiled
         fill = -np.inf if x.dtype in FLOAT_NP else np.iinfo(x.dtype).min
         xpad = _padded(xp, x, padding, oh, ow, kernel, stride, dilation, fill)
         best = _window(xp, xpad, 0, 0, oh, ow, stride, dilation).copy()
@@ -116,6 +121,9 @@ class MaxPool2dBackwardOp(Op):
         return spec(in_shape, g.dtype)
 
     def kernel(self, xp, g, idx, in_shape, kernel, stride, padding, dilation, ceil_mode):
+        compiled = max_pool2d_backward_compiled(xp, g, idx, in_shape, kernel, stride, padding, dilation)
+        if compiled is not None:
+            return compiled
         n, c, h, w = in_shape
         oh, ow = g.shape[2], g.shape[3]
         ph, pw = padding

@@ -22,14 +22,20 @@ from ember.ops.registry import Op, register
 
 def _gates(xp, pre, hidden: int):
     """(i, f, o, g) activated from pre-activations [i, f, o, g] (float32 or float64 arrays)."""
+    act = activated_gates(xp, pre, hidden)
+    h = hidden
+    return act[..., :h], act[..., h:2 * h], act[..., 2 * h:3 * h], act[..., 3 * h:]
+
+
+def activated_gates(xp, pre, hidden: int):
+    """sigmoid of the [i, f, o] pre-activations and tanh of [g], as one array shaped like `pre`."""
     act = np.empty_like(pre)
     with np.errstate(over="ignore"):  # exp overflows to inf for very negative inputs: sigmoid is exactly 0
         xp.exp(np.negative(pre[..., :3 * hidden], out=act[..., :3 * hidden]), out=act[..., :3 * hidden])
     act[..., :3 * hidden] += 1.0
     xp.reciprocal(act[..., :3 * hidden], out=act[..., :3 * hidden])
     xp.tanh(pre[..., 3 * hidden:], out=act[..., 3 * hidden:])
-    h = hidden
-    return act[..., :h], act[..., h:2 * h], act[..., 2 * h:3 * h], act[..., 3 * h:]
+    return act
 
 
 def _check(pre, c, what: str):

@@ -6,6 +6,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from ember import ops
+from ember.optim.fused import adam_step
 from ember.optim.optimizer import Optimizer, _effective_grad, _nonzero, _sqrt, _step_counter, _step_value
 from ember.tensor import Tensor
 
@@ -75,6 +76,10 @@ def adam(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, *, 
         grad = grads[i]
         step_t = state_steps[i]
         step_t.add_(1)
+        if not amsgrad and adam_step(p, grad, exp_avgs[i], exp_avg_sqs[i], step=_step_value(step_t), beta1=beta1,
+                                     beta2=beta2, lr=lr, weight_decay=weight_decay, eps=eps, maximize=maximize,
+                                     decoupled=decoupled_weight_decay):
+            continue  # one compiled pass (fused.py), bit for bit the ops below
         if _nonzero(weight_decay) and decoupled_weight_decay:
             p.mul_(1 - lr * weight_decay)
             grad = -grad if maximize else grad

@@ -6,6 +6,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from ember.ops import dispatch
+from ember.optim.fused import sgd_momentum_step
 from ember.optim.optimizer import Optimizer, _effective_grad, _nonzero
 from ember.tensor import Tensor
 
@@ -57,6 +58,10 @@ def sgd(params, grads, momentum_buffers, *, lr, momentum, dampening, weight_deca
     The options may be Python numbers or 0-d tensors (graph inputs under ember.jit).
     """
     for i, (p, grad) in enumerate(zip(params, grads)):
+        if _nonzero(momentum) and momentum_buffers[i] is not None and sgd_momentum_step(
+                p, grad, momentum_buffers[i], lr=lr, momentum=momentum, dampening=dampening,
+                weight_decay=weight_decay, nesterov=nesterov, maximize=maximize):
+            continue  # one compiled pass (fused.py), bit for bit the ops below
         d_p = _effective_grad(p, grad, weight_decay, maximize)
         if _nonzero(momentum):
             buf = momentum_buffers[i]

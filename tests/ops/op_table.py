@@ -23,6 +23,12 @@ def row(name: str, fn, make, **kw) -> None:
     ROWS.append(OpRow(name, fn, make, **kw))
 
 
+def _relu_backward(g, out):
+    from ember.ops.elementwise import relu_backward
+
+    return relu_backward(g, out)
+
+
 # --- input makers ------------------------------------------------------------------------------
 def one(gen: str = "normal", **kw):
     """One random-shaped array drawn by Rand.<gen>."""
@@ -523,6 +529,10 @@ row("conv2d_depthwise_strided", lambda L, x, w: L.conv2d(x, w, stride=2, padding
     lambda r: [r.normal((2, 4, 7, 6)), r.normal((4, 1, 3, 2))], tol=CONV)
 row("conv2d_all", lambda L, x, w, b: L.conv2d(x, w, b, stride=(2, 1), padding=(1, 2), dilation=(1, 2), groups=2),
     conv_args(groups=2, bias=True, min_hw=4), tol=CONV)
+row("conv2d_pointwise", lambda L, x, w: L.conv2d(x, w), conv_args(k=(1, 1)), tol=CONV)  # a GEMM on x as it lies
+row("conv2d_pointwise_groups", lambda L, x, w, b: L.conv2d(x, w, b, groups=2), conv_args(groups=2, k=(1, 1), bias=True),
+    tol=CONV)
+row("conv2d_pointwise_strided", lambda L, x, w: L.conv2d(x, w, stride=2), conv_args(k=(1, 1)), tol=CONV)
 row("conv2d_unbatched", lambda L, x, w: L.conv2d(x, w), lambda r: [r.normal((2, 4, 5)), r.normal((3, 2, 2, 2))],
     tol=CONV)
 row("conv_transpose2d", lambda L, x, w: L.conv_transpose2d(x, w), conv_args(transposed=True), tol=CONV)
@@ -640,6 +650,13 @@ for _name in ("floor", "ceil", "round", "trunc"):
         tol=EXACT)
 row("frac", lambda L, x: L.frac(x), lambda r: [np.round(r.normal(r.shape()) * 4) / 2 + 0.1])
 row("leaky_relu", lambda L, x: L.leaky_relu(x, negative_slope=0.2), one("away"))
+# relu's gradient op (PyTorch's threshold_backward), small and long.
+row("relu_backward", lambda L, g, out: _relu_backward(g, out), lambda r: [r.normal(s := r.shape()), r.away(s)],
+    th=lambda L, g, out: L.ops.aten.threshold_backward(g, out, 0.0), nograd=(1,))
+row("relu_backward_long", lambda L, g, out: _relu_backward(g, out), lambda r: [r.normal((64, 128)), r.away((64, 128))],
+    th=lambda L, g, out: L.ops.aten.threshold_backward(g, out, 0.0), nograd=(1,), gradcheck=False)
+row("relu_long", lambda L, x: L.relu(x), lambda r: [r.away((64, 128))], gradcheck=False)
+
 row("elu", lambda L, x: L.elu(x, alpha=0.7), one("away"))
 row("positional_params", lambda L, x: L.softplus(x, 2.0, 3.0) + L.leaky_relu(x, 0.3) + L.elu(x, 0.5),
     one("away", at=1.5, gap=0.2, hi=3.0), tol=TRANSCENDENTAL)
@@ -786,6 +803,25 @@ row("batch_norm_train", lambda L, x, w, b: nnf(L).batch_norm(x, None, None, w, b
     mats((4, 3, 5), (3,), (3,)), tol=REDUCTION)
 row("batch_norm_train_large_values", lambda L, x, w, b: nnf(L).batch_norm(x, None, None, w, b, training=True),
     _near((512, 3), (3,), (3,)), tol=LARGE, **LONG)
+# BatchNorm1d on (N, C), 2d, 3d; without the affine parameters; and long channels (8192 values), whose
+# sums run many iterations of the compiled kernels' loops (forward and batch_norm_backward).
+row("batch_norm_train_nc", lambda L, x, w, b: nnf(L).batch_norm(x, None, None, w, b, training=True),
+    mats((6, 4), (4,), (4,)), tol=REDUCTION)
+row("batch_norm_train_2d", lambda L, x, w, b: nnf(L).batch_norm(x, None, None, w, b, training=True),
+    mats((3, 4, 5, 2), (4,), (4,)), tol=REDUCTION)
+row("batch_norm_train_3d", lambda L, x, w, b: nnf(L).batch_norm(x, None, None, w, b, training=True),
+    mats((2, 3, 2, 3, 2), (3,), (3,)), tol=REDUCTION)
+row("batch_norm_train_no_affine", lambda L, x: nnf(L).batch_norm(x, None, None, training=True),
+    mats((4, 3, 5)), tol=REDUCTION)
+row("batch_norm_train_weight_only", lambda L, x, w: nnf(L).batch_norm(x, None, None, w, training=True),
+    mats((4, 3, 2, 2), (3,)), tol=REDUCTION)
+row("batch_norm_train_compiled", lambda L, x, w, b: nnf(L).batch_norm(x, None, None, w, b, training=True),
+    mats((8, 4, 16, 16), (4,), (4,)), tol=REDUCTION, **LONG)
+row("batch_norm_train_compiled_nc", lambda L, x: nnf(L).batch_norm(x, None, None, training=True),
+    mats((1024, 8)), tol=REDUCTION, **LONG)
+row("batch_norm_train_compiled_large_values",
+    lambda L, x, w, b: nnf(L).batch_norm(x, None, None, w, b, training=True),
+    _near((4096, 2), (2,), (2,)), tol=LARGE, **LONG)
 row("batch_norm_eval", lambda L, x, m, v, w, b: nnf(L).batch_norm(x, m, v, w, b),
     lambda r: [r.normal((4, 3, 5)), r.normal((3,)), r.uniform((3,), 0.5, 2.0), r.normal((3,)), r.normal((3,))],
     nograd=(1, 2))
@@ -885,6 +921,27 @@ row("gru_cell_two_directions", _ember_gru_cell,
 row("lstm_cell", _ember_lstm_cell, mats((3, 20), (3, 5)), th=_torch_lstm_cell, tol=TRANSCENDENTAL)
 row("lstm_cell_two_directions", _ember_lstm_cell, lambda r: [r.normal((2, 3, 8), scale=3.0), r.normal((2, 3, 2))],
     th=_torch_lstm_cell, tol=TRANSCENDENTAL)
+
+
+def _torch_lstm_layer(L, xw, h0, c0, w_hh):
+    """An LSTM layer step by step in PyTorch's ops (the oracle of ember's fused lstm_layer): (hs, c_T)."""
+    h, c, hs = h0, c0, []
+    for t in range(xw.shape[0]):
+        h, c = _torch_lstm_cell(L, xw[t] + h @ w_hh.T, c)
+        hs.append(h)
+    return L.stack(hs, 0), c
+
+
+def _ember_lstm_layer(L, xw, h0, c0, w_hh):
+    from ember.ops.recurrent_layer import lstm_layer
+
+    return lstm_layer(xw, h0, c0, w_hh)
+
+
+row("lstm_layer", _ember_lstm_layer, lambda r: [r.normal((4, 3, 8), scale=2.0), r.normal((3, 2)), r.normal((3, 2)),
+                                                r.normal((8, 2))], th=_torch_lstm_layer, tol=TRANSCENDENTAL)
+row("lstm_layer_one_step", _ember_lstm_layer, mats((1, 2, 12), (2, 3), (2, 3), (12, 3)), th=_torch_lstm_layer,
+    tol=TRANSCENDENTAL)
 row("cosine_similarity", lambda L, a, b: nnf(L).cosine_similarity(a, b), mats((3, 5), (3, 5)), tol=REDUCTION)
 row("normalize", lambda L, x: nnf(L).normalize(x, dim=-1), mats((3, 5)), tol=REDUCTION)
 

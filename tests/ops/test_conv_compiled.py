@@ -27,3 +27,49 @@ def test_compiled_im2col_equals_numpy(dtype, stride, pad, dil, groups, per_sampl
         codegen.set_backend(None)
     assert (oh, ow) == (oh2, ow2) and got.shape == want.shape and got.dtype == want.dtype
     np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("stride,pad,dil", [
+    ((1, 1), (0, 0, 0, 0), (1, 1)), ((2, 1), (1, 1, 1, 1), (1, 1)), ((1, 2), (2, 0, 1, 3), (2, 1)),
+    ((3, 3), (1, 2, 0, 1), (1, 2)), ((2, 2), (2, 2, 2, 2), (2, 2)),
+])
+def test_compiled_col2im_equals_numpy(dtype, stride, pad, dil):
+    n, c, h, w, kh, kw = 3, 8, 17, 13, 3, 4
+    oh, ow = conv._out_hw(np.empty((n, c, h, w)), kh, kw, stride, pad, dil)
+    cols = np.random.default_rng(1).standard_normal((c * kh * kw, n * oh * ow)).astype(dtype)
+    try:
+        codegen.set_backend("numpy")
+        want = conv.col2im(np, cols, n, c, h, w, kh, kw, oh, ow, stride, pad, dil)
+        codegen.set_backend("numba")
+        got = conv.col2im(np, cols, n, c, h, w, kh, kw, oh, ow, stride, pad, dil)
+    finally:
+        codegen.set_backend(None)
+    assert got.shape == want.shape == (n, c, h, w) and got.dtype == want.dtype
+    np.testing.assert_allclose(got, want, rtol=1e-12 if dtype == np.float64 else 1e-5, atol=1e-12 if dtype == np.float64 else 1e-5)
+
+
+@pytest.mark.parametrize("backend", ["numpy", "numba"])
+@pytest.mark.parametrize("x_shape,w_shape,stride,padding", [
+    ((8, 6, 14, 14), (16, 6, 5, 5), 1, 0),   # LeNet's second layer: its input gradient goes through col2im
+    ((4, 16, 32, 32), (32, 16, 3, 3), 2, 1),  # a strided ResNet layer
+    ((4, 16, 16, 16), (16, 16, 3, 3), 1, 1),  # same width and size: the direct convolution
+])
+def test_conv_gradients_match_torch_on_both_paths(backend, x_shape, w_shape, stride, padding):
+    torch = pytest.importorskip("torch")
+    import ember as em
+
+    rng = np.random.default_rng(2)
+    x, w = rng.standard_normal(x_shape).astype(np.float32), rng.standard_normal(w_shape).astype(np.float32)
+    tx, tw = torch.tensor(x, requires_grad=True), torch.tensor(w, requires_grad=True)
+    ty = torch.nn.functional.conv2d(tx, tw, stride=stride, padding=padding)
+    g = rng.standard_normal(tuple(ty.shape)).astype(np.float32)
+    ty.backward(torch.tensor(g))
+    try:
+        codegen.set_backend(backend)
+        ex, ew = em.tensor(x, requires_grad=True), em.tensor(w, requires_grad=True)
+        em.nn.functional.conv2d(ex, ew, stride=stride, padding=padding).backward(em.tensor(g))
+    finally:
+        codegen.set_backend(None)
+    np.testing.assert_allclose(ex.grad.numpy(), tx.grad.numpy(), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(ew.grad.numpy(), tw.grad.numpy(), rtol=1e-4, atol=2e-4)

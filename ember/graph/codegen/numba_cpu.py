@@ -36,8 +36,8 @@ _INFIX = {"add": "+", "subtract": "-", "multiply": "*", "true_divide": "/", "equ
           "bitwise_or": "|", "bitwise_xor": "^"}
 # Ops written out below by name (no single ufunc, or NumPy's NaN and rounding rules spelled out).
 _FLOAT_ONLY = frozenset({"pow", "atan2", "fmod", "erf", "sigmoid", "silu", "rsqrt", "reciprocal"})
-_OTHER = frozenset({"neg", "abs", "sign", "square", "relu", "leaky_relu", "maximum", "minimum", "floor", "ceil",
-                    "trunc", "round", "frac", "logical_not", "bitwise_not", "isnan", "isinf", "isfinite",
+_OTHER = frozenset({"neg", "abs", "sign", "square", "relu", "relu_backward", "leaky_relu", "maximum", "minimum",
+                    "floor", "ceil", "trunc", "round", "frac", "logical_not", "bitwise_not", "isnan", "isinf", "isfinite",
                     "logical_and", "logical_or", "logical_xor", "where", "clamp", "cast", "clone"})
 
 
@@ -122,6 +122,8 @@ def _instr_code(region: Region, j: int, ops: list) -> tuple:
         expr = f"({a} * {a})"
     elif name == "relu":
         expr = f"({a} if not ({a} < {k(0)}) else {k(0)})"
+    elif name == "relu_backward":  # (g, out): 0 where out <= 0, else g (also where out is NaN, as PyTorch)
+        expr = f"({k(0)} if {b} <= {k(0)} else {a})"
     elif name == "leaky_relu":
         expr = f"({a} if {a} > {k(0)} else {a} * {k(attrs.get('negative_slope', 0.01))})"
     elif name == "reciprocal":

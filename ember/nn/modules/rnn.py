@@ -18,6 +18,7 @@ from ember.nn.modules.module import Module
 from ember.nn.parameter import Parameter
 from ember.ops.creation_ops import zeros_like_shape
 from ember.ops.recurrent import gru_cell, lstm_cell
+from ember.ops.recurrent_layer import lstm_layer
 from ember.ops.split import split, unbind
 from ember.tensor import Tensor
 
@@ -35,6 +36,33 @@ def _ifog_to_ifgo(t: Tensor) -> Tensor:
     """LSTM gate rows (dim 0) from PyTorch's order [i, f, g, o] to [i, f, o, g]."""
     i, f, g, o = split(t, t.shape[0] // 4, 0)
     return em.cat([i, f, o, g], 0)
+
+
+def _fused_layer_ok(xws: list, w_hhs: list, states: list) -> bool:
+    """Whether lstm_layer can run this layer: every tensor of one floating dtype (autocast may mix them)."""
+    dtypes = {t.dtype for t in (*xws, *w_hhs, *states)}
+    return len(dtypes) == 1 and next(iter(dtypes)).is_floating_point
+
+
+def _lstm_layers_fused(xws: list, w_hhs: list, states: list, tdim: int):
+    """One LSTM layer, each direction one lstm_layer op (the reverse one over the flipped sequence):
+    (output, [h_n, c_n]) as RNNBase._run_layer returns them."""
+    outs, hs_last, cs_last = [], [], []
+    two = len(xws) == 2
+    for d, (xw, w_hh) in enumerate(zip(xws, w_hhs)):
+        xw = xw.transpose(0, 1) if tdim == 1 else xw  # time-major
+        if d == 1:
+            xw = em.flip(xw, (0,))
+        h0, c0 = (states[0][d], states[1][d]) if two else states
+        hs, c = lstm_layer(xw, h0, c0, w_hh)
+        hs_last.append(hs[-1])
+        cs_last.append(c)
+        outs.append(em.flip(hs, (0,)) if d == 1 else hs)
+    out = em.cat(outs, -1) if two else outs[0]
+    out = out.transpose(0, 1) if tdim == 1 else out
+    if two:
+        return out, [em.stack(hs_last, 0), em.stack(cs_last, 0)]
+    return out, [hs_last[0], cs_last[0]]
 
 
 def _lstm_step(pre: Tensor, c: Tensor, hidden: int) -> tuple[Tensor, Tensor]:
@@ -226,6 +254,8 @@ class RNNBase(Module):
         for w_ih, _w_hh, b_ih, b_hh, _w_hr in ws:
             b = None if b_ih is None else (b_ih if mode == "GRU" else b_ih + b_hh)
             xws.append(_linear_rows(x, w_ih, b))
+        if mode == "LSTM" and ws[0][4] is None and _fused_layer_ok(xws, [w[1] for w in ws], init_states):
+            return _lstm_layers_fused(xws, [w[1] for w in ws], init_states, tdim)
         if dirs == 1:
             xw = xws[0]
             w_hh, w_hr, b_hh = ws[0][1], ws[0][4], ws[0][3]

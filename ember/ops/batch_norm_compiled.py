@@ -1,0 +1,203 @@
+"""Batch norm's training forward and backward, and ReLU's backward, as compiled kernels (Numba, `jit` extra).
+
+Channel by channel, the statistics pass and the output pass read the same slice of x (and gy), which
+still sits in cache for the second pass, so each kernel costs about one trip through memory where the
+NumPy kernels in nn_extra.py make six to eight, each with a temporary. Sums accumulate in float64.
+Without Numba (or with EMBER_FUSION_BACKEND=numpy) the callers use their NumPy kernels.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ember.ops.compiled import MIN_ELEMENTS, kernel_for
+
+# Loops are written per channel over (N, C, M) views: x[n, c, :] is one contiguous run of M values.
+# For M = 1 ((N, C), or trailing dims of size 1) the *_rows kernels sum whole rows instead. Inputs are C-contiguous (a broadcast
+# gradient, e.g. of a sum, is copied once).
+_SOURCE = '''
+import math
+
+import numpy as np
+
+
+def bn_forward(x, w, b, eps, y, mean, var):
+    N, C, M = x.shape
+    cnt = N * M
+    for c in range(C):
+        s = 0.0
+        for n in range(N):
+            for m in range(M):
+                s += x[n, c, m]
+        mu = s / cnt
+        q = 0.0
+        for n in range(N):
+            for m in range(M):
+                d = x[n, c, m] - mu
+                q += d * d
+        v = q / cnt
+        mean[c] = mu
+        var[c] = v
+        # the output pass in x's dtype: float32 data runs twice as many lanes as float64 would
+        t = x.dtype.type
+        k = t(w[c] / math.sqrt(v + eps))
+        sh = t(b[c])
+        mu_t = t(mu)
+        for n in range(N):
+            for m in range(M):
+                y[n, c, m] = (x[n, c, m] - mu_t) * k + sh
+
+
+def bn_backward(x, gy, mean, invstd, w, gmean, gvar, gx, gw, gb):
+    N, C, M = x.shape
+    cnt = N * M
+    for c in range(C):
+        mu = np.float64(mean[c])
+        sg = 0.0
+        sgx = 0.0
+        for n in range(N):
+            for m in range(M):
+                g = gy[n, c, m]
+                sg += g
+                sgx += g * (x[n, c, m] - mu)
+        istd = np.float64(invstd[c])
+        gb[c] = sg
+        gw[c] = sgx * istd
+        k = istd * w[c]
+        # gx = k * (gy - mean(gy) - xhat * mean(gy * xhat)) plus the statistics outputs' gradients
+        a = -k * istd * istd * sgx / cnt + 2.0 * gvar[c] / cnt
+        sh = -k * sg / cnt + gmean[c] / cnt
+        t = x.dtype.type
+        k_t, a_t, sh_t, mu_t = t(k), t(a), t(sh), mean[c]
+        for n in range(N):
+            for m in range(M):
+                gx[n, c, m] = k_t * gy[n, c, m] + a_t * (x[n, c, m] - mu_t) + sh_t
+
+
+def bn_forward_rows(x, w, b, eps, y, mean, var):
+    # (N, C): channel by channel would stride through memory, so sum whole rows into per-channel arrays
+    N, C = x.shape
+    s = np.zeros(C)
+    for n in range(N):
+        for c in range(C):
+            s[c] += x[n, c]
+    s /= N
+    q = np.zeros(C)
+    for n in range(N):
+        for c in range(C):
+            d = x[n, c] - s[c]
+            q[c] += d * d
+    q /= N
+    k = np.empty(C, x.dtype)
+    sh = np.empty(C, x.dtype)
+    mu = np.empty(C, x.dtype)
+    for c in range(C):
+        mean[c] = s[c]
+        var[c] = q[c]
+        mu[c] = s[c]
+        k[c] = w[c] / math.sqrt(q[c] + eps)
+        sh[c] = b[c]
+    for n in range(N):
+        for c in range(C):
+            y[n, c] = (x[n, c] - mu[c]) * k[c] + sh[c]
+
+
+def bn_backward_rows(x, gy, mean, invstd, w, gmean, gvar, gx, gw, gb):
+    N, C = x.shape
+    sg = np.zeros(C)
+    sgx = np.zeros(C)
+    for n in range(N):
+        for c in range(C):
+            g = gy[n, c]
+            sg[c] += g
+            sgx[c] += g * (x[n, c] - mean[c])
+    k = np.empty(C, x.dtype)
+    a = np.empty(C, x.dtype)
+    sh = np.empty(C, x.dtype)
+    for c in range(C):
+        istd = np.float64(invstd[c])
+        gb[c] = sg[c]
+        gw[c] = sgx[c] * istd
+        kc = istd * w[c]
+        k[c] = kc
+        a[c] = -kc * istd * istd * sgx[c] / N + 2.0 * gvar[c] / N
+        sh[c] = -kc * sg[c] / N + gmean[c] / N
+    for n in range(N):
+        for c in range(C):
+            gx[n, c] = k[c] * gy[n, c] + a[c] * (x[n, c] - mean[c]) + sh[c]
+
+
+def relu_backward(g, out, gx):
+    z = g.dtype.type(0)
+    for i in range(g.size):
+        gx[i] = z if out[i] <= 0 else g[i]  # NaN in out passes g, as PyTorch's threshold_backward
+'''
+
+_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+def _kernel(name: str, dtype):
+    """The compiled function `name` for `dtype`, or None (no Numba, or the NumPy backend is chosen)."""
+    # every size: one compiled call costs less than the NumPy kernels' several passes, even for tiny inputs;
+    # 'reassoc' lets the sums vectorise (several partial sums); NaN and inf still propagate.
+    return kernel_for(_SOURCE, name, np, dtype, MIN_ELEMENTS, fastmath={"reassoc"})
+
+
+def _usable(xp, *arrays) -> bool:
+    a = arrays[0]
+    return (xp is np and a.dtype in _FLOATS
+            and all(type(t) is np.ndarray and t.dtype == a.dtype and t.shape == a.shape for t in arrays))
+
+
+def _per_channel(p, c: int, dtype, fill: float):
+    """A (C,) float64 array of a per-channel parameter (or `fill` for None)."""
+    return np.full(c, fill) if p is None else np.asarray(p, dtype=np.float64).reshape(c)
+
+
+def batch_norm_forward(xp, x, w, b, eps: float):
+    """(y, mean, biased var) of training-mode batch norm, or None where the NumPy kernel must run."""
+    if not _usable(xp, x):
+        return None
+    c = x.shape[1]
+    rows = x.size == x.shape[0] * c
+    fn = _kernel("bn_forward_rows" if rows else "bn_forward", x.dtype)
+    if fn is None:
+        return None
+    y = np.empty(x.shape, x.dtype)
+    mean, var = np.empty(c, x.dtype), np.empty(c, x.dtype)
+    shape = (x.shape[0], c) if rows else (x.shape[0], c, -1)
+    fn(np.ascontiguousarray(x).reshape(shape), _per_channel(w, c, x.dtype, 1.0), _per_channel(b, c, x.dtype, 0.0),
+       float(eps), y.reshape(shape), mean, var)
+    return y, mean, var
+
+
+def batch_norm_backward(xp, x, w, mean, var, gy, gmean, gvar, eps: float):
+    """(gx, gw, gb) of training-mode batch norm, or None where the NumPy kernel must run."""
+    if gy is None or not _usable(xp, x, gy) or mean.dtype != x.dtype or var.dtype != x.dtype:
+        return None
+    c = x.shape[1]
+    rows = x.size == x.shape[0] * c
+    fn = _kernel("bn_backward_rows" if rows else "bn_backward", x.dtype)
+    if fn is None:
+        return None
+    invstd = 1.0 / np.sqrt(var.astype(np.float64) + eps)
+    gx = np.empty(x.shape, x.dtype)
+    gw, gb = np.empty(c, x.dtype), np.empty(c, x.dtype)
+    shape = (x.shape[0], c) if rows else (x.shape[0], c, -1)
+    fn(np.ascontiguousarray(x).reshape(shape), np.ascontiguousarray(gy).reshape(shape), mean, invstd,
+       _per_channel(w, c, x.dtype, 1.0), _per_channel(gmean, c, x.dtype, 0.0), _per_channel(gvar, c, x.dtype, 0.0),
+       gx.reshape(shape), gw, gb)
+    return gx, gw, gb
+
+
+def relu_backward(xp, g, out, into=None):
+    """g where out > 0 else 0 in one pass (into a C-contiguous `into` of g's shape and dtype, which may be g
+    itself), or None where the NumPy kernel must run."""
+    if not _usable(xp, g, out):
+        return None
+    fn = _kernel("relu_backward", g.dtype)
+    if fn is None:
+        return None
+    gx = np.empty(g.shape, g.dtype) if into is None else into
+    fn(np.ascontiguousarray(g).reshape(-1), np.ascontiguousarray(out).reshape(-1), gx.reshape(-1))
+    return gx

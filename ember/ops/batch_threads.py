@@ -1,0 +1,108 @@
+"""Split a convolution's batch over threads that each run single-threaded BLAS.
+
+im2col is a serial copy, and BLAS parallelises a GEMM with a skinny dimension (16 output channels, 144
+patch rows) poorly, so splitting the batch itself keeps every core busy through both; PyTorch's
+im2col convolution (slow_conv2d) parallelises over the batch in the same way. NumPy releases the
+GIL in matmul and the compiled kernels are `nogil`, so plain threads run in parallel. During the
+split, NumPy's OpenBLAS runs one thread per call (it would otherwise start its own threads inside
+each call and oversubscribe the cores); its thread count is restored afterwards. Where NumPy's BLAS
+cannot be told that (another BLAS, or none found), or with one core, nothing is split.
+EMBER_CONV_THREADS=N sets the number of threads (1 turns the split off).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import glob
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+
+_SETTERS = ("scipy_openblas_set_num_threads64_", "openblas_set_num_threads64_", "openblas_set_num_threads")
+_GETTERS = ("scipy_openblas_get_num_threads64_", "openblas_get_num_threads64_", "openblas_get_num_threads")
+
+_lock = threading.Lock()
+_state: dict = {}
+
+
+def _blas_controls():
+    """(get, set) for NumPy's bundled OpenBLAS thread count, or None."""
+    libs = glob.glob(os.path.join(os.path.dirname(np.__file__), os.pardir, "numpy.libs", "*openblas*"))
+    for path in libs:
+        try:
+            lib = ctypes.CDLL(path)
+        except OSError:
+            continue
+        for get_name, set_name in zip(_GETTERS, _SETTERS):
+            if hasattr(lib, get_name) and hasattr(lib, set_name):
+                getter, setter = getattr(lib, get_name), getattr(lib, set_name)
+                getter.restype = ctypes.c_int
+                setter.argtypes = [ctypes.c_int]
+                return getter, setter
+    return None
+
+
+def _cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def workers() -> int:
+    """How many threads a batch is split over (1: not split)."""
+    if _state.get("pid") != os.getpid():  # first use, or a forked child: the parent's pool threads are gone
+        with _lock:
+            if _state.get("pid") != os.getpid():
+                controls = _blas_controls()
+                n = min(_cores(), 8) if controls is not None else 1
+                env = os.environ.get("EMBER_CONV_THREADS")
+                if env and env.isdigit():
+                    n = max(1, int(env)) if controls is not None else 1
+                _state["controls"] = controls
+                _state["pool"] = ThreadPoolExecutor(n - 1, thread_name_prefix="ember-batch") if n > 1 else None
+                _state["workers"] = n
+                _state["active"] = 0
+                _state["pid"] = os.getpid()
+    return _state["workers"]
+
+
+def split(n: int, parts: int) -> list[tuple[int, int]]:
+    """[start, stop) ranges of `parts` near-equal chunks of range(n), none empty."""
+    parts = max(1, min(parts, n))
+    bounds = [n * k // parts for k in range(parts + 1)]
+    return [(bounds[k], bounds[k + 1]) for k in range(parts)]
+
+
+def run(fn, n: int) -> list:
+    """fn(start, stop) for chunks of a batch of n, concurrently; the results in chunk order."""
+    chunks = split(n, workers())
+    if len(chunks) == 1:
+        return [fn(0, n)]
+    _enter()
+    try:
+        futures = [_state["pool"].submit(fn, a, b) for a, b in chunks[1:]]
+        first = fn(*chunks[0])
+        return [first] + [f.result() for f in futures]
+    finally:
+        _leave()
+
+
+def _enter() -> None:
+    # The first of any concurrent splits (the engine may run two convolutions at once) saves BLAS's
+    # thread count and sets one; the last to leave restores it.
+    with _lock:
+        if _state["active"] == 0:
+            get, set_threads = _state["controls"]
+            _state["saved"] = get()
+            set_threads(1)
+        _state["active"] += 1
+
+
+def _leave() -> None:
+    with _lock:
+        _state["active"] -= 1
+        if _state["active"] == 0:
+            _state["controls"][1](_state["saved"])

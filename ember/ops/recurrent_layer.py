@@ -1,0 +1,195 @@
+"""A whole LSTM layer over a sequence as one op, forward and backward (what cuDNN and oneDNN run).
+
+`lstm_cell` makes each time step one op, but a step still costs a hidden-projection GEMM, an add and the
+cell forward, and backward a GEMM for the hidden state's gradient and another for the weight's, each
+an autograd node. `lstm_layer` runs the recurrence in one kernel from the input projections of every
+step (computed outside as one GEMM), and its gradient, `lstm_layer_backward`, walks the steps back
+once: per step one GEMM for the hidden state's gradient and the cell's elementwise rule, then the
+weight's gradient for all steps as one GEMM. The pre-activations and cell states it needs are rebuilt
+from the saved hidden states (one GEMM and a cheap elementwise scan) instead of being kept.
+With `create_graph=True` the gradient is written in Ember ops (step by step, through `lstm_cell`), so
+every order of derivative exists. Gates are in the order [i, f, o, g], as `lstm_cell`'s.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ember.autograd.grad_mode import state as grad_state
+from ember.errors import ShapeError, fmt_shape
+from ember.ops._rules import FLOAT_NP, spec
+from ember.ops.dispatch import apply
+from ember.ops.opmath import rounded, upcast
+from ember.ops.recurrent import activated_gates
+from ember.ops.recurrent_compiled import step_backward_kernel
+from ember.ops.registry import Op, register
+
+
+def _check(xw, h0, c0, w_hh, what: str):
+    if len(xw.shape) != 3 or len(h0.shape) != 2 or len(w_hh.shape) != 2:
+        raise ShapeError(f"{what}: expected input projections (T, N, 4*H), states (N, H) and a weight (4*H, H), got "
+                         f"{fmt_shape(xw.shape)}, {fmt_shape(h0.shape)} and {fmt_shape(w_hh.shape)}")
+    t, n, g = xw.shape
+    hidden = h0.shape[1]
+    if tuple(h0.shape) != (n, hidden) or tuple(c0.shape) != (n, hidden) or g != 4 * hidden \
+            or tuple(w_hh.shape) != (4 * hidden, hidden):
+        raise ShapeError(f"{what}: shapes do not agree: input projections {fmt_shape(xw.shape)}, h0 "
+                         f"{fmt_shape(h0.shape)}, c0 {fmt_shape(c0.shape)}, weight {fmt_shape(w_hh.shape)}")
+    dtypes = {np.dtype(a.dtype) for a in (xw, h0, c0, w_hh)}
+    if len(dtypes) != 1 or not dtypes <= FLOAT_NP:
+        raise TypeError(f"{what}: expected floating-point tensors of one dtype, got "
+                        f"{', '.join(str(a.dtype) for a in (xw, h0, c0, w_hh))}")
+
+
+class LSTMLayerOp(Op):
+    """(hs, c_T): every step's hidden state (T, N, H) and the last cell state, from (xw, h0, c0, w_hh)."""
+
+    name = "lstm_layer"
+    n_outputs = 2
+    fresh_output = True
+    save_inputs = (0, 1, 2, 3)
+    save_outputs = (0,)
+
+    def infer(self, xw, h0, c0, w_hh):
+        _check(xw, h0, c0, w_hh, self.name)
+        return spec((xw.shape[0],) + tuple(h0.shape), xw.dtype), spec(tuple(c0.shape), xw.dtype)
+
+    def kernel(self, xp, xw, h0, c0, w_hh):
+        dtype = xw.dtype  # float16/bfloat16: computed in float32, each output rounded once
+        xw, h0, c0, w_hh = (upcast(a) for a in (xw, h0, c0, w_hh))
+        steps, _, four_h = xw.shape
+        hidden = four_h // 4
+        hs = np.empty((steps,) + h0.shape, xw.dtype)
+        h, c = h0, np.array(c0)
+        w_t = np.ascontiguousarray(w_hh.T)  # BLAS runs these small products ~25% faster on a contiguous operand
+        # one step in about a dozen NumPy calls on preallocated buffers (a step is small: call overhead counts)
+        pre = np.empty(xw.shape[1:], xw.dtype)
+        ifo, g = pre[:, :3 * hidden], pre[:, 3 * hidden:]
+        i, f, o = (ifo[:, k * hidden:(k + 1) * hidden] for k in range(3))
+        tmp = np.empty_like(c)
+        for t in range(steps):
+            np.matmul(h, w_t, out=pre)
+            pre += xw[t]
+            with np.errstate(over="ignore"):  # exp overflows to inf for very negative inputs: sigmoid is 0
+                np.exp(np.negative(ifo, out=ifo), out=ifo)
+            ifo += 1.0
+            np.reciprocal(ifo, out=ifo)
+            np.tanh(g, out=g)
+            c *= f
+            np.multiply(i, g, out=tmp)
+            c += tmp
+            np.tanh(c, out=tmp)
+            h = np.multiply(o, tmp, out=hs[t])
+        return rounded(hs, dtype), rounded(c, dtype)
+
+    def vjp(self, ctx, ghs, gc):
+        xw, h0, c0, w_hh = (ctx.input(i) for i in range(4))
+        if grad_state.enabled:  # create_graph: a gradient made of differentiable ops
+            grads = _lstm_layer_vjp_in_ops(xw, h0, c0, w_hh, ghs, gc)
+        else:
+            grads = apply(_lstm_layer_backward_op, xw, h0, c0, w_hh, ctx.output_at(0), ghs, gc)
+        return tuple(g if ctx.needs_grad(i) else None for i, g in enumerate(grads))
+
+
+class LSTMLayerBackwardOp(Op):
+    """Gradients (of xw, h0, c0, w_hh) of lstm_layer from those of (hs, c_T); either may be None (zero)."""
+
+    name = "lstm_layer_backward"
+    n_outputs = 4
+    fresh_output = True
+    differentiable = False  # under create_graph the ops of _lstm_layer_vjp_in_ops are recorded instead
+
+    def infer(self, xw, h0, c0, w_hh, hs, ghs, gc):
+        _check(xw, h0, c0, w_hh, self.name)
+        return tuple(spec(tuple(a.shape), a.dtype) for a in (xw, h0, c0, w_hh))
+
+    def kernel(self, xp, xw, h0, c0, w_hh, hs, ghs, gc):
+        dtype = xw.dtype
+        xw, h0, c0, w_hh, hs = (upcast(a) for a in (xw, h0, c0, w_hh, hs))
+        ghs = None if ghs is None else upcast(ghs)
+        steps, _, four_h = xw.shape
+        hidden = four_h // 4
+        # The pre-activations of every step at once: xw + [h0, h_1 .. h_{T-1}] @ w_hh^T, and the gates.
+        h_prev = np.concatenate([h0[None], hs[:-1]])
+        pre = np.matmul(h_prev, w_hh.T)
+        pre += xw
+        act = activated_gates(xp, pre, hidden)
+        i, f, o, g = (act[..., k * hidden:(k + 1) * hidden] for k in range(4))
+        cs = np.empty((steps + 1,) + c0.shape, xw.dtype)  # cs[t + 1] is step t's cell state
+        cs[0] = c0
+        for t in range(steps):
+            np.multiply(f[t], cs[t], out=cs[t + 1])
+            cs[t + 1] += i[t] * g[t]
+        tanh_c = np.tanh(cs[1:])
+        dpre = np.empty_like(pre)
+        dh = np.zeros(h0.shape, xw.dtype)
+        dc = np.zeros(c0.shape, xw.dtype) if gc is None else np.array(gc, dtype=xw.dtype)
+        tmp = np.empty_like(dc)
+        compiled = step_backward_kernel(xp, xw.dtype, xw.size)
+        for t in range(steps - 1, -1, -1):
+            if ghs is not None:
+                dh += ghs[t]
+            if compiled is not None:
+                compiled(dh, dc, act[t], tanh_c[t], cs[t], dpre[t])
+                np.matmul(dpre[t], w_hh, out=dh)
+                continue
+            # dc += dh * o * (1 - tanh(c)^2);  d o = dh * tanh(c)
+            np.multiply(tanh_c[t], tanh_c[t], out=tmp)
+            np.subtract(1.0, tmp, out=tmp)
+            tmp *= o[t]
+            tmp *= dh
+            dc += tmp
+            d = dpre[t]
+            np.multiply(dh, tanh_c[t], out=d[:, 2 * hidden:3 * hidden])
+            d[:, 2 * hidden:3 * hidden] *= o[t] * (1.0 - o[t])
+            np.multiply(dc, g[t], out=d[:, :hidden])
+            d[:, :hidden] *= i[t] * (1.0 - i[t])
+            np.multiply(dc, cs[t], out=d[:, hidden:2 * hidden])
+            d[:, hidden:2 * hidden] *= f[t] * (1.0 - f[t])
+            np.multiply(dc, i[t], out=d[:, 3 * hidden:])
+            d[:, 3 * hidden:] *= 1.0 - g[t] * g[t]
+            dc *= f[t]
+            np.matmul(d, w_hh, out=dh)
+        # every step's share of the weight's gradient as one GEMM: sum_t dpre_t^T @ h_{t-1}
+        dw = np.matmul(dpre.reshape(-1, four_h).T, h_prev.reshape(-1, hidden))
+        return tuple(rounded(a, dtype) for a in (dpre, dh, dc, dw))
+
+
+_lstm_layer_op = register(LSTMLayerOp())
+_lstm_layer_backward_op = register(LSTMLayerBackwardOp())
+
+
+def _lstm_layer_vjp_in_ops(xw, h0, c0, w_hh, ghs, gc):
+    """lstm_layer's gradient in Ember ops (recorded, so it can be differentiated again): the steps are
+    replayed through lstm_cell, then walked back with lstm_cell's own gradient in ops."""
+    from ember.ops.linalg import matmul
+    from ember.ops.recurrent import _lstm_cell_vjp_in_ops, lstm_cell
+    from ember.ops.shape import stack
+    from ember.ops.split import unbind
+
+    steps, _, four_h = xw.shape
+    w_t = w_hh.transpose(0, 1)
+    pres, c_prev, h_prev = [], [], []
+    h, c = h0, c0
+    for xt in unbind(xw, 0):
+        pre = h @ w_t + xt
+        pres.append(pre)
+        c_prev.append(c)
+        h_prev.append(h)
+        h, c = lstm_cell(pre, c)
+    ghs = unbind(ghs, 0) if ghs is not None else [None] * steps
+    dpres = [None] * steps
+    dh, dc = None, gc
+    for t in range(steps - 1, -1, -1):
+        gh = ghs[t] if dh is None else (dh if ghs[t] is None else ghs[t] + dh)
+        dpres[t], dc = _lstm_cell_vjp_in_ops(pres[t], c_prev[t], gh, dc)
+        dh = dpres[t] @ w_hh
+    dxw = stack(dpres, 0)
+    dw = matmul(dxw.reshape(-1, four_h).transpose(0, 1), stack(h_prev, 0).reshape(-1, w_hh.shape[1]))
+    return dxw, dh, dc, dw
+
+
+def lstm_layer(xw, h0, c0, w_hh):
+    """(hs, c_T) of an LSTM layer from every step's input projection xw (T, N, 4H, gates [i, f, o, g],
+    biases included), the initial states (N, H) and the hidden-to-hidden weight (4H, H)."""
+    return apply(_lstm_layer_op, xw, h0, c0, w_hh)

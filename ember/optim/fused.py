@@ -1,0 +1,119 @@
+"""One compiled pass per parameter for SGD with momentum and for Adam/AdamW (eager CPU, Numba).
+
+Written in tensor ops, SGD's momentum update is five passes over every parameter-sized array and
+Adam's about a dozen, each op with its own dispatch and temporary. These loops read each array once
+and write the parameter and its state once, with the same operations in the same order and in the
+parameter's dtype (every Python-number option rounded to it first, as NumPy's weak scalars are), so
+the results are bit for bit the unfused ones. They run only where that holds: eager NumPy float32/
+float64 data of one dtype, contiguous and writable, Python-number options, existing state (SGD's
+buffer; Adam without amsgrad); everything else (SGD's first step, jit traces, other devices) takes
+the tensor-op path in sgd.py and adam.py.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ember.ops import dispatch
+from ember.ops.compiled import MIN_ELEMENTS, kernel_for
+
+_SOURCE = '''
+import math
+
+
+def sgd_momentum(p, g, buf, lr_neg, momentum, keep, wd, has_wd, has_keep, nesterov, maximize):
+    for k in range(p.size):
+        gv = g[k]
+        if has_wd:  # weight_decay * param, then +/- grad (sgd.py's _effective_grad)
+            d = p[k] * wd
+            d = d - gv if maximize else d + gv
+        else:
+            d = -gv if maximize else gv
+        b = buf[k] * momentum
+        b = b + d * keep if has_keep else b + d
+        buf[k] = b
+        step = d + b * momentum if nesterov else b
+        p[k] = p[k] + step * lr_neg
+
+
+def adam(p, g, m, v, w1, one_minus_w1, small_w, beta2, c2, bc2_sqrt, eps, neg_step, wd, decay, mode, maximize):
+    # mode 0: no weight decay, 1: L2 (weight_decay * param +/- grad), 2: decoupled (param *= decay)
+    for k in range(p.size):
+        pv = p[k]
+        gv = g[k]
+        if mode == 1:
+            d = pv * wd
+            gv = d - gv if maximize else d + gv
+        else:
+            if mode == 2:
+                pv = pv * decay
+            if maximize:
+                gv = -gv
+        mv = m[k]
+        diff = gv - mv
+        mv = mv + w1 * diff if small_w else gv - diff * one_minus_w1  # lerp, PyTorch's two forms
+        m[k] = mv
+        vv = v[k] * beta2
+        vv = c2 * gv * gv + vv  # addcmul: (value * g) * g + v
+        v[k] = vv
+        denom = p.dtype.type(math.sqrt(vv)) / bc2_sqrt + eps
+        p[k] = neg_step * mv / denom + pv  # addcdiv: (value * m) / denom + p
+'''
+
+
+def _array(t):
+    a = t._data
+    if type(a) is not np.ndarray or not a.flags.c_contiguous or not a.flags.writeable:
+        return None
+    return a
+
+
+def sgd_momentum_step(p, grad, buf, *, lr, momentum, dampening, weight_decay, nesterov, maximize) -> bool:
+    """Apply one SGD-with-momentum update to p and buf in one compiled pass; False where it cannot run."""
+    options = (lr, momentum, dampening, weight_decay)
+    if not dispatch.eager_now() or any(type(v) not in (int, float) for v in options):
+        return False
+    arrays = [_array(t) for t in (p, grad, buf)]
+    if any(a is None for a in arrays) or p._device is not grad._device or p._device is not buf._device:
+        return False
+    pa, ga, ba = arrays
+    dtype = pa.dtype
+    if ga.dtype != dtype or ba.dtype != dtype or ga.shape != pa.shape or ba.shape != pa.shape:
+        return False
+    fn = kernel_for(_SOURCE, "sgd_momentum", np, dtype, pa.size)
+    if fn is None:
+        return False
+    cast = dtype.type  # Python numbers act in the array's dtype, as NumPy's weak scalars do
+    keep = 1 - dampening
+    fn(pa.reshape(-1), ga.reshape(-1), ba.reshape(-1), cast(-lr), cast(momentum), cast(keep), cast(weight_decay),
+       weight_decay != 0, keep != 1, bool(nesterov), bool(maximize))
+    p._version[0] += 1
+    buf._version[0] += 1
+    return True
+
+
+def adam_step(p, grad, exp_avg, exp_avg_sq, *, step: float, beta1, beta2, lr, weight_decay, eps, maximize: bool,
+              decoupled: bool) -> bool:
+    """Apply one Adam (AdamW with `decoupled`) update in one compiled pass; False where it cannot run."""
+    options = (beta1, beta2, lr, weight_decay, eps)
+    if not dispatch.eager_now() or any(type(v) not in (int, float) for v in options):
+        return False
+    tensors = (p, grad, exp_avg, exp_avg_sq)
+    arrays = [_array(t) for t in tensors]
+    if any(a is None for a in arrays) or any(t._device is not p._device for t in tensors):
+        return False
+    dtype = arrays[0].dtype
+    if any(a.dtype != dtype or a.shape != arrays[0].shape for a in arrays):
+        return False
+    fn = kernel_for(_SOURCE, "adam", np, dtype, MIN_ELEMENTS)  # every size: one call replaces a dozen ops
+    if fn is None:
+        return False
+    cast = dtype.type
+    w1 = cast(1 - beta1)
+    mode = 0 if weight_decay == 0 else (2 if decoupled else 1)
+    fn(*(a.reshape(-1) for a in arrays), w1, cast(1) - w1, bool(abs(w1) < 0.5), cast(beta2), cast(1 - beta2),
+       cast((1 - beta2**step) ** 0.5), cast(eps), cast(-(lr / (1 - beta1**step))), cast(weight_decay),
+       cast(1 - lr * weight_decay), mode, bool(maximize))
+    for t in (p, exp_avg, exp_avg_sq):
+        t._version[0] += 1
+    return True

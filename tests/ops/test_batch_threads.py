@@ -1,0 +1,86 @@
+"""Convolutions with the batch split over threads equal the unsplit ones, and BLAS's thread count is restored."""
+
+import threading
+
+import numpy as np
+import pytest
+
+from ember.ops import batch_threads, conv
+
+
+def test_split_covers_the_batch_in_order():
+    assert batch_threads.split(5, 2) == [(0, 2), (2, 5)]
+    assert batch_threads.split(1, 4) == [(0, 1)]
+    assert batch_threads.split(8, 3) == [(0, 2), (2, 5), (5, 8)]
+
+
+@pytest.fixture
+def two_workers(monkeypatch):
+    if batch_threads.workers() < 2:
+        pytest.skip("NumPy's BLAS thread count cannot be set here, or one core")
+    monkeypatch.setitem(batch_threads._state, "workers", 2)
+
+
+def _blas_threads():
+    return batch_threads._state["controls"][0]()
+
+
+def test_run_restores_blas_threads_under_concurrent_splits(two_workers):
+    before = _blas_threads()
+    seen = []
+
+    def work(a, b):
+        seen.append(_blas_threads())
+        return b - a
+
+    errors = []
+
+    def caller():
+        try:
+            for _ in range(50):
+                assert sum(batch_threads.run(work, 9)) == 9
+        except AssertionError as e:  # pragma: no cover - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=caller) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    assert set(seen) == {1}  # single-threaded BLAS inside every chunk
+    assert _blas_threads() == before
+
+
+@pytest.mark.parametrize("stride,padding,groups", [(1, 1, 1), (2, 1, 1), (1, 0, 2), (3, 2, 4)])
+def test_split_convolution_equals_unsplit(two_workers, monkeypatch, stride, padding, groups):
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((5, 8, 19, 17)).astype(np.float32)
+    w = rng.standard_normal((12, 8 // groups, 3, 3)).astype(np.float32)
+    attrs = dict(stride=(stride, stride), padding=(padding,) * 4, dilation=(1, 1), groups=groups)
+    split_y = conv._conv2d_op.kernel(np, x, w, **attrs)
+    g = rng.standard_normal(split_y.shape).astype(np.float32)
+    split_gw = conv._conv2d_weight_grad_op.kernel(np, x, g, kernel_hw=(3, 3), **attrs)
+    split_gx = conv._conv_transpose2d_op.kernel(np, g, w, out_hw=x.shape[2:], **attrs)
+    monkeypatch.setitem(batch_threads._state, "workers", 1)
+    y = conv._conv2d_op.kernel(np, x, w, **attrs)
+    gw = conv._conv2d_weight_grad_op.kernel(np, x, g, kernel_hw=(3, 3), **attrs)
+    gx = conv._conv_transpose2d_op.kernel(np, g, w, out_hw=x.shape[2:], **attrs)
+    np.testing.assert_allclose(split_y, y, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(split_gw, gw, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(split_gx, gx, rtol=1e-5, atol=1e-5)
+
+
+def test_a_forked_child_makes_its_own_threads(two_workers):
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("fork")
+    with ctx.Pool(1) as pool:  # the child must not wait on the parent's (absent) pool threads
+        assert pool.apply_async(_conv_in_child).get(timeout=60) == (5, 12, 15, 15)
+
+
+def _conv_in_child():
+    batch_threads._state["workers"] = 2 if batch_threads.workers() > 1 else 1
+    x = np.ones((5, 8, 19, 17), np.float32)
+    return conv._conv2d_op.kernel(np, x, np.ones((12, 8, 5, 3), np.float32), stride=(1, 1), padding=(0, 0, 0, 0),
+                                  dilation=(1, 1), groups=1).shape

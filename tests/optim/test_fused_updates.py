@@ -1,0 +1,114 @@
+"""The compiled one-pass SGD-momentum and Adam updates equal the tensor-op updates bit for bit, and bump versions."""
+
+import numpy as np
+import pytest
+
+import ember as em
+from ember.graph import codegen
+from ember.optim import fused
+
+pytest.importorskip("numba")
+
+
+def _train(backend, dtype, monkeypatch, **options):
+    calls = []
+    real = fused.sgd_momentum_step
+
+    def counted(*args, **kw):
+        ran = real(*args, **kw)
+        calls.append(ran)
+        return ran
+
+    monkeypatch.setattr("ember.optim.sgd.sgd_momentum_step", counted)
+    try:
+        codegen.set_backend(backend)
+        em.manual_seed(0)
+        model = em.nn.Sequential(em.nn.Linear(300, 200), em.nn.ReLU(), em.nn.Linear(200, 10)).to(dtype)
+        opt = em.optim.SGD(model.parameters(), lr=0.05, momentum=0.9, **options)
+        rng = np.random.default_rng(0)
+        for _ in range(6):
+            x = em.tensor(rng.standard_normal((32, 300))).to(dtype)
+            y = em.tensor(rng.integers(0, 10, 32))
+            opt.zero_grad()
+            em.nn.functional.cross_entropy(model(x), y).backward()
+            opt.step()
+            opt.param_groups[0]["lr"] *= 0.7  # the options change between steps, as a scheduler's do
+    finally:
+        codegen.set_backend(None)
+    state = [p.detach().numpy().copy() for p in model.parameters()]
+    state += [opt.state[p]["momentum_buffer"].numpy().copy() for p in model.parameters()]
+    return state, any(calls)
+
+
+@pytest.mark.parametrize("dtype", [em.float32, em.float64])
+@pytest.mark.parametrize("options", [{}, {"nesterov": True}, {"weight_decay": 1e-3}, {"dampening": 0.1},
+                                     {"maximize": True, "weight_decay": 1e-2}])
+def test_fused_sgd_equals_the_tensor_ops(dtype, options, monkeypatch):
+    want, fused_ran = _train("numpy", dtype, monkeypatch, **options)
+    assert not fused_ran
+    got, fused_ran = _train(None, dtype, monkeypatch, **options)
+    assert fused_ran
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, w)
+
+
+def test_fused_sgd_bumps_versions_and_declines_what_it_cannot_do():
+    p = em.zeros(200, 100)
+    g, buf = em.ones(200, 100), em.ones(200, 100)
+    before = (p._version[0], buf._version[0])
+    assert fused.sgd_momentum_step(p, g, buf, lr=0.1, momentum=0.9, dampening=0.0, weight_decay=0.0,
+                                   nesterov=False, maximize=False)
+    assert (p._version[0], buf._version[0]) == (before[0] + 1, before[1] + 1)
+    np.testing.assert_allclose(p.numpy(), -0.1 * (0.9 + 1.0), rtol=1e-6)
+    # a tensor learning rate, another dtype, or a strided gradient: the tensor-op path runs instead
+    assert not fused.sgd_momentum_step(p, g, buf, lr=em.tensor(0.1), momentum=0.9, dampening=0.0,
+                                       weight_decay=0.0, nesterov=False, maximize=False)
+    assert not fused.sgd_momentum_step(p, g.double(), buf, lr=0.1, momentum=0.9, dampening=0.0, weight_decay=0.0,
+                                       nesterov=False, maximize=False)
+    assert not fused.sgd_momentum_step(p, em.ones(100, 200).t(), buf, lr=0.1, momentum=0.9, dampening=0.0,
+                                       weight_decay=0.0, nesterov=False, maximize=False)
+
+
+def _train_adam(backend, dtype, monkeypatch, decoupled, **options):
+    calls = []
+    real = fused.adam_step
+
+    def counted(*args, **kw):
+        ran = real(*args, **kw)
+        calls.append(ran)
+        return ran
+
+    monkeypatch.setattr("ember.optim.adam.adam_step", counted)
+    try:
+        codegen.set_backend(backend)
+        em.manual_seed(0)
+        model = em.nn.Sequential(em.nn.Linear(30, 20), em.nn.Tanh(), em.nn.Linear(20, 10)).to(dtype)
+        cls = em.optim.AdamW if decoupled else em.optim.Adam
+        opt = cls(model.parameters(), lr=0.01, **options)
+        rng = np.random.default_rng(0)
+        for _ in range(6):
+            x = em.tensor(rng.standard_normal((16, 30))).to(dtype)
+            y = em.tensor(rng.integers(0, 10, 16))
+            opt.zero_grad()
+            em.nn.functional.cross_entropy(model(x), y).backward()
+            opt.step()
+            opt.param_groups[0]["lr"] *= 0.8
+    finally:
+        codegen.set_backend(None)
+    state = [p.detach().numpy().copy() for p in model.parameters()]
+    state += [opt.state[p][k].numpy().copy() for p in model.parameters() for k in ("exp_avg", "exp_avg_sq", "step")]
+    return state, any(calls)
+
+
+@pytest.mark.parametrize("dtype", [em.float32, em.float64])
+@pytest.mark.parametrize("decoupled,options", [
+    (False, {}), (False, {"weight_decay": 1e-2}), (False, {"maximize": True, "betas": (0.3, 0.9)}),
+    (True, {}), (True, {"weight_decay": 0.1, "maximize": True}), (False, {"betas": (0.6, 0.99), "eps": 1e-3}),
+])
+def test_fused_adam_equals_the_tensor_ops(dtype, decoupled, options, monkeypatch):
+    want, fused_ran = _train_adam("numpy", dtype, monkeypatch, decoupled, **options)
+    assert not fused_ran
+    got, fused_ran = _train_adam(None, dtype, monkeypatch, decoupled, **options)
+    assert fused_ran
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, w)
