@@ -349,13 +349,12 @@ def _count(fn) -> None:
 
 
 def _aliases(outs, arrays, scalars) -> tuple:
-    """(output, input) pairs where a given output is exactly an input's memory (same start, shape, layout)."""
+    """(output, input) pairs where a given output is an input's very array (how ember.jit passes a tensor
+    updated in place; other overlaps keep the general variant, which is correct, only not vectorised)."""
     found = []
     for k, o in enumerate(outs):
-        start = o.__array_interface__["data"][0]
         for i, a in enumerate(arrays):
-            if (i not in scalars and a.shape == o.shape and a.strides == o.strides and a.dtype == o.dtype
-                    and a.__array_interface__["data"][0] == start):
+            if a is o and i not in scalars:
                 found.append((k, i))
                 break
     return tuple(found)
