@@ -17,7 +17,7 @@ from ember.graph.codegen.fused_op import FUSED, FusedElementwise
 from ember.graph.codegen.numba_cpu import NumbaRenderer
 from ember.graph.codegen.numpy_fallback import NumpyRenderer
 from ember.graph.codegen.region import Arg, Instr, Reduce, Region
-from ember.graph.codegen.renderer import Renderer
+from ember.graph.codegen.renderer import Renderer, common_shape
 
 __all__ = [
     "Arg", "Instr", "Reduce", "Region", "Renderer", "FusedElementwise", "FUSED", "NumbaRenderer", "NumpyRenderer",
@@ -65,7 +65,7 @@ def run_region(region: Region, arrays, outs=None) -> list:
     one array or None per elementwise output; a reduction's result is always a new array, first)."""
     arrays = [np.asarray(a) for a in arrays]
     if outs is not None and any(o is None for o in outs):
-        shape = np.broadcast_shapes(*(a.shape for a in arrays))
+        shape = common_shape([a.shape for a in arrays])
         dtypes = [region.instrs[j].dtype for j in region.outputs]
         outs = [np.empty(shape, d) if o is None else o for o, d in zip(outs, dtypes)]
     if region.dynamic and not region.shapes_agree(arrays):
@@ -93,7 +93,7 @@ def run_region(region: Region, arrays, outs=None) -> list:
 
 def _flat(arrays) -> bool:
     """Whether every operand is one value or C-contiguous at the full shape (Numba's flat, vectorised loop)."""
-    shape = np.broadcast_shapes(*(a.shape for a in arrays))
+    shape = common_shape([a.shape for a in arrays])
     return all(a.size == 1 or (a.shape == shape and a.flags.c_contiguous) for a in arrays)
 
 

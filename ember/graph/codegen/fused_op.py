@@ -34,7 +34,9 @@ class FusedElementwise(Op):
     def kernel_out(self, xp, *arrays, out, region):
         """The kernel writing its single output into `out` (a planned buffer) when the layout allows."""
         if xp is np and region.reduce is None and len(region.outputs) == 1 and out.flags.c_contiguous:
-            shape = np.broadcast_shapes(*(np.shape(a) for a in arrays))
+            from ember.graph.codegen.renderer import common_shape
+
+            shape = common_shape([np.shape(a) for a in arrays])
             if out.shape == shape and out.dtype == region.output_dtypes[0]:
                 from ember.graph.codegen import run_region
 

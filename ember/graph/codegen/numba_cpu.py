@@ -22,7 +22,7 @@ from numpy.lib.stride_tricks import as_strided
 
 from ember.graph.codegen import cache
 from ember.graph.codegen.region import Region
-from ember.graph.codegen.renderer import Kernel, Renderer, fits, literal, operand_dtype
+from ember.graph.codegen.renderer import Kernel, Renderer, common_shape, fits, literal, operand_dtype
 from ember.ops.registry import OPS
 
 MAX_RANK = 4
@@ -432,7 +432,7 @@ class NumbaRenderer(Renderer):
 
         def run(arrays, outs=None):
             arrays = [np.asarray(a) for a in arrays]
-            shape = np.broadcast_shapes(*(a.shape for a in arrays))
+            shape = common_shape([a.shape for a in arrays])
             given = outs is not None
             outs = list(outs) if given else [np.empty(shape, d) for d in out_dtypes]
             if red is None:

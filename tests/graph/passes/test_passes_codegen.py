@@ -301,3 +301,11 @@ def test_numba_output_written_over_its_input():
     assert outs[0] is buf and outs[1] is p
     np.testing.assert_array_equal(buf, ref[0])
     np.testing.assert_array_equal(p, ref[1])
+
+
+@pytest.mark.parametrize("shapes", [[(2, 3), (2, 3)], [(2, 3), ()], [(2, 3), (3,)], [(1, 3), (2, 1)], [(), ()],
+                                    [(2, 3), (), (1, 3)], [(5,), (1,)], [(4, 1), ()]])
+def test_common_shape_is_numpys_broadcast(shapes):
+    from ember.graph.codegen.renderer import common_shape
+
+    assert common_shape(shapes) == np.broadcast_shapes(*shapes)
