@@ -102,6 +102,7 @@ class Plan:
         self._arenas: dict = {}  # mode -> [free Arena]
         self._parallel_gain = None
         self._parallel_trial = {False: [], True: []}  # seconds per run of each way, until one is chosen
+        self._write_through = None  # ember.graph.write_through.Targets, made on the first run given `into`
 
     def _new_slot(self, value=None) -> int:
         self.n_slots += 1
@@ -182,6 +183,7 @@ class Plan:
         plan.steps = steps
         plan._memory, plan._arenas, plan._parallel_gain = {}, {}, None
         plan._parallel_trial = {False: [], True: []}
+        plan._write_through = None
         return plan
     def _tell_unread_records(self) -> None:
         """Ops whose output 0 is a record for gradients (control flow) fill it only when something reads it."""
@@ -219,12 +221,14 @@ class Plan:
         self._arenas.setdefault(mode, []).append(arena)
 
     # --- running ---------------------------------------------------------------------------------
-    def run(self, feeds: dict, *, memory: bool | None = None, parallel=None) -> list:
+    def run(self, feeds: dict, *, memory: bool | None = None, parallel=None, into: dict | None = None) -> list:
         """Execute with `feeds` (Value -> backend array); returns the output arrays.
 
         memory: use the memory plan (arena + out= kernels); default: the global setting (on).
         parallel: run through the dependency engine; default: the global setting ("auto": when the
         engine has more than one thread and the plan has independent branches with enough work).
+        into: {output index: (array, tensor)}: outputs to compute straight into the tensor's array where
+        that is safe (ember.graph.write_through; run in order only); the result is then that array.
         """
         env = self._load(feeds)
         if memory is None:
@@ -249,7 +253,7 @@ class Plan:
                 trial.append(time.perf_counter() - t0)
                 return out
         t0 = time.perf_counter()
-        out = self._run_sequential(env, memory)
+        out = self._run_sequential(env, memory, self._overrides(env, into) if into else None)
         if trial is not None:
             trial.append(time.perf_counter() - t0)
         return out
@@ -268,11 +272,19 @@ class Plan:
             return self._parallel_choice, None
         return way, runs[way]
 
-    def _run_sequential(self, env: list, memory: bool) -> list:
+    def _overrides(self, env: list, into: dict) -> dict:
+        """{step index: {result position: array}} for the outputs of `into` written in place this run."""
+        if self._write_through is None:
+            from ember.graph.write_through import Targets
+
+            self._write_through = Targets(self)
+        return self._write_through.overrides(self, env, into)
+
+    def _run_sequential(self, env: list, memory: bool, overrides: dict | None = None) -> list:
         rec = _profiler.state.active
         arena = self._take_arena("sequential") if memory else None
         try:
-            self._run_steps(env, arena.outs if arena is not None else None, rec)
+            self._run_steps(env, arena.outs if arena is not None else None, rec, overrides)
         finally:
             if arena is not None:
                 self._give_arena("sequential", arena)
@@ -303,13 +315,18 @@ class Plan:
             env[s] = var.read_storage()
         return env
 
-    def _run_steps(self, env: list, outs, rec) -> None:
-        """The step loop, with an arena (`outs[k]`: step k's preallocated result) and a profiler when given."""
+    def _run_steps(self, env: list, outs, rec, overrides=None) -> None:
+        """The step loop, with an arena (`outs[k]`: step k's preallocated result), arrays some steps write
+        their results into (`overrides[k]`: result position -> array) and a profiler when given."""
         step = None
         try:
             for k, step in enumerate(self.steps):
                 t0 = _profiler.now() if rec is not None else 0
-                out = _call(step, [env[i] for i in step.in_slots], outs[k] if outs is not None else None)
+                args = [env[i] for i in step.in_slots]
+                if overrides and k in overrides:
+                    out = _call_into(step, args, overrides[k], outs[k] if outs is not None else None)
+                else:
+                    out = _call(step, args, outs[k] if outs is not None else None)
                 if rec is not None:
                     rec.record(step.name, "graph", step.in_shapes, step.backend.device, t0, _profiler.now() - t0)
                 if step.multi:
@@ -429,6 +446,13 @@ def _call(step: Step, args: list, out):
     if step.backend.direct:
         return step.kernel(np, *args, **step.attrs)
     return step.backend.run(step.kernel, args, step.attrs)
+
+
+def _call_into(step: Step, args: list, targets: dict, out):
+    """Run one step with some results written into given arrays (`targets`: result position -> array)."""
+    if step.name == "fused_elementwise":
+        return step.node.op.kernel_into(np, *args, targets=targets, region=step.attrs["region"])
+    return step.kernel_out(np, *args, out=targets[0], **step.attrs)
 
 
 def _raise_step_error(step, e: Exception):

@@ -58,6 +58,7 @@ class _Compiled:
         self.n_user_outputs = 0
         self.grad_targets: list = []  # (tensor, kind) kind: "set" or "none"
         self.mutated: list = []  # tensors written back in place
+        self.copied_back = 0  # of them, how many the last run copied (the rest were computed into their arrays)
         self.escaped: list = []  # weakrefs of tensors to materialise after this run
         self.retrace = False
         self.optimized: Graph | None = None  # the graph after the optimizer passes
@@ -298,7 +299,13 @@ class JitFunction:
             value = np.asarray(read(), dtype=dtype)
             feeds[v] = value if v.device.type == "cpu" else v.device.backend.from_host(value)
         plan = plan if plan is not None else entry.plan
-        results = plan.run(feeds)
+        if entry.mutated and isinstance(plan, Plan):
+            # updated weights and optimizer state are computed straight into their tensors where safe
+            first = entry.n_user_outputs + sum(kind == "set" for _, kind in entry.grad_targets)
+            into = {first + n: (t._data, t) for n, t in enumerate(entry.mutated)}
+            results = plan.run(feeds, into=into)
+        else:
+            results = plan.run(feeds)
         k = entry.n_user_outputs
         user = [Tensor._make(r, plan.outputs[i].device) for i, r in enumerate(results[:k])]
         pos = k
@@ -313,11 +320,15 @@ class JitFunction:
                 t.grad._version[0] += 1
             else:
                 t.grad = Tensor._make(arr, t._device)
+        copied = 0
         for t in entry.mutated:
             arr = results[pos]
             pos += 1
-            t._device.backend.xp.copyto(t._data, arr, casting="unsafe")
+            if arr is not t._data:
+                t._device.backend.xp.copyto(t._data, arr, casting="unsafe")
+                copied += 1
             t._version[0] += 1
+        entry.copied_back = copied
         for r in entry.escaped:
             arr = results[pos]
             pos += 1

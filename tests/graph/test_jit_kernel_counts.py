@@ -58,3 +58,31 @@ def test_jit_inference_runs_no_more_kernels_than_eager(name):
         jitted(x)
         counts = {"eager": _kernels(lambda: model(x)), "jit": _kernels(lambda: jitted(x))}
     assert counts["jit"] <= counts["eager"], counts
+
+
+@pytest.mark.parametrize("name", ["mlp", "lenet5", "resnet20"])
+def test_jit_sgd_step_copies_no_float_tensor_back(name):
+    """Weights, momentum buffers and batch-norm statistics are computed straight into their tensors: the
+    plan's buffers add no copy per step (only int64 counters, which have no out= kernel, are copied).
+    Runs in order: the parallel engine (tried by plans with independent branches) still copies back."""
+    from ember.runtime.settings import set_parallel, settings
+
+    old = settings.parallel
+    set_parallel(False)
+    try:
+        _check_no_copy_back(name)
+    finally:
+        set_parallel(old)
+
+
+def _check_no_copy_back(name):
+    build, _, kind, opt_name = bench.CASES[name]
+    x, y = _small_batch(name)
+    em.manual_seed(0)
+    model = build(em)
+    step = em.jit(bench._step_fn(em, model, bench._optimizer(em, model.parameters(), opt_name), kind))
+    for _ in range(3):
+        step(x, y)
+    (entry,) = step.entries()
+    ints = sum(1 for t in entry.mutated if t.dtype.is_floating_point is False)
+    assert entry.mutated and entry.copied_back == ints, (entry.copied_back, ints, len(entry.mutated))

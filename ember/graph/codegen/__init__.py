@@ -17,7 +17,7 @@ from ember.graph.codegen.fused_op import FUSED, FusedElementwise
 from ember.graph.codegen.numba_cpu import NumbaRenderer
 from ember.graph.codegen.numpy_fallback import NumpyRenderer
 from ember.graph.codegen.region import Arg, Instr, Reduce, Region
-from ember.graph.codegen.renderer import Renderer
+from ember.graph.codegen.renderer import Renderer, common_shape
 
 __all__ = [
     "Arg", "Instr", "Reduce", "Region", "Renderer", "FusedElementwise", "FUSED", "NumbaRenderer", "NumpyRenderer",
@@ -29,6 +29,7 @@ BACKENDS = ("auto", "numba", "numpy")
 # cost (argument checks, dispatch) is about 10-20 us here, a NumPy ufunc's 1-2 us (a 16x64 MLP step's
 # fused regions took 0.44 ms compiled and 0.32 ms in NumPy).
 SMALL_REGION = 16384
+STRIDED = "auto-strided"  # the "auto" choice for a call whose operands broadcast (see run_region)
 _numba = NumbaRenderer()
 _numpy = NumpyRenderer()
 _backend: str | None = None
@@ -49,28 +50,38 @@ def get_backend() -> str:
     return name if name in BACKENDS else "auto"
 
 
-def choose_renderer(region: Region) -> Renderer:
-    """The renderer that will run `region` under the current setting."""
+def choose_renderer(region: Region, strided: bool = False) -> Renderer:
+    """The renderer that will run `region` under the current setting (`strided`: over broadcast or
+    non-contiguous operands, where Numba's loop is not vectorised)."""
     backend = get_backend()
     if backend != "numpy" and _numba.available() and _numba.supports(region):
-        if backend == "numba" or _numba.cost(region) <= _numpy.cost(region):
+        if backend == "numba" or _numba.cost(region, strided) <= _numpy.cost(region):
             return _numba
     return _numpy
 
 
 def run_region(region: Region, arrays, outs=None) -> list:
-    """Compute a region's outputs on NumPy arrays with its generated kernel (into `outs` when given)."""
+    """Compute a region's outputs on NumPy arrays with its generated kernel (into `outs` when given:
+    one array or None per elementwise output; a reduction's result is always a new array, first)."""
     arrays = [np.asarray(a) for a in arrays]
+    if outs is not None and any(o is None for o in outs):
+        shape = common_shape([a.shape for a in arrays])
+        dtypes = [region.instrs[j].dtype for j in region.outputs]
+        outs = [np.empty(shape, d) if o is None else o for o, d in zip(outs, dtypes)]
     if region.dynamic and not region.shapes_agree(arrays):
         results = region.evaluate(np, arrays)  # an unknown dim turned out to broadcast inside the region
         if outs is not None:
-            for o, r in zip(outs, results):
+            head = results[:len(results) - len(outs)]  # the reduction's result
+            for o, r in zip(outs, results[len(head):]):
                 np.copyto(o, r)
-            return list(outs)
+            return head + list(outs)
         return results
     setting = _backend or get_backend()
-    if setting == "auto" and max((a.size for a in arrays), default=0) < SMALL_REGION:
-        setting = "numpy"  # a compiled kernel's call costs more than NumPy's few passes over small arrays
+    if setting == "auto":
+        if max((a.size for a in arrays), default=0) < SMALL_REGION:
+            setting = "numpy"  # a compiled kernel's call costs more than NumPy's few passes over small arrays
+        elif region.reduce is None and not _flat(arrays):
+            setting = STRIDED  # Numba's loop over broadcast views is scalar; NumPy's ufuncs stay vectorised
     fn = region.compiled.get(("setting", setting))
     if fn is None:
         fn = _build(region, setting)
@@ -80,12 +91,18 @@ def run_region(region: Region, arrays, outs=None) -> list:
     return results
 
 
+def _flat(arrays) -> bool:
+    """Whether every operand is one value or C-contiguous at the full shape (Numba's flat, vectorised loop)."""
+    shape = common_shape([a.shape for a in arrays])
+    return all(a.size == 1 or (a.shape == shape and a.flags.c_contiguous) for a in arrays)
+
+
 def _build(region: Region, setting: str):
     """The region's kernel under a backend setting, built once (renderers are shared between settings)."""
     with _lock:
         fn = region.compiled.get(("setting", setting))
         if fn is None:
-            renderer = choose_renderer(region) if setting != "numpy" else _numpy
+            renderer = choose_renderer(region, setting == STRIDED) if setting != "numpy" else _numpy
             fn = region.compiled.get(renderer.name) or renderer.build(region)
             region.compiled[renderer.name] = region.compiled[("setting", setting)] = fn
         return fn

@@ -34,12 +34,24 @@ class FusedElementwise(Op):
     def kernel_out(self, xp, *arrays, out, region):
         """The kernel writing its single output into `out` (a planned buffer) when the layout allows."""
         if xp is np and region.reduce is None and len(region.outputs) == 1 and out.flags.c_contiguous:
-            shape = np.broadcast_shapes(*(np.shape(a) for a in arrays))
+            from ember.graph.codegen.renderer import common_shape
+
+            shape = common_shape([np.shape(a) for a in arrays])
             if out.shape == shape and out.dtype == region.output_dtypes[0]:
                 from ember.graph.codegen import run_region
 
                 return run_region(region, arrays, [out])[0]
         return self.kernel(xp, *arrays, region=region)
+
+    def kernel_into(self, xp, *arrays, targets, region):
+        """The kernel with some results (position -> array; the reduction, position 0 of a region that
+        has one, is never among them) written into the given arrays."""
+        skip = 1 if region.reduce is not None else 0
+        outs = [targets.get(p + skip) for p in range(len(region.outputs))]
+        from ember.graph.codegen import run_region
+
+        results = run_region(region, arrays, outs)
+        return results[0] if len(results) == 1 else tuple(results)
 
     def vjp(self, ctx, *grads):
         raise RuntimeError(

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import threading
 
 import numpy as np
@@ -21,7 +22,7 @@ from numpy.lib.stride_tricks import as_strided
 
 from ember.graph.codegen import cache
 from ember.graph.codegen.region import Region
-from ember.graph.codegen.renderer import Kernel, Renderer, fits, literal, operand_dtype
+from ember.graph.codegen.renderer import Kernel, Renderer, common_shape, fits, literal, operand_dtype
 from ember.ops.registry import OPS
 
 MAX_RANK = 4
@@ -55,9 +56,13 @@ def _supported(name: str, compute) -> bool:
     if _math(name) is not None or name in _FLOAT_ONLY:
         return compute.kind == "f"
     return _infix(name) is not None or name in _OTHER
-# Rough ns per element on one core: Numba's scalar libm calls are far slower than NumPy's SIMD ones.
-_COST = {"exp": 3.5, "log": 3.5, "log2": 4.0, "log10": 4.0, "log1p": 5.0, "expm1": 5.0, "sin": 6.0, "cos": 6.0,
-         "tan": 8.0, "tanh": 15.0, "erf": 6.0, "sigmoid": 4.0, "silu": 4.0, "pow": 8.0, "atan2": 8.0, "fmod": 5.0}
+# A cheap op (add, mul, relu, ...) in a loop over broadcast views: about 2x NumPy's ufunc with broadcasting
+# (ResNet-18's batch-norm + ReLU regions, (1, 64, 112, 112) with per-channel operands), so NumPy's 0.35 per op.
+_STRIDED_OP = 0.8
+# Rough ns per element on one core: Numba's scalar libm calls are far slower than NumPy's SIMD ones
+# (one-op regions over 2**20 float32, measured; erf is the exception, NumPy has no ufunc for it).
+_COST = {"exp": 2.5, "log": 2.6, "log2": 2.1, "log10": 5.1, "log1p": 11.0, "expm1": 10.6, "sin": 8.2, "cos": 7.2,
+         "tan": 13.5, "tanh": 16.0, "erf": 10.2, "sigmoid": 2.8, "silu": 3.0, "pow": 8.0, "atan2": 18.4, "fmod": 5.0}
 
 
 def _cast(expr: str, src, dst) -> str:
@@ -101,7 +106,7 @@ def _instr_code(region: Region, j: int, ops: list) -> tuple:
     elif name == "atan2":
         expr = f"math.atan2({a}, {b})"
     elif name == "fmod":
-        expr = f"math.fmod({a}, {b})"
+        expr = f"np.fmod({a}, {b})"  # Numba has no math.fmod
     elif name == "maximum":
         expr = _nan_max(a, b)
     elif name == "minimum":
@@ -204,17 +209,23 @@ def _acc_dtype(region: Region):
     return np.dtype(np.float64) if region.instrs[r.arg].dtype.kind == "f" else np.dtype(np.int64)
 
 
-def kernel_source(region: Region, rank: int, reduced: tuple = (), scalars: tuple = ()) -> str:
+def kernel_source(region: Region, rank: int, reduced: tuple = (), scalars: tuple = (), alias: tuple = ()) -> str:
     """Python source of the loop nest for `rank` merged dims (`reduced`: which of them are summed;
-    `scalars`: inputs passed as one-element arrays, such as 0-d optimizer hyperparameters)."""
+    `scalars`: inputs passed as one-element arrays, such as 0-d optimizer hyperparameters; `alias`:
+    (output, input) pairs where the output is that input's array, written through the input's name).
+
+    An output that is an input's memory (a weight updated in place) is stored through the input's
+    parameter: as a separate parameter LLVM must assume the two overlap at other indices, and its
+    run-time overlap check then sends the whole loop to the scalar version."""
     n_out = len(region.outputs)
     red = region.reduce
+    via = dict(alias)
     sizes = [f"n{d}" for d in range(rank)]
-    params = sizes + (["acc"] if red is not None else []) + [f"out{k}" for k in range(n_out)]
+    params = sizes + (["acc"] if red is not None else []) + [f"out{k}" for k in range(n_out) if k not in via]
     params += [f"in{k}" for k in range(len(region.inputs))]
     index = ", ".join(f"i{d}" for d in range(rank))
     body, names = _body(region, index, scalars)
-    body += [f"out{k}[{index}] = {names[j]}" for k, j in enumerate(region.outputs)]
+    body += [f"{f'in{via[k]}' if k in via else f'out{k}'}[{index}] = {names[j]}" for k, j in enumerate(region.outputs)]
     inner_reduced = red is not None and rank > 0 and reduced[-1]
     acc = _acc_dtype(region) if red is not None else None
     if red is not None:
@@ -222,17 +233,46 @@ def kernel_source(region: Region, rank: int, reduced: tuple = (), scalars: tuple
         body.append(f"s += {value}" if inner_reduced else f"acc[{index}] += {value}")
     lines = [f"def kernel({', '.join(params)}):"] + [f"    x{k} = in{k}[0]" for k in scalars]
     indent = "    "
-    for d in range(rank):
+    unroll = inner_reduced and _UNROLL > 1
+    for d in range(rank - 1 if unroll else rank):
         if d == rank - 1 and inner_reduced:
             lines.append(f"{indent}s = {literal(0, acc)}")
         lines.append(f"{indent}for i{d} in range(n{d}):")
         indent += "    "
-    lines += [indent + line for line in body]
-    if inner_reduced:
-        head = ", ".join([f"i{d}" for d in range(rank - 1)] + ["0"])
-        lines.append(f"{indent[:-4]}acc[{head}] += s")
+    head = ", ".join([f"i{d}" for d in range(rank - 1)] + ["0"])
+    if unroll:
+        lines += _unrolled_sum(body, rank - 1, indent, literal(0, acc), {f"x{k}" for k in scalars})
+        lines.append(f"{indent}acc[{head}] += (s + s_1) + (s_2 + s_3)")
+    else:
+        lines += [indent + line for line in body]
+        if inner_reduced:
+            lines.append(f"{indent[:-4]}acc[{head}] += s")
     header = "import math\n\nimport numpy as np\n\n# " + region.text.replace("\n", "\n# ")
     return header + "\n\n\n" + "\n".join(lines) + "\n"
+
+
+_UNROLL = 4  # partial sums of a summed inner loop: one accumulator's chain of dependent adds bounds it (1: one sum)
+_LOCAL = re.compile(r"\b([xtem])(\d+)\b")  # the body's local names: x (inputs), t (results), e/m (helpers)
+
+
+def _unrolled_sum(body: list, d: int, indent: str, zero: str, shared: set) -> list:
+    """The innermost, summed loop over i{d}, its body repeated for 4 elements into 4 partial sums `s, s_1..s_3`
+    (then a loop over the rest), so the float64 additions overlap instead of waiting on each other; `shared`:
+    names read before the loop, which the copies share."""
+    i = f"i{d}"
+    lines = [f"{indent}{name} = {zero}" for name in ("s", "s_1", "s_2", "s_3")]
+    lines.append(f"{indent}m{d}_ = n{d} - n{d} % {_UNROLL}")
+    lines.append(f"{indent}for {i} in range(0, m{d}_, {_UNROLL}):")
+    for u in range(_UNROLL):
+        for line in body:
+            if u:
+                line = _LOCAL.sub(lambda m, u=u: m.group(0) if m.group(0) in shared else f"{m.group(0)}_{u}", line)
+                line = re.sub(rf"\b{i}\b(?=[\],])", f"{i} + {u}", line)
+                line = re.sub(r"^s \+= ", f"s_{u} += ", line)
+            lines.append(f"{indent}    {line}")
+    lines.append(f"{indent}for {i} in range(m{d}_, n{d}):")
+    lines += [f"{indent}    {line}" for line in body]
+    return lines
 
 
 def coalesce(shape: tuple, tags: list, strides_list: list) -> tuple:
@@ -308,6 +348,18 @@ def _count(fn) -> None:
     _seen[id(fn)] = (hits, misses)
 
 
+def _aliases(outs, arrays, scalars) -> tuple:
+    """(output, input) pairs where a given output is an input's very array (how ember.jit passes a tensor
+    updated in place; other overlaps keep the general variant, which is correct, only not vectorised)."""
+    found = []
+    for k, o in enumerate(outs):
+        for i, a in enumerate(arrays):
+            if a is o and i not in scalars:
+                found.append((k, i))
+                break
+    return tuple(found)
+
+
 def _readonly(a):
     v = a.view()
     v.flags.writeable = False
@@ -349,8 +401,10 @@ class NumbaRenderer(Renderer):
                 return False
         return all(d in _DTYPES for d in dtypes)
 
-    def cost(self, region: Region) -> float:
-        return sum(_COST.get(ins.op, 0.05) for ins in region.instrs) + 0.1
+    def cost(self, region: Region, strided: bool = False) -> float:
+        """Rough ns per element; `strided`: over broadcast views, where the loop is scalar (not vectorised)."""
+        cheap = _STRIDED_OP if strided else 0.05
+        return sum(_COST.get(ins.op, cheap) for ins in region.instrs) + 0.1
 
     def build(self, region: Region) -> Kernel:
         variants: dict = {}
@@ -359,14 +413,14 @@ class NumbaRenderer(Renderer):
         red = region.reduce
         n_in = len(region.inputs)
 
-        def variant(rank, reduced, scalars=()):
-            key = (rank, reduced, scalars)
+        def variant(rank, reduced, scalars=(), alias=()):
+            key = (rank, reduced, scalars, alias)
             fn = variants.get(key)
             if fn is None:
                 with lock:
                     fn = variants.get(key)
                     if fn is None:
-                        fn = jitted(kernel_source(region, rank, reduced, scalars))
+                        fn = jitted(kernel_source(region, rank, reduced, scalars, alias))
                         variants[key] = fn
             return fn
 
@@ -378,15 +432,18 @@ class NumbaRenderer(Renderer):
 
         def run(arrays, outs=None):
             arrays = [np.asarray(a) for a in arrays]
-            shape = np.broadcast_shapes(*(a.shape for a in arrays))
-            outs = list(outs) if outs is not None else [np.empty(shape, d) for d in out_dtypes]
+            shape = common_shape([a.shape for a in arrays])
+            given = outs is not None
+            outs = list(outs) if given else [np.empty(shape, d) for d in out_dtypes]
             if red is None:
                 # one flat loop when every input is contiguous at the full shape or a single value
                 scalars = tuple(k for k, a in enumerate(arrays) if a.size == 1 and a.shape != shape)
                 if all(k in scalars or (a.shape == shape and a.flags.c_contiguous) for k, a in enumerate(arrays)):
                     n = math.prod(shape)
-                    call(variant(1, (False,), scalars), n, *(o.reshape(-1) for o in outs),
-                         *(_readonly(a.reshape(-1)) for a in arrays))
+                    alias = _aliases(outs, arrays, scalars) if given else ()
+                    via, written = {o for o, _ in alias}, {i for _, i in alias}
+                    call(variant(1, (False,), scalars, alias), n, *(o.reshape(-1) for k, o in enumerate(outs) if k not in via),
+                         *(a.reshape(-1) if k in written else _readonly(a.reshape(-1)) for k, a in enumerate(arrays)))
                     return outs
             operands = [np.broadcast_to(a, shape) for a in arrays] + outs
             tags = [False] * len(shape)

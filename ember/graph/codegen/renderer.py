@@ -78,3 +78,15 @@ def operand_dtype(region: Region, arg: tuple) -> np.dtype | None:
     if arg.kind == "t":
         return region.instrs[arg.ref].dtype
     return None
+
+
+def common_shape(shapes) -> tuple:
+    """np.broadcast_shapes of `shapes`, with the common cases (all equal, or equal but for 0-d values such
+    as optimizer hyperparameters) decided without NumPy's general, slower routine."""
+    distinct = set(shapes)
+    if len(distinct) == 1:
+        return next(iter(distinct))
+    if len(distinct) == 2 and () in distinct:
+        distinct.discard(())
+        return next(iter(distinct))
+    return np.broadcast_shapes(*shapes)

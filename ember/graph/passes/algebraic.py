@@ -3,8 +3,8 @@
 Every rewrite is kept only when the replacement has exactly the original output's shape, dtype
 and device, so promotion and broadcasting stay as they were. Rules: x*1, 1*x, x+0, 0+x, x-0, x/1,
 x**1, neg(neg x), permute chains (to identity or one permute), reshape/view chains (to one
-reshape), reshape/view to the same shape, cast to the same dtype, and cast chains whose middle
-cast loses nothing. `exp(log x)` and `log(exp x)` change results (x <= 0, overflow, rounding), so
+reshape), reshape/view to the same shape, cast to the same dtype, cast chains whose middle
+cast loses nothing, and `linear` over more than two dims as one 2-D product between reshapes. `exp(log x)` and `log(exp x)` change results (x <= 0, overflow, rounding), so
 they are applied only by the separate `algebraic_unsafe` pass.
 """
 
@@ -117,6 +117,22 @@ def _rule(node, ins, users, unsafe):
     return None
 
 
+def _flat_linear(rw: Rewriter, node, ins):
+    """linear over (..., C) as one 2-D product: reshape to (-1, C), linear, reshape back (or None).
+
+    The eager kernel does the same for contiguous inputs; the out= kernel a planned buffer gets would
+    otherwise run NumPy's batched matmul, one small GEMM per leading index.
+    """
+    x = ins[0]
+    out = node.outputs[0]
+    if not isinstance(x, Value) or len(x.shape) <= 2 or not static_shape(x) or not static_shape(out):
+        return None
+    reshape = OPS["reshape"]
+    flat = rw.add_op(reshape, [x], {"shape": (-1, x.shape[-1])}, x.device)
+    y = rw.add_op(node.op, [flat, *ins[1:]], dict(node.attrs), out.device)
+    return rw.add_op(reshape, [y], {"shape": tuple(out.shape)}, out.device)
+
+
 def _simplify(graph: Graph, outputs: list, unsafe: bool) -> tuple:
     rw = Rewriter(graph)
     users = users_of(graph)
@@ -125,6 +141,11 @@ def _simplify(graph: Graph, outputs: list, unsafe: bool) -> tuple:
             rw.copy(node)
             continue
         ins = rw.inputs(node)
+        if node.op.name == "linear":
+            flat = _flat_linear(rw, node, ins)
+            if flat is not None and same_spec(flat, node.outputs[0]):
+                rw.alias(node.outputs[0], flat)
+                continue
         try:
             rule = _rule(node, ins, users, unsafe)
         except (KeyError, IndexError, TypeError, ValueError):

@@ -218,3 +218,94 @@ def test_a_second_process_loads_the_compiled_kernel_from_the_disk_cache(tmp_path
     kernels = tmp_path / "kernels"
     assert len(list(kernels.glob("ember_k_*.py"))) == 1
     assert list((kernels / "__pycache__").glob("*.nbi"))  # Numba's index of the cached machine code
+
+
+def test_fmod_region_compiles_with_numba():
+    """Numba has no math.fmod: the renderer writes np.fmod (a region of fmod alone used to fail to type)."""
+    pytest.importorskip("numba")
+    from ember.graph.codegen import Arg, Instr, Region
+
+    f32 = np.dtype(np.float32)
+    region = Region([(f32, 1)], [Instr("fmod", (Arg("in", 0), Arg("c", 1.5)), (), f32, f32)], [0])
+    x = np.array([5.5, -5.5, 0.25, np.inf], np.float32)
+    with np.errstate(invalid="ignore"):
+        (out,) = codegen.NumbaRenderer().build(region)([x])
+        np.testing.assert_array_equal(out, np.fmod(x, np.float32(1.5)))
+
+
+@pytest.mark.parametrize("shape, dims", [((3, 5, 7), (0, 2)), ((3, 5, 7), (2,)), ((4, 9), (0, 1)), ((13,), (0,)),
+                                         ((6, 3), (0,)), ((2, 3, 4), (1,))])
+def test_numba_sum_with_partial_accumulators_matches_numpy(shape, dims):
+    """A summed inner loop keeps 4 partial sums plus a remainder loop: every length and layout adds up."""
+    pytest.importorskip("numba")
+    from ember.graph.codegen import Arg, Instr, Reduce, Region
+
+    f32 = np.dtype(np.float32)
+    nd = len(shape)
+    region = Region([(f32, nd), (f32, nd)], [
+        Instr("gt", (Arg("in", 0), Arg("c", 0)), (), f32, np.dtype(bool)),
+        Instr("where", (Arg("t", 0), Arg("in", 1), Arg("c", 0.0)), (), f32, f32)], [1],
+        Reduce("sum", 1, dims, False, f32))
+    rng = np.random.default_rng(5)
+    x, g = rng.standard_normal(shape).astype(np.float32), rng.standard_normal(shape).astype(np.float32)
+    red, out = codegen.NumbaRenderer().build(region)([x, g])
+    ref = np.where(x > 0, g, np.float32(0))
+    np.testing.assert_array_equal(out, ref)
+    np.testing.assert_allclose(red, ref.astype(np.float64).sum(axis=dims), rtol=1e-6, atol=1e-6)
+
+
+def test_auto_runs_broadcast_calls_of_cheap_regions_with_numpy():
+    """Under "auto", Numba's strided loop is not vectorised: broadcasting calls of cheap ops take NumPy's
+    code, full contiguous ones Numba's, and ops costly in NumPy's code (clamp: its own kernel) keep Numba."""
+    pytest.importorskip("numba")
+    from ember.graph.codegen import Arg, Instr, Region
+
+    f32 = np.dtype(np.float32)
+    cheap = Region([(f32, 4), (f32, 4)], [Instr("mul", (Arg("in", 0), Arg("in", 1)), (), f32, f32),
+                                          Instr("relu", (Arg("t", 0),), (), f32, f32)], [1])
+    costly = Region([(f32, 4), (f32, 4)], [Instr("mul", (Arg("in", 0), Arg("in", 1)), (), f32, f32),
+                                           Instr("clamp", (Arg("t", 0),), (("max", 6.0), ("min", 0.0)), f32, f32)], [1])
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((2, 8, 32, 32)).astype(np.float32)
+    scale = rng.standard_normal((1, 8, 1, 1)).astype(np.float32)
+    codegen.set_backend("auto")
+    try:
+        for region in (cheap, costly):
+            np.testing.assert_allclose(codegen.run_region(region, [x, scale])[0],
+                                       region.evaluate(np, [x, scale])[0], rtol=1e-6, atol=1e-6)
+            codegen.run_region(region, [x, x])
+        assert cheap.compiled[("setting", codegen.STRIDED)] is cheap.compiled["numpy"]
+        assert cheap.compiled[("setting", "auto")] is cheap.compiled["numba"]
+        assert costly.compiled[("setting", codegen.STRIDED)] is costly.compiled["numba"]
+    finally:
+        codegen.set_backend(None)
+
+
+def test_numba_output_written_over_its_input():
+    """An output given as an input's own array (a weight updated in place) is stored through that input."""
+    pytest.importorskip("numba")
+    from ember.graph.codegen import Arg, Instr, Region
+    from ember.graph.codegen.numba_cpu import kernel_source
+
+    f32 = np.dtype(np.float32)
+    # buf' = buf * 0.9 + g ; p' = p - 0.1 * buf'   (SGD with momentum), both written in place
+    region = Region([(f32, 1), (f32, 1), (f32, 1)], [
+        Instr("mul", (Arg("in", 0), Arg("c", 0.9)), (), f32, f32), Instr("add", (Arg("t", 0), Arg("in", 1)), (), f32, f32),
+        Instr("mul", (Arg("t", 1), Arg("c", 0.1)), (), f32, f32), Instr("sub", (Arg("in", 2), Arg("t", 2)), (), f32, f32)],
+        [1, 3])
+    assert "in0[i0] = t1" in kernel_source(region, 1, (False,), (), ((0, 0), (1, 2)))
+    rng = np.random.default_rng(2)
+    buf, g, p = (rng.standard_normal(1000).astype(np.float32) for _ in range(3))
+    ref = region.evaluate(np, [buf, g, p])
+    outs = codegen.NumbaRenderer().build(region)([buf, g, p], [buf, p])
+    assert outs[0] is buf and outs[1] is p
+    np.testing.assert_array_equal(buf, ref[0])
+    np.testing.assert_array_equal(p, ref[1])
+
+
+@pytest.mark.parametrize("shapes", [[(2, 3), (2, 3)], [(2, 3), ()], [(2, 3), (3,)], [(1, 3), (2, 1)], [(), ()],
+                                    [(2, 3), (), (1, 3)], [(5,), (1,)], [(4, 1), ()]])
+def test_common_shape_is_numpys_broadcast(shapes):
+    from ember.graph.codegen.renderer import common_shape
+
+    assert common_shape(shapes) == np.broadcast_shapes(*shapes)
