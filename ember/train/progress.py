@@ -13,7 +13,31 @@ def progress_bar(iterable, total: int, desc: str, enabled: bool = True, leave: b
         from tqdm.auto import tqdm
     except ImportError:  # progress bars are optional (the `train` extra)
         return _PlainProgress(iterable, total, desc)
-    return tqdm(iterable, total=total, desc=desc, leave=leave, dynamic_ncols=True, file=sys.stderr)
+    return _TqdmProgress(iterable, tqdm(total=total, desc=desc, leave=leave, dynamic_ncols=True, file=sys.stderr))
+
+
+class _TqdmProgress:
+    """Iterates `iterable` itself and advances a tqdm bar made without it.
+
+    tqdm.auto's bar (tqdm's asyncio class) calls iter() on an iterable it is given as soon as it is
+    made; for a DataLoader that starts a second, unused epoch, which draws a seed from the generator
+    and so changes the shuffle of the epoch that runs: a training run's numbers then depended on
+    whether the progress bar was shown.
+    """
+
+    def __init__(self, iterable, bar):
+        self.iterable, self.bar = iterable, bar
+
+    def __iter__(self):
+        for x in self.iterable:
+            yield x
+            self.bar.update(1)
+
+    def set_postfix(self, **kw):
+        self.bar.set_postfix(**kw)
+
+    def close(self):
+        self.bar.close()
 
 
 class _PlainProgress:

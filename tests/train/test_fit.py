@@ -78,3 +78,23 @@ def test_bad_metric_names_are_reported():
     with pytest.raises(KeyError, match="val_f1"):
         fit(model, DataLoader(_blobs(64), batch_size=32), epochs=1, optimizer=em.optim.SGD(model.parameters(), lr=0.1),
             callbacks=[EarlyStopping(monitor="val_f1")], progress=False, log=None)
+
+
+def test_the_progress_bar_does_not_change_a_run():
+    """tqdm.auto's bar used to call iter() on the loader when made: an unused epoch that drew a seed and
+    changed the shuffle, so a run's numbers depended on whether the bar was shown."""
+    pytest.importorskip("tqdm")
+    import numpy as np
+
+    def run(progress):
+        em.manual_seed(0)
+        rng = np.random.default_rng(0)
+        data = TensorDataset(em.tensor(rng.standard_normal((64, 5)).astype(np.float32)),
+                             em.tensor(rng.integers(0, 3, 64)))
+        model = em.nn.Linear(5, 3)
+        fit(model, DataLoader(data, batch_size=8, shuffle=True), epochs=2,
+            optimizer=em.optim.SGD(model.parameters(), lr=0.1), progress=progress, log=None)
+        return [p.detach().numpy() for p in model.parameters()]
+
+    for a, b in zip(run(True), run(False)):
+        np.testing.assert_array_equal(a, b)
