@@ -216,7 +216,7 @@ def _forward_split(x, wm, kh, kw, stride, padding, dilation, groups):
         cols, _, _ = im2col_per_sample(np, x[a:b], kh, kw, stride, padding, dilation, groups)
         np.matmul(wm, cols, out=out[a:b])
 
-    batch_threads.run(chunk, n)
+    batch_threads.run(chunk, n, 2 * wm.size * n * oh * ow)
     return out.reshape(n, -1, oh, ow)
 
 
@@ -229,7 +229,8 @@ def _weight_grad_split(x, g, kh, kw, stride, padding, dilation, groups):
         gm = np.ascontiguousarray(g[a:b].transpose(1, 0, 2, 3)).reshape(groups, o // groups, -1)
         return _gemm(np, cols, gm.transpose(0, 2, 1))
 
-    parts = batch_threads.run(chunk, x.shape[0])
+    g_per_sample = g[:1].size  # O * OH * OW
+    parts = batch_threads.run(chunk, x.shape[0], 2 * g_per_sample * x.shape[0] * (x.shape[1] // groups) * kh * kw)
     total = parts[0]
     for p in parts[1:]:
         total += p
@@ -281,7 +282,7 @@ class ConvTranspose2dOp(Op):
             return col2im(xp, cols, b - a, cg * groups, out_hw[0], out_hw[1], kh, kw, h, wd, stride, padding, dilation)
 
         if n > 1 and xp is np and batch_threads.workers() > 1:
-            return rounded(np.concatenate(batch_threads.run(part, n)), dtype)
+            return rounded(np.concatenate(batch_threads.run(part, n, 2 * wmt.size * n * h * wd)), dtype)
         return rounded(part(0, n), dtype)
 
     def vjp(self, ctx, g):

@@ -19,6 +19,7 @@ def two_workers(monkeypatch):
     if batch_threads.workers() < 2:
         pytest.skip("NumPy's BLAS thread count cannot be set here, or one core")
     monkeypatch.setitem(batch_threads._state, "workers", 2)
+    monkeypatch.setattr(batch_threads, "_MIN_FLOPS", 0)  # split even these small test convolutions
 
 
 def _blas_threads():
@@ -84,3 +85,14 @@ def _conv_in_child():
     x = np.ones((5, 8, 19, 17), np.float32)
     return conv._conv2d_op.kernel(np, x, np.ones((12, 8, 5, 3), np.float32), stride=(1, 1), padding=(0, 0, 0, 0),
                                   dilation=(1, 1), groups=1).shape
+
+
+def test_a_small_batch_runs_in_one_chunk_with_one_blas_thread(monkeypatch):
+    if batch_threads.workers() < 2:
+        pytest.skip("NumPy's BLAS thread count cannot be set here, or one core")
+    monkeypatch.setitem(batch_threads._state, "workers", 2)
+    seen = []
+    before = _blas_threads()
+    assert batch_threads.run(lambda a, b: seen.append((a, b, _blas_threads())) or b - a, 9, flops=1e6) == [9]
+    assert seen == [(0, 9, 1)] and _blas_threads() == before
+    assert len(batch_threads.run(lambda a, b: b - a, 9, flops=1e9)) == 2
