@@ -6,6 +6,7 @@ import math
 
 import numpy as np
 
+from ember.autograd.grad_mode import state as grad_state
 from ember.ops._rules import (
     BOOL_NP,
     FLOAT_NP,
@@ -116,6 +117,10 @@ def _gelu_kernel(xp, x, approximate="none"):
 
 def _gelu_grad(ctx, g):
     x = _x(ctx)
+    if not grad_state.enabled:  # no graph of the backward recorded: one op (gelu_backward.py)
+        from ember.ops.gelu_backward import gelu_backward_op
+
+        return apply(gelu_backward_op, g, x, approximate=ctx.attrs.get("approximate", "none"))
     if ctx.attrs.get("approximate", "none") == "tanh":
         k = math.sqrt(2.0 / math.pi)
         t = tanh(k * (x + 0.044715 * x * x * x))
