@@ -10,43 +10,57 @@ from ember.optim import fused
 pytest.importorskip("numba")
 
 
-def _train(backend, dtype, monkeypatch, **options):
+def _train(backend, dtype, monkeypatch, hook: str, model, make_opt, state_keys, vary):
+    """Six steps of `model` under `make_opt` on one fusion backend, calling `vary(group)` between steps as a
+    scheduler would; returns (parameters and optimizer state, whether the compiled update `hook` ran)."""
     calls = []
-    real = fused.sgd_momentum_step
+    real = getattr(fused, hook.rsplit(".", 1)[1])
 
     def counted(*args, **kw):
         ran = real(*args, **kw)
         calls.append(ran)
         return ran
 
-    monkeypatch.setattr("ember.optim.sgd.sgd_momentum_step", counted)
+    monkeypatch.setattr(hook, counted)
     try:
         codegen.set_backend(backend)
-        em.manual_seed(0)
-        model = em.nn.Sequential(em.nn.Linear(300, 200), em.nn.ReLU(), em.nn.Linear(200, 10)).to(dtype)
-        opt = em.optim.SGD(model.parameters(), lr=0.05, momentum=0.9, **options)
+        model = model.to(dtype)
+        opt = make_opt(model.parameters())
         rng = np.random.default_rng(0)
+        width = model[0].in_features
         for _ in range(6):
-            x = em.tensor(rng.standard_normal((32, 300))).to(dtype)
-            y = em.tensor(rng.integers(0, 10, 32))
+            x = em.tensor(rng.standard_normal((16, width))).to(dtype)
+            y = em.tensor(rng.integers(0, 10, 16))
             opt.zero_grad()
             em.nn.functional.cross_entropy(model(x), y).backward()
             opt.step()
-            opt.param_groups[0]["lr"] *= 0.7  # the options change between steps, as a scheduler's do
+            vary(opt.param_groups[0])
     finally:
         codegen.set_backend(None)
     state = [p.detach().numpy().copy() for p in model.parameters()]
-    state += [opt.state[p]["momentum_buffer"].numpy().copy() for p in model.parameters()]
+    state += [opt.state[p][k].numpy().copy() for p in model.parameters() for k in state_keys]
     return state, any(calls)
+
+
+def _vary_sgd(group):
+    group["lr"] *= 0.7  # the options change between steps, as OneCycleLR changes lr and momentum
+    group["momentum"] = 0.95 - group["momentum"] / 10
+
+
+def _train_sgd(backend, dtype, monkeypatch, **options):
+    em.manual_seed(0)
+    model = em.nn.Sequential(em.nn.Linear(300, 200), em.nn.ReLU(), em.nn.Linear(200, 10))
+    return _train(backend, dtype, monkeypatch, "ember.optim.sgd.sgd_momentum_step", model,
+                  lambda ps: em.optim.SGD(ps, lr=0.05, momentum=0.9, **options), ("momentum_buffer",), _vary_sgd)
 
 
 @pytest.mark.parametrize("dtype", [em.float32, em.float64])
 @pytest.mark.parametrize("options", [{}, {"nesterov": True}, {"weight_decay": 1e-3}, {"dampening": 0.1},
                                      {"maximize": True, "weight_decay": 1e-2}])
 def test_fused_sgd_equals_the_tensor_ops(dtype, options, monkeypatch):
-    want, fused_ran = _train("numpy", dtype, monkeypatch, **options)
+    want, fused_ran = _train_sgd("numpy", dtype, monkeypatch, **options)
     assert not fused_ran
-    got, fused_ran = _train(None, dtype, monkeypatch, **options)
+    got, fused_ran = _train_sgd(None, dtype, monkeypatch, **options)
     assert fused_ran
     for g, w in zip(got, want):
         np.testing.assert_array_equal(g, w)
@@ -69,35 +83,17 @@ def test_fused_sgd_bumps_versions_and_declines_what_it_cannot_do():
                                        weight_decay=0.0, nesterov=False, maximize=False)
 
 
+def _vary_adam(group):
+    group["lr"] *= 0.8  # OneCycleLR changes lr and beta1 between steps
+    group["betas"] = (0.95 - group["betas"][0] / 10, group["betas"][1])
+
+
 def _train_adam(backend, dtype, monkeypatch, decoupled, **options):
-    calls = []
-    real = fused.adam_step
-
-    def counted(*args, **kw):
-        ran = real(*args, **kw)
-        calls.append(ran)
-        return ran
-
-    monkeypatch.setattr("ember.optim.adam.adam_step", counted)
-    try:
-        codegen.set_backend(backend)
-        em.manual_seed(0)
-        model = em.nn.Sequential(em.nn.Linear(30, 20), em.nn.Tanh(), em.nn.Linear(20, 10)).to(dtype)
-        cls = em.optim.AdamW if decoupled else em.optim.Adam
-        opt = cls(model.parameters(), lr=0.01, **options)
-        rng = np.random.default_rng(0)
-        for _ in range(6):
-            x = em.tensor(rng.standard_normal((16, 30))).to(dtype)
-            y = em.tensor(rng.integers(0, 10, 16))
-            opt.zero_grad()
-            em.nn.functional.cross_entropy(model(x), y).backward()
-            opt.step()
-            opt.param_groups[0]["lr"] *= 0.8
-    finally:
-        codegen.set_backend(None)
-    state = [p.detach().numpy().copy() for p in model.parameters()]
-    state += [opt.state[p][k].numpy().copy() for p in model.parameters() for k in ("exp_avg", "exp_avg_sq", "step")]
-    return state, any(calls)
+    em.manual_seed(0)
+    model = em.nn.Sequential(em.nn.Linear(30, 20), em.nn.Tanh(), em.nn.Linear(20, 10))
+    cls = em.optim.AdamW if decoupled else em.optim.Adam
+    return _train(backend, dtype, monkeypatch, "ember.optim.adam.adam_step", model,
+                  lambda ps: cls(ps, lr=0.01, **options), ("exp_avg", "exp_avg_sq", "step"), _vary_adam)
 
 
 @pytest.mark.parametrize("dtype", [em.float32, em.float64])
