@@ -155,7 +155,8 @@ def _cnn():
 @pytest.mark.parametrize("passes", [False, None])
 def test_jitted_cnn_training_with_the_fused_gradients_equals_eager(passes):
     """batch_norm_backward and relu_backward as graph nodes (fused with their neighbours by the passes):
-    the same losses, weights and running statistics as eager over several steps."""
+    the same losses, weights and running statistics as eager over several steps, while the learning
+    rate and the input data (in place) change between them, and the same eval-mode outputs after."""
     def make():
         em.manual_seed(0)
         model = _cnn()
@@ -175,12 +176,19 @@ def test_jitted_cnn_training_with_the_fused_gradients_equals_eager(passes):
     jitted = em.jit(stepper(m_jit, o_jit)) if passes is None else em.jit(stepper(m_jit, o_jit), passes=passes)
     rng = np.random.default_rng(0)
     tol = {"rtol": 0, "atol": 0} if passes is False else {"rtol": 1e-4, "atol": 1e-5}
-    for _ in range(5):
-        x = em.tensor(rng.standard_normal((16, 3, 12, 12)).astype(np.float32))
+    x = em.tensor(rng.standard_normal((16, 3, 12, 12)).astype(np.float32))
+    for step in range(5):
+        x.mul_(0.5).add_(em.tensor(rng.standard_normal((16, 3, 12, 12)).astype(np.float32)))  # data changed in place
         y = em.tensor(rng.integers(0, 4, 16))
         np.testing.assert_allclose(jitted(x, y).item(), eager(x, y).item(), **tol)
+        for opt in (o_eager, o_jit):  # a schedule's new learning rate between steps
+            opt.param_groups[0]["lr"] = 0.1 / (step + 2)
     for (name, pe), pj in zip(m_eager.state_dict().items(), m_jit.state_dict().values()):
         np.testing.assert_allclose(pj.numpy(), pe.numpy(), err_msg=name, **tol)
+    m_eager.eval()
+    m_jit.eval()  # the running statistics the jitted steps updated, used
+    with em.no_grad():
+        np.testing.assert_allclose(m_jit(x).numpy(), m_eager(x).numpy(), **tol)
 
 
 def test_jit_graph_has_the_one_op_gradients():
