@@ -55,6 +55,7 @@ class LSTMLayerOp(Op):
         return spec((xw.shape[0],) + tuple(h0.shape), xw.dtype), spec(tuple(c0.shape), xw.dtype)
 
     def kernel(self, xp, xw, h0, c0, w_hh):
+        _check(xw, h0, c0, w_hh, self.name)  # eager calls run the kernel without infer
         dtype = xw.dtype  # float16/bfloat16: computed in float32, each output rounded once
         xw, h0, c0, w_hh = (upcast(a) for a in (xw, h0, c0, w_hh))
         steps, _, four_h = xw.shape
