@@ -58,9 +58,11 @@ def workers() -> int:
             if _state.get("pid") != os.getpid():
                 controls = _blas_controls()
                 n = min(_cores(), 8) if controls is not None else 1
-                env = os.environ.get("EMBER_CONV_THREADS")
-                if env and env.isdigit():
-                    n = max(1, int(env)) if controls is not None else 1
+                env = os.environ.get("EMBER_CONV_THREADS", "").strip()
+                if env:
+                    if not env.isdigit() or int(env) < 1:
+                        raise ValueError(f"EMBER_CONV_THREADS must be a positive integer, got {env!r}")
+                    n = int(env) if controls is not None else 1
                 _state["controls"] = controls
                 _state["pool"] = ThreadPoolExecutor(n - 1, thread_name_prefix="ember-batch") if n > 1 else None
                 _state["workers"] = n

@@ -96,3 +96,13 @@ def test_a_small_batch_runs_in_one_chunk_with_one_blas_thread(monkeypatch):
     assert batch_threads.run(lambda a, b: seen.append((a, b, _blas_threads())) or b - a, 9, flops=1e6) == [9]
     assert seen == [(0, 9, 1)] and _blas_threads() == before
     assert len(batch_threads.run(lambda a, b: b - a, 9, flops=1e9)) == 2
+
+
+def test_ember_conv_threads_sets_the_split_and_a_bad_value_is_named(monkeypatch):
+    monkeypatch.setattr(batch_threads, "_state", {})  # a fresh start, as in a new process
+    monkeypatch.setenv("EMBER_CONV_THREADS", "1")
+    assert batch_threads.workers() == 1
+    monkeypatch.setattr(batch_threads, "_state", {})
+    monkeypatch.setenv("EMBER_CONV_THREADS", "two")
+    with pytest.raises(ValueError, match="EMBER_CONV_THREADS must be a positive integer, got 'two'"):
+        batch_threads.workers()
