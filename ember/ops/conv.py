@@ -174,13 +174,13 @@ class Conv2dOp(Op):
         x, w = upcast(x.astype(dtype, copy=False)), upcast(w.astype(dtype, copy=False))
         o, _, kh, kw = w.shape
         n = x.shape[0]
-        if groups > 1 and w.shape[1] == 1:
-            oh, ow = _out_hw(x, kh, kw, stride, padding, dilation)
-            out = depthwise_compiled.forward(xp, x, w, stride, padding, dilation, oh, ow)
+        if groups > 1 and w.shape[1] == 1:  # depthwise: compiled loops (strided), else taps where they pay
+            out = depthwise_compiled.forward(xp, x, w, stride, padding, dilation,
+                                             *_out_hw(x, kh, kw, stride, padding, dilation))
+            if out is None and depthwise.forward_pays(x.shape, stride, padding):
+                out = depthwise.forward(xp, x, w, stride, padding, dilation)
             if out is not None:
                 return rounded(out, dtype)
-        if groups > 1 and w.shape[1] == 1 and depthwise.forward_pays(x.shape, stride, padding):  # tap by tap
-            return rounded(depthwise.forward(xp, x, w, stride, padding, dilation), dtype)
         wm = w.reshape(groups, o // groups, -1)
         h, wd = x.shape[2], x.shape[3]
         if kh == kw == 1 and tuple(stride) == (1, 1) and not any(padding) and (n == 1 or h * wd >= 256):
