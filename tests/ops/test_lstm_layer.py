@@ -1,4 +1,5 @@
-"""lstm_layer's bad inputs get one-line errors naming the op and the shapes or dtypes."""
+"""lstm_layer: its bad inputs get one-line errors naming the op and the shapes or dtypes, and a layer large
+enough for the compiled step rule matches PyTorch on both kernels."""
 
 import numpy as np
 import pytest
@@ -28,3 +29,33 @@ def test_mixed_or_integer_dtypes_are_named():
         lstm_layer(xw, h0.double(), c0, w)
     with pytest.raises(TypeError, match="lstm_layer"):
         lstm_layer(xw, h0.long(), c0.long(), w)
+
+
+@pytest.mark.parametrize("backend", ["numba", "numpy"])
+def test_a_layer_large_enough_for_the_compiled_step_matches_torch(backend):
+    """nn.LSTM through lstm_layer, at a size whose backward runs the compiled step rule (and on NumPy's)."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("numba")
+    from ember.graph import codegen
+    from ember.ops import recurrent_compiled
+
+    torch.manual_seed(0)
+    t = torch.nn.LSTM(16, 64, batch_first=True)
+    e = em.nn.LSTM(16, 64, batch_first=True)
+    e.load_state_dict({k: em.tensor(v.detach().numpy()) for k, v in t.state_dict().items()})
+    x = np.random.default_rng(1).standard_normal((8, 12, 16)).astype(np.float32)
+    assert recurrent_compiled.step_backward_kernel(np, np.dtype(np.float32), 8 * 12 * 4 * 64) is not None
+    tx = torch.tensor(x, requires_grad=True)
+    to, (th, tc) = t(tx)
+    (to.sum() + (th ** 2).sum() + (tc ** 3).sum()).backward()
+    try:
+        codegen.set_backend(backend)
+        ex = em.tensor(x, requires_grad=True)
+        eo, (eh, ec) = e(ex)
+        (eo.sum() + (eh ** 2).sum() + (ec ** 3).sum()).backward()
+    finally:
+        codegen.set_backend(None)
+    np.testing.assert_allclose(eo.detach().numpy(), to.detach().numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(ex.grad.numpy(), tx.grad.numpy(), rtol=1e-4, atol=1e-5)
+    for (name, p), tp in zip(e.named_parameters(), t.parameters()):
+        np.testing.assert_allclose(p.grad.numpy(), tp.grad.numpy(), rtol=1e-4, atol=1e-4, err_msg=name)
