@@ -61,59 +61,53 @@ def adam(p, g, m, v, w1, one_minus_w1, small_w, beta2, c2, bc2_sqrt, eps, neg_st
 '''
 
 
-def _array(t):
-    a = t._data
-    if type(a) is not np.ndarray or not a.flags.c_contiguous or not a.flags.writeable:
+def _flat_arrays(tensors, options):
+    """The tensors' data as flat arrays of one dtype and shape, or None where the compiled pass cannot run:
+    not eager, an option that is not a Python number, another device or layout."""
+    if not dispatch.eager_now() or any(type(v) not in (int, float) for v in options):
         return None
-    return a
+    first = tensors[0]
+    arrays = []
+    for t in tensors:
+        a = t._data
+        if type(a) is not np.ndarray or not a.flags.c_contiguous or not a.flags.writeable \
+                or t._device is not first._device or a.dtype != first._data.dtype or a.shape != first._data.shape:
+            return None
+        arrays.append(a.reshape(-1))
+    return arrays
+
+
+def _written(*tensors) -> bool:
+    for t in tensors:
+        t._version[0] += 1
+    return True
 
 
 def sgd_momentum_step(p, grad, buf, *, lr, momentum, dampening, weight_decay, nesterov, maximize) -> bool:
     """Apply one SGD-with-momentum update to p and buf in one compiled pass; False where it cannot run."""
-    options = (lr, momentum, dampening, weight_decay)
-    if not dispatch.eager_now() or any(type(v) not in (int, float) for v in options):
-        return False
-    arrays = [_array(t) for t in (p, grad, buf)]
-    if any(a is None for a in arrays) or p._device is not grad._device or p._device is not buf._device:
-        return False
-    pa, ga, ba = arrays
-    dtype = pa.dtype
-    if ga.dtype != dtype or ba.dtype != dtype or ga.shape != pa.shape or ba.shape != pa.shape:
-        return False
-    fn = kernel_for(_SOURCE, "sgd_momentum", np, dtype, pa.size)
+    arrays = _flat_arrays((p, grad, buf), (lr, momentum, dampening, weight_decay))
+    fn = None if arrays is None else kernel_for(_SOURCE, "sgd_momentum", np, arrays[0].dtype, arrays[0].size)
     if fn is None:
         return False
-    cast = dtype.type  # Python numbers act in the array's dtype, as NumPy's weak scalars do
+    cast = arrays[0].dtype.type  # Python numbers act in the array's dtype, as NumPy's weak scalars do
     keep = 1 - dampening
-    fn(pa.reshape(-1), ga.reshape(-1), ba.reshape(-1), cast(-lr), cast(momentum), cast(keep), cast(weight_decay),
-       weight_decay != 0, keep != 1, bool(nesterov), bool(maximize))
-    p._version[0] += 1
-    buf._version[0] += 1
-    return True
+    fn(*arrays, cast(-lr), cast(momentum), cast(keep), cast(weight_decay), weight_decay != 0, keep != 1,
+       bool(nesterov), bool(maximize))
+    return _written(p, buf)
 
 
 def adam_step(p, grad, exp_avg, exp_avg_sq, *, step: float, beta1, beta2, lr, weight_decay, eps, maximize: bool,
               decoupled: bool) -> bool:
     """Apply one Adam (AdamW with `decoupled`) update in one compiled pass; False where it cannot run."""
-    options = (beta1, beta2, lr, weight_decay, eps)
-    if not dispatch.eager_now() or any(type(v) not in (int, float) for v in options):
-        return False
-    tensors = (p, grad, exp_avg, exp_avg_sq)
-    arrays = [_array(t) for t in tensors]
-    if any(a is None for a in arrays) or any(t._device is not p._device for t in tensors):
-        return False
-    dtype = arrays[0].dtype
-    if any(a.dtype != dtype or a.shape != arrays[0].shape for a in arrays):
-        return False
-    fn = kernel_for(_SOURCE, "adam", np, dtype, MIN_ELEMENTS)  # every size: one call replaces a dozen ops
+    arrays = _flat_arrays((p, grad, exp_avg, exp_avg_sq), (beta1, beta2, lr, weight_decay, eps))
+    # every size: one call replaces a dozen ops
+    fn = None if arrays is None else kernel_for(_SOURCE, "adam", np, arrays[0].dtype, MIN_ELEMENTS)
     if fn is None:
         return False
-    cast = dtype.type
+    cast = arrays[0].dtype.type
     w1 = cast(1 - beta1)
     mode = 0 if weight_decay == 0 else (2 if decoupled else 1)
-    fn(*(a.reshape(-1) for a in arrays), w1, cast(1) - w1, bool(abs(w1) < 0.5), cast(beta2), cast(1 - beta2),
+    fn(*arrays, w1, cast(1) - w1, bool(abs(w1) < 0.5), cast(beta2), cast(1 - beta2),
        cast((1 - beta2**step) ** 0.5), cast(eps), cast(-(lr / (1 - beta1**step))), cast(weight_decay),
        cast(1 - lr * weight_decay), mode, bool(maximize))
-    for t in (p, exp_avg, exp_avg_sq):
-        t._version[0] += 1
-    return True
+    return _written(p, exp_avg, exp_avg_sq)
