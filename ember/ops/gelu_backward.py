@@ -14,6 +14,7 @@ import math
 from ember.errors import ShapeError, fmt_shape
 from ember.ops._rules import spec
 from ember.ops._special import erf
+from ember.ops.erf_compiled import gelu_backward_compiled
 from ember.ops.opmath import rounded, upcast
 from ember.ops.registry import Op, register
 
@@ -40,6 +41,9 @@ class GeluBackwardOp(Op):
         if approximate == "tanh":
             t = xp.tanh(_K * (x + 0.044715 * x * x * x))
             out = g * (0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * _K * (1.0 + 3 * 0.044715 * x * x))
+            return rounded(out, dtype)
+        out = gelu_backward_compiled(xp, g, x)  # float32 with the jit extra: these values in two passes
+        if out is not None:
             return rounded(out, dtype)
         cdf = xp.asarray(erf(xp, x * _INV_SQRT_2))  # 0.5 * (1 + erf(x / sqrt 2)); 0-d results stay arrays
         cdf += 1.0

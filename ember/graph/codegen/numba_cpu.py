@@ -333,6 +333,8 @@ def compiled_function(text: str, name: str, **options):
         fn = module.__dict__.get(attr)
         if fn is None:
             path = _numba_cache_path(module)
+            # NumPy's error model: x / 0 is inf, not a ZeroDivisionError check that stops vectorising
+            options = {"error_model": "numpy", **options}
             fn = njit(cache=path is not None, nogil=True, **options)(module.__dict__[name])
             if path is not None and fn.stats.cache_path != path:
                 fn.disable_caching()
