@@ -177,10 +177,10 @@ def _operand_want(ins, pos: int):
     return ins.compute
 
 
-def _body(region: Region, index: str, scalars: tuple = ()) -> tuple:
-    """Loop-body statements (reading inputs at `index`, but for the one-element `scalars`, read before
-    the loop) and the names holding each instruction."""
-    lines = [f"x{k} = in{k}[{index}]" for k in range(len(region.inputs)) if k not in scalars]
+def _body(region: Region, index: str, scalars: tuple = (), hoisted: frozenset = frozenset()) -> tuple:
+    """Loop-body statements (reading inputs at `index`, but for the one-element `scalars` and the
+    `hoisted` ones, read before the loop) and the names holding each instruction."""
+    lines = [f"x{k} = in{k}[{index}]" for k in range(len(region.inputs)) if k not in scalars and k not in hoisted]
     names = {}
     for j, ins in enumerate(region.instrs):
         ops = []
@@ -209,39 +209,58 @@ def _acc_dtype(region: Region):
     return np.dtype(np.float64) if region.instrs[r.arg].dtype.kind == "f" else np.dtype(np.int64)
 
 
-def kernel_source(region: Region, rank: int, reduced: tuple = (), scalars: tuple = (), alias: tuple = ()) -> str:
+def _indices(dims: tuple) -> str:
+    return ", ".join(f"i{d}" for d in dims) or "0"
+
+
+def kernel_source(region: Region, rank: int, reduced: tuple = (), scalars: tuple = (), alias: tuple = (),
+                  present: tuple | None = None) -> str:
     """Python source of the loop nest for `rank` merged dims (`reduced`: which of them are summed;
     `scalars`: inputs passed as one-element arrays, such as 0-d optimizer hyperparameters; `alias`:
-    (output, input) pairs where the output is that input's array, written through the input's name).
+    (output, input) pairs where the output is that input's array, written through the input's name;
+    `present`: per input, the dims it varies along, the only ones it is passed and indexed with).
 
     An output that is an input's memory (a weight updated in place) is stored through the input's
     parameter: as a separate parameter LLVM must assume the two overlap at other indices, and its
-    run-time overlap check then sends the whole loop to the scalar version."""
+    run-time overlap check then sends the whole loop to the scalar version. A broadcast input is passed
+    without its broadcast dims, so that it and the accumulator are C-contiguous arrays to Numba (a
+    strided view is a scalar loop), and it is read in the outermost loop that fixes its value."""
     n_out = len(region.outputs)
     red = region.reduce
     via = dict(alias)
+    if present is None:
+        present = (tuple(range(rank)),) * len(region.inputs)
     sizes = [f"n{d}" for d in range(rank)]
     params = sizes + (["acc"] if red is not None else []) + [f"out{k}" for k in range(n_out) if k not in via]
     params += [f"in{k}" for k in range(len(region.inputs))]
     index = ", ".join(f"i{d}" for d in range(rank))
-    body, names = _body(region, index, scalars)
-    body += [f"{f'in{via[k]}' if k in via else f'out{k}'}[{index}] = {names[j]}" for k, j in enumerate(region.outputs)]
+    acc_index = _indices(tuple(d for d in range(rank) if not reduced[d])) if red is not None else ""
     inner_reduced = red is not None and rank > 0 and reduced[-1]
+    unroll = inner_reduced and _UNROLL > 1
+    loops = rank - 1 if unroll else rank
+    # an input fixed within the innermost loop is read before it, at the depth of its last dim
+    depth = {k: max(p, default=-1) for k, p in enumerate(present) if k not in scalars}
+    hoisted = {k: d for k, d in depth.items() if d < rank - 1}
+    body, names = _body(region, _indices(tuple(range(rank))), scalars, frozenset(hoisted))
+    body = [_reindexed(line, present) for line in body]
+    body += [f"{f'in{via[k]}' if k in via else f'out{k}'}[{index}] = {names[j]}" for k, j in enumerate(region.outputs)]
     acc = _acc_dtype(region) if red is not None else None
     if red is not None:
         value = _cast(names[red.arg], region.instrs[red.arg].dtype, acc)
-        body.append(f"s += {value}" if inner_reduced else f"acc[{index}] += {value}")
+        body.append(f"s += {value}" if inner_reduced else f"acc[{acc_index}] += {value}")
     lines = [f"def kernel({', '.join(params)}):"] + [f"    x{k} = in{k}[0]" for k in scalars]
+    lines += [f"    x{k} = in{k}[0]" for k, d in hoisted.items() if d < 0]
     indent = "    "
-    unroll = inner_reduced and _UNROLL > 1
-    for d in range(rank - 1 if unroll else rank):
+    for d in range(loops):
         if d == rank - 1 and inner_reduced:
             lines.append(f"{indent}s = {literal(0, acc)}")
         lines.append(f"{indent}for i{d} in range(n{d}):")
         indent += "    "
-    head = ", ".join([f"i{d}" for d in range(rank - 1)] + ["0"])
+        lines += [f"{indent}x{k} = in{k}[{_indices(present[k])}]" for k, at in hoisted.items() if at == d]
+    head = acc_index
     if unroll:
-        lines += _unrolled_sum(body, rank - 1, indent, literal(0, acc), {f"x{k}" for k in scalars})
+        shared = {f"x{k}" for k in scalars} | {f"x{k}" for k in hoisted}
+        lines += _unrolled_sum(body, rank - 1, indent, literal(0, acc), shared)
         lines.append(f"{indent}acc[{head}] += (s + s_1) + (s_2 + s_3)")
     else:
         lines += [indent + line for line in body]
@@ -249,6 +268,15 @@ def kernel_source(region: Region, rank: int, reduced: tuple = (), scalars: tuple
             lines.append(f"{indent[:-4]}acc[{head}] += s")
     header = "import math\n\nimport numpy as np\n\n# " + region.text.replace("\n", "\n# ")
     return header + "\n\n\n" + "\n".join(lines) + "\n"
+
+
+def _reindexed(line: str, present: tuple) -> str:
+    """A body line's input read `x{k} = in{k}[...]` indexed by input k's own dims."""
+    m = re.match(r"x(\d+) = in(\d+)\[", line)
+    if m is None:
+        return line
+    k = int(m.group(2))
+    return f"x{k} = in{k}[{_indices(present[k])}]"
 
 
 _UNROLL = 4  # partial sums of a summed inner loop: one accumulator's chain of dependent adds bounds it (1: one sum)
@@ -415,14 +443,14 @@ class NumbaRenderer(Renderer):
         red = region.reduce
         n_in = len(region.inputs)
 
-        def variant(rank, reduced, scalars=(), alias=()):
-            key = (rank, reduced, scalars, alias)
+        def variant(rank, reduced, scalars=(), alias=(), present=None):
+            key = (rank, reduced, scalars, alias, present)
             fn = variants.get(key)
             if fn is None:
                 with lock:
                     fn = variants.get(key)
                     if fn is None:
-                        fn = jitted(kernel_source(region, rank, reduced, scalars, alias))
+                        fn = jitted(kernel_source(region, rank, reduced, scalars, alias, present))
                         variants[key] = fn
             return fn
 
@@ -457,10 +485,13 @@ class NumbaRenderer(Renderer):
             dims, dim_tags, strides = coalesce(shape, tags, [o.strides for o in operands])
             if len(dims) > MAX_RANK:
                 return None
-            views = [as_strided(o, dims, st, writeable=k >= n_in) for k, (o, st) in enumerate(zip(operands, strides))]
+            # each operand without the dims it is broadcast along (the accumulator: the summed ones)
+            present = [tuple(d for d, step in enumerate(st) if step != 0) for st in strides]
+            views = [as_strided(o, [dims[d] for d in p] or [1], [st[d] for d in p] or [0], writeable=k >= n_in)
+                     for k, (o, st, p) in enumerate(zip(operands, strides, present))]
             ins_v, outs_v = views[:n_in], views[n_in:n_in + len(outs)]
             head = [views[-1]] if red is not None else []
-            call(variant(len(dims), tuple(dim_tags)), *dims, *head, *outs_v, *ins_v)
+            call(variant(len(dims), tuple(dim_tags), present=tuple(present[:n_in])), *dims, *head, *outs_v, *ins_v)
             if red is None:
                 return outs
             result = acc
