@@ -243,9 +243,15 @@ class LayerNormOp(Op):
         from ember.ops.reduction import mean as _mean
         from ember.ops.reduction import sum as _sum
 
+        ndims = ctx.attrs["ndims"]
+        if gy is not None and gmean is None and grstd is None and not grad_state.enabled:
+            from ember.ops.layer_norm_backward import layer_norm_backward_op  # one op (no graph of it recorded)
+
+            gx, gw, gb = apply(layer_norm_backward_op, ctx.input(0), ctx.input(1), ctx.output_at(1), ctx.output_at(2),
+                               gy, ndims=ndims)
+            return gx, gw if ctx.needs_grad(1) else None, gb if ctx.needs_grad(2) else None
         x, w, gy = upcast_tensor(ctx.input(0)), upcast_tensor(ctx.input(1)), upcast_tensor(gy)
         mean, rstd = ctx.output_at(1), ctx.output_at(2)
-        ndims = ctx.attrs["ndims"]
         axes = tuple(range(x.ndim - ndims, x.ndim))
         batch = tuple(range(x.ndim - ndims))
         xhat = (x - mean) * rstd

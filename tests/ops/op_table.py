@@ -799,6 +799,14 @@ row("layer_norm", lambda L, x, w, b: nnf(L).layer_norm(x, (x.shape[-1],), w, b),
     tol=REDUCTION)
 row("layer_norm_large_values", lambda L, x, w, b: nnf(L).layer_norm(x, (512,), w, b), _near((4, 512), (512,), (512,)),
     tol=LARGE, **LONG)
+# layer_norm_backward's kernels: two normalised dims, no affine parameters, the weight alone, and rows long
+# enough for many iterations of the compiled loop
+row("layer_norm_2d", lambda L, x, w, b: nnf(L).layer_norm(x, (4, 5), w, b), mats((2, 3, 4, 5), (4, 5), (4, 5)),
+    tol=REDUCTION)
+row("layer_norm_no_affine", lambda L, x: nnf(L).layer_norm(x, (6,)), mats((3, 4, 6)), tol=REDUCTION)
+row("layer_norm_weight_only", lambda L, x, w: nnf(L).layer_norm(x, (6,), w), mats((5, 6), (6,)), tol=REDUCTION)
+row("layer_norm_long_rows", lambda L, x, w, b: nnf(L).layer_norm(x, (1000,), w, b), mats((3, 1000), (1000,), (1000,)),
+    tol=REDUCTION, **LONG)
 row("batch_norm_train", lambda L, x, w, b: nnf(L).batch_norm(x, None, None, w, b, training=True),
     mats((4, 3, 5), (3,), (3,)), tol=REDUCTION)
 row("batch_norm_train_large_values", lambda L, x, w, b: nnf(L).batch_norm(x, None, None, w, b, training=True),

@@ -1,5 +1,6 @@
 """Generated kernels: the Numba and NumPy renderers against the unfused ops, layouts, fallback, disk cache."""
 
+import inspect
 import json
 import os
 import subprocess
@@ -309,3 +310,31 @@ def test_common_shape_is_numpys_broadcast(shapes):
     from ember.graph.codegen.renderer import common_shape
 
     assert common_shape(shapes) == np.broadcast_shapes(*shapes)
+
+
+def test_numba_broadcast_operands_are_passed_contiguous_and_read_outside_the_inner_loop():
+    """Layer norm's weight-gradient region (a per-row and a per-column operand, a sum over the rows): each
+    broadcast operand is passed without its broadcast dims, so Numba sees C-contiguous arrays (a strided
+    view is a scalar loop), and the per-row values are read once per row; values are NumPy's."""
+    pytest.importorskip("numba")
+    from ember.graph.codegen import Arg, Instr, Region
+    from ember.graph.codegen.region import Reduce
+
+    f32 = np.dtype(np.float32)
+    # t0 = (x - mean) * rstd ; t1 = g * t0 ; t2 = g * w ; sum(t1 over the rows)
+    region = Region([(f32, 3), (f32, 3), (f32, 3), (f32, 3), (f32, 1)], [
+        Instr("sub", (Arg("in", 0), Arg("in", 1)), (), f32, f32), Instr("mul", (Arg("t", 0), Arg("in", 2)), (), f32, f32),
+        Instr("mul", (Arg("in", 3), Arg("t", 1)), (), f32, f32), Instr("mul", (Arg("in", 3), Arg("in", 4)), (), f32, f32)],
+        [1, 3], Reduce("sum", 2, (0, 1), False, f32))
+    rng = np.random.default_rng(3)
+    arrays = [rng.standard_normal(s).astype(np.float32) for s in ((4, 8, 16), (4, 8, 1), (4, 8, 1), (4, 8, 16), (16,))]
+    kernel = codegen.NumbaRenderer().build(region)
+    got = kernel(arrays)
+    for a, b in zip(got, region.evaluate(np, arrays)):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
+    source = codegen.numba_cpu.kernel_source(region, 2, (True, False), (), (), ((0, 1), (0,), (0,), (0, 1), (1,)))
+    assert "x1 = in1[i0]\n" in source and "x4 = in4[i1]\n" in source and "acc[i1] +=" in source
+    assert source.index("x1 = in1[i0]") < source.index("for i1 in range(n1)")  # read once per row
+    variants = inspect.getclosurevars(inspect.getclosurevars(kernel).nonlocals["variant"]).nonlocals["variants"]
+    (fn,) = variants.values()
+    assert all(t.layout == "C" for sig in fn.signatures for t in sig if hasattr(t, "layout"))

@@ -1,0 +1,109 @@
+"""Layer norm's gradient as one op: (gx, gw, gb) from x, w, the saved mean and rstd, and gy.
+
+Written in tensor ops the rule is about a dozen ops, each a pass over the activations with its own
+temporary (and under ember.jit a fused region whose three full-size outputs cost more than the
+arithmetic). PyTorch has native_layer_norm_backward for the same reason. The NumPy kernel follows the
+composite rule of nn_extra.py; the compiled one (the `jit` extra, float32/float64) makes one pass per
+row that reads x and gy, a second over the same row while it is in cache, and sums in float64.
+Under `create_graph=True`, or when the statistics' own gradients are needed, the composite rule is
+recorded instead, so higher derivatives exist.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ember.errors import ShapeError, fmt_shape
+from ember.ops._rules import spec
+from ember.ops.compiled import MIN_ELEMENTS, kernel_for
+from ember.ops.opmath import opmath, rounded, upcast
+from ember.ops.registry import Op, register
+
+_SOURCE = '''
+import numpy as np
+
+
+def layer_norm_backward_rows(x, gy, mean, rstd, w, gx, gw, gb):
+    M, N = x.shape
+    sw = np.zeros(N)  # column sums in float64: the weight's and the bias's gradients
+    sb = np.zeros(N)
+    inv_n = 1.0 / N
+    for i in range(M):
+        mu = mean[i]
+        r = rstd[i]
+        a = 0.0
+        b = 0.0
+        for j in range(N):
+            g = gy[i, j]
+            xh = (x[i, j] - mu) * r
+            sw[j] += g * xh
+            sb[j] += g
+            gw_ = g * w[j]
+            a += gw_
+            b += gw_ * xh
+        a *= inv_n
+        b *= inv_n
+        t = x.dtype.type
+        for j in range(N):
+            xh = (x[i, j] - mu) * r
+            gx[i, j] = t((gy[i, j] * w[j] - a - xh * b) * r)
+    for j in range(N):
+        gw[j] = sw[j]
+        gb[j] = sb[j]
+'''
+
+
+class LayerNormBackwardOp(Op):
+    """(gx, gw, gb) of layer_norm over the trailing `ndims` dims; gw and gb in the statistics' dtype."""
+
+    name = "layer_norm_backward"
+    n_outputs = 3
+    fresh_output = True
+    differentiable = False  # under create_graph the composite rule in nn_extra.py is recorded instead
+
+    def infer(self, x, w, mean, rstd, gy, ndims):
+        if tuple(gy.shape) != tuple(x.shape):
+            raise ShapeError(f"layer_norm_backward: output gradient {fmt_shape(gy.shape)} does not match the input "
+                             f"{fmt_shape(x.shape)}")
+        tail = tuple(x.shape[len(x.shape) - ndims:])
+        stat = opmath(x.dtype)
+        return spec(tuple(x.shape), x.dtype), spec(tail, stat), spec(tail, stat)
+
+    def kernel(self, xp, x, w, mean, rstd, gy, ndims):
+        dtype = x.dtype
+        fast = _compiled(xp, x, w, mean, rstd, gy, ndims)
+        if fast is not None:
+            return fast
+        x, gy = upcast(x), upcast(gy).astype(upcast(x).dtype, copy=False)
+        axes = tuple(range(x.ndim - ndims, x.ndim))
+        batch = tuple(range(x.ndim - ndims))
+        xhat = (x - mean) * rstd
+        gw = (gy * xhat).sum(axis=batch)
+        gb = gy.sum(axis=batch)
+        gxhat = gy if w is None else gy * upcast(w).astype(x.dtype, copy=False)
+        gx = gxhat - gxhat.mean(axis=axes, keepdims=True)
+        gx -= xhat * (gxhat * xhat).mean(axis=axes, keepdims=True)
+        gx *= rstd
+        return rounded(gx, dtype), xp.asarray(gw), xp.asarray(gb)
+
+
+def _compiled(xp, x, w, mean, rstd, gy, ndims):
+    """The compiled kernel's (gx, gw, gb) over rows of the normalised size, or None to use NumPy."""
+    if x.dtype not in (np.float32, np.float64) or gy.dtype != x.dtype or mean.dtype != x.dtype \
+            or (w is not None and w.dtype != x.dtype):
+        return None
+    fn = kernel_for(_SOURCE, "layer_norm_backward_rows", xp, x.dtype, max(x.size, MIN_ELEMENTS), fastmath={"reassoc"})
+    if fn is None:
+        return None
+    tail = x.shape[x.ndim - ndims:]
+    n = int(np.prod(tail))
+    rows = x.size // n if n else 0
+    gx = np.empty(x.shape, x.dtype)
+    gw, gb = np.empty(tail, x.dtype), np.empty(tail, x.dtype)
+    weight = np.ones(n, x.dtype) if w is None else np.ascontiguousarray(w).reshape(n)
+    fn(np.ascontiguousarray(x).reshape(rows, n), np.ascontiguousarray(gy).reshape(rows, n), np.ascontiguousarray(mean).reshape(rows),
+       np.ascontiguousarray(rstd).reshape(rows), weight, gx.reshape(rows, n), gw.reshape(n), gb.reshape(n))
+    return gx, gw, gb
+
+
+layer_norm_backward_op = register(LayerNormBackwardOp())
