@@ -153,3 +153,17 @@ def test_scaled_dot_product_attention_errors_name_the_op_and_shapes():
     with pytest.raises(RuntimeError):  # PyTorch refuses the same
         torch.nn.functional.scaled_dot_product_attention(torch.randn(2, 4, 8), torch.randn(2, 5, 8),
                                                           torch.randn(2, 5, 3).double())
+
+
+def test_causal_attention_ignores_non_finite_future_keys_like_torch():
+    """Masked (future) positions are -inf whatever their score: an inf or NaN key later in the sequence
+    changes nothing for the queries before it, as in PyTorch; the rows that see it match PyTorch too."""
+    rng = np.random.default_rng(0)
+    q, k, v = (rng.standard_normal((2, 3, 6, 4)).astype(np.float32) for _ in range(3))
+    k[:, :, 4] = np.inf
+    k[:, :, 5, 0] = np.nan
+    got = em.nn.functional.scaled_dot_product_attention(em.tensor(q), em.tensor(k), em.tensor(v), is_causal=True)
+    want = torch.nn.functional.scaled_dot_product_attention(torch.tensor(q), torch.tensor(k), torch.tensor(v),
+                                                            is_causal=True)
+    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5, atol=1e-6, equal_nan=True)
+    assert np.isfinite(got.numpy()[:, :, :4]).all()
