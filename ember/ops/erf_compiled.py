@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ember.ops import batch_threads
 from ember.ops._special import _ERF_P, _ERFCX_Q
 from ember.ops.compiled import kernel_for
 
@@ -96,32 +97,46 @@ def _kernels(xp, x, prefix: str):
     return None if first is None else (first, kernel_for(_SOURCE, f"{prefix}_finish", xp, x.dtype, x.size))
 
 
-def _exp_pass(prepare, x, size: int):
-    e = np.empty(size, np.float32)
-    prepare(x, e)
-    return np.exp(e, out=e)
+# Blocks of 64 K values keep the exponent buffer and each block's slices in cache between the three passes;
+# arrays of 256 K values or more (a transformer's MLP activations) are also split over the batch threads.
+_BLOCK = 1 << 16
+_SPLIT_MIN = 1 << 18
+
+
+def _blocked(fns, n_exp: int, arrays: list, shape):
+    """The finishing kernel's output over flat `arrays` (x last), block by block: exponent arguments, NumPy's
+    exp over them, then the rest."""
+    prepare, finish = fns
+    out = np.empty(arrays[-1].size, np.float32)
+
+    def work(lo: int, hi: int) -> None:
+        e = np.empty(n_exp * min(_BLOCK, hi - lo), np.float32)
+        for a in range(lo, hi, _BLOCK):
+            b = min(hi, a + _BLOCK)
+            blocks = [arr[a:b] for arr in arrays]
+            eb = e[:n_exp * (b - a)]
+            prepare(blocks[-1], eb)
+            np.exp(eb, out=eb)
+            finish(*blocks, eb, out[a:b])
+
+    batch_threads.run(work, out.size, float("inf") if out.size >= _SPLIT_MIN else 0.0)
+    return out.reshape(shape)
+
+
+def _flat(a):
+    return np.ascontiguousarray(a).reshape(-1)
 
 
 def erf_compiled(xp, x):
     """erf of float32 `x`, or None to use NumPy."""
     fns = _kernels(xp, x, "erf")
-    if fns is None:
-        return None
-    flat = np.ascontiguousarray(x).reshape(-1)
-    out = np.empty_like(flat)
-    fns[1](flat, _exp_pass(fns[0], flat, flat.size), out)
-    return out.reshape(x.shape)
+    return None if fns is None else _blocked(fns, 1, [_flat(x)], x.shape)
 
 
 def gelu_compiled(xp, x):
     """The exact GELU of float32 `x`, or None to use NumPy."""
     fns = _kernels(xp, x, "gelu")
-    if fns is None:
-        return None
-    flat = np.ascontiguousarray(x).reshape(-1)
-    out = np.empty_like(flat)
-    fns[1](flat, _exp_pass(fns[0], flat, flat.size), out)
-    return out.reshape(x.shape)
+    return None if fns is None else _blocked(fns, 1, [_flat(x)], x.shape)
 
 
 def gelu_backward_compiled(xp, g, x):
@@ -129,7 +144,4 @@ def gelu_backward_compiled(xp, g, x):
     fns = _kernels(xp, x, "gelu_backward")
     if fns is None or g.dtype != np.float32:
         return None
-    flat = np.ascontiguousarray(x).reshape(-1)
-    out = np.empty_like(flat)
-    fns[1](np.ascontiguousarray(g).reshape(-1), flat, _exp_pass(fns[0], flat, 2 * flat.size), out)
-    return out.reshape(x.shape)
+    return _blocked(fns, 2, [_flat(g), _flat(x)], x.shape)

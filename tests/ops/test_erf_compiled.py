@@ -14,13 +14,13 @@ from ember.ops import erf_compiled
 pytest.importorskip("numba")
 
 
-def _inputs(dtype=np.float32):
+def _inputs(dtype=np.float32, n=40_000):
     rng = np.random.default_rng(0)
-    x = (rng.standard_normal(40_000) * 3).astype(np.float32)  # above the compiled kernels' size floor
+    x = (rng.standard_normal(n) * 3).astype(np.float32)  # above the compiled kernels' size floor
     specials = [np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-30, -1e-30, 0.9999999, 1.0, 1.0000001, 4.0, -4.0, 30.0, -30.0]
     x[:len(specials)] = specials
     g = rng.standard_normal(x.size).astype(np.float32)
-    return x.astype(dtype).reshape(200, 200), g.astype(dtype).reshape(200, 200)
+    return x.astype(dtype).reshape(200, -1), g.astype(dtype).reshape(200, -1)
 
 
 def _run(backend, fn):
@@ -43,8 +43,9 @@ def _gelu_and_grad(x, g):
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float16])
-def test_compiled_erf_and_gelu_equal_the_numpy_path(dtype):
-    x, g = _inputs(dtype)
+@pytest.mark.parametrize("n", [40_000, 300_000])  # one block; several blocks, split over the batch threads
+def test_compiled_erf_and_gelu_equal_the_numpy_path(dtype, n):
+    x, g = _inputs(dtype, n)
     assert erf_compiled.gelu_compiled(np, x.astype(np.float32)) is not None  # the compiled path is taken
     np.testing.assert_array_equal(_run("auto", lambda: _erf(x)), _run("numpy", lambda: _erf(x)))
     for got, want in zip(_run("auto", lambda: _gelu_and_grad(x, g)), _run("numpy", lambda: _gelu_and_grad(x, g))):
