@@ -5,8 +5,9 @@ cell forward, and backward a GEMM for the hidden state's gradient and another fo
 an autograd node. `lstm_layer` runs the recurrence in one kernel from the input projections of every
 step (computed outside as one GEMM), and its gradient, `lstm_layer_backward`, walks the steps back
 once: per step one GEMM for the hidden state's gradient and the cell's elementwise rule, then the
-weight's gradient for all steps as one GEMM. The pre-activations and cell states it needs are rebuilt
-from the saved hidden states (one GEMM and a cheap elementwise scan) instead of being kept.
+weight's gradient for all steps as one GEMM. The forward keeps what that walk reads (the activated
+gates, the cell states and their tanh) as extra outputs, as cuDNN keeps its reserve space; rebuilding
+them cost a GEMM as large as the weight's gradient. `lstm_layer` returns only (hs, c_T).
 With `create_graph=True` the gradient is written in Ember ops (step by step, through `lstm_cell`), so
 every order of derivative exists. Gates are in the order [i, f, o, g], as `lstm_cell`'s.
 """
@@ -19,13 +20,12 @@ from ember.autograd.grad_mode import state as grad_state
 from ember.errors import ShapeError, fmt_shape
 from ember.ops._rules import FLOAT_NP, spec
 from ember.ops.dispatch import apply
-from ember.ops.opmath import rounded, upcast
-from ember.ops.recurrent import activated_gates
+from ember.ops.opmath import opmath, rounded, upcast
 from ember.ops.recurrent_compiled import step_backward_kernel
 from ember.ops.registry import Op, register
 
 
-def _check(xw, h0, c0, w_hh, what: str):
+def _check(xw, h0, c0, w_hh, what: str, dtypes: bool = True):
     if len(xw.shape) != 3 or len(h0.shape) != 2 or len(w_hh.shape) != 2:
         raise ShapeError(f"{what}: expected input projections (T, N, 4*H), states (N, H) and a weight (4*H, H), got "
                          f"{fmt_shape(xw.shape)}, {fmt_shape(h0.shape)} and {fmt_shape(w_hh.shape)}")
@@ -35,24 +35,29 @@ def _check(xw, h0, c0, w_hh, what: str):
             or tuple(w_hh.shape) != (4 * hidden, hidden):
         raise ShapeError(f"{what}: shapes do not agree: input projections {fmt_shape(xw.shape)}, h0 "
                          f"{fmt_shape(h0.shape)}, c0 {fmt_shape(c0.shape)}, weight {fmt_shape(w_hh.shape)}")
-    dtypes = {np.dtype(a.dtype) for a in (xw, h0, c0, w_hh)}
-    if len(dtypes) != 1 or not dtypes <= FLOAT_NP:
+    found = {np.dtype(a.dtype) for a in (xw, h0, c0, w_hh)}
+    if dtypes and (len(found) != 1 or not found <= FLOAT_NP):
         raise TypeError(f"{what}: expected floating-point tensors of one dtype, got "
                         f"{', '.join(str(a.dtype) for a in (xw, h0, c0, w_hh))}")
 
 
 class LSTMLayerOp(Op):
-    """(hs, c_T): every step's hidden state (T, N, H) and the last cell state, from (xw, h0, c0, w_hh)."""
+    """(hs, c_T, gates, cs, tanh_cs) from (xw, h0, c0, w_hh): every step's hidden state (T, N, H), the last cell
+    state, and for the gradient every step's activated gates (T, N, 4H), the cell states (T + 1, N, H, from
+    c0) and their tanh (T, N, H), those three in the compute dtype (float32 for float16/bfloat16)."""
 
     name = "lstm_layer"
-    n_outputs = 2
+    n_outputs = 5
     fresh_output = True
     save_inputs = (0, 1, 2, 3)
-    save_outputs = (0,)
+    save_outputs = (0, 2, 3, 4)
 
     def infer(self, xw, h0, c0, w_hh):
         _check(xw, h0, c0, w_hh, self.name)
-        return spec((xw.shape[0],) + tuple(h0.shape), xw.dtype), spec(tuple(c0.shape), xw.dtype)
+        steps, state = xw.shape[0], tuple(h0.shape)
+        work = opmath(xw.dtype)
+        return (spec((steps,) + state, xw.dtype), spec(tuple(c0.shape), xw.dtype), spec(tuple(xw.shape), work),
+                spec((steps + 1,) + state, work), spec((steps,) + state, work))
 
     def kernel(self, xp, xw, h0, c0, w_hh):
         _check(xw, h0, c0, w_hh, self.name)  # eager calls run the kernel without infer
@@ -61,77 +66,74 @@ class LSTMLayerOp(Op):
         steps, _, four_h = xw.shape
         hidden = four_h // 4
         hs = np.empty((steps,) + h0.shape, xw.dtype)
-        h, c = h0, np.array(c0)
+        gates = np.empty(xw.shape, xw.dtype)
+        cs = np.empty((steps + 1,) + c0.shape, xw.dtype)
+        cs[0] = c0
+        tanh_cs = np.empty((steps,) + c0.shape, xw.dtype)
+        h = h0
         w_t = np.ascontiguousarray(w_hh.T)  # BLAS runs these small products ~25% faster on a contiguous operand
-        # one step in about a dozen NumPy calls on preallocated buffers (a step is small: call overhead counts)
-        pre = np.empty(xw.shape[1:], xw.dtype)
-        ifo, g = pre[:, :3 * hidden], pre[:, 3 * hidden:]
-        i, f, o = (ifo[:, k * hidden:(k + 1) * hidden] for k in range(3))
-        tmp = np.empty_like(c)
+        tmp = np.empty(c0.shape, xw.dtype)
+        # one step in about a dozen NumPy calls into the kept buffers (a step is small: call overhead counts)
         for t in range(steps):
-            np.matmul(h, w_t, out=pre)
-            pre += xw[t]
+            a = gates[t]
+            np.matmul(h, w_t, out=a)
+            a += xw[t]
+            ifo, g = a[:, :3 * hidden], a[:, 3 * hidden:]
             with np.errstate(over="ignore"):  # exp overflows to inf for very negative inputs: sigmoid is 0
                 np.exp(np.negative(ifo, out=ifo), out=ifo)
             ifo += 1.0
             np.reciprocal(ifo, out=ifo)
             np.tanh(g, out=g)
-            c *= f
+            i, f, o = (ifo[:, k * hidden:(k + 1) * hidden] for k in range(3))
+            np.multiply(f, cs[t], out=cs[t + 1])
             np.multiply(i, g, out=tmp)
-            c += tmp
-            np.tanh(c, out=tmp)
-            h = np.multiply(o, tmp, out=hs[t])
-        return rounded(hs, dtype), rounded(c, dtype)
+            cs[t + 1] += tmp
+            np.tanh(cs[t + 1], out=tanh_cs[t])
+            h = np.multiply(o, tanh_cs[t], out=hs[t])
+        return rounded(hs, dtype), rounded(np.array(cs[steps]), dtype), gates, cs, tanh_cs
 
-    def vjp(self, ctx, ghs, gc):
+    def vjp(self, ctx, ghs, gc, *_):  # the kept gates and cell states are read only by this gradient
         xw, h0, c0, w_hh = (ctx.input(i) for i in range(4))
         if grad_state.enabled:  # create_graph: a gradient made of differentiable ops
             grads = _lstm_layer_vjp_in_ops(xw, h0, c0, w_hh, ghs, gc)
         else:
-            grads = apply(_lstm_layer_backward_op, xw, h0, c0, w_hh, ctx.output_at(0), ghs, gc)
+            grads = apply(_lstm_layer_backward_op, h0, c0, w_hh, *(ctx.output_at(k) for k in (0, 2, 3, 4)), ghs, gc)
         return tuple(g if ctx.needs_grad(i) else None for i, g in enumerate(grads))
 
 
 class LSTMLayerBackwardOp(Op):
-    """Gradients (of xw, h0, c0, w_hh) of lstm_layer from those of (hs, c_T); either may be None (zero)."""
+    """Gradients (of xw, h0, c0, w_hh) of lstm_layer from its kept outputs and the gradients of (hs, c_T);
+    either gradient may be None (zero)."""
 
     name = "lstm_layer_backward"
     n_outputs = 4
     fresh_output = True
     differentiable = False  # under create_graph the ops of _lstm_layer_vjp_in_ops are recorded instead
 
-    def infer(self, xw, h0, c0, w_hh, hs, ghs, gc):
-        _check(xw, h0, c0, w_hh, self.name)
-        return tuple(spec(tuple(a.shape), a.dtype) for a in (xw, h0, c0, w_hh))
+    def infer(self, h0, c0, w_hh, hs, gates, cs, tanh_cs, ghs, gc):
+        _check(gates, h0, c0, w_hh, self.name, dtypes=False)  # the kept gates are in the compute dtype
+        return (spec(tuple(gates.shape), h0.dtype),) + tuple(spec(tuple(a.shape), a.dtype) for a in (h0, c0, w_hh))
 
-    def kernel(self, xp, xw, h0, c0, w_hh, hs, ghs, gc):
-        dtype = xw.dtype
-        xw, h0, c0, w_hh, hs = (upcast(a) for a in (xw, h0, c0, w_hh, hs))
-        ghs = None if ghs is None else upcast(ghs)
-        steps, _, four_h = xw.shape
+    def kernel(self, xp, h0, c0, w_hh, hs, gates, cs, tanh_cs, ghs, gc):
+        dtype = h0.dtype
+        work = gates.dtype
+        h0, c0, w_hh, hs = (upcast(a).astype(work, copy=False) for a in (h0, c0, w_hh, hs))
+        ghs = None if ghs is None else upcast(ghs).astype(work, copy=False)
+        steps, _, four_h = gates.shape
         hidden = four_h // 4
-        # The pre-activations of every step at once: xw + [h0, h_1 .. h_{T-1}] @ w_hh^T, and the gates.
         h_prev = np.concatenate([h0[None], hs[:-1]])
-        pre = np.matmul(h_prev, w_hh.T)
-        pre += xw
-        act = activated_gates(xp, pre, hidden)
-        i, f, o, g = (act[..., k * hidden:(k + 1) * hidden] for k in range(4))
-        cs = np.empty((steps + 1,) + c0.shape, xw.dtype)  # cs[t + 1] is step t's cell state
-        cs[0] = c0
-        for t in range(steps):
-            np.multiply(f[t], cs[t], out=cs[t + 1])
-            cs[t + 1] += i[t] * g[t]
-        tanh_c = np.tanh(cs[1:])
-        dpre = np.empty_like(pre)
-        dh = np.zeros(h0.shape, xw.dtype)
-        dc = np.zeros(c0.shape, xw.dtype) if gc is None else np.array(gc, dtype=xw.dtype)
+        i, f, o, g = (gates[..., k * hidden:(k + 1) * hidden] for k in range(4))
+        dpre = np.empty(gates.shape, work)
+        dh = np.zeros(h0.shape, work)
+        dc = np.zeros(c0.shape, work) if gc is None else np.array(gc, dtype=work)
         tmp = np.empty_like(dc)
-        compiled = step_backward_kernel(xp, xw.dtype, xw.size)
+        tanh_c = tanh_cs
+        compiled = step_backward_kernel(xp, work, gates.size)
         for t in range(steps - 1, -1, -1):
             if ghs is not None:
                 dh += ghs[t]
             if compiled is not None:
-                compiled(dh, dc, act[t], tanh_c[t], cs[t], dpre[t])
+                compiled(dh, dc, gates[t], tanh_c[t], cs[t], dpre[t])
                 np.matmul(dpre[t], w_hh, out=dh)
                 continue
             # dc += dh * o * (1 - tanh(c)^2);  d o = dh * tanh(c)
@@ -193,4 +195,4 @@ def _lstm_layer_vjp_in_ops(xw, h0, c0, w_hh, ghs, gc):
 def lstm_layer(xw, h0, c0, w_hh):
     """(hs, c_T) of an LSTM layer from every step's input projection xw (T, N, 4H, gates [i, f, o, g],
     biases included), the initial states (N, H) and the hidden-to-hidden weight (4H, H)."""
-    return apply(_lstm_layer_op, xw, h0, c0, w_hh)
+    return apply(_lstm_layer_op, xw, h0, c0, w_hh)[:2]
