@@ -25,6 +25,7 @@ _GETTERS = ("scipy_openblas_get_num_threads64_", "openblas_get_num_threads64_", 
 
 _lock = threading.Lock()
 _state: dict = {}
+_local = threading.local()
 
 
 def _blas_controls():
@@ -113,3 +114,13 @@ def _leave() -> None:
         _state["active"] -= 1
         if _state["active"] == 0:
             _state["controls"][1](_state["saved"])
+
+
+def workspace(size: int, dtype) -> np.ndarray:
+    """A flat scratch array of `size` values for the calling thread, reused by its next call (so its pages
+    are not faulted in again); it must not outlive the caller's use of it."""
+    buf = getattr(_local, "buf", None)
+    dtype = np.dtype(dtype)
+    if buf is None or buf.dtype != dtype or buf.size < size:
+        buf = _local.buf = np.empty(size, dtype)
+    return buf[:size]

@@ -64,14 +64,16 @@ def col2im_available(xp, dtype, elements: int) -> bool:
     return kernel_for(_SOURCE, "col2im", xp, dtype, elements) is not None
 
 
-def im2col_compiled(xp, x, kh, kw, stride, pad, dil, oh, ow, per_sample: bool):
-    """Patches of NCHW `x` as (N, C*kh*kw, OH*OW) (per_sample) or (C*kh*kw, N*OH*OW), or None to use NumPy."""
+def im2col_compiled(xp, x, kh, kw, stride, pad, dil, oh, ow, per_sample: bool, out=None):
+    """Patches of NCHW `x` as (N, C*kh*kw, OH*OW) (per_sample) or (C*kh*kw, N*OH*OW), or None to use NumPy;
+    `out`: a flat buffer of that many values to write them into."""
     fn = kernel_for(_SOURCE, "im2col", xp, x.dtype, x.size * kh * kw)
     if fn is None:
         return None
     n, c = x.shape[:2]
     rows = c * kh * kw
-    out = np.empty((n, rows, oh * ow) if per_sample else (rows, n, oh * ow), x.dtype)
+    shape = (n, rows, oh * ow) if per_sample else (rows, n, oh * ow)
+    out = np.empty(shape, x.dtype) if out is None else out.reshape(shape)
     fn(np.ascontiguousarray(x), kh, kw, stride[0], stride[1], pad[0], pad[2], dil[0], dil[1], oh, ow, out,
        per_sample)
     return out if per_sample else out.reshape(rows, n * oh * ow)

@@ -54,6 +54,7 @@ def test_compiled_col2im_equals_numpy(dtype, stride, pad, dil):
     ((8, 6, 14, 14), (16, 6, 5, 5), 1, 0),   # LeNet's second layer: its input gradient goes through col2im
     ((4, 16, 32, 32), (32, 16, 3, 3), 2, 1),  # a strided ResNet layer
     ((4, 16, 16, 16), (16, 16, 3, 3), 1, 1),  # same width and size: the direct convolution
+    ((8, 64, 32, 32), (64, 64, 3, 3), 1, 1),  # a sample's patches over 2 MB: one block each, the workspace reused
 ])
 def test_conv_gradients_match_torch_on_both_paths(backend, x_shape, w_shape, stride, padding):
     torch = pytest.importorskip("torch")
@@ -72,4 +73,18 @@ def test_conv_gradients_match_torch_on_both_paths(backend, x_shape, w_shape, str
     finally:
         codegen.set_backend(None)
     np.testing.assert_allclose(ex.grad.numpy(), tx.grad.numpy(), rtol=1e-4, atol=1e-4)
-    np.testing.assert_allclose(ew.grad.numpy(), tw.grad.numpy(), rtol=1e-4, atol=2e-4)
+    # the weight's gradient sums N*OH*OW products: float32 rounding grows with its magnitude
+    scale = float(np.abs(tw.grad.numpy()).max())
+    np.testing.assert_allclose(ew.grad.numpy(), tw.grad.numpy(), rtol=1e-4, atol=2e-4 + 2e-6 * scale)
+
+
+def test_workspace_is_reused_per_thread_and_dtype():
+    from ember.ops import batch_threads
+
+    a = batch_threads.workspace(1000, np.float32)
+    b = batch_threads.workspace(500, np.float32)
+    assert np.shares_memory(a, b) and b.size == 500  # the same pages, not a fresh allocation
+    c = batch_threads.workspace(1000, np.float64)
+    assert c.dtype == np.float64 and c.size == 1000
+    d = batch_threads.workspace(4000, np.float64)  # grown
+    assert d.size == 4000
