@@ -53,16 +53,20 @@ def test_compiled_max_pool_equals_numpy(dtype, kernel, stride, padding, dilation
 
 
 @pytest.mark.parametrize("forward_min_bytes", [0, 1 << 40])
-def test_compiled_max_pool_matches_torch(forward_min_bytes, monkeypatch):
+@pytest.mark.parametrize("shape,kernel,stride,padding", [
+    ((16, 6, 28, 28), 3, 2, 1),
+    ((16, 6, 27, 29), 2, 2, 0),  # the 2x2 loops; an odd row and column left out of every window
+])
+def test_compiled_max_pool_matches_torch(forward_min_bytes, shape, kernel, stride, padding, monkeypatch):
     monkeypatch.setattr(pool_compiled, "_FORWARD_MIN_BYTES", forward_min_bytes)
     torch = pytest.importorskip("torch")
-    x = np.random.default_rng(3).standard_normal((16, 6, 28, 28)).astype(np.float32)
+    x = np.random.default_rng(3).standard_normal(shape).astype(np.float32)
     tx = torch.tensor(x, requires_grad=True)
-    ty, tidx = torch.nn.functional.max_pool2d(tx, 3, 2, 1, return_indices=True)
+    ty, tidx = torch.nn.functional.max_pool2d(tx, kernel, stride, padding, return_indices=True)
     g = np.random.default_rng(4).standard_normal(tuple(ty.shape)).astype(np.float32)
     ty.backward(torch.tensor(g))
     ex = em.tensor(x, requires_grad=True)
-    ey, eidx = em.nn.functional.max_pool2d(ex, 3, 2, 1, return_indices=True)
+    ey, eidx = em.nn.functional.max_pool2d(ex, kernel, stride, padding, return_indices=True)
     ey.backward(em.tensor(g))
     np.testing.assert_array_equal(ey.detach().numpy(), ty.detach().numpy())
     np.testing.assert_array_equal(eidx.numpy(), tidx.numpy())
