@@ -1,4 +1,5 @@
-"""Layer norm's gradient as one op: (gx, gw, gb) from x, w, the saved mean and rstd, and gy.
+"""Layer norm's gradient as one op: (gx, gw, gb) from x, w, the saved mean and rstd, and gy; and the compiled
+forward rows that layer_norm's kernel uses.
 
 Written in tensor ops the rule is about a dozen ops, each a pass over the activations with its own
 temporary (and under ember.jit a fused region whose three full-size outputs cost more than the
@@ -6,7 +7,8 @@ arithmetic). PyTorch has native_layer_norm_backward for the same reason. The Num
 composite rule of nn_extra.py; the compiled one (the `jit` extra, float32/float64) makes one pass per
 row that reads x and gy, a second over the same row while it is in cache, and sums in float64.
 Under `create_graph=True`, or when the statistics' own gradients are needed, the composite rule is
-recorded instead, so higher derivatives exist.
+recorded instead, so higher derivatives exist. The forward's compiled rows sum each row in float64 and
+write it while it is in cache, where NumPy makes six passes with temporaries.
 """
 
 from __future__ import annotations
@@ -20,7 +22,30 @@ from ember.ops.opmath import opmath, rounded, upcast
 from ember.ops.registry import Op, register
 
 _SOURCE = '''
+import math
+
 import numpy as np
+
+
+def layer_norm_rows(x, w, b, eps, y, mean, rstd):
+    M, N = x.shape
+    t = x.dtype.type
+    for i in range(M):
+        s = 0.0
+        for j in range(N):
+            s += x[i, j]
+        mu = s / N
+        q = 0.0
+        for j in range(N):
+            d = x[i, j] - mu
+            q += d * d
+        r = 1.0 / math.sqrt(q / N + eps)
+        mean[i] = mu
+        rstd[i] = r
+        mu_t = t(mu)
+        r_t = t(r)
+        for j in range(N):
+            y[i, j] = (x[i, j] - mu_t) * r_t * w[j] + b[j]
 
 
 def layer_norm_backward_rows(x, gy, mean, rstd, w, gx, gw, gb):
@@ -107,3 +132,23 @@ def _compiled(xp, x, w, mean, rstd, gy, ndims):
 
 
 layer_norm_backward_op = register(LayerNormBackwardOp())
+
+
+def layer_norm_compiled(xp, x, w, b, ndims: int, eps: float):
+    """(y, mean, rstd) of layer_norm over the trailing `ndims` dims of float32/float64 `x`, or None to use NumPy."""
+    if x.dtype not in (np.float32, np.float64) or any(p is not None and p.dtype != x.dtype for p in (w, b)):
+        return None
+    fn = kernel_for(_SOURCE, "layer_norm_rows", xp, x.dtype, x.size, fastmath={"reassoc"})
+    if fn is None:
+        return None
+    tail = x.shape[x.ndim - ndims:]
+    n = int(np.prod(tail))
+    rows = x.size // n if n else 0
+    y = np.empty(x.shape, x.dtype)
+    stat = x.shape[:x.ndim - ndims] + (1,) * ndims
+    mean, rstd = np.empty(stat, x.dtype), np.empty(stat, x.dtype)
+    weight = np.ones(n, x.dtype) if w is None else np.ascontiguousarray(w).reshape(n)
+    bias = np.zeros(n, x.dtype) if b is None else np.ascontiguousarray(b).reshape(n)
+    fn(np.ascontiguousarray(x).reshape(rows, n), weight, bias, float(eps), y.reshape(rows, n), mean.reshape(rows),
+       rstd.reshape(rows))
+    return y, mean, rstd

@@ -90,3 +90,22 @@ def test_jitted_training_matches_eager():
     np.testing.assert_allclose(l1, l0, rtol=1e-5)
     for a, b in zip(p1 + s1, p0 + s0):
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("affine", [True, False])
+def test_forward_matches_torch_on_both_kernels(backend, dtype, affine):
+    """The compiled forward rows (float64 sums) and the NumPy kernel, against PyTorch, outputs and statistics."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((16, 64, 128)).astype(dtype) * 5 + 3
+    params = [rng.standard_normal(128).astype(dtype) for _ in range(2)] if affine else []
+    y = em.nn.functional.layer_norm(em.tensor(x), (128,), *(em.tensor(p) for p in params)).numpy()
+    want = torch.nn.functional.layer_norm(torch.tensor(x), (128,), *(torch.tensor(p) for p in params)).numpy()
+    tol = 1e-5 if dtype == np.float32 else 1e-12
+    np.testing.assert_allclose(y, want, rtol=tol, atol=tol)
+    from ember.ops.nn_extra import layer_norm
+
+    _, mean, rstd = layer_norm(em.tensor(x), 1)
+    np.testing.assert_allclose(mean.numpy()[..., 0], x.astype(np.float64).mean(-1), rtol=tol)
+    np.testing.assert_allclose(rstd.numpy()[..., 0], 1 / np.sqrt(x.astype(np.float64).var(-1) + 1e-5), rtol=tol)
