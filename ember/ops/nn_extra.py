@@ -222,7 +222,7 @@ class LayerNormOp(Op):
         return spec(tuple(x.shape), x.dtype), spec(stat, opmath(x.dtype)), spec(stat, opmath(x.dtype))
 
     def kernel(self, xp, x, w, b, ndims, eps):
-        from ember.ops.layer_norm_backward import layer_norm_compiled
+        from ember.ops.layer_norm_compiled import layer_norm_compiled
 
         fast = layer_norm_compiled(xp, x, w, b, ndims, eps)  # float32/float64 with the jit extra
         if fast is not None:
@@ -250,7 +250,7 @@ class LayerNormOp(Op):
 
         ndims = ctx.attrs["ndims"]
         if gy is not None and gmean is None and grstd is None and not grad_state.enabled:
-            from ember.ops.layer_norm_backward import layer_norm_backward_op  # one op (no graph of it recorded)
+            from ember.ops.layer_norm_compiled import layer_norm_backward_op  # one op (no graph of it recorded)
 
             gx, gw, gb = apply(layer_norm_backward_op, ctx.input(0), ctx.input(1), ctx.output_at(1), ctx.output_at(2),
                                gy, ndims=ndims)
