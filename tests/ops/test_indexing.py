@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
@@ -170,3 +171,28 @@ def test_setitem_through_view_updates_base_and_grad() -> None:
     expect[0, 1:3] = 0
     np.testing.assert_allclose(x.grad.numpy(), expect)
     np.testing.assert_allclose(v.grad.numpy(), [1.0, 2.0])
+
+
+@pytest.mark.parametrize("backend", ["numpy", "auto"])  # auto: the compiled row loop where Numba is installed
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_index_add_of_many_repeated_rows_matches_torch(backend, dtype):
+    """An embedding's gradient: 1600 rows of 64 values into 1000 positions, many repeated, and its gradient."""
+    import torch
+
+    from ember.graph import codegen
+
+    rng = np.random.default_rng(0)
+    base = rng.standard_normal((1000, 64)).astype(dtype)
+    idx = rng.integers(0, 1000, 1600)
+    src = rng.standard_normal((1600, 64)).astype(dtype)
+    want = torch.tensor(base).index_add(0, torch.tensor(idx), torch.tensor(src), alpha=2).numpy()
+    codegen.set_backend(backend)
+    try:
+        s = em.tensor(src, requires_grad=True)
+        got = em.tensor(base).index_add(0, em.tensor(idx), s, alpha=2)
+        got.sum().backward()
+    finally:
+        codegen.set_backend(None)
+    tol = 1e-5 if dtype == np.float32 else 1e-12
+    np.testing.assert_allclose(got.detach().numpy(), want, rtol=tol, atol=tol)
+    np.testing.assert_array_equal(s.grad.numpy(), np.full(src.shape, 2, dtype))
