@@ -352,7 +352,8 @@ def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor |
     if bias is not None:
         shift = shift + _upcast(bias)
     x = _upcast(input)
-    out = x * scale.reshape(shape) + shift.reshape(shape)
+    out = x * scale.reshape(shape)
+    out.add_(shift.reshape(shape))  # into the product's fresh array: one allocation, not two
     return out if x is input else out.to(input.dtype)
 
 

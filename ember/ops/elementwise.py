@@ -593,6 +593,8 @@ class ClampOp(Op):
     def kernel(self, xp, x, min=None, max=None):
         dtype = self.infer(x, min, max).dtype
         x = x.astype(dtype, copy=False)
+        if min is not None and max is not None:
+            return xp.clip(x, min, max).astype(dtype, copy=False)  # one pass: minimum(maximum(x, min), max)
         if min is not None:
             x = xp.maximum(x, min)
         if max is not None:
