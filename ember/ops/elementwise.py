@@ -184,6 +184,20 @@ log10 = _unary("log10", None, lambda c, g: g / (_x(c) * math.log(10.0)), ufunc="
 log1p = _unary("log1p", None, lambda c, g: g / (_x(c) + 1.0), ufunc="log1p", save_input=True)
 expm1 = _unary("expm1", None, lambda c, g: g * (c.output + 1.0), ufunc="expm1", save_output=True)
 sqrt = _unary("sqrt", None, lambda c, g: g / (2.0 * c.output), ufunc="sqrt", save_output=True)
+_ZEROS: dict = {}
+
+
+def _zero(xp, dtype):
+    """A 0-d zero of `dtype`: NumPy's maximum against it costs half what it does against a scalar."""
+    if xp is not np:
+        return dtype.type(0)
+    z = _ZEROS.get(dtype)
+    if z is None:
+        z = _ZEROS[dtype] = np.zeros((), dtype)
+        z.flags.writeable = False
+    return z
+
+
 def _int_or_float(fn):
     """An `into` for float and integer data only."""
     return lambda x, out: fn(x, out) if x.dtype.kind in "fiu" else None
@@ -197,9 +211,9 @@ cos = _unary("cos", None, lambda c, g: -(g * sin(_x(c))), ufunc="cos", save_inpu
 tan = _unary("tan", None, lambda c, g: g * (1.0 + c.output * c.output), ufunc="tan", save_output=True)
 tanh = _unary("tanh", None, lambda c, g: g * (1.0 - c.output * c.output), ufunc="tanh", save_output=True)
 sigmoid = _unary("sigmoid", _sigmoid_kernel, lambda c, g: g * (c.output * (1.0 - c.output)), save_output=True)
-relu = _unary("relu", lambda xp, x: xp.maximum(x, x.dtype.type(0)), lambda c, g: relu_backward(g, c.output),
+relu = _unary("relu", lambda xp, x: xp.maximum(x, _zero(xp, x.dtype)), lambda c, g: relu_backward(g, c.output),
               float_only=False, save_output=True,
-              into=_int_or_float(lambda x, out: np.maximum(x, x.dtype.type(0), out=out)))
+              into=_int_or_float(lambda x, out: np.maximum(x, _zero(np, x.dtype), out=out)))
 leaky_relu = _unary("leaky_relu", _leaky_relu_kernel,
                     lambda c, g: where(_x(c) > 0, g, g * c.attrs.get("negative_slope", 0.01)), save_input=True,
                     params=("negative_slope",))
