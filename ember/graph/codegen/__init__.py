@@ -80,8 +80,8 @@ def run_region(region: Region, arrays, outs=None) -> list:
     if setting == "auto":
         if max((a.size for a in arrays), default=0) < SMALL_REGION:
             setting = "numpy"  # a compiled kernel's call costs more than NumPy's few passes over small arrays
-        elif region.reduce is None and not _flat(arrays):
-            setting = STRIDED  # Numba's loop over broadcast views is scalar; NumPy's ufuncs stay vectorised
+        elif region.reduce is None and not all(a.flags.c_contiguous for a in arrays):
+            setting = STRIDED  # Numba's loop over strided views is scalar; NumPy's ufuncs stay vectorised
     fn = region.compiled.get(("setting", setting))
     if fn is None:
         fn = _build(region, setting)
@@ -89,12 +89,6 @@ def run_region(region: Region, arrays, outs=None) -> list:
     if results is None:  # the renderer cannot handle this layout (too many dims after merging)
         results = _build(region, "numpy")(arrays, outs)
     return results
-
-
-def _flat(arrays) -> bool:
-    """Whether every operand is one value or C-contiguous at the full shape (Numba's flat, vectorised loop)."""
-    shape = common_shape([a.shape for a in arrays])
-    return all(a.size == 1 or (a.shape == shape and a.flags.c_contiguous) for a in arrays)
 
 
 def _build(region: Region, setting: str):
