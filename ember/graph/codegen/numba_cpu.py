@@ -391,6 +391,34 @@ def _aliases(outs, arrays, scalars) -> tuple:
     return tuple(found)
 
 
+_LAYOUTS = 64  # layouts remembered per region
+
+
+def _layout(shape, red, operands, n_in: int):
+    """How a broadcast or reduction call runs, from its operands' shapes and strides (accumulator last,
+    not yet made): (merged dims, their summed tags, the full shape's tags, the accumulator's shape, each
+    operand's view (sizes, strides), the inputs' present dims), or None for too many dims."""
+    tags = [False] * len(shape)
+    acc_shape = None
+    strides_in = [_broadcast_strides(o, shape) for o in operands]
+    if red is not None:
+        tags = [d in red.dims for d in range(len(shape))]
+        acc_shape = tuple(1 if t else n for n, t in zip(shape, tags))
+        acc_strides = []  # the accumulator's C layout (8-byte float64 or int64 values)
+        step = 8
+        for n in reversed(acc_shape):
+            acc_strides.insert(0, step)
+            step *= n
+        strides_in.append(tuple(0 if t else s for t, s in zip(tags, acc_strides)))
+    dims, dim_tags, strides = coalesce(shape, tags, strides_in)
+    if len(dims) > MAX_RANK:
+        return None
+    # each operand without the dims it is broadcast along (the accumulator: the summed ones)
+    present = [tuple(d for d, step in enumerate(st) if step != 0) for st in strides]
+    views_at = [([dims[d] for d in p] or [1], [st[d] for d in p] or [0]) for st, p in zip(strides, present)]
+    return dims, tuple(dim_tags), tags, acc_shape, views_at, tuple(present[:n_in])
+
+
 def _broadcast_strides(a, shape) -> tuple:
     """a's strides when broadcast to `shape` (0 along the dims it is broadcast over), as np.broadcast_to's."""
     lead = len(shape) - a.ndim
@@ -474,6 +502,8 @@ class NumbaRenderer(Renderer):
             if len(fn.overloads) != n_sigs:  # a new signature: compiled now, or loaded from the disk cache
                 _count(fn)
 
+        layouts: dict = {}  # operand shapes and strides -> _layout's answer
+
         def run(arrays, outs=None):
             arrays = [np.asarray(a) for a in arrays]
             shape = common_shape([a.shape for a in arrays])
@@ -490,22 +520,24 @@ class NumbaRenderer(Renderer):
                          *(a.reshape(-1) if k in written else _readonly(a.reshape(-1)) for k, a in enumerate(arrays)))
                     return outs
             operands = arrays + outs
-            tags = [False] * len(shape)
+            key = tuple((o.shape, o.strides) for o in operands)
+            layout = layouts.get(key)
+            if layout is None:
+                layout = _layout(shape, red, operands, n_in)
+                if len(layouts) >= _LAYOUTS:  # a dynamic program's many shapes: start again
+                    layouts.clear()
+                layouts[key] = layout
+            if layout is None:
+                return None
+            dims, dim_tags, tags, acc_shape, views_at, present = layout
             acc = None
             if red is not None:
-                tags = [d in red.dims for d in range(len(shape))]
-                acc = np.zeros(tuple(1 if t else n for n, t in zip(shape, tags)), _acc_dtype(region))
+                acc = np.zeros(acc_shape, _acc_dtype(region))
                 operands.append(acc)
-            dims, dim_tags, strides = coalesce(shape, tags, [_broadcast_strides(o, shape) for o in operands])
-            if len(dims) > MAX_RANK:
-                return None
-            # each operand without the dims it is broadcast along (the accumulator: the summed ones)
-            present = [tuple(d for d, step in enumerate(st) if step != 0) for st in strides]
-            views = [_view(o, [dims[d] for d in p] or [1], [st[d] for d in p] or [0], k < n_in)
-                     for k, (o, st, p) in enumerate(zip(operands, strides, present))]
+            views = [_view(o, sizes, st, k < n_in) for k, (o, (sizes, st)) in enumerate(zip(operands, views_at))]
             ins_v, outs_v = views[:n_in], views[n_in:n_in + len(outs)]
             head = [views[-1]] if red is not None else []
-            call(variant(len(dims), tuple(dim_tags), present=tuple(present[:n_in])), *dims, *head, *outs_v, *ins_v)
+            call(variant(len(dims), dim_tags, present=present), *dims, *head, *outs_v, *ins_v)
             if red is None:
                 return outs
             result = acc
