@@ -215,6 +215,17 @@ def eager_now() -> bool:
     return type(_stack.top) is Eager
 
 
+def profiled_eager():
+    """The recording profile when ops in this thread run eager kernels under the profiler alone, else None:
+    a fast path that bypasses the ops (a fused optimizer pass) may then run and record itself."""
+    top = _stack.top
+    from ember.runtime.profiler import ProfilingInterpreter
+
+    if type(top) is ProfilingInterpreter and type(top.below) is Eager:
+        return top.profile
+    return None
+
+
 def apply_unary(op, x, **attrs):
     """apply() for one CPU tensor with nothing unusual going on; anything else takes apply()."""
     if isinstance(x, Tensor) and type(_stack.top) is Eager:

@@ -63,8 +63,10 @@ def adam(p, g, m, v, w1, one_minus_w1, small_w, beta2, c2, bc2_sqrt, eps, neg_st
 
 def _flat_arrays(tensors, options):
     """The tensors' data as flat arrays of one dtype and shape, or None where the compiled pass cannot run:
-    not eager, an option that is not a Python number, another device or layout."""
-    if not dispatch.eager_now() or any(type(v) not in (int, float) for v in options):
+    not eager (the profiler alone is allowed: the pass records itself), an option that is not a Python
+    number, another device or layout."""
+    if not (dispatch.eager_now() or dispatch.profiled_eager() is not None) \
+            or any(type(v) not in (int, float) for v in options):
         return None
     first = tensors[0]
     arrays = []
@@ -75,6 +77,15 @@ def _flat_arrays(tensors, options):
             return None
         arrays.append(a.reshape(-1))
     return arrays
+
+
+def _run(name: str, fn, *args) -> None:
+    """fn(*args), recorded as one `name` event when the profiler is on (as PyTorch's _fused_adam_ is)."""
+    prof = dispatch.profiled_eager()
+    if prof is None:
+        fn(*args)
+    else:
+        prof.timed(lambda: fn(*args), name, tuple(a.shape for a in args if isinstance(a, np.ndarray)), "eager")
 
 
 def _written(*tensors) -> bool:
@@ -91,8 +102,8 @@ def sgd_momentum_step(p, grad, buf, *, lr, momentum, dampening, weight_decay, ne
         return False
     cast = arrays[0].dtype.type  # Python numbers act in the array's dtype, as NumPy's weak scalars do
     keep = 1 - dampening
-    fn(*arrays, cast(-lr), cast(momentum), cast(keep), cast(weight_decay), weight_decay != 0, keep != 1,
-       bool(nesterov), bool(maximize))
+    _run("fused_sgd_momentum", fn, *arrays, cast(-lr), cast(momentum), cast(keep), cast(weight_decay),
+         weight_decay != 0, keep != 1, bool(nesterov), bool(maximize))
     return _written(p, buf)
 
 
@@ -107,7 +118,7 @@ def adam_step(p, grad, exp_avg, exp_avg_sq, *, step: float, beta1, beta2, lr, we
     cast = arrays[0].dtype.type
     w1 = cast(1 - beta1)
     mode = 0 if weight_decay == 0 else (2 if decoupled else 1)
-    fn(*arrays, w1, cast(1) - w1, bool(abs(w1) < 0.5), cast(beta2), cast(1 - beta2),
-       cast((1 - beta2**step) ** 0.5), cast(eps), cast(-(lr / (1 - beta1**step))), cast(weight_decay),
-       cast(1 - lr * weight_decay), mode, bool(maximize))
+    _run("fused_adam", fn, *arrays, w1, cast(1) - w1, bool(abs(w1) < 0.5), cast(beta2), cast(1 - beta2),
+         cast((1 - beta2**step) ** 0.5), cast(eps), cast(-(lr / (1 - beta1**step))), cast(weight_decay),
+         cast(1 - lr * weight_decay), mode, bool(maximize))
     return _written(p, exp_avg, exp_avg_sq)

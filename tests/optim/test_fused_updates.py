@@ -108,3 +108,31 @@ def test_fused_adam_equals_the_tensor_ops(dtype, decoupled, options, monkeypatch
     assert fused_ran
     for g, w in zip(got, want):
         np.testing.assert_array_equal(g, w)
+
+
+@pytest.mark.parametrize("name,make_opt,fused_params", [
+    ("fused_adam", lambda ps: em.optim.Adam(ps, lr=1e-2), 4),  # every parameter
+    ("fused_sgd_momentum", lambda ps: em.optim.SGD(ps, lr=0.05, momentum=0.9), 1),  # the one large enough
+])
+def test_the_profiler_sees_the_fused_pass_that_runs_without_it(name, make_opt, fused_params):
+    """Under em.profiler the optimizer still takes its one compiled pass per parameter, recorded as one event,
+    so a profile shows the update that runs without it (and gives the same values)."""
+    results = []
+    for profiling in (False, True):
+        em.manual_seed(0)
+        model = em.nn.Sequential(em.nn.Linear(300, 200), em.nn.ReLU(), em.nn.Linear(200, 10))
+        opt = make_opt(model.parameters())
+        x, y = em.ones(16, 300), em.zeros(16, dtype=em.int64)
+        for _ in range(3):
+            opt.zero_grad()
+            em.nn.functional.cross_entropy(model(x), y).backward()
+            if profiling:
+                with em.profiler.profile() as prof:
+                    opt.step()
+            else:
+                opt.step()
+        results.append([p.detach().numpy().copy() for p in model.parameters()])
+    names = [e.name for e in prof.events]
+    assert names.count(name) == fused_params and "lerp" not in names  # one event per fused parameter
+    for a, b in zip(*results):
+        np.testing.assert_array_equal(a, b)
