@@ -176,7 +176,7 @@ class Conv2dOp(Op):
         x, w = upcast(x.astype(dtype, copy=False)), upcast(w.astype(dtype, copy=False))
         o, _, kh, kw = w.shape
         n = x.shape[0]
-        if groups > 1 and w.shape[1] == 1:  # depthwise: compiled loops (strided), else taps where they pay
+        if groups > 1 and w.shape[1] == 1:  # depthwise: compiled loops, or without Numba taps where they pay
             out = depthwise_compiled.forward(xp, x, w, stride, padding, dilation,
                                              *_out_hw(x, kh, kw, stride, padding, dilation))
             if out is None and depthwise.forward_pays(x.shape, stride, padding):
