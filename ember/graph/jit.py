@@ -58,6 +58,7 @@ class _Compiled:
         self.n_user_outputs = 0
         self.grad_targets: list = []  # (tensor, kind) kind: "set" or "none"
         self.mutated: list = []  # tensors written back in place
+        self.arg_writes: list = []  # indices of tensor arguments the function writes in place (copied back)
         self.copied_back = 0  # of them, how many the last run copied (the rest were computed into their arrays)
         self.escaped: list = []  # weakrefs of tensors to materialise after this run
         self.retrace = False
@@ -244,6 +245,10 @@ class JitFunction:
         outputs = [t._data if is_symbolic(t) else tracer.lift(t) for t in out_leaves]
         entry.n_user_outputs = len(outputs)
         differentiable = any(t.requires_grad for t in out_leaves)
+        # Tensor arguments the function wrote in place (p.add_(g)) now stand for a new value: it is an
+        # output too, copied into the caller's tensor after each run, as eager and torch.compile leave it.
+        arg_values = [(i, s._data) for i, (x, s) in enumerate(zip(leaves, sym_leaves))
+                      if isinstance(x, Tensor) and s._data is not entry.placeholders[i]]
         del out, out_leaves, sym_args, sym_kwargs, sym_leaves
 
         # New .grad values of captured tensors become outputs; the real tensors are untouched now.
@@ -264,6 +269,9 @@ class JitFunction:
         for t in tracer.mutated.values():
             outputs.append(tracer.lifted[id(t)][1])
             entry.mutated.append(t)
+        for i, value in arg_values:
+            outputs.append(value if is_symbolic(value) else tracer.lift(Tensor._make(value, leaves[i]._device)))
+            entry.arg_writes.append(i)
         entry.scalar_feeds = tracer.scalar_feeds
         entry.guards = tracer.guards
         entry.effects = tracer.effects
@@ -329,6 +337,12 @@ class JitFunction:
                 copied += 1
             t._version[0] += 1
         entry.copied_back = copied
+        for i in entry.arg_writes:
+            arr, t = results[pos], leaves[i]
+            pos += 1
+            if arr is not t._data:
+                t._device.backend.xp.copyto(t._data, arr, casting="unsafe")
+            t._version[0] += 1
         for r in entry.escaped:
             arr = results[pos]
             pos += 1

@@ -29,15 +29,7 @@ def _small_batch(name):
     return em.tensor(x[:2]), em.tensor(y[:2])
 
 
-# Eager Adam updates each parameter in one compiled pass (optim/fused.py); a jitted step still traces the
-# update as tensor ops (lerp, mul, addcmul, addcdiv and the bias-correction scalars: about six kernels per
-# parameter), which fusion does not merge. Counted honestly since the profiler records the fused pass.
-_ADAM_GAP = pytest.mark.xfail(strict=True, reason="jit traces Adam's update as about six kernels per parameter, "
-                              "eager runs one fused pass")
-
-
-@pytest.mark.parametrize("name", [pytest.param(n, marks=_ADAM_GAP) if bench.CASES[n][3] == "adam" else n
-                                  for n in bench.CASES])
+@pytest.mark.parametrize("name", list(bench.CASES))
 def test_jit_training_step_runs_no_more_kernels_than_eager(name):
     build, _, kind, opt_name = bench.CASES[name]
     x, y = _small_batch(name)

@@ -162,3 +162,23 @@ def test_batch_norm_cumulative_average_under_jit_equals_eager():
     assert n == jn == 5
     np.testing.assert_allclose(jmean, mean, rtol=1e-6, atol=1e-7)
     np.testing.assert_allclose(jvar, var, rtol=1e-6, atol=1e-7)
+
+
+def test_in_place_writes_to_tensor_arguments_reach_the_caller():
+    """f(p, g) that updates p in place leaves p updated after a jitted call too (as eagerly and under
+    torch.compile), call after call, the data changed in between; the returned value is the new one."""
+
+    def step(p, g, lr):
+        p.sub_(g * lr)
+        p.clamp_(-1.0, 1.0)
+        return p * 2
+
+    rng = np.random.default_rng(0)
+    eager_p, jit_p = em.zeros(5), em.zeros(5)
+    jitted = em.jit(step)
+    for i in range(4):
+        g = em.tensor(rng.standard_normal(5).astype(np.float32))
+        want = step(eager_p, g, 0.3 + i)
+        got = jitted(jit_p, g, 0.3 + i)
+        np.testing.assert_array_equal(jit_p.numpy(), eager_p.numpy())
+        np.testing.assert_array_equal(got.numpy(), want.numpy())

@@ -4,8 +4,9 @@ A region is a set of elementwise nodes with one output shape (inputs may broadca
 from the last unassigned node towards its producers and consumers. A node joins only if the region
 stays convex (no path leaves the region and comes back, which would make the fused node depend on
 itself). Members whose values are read outside the region (or are graph outputs) become extra
-outputs of the fused node rather than being recomputed. One trailing `sum`/`mean` of a member may
-join too. Each region becomes one `fused_elementwise` node whose shape rule re-runs the member
+outputs of the fused node rather than being recomputed (paths through control dependencies count as
+paths). Two regions, each convex, can still need each other; the later one found is then left
+unfused. One trailing `sum`/`mean` of a member may join too. Each region becomes one `fused_elementwise` node whose shape rule re-runs the member
 ops' rules, so specs are unchanged.
 """
 
@@ -49,6 +50,10 @@ class _Analysis:
         self.users = users_of(graph)
         self.outputs = set(outputs)
         self.control = control_targets(graph)
+        self.waiting: dict = {}  # node id -> the nodes that wait for it through control dependencies
+        for n in graph.nodes:
+            for c in n.control_inputs:
+                self.waiting.setdefault(c.id, []).append(n)
         self.cand = {n.id for n in graph.nodes if self._candidate(n)}
 
     def _candidate(self, n) -> bool:
@@ -73,7 +78,9 @@ class _Analysis:
         return all(v is None or isinstance(v, _SCALARS) for v in n.attrs.values() if not isinstance(v, np.dtype))
 
     def consumers(self, node) -> list:
-        return [u for v in node.outputs for u, _ in self.users.get(v, ())]
+        """The nodes that read node's values or wait for it (a path through either must not leave a region
+        and come back)."""
+        return [u for v in node.outputs for u, _ in self.users.get(v, ())] + self.waiting.get(node.id, [])
 
     def producers(self, node) -> list:
         return [x.node for x in node.inputs if isinstance(x, Value)]
@@ -201,14 +208,42 @@ def find_regions(graph: Graph, outputs: list) -> tuple:
 def run(graph: Graph, outputs: list) -> tuple:
     """A copy of `graph` where each fusible region is one fused_elementwise node."""
     a, found = find_regions(graph, outputs)
-    unit_of: dict = {}  # node id -> unit key
-    units: dict = {}  # key -> ("node", node) | ("region", region, inputs, replaced, ids)
+    built: dict = {}  # key -> (region, inputs, replaced, ids)
     for members, reduction in found:
         region, inputs, replaced = _build_region(a, members, reduction)
         if not _specs_match(region, inputs, replaced):
             continue
         ids = [n.id for n in members] + ([reduction.id] if reduction is not None else [])
-        key = max(ids)
+        built[max(ids)] = (region, inputs, replaced, ids)
+    while True:
+        units, order = _order_units(graph, built)
+        if len(order) == len(units):
+            break
+        # Each region is convex on its own, but two regions can still need each other (a value of one
+        # feeds the other both ways round); keep the first stuck region's nodes unfused and order again.
+        placed = set(order)
+        del built[min(k for k in units if k not in placed and units[k][0] == "region")]
+    rw = Rewriter(graph)
+    for k in order:
+        unit = units[k]
+        if unit[0] == "node":
+            rw.copy(unit[1])
+        else:
+            _, region, inputs, replaced, _ids = unit
+            device = replaced[0].device
+            outs = rw.add_op(FUSED, [rw.value(v) for v in inputs], {"region": region}, device)
+            outs = outs if isinstance(outs, tuple) else (outs,)
+            for old, new in zip(replaced, outs):
+                rw.alias(old, new)
+    return rw.graph, rw.outputs(outputs), rw.vmap
+
+
+def _order_units(graph: Graph, built: dict) -> tuple:
+    """(units, their keys in a topological order keeping the original order where dependencies allow); the
+    order is short of the units when regions depend on each other in a cycle."""
+    unit_of: dict = {}  # node id -> unit key
+    units: dict = {}  # key -> ("node", node) | ("region", region, inputs, replaced, ids)
+    for key, (region, inputs, replaced, ids) in built.items():
         units[key] = ("region", region, inputs, replaced, ids)
         for i in ids:
             unit_of[i] = key
@@ -216,8 +251,6 @@ def run(graph: Graph, outputs: list) -> tuple:
         if n.id not in unit_of:
             unit_of[n.id] = n.id
             units[n.id] = ("node", n)
-
-    # Order units topologically, keeping the original order where dependencies allow.
     deps: dict = {k: set() for k in units}
     for n in graph.nodes:
         k = unit_of[n.id]
@@ -231,23 +264,12 @@ def run(graph: Graph, outputs: list) -> tuple:
             rdeps.setdefault(p, []).append(k)
     ready = [k for k, c in waiting.items() if c == 0]
     heapq.heapify(ready)
-    rw = Rewriter(graph)
+    order = []
     while ready:
         k = heapq.heappop(ready)
-        unit = units[k]
-        if unit[0] == "node":
-            rw.copy(unit[1])
-        else:
-            _, region, inputs, replaced, _ids = unit
-            device = replaced[0].device
-            outs = rw.add_op(FUSED, [rw.value(v) for v in inputs], {"region": region}, device)
-            outs = outs if isinstance(outs, tuple) else (outs,)
-            for old, new in zip(replaced, outs):
-                rw.alias(old, new)
+        order.append(k)
         for nxt in rdeps.get(k, ()):
             waiting[nxt] -= 1
             if waiting[nxt] == 0:
                 heapq.heappush(ready, nxt)
-    if len(rw.graph.nodes) < len(units):
-        raise AssertionError("fusion: the fused graph has a cycle")  # convexity checks make this unreachable
-    return rw.graph, rw.outputs(outputs), rw.vmap
+    return units, order
