@@ -39,3 +39,8 @@ def _compile(source: str, name: str, fastmath):
         return None
     # Serial: Numba's worker threads and OpenBLAS's (spinning after each GEMM) would fight over the cores.
     return compiled_function(source, name, **({"fastmath": fastmath} if fastmath else {}))
+
+
+def contiguous(a, shape=(-1,)):
+    """`a` as a C-contiguous array of `shape` (flat by default), copied only when its layout needs it."""
+    return np.ascontiguousarray(a).reshape(shape)

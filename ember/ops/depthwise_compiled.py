@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from ember.ops import batch_threads
-from ember.ops.compiled import kernel_for
+from ember.ops.compiled import contiguous, kernel_for
 
 _SOURCE = '''
 import numpy as np
@@ -112,9 +112,6 @@ def depthwise_weight_grad(x, g, N, C, H, W, sh, sw, pt, pl, dh, dw, oh, ow, gw, 
 '''
 
 
-def _flat(a):
-    return np.ascontiguousarray(a).reshape(-1)
-
 
 def _split(fn, total: int, flops: float, *args):
     """fn(*args, start, stop) over [0, total) split over the batch threads when the work is large enough."""
@@ -128,7 +125,7 @@ def forward(xp, x, w, stride, pad, dil, oh, ow):
         return None
     n, c, h, wd = x.shape
     out = np.empty((n, w.shape[0], oh, ow), x.dtype)
-    _split(fn, n * w.shape[0], 2 * out.size * w.shape[2] * w.shape[3], _flat(x), np.ascontiguousarray(w), c, h, wd,
+    _split(fn, n * w.shape[0], 2 * out.size * w.shape[2] * w.shape[3], contiguous(x), np.ascontiguousarray(w), c, h, wd,
            stride[0], stride[1], pad[0], pad[2], dil[0], dil[1], oh, ow, out.reshape(-1))
     return out
 
@@ -140,7 +137,7 @@ def input_grad(xp, g, w, channels, stride, pad, dil, in_hw):
         return None
     n = g.shape[0]
     gx = np.empty((n, channels) + tuple(in_hw), g.dtype)
-    _split(fn, n * channels, 2 * g.size * w.shape[2] * w.shape[3], _flat(g), np.ascontiguousarray(w), channels,
+    _split(fn, n * channels, 2 * g.size * w.shape[2] * w.shape[3], contiguous(g), np.ascontiguousarray(w), channels,
            in_hw[0], in_hw[1], stride[0], stride[1], pad[0], pad[2], dil[0], dil[1], g.shape[2], g.shape[3],
            gx.reshape(-1))
     return gx
@@ -153,6 +150,6 @@ def weight_grad(xp, x, g, stride, pad, dil, kh, kw):
         return None
     n, c, h, wd = x.shape
     gw = np.empty((g.shape[1], 1, kh, kw), x.dtype)
-    _split(fn, g.shape[1], 2 * g.size * kh * kw, _flat(x), _flat(g), n, c, h, wd, stride[0], stride[1], pad[0],
+    _split(fn, g.shape[1], 2 * g.size * kh * kw, contiguous(x), contiguous(g), n, c, h, wd, stride[0], stride[1], pad[0],
            pad[2], dil[0], dil[1], g.shape[2], g.shape[3], gw)
     return gw

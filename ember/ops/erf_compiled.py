@@ -13,7 +13,7 @@ import numpy as np
 
 from ember.ops import batch_threads
 from ember.ops._special import _ERF_P, _ERFCX_Q
-from ember.ops.compiled import kernel_for
+from ember.ops.compiled import contiguous, kernel_for
 
 _COEFFICIENTS = "\n".join([f"P{k} = np.float32({c!r})" for k, c in enumerate(_ERF_P)]
                           + [f"Q{k} = np.float32({c!r})" for k, c in enumerate(_ERFCX_Q)])
@@ -123,20 +123,17 @@ def _blocked(fns, n_exp: int, arrays: list, shape):
     return out.reshape(shape)
 
 
-def _flat(a):
-    return np.ascontiguousarray(a).reshape(-1)
-
 
 def erf_compiled(xp, x):
     """erf of float32 `x`, or None to use NumPy."""
     fns = _kernels(xp, x, "erf")
-    return None if fns is None else _blocked(fns, 1, [_flat(x)], x.shape)
+    return None if fns is None else _blocked(fns, 1, [contiguous(x)], x.shape)
 
 
 def gelu_compiled(xp, x):
     """The exact GELU of float32 `x`, or None to use NumPy."""
     fns = _kernels(xp, x, "gelu")
-    return None if fns is None else _blocked(fns, 1, [_flat(x)], x.shape)
+    return None if fns is None else _blocked(fns, 1, [contiguous(x)], x.shape)
 
 
 def gelu_backward_compiled(xp, g, x):
@@ -144,4 +141,4 @@ def gelu_backward_compiled(xp, g, x):
     fns = _kernels(xp, x, "gelu_backward")
     if fns is None or g.dtype != np.float32:
         return None
-    return _blocked(fns, 2, [_flat(g), _flat(x)], x.shape)
+    return _blocked(fns, 2, [contiguous(g), contiguous(x)], x.shape)

@@ -17,7 +17,7 @@ import numpy as np
 
 from ember.errors import ShapeError, fmt_shape
 from ember.ops._rules import spec
-from ember.ops.compiled import MIN_ELEMENTS, kernel_for
+from ember.ops.compiled import MIN_ELEMENTS, contiguous, kernel_for
 from ember.ops.opmath import opmath, rounded, upcast
 from ember.ops.registry import Op, register
 
@@ -112,22 +112,32 @@ class LayerNormBackwardOp(Op):
         return rounded(gx, dtype), xp.asarray(gw), xp.asarray(gb)
 
 
+def _rows(x, ndims: int):
+    """(rows, values per row, the normalised dims' shape): x as the (rows, n) matrix the kernels walk."""
+    tail = x.shape[x.ndim - ndims:]
+    n = int(np.prod(tail))
+    return (x.size // n if n else 0), n, tail
+
+
+def _per_column(p, n: int, dtype, fill):
+    """A weight or bias as n contiguous values (`fill` everywhere when it is absent)."""
+    return np.full(n, fill, dtype) if p is None else contiguous(p, n)
+
+
 def _compiled(xp, x, w, mean, rstd, gy, ndims):
     """The compiled kernel's (gx, gw, gb) over rows of the normalised size, or None to use NumPy."""
     if x.dtype not in (np.float32, np.float64) or gy.dtype != x.dtype or mean.dtype != x.dtype \
             or (w is not None and w.dtype != x.dtype):
         return None
+    # every size: one call replaces the dozen ops of the composite rule
     fn = kernel_for(_SOURCE, "layer_norm_backward_rows", xp, x.dtype, max(x.size, MIN_ELEMENTS), fastmath={"reassoc"})
     if fn is None:
         return None
-    tail = x.shape[x.ndim - ndims:]
-    n = int(np.prod(tail))
-    rows = x.size // n if n else 0
+    rows, n, tail = _rows(x, ndims)
     gx = np.empty(x.shape, x.dtype)
     gw, gb = np.empty(tail, x.dtype), np.empty(tail, x.dtype)
-    weight = np.ones(n, x.dtype) if w is None else np.ascontiguousarray(w).reshape(n)
-    fn(np.ascontiguousarray(x).reshape(rows, n), np.ascontiguousarray(gy).reshape(rows, n), np.ascontiguousarray(mean).reshape(rows),
-       np.ascontiguousarray(rstd).reshape(rows), weight, gx.reshape(rows, n), gw.reshape(n), gb.reshape(n))
+    fn(contiguous(x, (rows, n)), contiguous(gy, (rows, n)), contiguous(mean, rows), contiguous(rstd, rows),
+       _per_column(w, n, x.dtype, 1), gx.reshape(rows, n), gw.reshape(n), gb.reshape(n))
     return gx, gw, gb
 
 
@@ -141,14 +151,10 @@ def layer_norm_compiled(xp, x, w, b, ndims: int, eps: float):
     fn = kernel_for(_SOURCE, "layer_norm_rows", xp, x.dtype, x.size, fastmath={"reassoc"})
     if fn is None:
         return None
-    tail = x.shape[x.ndim - ndims:]
-    n = int(np.prod(tail))
-    rows = x.size // n if n else 0
+    rows, n, _ = _rows(x, ndims)
     y = np.empty(x.shape, x.dtype)
     stat = x.shape[:x.ndim - ndims] + (1,) * ndims
     mean, rstd = np.empty(stat, x.dtype), np.empty(stat, x.dtype)
-    weight = np.ones(n, x.dtype) if w is None else np.ascontiguousarray(w).reshape(n)
-    bias = np.zeros(n, x.dtype) if b is None else np.ascontiguousarray(b).reshape(n)
-    fn(np.ascontiguousarray(x).reshape(rows, n), weight, bias, float(eps), y.reshape(rows, n), mean.reshape(rows),
-       rstd.reshape(rows))
+    fn(contiguous(x, (rows, n)), _per_column(w, n, x.dtype, 1), _per_column(b, n, x.dtype, 0), float(eps),
+       y.reshape(rows, n), mean.reshape(rows), rstd.reshape(rows))
     return y, mean, rstd
