@@ -269,8 +269,8 @@ class JitFunction:
         for t in tracer.mutated.values():
             outputs.append(tracer.lifted[id(t)][1])
             entry.mutated.append(t)
-        for i, value in arg_values:
-            outputs.append(value if is_symbolic(value) else tracer.lift(Tensor._make(value, leaves[i]._device)))
+        for i, value in arg_values:  # a write while tracing always binds a graph value (GraphBuilder.write)
+            outputs.append(value)
             entry.arg_writes.append(i)
         entry.scalar_feeds = tracer.scalar_feeds
         entry.guards = tracer.guards

@@ -182,3 +182,12 @@ def test_in_place_writes_to_tensor_arguments_reach_the_caller():
         got = jitted(jit_p, g, 0.3 + i)
         np.testing.assert_array_equal(jit_p.numpy(), eager_p.numpy())
         np.testing.assert_array_equal(got.numpy(), want.numpy())
+
+    def reset(a, b):  # writes that take no computed value: a fill, and a copy of another argument
+        a.fill_(2.0)
+        b.copy_(a)
+
+    a, b = em.ones(3), em.zeros(3)
+    em.jit(reset)(a, b)
+    np.testing.assert_array_equal(a.numpy(), [2, 2, 2])
+    np.testing.assert_array_equal(b.numpy(), [2, 2, 2])
