@@ -1,15 +1,45 @@
-"""One LSTM time step's gradient rule as a compiled kernel (Numba), for lstm_layer_backward's loop.
+"""One LSTM time step's elementwise work as compiled kernels (Numba), for lstm_layer's loops.
 
 A step of a small layer (32 x 128) is about 4,000 values: NumPy's dozen calls per step cost more in
-call overhead than in arithmetic, so this loop does a step's elementwise gradient in one call, from
-the activations computed for all steps at once. (The forward step is left to NumPy: its exp and tanh
-are vectorised there, and Numba's scalar ones made the step slower.) Gates are [i, f, o, g]. Without
-Numba, or for other dtypes, recurrent_layer.py runs the same arithmetic in NumPy.
+call overhead than in arithmetic, so each of these loops does a step in one call after the step's GEMM.
+The forward activates the gates and updates the cell with exp_compiled's vectorised float32 sigmoid
+and tanh (Numba's own exp and tanh are scalar libm calls, which made the step slower than NumPy's);
+the backward applies the step's gradient rule from the kept activations. Gates are [i, f, o, g].
+Without Numba, or for other dtypes, recurrent_layer.py runs the same arithmetic in NumPy.
 """
 
 from __future__ import annotations
 
+import numpy as np
+
+from ember.ops import exp_compiled
 from ember.ops.compiled import kernel_for
+
+_FORWARD_SOURCE = exp_compiled.SOURCE + '''
+
+def lstm_step_forward(pre, c_prev, act, c_next, tanh_c, h):
+    # pre (N, 4H): the step's gate pre-activations; act (N, 4H) receives them activated. Short loops over few
+    # arrays each: LLVM vectorises a loop only when its run-time checks that the arrays do not overlap
+    # stay few, and falls back to scalar code when they do overlap (so act must not be pre).
+    N, H = c_prev.shape
+    for n in range(N):
+        p = pre[n]
+        a = act[n]
+        for j in range(3 * H):
+            a[j] = sigmoid32(p[j])
+        for j in range(3 * H, 4 * H):
+            a[j] = tanh32(p[j])
+        cp = c_prev[n]
+        cn = c_next[n]
+        for j in range(H):
+            cn[j] = a[H + j] * cp[j] + a[j] * a[3 * H + j]
+        tc = tanh_c[n]
+        hn = h[n]
+        for j in range(H):
+            t = tanh32(cn[j])
+            tc[j] = t
+            hn[j] = a[2 * H + j] * t
+'''
 
 _SOURCE = '''
 def lstm_step_backward(dh, dc, act, tanh_c, c_prev, d):
@@ -35,3 +65,10 @@ def lstm_step_backward(dh, dc, act, tanh_c, c_prev, d):
 def step_backward_kernel(xp, dtype, elements: int):
     """The compiled step gradient for `elements` values of `dtype` in all, or None to use NumPy."""
     return kernel_for(_SOURCE, "lstm_step_backward", xp, dtype, elements)
+
+
+def step_forward_kernel(xp, dtype, elements: int):
+    """The compiled forward step for `elements` values of `dtype` in all (float32 only), or None to use NumPy."""
+    if dtype != np.float32:  # the sigmoid and tanh are float32 approximations
+        return None
+    return kernel_for(_FORWARD_SOURCE, "lstm_step_forward", xp, dtype, elements)

@@ -21,7 +21,7 @@ from ember.errors import ShapeError, fmt_shape
 from ember.ops._rules import FLOAT_NP, spec
 from ember.ops.dispatch import apply
 from ember.ops.opmath import opmath, rounded, upcast
-from ember.ops.recurrent_compiled import step_backward_kernel
+from ember.ops.recurrent_compiled import step_backward_kernel, step_forward_kernel
 from ember.ops.registry import Op, register
 
 
@@ -72,6 +72,15 @@ class LSTMLayerOp(Op):
         tanh_cs = np.empty((steps,) + c0.shape, xw.dtype)
         h = h0
         w_t = np.ascontiguousarray(w_hh.T)  # BLAS runs these small products ~25% faster on a contiguous operand
+        compiled = step_forward_kernel(xp, xw.dtype, xw.size)
+        if compiled is not None:
+            pre = np.empty(xw.shape[1:], xw.dtype)
+            for t in range(steps):
+                np.matmul(h, w_t, out=pre)
+                pre += xw[t]  # xw may be strided (a batch-first input's projections): the kernel reads C order
+                h = hs[t]
+                compiled(pre, cs[t], gates[t], cs[t + 1], tanh_cs[t], h)
+            return rounded(hs, dtype), rounded(np.array(cs[steps]), dtype), gates, cs, tanh_cs
         tmp = np.empty(c0.shape, xw.dtype)
         # one step in about a dozen NumPy calls into the kept buffers (a step is small: call overhead counts)
         for t in range(steps):

@@ -33,7 +33,8 @@ def test_mixed_or_integer_dtypes_are_named():
 
 @pytest.mark.parametrize("backend", ["numba", "numpy"])
 def test_a_layer_large_enough_for_the_compiled_step_matches_torch(backend):
-    """nn.LSTM through lstm_layer, at a size whose backward runs the compiled step rule (and on NumPy's)."""
+    """nn.LSTM through lstm_layer, at a size whose forward and backward run the compiled steps (and on NumPy's);
+    the input is batch first, so the step's input projections are strided."""
     torch = pytest.importorskip("torch")
     pytest.importorskip("numba")
     from ember.graph import codegen
@@ -45,6 +46,7 @@ def test_a_layer_large_enough_for_the_compiled_step_matches_torch(backend):
     e.load_state_dict({k: em.tensor(v.detach().numpy()) for k, v in t.state_dict().items()})
     x = np.random.default_rng(1).standard_normal((8, 12, 16)).astype(np.float32)
     assert recurrent_compiled.step_backward_kernel(np, np.dtype(np.float32), 8 * 12 * 4 * 64) is not None
+    assert recurrent_compiled.step_forward_kernel(np, np.dtype(np.float32), 8 * 12 * 4 * 64) is not None
     tx = torch.tensor(x, requires_grad=True)
     to, (th, tc) = t(tx)
     (to.sum() + (th ** 2).sum() + (tc ** 3).sum()).backward()
