@@ -53,6 +53,34 @@ def test_run_restores_blas_threads_under_concurrent_splits(two_workers):
     assert _blas_threads() == before
 
 
+def test_concurrent_splits_keep_chunk_order(two_workers):
+    errors = []
+
+    def caller():
+        for _ in range(100):
+            got = batch_threads.run(lambda a, b: (a, b), 7)
+            if got != batch_threads.split(7, 2):
+                errors.append(got)
+
+    threads = [threading.Thread(target=caller) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+
+
+def test_an_error_in_a_pool_thread_reaches_the_caller(two_workers):
+    def work(a, b):
+        if a:
+            raise ValueError(f"chunk {a}..{b}")
+        return b - a
+
+    with pytest.raises(ValueError, match="chunk 3..6"):
+        batch_threads.run(work, 6)
+    assert batch_threads.run(lambda a, b: b - a, 6) == [3, 3]  # the thread is free again
+
+
 @pytest.mark.parametrize("stride,padding,groups", [(1, 1, 1), (2, 1, 1), (1, 0, 2), (3, 2, 4)])
 def test_split_convolution_equals_unsplit(two_workers, monkeypatch, stride, padding, groups):
     rng = np.random.default_rng(0)
