@@ -9,6 +9,7 @@ differentiated again. Views and in-place writes are in `views.py`.
 
 from __future__ import annotations
 
+import itertools
 import weakref
 
 from ember.autograd.grad_mode import state as _grad_state
@@ -23,19 +24,23 @@ class Node:
     )
 
     def __init__(self, op, attrs: dict, inputs: tuple, outputs: tuple) -> None:
+        # The hottest function of eager training (one call per recorded op): written for speed.
         self.op = op
         self.attrs = attrs
         self.freed = False
         self.retained = None
-        _SEQ[0] += 1
-        self.seq = _SEQ[0]
+        self.seq = _next_seq()
         # For a view, the version of its storage when this node was made: a later in-place write
         # through another alias makes the node stale (see `current_grad_fn`).
         is_view = op.is_view
-        out0 = outputs[0] if is_view and is_view != "multi" and outputs else None
-        self.view_version = out0._version[0] if out0 is not None and out0._base is not None else None
+        if is_view and is_view != "multi" and outputs and outputs[0]._base is not None:
+            self.view_version = outputs[0]._version[0]
+        else:
+            self.view_version = None
         edges = []
         meta = []
+        needs = 0  # bit i: input i needs a gradient
+        bit = 1
         for x in inputs:
             if isinstance(x, _Tensor):
                 d = x._data
@@ -43,22 +48,19 @@ class Node:
                 if x._requires_grad:
                     fn = x._grad_fn if x._base is None else _views.current_grad_fn(x)
                     edges.append((fn, x._output_nr) if fn is not None else (x, -1))
+                    needs |= bit
+                    bit <<= 1
                     continue
             else:  # a Python number, or a NumPy array operand (ndarray @ tensor): its shape if it has one
                 meta.append((x.shape, x.dtype) if type(x) is _np.ndarray else None)
             edges.append(None)
+            bit <<= 1
         self.edges = edges
         self.in_meta = meta
         reads = op.grad_reads
         if reads is not None:  # only what the gradients of the inputs that need one read
             save = None
             if reads:
-                needs = 0  # bit i: input i needs a gradient
-                bit = 1
-                for e in edges:
-                    if e is not None:
-                        needs |= bit
-                    bit <<= 1
                 save = _SAVES.get((op, needs))
                 if save is None:
                     save = _SAVES[(op, needs)] = tuple(sorted(
@@ -181,12 +183,13 @@ class Node:
 
 
 _SAVES: dict = {}  # (op, inputs needing a gradient as bits) -> the inputs its gradient rules read
-_SEQ = [0]  # creation counter of nodes: tells the nodes an in-place op made from older ones
+# Creation numbers of nodes (Node.seq): tell the nodes an in-place op made from older ones.
+_next_seq = itertools.count(1).__next__
 
 
 def seq_mark() -> int:
     """A mark that every node created from now on is newer than (see `protect_saved`)."""
-    return _SEQ[0]
+    return _next_seq()
 
 
 # `record(op, attrs, inputs, outputs)`: record that `op` made `outputs` from `inputs`, the one way a

@@ -235,9 +235,8 @@ class _Call:
 
 
 def _node_count() -> int:
-    """How many autograd nodes have been recorded so far (Node.seq numbers them in creation order)."""
-    counter = getattr(autograd, "_SEQ", None)
-    return counter[0] if counter else -1
+    """A number below every autograd node recorded from now on (Node.seq numbers them in creation order)."""
+    return autograd.seq_mark()
 
 
 class _Tracer:
