@@ -16,6 +16,7 @@ import numpy as np
 from ember.autograd.grad_mode import state as grad_state
 from ember.dtypes import bool_
 from ember.errors import ShapeError, fmt_shape
+from ember.ops import batch_threads
 from ember.ops._rules import FLOAT_NP, spec
 from ember.ops.dispatch import apply
 from ember.ops.opmath import rounded, upcast
@@ -31,14 +32,14 @@ def _causal_blocked(L: int, S: int) -> np.ndarray:
     return np.triu(np.ones((L, S), dtype=bool), 1)
 
 
-def _weights(q, k, mask, scale: float, causal: bool):
-    """Softmax attention weights (..., L, S) in q's (float32 or float64) dtype."""
-    s = np.matmul(q * q.dtype.type(scale), _swap(k))
+def _weights(q, k, mask, scale: float, causal: bool, out):
+    """Softmax attention weights (..., L, S) in q's (float32 or float64) dtype, written into `out`."""
+    s = np.matmul(q * q.dtype.type(scale), _swap(k), out=out)
     if causal:  # a masked copy over the blocked half: 10x faster than assigning through a boolean index
         np.copyto(s, s.dtype.type(-np.inf), where=_causal_blocked(s.shape[-2], s.shape[-1]))
     if mask is not None:
         if mask.dtype == np.bool_:
-            s = np.where(mask, s, -np.inf)
+            np.copyto(s, s.dtype.type(-np.inf), where=~mask)
         else:
             s += upcast(mask).astype(s.dtype, copy=False)
     with np.errstate(invalid="ignore"):  # a row that attends nowhere is NaN, as in PyTorch
@@ -46,6 +47,27 @@ def _weights(q, k, mask, scale: float, causal: bool):
         np.exp(s, out=s)
         s /= _row_sums(s)
     return s
+
+
+# Attention is independent per batch index, and its many small GEMMs and softmax passes run on one core:
+# from 64K score values up (a (16, 4, 64, 64) causal transformer's: 1.09 -> 0.71 ms forward here) the
+# first batch axis is split over the batch threads. Each chunk writes its slice of preallocated outputs.
+_SPLIT_MIN = 1 << 16
+
+
+def _by_first_axis(work, shape, scores: int) -> None:
+    """work(a, b) for chunks a:b of the first batch axis of `shape` (the whole when there is none)."""
+    if len(shape) < 3:
+        work(0, None)
+        return
+    batch_threads.run(work, shape[0], float("inf") if scores >= _SPLIT_MIN else 0.0)
+
+
+def _chunk(mask, ndim: int, a: int, b):
+    """The mask's part for batch chunk a:b (a mask without that axis broadcasts over it)."""
+    if mask is None or b is None or mask.ndim < ndim or mask.shape[0] == 1:
+        return mask
+    return mask[a:b]
 
 
 def _row_sums(a):
@@ -76,6 +98,8 @@ class ScaledDotProductAttentionOp(Op):
         lead, L, S = tuple(q.shape[:-2]), q.shape[-2], k.shape[-2]
         if mask is not None:
             try:
+                if len(mask.shape) > len(lead) + 2:
+                    raise ValueError
                 np.broadcast_shapes(tuple(mask.shape), lead + (L, S))
             except ValueError:
                 raise ShapeError(f"{self.name}: attn_mask of shape {fmt_shape(mask.shape)} does not broadcast to the "
@@ -85,8 +109,15 @@ class ScaledDotProductAttentionOp(Op):
 
     def kernel(self, xp, q, k, v, mask, scale, causal):
         dtype = q.dtype
-        p = _weights(upcast(q), upcast(k), mask, scale, causal)
-        out = np.matmul(p, upcast(v))
+        q, k, v = upcast(q), upcast(k), upcast(v)
+        p = np.empty(q.shape[:-1] + (k.shape[-2],), q.dtype)
+        out = np.empty(q.shape[:-1] + (v.shape[-1],), q.dtype)
+
+        def work(a, b):
+            _weights(q[a:b], k[a:b], _chunk(mask, q.ndim, a, b), scale, causal, out=p[a:b])
+            np.matmul(p[a:b], v[a:b], out=out[a:b])
+
+        _by_first_axis(work, q.shape, p.size)
         return rounded(out, dtype), p
 
     def vjp(self, ctx, g_out, g_p=None):
@@ -116,15 +147,21 @@ class ScaledDotProductAttentionBackwardOp(Op):
     def kernel(self, xp, q, k, v, p, g, scale):
         dtype = q.dtype
         q, k, v, g = upcast(q), upcast(k), upcast(v), upcast(g).astype(p.dtype, copy=False)
-        dv = np.matmul(_swap(p), g)
-        dp = np.matmul(g, _swap(v))
-        dp -= _row_sums(dp * p)
-        dp *= p  # now the scores' gradient
-        sc = dp.dtype.type(scale)
-        dq = np.matmul(dp, k)
-        dq *= sc
-        dk = np.matmul(_swap(dp), q)
-        dk *= sc
+        dq, dk, dv = (np.empty(a.shape, p.dtype) for a in (q, k, v))
+        sc = p.dtype.type(scale)
+
+        def work(a, b):
+            pa, ga = p[a:b], g[a:b]
+            np.matmul(_swap(pa), ga, out=dv[a:b])
+            dp = np.matmul(ga, _swap(v[a:b]))
+            dp -= _row_sums(dp * pa)
+            dp *= pa  # now the scores' gradient
+            np.matmul(dp, k[a:b], out=dq[a:b])
+            dq[a:b] *= sc
+            np.matmul(_swap(dp), q[a:b], out=dk[a:b])
+            dk[a:b] *= sc
+
+        _by_first_axis(work, q.shape, p.size)
         return rounded(dq, dtype), rounded(dk, dtype), rounded(dv, dtype)
 
 

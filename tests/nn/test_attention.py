@@ -167,3 +167,52 @@ def test_causal_attention_ignores_non_finite_future_keys_like_torch():
                                                             is_causal=True)
     np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5, atol=1e-6, equal_nan=True)
     assert np.isfinite(got.numpy()[:, :, :4]).all()
+
+
+@pytest.mark.parametrize("mask_shape, mask_kind", [
+    (None, None), ((8, 1, 64, 64), "bool"), ((1, 4, 64, 64), "float"), ((64, 64), "bool"), ((8, 4, 64, 64), "float"),
+])
+@pytest.mark.parametrize("causal", [False, True])
+def test_attention_split_over_threads_matches_torch_and_the_unsplit_kernel(monkeypatch, mask_shape, mask_kind, causal):
+    """Scores of 8 x 4 x 64 x 64 values are split over the batch threads by the first batch axis, each
+    chunk taking its part of a per-batch mask (or all of a broadcast one): forward and gradients match
+    PyTorch, and bit for bit the same op run unsplit."""
+    from ember.ops import attention
+
+    if mask_kind is not None and causal:
+        pytest.skip("PyTorch takes either a mask or is_causal")
+    rng = np.random.default_rng(0)
+    q, k, v, g = (rng.standard_normal((8, 4, 64, 16)).astype(np.float32) for _ in range(4))
+    mask = None
+    if mask_kind == "bool":
+        mask = rng.random(mask_shape) < 0.8
+        mask[..., 0] = True  # every row attends somewhere
+    elif mask_kind == "float":
+        mask = rng.standard_normal(mask_shape).astype(np.float32)
+    assert q.shape[0] * 4 * 64 * 64 >= attention._SPLIT_MIN  # split wherever there are two cores
+
+    def run():
+        ts = [em.tensor(a, requires_grad=True) for a in (q, k, v)]
+        out = em.nn.functional.scaled_dot_product_attention(
+            *ts, attn_mask=None if mask is None else em.tensor(mask), is_causal=causal)
+        out.backward(em.tensor(g))
+        return [out.detach().numpy()] + [t.grad.numpy() for t in ts]
+
+    split = run()
+    monkeypatch.setattr(attention, "_SPLIT_MIN", 1 << 40)
+    whole = run()
+    for a, b in zip(split, whole):
+        np.testing.assert_array_equal(a, b)
+    tq, tk, tv = (torch.tensor(a, requires_grad=True) for a in (q, k, v))
+    out = torch.nn.functional.scaled_dot_product_attention(
+        tq, tk, tv, attn_mask=None if mask is None else torch.tensor(mask), is_causal=causal)
+    out.backward(torch.tensor(g))
+    for got, want in zip(split, [out, tq.grad, tk.grad, tv.grad]):
+        np.testing.assert_allclose(got, want.detach().numpy(), rtol=1e-4, atol=1e-5)
+
+
+def test_a_mask_with_more_dims_than_the_scores_is_named():
+    q = em.randn(2, 4, 8)
+    with pytest.raises(ValueError, match=r"attn_mask of shape \(1, 2, 4, 4\) does not broadcast to the scores' "
+                                         r"shape \(2, 4, 4\)"):
+        nn.functional.scaled_dot_product_attention(q, em.randn(2, 4, 8), q, attn_mask=em.ones(1, 2, 4, 4))
