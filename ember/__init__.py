@@ -154,6 +154,10 @@ def __getattr__(name: str):
     raise AttributeError(f"module 'ember' has no attribute {name!r}")
 
 
+# NumPy's OpenBLAS threads sleep 0.2 ms after a GEMM instead of spinning 0.1 s beside Ember's own threads
+# (unless OPENBLAS_THREAD_TIMEOUT is set): see ops/batch_threads.py.
+ops.batch_threads.shorten_blas_spin()
+
 if __import__("os").environ.get("EMBER_ASYNC", "0") not in ("", "0"):  # async eager mode from the start
     from ember.runtime.async_eager import set_async as _set_async
 

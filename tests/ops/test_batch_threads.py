@@ -134,3 +134,33 @@ def test_ember_conv_threads_sets_the_split_and_a_bad_value_is_named(monkeypatch)
     monkeypatch.setenv("EMBER_CONV_THREADS", "two")
     with pytest.raises(ValueError, match="EMBER_CONV_THREADS must be a positive integer, got 'two'"):
         batch_threads.workers()
+
+
+def _import_ember_and_report(env_value):
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_THREAD_TIMEOUT"}
+    if env_value is not None:
+        env["OPENBLAS_THREAD_TIMEOUT"] = env_value
+    code = ("import numpy as np\n"
+            "a = np.random.default_rng(0).standard_normal((600, 600)).astype(np.float32)\n"
+            "before = a @ a\n"
+            "import os, ember\n"
+            "from ember.ops import batch_threads\n"
+            "threads = batch_threads._blas_controls()[0]() if batch_threads._blas_controls() else -1\n"
+            "print(os.environ.get('OPENBLAS_THREAD_TIMEOUT'), threads, np.array_equal(a @ a, before))\n")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    return out.stdout.split()
+
+
+def test_import_shortens_openblas_spin_unless_the_user_set_it():
+    """Ember restarts NumPy's OpenBLAS threads with a short spin; BLAS then still computes the same GEMM on
+    as many threads, and a user's own OPENBLAS_THREAD_TIMEOUT is kept."""
+    if batch_threads._blas_controls() is None:
+        pytest.skip("NumPy's BLAS is not a bundled OpenBLAS")
+    timeout, threads, same = _import_ember_and_report(None)
+    assert timeout == str(batch_threads.SPIN_CYCLES_LOG2) and same == "True"
+    assert int(threads) == batch_threads._blas_controls()[0]()
+    assert _import_ember_and_report("25")[0] == "25"
