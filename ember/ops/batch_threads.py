@@ -111,9 +111,11 @@ def split(n: int, parts: int) -> list[tuple[int, int]]:
     return [(bounds[k], bounds[k + 1]) for k in range(parts)]
 
 
-# Below this a split's hand-off to the pool thread and back (~90 us here) outweighs the second core;
+# Below this a split's hand-off to the pool thread and back (30-60 us here) outweighs the second core;
 # such a call still runs with one BLAS thread, so OpenBLAS's own threads are not woken between splits.
-_MIN_FLOPS = 40e6
+# 10 MFLOP splits LeNet-5's second convolution (31 MFLOP, 0.7 ms, mostly im2col): its training step went
+# from 7.3 to 6.0 ms in one process (40 MFLOP had measured better only while OpenBLAS's threads spun).
+_MIN_FLOPS = 10e6
 
 
 def run(fn, n: int, flops: float = float("inf")) -> list:
