@@ -17,47 +17,49 @@ import numpy as np
 from ember.ops import dispatch
 from ember.ops.compiled import MIN_ELEMENTS, kernel_for
 
-_SOURCE = '''
-import math
 
-
-def sgd_momentum(p, g, buf, lr_neg, momentum, keep, wd, has_wd, has_keep, nesterov, maximize):
+# Each option combination gets its own loop with the branches resolved in the text: LLVM vectorised none of
+# the loops that branched on options per element (Adam at 64K values: 210 -> 31 us per step).
+def _sgd_source(has_wd: bool, maximize: bool, has_keep: bool, nesterov: bool) -> str:
+    if has_wd:  # weight_decay * param, then +/- grad (sgd.py's _effective_grad)
+        grad = "d = p[k] * wd\n        d = d - g[k]" if maximize else "d = p[k] * wd\n        d = d + g[k]"
+    else:
+        grad = "d = -g[k]" if maximize else "d = g[k]"
+    return f'''
+def sgd_momentum(p, g, buf, lr_neg, momentum, keep, wd):
     for k in range(p.size):
-        gv = g[k]
-        if has_wd:  # weight_decay * param, then +/- grad (sgd.py's _effective_grad)
-            d = p[k] * wd
-            d = d - gv if maximize else d + gv
-        else:
-            d = -gv if maximize else gv
+        {grad}
         b = buf[k] * momentum
-        b = b + d * keep if has_keep else b + d
+        b = {"b + d * keep" if has_keep else "b + d"}
         buf[k] = b
-        step = d + b * momentum if nesterov else b
-        p[k] = p[k] + step * lr_neg
+        p[k] = p[k] + ({"d + b * momentum" if nesterov else "b"}) * lr_neg
+'''
 
 
-def adam(p, g, m, v, w1, one_minus_w1, small_w, beta2, c2, bc2_sqrt, eps, neg_step, wd, decay, mode, maximize):
+def _adam_source(mode: int, maximize: bool, small_w: bool) -> str:
     # mode 0: no weight decay, 1: L2 (weight_decay * param +/- grad), 2: decoupled (param *= decay)
+    if mode == 1:
+        grad = "gv = pv * wd - gv" if maximize else "gv = pv * wd + gv"
+    else:
+        grad = ("pv = pv * decay\n        " if mode == 2 else "") + ("gv = -gv" if maximize else "")
+    lerp = "mv + w1 * diff" if small_w else "gv - diff * one_minus_w1"  # lerp, PyTorch's two forms
+    return f'''
+import numpy as np
+
+
+def adam(p, g, m, v, w1, one_minus_w1, beta2, c2, bc2_sqrt, eps, neg_step, wd, decay):
     for k in range(p.size):
         pv = p[k]
         gv = g[k]
-        if mode == 1:
-            d = pv * wd
-            gv = d - gv if maximize else d + gv
-        else:
-            if mode == 2:
-                pv = pv * decay
-            if maximize:
-                gv = -gv
+        {grad}
         mv = m[k]
         diff = gv - mv
-        mv = mv + w1 * diff if small_w else gv - diff * one_minus_w1  # lerp, PyTorch's two forms
+        mv = {lerp}
         m[k] = mv
         vv = v[k] * beta2
         vv = c2 * gv * gv + vv  # addcmul: (value * g) * g + v
         v[k] = vv
-        denom = p.dtype.type(math.sqrt(vv)) / bc2_sqrt + eps
-        p[k] = neg_step * mv / denom + pv  # addcdiv: (value * m) / denom + p
+        p[k] = neg_step * mv / (np.sqrt(vv) / bc2_sqrt + eps) + pv  # addcdiv: (value * m) / denom + p
 '''
 
 
@@ -97,13 +99,15 @@ def _written(*tensors) -> bool:
 def sgd_momentum_step(p, grad, buf, *, lr, momentum, dampening, weight_decay, nesterov, maximize) -> bool:
     """Apply one SGD-with-momentum update to p and buf in one compiled pass; False where it cannot run."""
     arrays = _flat_arrays((p, grad, buf), (lr, momentum, dampening, weight_decay))
-    fn = None if arrays is None else kernel_for(_SOURCE, "sgd_momentum", np, arrays[0].dtype, arrays[0].size)
+    if arrays is None:
+        return False
+    keep = 1 - dampening
+    source = _sgd_source(weight_decay != 0, bool(maximize), keep != 1, bool(nesterov))
+    fn = kernel_for(source, "sgd_momentum", np, arrays[0].dtype, arrays[0].size)
     if fn is None:
         return False
     cast = arrays[0].dtype.type  # Python numbers act in the array's dtype, as NumPy's weak scalars do
-    keep = 1 - dampening
-    _run("fused_sgd_momentum", fn, *arrays, cast(-lr), cast(momentum), cast(keep), cast(weight_decay),
-         weight_decay != 0, keep != 1, bool(nesterov), bool(maximize))
+    _run("fused_sgd_momentum", fn, *arrays, cast(-lr), cast(momentum), cast(keep), cast(weight_decay))
     return _written(p, buf)
 
 
@@ -111,14 +115,17 @@ def adam_step(p, grad, exp_avg, exp_avg_sq, *, step: float, beta1, beta2, lr, we
               decoupled: bool) -> bool:
     """Apply one Adam (AdamW with `decoupled`) update in one compiled pass; False where it cannot run."""
     arrays = _flat_arrays((p, grad, exp_avg, exp_avg_sq), (beta1, beta2, lr, weight_decay, eps))
-    # every size: one call replaces a dozen ops
-    fn = None if arrays is None else kernel_for(_SOURCE, "adam", np, arrays[0].dtype, MIN_ELEMENTS)
-    if fn is None:
+    if arrays is None:
         return False
     cast = arrays[0].dtype.type
     w1 = cast(1 - beta1)
     mode = 0 if weight_decay == 0 else (2 if decoupled else 1)
-    _run("fused_adam", fn, *arrays, w1, cast(1) - w1, bool(abs(w1) < 0.5), cast(beta2), cast(1 - beta2),
+    # every size: one call replaces a dozen ops
+    fn = kernel_for(_adam_source(mode, bool(maximize), bool(abs(w1) < 0.5)), "adam", np, arrays[0].dtype,
+                    MIN_ELEMENTS)
+    if fn is None:
+        return False
+    _run("fused_adam", fn, *arrays, w1, cast(1) - w1, cast(beta2), cast(1 - beta2),
          cast((1 - beta2**step) ** 0.5), cast(eps), cast(-(lr / (1 - beta1**step))), cast(weight_decay),
-         cast(1 - lr * weight_decay), mode, bool(maximize))
+         cast(1 - lr * weight_decay))
     return _written(p, exp_avg, exp_avg_sq)
