@@ -20,15 +20,16 @@ def test_stopped_job_resumes_from_its_last_checkpoint(tmp_path):
     pytest.importorskip("sklearn")
     out = tmp_path / "run"
     ckpt = out / "checkpoint.safetensors"
-    cmd = [sys.executable, "-m", "ember", "train", "--nproc", "2", "--epochs", "3", "--out", str(out), *ARGS]
+    # Six short epochs, stopped as soon as the first checkpoint is written (atomically): an epoch takes a
+    # fraction of a second here, and a job with fewer epochs or a pause before the stop could finish first.
+    cmd = [sys.executable, "-m", "ember", "train", "--nproc", "2", "--epochs", "6", "--out", str(out), *ARGS]
     job = subprocess.Popen(cmd, cwd=ROOT, env=env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                            start_new_session=True)
     try:
         deadline = time.monotonic() + 180
         while not ckpt.exists():  # the first epoch's checkpoint: then stop the whole job
             assert job.poll() is None and time.monotonic() < deadline, job.stdout.read() if job.poll() else "slow"
-            time.sleep(0.1)
-        time.sleep(0.5)
+            time.sleep(0.02)
         os.killpg(job.pid, signal.SIGTERM)
         job.wait(timeout=60)
     finally:
@@ -36,13 +37,13 @@ def test_stopped_job_resumes_from_its_last_checkpoint(tmp_path):
             os.killpg(job.pid, signal.SIGKILL)
     first = job.stdout.read()
     assert job.returncode != 0 and "epoch   1" in first, first
-    resumed = ember("train", "--nproc", "2", "--epochs", "3", "--out", str(out), "--resume", str(ckpt), *ARGS,
+    resumed = ember("train", "--nproc", "2", "--epochs", "6", "--out", str(out), "--resume", str(ckpt), *ARGS,
                     timeout=300)
     assert resumed.returncode == 0, resumed.stdout
     done = int(re.search(r"resumed from .* at epoch (\d)", resumed.stdout).group(1))
-    assert 1 <= done < 3
-    assert f"epoch   {done + 1}" in resumed.stdout and "epoch   3" in resumed.stdout
+    assert 1 <= done < 6
+    assert f"epoch   {done + 1}" in resumed.stdout and "epoch   6" in resumed.stdout
     assert "final test accuracy" in resumed.stdout and "data-parallel on 2 ranks" in resumed.stdout
     metrics = json.loads((out / "metrics.json").read_text())
-    assert metrics["epoch"] == [1, 2, 3] and len(metrics["val_accuracy"]) == 3, metrics
+    assert metrics["epoch"] == [1, 2, 3, 4, 5, 6] and len(metrics["val_accuracy"]) == 6, metrics
     assert metrics["val_accuracy"][-1] > 0.8
