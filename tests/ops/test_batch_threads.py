@@ -100,6 +100,24 @@ def test_split_convolution_equals_unsplit(two_workers, monkeypatch, stride, padd
     np.testing.assert_allclose(split_gx, gx, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("channels,kernel,stride,padding", [(1, 5, 1, 2), (3, 3, 2, 1), (3, 3, 1, 0)])
+def test_split_weight_gradient_with_few_patch_rows_matches_torch(two_workers, channels, kernel, stride, padding):
+    """Image layers (1-3 input channels) take a GEMM per sample, summed, for the weight's gradient."""
+    torch = pytest.importorskip("torch")
+    assert channels * kernel * kernel <= conv._PER_SAMPLE_WGRAD_ROWS
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((9, channels, 21, 19)).astype(np.float32)
+    w = rng.standard_normal((6, channels, kernel, kernel)).astype(np.float32)
+    ty = torch.nn.functional.conv2d(torch.tensor(x), torch.tensor(w), stride=stride, padding=padding)
+    g = rng.standard_normal(tuple(ty.shape)).astype(np.float32)
+    want = torch.ops.aten.convolution_backward(torch.tensor(g), torch.tensor(x), torch.tensor(w), None,
+                                               [stride] * 2, [padding] * 2, [1, 1], False, [0, 0], 1,
+                                               [False, True, False])[1]
+    got = conv._conv2d_weight_grad_op.kernel(np, x, g, stride=(stride, stride), padding=(padding,) * 4,
+                                             dilation=(1, 1), groups=1, kernel_hw=(kernel, kernel))
+    np.testing.assert_allclose(got, want.numpy(), rtol=1e-4, atol=1e-4)
+
+
 def test_a_forked_child_makes_its_own_threads(two_workers):
     import multiprocessing
 
