@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ember.ops import batch_threads
 from ember.ops.compiled import MIN_ELEMENTS, kernel_for
 
 # Loops are written per channel over (N, C, M) views: x[n, c, :] is one contiguous run of M values.
@@ -21,10 +22,11 @@ import math
 import numpy as np
 
 
-def bn_forward(x, w, b, eps, y, mean, var):
+def bn_forward(x, w, b, eps, y, mean, var, c0, c1):
+    # channels c0..c1
     N, C, M = x.shape
     cnt = N * M
-    for c in range(C):
+    for c in range(c0, c1):
         s = 0.0
         for n in range(N):
             for m in range(M):
@@ -48,10 +50,11 @@ def bn_forward(x, w, b, eps, y, mean, var):
                 y[n, c, m] = (x[n, c, m] - mu_t) * k + sh
 
 
-def bn_backward(x, gy, mean, invstd, w, gmean, gvar, gx, gw, gb):
+def bn_backward(x, gy, mean, invstd, w, gmean, gvar, gx, gw, gb, c0, c1):
+    # channels c0..c1
     N, C, M = x.shape
     cnt = N * M
-    for c in range(C):
+    for c in range(c0, c1):
         mu = np.float64(mean[c])
         sg = 0.0
         sgx = 0.0
@@ -127,10 +130,14 @@ def bn_backward_rows(x, gy, mean, invstd, w, gmean, gvar, gx, gw, gb):
             gx[n, c] = k[c] * gy[n, c] + a[c] * (x[n, c] - mean[c]) + sh[c]
 
 
-def relu_backward(g, out, gx):
+def relu_backward(g, out, gx, i0, i1):
+    # values i0..i1 (one thread: the loop is memory-bound); unsigned indices and g read unconditionally, so the loop is a vectorised select (with a
+    # signed index, Numba's negative-index wraparound kept it a branch per value: 3.2 ms against 0.07 ms
+    # over 0.5 M values of random sign)
     z = g.dtype.type(0)
-    for i in range(g.size):
-        gx[i] = z if out[i] <= 0 else g[i]  # NaN in out passes g, as PyTorch's threshold_backward
+    for i in range(np.uint64(i0), np.uint64(i1)):
+        gi = g[i]
+        gx[i] = z if out[i] <= 0 else gi  # NaN in out passes g, as PyTorch's threshold_backward
 '''
 
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
@@ -147,6 +154,17 @@ def _usable(xp, *arrays) -> bool:
     a = arrays[0]
     return (xp is np and a.dtype in _FLOATS
             and all(type(t) is np.ndarray and t.dtype == a.dtype and t.shape == a.shape for t in arrays))
+
+
+# From this many values batch norm's channels are split over the batch threads: at ResNet-20's (32, 16, 32, 32)
+# the forward went from 0.155 to 0.139 ms and the backward from 0.188 to 0.160 ms (the passes are mostly
+# memory-bound; relu's backward, which is wholly so, stays on one thread).
+_SPLIT_MIN = 1 << 17
+
+
+def _over(fn, n: int, size: int) -> None:
+    """fn(a, b) over chunks of range(n) (channels), split over the batch threads when `size` values are worth it."""
+    batch_threads.run(fn, n, float("inf") if size >= _SPLIT_MIN else 0.0)
 
 
 def _per_channel(p, c: int, dtype, fill: float):
@@ -166,8 +184,12 @@ def batch_norm_forward(xp, x, w, b, eps: float):
     y = np.empty(x.shape, x.dtype)
     mean, var = np.empty(c, x.dtype), np.empty(c, x.dtype)
     shape = (x.shape[0], c) if rows else (x.shape[0], c, -1)
-    fn(np.ascontiguousarray(x).reshape(shape), _per_channel(w, c, x.dtype, 1.0), _per_channel(b, c, x.dtype, 0.0),
-       float(eps), y.reshape(shape), mean, var)
+    args = (np.ascontiguousarray(x).reshape(shape), _per_channel(w, c, x.dtype, 1.0),
+            _per_channel(b, c, x.dtype, 0.0), float(eps), y.reshape(shape), mean, var)
+    if rows:
+        fn(*args)
+    else:
+        _over(lambda c0, c1: fn(*args, c0, c1), c, x.size)
     return y, mean, var
 
 
@@ -184,9 +206,13 @@ def batch_norm_backward(xp, x, w, mean, var, gy, gmean, gvar, eps: float):
     gx = np.empty(x.shape, x.dtype)
     gw, gb = np.empty(c, x.dtype), np.empty(c, x.dtype)
     shape = (x.shape[0], c) if rows else (x.shape[0], c, -1)
-    fn(np.ascontiguousarray(x).reshape(shape), np.ascontiguousarray(gy).reshape(shape), mean, invstd,
-       _per_channel(w, c, x.dtype, 1.0), _per_channel(gmean, c, x.dtype, 0.0), _per_channel(gvar, c, x.dtype, 0.0),
-       gx.reshape(shape), gw, gb)
+    args = (np.ascontiguousarray(x).reshape(shape), np.ascontiguousarray(gy).reshape(shape), mean, invstd,
+            _per_channel(w, c, x.dtype, 1.0), _per_channel(gmean, c, x.dtype, 0.0),
+            _per_channel(gvar, c, x.dtype, 0.0), gx.reshape(shape), gw, gb)
+    if rows:
+        fn(*args)
+    else:
+        _over(lambda c0, c1: fn(*args, c0, c1), c, x.size)
     return gx, gw, gb
 
 
@@ -199,5 +225,5 @@ def relu_backward(xp, g, out, into=None):
     if fn is None:
         return None
     gx = np.empty(g.shape, g.dtype) if into is None else into
-    fn(np.ascontiguousarray(g).reshape(-1), np.ascontiguousarray(out).reshape(-1), gx.reshape(-1))
+    fn(np.ascontiguousarray(g).reshape(-1), np.ascontiguousarray(out).reshape(-1), gx.reshape(-1), 0, g.size)
     return gx

@@ -217,3 +217,33 @@ def test_relu_backward_into_a_planned_buffer_even_its_own_input(backend, shape):
     g2, out2 = g.copy(), out.copy()
     np.testing.assert_array_equal(op.kernel_out(np, g2, out, out=g2), want)
     np.testing.assert_array_equal(op.kernel_out(np, g, out2, out=out2), want)
+
+
+def test_batch_norm_split_over_threads_equals_one_thread_and_matches_torch(monkeypatch):
+    """From batch_norm_compiled._SPLIT_MIN values batch norm's channels are split over the batch threads: the
+    results equal the one-thread kernels bit for bit and match PyTorch (relu's compiled backward included)."""
+    pytest.importorskip("numba")
+    from ember.ops import batch_norm_compiled
+
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((8, 16, 32, 32)).astype(np.float32)
+    g = rng.standard_normal(x.shape).astype(np.float32)
+    assert x.size >= batch_norm_compiled._SPLIT_MIN
+
+    def run():
+        tx = em.tensor(x, requires_grad=True)
+        bn = em.nn.BatchNorm2d(16)
+        y = em.relu(bn(tx))
+        y.backward(em.tensor(g))
+        return [y.detach().numpy(), tx.grad.numpy(), bn.weight.grad.numpy(), bn.bias.grad.numpy()]
+
+    split = run()
+    monkeypatch.setattr(batch_norm_compiled, "_SPLIT_MIN", 1 << 40)
+    for a, b in zip(split, run()):
+        np.testing.assert_array_equal(a, b)
+    tx = torch.tensor(x, requires_grad=True)
+    tbn = torch.nn.BatchNorm2d(16)
+    ty = torch.relu(tbn(tx))
+    ty.backward(torch.tensor(g))
+    for got, want in zip(split, [ty, tx.grad, tbn.weight.grad, tbn.bias.grad]):
+        np.testing.assert_allclose(got, want.detach().numpy(), rtol=1e-4, atol=1e-4)
