@@ -3,7 +3,8 @@
 The launcher's mpiexec starts this file (by path, so no package is imported) once per rank. A rank
 killed by a signal cannot report itself; this supervisor prints its rank, pid and the signal, and
 exits non-zero so that mpiexec stops the job. The child dies with its supervisor (PR_SET_PDEATHSIG on
-Linux), and SIGINT/SIGTERM sent to the supervisor are passed on to it.
+Linux), and SIGINT/SIGTERM sent to the supervisor are passed on to it, followed by SIGCONT so that a
+stopped (frozen) child acts on them.
 """
 
 import os
@@ -42,6 +43,9 @@ def main(argv: list) -> int:
     def forward(signum, frame):
         try:
             child.send_signal(signum)
+            # a stopped child (SIGSTOP, Ctrl-Z: a frozen rank) acts on the signal only once continued;
+            # otherwise this supervisor would wait on it until mpiexec escalated to SIGKILL, if ever
+            child.send_signal(signal.SIGCONT)
         except ProcessLookupError:
             pass
 

@@ -74,3 +74,37 @@ def test_ember_run_runs_a_module_on_every_rank_and_passes_the_exit_status():
     assert sorted(re.findall(r"hello \d of 2 \['x'\]", proc.stdout)) == ["hello 0 of 2 ['x']", "hello 1 of 2 ['x']"]
     failed = ember("run", "-n", "2", "-m", "tests.distributed.programs.hello", "fail", timeout=120)
     assert failed.returncode != 0 and "ember run: the job failed" in failed.stdout
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="job control signals as on Linux")
+def test_the_supervisor_stops_a_frozen_rank_when_told_to_stop():
+    """SIGTERM to a rank's supervisor reaches a stopped (SIGSTOP) child too: it is continued so that it acts
+    on the signal, and the supervisor names the signal and exits, instead of waiting on the child."""
+    import signal
+    import subprocess
+    import time
+
+    sup = os.path.join(os.path.dirname(launch.__file__), "_supervise.py")
+    freeze = "import os, signal, time; os.kill(os.getpid(), signal.SIGSTOP); time.sleep(60)"
+    proc = subprocess.Popen([sys.executable, "-I", sup, sys.executable, "-c", freeze], stderr=subprocess.PIPE,
+                            text=True, env={**os.environ, "PMI_RANK": "1"})
+    try:
+        deadline = time.monotonic() + 30
+        while not _has_stopped_child(proc.pid):
+            assert time.monotonic() < deadline and proc.poll() is None, "the child never stopped"
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=20)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 128 + signal.SIGTERM
+    assert "rank 1" in err and "killed by signal 15 (SIGTERM)" in err
+
+
+def _has_stopped_child(pid: int) -> bool:
+    try:
+        children = open(f"/proc/{pid}/task/{pid}/children").read().split()
+        return any(open(f"/proc/{c}/stat").read().rsplit(")", 1)[1].split()[0] == "T" for c in children)
+    except OSError:
+        return False
