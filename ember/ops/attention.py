@@ -60,7 +60,7 @@ def _by_first_axis(work, shape, scores: int) -> None:
     if len(shape) < 3:
         work(0, None)
         return
-    batch_threads.run(work, shape[0], float("inf") if scores >= _SPLIT_MIN else 0.0)
+    batch_threads.run_if(work, shape[0], scores >= _SPLIT_MIN)
 
 
 def _chunk(mask, ndim: int, a: int, b):

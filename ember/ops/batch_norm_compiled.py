@@ -130,12 +130,12 @@ def bn_backward_rows(x, gy, mean, invstd, w, gmean, gvar, gx, gw, gb):
             gx[n, c] = k[c] * gy[n, c] + a[c] * (x[n, c] - mean[c]) + sh[c]
 
 
-def relu_backward(g, out, gx, i0, i1):
-    # values i0..i1 (one thread: the loop is memory-bound); unsigned indices and g read unconditionally, so the loop is a vectorised select (with a
-    # signed index, Numba's negative-index wraparound kept it a branch per value: 3.2 ms against 0.07 ms
-    # over 0.5 M values of random sign)
+def relu_backward(g, out, gx):
+    # Unsigned indices and g read unconditionally make the loop a vectorised select; with a signed index,
+    # Numba's negative-index wraparound kept a branch per value (3.2 ms against 0.07 ms over 0.5 M values
+    # of random sign). One thread: the loop is memory-bound.
     z = g.dtype.type(0)
-    for i in range(np.uint64(i0), np.uint64(i1)):
+    for i in range(np.uint64(g.size)):
         gi = g[i]
         gx[i] = z if out[i] <= 0 else gi  # NaN in out passes g, as PyTorch's threshold_backward
 '''
@@ -162,11 +162,6 @@ def _usable(xp, *arrays) -> bool:
 _SPLIT_MIN = 1 << 17
 
 
-def _over(fn, n: int, size: int) -> None:
-    """fn(a, b) over chunks of range(n) (channels), split over the batch threads when `size` values are worth it."""
-    batch_threads.run(fn, n, float("inf") if size >= _SPLIT_MIN else 0.0)
-
-
 def _per_channel(p, c: int, dtype, fill: float):
     """A (C,) float64 array of a per-channel parameter (or `fill` for None)."""
     return np.full(c, fill) if p is None else np.asarray(p, dtype=np.float64).reshape(c)
@@ -189,7 +184,7 @@ def batch_norm_forward(xp, x, w, b, eps: float):
     if rows:
         fn(*args)
     else:
-        _over(lambda c0, c1: fn(*args, c0, c1), c, x.size)
+        batch_threads.run_if(lambda c0, c1: fn(*args, c0, c1), c, x.size >= _SPLIT_MIN)
     return y, mean, var
 
 
@@ -212,7 +207,7 @@ def batch_norm_backward(xp, x, w, mean, var, gy, gmean, gvar, eps: float):
     if rows:
         fn(*args)
     else:
-        _over(lambda c0, c1: fn(*args, c0, c1), c, x.size)
+        batch_threads.run_if(lambda c0, c1: fn(*args, c0, c1), c, x.size >= _SPLIT_MIN)
     return gx, gw, gb
 
 
@@ -225,5 +220,5 @@ def relu_backward(xp, g, out, into=None):
     if fn is None:
         return None
     gx = np.empty(g.shape, g.dtype) if into is None else into
-    fn(np.ascontiguousarray(g).reshape(-1), np.ascontiguousarray(out).reshape(-1), gx.reshape(-1), 0, g.size)
+    fn(np.ascontiguousarray(g).reshape(-1), np.ascontiguousarray(out).reshape(-1), gx.reshape(-1))
     return gx

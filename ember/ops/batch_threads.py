@@ -132,6 +132,11 @@ def run(fn, n: int, flops: float = float("inf")) -> list:
         _leave()
 
 
+def run_if(fn, n: int, split: bool) -> list:
+    """run() for kernels that judge by their own size rule rather than FLOPs: split when `split`, else one chunk."""
+    return run(fn, n, float("inf") if split else 0.0)
+
+
 def _enter() -> None:
     # The first of any concurrent splits (the engine may run two convolutions at once) saves BLAS's
     # thread count and sets one; the last to leave restores it.

@@ -119,7 +119,7 @@ def _blocked(fns, n_exp: int, arrays: list, shape):
             np.exp(eb, out=eb)
             finish(*blocks, eb, out[a:b])
 
-    batch_threads.run(work, out.size, float("inf") if out.size >= _SPLIT_MIN else 0.0)
+    batch_threads.run_if(work, out.size, out.size >= _SPLIT_MIN)
     return out.reshape(shape)
 
 
