@@ -2,10 +2,10 @@
 
 NumPy's max pooling makes kh*kw passes over strided views of a padded copy, each with a comparison,
 a maximum and an index update; the forward loop nest visits each window once and reads the padding as
--inf without materialising it (used for inputs too large for cache), and the backward adds each output
-gradient into its argmax in one pass instead of kh*kw masked passes. The commonest pooling (2x2 windows
-at stride 2, no padding) has its own pair of loops with the taps written out, which vectorise and run at
-every size. The window-local argmax and NaN rule (a NaN wins, the last one of a window) are exactly
+-inf without materialising it (used from 1 MB inputs, its planes split over the batch threads), and
+the backward adds each output gradient into its argmax in one pass instead of kh*kw masked passes. The
+commonest pooling (2x2 windows at stride 2, no padding) has its own pair of loops with the taps written
+out, which vectorise and run at every size. The window-local argmax and NaN rule (a NaN wins, the last one of a window) are exactly
 those of the NumPy path in pool.py, which runs without Numba or for other dtypes.
 """
 
@@ -130,17 +130,18 @@ _FORWARD_MIN_BYTES = 1 << 20
 
 def max_pool2d_compiled(xp, x, kernel, stride, padding, dilation, oh, ow):
     """(values, window-local argmax) of max pooling NCHW `x`, or None to use NumPy."""
+    two_by_two = _is_2x2(kernel, stride, padding, dilation)
+    if not two_by_two and x.nbytes < _FORWARD_MIN_BYTES:
+        return None
+    fn = kernel_for(_SOURCE, "max_pool2d_2x2" if two_by_two else "max_pool2d", xp, x.dtype, x.size)
+    if fn is None:
+        return None
     out = np.empty(x.shape[:2] + (oh, ow), x.dtype)
     idx = np.empty(out.shape, np.int64)
-    if _is_2x2(kernel, stride, padding, dilation):
-        fn = kernel_for(_SOURCE, "max_pool2d_2x2", xp, x.dtype, x.size)
-        if fn is not None:
-            fn(np.ascontiguousarray(x), out, idx)
-            return out, idx
-    fn = kernel_for(_SOURCE, "max_pool2d", xp, x.dtype, x.size)
-    if fn is None or x.nbytes < _FORWARD_MIN_BYTES:
-        return None
     x = np.ascontiguousarray(x)
+    if two_by_two:
+        fn(x, out, idx)
+        return out, idx
     args = (x, kernel[0], kernel[1], stride[0], stride[1], padding[0], padding[1], dilation[0], dilation[1], out, idx)
     batch_threads.run(lambda t0, t1: fn(*args, t0, t1), x.shape[0] * x.shape[1])
     return out, idx
@@ -148,15 +149,15 @@ def max_pool2d_compiled(xp, x, kernel, stride, padding, dilation, oh, ow):
 
 def max_pool2d_backward_compiled(xp, g, idx, in_shape, kernel, stride, padding, dilation):
     """The input gradient of max pooling from the output's and the window-local argmax, or None to use NumPy."""
-    gx = np.empty(tuple(in_shape), g.dtype)
-    if _is_2x2(kernel, stride, padding, dilation):
-        fn = kernel_for(_SOURCE, "max_pool2d_2x2_backward", xp, g.dtype, gx.size)
-        if fn is not None:
-            fn(np.ascontiguousarray(g), np.ascontiguousarray(idx), gx)
-            return gx
-    fn = kernel_for(_SOURCE, "max_pool2d_backward", xp, g.dtype, gx.size)
+    two_by_two = _is_2x2(kernel, stride, padding, dilation)
+    size = int(np.prod(in_shape))
+    fn = kernel_for(_SOURCE, "max_pool2d_2x2_backward" if two_by_two else "max_pool2d_backward", xp, g.dtype, size)
     if fn is None:
         return None
-    fn(np.ascontiguousarray(g), np.ascontiguousarray(idx), kernel[0], kernel[1], stride[0], stride[1], padding[0],
-       padding[1], dilation[0], dilation[1], gx)
+    gx = np.empty(tuple(in_shape), g.dtype)
+    g, idx = np.ascontiguousarray(g), np.ascontiguousarray(idx)
+    if two_by_two:
+        fn(g, idx, gx)
+    else:
+        fn(g, idx, kernel[0], kernel[1], stride[0], stride[1], padding[0], padding[1], dilation[0], dilation[1], gx)
     return gx
