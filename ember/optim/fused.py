@@ -12,6 +12,8 @@ the tensor-op path in sgd.py and adam.py.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from ember.ops import dispatch
@@ -19,7 +21,9 @@ from ember.ops.compiled import MIN_ELEMENTS, kernel_for
 
 
 # Each option combination gets its own loop with the branches resolved in the text: LLVM vectorised none of
-# the loops that branched on options per element (Adam at 64K values: 210 -> 31 us per step).
+# the loops that branched on options per element (Adam at 64K values: 210 -> 31 us per step). The texts are
+# built once per combination, not per parameter and step.
+@functools.cache
 def _sgd_source(has_wd: bool, maximize: bool, has_keep: bool, nesterov: bool) -> str:
     if has_wd:  # weight_decay * param, then +/- grad (sgd.py's _effective_grad)
         grad = "d = p[k] * wd\n        d = d - g[k]" if maximize else "d = p[k] * wd\n        d = d + g[k]"
@@ -36,6 +40,7 @@ def sgd_momentum(p, g, buf, lr_neg, momentum, keep, wd):
 '''
 
 
+@functools.cache
 def _adam_source(mode: int, maximize: bool, small_w: bool) -> str:
     # mode 0: no weight decay, 1: L2 (weight_decay * param +/- grad), 2: decoupled (param *= decay)
     if mode == 1:
