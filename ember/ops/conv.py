@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from ember.errors import ShapeError, fmt_shape
-from ember.ops import batch_threads, depthwise, depthwise_compiled
+from ember.ops import batch_threads, depthwise, depthwise_compiled, winograd
 from ember.ops._rules import binary_dtype, spec
 from ember.ops.conv_compiled import col2im_available, col2im_compiled, im2col_compiled
 from ember.ops.dispatch import apply
@@ -189,6 +189,8 @@ class Conv2dOp(Op):
             # A pointwise convolution is a GEMM on the input as it lies: (G, O/G, C/G) @ (N, G, C/G, H*W),
             # no patches copied; on small maps one GEMM over the whole batch (below) runs BLAS better.
             return rounded(xp.matmul(wm, x.reshape(n, groups, -1, h * wd)).reshape(n, o, h, wd), dtype)
+        if xp is np and winograd.applies(x.shape, w.shape, x.dtype, stride, padding, dilation, groups):
+            return rounded(winograd.conv3x3(x, w, padding), dtype)
         if n > 1 and xp is np and batch_threads.workers() > 1:
             return rounded(_forward_split(x, wm, kh, kw, stride, padding, dilation, groups), dtype)
         if _small_weight(w):
@@ -407,6 +409,9 @@ class Conv2dWeightGradOp(Op):
                 return rounded(gw, dtype)
             return rounded(depthwise.weight_grad(xp, x, g, stride, padding, dilation, kh, kw), dtype)
         o = g.shape[1]
+        if xp is np and winograd.applies(x.shape, (o, x.shape[1] // groups, kh, kw), x.dtype, stride, padding,
+                                         dilation, groups):
+            return rounded(winograd.weight_grad3x3(x, g, padding), dtype)
         if x.shape[0] > 1 and xp is np and batch_threads.workers() > 1:
             gw = _weight_grad_split(x, g, kh, kw, stride, padding, dilation, groups).transpose(0, 2, 1)
         else:

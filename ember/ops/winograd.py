@@ -1,0 +1,339 @@
+"""3x3 stride-1 convolution by Winograd's minimal filtering F(2x2, 3x3) (Lavin & Gray, 2015), compiled.
+
+Each 2x2 block of outputs is computed from a 4x4 input tile as A^T [(G g G^T) * (B^T d B)] A: the products
+of the tile and weight transforms are 16 GEMMs of (O, C) by (C, tiles), 2.25 times fewer multiplications
+than im2col's one GEMM of (O, 9C) by (9C, pixels), and no nine-fold patch copy. The transforms are exact
+sums of a few values (the weight's halves are exact in binary), so results differ from im2col only by
+float32 rounding in a different order (measured below im2col's own error against float64).
+
+Used by conv2d (and so conv_transpose2d's stride-1 path) for float32 3x3 stride-1 undilated ungrouped
+layers with at least 8 channels each way, when Numba is installed; otherwise the im2col path runs.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ember.ops import batch_threads
+from ember.ops.compiled import MIN_ELEMENTS, kernel_for
+
+_SOURCE = '''
+def weight_tiles(w, U, plane_stride):
+    # U[k*plane_stride + o*C + c] = (G g G^T)[k // 4, k % 4] for the 3x3 weight g = w[o, c]
+    O, C = w.shape[0], w.shape[1]
+    S = plane_stride
+    for o in range(O):
+        for c in range(C):
+            q = o * C + c
+            for i in range(4):
+                # row i of G g: g0, (g0 + g1 + g2) / 2, (g0 - g1 + g2) / 2, g2 (g_r: row r of g)
+                if i == 0:
+                    t0 = w[o, c, 0, 0]
+                    t1 = w[o, c, 0, 1]
+                    t2 = w[o, c, 0, 2]
+                elif i == 3:
+                    t0 = w[o, c, 2, 0]
+                    t1 = w[o, c, 2, 1]
+                    t2 = w[o, c, 2, 2]
+                else:
+                    sign = 1 if i == 1 else -1
+                    t0 = (w[o, c, 0, 0] + sign * w[o, c, 1, 0] + w[o, c, 2, 0]) * 0.5
+                    t1 = (w[o, c, 0, 1] + sign * w[o, c, 1, 1] + w[o, c, 2, 1]) * 0.5
+                    t2 = (w[o, c, 0, 2] + sign * w[o, c, 1, 2] + w[o, c, 2, 2]) * 0.5
+                # times G^T: the same combinations along the row
+                U[q + 4 * i * S] = t0
+                U[q + (4 * i + 1) * S] = (t0 + t1 + t2) * 0.5
+                U[q + (4 * i + 2) * S] = (t0 - t1 + t2) * 0.5
+                U[q + (4 * i + 3) * S] = t2
+
+
+def input_tiles(x, pt, pl, th, tw, V, plane_stride, plane):
+    # V[k*plane_stride + c*T + t] = (B^T d B)[k // 4, k % 4] of the 4x4 tile d at (2*ty - pt, 2*tx - pl);
+    # plane: a zeroed (2*th + 2, 2*tw + 2) scratch image whose border stays zero (the padding)
+    N, C, H, W = x.shape
+    T = N * th * tw
+    for n in range(N):
+        for c in range(C):
+            for y in range(H):
+                for xx in range(W):
+                    plane[y + pt, xx + pl] = x[n, c, y, xx]
+            for ty in range(th):
+                r0 = plane[2 * ty]
+                r1 = plane[2 * ty + 1]
+                r2 = plane[2 * ty + 2]
+                r3 = plane[2 * ty + 3]
+                q0 = c * T + (n * th + ty) * tw
+                for tx in range(tw):
+                    j = 2 * tx
+                    # B^T d: rows d0 - d2, d1 + d2, d2 - d1, d1 - d3
+                    a00 = r0[j] - r2[j]
+                    a01 = r0[j + 1] - r2[j + 1]
+                    a02 = r0[j + 2] - r2[j + 2]
+                    a03 = r0[j + 3] - r2[j + 3]
+                    a10 = r1[j] + r2[j]
+                    a11 = r1[j + 1] + r2[j + 1]
+                    a12 = r1[j + 2] + r2[j + 2]
+                    a13 = r1[j + 3] + r2[j + 3]
+                    a20 = r2[j] - r1[j]
+                    a21 = r2[j + 1] - r1[j + 1]
+                    a22 = r2[j + 2] - r1[j + 2]
+                    a23 = r2[j + 3] - r1[j + 3]
+                    a30 = r1[j] - r3[j]
+                    a31 = r1[j + 1] - r3[j + 1]
+                    a32 = r1[j + 2] - r3[j + 2]
+                    a33 = r1[j + 3] - r3[j + 3]
+                    q = q0 + tx
+                    S = plane_stride
+                    # (B^T d) B: the same combinations along each row
+                    V[q] = a00 - a02
+                    V[q + S] = a01 + a02
+                    V[q + 2 * S] = a02 - a01
+                    V[q + 3 * S] = a01 - a03
+                    V[q + 4 * S] = a10 - a12
+                    V[q + 5 * S] = a11 + a12
+                    V[q + 6 * S] = a12 - a11
+                    V[q + 7 * S] = a11 - a13
+                    V[q + 8 * S] = a20 - a22
+                    V[q + 9 * S] = a21 + a22
+                    V[q + 10 * S] = a22 - a21
+                    V[q + 11 * S] = a21 - a23
+                    V[q + 12 * S] = a30 - a32
+                    V[q + 13 * S] = a31 + a32
+                    V[q + 14 * S] = a32 - a31
+                    V[q + 15 * S] = a31 - a33
+
+
+def gradient_tiles(g, th, tw, Z, plane_stride):
+    # Z[k*plane_stride + o*T + t] = (A e A^T)[k // 4, k % 4] for the 2x2 output-gradient tile e at (2*ty, 2*tx)
+    # (zero past the image): the adjoint of output_tiles
+    N, O, OH, OW = g.shape
+    T = N * th * tw
+    S = plane_stride
+    for n in range(N):
+        for o in range(O):
+            for ty in range(th):
+                y = 2 * ty
+                q0 = o * T + (n * th + ty) * tw
+                for tx in range(tw):
+                    j = 2 * tx
+                    e00 = g[n, o, y, j]
+                    e01 = g[n, o, y, j + 1] if j + 1 < OW else 0.0
+                    e10 = g[n, o, y + 1, j] if y + 1 < OH else 0.0
+                    e11 = g[n, o, y + 1, j + 1] if (y + 1 < OH and j + 1 < OW) else 0.0
+                    # A e: rows e0, e0 + e1, e0 - e1, -e1; then each row [p, q] -> [p, p + q, p - q, -q]
+                    p0 = e00
+                    p1 = e00 + e10
+                    p2 = e00 - e10
+                    p3 = -e10
+                    r0 = e01
+                    r1 = e01 + e11
+                    r2 = e01 - e11
+                    r3 = -e11
+                    q = q0 + tx
+                    Z[q] = p0
+                    Z[q + S] = p0 + r0
+                    Z[q + 2 * S] = p0 - r0
+                    Z[q + 3 * S] = -r0
+                    Z[q + 4 * S] = p1
+                    Z[q + 5 * S] = p1 + r1
+                    Z[q + 6 * S] = p1 - r1
+                    Z[q + 7 * S] = -r1
+                    Z[q + 8 * S] = p2
+                    Z[q + 9 * S] = p2 + r2
+                    Z[q + 10 * S] = p2 - r2
+                    Z[q + 11 * S] = -r2
+                    Z[q + 12 * S] = p3
+                    Z[q + 13 * S] = p3 + r3
+                    Z[q + 14 * S] = p3 - r3
+                    Z[q + 15 * S] = -r3
+
+
+def weight_from_tiles(D, gw):
+    # gw[o, c] = G^T d G for the 4x4 d[k // 4, k % 4] = D[k, o, c]: the adjoint of weight_tiles
+    O, C = gw.shape[0], gw.shape[1]
+    for o in range(O):
+        for c in range(C):
+            for j in range(4):
+                # G^T d, column j: d0 + (d1 + d2) / 2, (d1 - d2) / 2, (d1 + d2) / 2 + d3 (d_r: row r)
+                h = (D[4 + j, o, c] + D[8 + j, o, c]) * 0.5
+                v0 = D[j, o, c] + h
+                v1 = (D[4 + j, o, c] - D[8 + j, o, c]) * 0.5
+                v2 = h + D[12 + j, o, c]
+                if j == 0:
+                    a0 = v0
+                    a1 = v1
+                    a2 = v2
+                elif j == 1:
+                    b0 = v0
+                    b1 = v1
+                    b2 = v2
+                elif j == 2:
+                    c0 = v0
+                    c1 = v1
+                    c2 = v2
+                else:
+                    d0 = v0
+                    d1 = v1
+                    d2 = v2
+            # times G along each row
+            gw[o, c, 0, 0] = a0 + (b0 + c0) * 0.5
+            gw[o, c, 0, 1] = (b0 - c0) * 0.5
+            gw[o, c, 0, 2] = (b0 + c0) * 0.5 + d0
+            gw[o, c, 1, 0] = a1 + (b1 + c1) * 0.5
+            gw[o, c, 1, 1] = (b1 - c1) * 0.5
+            gw[o, c, 1, 2] = (b1 + c1) * 0.5 + d1
+            gw[o, c, 2, 0] = a2 + (b2 + c2) * 0.5
+            gw[o, c, 2, 1] = (b2 - c2) * 0.5
+            gw[o, c, 2, 2] = (b2 + c2) * 0.5 + d2
+
+
+def output_tiles(M, plane_stride, th, tw, out):
+    # out[n, o, 2*ty + i, 2*tx + j] = (A^T m A)[i, j], m[k // 4, k % 4] = M[k*plane_stride + o*T + t]
+    N, O, OH, OW = out.shape
+    T = N * th * tw
+    S = plane_stride
+    for n in range(N):
+        for o in range(O):
+            for ty in range(th):
+                y = 2 * ty
+                q0 = o * T + (n * th + ty) * tw
+                for tx in range(tw):
+                    q = q0 + tx
+                    m0 = M[q]
+                    m1 = M[q + S]
+                    m2 = M[q + 2 * S]
+                    m3 = M[q + 3 * S]
+                    m4 = M[q + 4 * S]
+                    m5 = M[q + 5 * S]
+                    m6 = M[q + 6 * S]
+                    m7 = M[q + 7 * S]
+                    m8 = M[q + 8 * S]
+                    m9 = M[q + 9 * S]
+                    m10 = M[q + 10 * S]
+                    m11 = M[q + 11 * S]
+                    m12 = M[q + 12 * S]
+                    m13 = M[q + 13 * S]
+                    m14 = M[q + 14 * S]
+                    m15 = M[q + 15 * S]
+                    # A^T m: rows m0 + m1 + m2, m1 - m2 - m3
+                    r00 = m0 + m4 + m8
+                    r01 = m1 + m5 + m9
+                    r02 = m2 + m6 + m10
+                    r03 = m3 + m7 + m11
+                    r10 = m4 - m8 - m12
+                    r11 = m5 - m9 - m13
+                    r12 = m6 - m10 - m14
+                    r13 = m7 - m11 - m15
+                    j = 2 * tx
+                    out[n, o, y, j] = r00 + r01 + r02
+                    if j + 1 < OW:
+                        out[n, o, y, j + 1] = r01 - r02 - r03
+                    if y + 1 < OH:
+                        out[n, o, y + 1, j] = r10 + r11 + r12
+                        if j + 1 < OW:
+                            out[n, o, y + 1, j + 1] = r11 - r12 - r13
+'''
+
+# Where im2col stays faster (2-thread AVX-512 machine, against this module's kernels): fewer than 8 channels
+# (the GEMMs' inner dimension too short for BLAS), fewer than 256 tiles per call (the weight's transform,
+# 16*O*C values, is not repaid: (4, 512, 7, 7) took 11.5 ms against im2col's 6.7), and a single sample,
+# whose transforms cannot be split over threads by batch ((1, 64, 56, 56) x 64: 2.1 ms against 1.5).
+_MIN_CHANNELS = 8
+_MIN_TILES = 256
+_MIN_BATCH = 2
+# Each of the 16 transformed planes is padded by one cache line: with planes a power of two apart
+# (16 channels x 1024 tiles x 4 bytes) the tile loops' 16 streams fell in one cache set and ran 8x slower.
+_PLANE_PAD = 16
+# Samples per block: the block's transformed input and GEMM output stay in cache between the three steps,
+# but at least _MIN_BLOCK_TILES tiles so that a large transformed weight is read from memory rarely and the
+# GEMMs are wide enough for BLAS.
+_BLOCK_BYTES = 2 << 20
+_MIN_BLOCK_TILES = 512
+
+
+def applies(x_shape, w_shape, dtype, stride, padding, dilation, groups) -> bool:
+    """Whether conv2d of these shapes and attributes runs by Winograd F(2x2, 3x3) here (Numba present)."""
+    if dtype != np.float32 or groups != 1 or tuple(stride) != (1, 1) or tuple(dilation) != (1, 1):
+        return False
+    o, c, kh, kw = w_shape
+    n, _, h, wd = x_shape
+    if (kh, kw) != (3, 3) or c < _MIN_CHANNELS or o < _MIN_CHANNELS or n < _MIN_BATCH:
+        return False
+    tiles = n * ((h + padding[0] + padding[1] - 1) // 2) * ((wd + padding[2] + padding[3] - 1) // 2)
+    if tiles < _MIN_TILES:
+        return False
+    return kernel_for(_SOURCE, "input_tiles", np, np.dtype(dtype), int(np.prod(x_shape)) * 9) is not None
+
+
+def conv3x3(x: np.ndarray, w: np.ndarray, padding) -> np.ndarray:
+    """conv2d of float32 NCHW `x` by a (O, C, 3, 3) weight, stride 1, padding (top, bottom, left, right);
+    call only where applies() said yes (it needs the compiled kernels)."""
+    n, c, h, wd = x.shape
+    o = w.shape[0]
+    pt, pb, pl, pr = padding
+    oh, ow = h + pt + pb - 2, wd + pl + pr - 2
+    th, tw = (oh + 1) // 2, (ow + 1) // 2
+    su = o * c + _PLANE_PAD
+    u = np.empty(16 * su, np.float32)
+    kernel_for(_SOURCE, "weight_tiles", np, np.float32, MIN_ELEMENTS)(np.ascontiguousarray(w), u, su)
+    u = u.reshape(16, su)[:, : o * c].reshape(16, o, c)
+    x = np.ascontiguousarray(x)
+    out = np.empty((n, o, oh, ow), np.float32)
+    tiles_in = kernel_for(_SOURCE, "input_tiles", np, np.float32, MIN_ELEMENTS)
+    tiles_out = kernel_for(_SOURCE, "output_tiles", np, np.float32, MIN_ELEMENTS)
+    per_sample = 16 * (c + o) * th * tw * 4
+
+    def chunk(a, b):
+        step = max(1, _BLOCK_BYTES // per_sample, -(-_MIN_BLOCK_TILES // (th * tw)))
+        for lo in range(a, b, step):
+            hi = min(b, lo + step)
+            t = (hi - lo) * th * tw
+            sv, sm = c * t + _PLANE_PAD, o * t + _PLANE_PAD
+            buf = batch_threads.workspace(16 * (sv + sm), np.float32)
+            v, m = buf[: 16 * sv], buf[16 * sv:]
+            tiles_in(x[lo:hi], pt, pl, th, tw, v, sv, np.zeros((2 * th + 2, 2 * tw + 2), np.float32))
+            np.matmul(u, v.reshape(16, sv)[:, : c * t].reshape(16, c, t),
+                      out=m.reshape(16, sm)[:, : o * t].reshape(16, o, t))
+            tiles_out(m, sm, th, tw, out[lo:hi])
+
+    batch_threads.run(chunk, n, 2.25 * 2 * 16 * o * c * n * th * tw)
+    return out
+
+
+def weight_grad3x3(x: np.ndarray, g: np.ndarray, padding) -> np.ndarray:
+    """conv2d's weight gradient, (O, C, 3, 3), for float32 input `x` and output gradient `g` (stride 1):
+    the adjoint of conv3x3's algorithm, sum over tiles of (A e A^T) * (B^T d B) as 16 GEMMs, then G^T . G.
+    Call only where applies() said yes."""
+    n, c, _, _ = x.shape
+    o, oh, ow = g.shape[1], g.shape[2], g.shape[3]
+    pt, _, pl, _ = padding
+    th, tw = (oh + 1) // 2, (ow + 1) // 2
+    x, g = np.ascontiguousarray(x), np.ascontiguousarray(g)
+    tiles_in = kernel_for(_SOURCE, "input_tiles", np, np.float32, MIN_ELEMENTS)
+    tiles_grad = kernel_for(_SOURCE, "gradient_tiles", np, np.float32, MIN_ELEMENTS)
+    per_sample = 16 * (c + o) * th * tw * 4
+
+    def chunk(a, b):
+        step = max(1, _BLOCK_BYTES // per_sample, -(-_MIN_BLOCK_TILES // (th * tw)))
+        total = None
+        for lo in range(a, b, step):
+            hi = min(b, lo + step)
+            t = (hi - lo) * th * tw
+            sv, sz = c * t + _PLANE_PAD, o * t + _PLANE_PAD
+            buf = batch_threads.workspace(16 * (sv + sz), np.float32)
+            v, z = buf[: 16 * sv], buf[16 * sv:]
+            tiles_in(x[lo:hi], pt, pl, th, tw, v, sv, np.zeros((2 * th + 2, 2 * tw + 2), np.float32))
+            tiles_grad(g[lo:hi], th, tw, z, sz)
+            zt = z.reshape(16, sz)[:, : o * t].reshape(16, o, t)
+            vt = v.reshape(16, sv)[:, : c * t].reshape(16, c, t)
+            part = np.matmul(zt, vt.transpose(0, 2, 1))  # (16, O, C)
+            total = part if total is None else np.add(total, part, out=total)
+        return total
+
+    parts = batch_threads.run(chunk, n, 2 * 16 * o * c * n * th * tw)
+    total = parts[0]
+    for p in parts[1:]:
+        total += p
+    gw = np.empty((o, c, 3, 3), np.float32)
+    kernel_for(_SOURCE, "weight_from_tiles", np, np.float32, MIN_ELEMENTS)(total, gw)
+    return gw

@@ -1,0 +1,109 @@
+"""Winograd F(2x2, 3x3) convolution: which layers take it, and its values and both gradients against PyTorch."""
+
+import numpy as np
+import pytest
+
+from ember.ops import batch_threads, conv, winograd
+
+pytest.importorskip("numba")
+torch = pytest.importorskip("torch")
+
+ONE = (1, 1)
+
+
+@pytest.mark.parametrize("x_shape,w_shape,dtype,stride,groups,want", [
+    ((32, 16, 32, 32), (16, 16, 3, 3), np.float32, ONE, 1, True),     # ResNet-20's first stage
+    ((32, 512, 7, 7), (512, 512, 3, 3), np.float32, ONE, 1, True),    # ResNet-18's last, batch 32
+    ((4, 512, 7, 7), (512, 512, 3, 3), np.float32, ONE, 1, False),    # 64 tiles: the weight transform not repaid
+    ((1, 64, 56, 56), (64, 64, 3, 3), np.float32, ONE, 1, False),     # one sample: no split over threads
+    ((32, 16, 32, 32), (16, 16, 3, 3), np.float64, ONE, 1, False),    # float64 keeps im2col's rounding
+    ((32, 16, 32, 32), (16, 16, 3, 3), np.float32, (2, 2), 1, False),
+    ((32, 16, 32, 32), (16, 8, 3, 3), np.float32, ONE, 2, False),
+    ((32, 3, 32, 32), (16, 3, 3, 3), np.float32, ONE, 1, False),      # an image layer's 3 channels
+    ((32, 16, 32, 32), (16, 16, 5, 5), np.float32, ONE, 1, False),
+])
+def test_which_layers_take_winograd(x_shape, w_shape, dtype, stride, groups, want):
+    assert winograd.applies(x_shape, w_shape, dtype, stride, (1, 1, 1, 1), ONE, groups) is want
+
+
+def _torch_conv_and_grads(x, w, padding, g):
+    pt, pb, pl, pr = padding
+    tx, tw = torch.tensor(x, requires_grad=True), torch.tensor(w, requires_grad=True)
+    y = torch.nn.functional.conv2d(torch.nn.functional.pad(tx, (pl, pr, pt, pb)), tw)
+    y.backward(torch.tensor(g))
+    return y.detach().numpy(), tx.grad.numpy(), tw.grad.numpy()
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+@pytest.mark.parametrize("x_shape,out_channels,padding", [
+    ((4, 16, 16, 16), 16, (1, 1, 1, 1)),
+    ((3, 9, 23, 17), 11, (1, 1, 1, 1)),    # odd output sizes: the last tiles are cut
+    ((5, 8, 21, 20), 12, (0, 2, 1, 0)),    # uneven padding
+    ((2, 10, 25, 24), 8, (0, 0, 0, 0)),
+    ((20, 32, 8, 8), 24, (1, 1, 1, 1)),    # several blocks per thread
+])
+def test_values_and_both_gradients_match_torch(monkeypatch, workers, x_shape, out_channels, padding):
+    if workers > batch_threads.workers():
+        pytest.skip("one core")
+    monkeypatch.setitem(batch_threads._state, "workers", workers)
+    monkeypatch.setattr(winograd, "_MIN_BLOCK_TILES", 64)
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal(x_shape).astype(np.float32)
+    w = (rng.standard_normal((out_channels, x_shape[1], 3, 3)) * 0.2).astype(np.float32)
+    attrs = dict(stride=ONE, padding=padding, dilation=ONE, groups=1)
+    assert winograd.applies(x.shape, w.shape, x.dtype, ONE, padding, ONE, 1)
+    y = conv._conv2d_op.kernel(np, x, w, **attrs)
+    g = rng.standard_normal(y.shape).astype(np.float32)
+    gx = conv._conv_transpose2d_op.kernel(np, g, w, out_hw=x.shape[2:], **attrs)
+    gw = conv._conv2d_weight_grad_op.kernel(np, x, g, kernel_hw=(3, 3), **attrs)
+    want_y, want_gx, want_gw = _torch_conv_and_grads(x, w, padding, g)
+    np.testing.assert_allclose(y, want_y, rtol=1e-5, atol=2e-5)
+    np.testing.assert_allclose(gx, want_gx, rtol=1e-5, atol=2e-5)
+    scale = float(np.abs(want_gw).max())  # a sum over every position: float32 rounding grows with it
+    np.testing.assert_allclose(gw, want_gw, rtol=1e-5, atol=2e-6 * scale)
+
+
+def test_error_against_float64_is_no_worse_than_im2cols():
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((8, 32, 16, 16)).astype(np.float32)
+    w = (rng.standard_normal((32, 32, 3, 3)) * 0.1).astype(np.float32)
+    pad = (1, 1, 1, 1)
+    exact = conv._conv2d_op.kernel(np, x.astype(np.float64), w.astype(np.float64), ONE, pad, ONE, 1)
+    fast = winograd.conv3x3(x, w, pad)
+    im2col = conv._forward_split(x, w.reshape(1, 32, -1), 3, 3, ONE, pad, ONE, 1)
+    assert np.abs(fast - exact).max() <= 2 * np.abs(im2col - exact).max()
+
+
+def test_a_network_trains_the_same_through_winograd_and_im2col(monkeypatch):
+    """Five SGD steps of a two-layer 3x3 network, learning rate changed between them: same parameters."""
+    import ember as em
+
+    rng = np.random.default_rng(5)
+    x, target = rng.standard_normal((8, 8, 16, 16)).astype(np.float32), rng.standard_normal((8, 8, 16, 16))
+
+    calls = []
+    for name in ("conv3x3", "weight_grad3x3"):
+        real = getattr(winograd, name)
+        monkeypatch.setattr(winograd, name, lambda *a, _real=real, _name=name: calls.append(_name) or _real(*a))
+
+    def train(channels_for_winograd):
+        monkeypatch.setattr(winograd, "_MIN_CHANNELS", channels_for_winograd)
+        em.manual_seed(0)
+        net = em.nn.Sequential(em.nn.Conv2d(8, 16, 3, padding=1), em.nn.ReLU(), em.nn.Conv2d(16, 8, 3, padding=1))
+        opt = em.optim.SGD(net.parameters(), lr=0.05, momentum=0.9)
+        for step in range(5):
+            opt.param_groups[0]["lr"] = 0.05 / (step + 1)
+            opt.zero_grad()
+            loss = ((net(em.tensor(x)) - em.tensor(target.astype(np.float32))) ** 2).mean()
+            loss.backward()
+            opt.step()
+        return [p.detach().numpy().copy() for p in net.parameters()]
+
+    fast = train(8)
+    # per step: two forwards, the second layer's input gradient (the data needs none), two weight gradients
+    assert calls.count("conv3x3") == 5 * 3 and calls.count("weight_grad3x3") == 5 * 2
+    calls.clear()
+    slow = train(10**9)
+    assert not calls
+    for a, b in zip(fast, slow):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
