@@ -18,6 +18,16 @@ from ember.ops import batch_threads
 from ember.ops.compiled import MIN_ELEMENTS, kernel_for
 
 _SOURCE = '''
+import numpy as np
+from numba import njit
+
+
+@njit(inline="always")
+def u(i):
+    # an unsigned index: Numba wraps a possibly negative one around, and that test stops the loops vectorising
+    return np.uint64(i)
+
+
 def weight_tiles(w, U, plane_stride):
     # U[k*plane_stride + o*C + c] = (G g G^T)[k // 4, k % 4] for the 3x3 weight g = w[o, c]
     O, C = w.shape[0], w.shape[1]
@@ -52,55 +62,59 @@ def input_tiles(x, pt, pl, th, tw, V, plane_stride, plane):
     # plane: a zeroed (2*th + 2, 2*tw + 2) scratch image whose border stays zero (the padding)
     N, C, H, W = x.shape
     T = N * th * tw
+    S = plane_stride
+    PW = plane.shape[1]
+    xf = x.reshape(-1)
+    pf = plane.reshape(-1)
     for n in range(N):
         for c in range(C):
+            xb = (n * C + c) * H * W
             for y in range(H):
                 for xx in range(W):
-                    plane[y + pt, xx + pl] = x[n, c, y, xx]
+                    pf[u((y + pt) * PW + xx + pl)] = xf[u(xb + y * W + xx)]
             for ty in range(th):
-                r0 = plane[2 * ty]
-                r1 = plane[2 * ty + 1]
-                r2 = plane[2 * ty + 2]
-                r3 = plane[2 * ty + 3]
+                b0 = 2 * ty * PW
+                b1 = b0 + PW
+                b2 = b1 + PW
+                b3 = b2 + PW
                 q0 = c * T + (n * th + ty) * tw
                 for tx in range(tw):
                     j = 2 * tx
-                    # B^T d: rows d0 - d2, d1 + d2, d2 - d1, d1 - d3
-                    a00 = r0[j] - r2[j]
-                    a01 = r0[j + 1] - r2[j + 1]
-                    a02 = r0[j + 2] - r2[j + 2]
-                    a03 = r0[j + 3] - r2[j + 3]
-                    a10 = r1[j] + r2[j]
-                    a11 = r1[j + 1] + r2[j + 1]
-                    a12 = r1[j + 2] + r2[j + 2]
-                    a13 = r1[j + 3] + r2[j + 3]
-                    a20 = r2[j] - r1[j]
-                    a21 = r2[j + 1] - r1[j + 1]
-                    a22 = r2[j + 2] - r1[j + 2]
-                    a23 = r2[j + 3] - r1[j + 3]
-                    a30 = r1[j] - r3[j]
-                    a31 = r1[j + 1] - r3[j + 1]
-                    a32 = r1[j + 2] - r3[j + 2]
-                    a33 = r1[j + 3] - r3[j + 3]
+                    # B^T d: rows d0 - d2, d1 + d2, d2 - d1, d1 - d3 (d_r: row r of the tile)
+                    a00 = pf[u(b0 + j)] - pf[u(b2 + j)]
+                    a01 = pf[u(b0 + j + 1)] - pf[u(b2 + j + 1)]
+                    a02 = pf[u(b0 + j + 2)] - pf[u(b2 + j + 2)]
+                    a03 = pf[u(b0 + j + 3)] - pf[u(b2 + j + 3)]
+                    a10 = pf[u(b1 + j)] + pf[u(b2 + j)]
+                    a11 = pf[u(b1 + j + 1)] + pf[u(b2 + j + 1)]
+                    a12 = pf[u(b1 + j + 2)] + pf[u(b2 + j + 2)]
+                    a13 = pf[u(b1 + j + 3)] + pf[u(b2 + j + 3)]
+                    a20 = pf[u(b2 + j)] - pf[u(b1 + j)]
+                    a21 = pf[u(b2 + j + 1)] - pf[u(b1 + j + 1)]
+                    a22 = pf[u(b2 + j + 2)] - pf[u(b1 + j + 2)]
+                    a23 = pf[u(b2 + j + 3)] - pf[u(b1 + j + 3)]
+                    a30 = pf[u(b1 + j)] - pf[u(b3 + j)]
+                    a31 = pf[u(b1 + j + 1)] - pf[u(b3 + j + 1)]
+                    a32 = pf[u(b1 + j + 2)] - pf[u(b3 + j + 2)]
+                    a33 = pf[u(b1 + j + 3)] - pf[u(b3 + j + 3)]
                     q = q0 + tx
-                    S = plane_stride
                     # (B^T d) B: the same combinations along each row
-                    V[q] = a00 - a02
-                    V[q + S] = a01 + a02
-                    V[q + 2 * S] = a02 - a01
-                    V[q + 3 * S] = a01 - a03
-                    V[q + 4 * S] = a10 - a12
-                    V[q + 5 * S] = a11 + a12
-                    V[q + 6 * S] = a12 - a11
-                    V[q + 7 * S] = a11 - a13
-                    V[q + 8 * S] = a20 - a22
-                    V[q + 9 * S] = a21 + a22
-                    V[q + 10 * S] = a22 - a21
-                    V[q + 11 * S] = a21 - a23
-                    V[q + 12 * S] = a30 - a32
-                    V[q + 13 * S] = a31 + a32
-                    V[q + 14 * S] = a32 - a31
-                    V[q + 15 * S] = a31 - a33
+                    V[u(q)] = a00 - a02
+                    V[u(q + S)] = a01 + a02
+                    V[u(q + 2 * S)] = a02 - a01
+                    V[u(q + 3 * S)] = a01 - a03
+                    V[u(q + 4 * S)] = a10 - a12
+                    V[u(q + 5 * S)] = a11 + a12
+                    V[u(q + 6 * S)] = a12 - a11
+                    V[u(q + 7 * S)] = a11 - a13
+                    V[u(q + 8 * S)] = a20 - a22
+                    V[u(q + 9 * S)] = a21 + a22
+                    V[u(q + 10 * S)] = a22 - a21
+                    V[u(q + 11 * S)] = a21 - a23
+                    V[u(q + 12 * S)] = a30 - a32
+                    V[u(q + 13 * S)] = a31 + a32
+                    V[u(q + 14 * S)] = a32 - a31
+                    V[u(q + 15 * S)] = a31 - a33
 
 
 def gradient_tiles(g, th, tw, Z, plane_stride):
@@ -109,18 +123,28 @@ def gradient_tiles(g, th, tw, Z, plane_stride):
     N, O, OH, OW = g.shape
     T = N * th * tw
     S = plane_stride
+    gf = g.reshape(-1)
+    zero = g.dtype.type(0)
     for n in range(N):
         for o in range(O):
+            gb = (n * O + o) * OH * OW
             for ty in range(th):
                 y = 2 * ty
                 q0 = o * T + (n * th + ty) * tw
+                whole = y + 1 < OH and OW % 2 == 0
                 for tx in range(tw):
                     j = 2 * tx
-                    e00 = g[n, o, y, j]
-                    e01 = g[n, o, y, j + 1] if j + 1 < OW else 0.0
-                    e10 = g[n, o, y + 1, j] if y + 1 < OH else 0.0
-                    e11 = g[n, o, y + 1, j + 1] if (y + 1 < OH and j + 1 < OW) else 0.0
-                    # A e: rows e0, e0 + e1, e0 - e1, -e1; then each row [p, q] -> [p, p + q, p - q, -q]
+                    d = gb + y * OW + j
+                    e00 = gf[u(d)]
+                    if whole:
+                        e01 = gf[u(d + 1)]
+                        e10 = gf[u(d + OW)]
+                        e11 = gf[u(d + OW + 1)]
+                    else:
+                        e01 = gf[u(d + 1)] if j + 1 < OW else zero
+                        e10 = gf[u(d + OW)] if y + 1 < OH else zero
+                        e11 = gf[u(d + OW + 1)] if (y + 1 < OH and j + 1 < OW) else zero
+                    # A e: rows e0, e0 + e1, e0 - e1, -e1 (e_r: row r); then each row [p, r] -> [p, p + r, p - r, -r]
                     p0 = e00
                     p1 = e00 + e10
                     p2 = e00 - e10
@@ -130,22 +154,22 @@ def gradient_tiles(g, th, tw, Z, plane_stride):
                     r2 = e01 - e11
                     r3 = -e11
                     q = q0 + tx
-                    Z[q] = p0
-                    Z[q + S] = p0 + r0
-                    Z[q + 2 * S] = p0 - r0
-                    Z[q + 3 * S] = -r0
-                    Z[q + 4 * S] = p1
-                    Z[q + 5 * S] = p1 + r1
-                    Z[q + 6 * S] = p1 - r1
-                    Z[q + 7 * S] = -r1
-                    Z[q + 8 * S] = p2
-                    Z[q + 9 * S] = p2 + r2
-                    Z[q + 10 * S] = p2 - r2
-                    Z[q + 11 * S] = -r2
-                    Z[q + 12 * S] = p3
-                    Z[q + 13 * S] = p3 + r3
-                    Z[q + 14 * S] = p3 - r3
-                    Z[q + 15 * S] = -r3
+                    Z[u(q)] = p0
+                    Z[u(q + S)] = p0 + r0
+                    Z[u(q + 2 * S)] = p0 - r0
+                    Z[u(q + 3 * S)] = -r0
+                    Z[u(q + 4 * S)] = p1
+                    Z[u(q + 5 * S)] = p1 + r1
+                    Z[u(q + 6 * S)] = p1 - r1
+                    Z[u(q + 7 * S)] = -r1
+                    Z[u(q + 8 * S)] = p2
+                    Z[u(q + 9 * S)] = p2 + r2
+                    Z[u(q + 10 * S)] = p2 - r2
+                    Z[u(q + 11 * S)] = -r2
+                    Z[u(q + 12 * S)] = p3
+                    Z[u(q + 13 * S)] = p3 + r3
+                    Z[u(q + 14 * S)] = p3 - r3
+                    Z[u(q + 15 * S)] = -r3
 
 
 def weight_from_tiles(D, gw):
@@ -192,30 +216,33 @@ def output_tiles(M, plane_stride, th, tw, out):
     N, O, OH, OW = out.shape
     T = N * th * tw
     S = plane_stride
+    of = out.reshape(-1)
     for n in range(N):
         for o in range(O):
+            ob = (n * O + o) * OH * OW
             for ty in range(th):
                 y = 2 * ty
                 q0 = o * T + (n * th + ty) * tw
+                whole = y + 1 < OH and OW % 2 == 0  # every tile of this row lies inside the image
                 for tx in range(tw):
                     q = q0 + tx
-                    m0 = M[q]
-                    m1 = M[q + S]
-                    m2 = M[q + 2 * S]
-                    m3 = M[q + 3 * S]
-                    m4 = M[q + 4 * S]
-                    m5 = M[q + 5 * S]
-                    m6 = M[q + 6 * S]
-                    m7 = M[q + 7 * S]
-                    m8 = M[q + 8 * S]
-                    m9 = M[q + 9 * S]
-                    m10 = M[q + 10 * S]
-                    m11 = M[q + 11 * S]
-                    m12 = M[q + 12 * S]
-                    m13 = M[q + 13 * S]
-                    m14 = M[q + 14 * S]
-                    m15 = M[q + 15 * S]
-                    # A^T m: rows m0 + m1 + m2, m1 - m2 - m3
+                    m0 = M[u(q)]
+                    m1 = M[u(q + S)]
+                    m2 = M[u(q + 2 * S)]
+                    m3 = M[u(q + 3 * S)]
+                    m4 = M[u(q + 4 * S)]
+                    m5 = M[u(q + 5 * S)]
+                    m6 = M[u(q + 6 * S)]
+                    m7 = M[u(q + 7 * S)]
+                    m8 = M[u(q + 8 * S)]
+                    m9 = M[u(q + 9 * S)]
+                    m10 = M[u(q + 10 * S)]
+                    m11 = M[u(q + 11 * S)]
+                    m12 = M[u(q + 12 * S)]
+                    m13 = M[u(q + 13 * S)]
+                    m14 = M[u(q + 14 * S)]
+                    m15 = M[u(q + 15 * S)]
+                    # A^T m: rows m0 + m1 + m2, m1 - m2 - m3 (m_r: row r), then the same along each row
                     r00 = m0 + m4 + m8
                     r01 = m1 + m5 + m9
                     r02 = m2 + m6 + m10
@@ -225,13 +252,19 @@ def output_tiles(M, plane_stride, th, tw, out):
                     r12 = m6 - m10 - m14
                     r13 = m7 - m11 - m15
                     j = 2 * tx
-                    out[n, o, y, j] = r00 + r01 + r02
-                    if j + 1 < OW:
-                        out[n, o, y, j + 1] = r01 - r02 - r03
-                    if y + 1 < OH:
-                        out[n, o, y + 1, j] = r10 + r11 + r12
+                    d = ob + y * OW + j
+                    of[u(d)] = r00 + r01 + r02
+                    if whole:
+                        of[u(d + 1)] = r01 - r02 - r03
+                        of[u(d + OW)] = r10 + r11 + r12
+                        of[u(d + OW + 1)] = r11 - r12 - r13
+                    else:
                         if j + 1 < OW:
-                            out[n, o, y + 1, j + 1] = r11 - r12 - r13
+                            of[u(d + 1)] = r01 - r02 - r03
+                        if y + 1 < OH:
+                            of[u(d + OW)] = r10 + r11 + r12
+                            if j + 1 < OW:
+                                of[u(d + OW + 1)] = r11 - r12 - r13
 '''
 
 # Where im2col stays faster (2-thread AVX-512 machine, against this module's kernels): fewer than 8 channels
