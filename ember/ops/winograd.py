@@ -268,12 +268,14 @@ def output_tiles(M, plane_stride, th, tw, out):
 '''
 
 # Where im2col stays faster (2-thread AVX-512 machine, against this module's kernels): fewer than 8 channels
-# (the GEMMs' inner dimension too short for BLAS), fewer than 256 tiles per call (the weight's transform,
-# 16*O*C values, is not repaid: (4, 512, 7, 7) took 11.5 ms against im2col's 6.7), and a single sample,
-# whose transforms cannot be split over threads by batch ((1, 64, 56, 56) x 64: 2.1 ms against 1.5).
+# (the GEMMs' inner dimension too short for BLAS), and too few tiles to repay transforming the weight
+# (16*O*C values, read again by every block): 64 tiles while that is at most 4 MB (a (1, 128, 28, 28) band
+# of 98 tiles: 1.05 ms against im2col's 1.38), 256 above ((4, 512, 7, 7), 64 tiles of a 16 MB transformed
+# weight: 11.5 ms against im2col's 6.7).
 _MIN_CHANNELS = 8
-_MIN_TILES = 256
-_MIN_BATCH = 2
+_MIN_TILES = 64
+_SMALL_WEIGHT_BYTES = 4 << 20
+_MIN_TILES_LARGE_WEIGHT = 256
 # Each of the 16 transformed planes is padded by one cache line: with planes a power of two apart
 # (16 channels x 1024 tiles x 4 bytes) the tile loops' 16 streams fell in one cache set and ran 8x slower.
 _PLANE_PAD = 16
@@ -290,10 +292,10 @@ def applies(x_shape, w_shape, dtype, stride, padding, dilation, groups) -> bool:
         return False
     o, c, kh, kw = w_shape
     n, _, h, wd = x_shape
-    if (kh, kw) != (3, 3) or c < _MIN_CHANNELS or o < _MIN_CHANNELS or n < _MIN_BATCH:
+    if (kh, kw) != (3, 3) or c < _MIN_CHANNELS or o < _MIN_CHANNELS:
         return False
     tiles = n * ((h + padding[0] + padding[1] - 1) // 2) * ((wd + padding[2] + padding[3] - 1) // 2)
-    if tiles < _MIN_TILES:
+    if tiles < (_MIN_TILES if 16 * o * c * 4 <= _SMALL_WEIGHT_BYTES else _MIN_TILES_LARGE_WEIGHT):
         return False
     return kernel_for(_SOURCE, "input_tiles", np, np.dtype(dtype), int(np.prod(x_shape)) * 9) is not None
 

@@ -168,3 +168,26 @@ def test_import_shortens_openblas_spin_unless_the_user_set_it():
     assert timeout == str(batch_threads.SPIN_CYCLES_LOG2) and same == "True"
     assert int(threads) == batch_threads._blas_controls()[0]()
     assert _import_ember_and_report("25")[0] == "25"
+
+
+@pytest.mark.parametrize("channels,kernel,stride,padding,dilation,groups", [
+    (3, 7, 2, 3, 1, 1),     # an image stem
+    (16, 3, 1, 1, 1, 1),    # its bands go by Winograd
+    (8, 3, 2, 1, 1, 1),
+    (8, 3, 1, 2, 2, 1),
+    (8, 5, 3, 0, 1, 2),
+    (6, 4, 1, (2, 1), 1, 1),
+])
+def test_a_single_sample_split_by_output_rows_matches_torch(two_workers, channels, kernel, stride, padding,
+                                                             dilation, groups):
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal((1, channels, 64, 59)).astype(np.float32)
+    w = rng.standard_normal((16, channels // groups, kernel, kernel)).astype(np.float32)
+    ph, pw = padding if isinstance(padding, tuple) else (padding, padding)
+    want = torch.nn.functional.conv2d(torch.tensor(x), torch.tensor(w), stride=stride, padding=(ph, pw),
+                                      dilation=dilation, groups=groups).numpy()
+    attrs = dict(stride=(stride, stride), padding=(ph, ph, pw, pw), dilation=(dilation, dilation), groups=groups)
+    assert conv._rows_pay(x, w, attrs["stride"], attrs["padding"], attrs["dilation"])
+    got = conv._conv2d_op.kernel(np, x, w, **attrs)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)

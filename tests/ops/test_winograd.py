@@ -14,8 +14,9 @@ ONE = (1, 1)
 @pytest.mark.parametrize("x_shape,w_shape,dtype,stride,groups,want", [
     ((32, 16, 32, 32), (16, 16, 3, 3), np.float32, ONE, 1, True),     # ResNet-20's first stage
     ((32, 512, 7, 7), (512, 512, 3, 3), np.float32, ONE, 1, True),    # ResNet-18's last, batch 32
-    ((4, 512, 7, 7), (512, 512, 3, 3), np.float32, ONE, 1, False),    # 64 tiles: the weight transform not repaid
-    ((1, 64, 56, 56), (64, 64, 3, 3), np.float32, ONE, 1, False),     # one sample: no split over threads
+    ((4, 512, 7, 7), (512, 512, 3, 3), np.float32, ONE, 1, False),    # 64 tiles: a 16 MB weight transform not repaid
+    ((1, 128, 14, 28), (128, 128, 3, 3), np.float32, ONE, 1, True),   # 98 tiles of a 1 MB one: a single sample's band
+    ((1, 256, 14, 14), (256, 256, 3, 3), np.float32, ONE, 1, False),  # 49 tiles
     ((32, 16, 32, 32), (16, 16, 3, 3), np.float64, ONE, 1, False),    # float64 keeps im2col's rounding
     ((32, 16, 32, 32), (16, 16, 3, 3), np.float32, (2, 2), 1, False),
     ((32, 16, 32, 32), (16, 8, 3, 3), np.float32, ONE, 2, False),
