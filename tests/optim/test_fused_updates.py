@@ -111,8 +111,8 @@ def test_fused_adam_equals_the_tensor_ops(dtype, decoupled, options, monkeypatch
 
 
 @pytest.mark.parametrize("name,make_opt,fused_params", [
-    ("fused_adam", lambda ps: em.optim.Adam(ps, lr=1e-2), 4),  # every parameter
-    ("fused_sgd_momentum", lambda ps: em.optim.SGD(ps, lr=0.05, momentum=0.9), 1),  # the one large enough
+    ("fused_adam", lambda ps: em.optim.Adam(ps, lr=1e-2), 4),  # every parameter, small biases too
+    ("fused_sgd_momentum", lambda ps: em.optim.SGD(ps, lr=0.05, momentum=0.9), 4),
 ])
 def test_the_profiler_sees_the_fused_pass_that_runs_without_it(name, make_opt, fused_params):
     """Under em.profiler the optimizer still takes its one compiled pass per parameter, recorded as one event,
