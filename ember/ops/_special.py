@@ -38,6 +38,8 @@ def _erf_float32(x):
     Both branches are computed over the whole array and np.where picks, since boolean gathers cost more
     than the arithmetic they would save.
     """
+    if x.ndim == 0:  # NumPy makes 0-d results scalars, which the in-place steps below cannot write into
+        return _erf_float32(x.reshape(1)).reshape(())
     a = np.minimum(np.abs(x), np.float32(4))
     sq = x * x
     inner = _horner(_ERF_P, sq)

@@ -27,6 +27,14 @@ def test_erf_float32_specials_and_dtype():
     assert got[5] == np.float32(1e-30 * 2 / math.sqrt(math.pi)) and got[6] == -1.0
 
 
+def test_zero_dim_float32_erf_and_gelu_equal_their_one_element_values():
+    for v in (0.5, -2.0, 3.7, 0.0):
+        one = em.tensor(np.array([v], np.float32))
+        scalar = em.tensor(np.float32(v))
+        assert scalar.erf().shape == () and scalar.erf().item() == one.erf().item()
+        assert em.nn.functional.gelu(scalar).item() == em.nn.functional.gelu(one).item()
+
+
 def test_gelu_gradient_is_one_op_equal_to_the_composite_rule():
     """Without create_graph GELU's gradient is the gelu_backward op, bit for bit the composite rule's."""
     for approximate in ("none", "tanh"):

@@ -211,8 +211,8 @@ def run(graph: Graph, outputs: list) -> tuple:
     built: dict = {}  # key -> (region, inputs, replaced, ids)
     for members, reduction in found:
         region, inputs, replaced = _build_region(a, members, reduction)
-        if not _specs_match(region, inputs, replaced):
-            continue
+        if not replaced or not _specs_match(region, inputs, replaced):
+            continue  # a dead chain (nothing reads it: when DCE has not run first) stays as it is
         ids = [n.id for n in members] + ([reduction.id] if reduction is not None else [])
         built[max(ids)] = (region, inputs, replaced, ids)
     while True:

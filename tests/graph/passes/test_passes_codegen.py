@@ -341,3 +341,58 @@ def test_numba_broadcast_operands_are_passed_contiguous_and_read_outside_the_inn
     variants = inspect.getclosurevars(inspect.getclosurevars(kernel).nonlocals["variant"]).nonlocals["variants"]
     (fn,) = variants.values()
     assert all(t.layout == "C" for sig in fn.signatures for t in sig if hasattr(t, "layout"))
+
+
+@pytest.mark.parametrize("dtype, make", [
+    (np.float16, _float_ops), (np.float32, _float_ops), (np.float64, _float_ops), (np.int32, _int_ops),
+    (np.uint8, _int_ops), (np.int64, _int_ops), (np.bool_, _bool_ops),
+])
+def test_numpy_renderer_on_zero_dim_operands_equals_its_array_loop(dtype, make):
+    """0-d regions (an optimizer's bias corrections) run on NumPy scalars: the same values and dtypes, bit for
+    bit, as the ufunc calls into arrays that one-element operands take."""
+    from ember.graph.codegen import FUSED
+
+    g = Graph()
+    x = sym(g, (), dtype, name="x")
+    y = sym(g, (), dtype, name="y")
+    # each op in its own region (times 1, so that it is a chain worth fusing): ops without a scalar form
+    # leave the others theirs
+    regions = []
+    for out in make(x, y):
+        outs = values(out * 1)
+        regions += [n for n in optimize(g, outs, ["fusion"]).graph.nodes if n.op_name == "fused_elementwise"]
+    scalar_forms = sum("[()]" in codegen.NumpyRenderer().render(n.attrs["region"])[0] for n in regions)
+    assert len(regions) >= 10 and scalar_forms >= len(regions) * 2 // 3
+    rng = np.random.default_rng(5)
+    xs, ys = _inputs(dtype, (12,), rng), _inputs(dtype, (12,), rng)
+    codegen.set_backend("numpy")
+    try:
+        for node in regions:
+            region = node.attrs["region"]
+            for k in range(12):
+                # x, y, or an unfused op's result (fed x's value in its dtype)
+                feeds = [xs[k] if v is x._data else ys[k] if v is y._data else np.asarray(xs[k]).astype(v.dtype)
+                         for v in node.inputs]
+                with np.errstate(all="ignore"):
+                    scalar = FUSED.kernel(np, *[np.asarray(f) for f in feeds], region=region)
+                    array = FUSED.kernel(np, *[np.full((1,), f) for f in feeds], region=region)
+                scalar = scalar if isinstance(scalar, tuple) else (scalar,)
+                array = array if isinstance(array, tuple) else (array,)
+                for s, a in zip(scalar, array):
+                    assert s.shape == () and s.dtype == a.dtype
+                    np.testing.assert_array_equal(s, a[0])
+    finally:
+        codegen.set_backend(None)
+
+
+def test_fusion_alone_leaves_a_dead_chain_unfused():
+    """Without DCE first, a chain nothing reads is not a region (it used to fail: a region with no results)."""
+    g = Graph()
+    x = sym(g, (4,), np.float32, name="x")
+    _dead = (x * 2).exp()
+    live = (x + 1) * 3
+    outs = values(live)
+    opt = optimize(g, outs, ["fusion"])
+    assert op_count(opt.graph, "fused_elementwise") == 1
+    feeds = {x._data: np.arange(4, dtype=np.float32)}
+    assert_same(run(g, outs, feeds), run_optimized(g, outs, feeds, ["fusion"])[0])
