@@ -15,11 +15,12 @@ MIN_ELEMENTS = 1 << 14  # below this a compiled call's fixed cost is not repaid
 _cached: dict = {}
 
 
-def kernel_for(source: str, name: str, xp, dtype, elements: int, fastmath=None):
+def kernel_for(source: str, name: str, xp, dtype, elements: int, fastmath=None, cache: bool = True):
     """The compiled function `name` of `source` for `elements` values of `dtype`, or None to use NumPy.
 
     `fastmath` (a set of LLVM flags such as {"reassoc"}) goes to Numba for kernels whose sums may be
-    reordered."""
+    reordered; `cache=False` for kernels Numba cannot keep on disk (they call a ctypes function, whose
+    address differs from process to process)."""
     if xp is not np or dtype not in (np.float32, np.float64) or elements < MIN_ELEMENTS:
         return None
     from ember.graph.codegen import get_backend
@@ -28,17 +29,18 @@ def kernel_for(source: str, name: str, xp, dtype, elements: int, fastmath=None):
         return None
     key = (source, name)
     if key not in _cached:
-        _cached[key] = _compile(source, name, fastmath)
+        _cached[key] = _compile(source, name, fastmath, cache)
     return _cached[key]
 
 
-def _compile(source: str, name: str, fastmath):
+def _compile(source: str, name: str, fastmath, cache: bool = True):
     from ember.graph.codegen.numba_cpu import NumbaRenderer, compiled_function
 
     if not NumbaRenderer().available():
         return None
     # Serial: Numba's worker threads and OpenBLAS's (spinning after each GEMM) would fight over the cores.
-    return compiled_function(source, name, **({"fastmath": fastmath} if fastmath else {}))
+    return compiled_function(source, name, **({"fastmath": fastmath} if fastmath else {}),
+                             **({} if cache else {"cache": False}))
 
 
 def contiguous(a, shape=(-1,)):

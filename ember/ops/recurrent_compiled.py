@@ -12,39 +12,65 @@ from __future__ import annotations
 
 import numpy as np
 
-from ember.ops import exp_compiled
+from ember.ops import cblas, exp_compiled
 from ember.ops.compiled import kernel_for
 
 _FORWARD_SOURCE = exp_compiled.SOURCE + '''
 
+@njit(inline="always")
+def _forward_row(p, a, cp, cn, tc, hn, H):
+    # one sample: p (4H) pre-activations, a (4H) receives them activated; short loops over few arrays each:
+    # LLVM vectorises a loop only when its run-time checks that the arrays do not overlap stay few, and
+    # falls back to scalar code when they do overlap (so a must not be p)
+    for j in range(3 * H):
+        a[j] = sigmoid32(p[j])
+    for j in range(3 * H, 4 * H):
+        a[j] = tanh32(p[j])
+    for j in range(H):
+        cn[j] = a[H + j] * cp[j] + a[j] * a[3 * H + j]
+    for j in range(H):
+        t = tanh32(cn[j])
+        tc[j] = t
+        hn[j] = a[2 * H + j] * t
+
+
 def lstm_step_forward(pre, c_prev, act, c_next, tanh_c, h):
-    # pre (N, 4H): the step's gate pre-activations; act (N, 4H) receives them activated. Short loops over few
-    # arrays each: LLVM vectorises a loop only when its run-time checks that the arrays do not overlap
-    # stay few, and falls back to scalar code when they do overlap (so act must not be pre).
+    # pre (N, 4H): the step's gate pre-activations; act (N, 4H) receives them activated
     N, H = c_prev.shape
     for n in range(N):
-        p = pre[n]
-        a = act[n]
-        for j in range(3 * H):
-            a[j] = sigmoid32(p[j])
-        for j in range(3 * H, 4 * H):
-            a[j] = tanh32(p[j])
-        cp = c_prev[n]
-        cn = c_next[n]
-        for j in range(H):
-            cn[j] = a[H + j] * cp[j] + a[j] * a[3 * H + j]
-        tc = tanh_c[n]
-        hn = h[n]
-        for j in range(H):
-            t = tanh32(cn[j])
-            tc[j] = t
-            hn[j] = a[2 * H + j] * t
+        _forward_row(pre[n], act[n], c_prev[n], c_next[n], tanh_c[n], h[n], H)
+'''
+
+_FORWARD_LOOP_SOURCE = _FORWARD_SOURCE + '''
+from ember.ops.cblas import sgemm
+
+
+def lstm_forward_loop(xw, batch_major, h0, w_t, hs, act, cs, tanh_cs, pre):
+    # every step of the layer: pre = h_prev @ w_t (NumPy's OpenBLAS) + xw[t], then the step's gates and cell;
+    # xw is (T, N, 4H), or (N, T, 4H) when batch_major, C-contiguous; cs[0] holds the first cell state
+    T, N, H = hs.shape
+    G = 4 * H
+    for t in range(T):
+        h_prev = h0 if t == 0 else hs[t - 1]
+        sgemm(101, 111, 111, N, G, H, np.float32(1), h_prev.ctypes.data, H, w_t.ctypes.data, G, np.float32(0),
+              pre.ctypes.data, G)
+        for n in range(N):
+            p = pre[n]
+            x = xw[n, t] if batch_major else xw[t, n]
+            for j in range(G):
+                p[j] += x[j]
+            _forward_row(p, act[t, n], cs[t, n], cs[t + 1, n], tanh_cs[t, n], hs[t, n], H)
 '''
 
 _SOURCE = '''
-def lstm_step_backward(dh, dc, act, tanh_c, c_prev, d):
+import numpy as np
+from numba import njit
+
+
+@njit(inline="always")
+def _backward_step(dh, dc, act, tanh_c, c_prev, d):
     # act (N, 4H): the step's activated gates; dc is updated in place to the previous step's. Row by row in
-    # short loops (see lstm_step_forward), in the arrays' dtype: a Python float constant would make the
+    # short loops (see _forward_row), in the arrays' dtype: a Python float constant would make the
     # arithmetic float64, half the vector width (twice as slow before)
     N, H = dc.shape
     one = dc.dtype.type(1)
@@ -71,7 +97,17 @@ def lstm_step_backward(dh, dc, act, tanh_c, c_prev, d):
             dn[H + j] = dcn[j] * cp[j] * f * (one - f)
         for j in range(H):
             dcn[j] *= a[H + j]
+
+
+def lstm_step_backward(dh, dc, act, tanh_c, c_prev, d):
+    _backward_step(dh, dc, act, tanh_c, c_prev, d)
 '''
+
+def forward_loop_kernel(xp, dtype, elements: int):
+    """The compiled whole-layer forward (float32, NumPy's bundled OpenBLAS found), or None."""
+    if dtype != np.float32 or cblas.sgemm is None:
+        return None
+    return kernel_for(_FORWARD_LOOP_SOURCE, "lstm_forward_loop", xp, dtype, elements, cache=False)
 
 
 def step_backward_kernel(xp, dtype, elements: int):

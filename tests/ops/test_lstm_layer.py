@@ -61,3 +61,25 @@ def test_a_layer_large_enough_for_the_compiled_step_matches_torch(backend):
     np.testing.assert_allclose(ex.grad.numpy(), tx.grad.numpy(), rtol=1e-4, atol=1e-5)
     for (name, p), tp in zip(e.named_parameters(), t.parameters()):
         np.testing.assert_allclose(p.grad.numpy(), tp.grad.numpy(), rtol=1e-4, atol=1e-4, err_msg=name)
+
+
+@pytest.mark.parametrize("batch_first", [True, False])
+def test_the_compiled_time_loop_equals_the_step_by_step_path(monkeypatch, batch_first):
+    """The forward's whole time loop compiled (its GEMMs NumPy's OpenBLAS called from inside) gives the
+    per-step path's values bit for bit, for time-major and batch-first (strided) input projections."""
+    pytest.importorskip("numba")
+    from ember.ops import recurrent_layer
+
+    rng = np.random.default_rng(2)
+    t, n, h = 7, 24, 96
+    xw = rng.standard_normal((n, t, 4 * h) if batch_first else (t, n, 4 * h)).astype(np.float32)
+    xw = xw.transpose(1, 0, 2) if batch_first else xw
+    h0, c0 = (rng.standard_normal((n, h)).astype(np.float32) * 0.5 for _ in range(2))
+    w = (rng.standard_normal((4 * h, h)) * 0.1).astype(np.float32)
+    if recurrent_layer.forward_loop_kernel(np, np.float32, xw.size) is None:
+        pytest.skip("NumPy's BLAS is not a bundled OpenBLAS")
+    looped = recurrent_layer._lstm_layer_op.kernel(np, xw, h0, c0, w)
+    monkeypatch.setattr(recurrent_layer, "forward_loop_kernel", lambda *a: None)
+    stepped = recurrent_layer._lstm_layer_op.kernel(np, xw, h0, c0, w)
+    for a, b in zip(looped, stepped):
+        np.testing.assert_array_equal(a, b)

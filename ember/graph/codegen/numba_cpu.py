@@ -353,7 +353,7 @@ def jitted(text: str):
 
 def compiled_function(text: str, name: str, **options):
     """The Numba dispatcher of function `name` in `text` (hand-written kernel source, e.g. im2col), compiled
-    and cached on disk like the generated ones; `options` go to `numba.njit` (parallel=True, ...)."""
+    and cached on disk like the generated ones (unless `cache=False`); `options` go to `numba.njit`."""
     from numba import njit
 
     module = cache.load_source(text)
@@ -361,7 +361,7 @@ def compiled_function(text: str, name: str, **options):
     with _jit_lock:
         fn = module.__dict__.get(attr)
         if fn is None:
-            path = _numba_cache_path(module)
+            path = _numba_cache_path(module) if options.pop("cache", True) else None
             # NumPy's error model: x / 0 is inf, not a ZeroDivisionError check that stops vectorising
             options = {"error_model": "numpy", **options}
             fn = njit(cache=path is not None, nogil=True, **options)(module.__dict__[name])
