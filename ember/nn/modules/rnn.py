@@ -241,6 +241,14 @@ class RNNBase(Module):
         joined = [em.stack(f, 0) if dirs == 1 else em.cat(f, 0) for f in finals]
         return x, joined
 
+    def _input_projections(self, x: Tensor, ws: list) -> list:
+        """Every time step's input projection at once, per direction; LSTM and RNN fold both biases in here."""
+        xws = []
+        for w_ih, _w_hh, b_ih, b_hh, _w_hr in ws:
+            b = None if b_ih is None else (b_ih if self.mode == "GRU" else b_ih + b_hh)
+            xws.append(_linear_rows(x, w_ih, b))
+        return xws
+
     def _run_layer(self, layer: int, x: Tensor, init_states: list, dirs: int, tdim: int):
         """One layer (both directions) over the whole sequence; returns (output, final states)."""
         mode = self.mode
@@ -249,13 +257,14 @@ class RNNBase(Module):
         if mode == "LSTM":
             # gate rows [i, f, g, o] -> [i, f, o, g]: one sigmoid and one tanh per step instead of four ops
             ws = [tuple(_ifog_to_ifgo(t) if k < 4 and t is not None else t for k, t in enumerate(w)) for w in ws]
-        # The input projection of every time step at once; LSTM and RNN fold both biases in here.
-        xws = []
-        for w_ih, _w_hh, b_ih, b_hh, _w_hr in ws:
-            b = None if b_ih is None else (b_ih if mode == "GRU" else b_ih + b_hh)
-            xws.append(_linear_rows(x, w_ih, b))
-        if mode == "LSTM" and ws[0][4] is None and _fused_layer_ok(xws, [w[1] for w in ws], init_states):
-            return _lstm_layers_fused(xws, [w[1] for w in ws], init_states, tdim)
+        if mode == "LSTM" and ws[0][4] is None:
+            # lstm_layer runs time-major: a batch-first input is transposed before its projection (a copy of
+            # the narrow input), not the projections after it (the gradient of those, 4H wide, was copied back)
+            xws = self._input_projections(x.transpose(0, 1) if tdim == 1 else x, ws)
+            if _fused_layer_ok(xws, [w[1] for w in ws], init_states):
+                out, states = _lstm_layers_fused(xws, [w[1] for w in ws], init_states, 0)
+                return (out.transpose(0, 1) if tdim == 1 else out), states
+        xws = self._input_projections(x, ws)
         if dirs == 1:
             xw = xws[0]
             w_hh, w_hr, b_hh = ws[0][1], ws[0][4], ws[0][3]
