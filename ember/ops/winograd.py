@@ -283,7 +283,7 @@ _PLANE_PAD = 16
 # but at least _MIN_BLOCK_TILES tiles so that a large transformed weight is read from memory rarely and the
 # GEMMs are wide enough for BLAS.
 _BLOCK_BYTES = 2 << 20
-_MIN_BLOCK_TILES = 512
+_MIN_BLOCK_TILES = 128
 
 
 def applies(x_shape, w_shape, dtype, stride, padding, dilation, groups) -> bool:
