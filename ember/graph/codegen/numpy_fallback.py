@@ -192,7 +192,7 @@ class _Source:
                 src.append("        else:")
                 src.append(f"            out{k}[()] = t{j}")
             src.append(f"        return [{', '.join(outs)}]")
-        src.append(f"    shape = np.broadcast_shapes({', '.join(f'in{k}.shape' for k in range(n_in))},)")
+        src.append(f"    shape = _broadcast({', '.join(f'in{k}.shape' for k in range(n_in))})")
         for k, j in enumerate(r.outputs):
             src.append(f"    if out{k} is None:")
             src.append(f"        out{k} = np.empty(shape, np.{r.instrs[j].dtype.name})")
@@ -224,6 +224,17 @@ class _Source:
         return "\n".join(src) + "\n"
 
 
+def _broadcast(*shapes) -> tuple:
+    """np.broadcast_shapes, answered without it (1.8 us a call) when the operands are one shape and 0-d ones."""
+    out = ()
+    for shape in shapes:
+        if shape and shape != out:
+            if out:
+                return np.broadcast_shapes(*shapes)
+            out = shape
+    return out
+
+
 class NumpyRenderer(Renderer):
     """Generated Python over NumPy ufuncs; always available."""
 
@@ -240,7 +251,8 @@ class NumpyRenderer(Renderer):
         gen = _Source(region)
         text = gen.source()
         zeros = {d.name: d.type(0) for d in {ins.compute for ins in region.instrs}}
-        return text, {"np": np, "_C": gen.consts, "_K": gen.kernels, "_Z": zeros, "__name__": "ember_kernels_numpy"}
+        return text, {"np": np, "_C": gen.consts, "_K": gen.kernels, "_Z": zeros, "_broadcast": _broadcast,
+                      "__name__": "ember_kernels_numpy"}
 
     def build(self, region: Region) -> Kernel:
         text, namespace = self.render(region)
