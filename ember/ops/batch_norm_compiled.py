@@ -130,6 +130,15 @@ def bn_backward_rows(x, gy, mean, invstd, w, gmean, gvar, gx, gw, gb):
             gx[n, c] = k[c] * gy[n, c] + a[c] * (x[n, c] - mean[c]) + sh[c]
 
 
+def relu_forward(x, out):
+    # np.maximum(x, 0)'s values (NaN kept, -0.0 and negatives to +0.0) as one vectorised select: NumPy's
+    # maximum ran 193 us over (32, 16, 32, 32) float32 here, where an add takes 46
+    z = x.dtype.type(0)
+    for i in range(np.uint64(x.size)):
+        v = x[i]
+        out[i] = v if (v > z or v != v) else z
+
+
 def relu_backward(g, out, gx):
     # Unsigned indices and g read unconditionally make the loop a vectorised select; with a signed index,
     # Numba's negative-index wraparound kept a branch per value (3.2 ms against 0.07 ms over 0.5 M values
@@ -209,6 +218,19 @@ def batch_norm_backward(xp, x, w, mean, var, gy, gmean, gvar, eps: float):
     else:
         batch_threads.run_if(lambda c0, c1: fn(*args, c0, c1), c, x.size >= _SPLIT_MIN)
     return gx, gw, gb
+
+
+def relu(xp, x, into=None):
+    """np.maximum(x, 0) in one compiled pass (into a C-contiguous `into` of x's shape and dtype), or None
+    where the NumPy kernel must run (also below MIN_ELEMENTS, where NumPy's one call costs less)."""
+    if not _usable(xp, x) or x.size < MIN_ELEMENTS:
+        return None
+    fn = _kernel("relu_forward", x.dtype)
+    if fn is None:
+        return None
+    out = np.empty(x.shape, x.dtype) if into is None else into
+    fn(np.ascontiguousarray(x).reshape(-1), out.reshape(-1))
+    return out
 
 
 def relu_backward(xp, g, out, into=None):

@@ -211,9 +211,23 @@ cos = _unary("cos", None, lambda c, g: -(g * sin(_x(c))), ufunc="cos", save_inpu
 tan = _unary("tan", None, lambda c, g: g * (1.0 + c.output * c.output), ufunc="tan", save_output=True)
 tanh = _unary("tanh", None, lambda c, g: g * (1.0 - c.output * c.output), ufunc="tanh", save_output=True)
 sigmoid = _unary("sigmoid", _sigmoid_kernel, lambda c, g: g * (c.output * (1.0 - c.output)), save_output=True)
-relu = _unary("relu", lambda xp, x: xp.maximum(x, _zero(xp, x.dtype)), lambda c, g: relu_backward(g, c.output),
-              float_only=False, save_output=True,
-              into=_int_or_float(lambda x, out: np.maximum(x, _zero(np, x.dtype), out=out)))
+def _relu_kernel(xp, x):
+    from ember.ops import batch_norm_compiled
+
+    fast = batch_norm_compiled.relu(xp, x)
+    return fast if fast is not None else xp.maximum(x, _zero(xp, x.dtype))
+
+
+def _relu_into(x, out):
+    from ember.ops import batch_norm_compiled
+
+    if out.flags.c_contiguous and out.shape == x.shape and batch_norm_compiled.relu(np, x, into=out) is not None:
+        return out
+    return np.maximum(x, _zero(np, x.dtype), out=out)
+
+
+relu = _unary("relu", _relu_kernel, lambda c, g: relu_backward(g, c.output), float_only=False, save_output=True,
+              into=_int_or_float(_relu_into))
 leaky_relu = _unary("leaky_relu", _leaky_relu_kernel,
                     lambda c, g: where(_x(c) > 0, g, g * c.attrs.get("negative_slope", 0.01)), save_input=True,
                     params=("negative_slope",))
