@@ -18,6 +18,7 @@ from ember.ops._rules import (
     spec,
 )
 from ember.ops._special import erf as _erf
+from ember.ops.compiled import MIN_ELEMENTS
 from ember.ops.dispatch import apply, apply_binary, apply_unary
 from ember.ops.erf_compiled import gelu_compiled
 from ember.ops.registry import OPS, Op, register
@@ -212,17 +213,21 @@ tan = _unary("tan", None, lambda c, g: g * (1.0 + c.output * c.output), ufunc="t
 tanh = _unary("tanh", None, lambda c, g: g * (1.0 - c.output * c.output), ufunc="tanh", save_output=True)
 sigmoid = _unary("sigmoid", _sigmoid_kernel, lambda c, g: g * (c.output * (1.0 - c.output)), save_output=True)
 def _relu_kernel(xp, x):
-    from ember.ops import batch_norm_compiled
+    if x.size >= MIN_ELEMENTS:  # checked first: small tensors skip the compiled path's checks altogether
+        from ember.ops import batch_norm_compiled
 
-    fast = batch_norm_compiled.relu(xp, x)
-    return fast if fast is not None else xp.maximum(x, _zero(xp, x.dtype))
+        fast = batch_norm_compiled.relu(xp, x)
+        if fast is not None:
+            return fast
+    return xp.maximum(x, _zero(xp, x.dtype))
 
 
 def _relu_into(x, out):
-    from ember.ops import batch_norm_compiled
+    if x.size >= MIN_ELEMENTS and out.flags.c_contiguous and out.shape == x.shape:
+        from ember.ops import batch_norm_compiled
 
-    if out.flags.c_contiguous and out.shape == x.shape and batch_norm_compiled.relu(np, x, into=out) is not None:
-        return out
+        if batch_norm_compiled.relu(np, x, into=out) is not None:
+            return out
     return np.maximum(x, _zero(np, x.dtype), out=out)
 
 
