@@ -94,6 +94,20 @@ class _Source:
         self.consts.append(value)
         return f"_C[{len(self.consts) - 1}]"
 
+    def operands(self, ins, texts: list) -> list:
+        """The ufunc operands of `ins`: its inputs' names (`texts`) cast to the dtype it computes in, and its
+        constants as typed scalars."""
+        ops = []
+        for a, text in zip(ins.args, texts):
+            want = operand_dtype(self.region, a) if ins.op in ("cast", "clone") else ins.compute
+            if a.kind == "c":
+                ops.append(self.const(np.dtype(want).type(a.ref)))
+            elif operand_dtype(self.region, a) != want:
+                ops.append(f"{text}.astype(np.{np.dtype(want).name})")
+            else:
+                ops.append(text)
+        return ops
+
     def body(self) -> list:
         r = self.region
         last = {}
@@ -125,16 +139,7 @@ class _Source:
                 holder[j] = target
             names[j] = target
             if ufunc:
-                ops = []
-                for a, text in zip(ins.args, raw):
-                    want = operand_dtype(r, a) if ins.op in ("cast", "clone") else ins.compute
-                    if a.kind == "c":
-                        ops.append(self.const(np.dtype(want).type(a.ref)))
-                    elif operand_dtype(r, a) != want:
-                        ops.append(f"{text}.astype(np.{np.dtype(want).name})")
-                    else:
-                        ops.append(text)
-                lines.extend(_ufunc_statements(ins, ops, target))
+                lines.extend(_ufunc_statements(ins, self.operands(ins, raw), target))
                 continue
             # no ufunc form: the op's own kernel on the operands as the graph gave them
             self.kernels.append((OPS[ins.op].kernel, dict(ins.attrs)))
@@ -156,17 +161,8 @@ class _Source:
         r = self.region
         lines = []
         for j, ins in enumerate(r.instrs):
-            ops = []
-            for a in ins.args:
-                text = f"a{a.ref}" if a.kind == "in" else f"t{a.ref}" if a.kind == "t" else None
-                want = operand_dtype(r, a) if ins.op in ("cast", "clone") else ins.compute
-                if a.kind == "c":
-                    ops.append(self.const(np.dtype(want).type(a.ref)))
-                elif operand_dtype(r, a) != want:
-                    ops.append(f"{text}.astype(np.{np.dtype(want).name})")
-                else:
-                    ops.append(text)
-            expr = _scalar_expression(ins, ops)
+            raw = [f"a{a.ref}" if a.kind == "in" else f"t{a.ref}" if a.kind == "t" else None for a in ins.args]
+            expr = _scalar_expression(ins, self.operands(ins, raw))
             if expr is None:
                 return None
             if ins.op != "cast" and ins.dtype != ins.compute:
