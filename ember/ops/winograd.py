@@ -300,6 +300,28 @@ def applies(x_shape, w_shape, dtype, stride, padding, dilation, groups) -> bool:
     return kernel_for(_SOURCE, "input_tiles", np, np.dtype(dtype), int(np.prod(x_shape)) * 9) is not None
 
 
+def _planes(flat: np.ndarray, stride: int, rows: int, tiles: int) -> np.ndarray:
+    """The (16, rows, tiles) view of 16 planes laid `stride` values apart in `flat` (see _PLANE_PAD)."""
+    return flat.reshape(16, stride)[:, : rows * tiles].reshape(16, rows, tiles)
+
+
+def _input_blocks(x, pt, pl, th, tw, other_rows: int, a: int, b: int):
+    """Samples a..b of `x` a block at a time, in the calling thread's workspace: per block (lo, hi, tiles, V,
+    rest, stride), V (16, C, tiles) the block's transformed input tiles, `rest` the workspace's flat remainder
+    for 16 planes of other_rows x tiles values `stride` apart (the other operand of the block's GEMMs)."""
+    c = x.shape[1]
+    tiles_in = kernel_for(_SOURCE, "input_tiles", np, np.float32, MIN_ELEMENTS)
+    step = max(1, _BLOCK_BYTES // (16 * (c + other_rows) * th * tw * 4), -(-_MIN_BLOCK_TILES // (th * tw)))
+    plane = np.zeros((2 * th + 2, 2 * tw + 2), np.float32)  # its border stays zero: the padding
+    for lo in range(a, b, step):
+        hi = min(b, lo + step)
+        t = (hi - lo) * th * tw
+        sv, sw = c * t + _PLANE_PAD, other_rows * t + _PLANE_PAD
+        buf = batch_threads.workspace(16 * (sv + sw), np.float32)
+        tiles_in(x[lo:hi], pt, pl, th, tw, buf[: 16 * sv], sv, plane)
+        yield lo, hi, t, _planes(buf[: 16 * sv], sv, c, t), buf[16 * sv:], sw
+
+
 def conv3x3(x: np.ndarray, w: np.ndarray, padding) -> np.ndarray:
     """conv2d of float32 NCHW `x` by a (O, C, 3, 3) weight, stride 1, padding (top, bottom, left, right);
     call only where applies() said yes (it needs the compiled kernels)."""
@@ -311,24 +333,14 @@ def conv3x3(x: np.ndarray, w: np.ndarray, padding) -> np.ndarray:
     su = o * c + _PLANE_PAD
     u = np.empty(16 * su, np.float32)
     kernel_for(_SOURCE, "weight_tiles", np, np.float32, MIN_ELEMENTS)(np.ascontiguousarray(w), u, su)
-    u = u.reshape(16, su)[:, : o * c].reshape(16, o, c)
+    u = _planes(u, su, o, c)
     x = np.ascontiguousarray(x)
     out = np.empty((n, o, oh, ow), np.float32)
-    tiles_in = kernel_for(_SOURCE, "input_tiles", np, np.float32, MIN_ELEMENTS)
     tiles_out = kernel_for(_SOURCE, "output_tiles", np, np.float32, MIN_ELEMENTS)
-    per_sample = 16 * (c + o) * th * tw * 4
 
     def chunk(a, b):
-        step = max(1, _BLOCK_BYTES // per_sample, -(-_MIN_BLOCK_TILES // (th * tw)))
-        for lo in range(a, b, step):
-            hi = min(b, lo + step)
-            t = (hi - lo) * th * tw
-            sv, sm = c * t + _PLANE_PAD, o * t + _PLANE_PAD
-            buf = batch_threads.workspace(16 * (sv + sm), np.float32)
-            v, m = buf[: 16 * sv], buf[16 * sv:]
-            tiles_in(x[lo:hi], pt, pl, th, tw, v, sv, np.zeros((2 * th + 2, 2 * tw + 2), np.float32))
-            np.matmul(u, v.reshape(16, sv)[:, : c * t].reshape(16, c, t),
-                      out=m.reshape(16, sm)[:, : o * t].reshape(16, o, t))
+        for lo, hi, t, v, m, sm in _input_blocks(x, pt, pl, th, tw, o, a, b):
+            np.matmul(u, v, out=_planes(m, sm, o, t))
             tiles_out(m, sm, th, tw, out[lo:hi])
 
     batch_threads.run(chunk, n, 2.25 * 2 * 16 * o * c * n * th * tw)
@@ -344,24 +356,13 @@ def weight_grad3x3(x: np.ndarray, g: np.ndarray, padding) -> np.ndarray:
     pt, _, pl, _ = padding
     th, tw = (oh + 1) // 2, (ow + 1) // 2
     x, g = np.ascontiguousarray(x), np.ascontiguousarray(g)
-    tiles_in = kernel_for(_SOURCE, "input_tiles", np, np.float32, MIN_ELEMENTS)
     tiles_grad = kernel_for(_SOURCE, "gradient_tiles", np, np.float32, MIN_ELEMENTS)
-    per_sample = 16 * (c + o) * th * tw * 4
 
     def chunk(a, b):
-        step = max(1, _BLOCK_BYTES // per_sample, -(-_MIN_BLOCK_TILES // (th * tw)))
         total = None
-        for lo in range(a, b, step):
-            hi = min(b, lo + step)
-            t = (hi - lo) * th * tw
-            sv, sz = c * t + _PLANE_PAD, o * t + _PLANE_PAD
-            buf = batch_threads.workspace(16 * (sv + sz), np.float32)
-            v, z = buf[: 16 * sv], buf[16 * sv:]
-            tiles_in(x[lo:hi], pt, pl, th, tw, v, sv, np.zeros((2 * th + 2, 2 * tw + 2), np.float32))
+        for lo, hi, t, v, z, sz in _input_blocks(x, pt, pl, th, tw, o, a, b):
             tiles_grad(g[lo:hi], th, tw, z, sz)
-            zt = z.reshape(16, sz)[:, : o * t].reshape(16, o, t)
-            vt = v.reshape(16, sv)[:, : c * t].reshape(16, c, t)
-            part = np.matmul(zt, vt.transpose(0, 2, 1))  # (16, O, C)
+            part = np.matmul(_planes(z, sz, o, t), v.transpose(0, 2, 1))  # (16, O, C)
             total = part if total is None else np.add(total, part, out=total)
         return total
 
