@@ -139,7 +139,7 @@ class LSTMLayerBackwardOp(Op):
         work = gates.dtype
         h0, c0, w_hh, hs = (upcast(a).astype(work, copy=False) for a in (h0, c0, w_hh, hs))
         ghs = None if ghs is None else upcast(ghs).astype(work, copy=False)
-        steps, _, four_h = gates.shape
+        four_h = gates.shape[2]
         hidden = four_h // 4
         h_prev = np.concatenate([h0[None], hs[:-1]])
         dpre = np.empty(gates.shape, work)
