@@ -222,8 +222,9 @@ def batch_norm_backward(xp, x, w, mean, var, gy, gmean, gvar, eps: float):
 
 def relu(xp, x, into=None):
     """np.maximum(x, 0) in one compiled pass (into a C-contiguous `into` of x's shape and dtype), or None
-    where the NumPy kernel must run (also below MIN_ELEMENTS, where NumPy's one call costs less)."""
-    if not _usable(xp, x) or x.size < MIN_ELEMENTS:
+    where the NumPy kernel must run. Worth it from MIN_ELEMENTS values: below, NumPy's one call costs less
+    (relu's kernels in elementwise.py check the size before they call this)."""
+    if not _usable(xp, x):
         return None
     fn = _kernel("relu_forward", x.dtype)
     if fn is None:
