@@ -63,12 +63,7 @@ def lstm_forward_loop(xw, batch_major, h0, w_t, hs, act, cs, tanh_cs, pre):
 '''
 
 _SOURCE = '''
-import numpy as np
-from numba import njit
-
-
-@njit(inline="always")
-def _backward_step(dh, dc, act, tanh_c, c_prev, d):
+def lstm_step_backward(dh, dc, act, tanh_c, c_prev, d):
     # act (N, 4H): the step's activated gates; dc is updated in place to the previous step's. Row by row in
     # short loops (see _forward_row), in the arrays' dtype: a Python float constant would make the
     # arithmetic float64, half the vector width (twice as slow before)
@@ -97,10 +92,6 @@ def _backward_step(dh, dc, act, tanh_c, c_prev, d):
             dn[H + j] = dcn[j] * cp[j] * f * (one - f)
         for j in range(H):
             dcn[j] *= a[H + j]
-
-
-def lstm_step_backward(dh, dc, act, tanh_c, c_prev, d):
-    _backward_step(dh, dc, act, tanh_c, c_prev, d)
 '''
 
 def forward_loop_kernel(xp, dtype, elements: int):

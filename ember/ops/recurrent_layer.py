@@ -139,50 +139,43 @@ class LSTMLayerBackwardOp(Op):
         work = gates.dtype
         h0, c0, w_hh, hs = (upcast(a).astype(work, copy=False) for a in (h0, c0, w_hh, hs))
         ghs = None if ghs is None else upcast(ghs).astype(work, copy=False)
-        four_h = gates.shape[2]
+        steps, _, four_h = gates.shape
         hidden = four_h // 4
         h_prev = np.concatenate([h0[None], hs[:-1]])
+        i, f, o, g = (gates[..., k * hidden:(k + 1) * hidden] for k in range(4))
         dpre = np.empty(gates.shape, work)
         dh = np.zeros(h0.shape, work)
         dc = np.zeros(c0.shape, work) if gc is None else np.array(gc, dtype=work)
-        _backward_steps(xp, ghs, w_hh, gates, tanh_cs, cs, dpre, dh, dc)
+        tmp = np.empty_like(dc)
+        tanh_c = tanh_cs
+        compiled = step_backward_kernel(xp, work, gates.size)
+        for t in range(steps - 1, -1, -1):
+            if ghs is not None:
+                dh += ghs[t]
+            if compiled is not None:
+                compiled(dh, dc, gates[t], tanh_c[t], cs[t], dpre[t])
+                np.matmul(dpre[t], w_hh, out=dh)
+                continue
+            # dc += dh * o * (1 - tanh(c)^2);  d o = dh * tanh(c)
+            np.multiply(tanh_c[t], tanh_c[t], out=tmp)
+            np.subtract(1.0, tmp, out=tmp)
+            tmp *= o[t]
+            tmp *= dh
+            dc += tmp
+            d = dpre[t]
+            np.multiply(dh, tanh_c[t], out=d[:, 2 * hidden:3 * hidden])
+            d[:, 2 * hidden:3 * hidden] *= o[t] * (1.0 - o[t])
+            np.multiply(dc, g[t], out=d[:, :hidden])
+            d[:, :hidden] *= i[t] * (1.0 - i[t])
+            np.multiply(dc, cs[t], out=d[:, hidden:2 * hidden])
+            d[:, hidden:2 * hidden] *= f[t] * (1.0 - f[t])
+            np.multiply(dc, i[t], out=d[:, 3 * hidden:])
+            d[:, 3 * hidden:] *= 1.0 - g[t] * g[t]
+            dc *= f[t]
+            np.matmul(d, w_hh, out=dh)
         # every step's share of the weight's gradient as one GEMM: sum_t dpre_t^T @ h_{t-1}
         dw = np.matmul(dpre.reshape(-1, four_h).T, h_prev.reshape(-1, hidden))
         return tuple(rounded(a, dtype) for a in (dpre, dh, dc, dw))
-
-
-def _backward_steps(xp, ghs, w_hh, gates, tanh_c, cs, dpre, dh, dc):
-    """lstm_layer_backward's time loop: per step, last first, a compiled step (or NumPy's calls) and a GEMM.
-    (The whole loop compiled, as the forward's, ran no faster: its GEMMs and the weight's dominate.)"""
-    steps, _, four_h = gates.shape
-    hidden = four_h // 4
-    i, f, o, g = (gates[..., k * hidden:(k + 1) * hidden] for k in range(4))
-    tmp = np.empty_like(dc)
-    compiled = step_backward_kernel(xp, gates.dtype, gates.size)
-    for t in range(steps - 1, -1, -1):
-        if ghs is not None:
-            dh += ghs[t]
-        if compiled is not None:
-            compiled(dh, dc, gates[t], tanh_c[t], cs[t], dpre[t])
-            np.matmul(dpre[t], w_hh, out=dh)
-            continue
-        # dc += dh * o * (1 - tanh(c)^2);  d o = dh * tanh(c)
-        np.multiply(tanh_c[t], tanh_c[t], out=tmp)
-        np.subtract(1.0, tmp, out=tmp)
-        tmp *= o[t]
-        tmp *= dh
-        dc += tmp
-        d = dpre[t]
-        np.multiply(dh, tanh_c[t], out=d[:, 2 * hidden:3 * hidden])
-        d[:, 2 * hidden:3 * hidden] *= o[t] * (1.0 - o[t])
-        np.multiply(dc, g[t], out=d[:, :hidden])
-        d[:, :hidden] *= i[t] * (1.0 - i[t])
-        np.multiply(dc, cs[t], out=d[:, hidden:2 * hidden])
-        d[:, hidden:2 * hidden] *= f[t] * (1.0 - f[t])
-        np.multiply(dc, i[t], out=d[:, 3 * hidden:])
-        d[:, 3 * hidden:] *= 1.0 - g[t] * g[t]
-        dc *= f[t]
-        np.matmul(d, w_hh, out=dh)
 
 
 _lstm_layer_op = register(LSTMLayerOp())
