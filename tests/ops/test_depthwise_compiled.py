@@ -16,6 +16,8 @@ CASES = [  # x shape, multiplier, kernel, stride, padding, dilation
     ((4, 8, 31, 29), 1, (3, 3), 2, 1, 1),  # its stride-2 layer, odd sizes
     ((3, 6, 33, 35), 2, (5, 3), (2, 1), (2, 0), (1, 2)),  # two filters per channel, asymmetric everything
     ((2, 16, 40, 24), 3, (3, 3), 3, 0, 2),
+    ((4, 16, 33, 34), 1, (3, 3), 2, 3, 1),  # padding wider than the kernel: whole rows and columns of zeros
+    ((4, 16, 27, 26), 1, (1, 4), (3, 2), (1, 2), (1, 2)),  # a one-row kernel, stride phases in both directions
     ((32, 96, 28, 28), 1, (3, 3), 1, 1, 1),  # enough work (43 MFLOP) to split the planes over the batch threads
 ]
 
