@@ -39,8 +39,7 @@ def _compile(source: str, name: str, fastmath, cache: bool = True):
     if not NumbaRenderer().available():
         return None
     # Serial: Numba's worker threads and OpenBLAS's (spinning after each GEMM) would fight over the cores.
-    return compiled_function(source, name, **({"fastmath": fastmath} if fastmath else {}),
-                             **({} if cache else {"cache": False}))
+    return compiled_function(source, name, cache=cache, **({"fastmath": fastmath} if fastmath else {}))
 
 
 def contiguous(a, shape=(-1,)):
