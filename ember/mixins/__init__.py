@@ -1,8 +1,9 @@
 """The methods of `ember.Tensor` that delegate to ops, grouped by kind (tinygrad's mixin layout).
 
-Each method is written out (`def exp(self): ...`) so a reader finds `Tensor.exp` by searching. The
-modules reach the ops through the `ember` package at call time: they are imported before the ops,
-which are built on `Tensor`.
+Each method is named in its mixin, so a reader finds `Tensor.exp` by searching. A method that is
+exactly an op with the tensor first is written `exp = op_method()`: the op function itself becomes
+the method on first use (see `op_method`). The others reach the ops through the `ember` package at
+call time: the mixins are imported before the ops, which are built on `Tensor`.
 """
 
 from ember.mixins.array_api import ArrayAPIMixin

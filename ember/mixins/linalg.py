@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ember
+from ember.mixins.op_method import op_method
 
 
 class LinalgMixin:
@@ -10,33 +11,13 @@ class LinalgMixin:
 
     __slots__ = ()
 
-    def matmul(self, *args, **kwargs):
-        """`ember.matmul(self, ...)`."""
-        return ember.ops.matmul(self, *args, **kwargs)
-
-    def mm(self, *args, **kwargs):
-        """`ember.mm(self, ...)`."""
-        return ember.ops.mm(self, *args, **kwargs)
-
-    def bmm(self, *args, **kwargs):
-        """`ember.bmm(self, ...)`."""
-        return ember.ops.bmm(self, *args, **kwargs)
-
-    def dot(self, *args, **kwargs):
-        """`ember.dot(self, ...)`."""
-        return ember.ops.dot(self, *args, **kwargs)
-
-    def mv(self, *args, **kwargs):
-        """`ember.mv(self, ...)`."""
-        return ember.ops.mv(self, *args, **kwargs)
-
-    def outer(self, *args, **kwargs):
-        """`ember.outer(self, ...)`."""
-        return ember.ops.outer(self, *args, **kwargs)
-
-    def inner(self, *args, **kwargs):
-        """`ember.inner(self, ...)`."""
-        return ember.ops.inner(self, *args, **kwargs)
+    matmul = op_method()
+    mm = op_method()
+    bmm = op_method()
+    dot = op_method()
+    mv = op_method()
+    outer = op_method()
+    inner = op_method()
 
     def inverse(self):
         """`ember.inverse(self)`."""
@@ -54,6 +35,4 @@ class LinalgMixin:
         """`ember.slogdet(self)`."""
         return ember.ops.slogdet(self)
 
-    def pinverse(self, *args, **kwargs):
-        """`ember.pinverse(self, ...)`."""
-        return ember.ops.pinverse(self, *args, **kwargs)
+    pinverse = op_method()
