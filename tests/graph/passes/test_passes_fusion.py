@@ -143,3 +143,31 @@ def test_outputs_never_alias_inputs_or_each_other_after_optimising():
     for i in range(len(arrays)):
         for j in range(i + 1, len(arrays)):
             assert not np.shares_memory(arrays[i], arrays[j])
+
+
+def test_independent_zero_dim_chains_share_one_kernel():
+    """Horizontal fusion: an optimizer's per-parameter 0-d work (step counts, bias corrections) is one kernel."""
+    g = Graph()
+    steps = [sym(g, (), name=f"s{k}") for k in range(5)]
+    lone = sym(g, (), name="lone")
+    outs = values(*[1 - 0.9 ** (s + 1) for s in steps], lone * 3)  # five chains and a lone op
+    opt = optimize(g, outs, ["fusion"])
+    fused = [n for n in opt.graph.nodes if n.op_name == F]
+    assert len(fused) == 1 and len(fused[0].outputs) == 6 and op_count(opt.graph) == 1
+    feeds = {s._data: np.float32(k + 0.5) for k, s in enumerate(steps)} | {lone._data: np.float32(2)}
+    assert_same(run(g, outs, feeds), run_optimized(g, outs, feeds, ["fusion"])[0])
+
+
+def test_zero_dim_chains_stay_apart_when_one_needs_the_other_through_an_outside_node():
+    g = Graph()
+    s = sym(g, (), name="s")
+    w = sym(g, (3, 3), name="w")
+    a = (s + 1) * 2
+    m = (w * a).sum()  # an outside reduction between the two 0-d chains
+    b = (m - 1).exp()
+    outs = values(a, b)
+    opt = optimize(g, outs, ["fusion"])
+    opt.graph.check()
+    assert sum(n.op_name == F for n in opt.graph.nodes) >= 2
+    feeds = {s._data: np.float32(0.25), w._data: _x((3, 3)) * 0.1}
+    assert_same(run(g, outs, feeds), run_optimized(g, outs, feeds, ["fusion"])[0], rtol=1e-5)
