@@ -218,21 +218,29 @@ def walk(roots, follow=None) -> list:
 
 
 def _collect(roots: list) -> tuple:
-    """Count, for each node and each leaf (by id) reachable from the roots, how many edges point at it."""
+    """Count, for each node and each leaf (by id) reachable from the roots, how many edges point at it
+    (one depth-first pass, as `walk` makes, counting as it goes)."""
     deps: dict = {}
     leaves: dict = {}
-    for node in walk(roots):
-        for edge in node.edges:
+    stack = [n for n in roots if n is not None]
+    seen = set(stack)
+    while stack:
+        for edge in stack.pop().edges:
             if edge is None:
                 continue
-            if type(edge[0]) is Node:
-                deps[edge[0]] = deps.get(edge[0], 0) + 1
+            parent = edge[0]
+            if type(parent) is Node:
+                deps[parent] = deps.get(parent, 0) + 1
+                if parent not in seen:
+                    seen.add(parent)
+                    stack.append(parent)
             else:
-                leaves[id(edge[0])] = leaves.get(id(edge[0]), 0) + 1
+                key = id(parent)
+                leaves[key] = leaves.get(key, 0) + 1
     return deps, leaves
 
 
-def _fit(g, shape, np_dtype, node, i):
+def _fit(g, shape, np_dtype):
     """Reduce a broadcast gradient to the input's shape and cast it to the input's dtype."""
     if g.shape != shape:
         g = _ops.sum_to_size(g, shape)
@@ -305,12 +313,14 @@ def run_backward(
                         t.grad = out_grads[nr] if create_graph else out_grads[nr].detach()
             if node.freed:
                 node._raise_freed()
-            if all(g is None for g in out_grads):
+            if len(out_grads) == 1:  # the common case, without all()'s generator
+                in_grads = (None,) * len(node.edges) if out_grads[0] is None else node.op.vjp(node, out_grads[0])
+            elif all(g is None for g in out_grads):
                 in_grads = (None,) * len(node.edges)
             else:
                 in_grads = node.op.vjp(node, *out_grads)
-                if not isinstance(in_grads, (tuple, list)):
-                    in_grads = (in_grads,)
+            if type(in_grads) is not tuple and not isinstance(in_grads, (tuple, list)):
+                in_grads = (in_grads,)
             if not retain_graph:
                 node.release()
             for i, edge in enumerate(node.edges):
@@ -320,7 +330,9 @@ def run_backward(
                 g = in_grads[i] if i < len(in_grads) else None
                 if g is not None:
                     shape, np_dtype = node.in_meta[i]
-                    g = _fit(g, shape, np_dtype, node, i)
+                    data = g._data
+                    if data.shape != shape or data.dtype != np_dtype:
+                        g = _fit(g, shape, np_dtype)
                 if type(parent) is Node:
                     if g is not None:
                         buf = buffers.get(parent)
@@ -418,6 +430,9 @@ def _initial_grad(t, g, what: str):
                 f"{what}: grad can be implicitly created only for scalar outputs, but the output has "
                 f"shape {tuple(t.shape)}; pass a gradient of that shape"
             )
+        data = t._data
+        if type(data) is _np.ndarray:  # the common case, without a dispatched op
+            return _Tensor._make(_np.ones(data.shape, data.dtype), t._device)
         return _ops.ones_like(t)
     if not isinstance(g, _Tensor):
         g = _Tensor._make(t._device.backend.from_host(_np.asarray(g, dtype=t._data.dtype)), t._device)
