@@ -386,9 +386,17 @@ def _check(op: str, logp, target, weight, reduction: str) -> None:
         raise ShapeError(f"{op}: weight must have shape ({logp.shape[1]},), got {fmt_shape(weight.shape)}")
 
 
+_EXACT_COUNT = 1 << 24  # float32 counts the samples exactly below this (the total weight of unit weights)
+
+
 def _picks(xp, target, n_classes: int, ignore_index: int, weight, dtype):
-    """Flat per-sample class indices (ignored ones sent to 0) and per-sample weights (0 when ignored)."""
+    """Flat per-sample class indices (ignored ones sent to 0) and per-sample weights (0 when ignored; None
+    when every weight is 1: no weight given and no target ignored)."""
     flat = target.reshape(-1)
+    if xp is np and flat.size:
+        lo, hi = int(np.minimum.reduce(flat)), int(np.maximum.reduce(flat))
+        if 0 <= lo and hi < n_classes and not lo <= ignore_index <= hi:  # every target valid, none ignored
+            return flat, (None if weight is None else weight.astype(dtype, copy=False)[flat])
     valid = flat != ignore_index
     safe = xp.where(valid, flat, 0)
     if safe.size:
@@ -425,8 +433,14 @@ class NllLossOp(Op):
         acc = opmath(logp.dtype)  # float16/bfloat16 losses and weights are summed in float32
         safe, w = _picks(xp, target, logp.shape[1], ignore_index, weight, logp.dtype)
         rows = _class_last(xp, logp)
-        loss = -(upcast(rows[xp.arange(rows.shape[0]), safe]) * upcast(w))
-        total = upcast(w).sum()
+        picked = upcast(rows[xp.arange(rows.shape[0]), safe])
+        if w is None and safe.size < _EXACT_COUNT:  # unit weights: the same values without multiplying by ones
+            loss = -picked
+            total = acc.type(safe.size)
+        else:
+            w = upcast(xp.ones(safe.shape, logp.dtype) if w is None else w)
+            loss = -(picked * w)
+            total = w.sum()
         if reduction == "none":
             out = loss.reshape(target.shape)
         elif reduction == "sum":
@@ -460,12 +474,14 @@ class NllLossBackwardOp(Op):
     def kernel(self, xp, g, target, weight, total, ignore_index, reduction, in_shape):
         n_classes = in_shape[1]
         safe, w = _picks(xp, target, n_classes, ignore_index, weight, g.dtype)
+        if w is None:  # unit weights: the products below are these values times one
+            w = xp.ones(safe.shape, g.dtype) if not total else None
         if reduction == "none":
-            coef = -(g.reshape(-1) * w)
+            coef = -g.reshape(-1) if w is None else -(g.reshape(-1) * w)
         elif reduction == "sum":
-            coef = -(g * w)
+            coef = -g if w is None else -(g * w)
         elif total:
-            coef = -((g / total) * w)
+            coef = -(g / total) if w is None else -((g / total) * w)
         else:  # every target ignored: PyTorch leaves the gradient at zero
             coef = xp.zeros(w.shape, dtype=g.dtype)
         moved = (in_shape[0],) + tuple(in_shape[2:]) + (n_classes,)
