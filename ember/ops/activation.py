@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ember.ops._rules import float_of, norm_dim, spec
-from ember.ops.dispatch import apply_unary
+from ember.ops._rules import binary_dtype, float_of, norm_dim, spec
+from ember.ops.dispatch import apply, apply_unary
 from ember.ops.opmath import rounded, upcast, upcast_tensor
 from ember.ops.registry import Op, register
 
@@ -84,15 +84,43 @@ class LogSoftmaxOp(_SoftmaxBase):
         return rounded(z - xp.log(xp.sum(xp.exp(z), axis=d, keepdims=True)), float_of(x.dtype))
 
     def vjp(self, ctx, g):
-        from ember.ops.elementwise import exp
-        from ember.ops.reduction import sum as _sum
-
-        y, g = upcast_tensor(ctx.output), upcast_tensor(g)
-        d = ctx.attrs["dim"] if y.ndim else None
-        return (g - exp(y) * _sum(g, d, True),)
+        return (apply(_log_softmax_backward_op, g, ctx.output, dim=ctx.attrs["dim"]),)
 
 
 _log_softmax_op = register(LogSoftmaxOp())
+
+
+class LogSoftmaxBackwardOp(Op):
+    """log_softmax's gradient g - exp(y) * sum(g) along `dim`, from the output y, as one op (PyTorch's
+    _log_softmax_backward_data): four dispatched ops took 12 us on a classifier's (16, 4) logits."""
+
+    name = "log_softmax_backward"
+    fresh_output = True
+    save_inputs = (0, 1)
+
+    def infer(self, g, y, dim):
+        return spec(y.shape, binary_dtype(g, y))
+
+    def kernel(self, xp, g, y, dim):
+        out_dtype = binary_dtype(g, y)
+        g, y = upcast(g), upcast(y)  # float16/bfloat16 in float32
+        d = dim if y.ndim else None
+        s = np.add.reduce(g, d, None, None, True) if xp is np else xp.sum(g, axis=d, keepdims=True)
+        return rounded(g - xp.exp(y) * s, out_dtype)
+
+    def vjp(self, ctx, gg):
+        from ember.ops.elementwise import exp
+        from ember.ops.reduction import sum as _sum
+
+        g, y, gg = upcast_tensor(ctx.input(0)), upcast_tensor(ctx.input(1)), upcast_tensor(gg)
+        d = ctx.attrs["dim"] if y.ndim else None
+        e = exp(y)
+        dg = gg - _sum(gg * e, d, True) if ctx.needs_grad(0) else None
+        dy = -(gg * e * _sum(g, d, True)) if ctx.needs_grad(1) else None
+        return dg, dy
+
+
+_log_softmax_backward_op = register(LogSoftmaxBackwardOp())
 
 
 def _prepare(input, dim, dtype):

@@ -29,6 +29,23 @@ def _relu_backward(g, out):
     return relu_backward(g, out)
 
 
+def _log_softmax_backward(g, y, d):
+    from ember.ops.activation import _log_softmax_backward_op
+    from ember.ops.dispatch import apply
+
+    return apply(_log_softmax_backward_op, g, y, dim=d)
+
+
+def _log_softmax_backward_inputs(r):
+    """(g, y, dim) with y a log_softmax output along dim (what the gradient op is given)."""
+    shape = r.shape(1, 4)
+    d = int(r.rng.integers(-len(shape), len(shape)))
+    x = r.normal(shape, scale=3.0).astype(np.float64)
+    m = x.max(d, keepdims=True)
+    y = x - m - np.log(np.exp(x - m).sum(d, keepdims=True))
+    return [r.normal(shape), y.astype(r.normal(()).dtype), d]
+
+
 # --- input makers ------------------------------------------------------------------------------
 def one(gen: str = "normal", **kw):
     """One random-shaped array drawn by Rand.<gen>."""
@@ -487,6 +504,9 @@ row("softmax_large", lambda L, x: L.softmax(x, -1), lambda r: [r.normal((3, 5), 
 row("log_softmax", lambda L, x, d: L.log_softmax(x, d), lambda r: [x := r.normal(r.shape(1, 4), scale=3.0),
                                                                   int(r.rng.integers(-x.ndim, x.ndim))],
     tol=REDUCTION)
+# log_softmax's gradient op (PyTorch's _log_softmax_backward_data); its own gradient is log_softmax's second order
+row("log_softmax_backward", lambda L, g, y, d: _log_softmax_backward(g, y, d), _log_softmax_backward_inputs,
+    th=lambda L, g, y, d: L.ops.aten._log_softmax_backward_data(g, y, d, g.dtype), tol=REDUCTION)
 row("log_softmax_large", lambda L, x: L.log_softmax(x, 0), lambda r: [r.normal((4, 3), scale=200.0)], tol=REDUCTION,
     gradcheck=False)
 row("softmax_method", lambda L, x: x.softmax(-1), lambda r: [r.normal(r.shape(1, 3))], tol=REDUCTION)
