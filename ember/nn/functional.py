@@ -30,6 +30,7 @@ from ember.nn._loss_functional import (  # noqa: F401  (re-exported: F.<loss> is
 )
 from ember.nn._tuples import _pair, _single
 from ember.ops.attention import scaled_dot_product_attention as _fused_attention
+from ember.ops.channel_affine import channel_affine
 from ember.ops.nn_extra import batch_norm_train as _fused_batch_norm
 from ember.ops.nn_extra import layer_norm as _fused_layer_norm
 from ember.ops.nn_extra import linear as _fused_linear
@@ -327,7 +328,6 @@ def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor |
     if input.ndim < 2:
         raise ValueError(f"batch_norm: expected at least 2-D input (N, C, ...), got shape {tuple(input.shape)}")
     c = input.shape[1]
-    shape = (1, c) + (1,) * (input.ndim - 2)
     if training:
         n = input.numel() // c if c else 0
         if n <= 1:
@@ -343,7 +343,7 @@ def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor |
         return out
     if running_mean is None or running_var is None:
         raise ValueError("batch_norm: running_mean and running_var are required when training=False")
-    # eval: one scale and one shift per channel, so only two passes over the input. float16/bfloat16
+    # eval: one scale and one shift per channel, so one pass over the input. float16/bfloat16
     # run in float32 (x * scale and shift nearly cancel for inputs far from zero) and round once.
     scale = em.rsqrt(_upcast(running_var) + eps)
     if weight is not None:
@@ -352,8 +352,7 @@ def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor |
     if bias is not None:
         shift = shift + _upcast(bias)
     x = _upcast(input)
-    out = x * scale.reshape(shape)
-    out.add_(shift.reshape(shape))  # into the product's fresh array: one allocation, not two
+    out = channel_affine(x, scale, shift)  # one pass over the input (ember/ops/channel_affine.py)
     return out if x is input else out.to(input.dtype)
 
 

@@ -227,6 +227,17 @@ def _addc(ctx, node):
     return ctx.add("Add", [x, prod])
 
 
+@mapping("channel_affine")
+def _channel_affine(ctx, node):
+    x, scale, shift = node.inputs
+    dt = _out(node).dtype
+    per_channel = ctx.ints([-1] + [1] * (len(x.shape) - 2), "channel_shape")  # (C, 1, 1) against (N, C, H, W)
+    y = ctx.add("Mul", [ctx.input(x, dt), ctx.add("Reshape", [ctx.input(scale, dt), per_channel])])
+    if shift is None:
+        return y
+    return ctx.add("Add", [y, ctx.add("Reshape", [ctx.input(shift, dt), per_channel])])
+
+
 @mapping("lerp")
 def _lerp(ctx, node):
     dt = _out(node).dtype

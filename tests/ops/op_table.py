@@ -29,6 +29,17 @@ def _relu_backward(g, out):
     return relu_backward(g, out)
 
 
+def _channel_affine(L, x, scale, shift):
+    """ember's channel_affine op; for PyTorch, the broadcast product and sum it stands for."""
+    if L.__name__ == "ember":
+        from ember.ops.channel_affine import channel_affine
+
+        return channel_affine(x, scale, shift)
+    shape = (1, -1) + (1,) * (x.ndim - 2)
+    out = x * scale.reshape(shape)
+    return out if shift is None else out + shift.reshape(shape)
+
+
 def _log_softmax_backward(g, y, d):
     from ember.ops.activation import _log_softmax_backward_op
     from ember.ops.dispatch import apply
@@ -815,6 +826,12 @@ row("avg_pool2d_large_values", lambda L, x: L.avg_pool2d(x, 16), _near((1, 2, 16
 row("linear", lambda L, x, w, b: nnf(L).linear(x, w, b), mats(("m", "k"), ("n", "k"), ("n",)), tol=MATMUL)
 row("linear_3d", lambda L, x, w: nnf(L).linear(x, w), mats((2, "m", "k"), ("n", "k")), tol=MATMUL)
 row("linear_long", lambda L, x, w, b: nnf(L).linear(x, w, b), mats((4, 3000), (5, 3000), (5,)), tol=MATMUL, **LONG)
+# eval-mode batch norm's one pass: x * scale + shift per channel (dim 1); small (NumPy) and long (compiled)
+row("channel_affine", lambda L, x, s, b: _channel_affine(L, x, s, b), mats(("n", "c", 3, 2), ("c",), ("c",)))
+row("channel_affine_2d", lambda L, x, s, b: _channel_affine(L, x, s, b), mats((4, "c"), ("c",), ("c",)))
+row("channel_affine_scale_only", lambda L, x, s: _channel_affine(L, x, s, None), mats((2, "c", 5), ("c",)))
+row("channel_affine_long", lambda L, x, s, b: _channel_affine(L, x, s, b), mats((2, 24, 24, 24), (24,), (24,)),
+    gradcheck=False)
 row("layer_norm", lambda L, x, w, b: nnf(L).layer_norm(x, (x.shape[-1],), w, b), mats((3, 2, 6), (6,), (6,)),
     tol=REDUCTION)
 row("layer_norm_large_values", lambda L, x, w, b: nnf(L).layer_norm(x, (512,), w, b), _near((4, 512), (512,), (512,)),

@@ -1,0 +1,72 @@
+"""channel_affine (eval-mode batch norm's one pass): compiled and NumPy kernels agree bit for bit, and
+eval-mode batch norm built on it matches PyTorch, values and gradients. The op table checks every dtype."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import ember as em
+from ember.graph import codegen
+from ember.ops import batch_norm_compiled
+from ember.ops.channel_affine import _channel_affine_op, channel_affine
+
+
+def _numpy_affine(x, scale, shift):
+    with_backend = codegen.get_backend()
+    codegen.set_backend("numpy")
+    try:
+        return _channel_affine_op.kernel(np, x, scale, shift)
+    finally:
+        codegen.set_backend(with_backend)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("with_shift", [True, False])
+@pytest.mark.parametrize("split", [False, True])
+def test_compiled_pass_equals_numpy_product_and_sum(dtype, with_shift, split, monkeypatch):
+    pytest.importorskip("numba")
+    if split:  # rows over the batch threads
+        monkeypatch.setattr(batch_norm_compiled, "_AFFINE_SPLIT_MIN", 0)
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((3, 7, 33, 29)).astype(dtype)  # 20K values: the compiled path
+    scale = rng.standard_normal(7).astype(dtype)
+    shift = rng.standard_normal(7).astype(dtype) if with_shift else None
+    fast = batch_norm_compiled.channel_affine(np, x, scale, shift)
+    assert fast is not None
+    ref = _numpy_affine(x, scale, shift)
+    np.testing.assert_array_equal(fast, ref)
+    expected = x * scale.reshape(1, -1, 1, 1) + (0 if shift is None else shift.reshape(1, -1, 1, 1))
+    np.testing.assert_array_equal(fast, expected)
+
+
+def test_eval_batch_norm_matches_pytorch_with_gradients():
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((2, 8, 40, 40)).astype(np.float32)  # 25.6K values: the compiled path
+    stats = [rng.standard_normal(8).astype(np.float32), rng.uniform(0.5, 2, 8).astype(np.float32)]
+    w, b = rng.standard_normal(8).astype(np.float32), rng.standard_normal(8).astype(np.float32)
+    g = rng.standard_normal(x.shape).astype(np.float32)
+    ex, ew, eb = (em.tensor(a, requires_grad=True) for a in (x, w, b))
+    tx, tw, tb = (torch.tensor(a, requires_grad=True) for a in (x, w, b))
+    out = em.nn.functional.batch_norm(ex, em.tensor(stats[0]), em.tensor(stats[1]), ew, eb, training=False)
+    ref = torch.nn.functional.batch_norm(tx, torch.tensor(stats[0]), torch.tensor(stats[1]), tw, tb, training=False)
+    np.testing.assert_allclose(out.detach().numpy(), ref.detach().numpy(), rtol=1e-5, atol=1e-5)
+    out.backward(em.tensor(g))
+    ref.backward(torch.tensor(g))
+    for mine, theirs in ((ex, tx), (ew, tw), (eb, tb)):
+        np.testing.assert_allclose(mine.grad.numpy(), theirs.grad.numpy(), rtol=1e-4, atol=1e-3)
+
+
+def test_eval_batch_norm_is_one_pass_over_the_input():
+    bn = em.nn.BatchNorm2d(4).eval()
+    x = em.randn(2, 4, 8, 8)
+    with em.profiler.profile() as prof:
+        bn(x)
+    big = [e.name for e in prof.events if e.cat != "range" and e.shapes and tuple(e.shapes[0]) == (2, 4, 8, 8)]
+    assert big == ["channel_affine"]
+
+
+def test_channel_affine_rejects_a_scale_of_the_wrong_size():
+    with pytest.raises(em.errors.ShapeError, match=r"channel_affine: scale must have shape \(3,\)"):
+        channel_affine(em.ones(2, 3, 4), em.ones(4))
