@@ -30,7 +30,7 @@ from ember.nn._loss_functional import (  # noqa: F401  (re-exported: F.<loss> is
 )
 from ember.nn._tuples import _pair, _single
 from ember.ops.attention import scaled_dot_product_attention as _fused_attention
-from ember.ops.channel_affine import channel_affine
+from ember.ops.channel_affine import batch_norm_scale_shift, channel_affine
 from ember.ops.nn_extra import batch_norm_train as _fused_batch_norm
 from ember.ops.nn_extra import layer_norm as _fused_layer_norm
 from ember.ops.nn_extra import linear as _fused_linear
@@ -343,14 +343,9 @@ def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor |
         return out
     if running_mean is None or running_var is None:
         raise ValueError("batch_norm: running_mean and running_var are required when training=False")
-    # eval: one scale and one shift per channel, so one pass over the input. float16/bfloat16
-    # run in float32 (x * scale and shift nearly cancel for inputs far from zero) and round once.
-    scale = em.rsqrt(_upcast(running_var) + eps)
-    if weight is not None:
-        scale = scale * _upcast(weight)
-    shift = -_upcast(running_mean) * scale
-    if bias is not None:
-        shift = shift + _upcast(bias)
+    # eval: one scale and one shift per channel (in float32 for float16/bfloat16 statistics), then one pass
+    # over the input (ember/ops/channel_affine.py); float16/bfloat16 inputs run in float32 and round once.
+    scale, shift = batch_norm_scale_shift(running_mean, running_var, weight, bias, eps)
     x = _upcast(input)
     out = channel_affine(x, scale, shift)  # one pass over the input (ember/ops/channel_affine.py)
     return out if x is input else out.to(input.dtype)

@@ -40,6 +40,20 @@ def _channel_affine(L, x, scale, shift):
     return out if shift is None else out + shift.reshape(shape)
 
 
+def _bn_scale_shift(L, mean, var, w, b):
+    """Eval batch norm's per-channel (scale, shift): ember's op; for PyTorch, the composite it stands for."""
+    if L.__name__ == "ember":
+        from ember.ops.channel_affine import batch_norm_scale_shift
+
+        return batch_norm_scale_shift(mean, var, w, b, 1e-3)
+    up = [None if t is None else t.float() if t.dtype in (L.float16, L.bfloat16) else t for t in (mean, var, w, b)]
+    mean, var, w, b = up  # float16/bfloat16 statistics compute in float32, as F.batch_norm always did
+    scale = L.rsqrt(var + 1e-3)
+    scale = scale if w is None else scale * w
+    shift = -mean * scale
+    return scale, (shift if b is None else shift + b)
+
+
 def _log_softmax_backward(g, y, d):
     from ember.ops.activation import _log_softmax_backward_op
     from ember.ops.dispatch import apply
@@ -832,6 +846,14 @@ row("channel_affine_2d", lambda L, x, s, b: _channel_affine(L, x, s, b), mats((4
 row("channel_affine_scale_only", lambda L, x, s: _channel_affine(L, x, s, None), mats((2, "c", 5), ("c",)))
 row("channel_affine_long", lambda L, x, s, b: _channel_affine(L, x, s, b), mats((2, 24, 24, 24), (24,), (24,)),
     gradcheck=False)
+# the scale does not depend on the mean or the bias: their gradients are checked through the shift alone
+# (PyTorch's composite leaves the scale without a gradient when only they need one; the op's outputs both have one)
+row("batch_norm_scale_shift", lambda L, m, v, w, b: _bn_scale_shift(L, m, v, w, b),
+    lambda r: [r.normal((c := r.size(1, 6),)), r.positive((c,)), r.normal((c,)), r.normal((c,))], nograd=(0, 3))
+row("batch_norm_shift", lambda L, m, v, w, b: _bn_scale_shift(L, m, v, w, b)[1],
+    lambda r: [r.normal((c := r.size(1, 6),)), r.positive((c,)), r.normal((c,)), r.normal((c,))])
+row("batch_norm_scale_shift_no_affine", lambda L, m, v: _bn_scale_shift(L, m, v, None, None),
+    lambda r: [r.normal((c := r.size(1, 6),)), r.positive((c,))])
 row("layer_norm", lambda L, x, w, b: nnf(L).layer_norm(x, (x.shape[-1],), w, b), mats((3, 2, 6), (6,), (6,)),
     tol=REDUCTION)
 row("layer_norm_large_values", lambda L, x, w, b: nnf(L).layer_norm(x, (512,), w, b), _near((4, 512), (512,), (512,)),
