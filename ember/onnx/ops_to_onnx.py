@@ -238,6 +238,20 @@ def _channel_affine(ctx, node):
     return ctx.add("Add", [y, ctx.add("Reshape", [ctx.input(shift, dt), per_channel])])
 
 
+@mapping("batch_norm_scale_shift")
+def _batch_norm_scale_shift(ctx, node):
+    mean, var, w, b = node.inputs
+    dt = _out(node).dtype
+    scale = ctx.add("Reciprocal", [ctx.add("Sqrt", [ctx.add("Add", [ctx.input(var, dt),
+                                                                    _scalar(ctx, node.attrs["eps"], dt)])])])
+    if w is not None:
+        scale = ctx.add("Mul", [scale, ctx.input(w, dt)])
+    shift = ctx.add("Mul", [ctx.add("Neg", [ctx.input(mean, dt)]), scale])
+    if b is not None:
+        shift = ctx.add("Add", [shift, ctx.input(b, dt)])
+    return [scale, shift]
+
+
 @mapping("lerp")
 def _lerp(ctx, node):
     dt = _out(node).dtype

@@ -74,6 +74,9 @@ CASES = {
     "conv_dilated_grouped": (lambda x: F.conv2d(x, em.ones(4, 1, 3, 3) * 0.1, dilation=2, groups=2, stride=2), (2, 9, 9)),
     "conv_transpose": (lambda x: F.conv_transpose2d(x, em.ones(2, 3, 3, 3) * 0.1, stride=2, padding=1,
                                                     output_padding=1), (2, 4, 4)),
+    # eval batch norm with statistics computed from the input, so that they are not folded to constants
+    "batch_norm_eval": (lambda x: F.batch_norm(x, x[0, :, 0, 0], x[0, :, 0, 1].abs() + 0.5, x[1, :, 0, 0],
+                                               x[1, :, 1, 0], training=False), (4, 3, 5)),
     "layer_norm": (lambda x: F.layer_norm(x, (4,)) + F.layer_norm(x, (3, 4), weight=em.ones(3, 4) * 2), (3, 4)),
     "group_of_nn": (lambda x: F.adaptive_avg_pool2d(x, 1).flatten(1) + F.dropout(x, 0.5, training=False).sum((2, 3)),
                     (3, 4, 4)),
