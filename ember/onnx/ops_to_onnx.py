@@ -233,9 +233,14 @@ def _channel_affine(ctx, node):
     dt = _out(node).dtype
     per_channel = ctx.ints([-1] + [1] * (len(x.shape) - 2), "channel_shape")  # (C, 1, 1) against (N, C, H, W)
     y = ctx.add("Mul", [ctx.input(x, dt), ctx.add("Reshape", [ctx.input(scale, dt), per_channel])])
-    if shift is None:
+    if shift is not None:
+        y = ctx.add("Add", [y, ctx.add("Reshape", [ctx.input(shift, dt), per_channel])])
+    activation = node.attrs.get("activation")  # folded by the jit's fold_activation pass
+    if activation is None:
         return y
-    return ctx.add("Add", [y, ctx.add("Reshape", [ctx.input(shift, dt), per_channel])])
+    if activation[0] == "relu":
+        return ctx.add("Relu", [y])
+    return ctx.add("Clip", [y, _scalar(ctx, activation[1], dt), _scalar(ctx, activation[2], dt)])
 
 
 @mapping("batch_norm_scale_shift")

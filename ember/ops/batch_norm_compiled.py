@@ -142,6 +142,32 @@ def channel_affine(x, scale, shift, out, r0, r1):
             out[r, m] = x[r, m] * s + b
 
 
+def channel_affine_relu(x, scale, shift, out, r0, r1):
+    # relu(x * scale + shift): relu_forward's select on channel_affine's value
+    C = scale.size
+    M = np.uint64(x.shape[1])
+    z = out.dtype.type(0)
+    for r in range(r0, r1):
+        s = scale[r % C]
+        b = shift[r % C]
+        for m in range(M):
+            v = x[r, m] * s + b
+            out[r, m] = v if (v > z or v != v) else z
+
+
+def channel_affine_clip(x, scale, shift, lo, hi, out, r0, r1):
+    # np.clip(x * scale + shift, lo, hi): its max then min, NaN kept
+    C = scale.size
+    M = np.uint64(x.shape[1])
+    for r in range(r0, r1):
+        s = scale[r % C]
+        b = shift[r % C]
+        for m in range(M):
+            v = x[r, m] * s + b
+            v = v if (v > lo or v != v) else lo
+            out[r, m] = v if (v < hi or v != v) else hi
+
+
 def channel_scale(x, scale, out, r0, r1):
     C = scale.size
     M = np.uint64(x.shape[1])
@@ -246,25 +272,29 @@ def batch_norm_backward(xp, x, w, mean, var, gy, gmean, gvar, eps: float):
 _AFFINE_SPLIT_MIN = 1 << 21
 
 
-def channel_affine(xp, x, scale, shift):
-    """x * scale + shift per channel (dim 1; shift may be None) in one pass, rows split over the batch threads
-    from _AFFINE_SPLIT_MIN values, or None where the NumPy kernel must run (below MIN_ELEMENTS values, NumPy's
-    two calls cost less than a compiled one)."""
+def channel_affine(xp, x, scale, shift, activation=None):
+    """x * scale + shift per channel (dim 1; shift may be None), then `activation` (None, ("relu",) or
+    ("clamp", lo, hi)), in one pass, rows split over the batch threads from _AFFINE_SPLIT_MIN values; or None
+    where the NumPy kernel must run (below MIN_ELEMENTS values, NumPy's two calls cost less than a compiled one)."""
     if (x.size < MIN_ELEMENTS or x.ndim < 2 or not _usable(xp, x) or type(scale) is not np.ndarray
-            or scale.dtype != x.dtype or (shift is not None and (type(shift) is not np.ndarray or shift.dtype != x.dtype))):
+            or scale.dtype != x.dtype or (shift is not None and (type(shift) is not np.ndarray or shift.dtype != x.dtype))
+            or (activation is not None and (shift is None or activation[0] not in ("relu", "clamp")))):
         return None
-    fn = _kernel("channel_scale" if shift is None else "channel_affine", x.dtype)
+    name = "channel_scale" if shift is None else "channel_affine"
+    if activation is not None:
+        name = "channel_affine_relu" if activation[0] == "relu" else "channel_affine_clip"
+    fn = _kernel(name, x.dtype)
     if fn is None:
         return None
     rows = x.shape[0] * x.shape[1]
     out = np.empty(x.shape, x.dtype)
-    src, dst = np.ascontiguousarray(x).reshape(rows, -1), out.reshape(rows, -1)
-    scale = np.ascontiguousarray(scale)
-    if shift is None:
-        batch_threads.run_if(lambda r0, r1: fn(src, scale, dst, r0, r1), rows, x.size >= _AFFINE_SPLIT_MIN)
-    else:
-        shift = np.ascontiguousarray(shift)
-        batch_threads.run_if(lambda r0, r1: fn(src, scale, shift, dst, r0, r1), rows, x.size >= _AFFINE_SPLIT_MIN)
+    args = [np.ascontiguousarray(x).reshape(rows, -1), np.ascontiguousarray(scale)]
+    if shift is not None:
+        args.append(np.ascontiguousarray(shift))
+    if activation is not None and activation[0] == "clamp":
+        args += [x.dtype.type(activation[1]), x.dtype.type(activation[2])]
+    args.append(out.reshape(rows, -1))
+    batch_threads.run_if(lambda r0, r1: fn(*args, r0, r1), rows, x.size >= _AFFINE_SPLIT_MIN)
     return out
 
 

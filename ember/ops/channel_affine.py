@@ -18,7 +18,7 @@ from ember.ops import batch_norm_compiled
 from ember.ops._rules import result_dtype, spec
 from ember.ops.dispatch import apply
 from ember.ops.opmath import opmath, upcast, upcast_tensor
-from ember.ops.registry import Op, register
+from ember.ops.registry import OPS, Op, register
 
 
 class BatchNormScaleShiftOp(Op):
@@ -88,13 +88,16 @@ def _channel_shape(ndim: int, c: int) -> tuple:
 
 
 class ChannelAffineOp(Op):
-    """x * scale[c] + shift[c] along dim 1 (shift may be None: a per-channel scale)."""
+    """x * scale[c] + shift[c] along dim 1 (shift may be None: a per-channel scale).
+
+    `activation` ("relu",) or ("clamp", lo, hi) applies that op to the result in the same pass: only the jit
+    makes it (graph/passes/fold_activation.py), after autodiff, so such a node has no gradient rule."""
 
     name = "channel_affine"
     fresh_output = True
     grad_reads = {0: (1,), 1: (0,)}  # x's gradient reads the scale, the scale's reads x, the shift's nothing
 
-    def infer(self, x, scale, shift):
+    def infer(self, x, scale, shift, activation=None):
         if len(x.shape) < 2:
             raise ShapeError(f"channel_affine: expected input of shape (N, C, ...), got {fmt_shape(x.shape)}")
         c = x.shape[1]
@@ -104,23 +107,30 @@ class ChannelAffineOp(Op):
                                  f"got {fmt_shape(p.shape)}")
         return spec(tuple(x.shape), result_dtype(*(a for a in (x, scale, shift) if a is not None)))
 
-    def kernel(self, xp, x, scale, shift):
-        fast = batch_norm_compiled.channel_affine(xp, x, scale, shift)
+    def kernel(self, xp, x, scale, shift, activation=None):
+        fast = batch_norm_compiled.channel_affine(xp, x, scale, shift, activation)
         if fast is not None:
             return fast
         shape = _channel_shape(x.ndim, x.shape[1])
         out = x * scale.reshape(shape)
-        if shift is None:
+        if shift is not None:
+            if shift.dtype == out.dtype:
+                out += shift.reshape(shape)  # into the product's fresh array: one allocation, not two
+            else:
+                out = out + shift.reshape(shape)
+        if activation is None:
             return out
-        if shift.dtype == out.dtype:
-            out += shift.reshape(shape)  # into the product's fresh array: one allocation, not two
-            return out
-        return out + shift.reshape(shape)
+        if activation[0] == "relu":  # the activation op's own kernel: the unfolded graph's values
+            return OPS["relu"].kernel(xp, out)
+        return OPS["clamp"].kernel(xp, out, min=activation[1], max=activation[2])
 
     def vjp(self, ctx, g):
         from ember.ops.elementwise import mul
         from ember.ops.reduction import sum as _sum
 
+        if ctx.attrs.get("activation") is not None:
+            raise RuntimeError("channel_affine with a folded activation has no gradient: the jit folds it after "
+                               "autodiff has built the backward graph")
         dims = (0,) + tuple(range(2, len(ctx.in_shape(0))))
         gx = channel_affine(g, ctx.input(1)) if ctx.needs_grad(0) else None
         gscale = _sum(mul(g, ctx.input(0)), dims) if ctx.needs_grad(1) else None

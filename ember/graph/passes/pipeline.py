@@ -3,8 +3,9 @@
 `optimize` never edits its input graph: each pass builds a new graph, and the result carries a map
 from the old graph's surviving values to the new ones (placeholders included, so feeds can be
 translated). Passes run in a fixed order whatever order they are named in: the simplifying
-passes repeat until the graph stops changing, then fusion runs last (after `lower_pointwise` turns
-lerp/addcmul/addcdiv into elementary ops it can merge), then outputs that now alias an input or each
+passes repeat until the graph stops changing, then fusion runs last (after `fold_activation` folds the
+activation after an eval batch norm into its pass and `lower_pointwise` turns lerp/addcmul/addcdiv into
+elementary ops it can merge), then outputs that now alias an input or each
 other get a copy so callers still receive fresh arrays.
 """
 
@@ -13,7 +14,7 @@ from __future__ import annotations
 import os
 
 from ember.graph.ir import Graph, Value
-from ember.graph.passes import algebraic, constant_folding, cse, dce, fusion, lower_pointwise
+from ember.graph.passes import algebraic, constant_folding, cse, dce, fold_activation, fusion, lower_pointwise
 from ember.ops.registry import OPS
 
 PASSES = {  # name -> pass: (graph, outputs) -> (new graph, new outputs, old value -> new value)
@@ -24,6 +25,7 @@ PASSES = {  # name -> pass: (graph, outputs) -> (new graph, new outputs, old val
     "cse": cse.run,
     "fusion": fusion.run,
     "lower_pointwise": lower_pointwise.run,  # runs with fusion, just before it
+    "fold_activation": fold_activation.run,  # runs with fusion, before lower_pointwise
 }
 DEFAULT_PASSES = ("dce", "constant_folding", "algebraic", "cse", "fusion")
 _SIMPLIFY = ("dce", "constant_folding", "algebraic", "algebraic_unsafe", "cse")
@@ -139,7 +141,9 @@ def optimize(graph: Graph, outputs, passes=None) -> Optimized:
         if _signature(graph) == before:
             break
     if "fusion" in names:
-        # lerp/addcmul/addcdiv as elementary ops first, so an optimizer's update fuses into few kernels
+        # an eval batch norm's activation into its pass; lerp/addcmul/addcdiv as elementary ops, so an
+        # optimizer's update fuses into few kernels
+        graph, outs, total = _run("fold_activation", graph, outs, total)
         graph, outs, total = _run("lower_pointwise", graph, outs, total)
         graph, outs, total = _run("fusion", graph, outs, total)
     if names:

@@ -1,0 +1,56 @@
+"""fold_activation: an eval batch norm's relu or two-sided clamp joins channel_affine's pass, with the values
+of the unfolded graph bit for bit (both kernels: NumPy below 16K values, compiled above)."""
+
+import numpy as np
+import pytest
+from passes_util import run, run_optimized, sym, values
+
+from ember.graph import Graph
+from ember.graph.passes import optimize
+from ember.ops.channel_affine import channel_affine
+
+RNG = np.random.default_rng(3)
+
+
+def _inputs(shape, dtype):
+    x = RNG.standard_normal(shape).astype(dtype) * 4
+    flat = x.reshape(-1)
+    flat[:4] = [np.nan, -0.0, 0.0, 6.0]  # NaN kept; the zeros' signs and the bounds as the activation gives them
+    c = shape[1]
+    return x, RNG.standard_normal(c).astype(dtype), RNG.standard_normal(c).astype(dtype) * 0.1
+
+
+def _graph(shape, dtype, activation):
+    g = Graph()
+    x, s, b = sym(g, shape, dtype, name="x"), sym(g, (shape[1],), dtype, name="s"), sym(g, (shape[1],), dtype, name="b")
+    y = channel_affine(x, s, b)
+    return g, (x, s, b), activation(y)
+
+
+ACTIVATIONS = {"relu": lambda y: y.relu(), "relu6": lambda y: y.clamp(0, 6), "hardtanh": lambda y: y.clamp(-1.0, 1.0)}
+
+
+@pytest.mark.parametrize("shape", [(2, 3, 4, 5), (2, 8, 40, 40)])  # NumPy path, compiled path
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("name", list(ACTIVATIONS))
+def test_activation_joins_the_affine_pass_with_the_same_values(shape, dtype, name):
+    g, (x, s, b), y = _graph(shape, dtype, ACTIVATIONS[name])
+    opt = optimize(g, values(y), ["fusion"])
+    ops = [n.op_name for n in opt.graph.nodes if n.kind == "op"]
+    assert ops == ["channel_affine"]
+    xv, sv, bv = _inputs(shape, dtype)
+    feeds = {x._data: xv, s._data: sv, b._data: bv}
+    want = run(g, values(y), feeds)[0]
+    got = run_optimized(g, values(y), feeds, ["fusion"])[0][0]
+    np.testing.assert_array_equal(np.signbit(got), np.signbit(want))
+    np.testing.assert_array_equal(got, want)
+
+
+def test_not_folded_when_the_affine_value_is_read_elsewhere_or_the_clamp_is_one_sided():
+    g, (x, s, b), _ = _graph((2, 3, 4, 5), np.float32, lambda y: y)
+    y = channel_affine(x, s, b)
+    twice = values(y.relu(), y * 2)  # the batch norm's value is read twice
+    one_sided = values(channel_affine(x, s, b).clamp(min=0))
+    for outs in (twice, one_sided):
+        ops = [n.op_name for n in optimize(g, outs, ["fusion"]).graph.nodes if n.kind == "op"]
+        assert any(op in ("relu", "clamp", "fused_elementwise") for op in ops), ops
