@@ -3,9 +3,9 @@ the running statistics, weight and bias, and `channel_affine` applies them, x * 
 
 The scale and shift were six ops on C values (add, rsqrt, mul, neg, mul, add): 15-25 us per layer, 0.8-1.3 ms
 of MobileNetV2's batch-1 forward; one op computes them with the same NumPy operations, so the same values.
-NumPy's broadcast multiply and add made two passes over the input and a temporary: 4.3 ms on
-(32, 64, 56, 56) against 0.5 ms for one compiled pass on two threads (PyTorch: 0.8 ms), and they were a
-third of MobileNetV2's batch-1 inference. The compiled pass (`batch_norm_compiled`) rounds the product
+NumPy's broadcast multiply and add made two passes over the input and a temporary: 4.0-4.3 ms on
+(32, 64, 56, 56) against 0.85-0.93 ms for one compiled pass on two threads (PyTorch: 0.8 ms), and they
+were a third of MobileNetV2's batch-1 inference. The compiled pass (`batch_norm_compiled`) rounds the product
 and the sum as NumPy does, so both paths give the same values.
 """
 
