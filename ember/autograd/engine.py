@@ -81,11 +81,13 @@ class Node:
                     saved[i] = (x, None)
         else:
             self._saved = None
-        if op.save_outputs:
-            self._out_saved = {
-                i: (outputs[i]._data, outputs[i]._version, outputs[i]._version[0], outputs[i]._device)
-                for i in op.save_outputs
-            }
+        save_outputs = op.save_outputs
+        if save_outputs:
+            out_saved = self._out_saved = {}
+            for i in save_outputs:  # a loop, not a comprehension: no frame of its own on this hot path
+                t = outputs[i]
+                version = t._version
+                out_saved[i] = (t._data, version, version[0], t._device)
         else:
             self._out_saved = None
         # The floating-point outputs point at the new node (integer and bool outputs have no gradient).
