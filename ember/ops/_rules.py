@@ -12,6 +12,8 @@ _FLOAT_KINDS = frozenset("fV")  # V: ml_dtypes' bfloat16 reports kind 'V'
 FLOAT_NP = frozenset(d.np for d in dt.FLOAT_DTYPES)
 BOOL_NP = np.dtype(np.bool_)
 INT64_NP = np.dtype(np.int64)
+# The dtypes NumPy computes in natively: the direct and compiled kernels' fast paths take these.
+SINGLE_DOUBLE_NP = (np.dtype(np.float32), np.dtype(np.float64))
 
 
 def is_float(np_dtype) -> bool:
@@ -113,6 +115,11 @@ def result_dtype(*xs):
 def float_of(np_dtype):
     """The dtype a float-only op computes in: the input's if floating, else the default float."""
     return np_dtype if np_dtype in FLOAT_NP else default_float()
+
+
+def channel_shape(ndim: int, channels: int) -> tuple:
+    """(1, C, 1, ...): a per-channel (C,) array reshaped to broadcast over an (N, C, ...) input."""
+    return (1, channels) + (1,) * (ndim - 2)
 
 
 def spec(shape, dtype) -> Spec:

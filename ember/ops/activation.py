@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ember.ops._rules import binary_dtype, float_of, norm_dim, spec
+from ember.ops._rules import SINGLE_DOUBLE_NP, binary_dtype, float_of, norm_dim, spec
 from ember.ops.dispatch import apply, apply_unary
 from ember.ops.opmath import rounded, upcast, upcast_tensor
 from ember.ops.registry import Op, register
-
-_SINGLE_DOUBLE = (np.dtype(np.float32), np.dtype(np.float64))
 
 
 def _shifted(x, d):
@@ -30,7 +28,7 @@ class _SoftmaxBase(Op):
 
     def _fast(self, xp, x) -> bool:
         """Whether the direct NumPy path applies: float32/float64 values, at least one dim, not empty."""
-        return xp is np and x.dtype in _SINGLE_DOUBLE and x.ndim > 0 and x.size > 0
+        return xp is np and x.dtype in SINGLE_DOUBLE_NP and x.ndim > 0 and x.size > 0
 
     def _prep(self, xp, x, dim):
         x = upcast(x.astype(float_of(x.dtype), copy=False))

@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from ember.ops import batch_threads
+from ember.ops._rules import SINGLE_DOUBLE_NP
 from ember.ops.compiled import MIN_ELEMENTS, kernel_for
 
 # Loops are written per channel over (N, C, M) views: x[n, c, :] is one contiguous run of M values.
@@ -131,6 +132,9 @@ def bn_backward_rows(x, gy, mean, invstd, w, gmean, gvar, gx, gw, gb):
             gx[n, c] = k[c] * gy[n, c] + a[c] * (x[n, c] - mean[c]) + sh[c]
 
 
+# channel_affine's loops are written out per activation, not one loop with a mode: clip(x, -inf, inf) and
+# clip(x, 0, inf) give the plain and relu values bit for bit, but their NaN-keeping selects ran 1.4-1.9x slower
+# ((1, 576, 14, 14): 10 us plain and relu, 18-19 us as a clip).
 def channel_affine(x, scale, shift, out, r0, r1):
     # rows r0..r1 of the (N * C, M) view; the product and the sum rounded separately, as NumPy's two passes
     C = scale.size
@@ -196,7 +200,6 @@ def relu_backward(g, out, gx):
         gx[i] = z if out[i] <= 0 else gi  # NaN in out passes g, as PyTorch's threshold_backward
 '''
 
-_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 
 
 def _kernel(name: str, dtype):
@@ -208,7 +211,7 @@ def _kernel(name: str, dtype):
 
 def _usable(xp, *arrays) -> bool:
     a = arrays[0]
-    return (xp is np and a.dtype in _FLOATS
+    return (xp is np and a.dtype in SINGLE_DOUBLE_NP
             and all(type(t) is np.ndarray and t.dtype == a.dtype and t.shape == a.shape for t in arrays))
 
 

@@ -15,7 +15,7 @@ import numpy as np
 
 from ember.errors import ShapeError, fmt_shape
 from ember.ops import batch_norm_compiled
-from ember.ops._rules import result_dtype, spec
+from ember.ops._rules import channel_shape, result_dtype, spec
 from ember.ops.dispatch import apply
 from ember.ops.opmath import opmath, upcast, upcast_tensor
 from ember.ops.registry import OPS, Op, register
@@ -83,10 +83,6 @@ def batch_norm_scale_shift(running_mean, running_var, weight, bias, eps: float):
     return apply(_batch_norm_scale_shift_op, running_mean, running_var, weight, bias, eps=float(eps))
 
 
-def _channel_shape(ndim: int, c: int) -> tuple:
-    return (1, c) + (1,) * (ndim - 2)
-
-
 class ChannelAffineOp(Op):
     """x * scale[c] + shift[c] along dim 1 (shift may be None: a per-channel scale).
 
@@ -111,7 +107,7 @@ class ChannelAffineOp(Op):
         fast = batch_norm_compiled.channel_affine(xp, x, scale, shift, activation)
         if fast is not None:
             return fast
-        shape = _channel_shape(x.ndim, x.shape[1])
+        shape = channel_shape(x.ndim, x.shape[1])
         out = x * scale.reshape(shape)
         if shift is not None:
             if shift.dtype == out.dtype:

@@ -20,7 +20,7 @@ import numpy as np
 from ember.autograd.grad_mode import state as grad_state
 from ember.errors import ShapeError, fmt_shape
 from ember.ops import batch_norm_compiled
-from ember.ops._rules import FLOAT_NP, binary_dtype, spec
+from ember.ops._rules import FLOAT_NP, binary_dtype, channel_shape, spec
 from ember.ops.dispatch import apply
 from ember.ops.elementwise import zeros_like_grad
 from ember.ops.opmath import LOW_FLOAT_NP, opmath, rounded, upcast, upcast_tensor
@@ -28,10 +28,6 @@ from ember.ops.registry import Op, register
 from ember.tensor import Tensor
 
 _REDUCTIONS = ("none", "mean", "sum")
-
-
-def _affine_shape(ndim: int, channels: int) -> tuple:
-    return (1, channels) + (1,) * (ndim - 2)
 
 
 # --- batch norm -------------------------------------------------------------------------------
@@ -73,7 +69,7 @@ class BatchNormOp(Op):
         x = upcast(x)
         c = x.shape[1]
         n = x.size // c
-        shape = _affine_shape(x.ndim, c)
+        shape = channel_shape(x.ndim, c)
         mean = (_channel_sums(x) / n).astype(x.dtype)
         xc = x - mean.reshape(shape)
         var = (_channel_sums(xc * xc) / n).astype(x.dtype)
@@ -126,7 +122,7 @@ class BatchNormBackwardOp(Op):
         acc = x.dtype
         c = x.shape[1]
         n = x.size // c
-        shape = _affine_shape(x.ndim, c)
+        shape = channel_shape(x.ndim, c)
         invstd = (1.0 / xp.sqrt(upcast(var).astype(acc, copy=False) + eps)).astype(acc, copy=False)
         k = invstd if w is None else invstd * upcast(w).astype(acc, copy=False)
         xc = x - upcast(mean).astype(acc, copy=False).reshape(shape)
@@ -167,7 +163,7 @@ def _batch_norm_vjp_in_ops(x, w, mean, var, gy, gmean, gvar, eps):
     c = x.shape[1]
     axes = (0,) + tuple(range(2, x.ndim))
     n = x.numel() // c
-    shape = _affine_shape(x.ndim, c)
+    shape = channel_shape(x.ndim, c)
     xc = x - reshape(mean, shape)
     gx = gw = gb = None
     if gy is not None:

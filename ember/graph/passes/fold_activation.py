@@ -9,12 +9,10 @@ semantics (relu's select, clip's max then min, NaN kept), so values are the unfo
 
 from __future__ import annotations
 
-import numpy as np
-
 from ember.graph.ir import Graph
 from ember.graph.passes.rewrite import Rewriter, control_targets, users_of
+from ember.ops._rules import SINGLE_DOUBLE_NP
 
-_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 _NUMBERS = (int, float)
 
 
@@ -42,7 +40,7 @@ def run(graph: Graph, outputs: list) -> tuple:
             continue
         value = node.outputs[0]
         readers = users.get(value, [])
-        if value in kept or node.id in waited or node.control_inputs or len(readers) != 1 or value.dtype not in _FLOATS:
+        if value in kept or node.id in waited or node.control_inputs or len(readers) != 1 or value.dtype not in SINGLE_DOUBLE_NP:
             continue
         act = readers[0][0]
         activation = _activation(act, value)

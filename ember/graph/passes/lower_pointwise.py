@@ -12,14 +12,12 @@ keep the single op.
 
 from __future__ import annotations
 
-import numpy as np
-
 from ember.graph.ir import Graph, Value
 from ember.graph.passes.rewrite import Rewriter, control_targets, same_spec
+from ember.ops._rules import SINGLE_DOUBLE_NP
 from ember.ops.registry import OPS
 
 _LOWERED = ("lerp", "addcmul", "addcdiv")
-_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 
 
 def _coefficient(rw, c, dtype, device):
@@ -36,7 +34,7 @@ def _lowered(rw, node, ins):
     """The node's elementary form in the new graph, or None to keep it."""
     out = node.outputs[0]
     tensors = ins[:2] if node.op.name == "lerp" else ins[:3]
-    if out.dtype not in _FLOATS or any(not isinstance(t, Value) or t.dtype != out.dtype for t in tensors):
+    if out.dtype not in SINGLE_DOUBLE_NP or any(not isinstance(t, Value) or t.dtype != out.dtype for t in tensors):
         return None
     dev = out.device
     c = _coefficient(rw, ins[2] if node.op.name == "lerp" else ins[3], out.dtype, dev)
