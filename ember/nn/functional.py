@@ -328,6 +328,10 @@ def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor |
     if input.ndim < 2:
         raise ValueError(f"batch_norm: expected at least 2-D input (N, C, ...), got shape {tuple(input.shape)}")
     c = input.shape[1]
+    for what, t in (("running_mean", running_mean), ("running_var", running_var), ("weight", weight), ("bias", bias)):
+        if t is not None and tuple(t.shape) != (c,):
+            raise ValueError(f"batch_norm: {what} should have shape ({c},), one value per channel of the input "
+                             f"{tuple(input.shape)}, got {tuple(t.shape)}")
     if training:
         n = input.numel() // c if c else 0
         if n <= 1:

@@ -70,3 +70,13 @@ def test_eval_batch_norm_is_one_pass_over_the_input():
 def test_channel_affine_rejects_a_scale_of_the_wrong_size():
     with pytest.raises(em.errors.ShapeError, match=r"channel_affine: scale must have shape \(3,\)"):
         channel_affine(em.ones(2, 3, 4), em.ones(4))
+
+
+@pytest.mark.parametrize("training", [False, True])
+@pytest.mark.parametrize("bad", ["running_mean", "running_var", "weight", "bias"])
+def test_batch_norm_names_a_per_channel_tensor_of_the_wrong_shape(bad, training):
+    x = em.randn(2, 4, 3, 3)
+    tensors = {"running_mean": em.zeros(4), "running_var": em.ones(4), "weight": em.ones(4), "bias": em.zeros(4)}
+    tensors[bad] = em.ones(4, 1) if bad == "running_mean" else em.ones(5)
+    with pytest.raises(ValueError, match=rf"batch_norm: {bad} should have shape \(4,\).*\(2, 4, 3, 3\)"):
+        em.nn.functional.batch_norm(x, training=training, **tensors)
