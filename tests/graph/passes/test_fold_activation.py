@@ -54,3 +54,36 @@ def test_not_folded_when_the_affine_value_is_read_elsewhere_or_the_clamp_is_one_
     for outs in (twice, one_sided):
         ops = [n.op_name for n in optimize(g, outs, ["fusion"]).graph.nodes if n.kind == "op"]
         assert any(op in ("relu", "clamp", "fused_elementwise") for op in ops), ops
+
+
+def test_jitted_network_with_folded_activations_equals_eager_as_its_state_changes():
+    """A jitted eval-mode conv -> batch norm -> ReLU6 / ReLU network equals eager bit for bit call after call while
+    the user changes the running statistics, the weights and the input in place, and switches to training mode."""
+    import ember as em
+
+    em.manual_seed(0)
+    nn = em.nn
+    model = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU6(),
+                          nn.Conv2d(8, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU()).eval()
+    jitted = em.jit(lambda t: model(t))
+    x = em.randn(2, 3, 40, 40)  # 25.6K values per activation: the compiled pass
+    bn = model[1]
+    with em.no_grad():
+        for call in range(5):
+            if call == 1:
+                bn.running_mean.add_(0.3)
+                bn.running_var.mul_(2.0)
+            if call == 2:
+                bn.weight.mul_(-1.5)
+                model[4].bias.add_(0.2)
+            if call == 3:
+                x.mul_(3.0)
+            if call == 4:
+                model.train()  # batch statistics: nothing to fold, and the mode is part of the jit's key
+            want = model(x).numpy()
+            with em.profiler.profile() as prof:
+                got = jitted(x).numpy()
+            np.testing.assert_array_equal(got, want, err_msg=f"call {call}")
+            names = {e.name for e in prof.events if e.cat != "range"}
+            if call < 4:
+                assert "clamp" not in names and "relu" not in names, names
