@@ -240,7 +240,6 @@ def _forward_by_rows(x, w, stride, padding, dilation, groups):
     oh, ow = _out_hw(x, kh, kw, stride, padding, dilation)
     (sh, _), (dh, _), (pt, _, pl, pr) = stride, dilation, padding
     out = np.empty((1, o, oh, ow), np.result_type(x, w))
-
     planes = out.reshape(o, oh * ow)
 
     def band(a, b):
