@@ -79,12 +79,13 @@ def im2col_compiled(xp, x, kh, kw, stride, pad, dil, oh, ow, per_sample: bool, o
     return out if per_sample else out.reshape(rows, n * oh * ow)
 
 
-def col2im_compiled(xp, cols, n, c, h, w, kh, kw, oh, ow, stride, pad, dil):
-    """The (N, C, h, w) image whose patches (C*kh*kw, N*OH*OW) are `cols` summed back, or None to use NumPy."""
+def col2im_compiled(xp, cols, n, c, h, w, kh, kw, oh, ow, stride, pad, dil, out=None):
+    """The (N, C, h, w) image whose patches (C*kh*kw, N*OH*OW) are `cols` summed back (into `out`, C-contiguous,
+    when given), or None to use NumPy."""
     fn = kernel_for(_SOURCE, "col2im", xp, cols.dtype, cols.size)
     if fn is None:
         return None
-    img = np.empty((n, c, h, w), cols.dtype)
+    img = np.empty((n, c, h, w), cols.dtype) if out is None else out
     fn(np.ascontiguousarray(cols).reshape(c * kh * kw, n, oh, ow), kh, kw, stride[0], stride[1], pad[0], pad[2],
        dil[0], dil[1], img)
     return img
