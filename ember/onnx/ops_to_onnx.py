@@ -232,7 +232,9 @@ def _channel_affine(ctx, node):
     x, scale, shift = node.inputs
     dt = _out(node).dtype
     per_channel = ctx.ints([-1] + [1] * (len(x.shape) - 2), "channel_shape")  # (C, 1, 1) against (N, C, H, W)
-    y = ctx.add("Mul", [ctx.input(x, dt), ctx.add("Reshape", [ctx.input(scale, dt), per_channel])])
+    y = ctx.input(x, dt)
+    if scale is not None:  # None: a convolution's bias alone
+        y = ctx.add("Mul", [y, ctx.add("Reshape", [ctx.input(scale, dt), per_channel])])
     if shift is not None:
         y = ctx.add("Add", [y, ctx.add("Reshape", [ctx.input(shift, dt), per_channel])])
     activation = node.attrs.get("activation")  # folded by the jit's fold_activation pass

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from ember.ops import batch_threads
-from ember.ops._rules import SINGLE_DOUBLE_NP
+from ember.ops._rules import SINGLE_DOUBLE_NP, channel_shape
 from ember.ops.compiled import MIN_ELEMENTS, kernel_for
 
 # Loops are written per channel over (N, C, M) views: x[n, c, :] is one contiguous run of M values.
@@ -181,6 +181,21 @@ def channel_scale(x, scale, out, r0, r1):
             out[r, m] = x[r, m] * s
 
 
+def channel_sum(x, out):
+    # sum over (N, M) per channel of an (N, C, M) view, sample by sample so that x is read in order; each run of M
+    # values is summed in float64 (vectorised partial sums) and added to its channel's float64 total
+    N, C, M = x.shape
+    acc = np.zeros(C)
+    for n in range(N):
+        for c in range(C):
+            s = 0.0
+            for m in range(M):
+                s += x[n, c, m]
+            acc[c] += s
+    for c in range(C):
+        out[c] = acc[c]
+
+
 def relu_forward(x, out):
     # np.maximum(x, 0)'s values (NaN kept, -0.0 and negatives to +0.0) as one vectorised select: NumPy's
     # maximum ran 193 us over (32, 16, 32, 32) float32 here, where an add takes 46
@@ -276,13 +291,16 @@ _AFFINE_SPLIT_MIN = 1 << 21
 
 
 def channel_affine(xp, x, scale, shift, activation=None):
-    """x * scale + shift per channel (dim 1; shift may be None), then `activation` (None, ("relu",) or
+    """x * scale + shift per channel (dim 1; scale or shift may be None), then `activation` (None, ("relu",) or
     ("clamp", lo, hi)), in one pass, rows split over the batch threads from _AFFINE_SPLIT_MIN values; or None
     where the NumPy kernel must run (below MIN_ELEMENTS values, NumPy's two calls cost less than a compiled one)."""
-    if (x.size < MIN_ELEMENTS or x.ndim < 2 or not _usable(xp, x) or type(scale) is not np.ndarray
-            or scale.dtype != x.dtype or (shift is not None and (type(shift) is not np.ndarray or shift.dtype != x.dtype))
+    if (x.size < MIN_ELEMENTS or x.ndim < 2 or not _usable(xp, x)
+            or (scale is not None and (type(scale) is not np.ndarray or scale.dtype != x.dtype))
+            or (shift is not None and (type(shift) is not np.ndarray or shift.dtype != x.dtype))
             or (activation is not None and (shift is None or activation[0] not in ("relu", "clamp")))):
         return None
+    if scale is None:  # a shift alone (a convolution's bias): x * 1 is x exactly, so x * 1 + shift is x + shift
+        scale = np.ones(x.shape[1], x.dtype)
     name = "channel_scale" if shift is None else "channel_affine"
     if activation is not None:
         name = "channel_affine_relu" if activation[0] == "relu" else "channel_affine_clip"
@@ -299,6 +317,22 @@ def channel_affine(xp, x, scale, shift, activation=None):
     args.append(out.reshape(rows, -1))
     batch_threads.run_if(lambda r0, r1: fn(*args, r0, r1), rows, x.size >= _AFFINE_SPLIT_MIN)
     return out
+
+
+# A convolution's bias gradient, NumPy's add.reduce over (0, 2, 3): 55 us on (64, 6, 28, 28) float32, 23 us here.
+def channel_sum(xp, x, axis, keepdim: bool):
+    """x summed over every dim but dim 1 (`axis` those dims, in order) in one compiled pass, accumulated in float64
+    and rounded once, or None where NumPy's reduce must run."""
+    if (x.size < MIN_ELEMENTS or x.ndim < 3 or axis != (0,) + tuple(range(2, x.ndim)) or not _usable(xp, x)
+            or not x.flags.c_contiguous):
+        return None
+    fn = _kernel("channel_sum", x.dtype)
+    if fn is None:
+        return None
+    c = x.shape[1]
+    out = np.empty(c, x.dtype)
+    fn(x.reshape(x.shape[0], c, -1), out)
+    return out.reshape(channel_shape(x.ndim, c)) if keepdim else out
 
 
 def relu(xp, x, into=None):

@@ -84,7 +84,8 @@ def batch_norm_scale_shift(running_mean, running_var, weight, bias, eps: float):
 
 
 class ChannelAffineOp(Op):
-    """x * scale[c] + shift[c] along dim 1 (shift may be None: a per-channel scale).
+    """x * scale[c] + shift[c] along dim 1; either may be None (a per-channel scale, or a per-channel shift:
+    a convolution's bias, whose add and gradient then cost one pass each).
 
     `activation` ("relu",) or ("clamp", lo, hi) applies that op to the result in the same pass: only the jit
     makes it (graph/passes/fold_activation.py), after autodiff, so such a node has no gradient rule."""
@@ -96,6 +97,8 @@ class ChannelAffineOp(Op):
     def infer(self, x, scale, shift, activation=None):
         if len(x.shape) < 2:
             raise ShapeError(f"channel_affine: expected input of shape (N, C, ...), got {fmt_shape(x.shape)}")
+        if scale is None and shift is None:
+            raise ValueError("channel_affine: expected a scale, a shift or both, got neither")
         c = x.shape[1]
         for what, p in (("scale", scale), ("shift", shift)):
             if p is not None and tuple(p.shape) != (c,):
@@ -108,8 +111,11 @@ class ChannelAffineOp(Op):
         if fast is not None:
             return fast
         shape = channel_shape(x.ndim, x.shape[1])
-        out = x * scale.reshape(shape)
-        if shift is not None:
+        if scale is None:
+            out = x + shift.reshape(shape)
+        else:
+            out = x * scale.reshape(shape)
+        if shift is not None and scale is not None:
             if shift.dtype == out.dtype:
                 out += shift.reshape(shape)  # into the product's fresh array: one allocation, not two
             else:
@@ -128,8 +134,11 @@ class ChannelAffineOp(Op):
             raise RuntimeError("channel_affine with a folded activation has no gradient: the jit folds it after "
                                "autodiff has built the backward graph")
         dims = (0,) + tuple(range(2, len(ctx.in_shape(0))))
-        gx = channel_affine(g, ctx.input(1)) if ctx.needs_grad(0) else None
-        gscale = _sum(mul(g, ctx.input(0)), dims) if ctx.needs_grad(1) else None
+        gx = None
+        if ctx.needs_grad(0):
+            scale = ctx.input(1)
+            gx = g if scale is None else channel_affine(g, scale)
+        gscale = _sum(mul(g, ctx.input(0)), dims) if ctx.needs_grad(1) else None  # a None scale needs none
         gshift = _sum(g, dims) if ctx.needs_grad(2) else None
         return gx, gscale, gshift
 
@@ -138,5 +147,6 @@ _channel_affine_op = register(ChannelAffineOp())
 
 
 def channel_affine(input, scale, shift=None):
-    """input * scale + shift with one scale and one shift per channel (dim 1) of an (N, C, ...) input."""
+    """input * scale + shift with one scale and one shift per channel (dim 1) of an (N, C, ...) input; a None
+    scale or shift is left out."""
     return apply(_channel_affine_op, input, scale, shift)

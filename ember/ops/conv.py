@@ -12,6 +12,7 @@ import numpy as np
 from ember.errors import ShapeError, fmt_shape
 from ember.ops import batch_threads, depthwise, depthwise_compiled, winograd
 from ember.ops._rules import binary_dtype, spec
+from ember.ops.channel_affine import channel_affine
 from ember.ops.conv_compiled import col2im_available, col2im_compiled, im2col_compiled
 from ember.ops.dispatch import apply
 from ember.ops.opmath import rounded, upcast
@@ -534,7 +535,7 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups: in
     if bias is not None:
         if tuple(bias.shape) != (weight.shape[0],):
             raise ShapeError(f"conv2d: bias must have shape ({weight.shape[0]},), got {fmt_shape(bias.shape)}")
-        out = out + bias.reshape(1, -1, 1, 1)
+        out = channel_affine(out, None, bias)  # one pass, and its gradient one per-channel sum
     return out.squeeze(0) if squeeze else out
 
 
@@ -563,5 +564,8 @@ def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_paddi
     out = apply(_conv_transpose2d_op, input, weight, stride=stride, padding=(ph, ph, pw, pw), dilation=dilation,
                 groups=int(groups), out_hw=out_hw)
     if bias is not None:
-        out = out + bias.reshape(1, -1, 1, 1)
+        if tuple(bias.shape) != (weight.shape[1] * int(groups),):
+            raise ShapeError(f"conv_transpose2d: bias must have shape ({weight.shape[1] * int(groups)},), "
+                             f"got {fmt_shape(bias.shape)}")
+        out = channel_affine(out, None, bias)
     return out.squeeze(0) if squeeze else out

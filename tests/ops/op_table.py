@@ -36,7 +36,7 @@ def _channel_affine(L, x, scale, shift):
 
         return channel_affine(x, scale, shift)
     shape = (1, -1) + (1,) * (x.ndim - 2)
-    out = x * scale.reshape(shape)
+    out = x if scale is None else x * scale.reshape(shape)
     return out if shift is None else out + shift.reshape(shape)
 
 
@@ -845,6 +845,15 @@ row("channel_affine", lambda L, x, s, b: _channel_affine(L, x, s, b), mats(("n",
 row("channel_affine_2d", lambda L, x, s, b: _channel_affine(L, x, s, b), mats((4, "c"), ("c",), ("c",)))
 row("channel_affine_scale_only", lambda L, x, s: _channel_affine(L, x, s, None), mats((2, "c", 5), ("c",)))
 row("channel_affine_long", lambda L, x, s, b: _channel_affine(L, x, s, b), mats((2, 24, 24, 24), (24,), (24,)),
+    gradcheck=False)
+# a shift alone is how conv2d adds its bias: the compiled pass from 16K values, and its gradient a per-channel sum
+row("channel_affine_shift_only", lambda L, x, b: _channel_affine(L, x, None, b), mats((2, "c", 5, 3), ("c",)))
+row("channel_affine_shift_only_long", lambda L, x, b: _channel_affine(L, x, None, b), mats((3, 24, 24, 24), (24,)),
+    gradcheck=False, tol=REDUCTION)
+# every dim but the channels' of 16K values or more: one compiled pass accumulating in float64
+row("sum_per_channel_long", lambda L, x: L.sum(x, dim=(0, 2, 3)), mats((3, 24, 24, 24)), tol=REDUCTION,
+    gradcheck=False)
+row("sum_to_size_per_channel_long", lambda L, x: x.sum_to_size(1, 24, 1, 1), mats((3, 24, 24, 24)), tol=REDUCTION,
     gradcheck=False)
 # the scale does not depend on the mean or the bias: their gradients are checked through the shift alone
 # (PyTorch's composite leaves the scale without a gradient when only they need one; the op's outputs both have one)

@@ -198,7 +198,7 @@ def test_add_graph_writes_a_graph_def_with_scopes_shapes_and_dtypes(tmp_path):
     assert nodes["Net/Sequential[head]/Linear[1]/weight"].op == "Parameter"
     assert nodes["Net/BatchNorm1d[bn]/running_mean"].op == "Buffer"
     assert any(n.startswith("Net/Sequential[head]/Flatten[0]/") for n in nodes)
-    assert nodes["Net/relu"].input == ["Net/Conv2d[conv]/add"]
+    assert nodes["Net/relu"].input == ["Net/Conv2d[conv]/channel_affine"]
     (out,) = [n for n in graph.node if n.name.startswith("output/")]
     assert nodes[out.input[0]].op == "softmax"
     for n in graph.node:  # every input names a node of the graph

@@ -87,3 +87,47 @@ def test_jitted_network_with_folded_activations_equals_eager_as_its_state_change
             names = {e.name for e in prof.events if e.cat != "range"}
             if call < 4:
                 assert "clamp" not in names and "relu" not in names, names
+
+
+def test_conv_bias_and_relu_are_one_pass_in_a_jitted_training_step_equal_to_eager():
+    """A convolution's bias is channel_affine with a shift alone, so in training the ReLU after it joins the bias's
+    pass too (its gradient reads the ReLU's output, never the sum before it). A jitted SGD step equals eager step
+    after step while the learning rate, the input (in place) and a weight (in place) change between steps."""
+    import ember as em
+
+    def make():
+        em.manual_seed(0)
+        model = em.nn.Sequential(em.nn.Conv2d(3, 8, 3, padding=1), em.nn.ReLU(), em.nn.Conv2d(8, 4, 3),
+                                 em.nn.ReLU(), em.nn.Flatten(), em.nn.Linear(4 * 38 * 38, 5))
+        opt = em.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+
+        def step(x, y):
+            opt.zero_grad()
+            loss = em.nn.functional.cross_entropy(model(x), y)
+            loss.backward()
+            opt.step()
+            return loss
+
+        return model, opt, step
+
+    (m1, o1, eager), (m2, o2, step2) = make(), make()
+    jitted = em.jit(step2)
+    x, y = em.randn(2, 3, 40, 40), em.tensor([1, 3])  # 25.6K values per activation: the compiled pass
+    for i in range(6):
+        if i == 2:
+            for o in (o1, o2):
+                o.param_groups[0]["lr"] = 0.003
+        if i == 3:
+            x.mul_(-2.0)
+        if i == 4:
+            with em.no_grad():
+                m1[0].weight.mul_(0.5)
+                m2[0].weight.mul_(0.5)
+        want = eager(x, y).item()
+        with em.profiler.profile() as prof:
+            got = jitted(x, y).item()
+        assert got == want, f"step {i}"
+        for (name, p), q in zip(m1.named_parameters(), m2.parameters()):
+            np.testing.assert_array_equal(q.detach().numpy(), p.detach().numpy(), err_msg=f"step {i}: {name}")
+        names = [e.name for e in prof.events if e.cat != "range"]
+        assert "relu" not in names and "add" not in names, names
