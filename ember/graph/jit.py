@@ -7,8 +7,9 @@ extra graph outputs written back after each call, so a whole training step can b
 
 What a compiled program depends on, and how each is handled (docs/architecture.md, "What jit reads"):
 - tensors and NumPy arrays among the arguments: graph inputs, keyed by shape and dtype;
-- other arguments, the Python scalars of reachable modules (`training`, `p`, `eps`, ...) and the
-  scalars the function reads from its closure and globals: part of the cache key (a change retraces);
+- other arguments, the Python scalars of reachable modules (`training`, `p`, `eps`, ...), which
+  parameters, buffers, children and hooks they hold, and the scalars the function reads from its
+  closure and globals: part of the cache key (a change retraces);
 - optimizer hyperparameters (every number in `param_groups`, which schedulers change): graph
   inputs read at every call; their zero-ness and the boolean options are guards (a change retraces).
 
@@ -100,6 +101,7 @@ class JitFunction:
         self._retraces = 0
         self._warned = False
         self.trace_count = 0
+        self._module_keys = [None]  # the reachable modules' keys last read (jit_key.module_keys)
 
     def __get__(self, obj, objtype=None):
         if obj is None:
@@ -109,7 +111,7 @@ class JitFunction:
     def __call__(self, *args, **kwargs):
         if dispatch.is_tracing():
             return self.fn(*args, **kwargs)  # nested inside another trace: inline
-        key, struct, leaves = signature(self.fn, args, kwargs, self.static_argnums)
+        key, struct, leaves = signature(self.fn, args, kwargs, self.static_argnums, self._module_keys)
         entries = self._cache.get(key)
         entry = None
         if entries is not None:

@@ -107,8 +107,7 @@ def leaf_key(x) -> tuple:
 
 def reachable(fn, args) -> tuple[list, list]:
     """The nn.Modules a function reaches directly (bound self, closure cells, globals it names,
-    arguments, with their descendants), and the (name, value) pairs of the Python scalars it reads
-    from its closure and globals."""
+    arguments), and the (name, value) pairs of the Python scalars it reads from its closure and globals."""
     try:
         from ember.nn import Module
     except ImportError:  # nn not available: no modules to key on
@@ -136,22 +135,44 @@ def reachable(fn, args) -> tuple[list, list]:
                 roots.append(value)
                 if type(value) in _SCALARS:
                     scalars.append((name, value))
+    return [r for r in roots if Module and isinstance(r, Module)], scalars
+
+
+def _descendants(roots: list) -> list:
+    """The roots and every module under them, each once, in traversal order."""
     modules: list = []
     seen: set = set()
     for r in roots:
-        if Module and isinstance(r, Module):
-            for m in r.modules():
-                if id(m) not in seen:
-                    seen.add(id(m))
-                    modules.append(m)
-    return modules, scalars
+        for m in r.modules():
+            if id(m) not in seen:
+                seen.add(id(m))
+                modules.append(m)
+    return modules
+
+
+def module_keys(roots: list, cache: list | None = None) -> tuple:
+    """module_key of every module under `roots`. `cache` (a one-item list a jitted function keeps) holds the keys
+    last read; they still hold while no module's structure changed since and the same roots are reached
+    (nn/modules/structure.py), which skips reading 2-3 us per module on every call."""
+    from ember.nn.modules import structure
+
+    version = structure.version()  # read first: a change made while the keys are read makes them stale
+    ids = tuple(map(id, roots))
+    last = cache[0] if cache else None
+    if last is not None and last[0] == version and last[1] == ids:
+        return last[3]
+    keys = tuple(module_key(m) for m in _descendants(roots))
+    if cache is not None:
+        cache[0] = (version, ids, roots, keys)  # the roots kept alive: no new object takes one's id meanwhile
+    return keys
 
 
 def module_key(m) -> tuple:
     """What of a module a traced program depends on besides its tensors' values: its class, its
     Python-scalar attributes (training, p, eps, momentum, ...), and which tensors and children it holds.
 
-    Tensors are captured by identity, so replacing a parameter, buffer or child rebuilds the program.
+    Tensors are captured by identity, so replacing a parameter, buffer or child rebuilds the program; so does
+    adding or removing a hook, which the trace ran (or did not).
     """
     attrs = []
     for k, v in m.__dict__.items():
@@ -163,11 +184,13 @@ def module_key(m) -> tuple:
     held = tuple(
         (k, id(v)) for store in ("_parameters", "_buffers", "_modules") for k, v in d.get(store, {}).items()
     )
-    return (type(m), tuple(attrs), held)
+    hooks = tuple((k, id(v)) for store in ("_forward_pre_hooks", "_forward_hooks") for k, v in d.get(store, {}).items())
+    return (type(m), tuple(attrs), held, hooks)
 
 
-def signature(fn, args, kwargs, static_argnums) -> tuple:
-    """(key, structure, leaves) of one call: equal keys may share one compiled program."""
+def signature(fn, args, kwargs, static_argnums, cache: list | None = None) -> tuple:
+    """(key, structure, leaves) of one call: equal keys may share one compiled program (`cache`: see
+    module_keys)."""
     leaves: list = []
     if static_argnums:
         args = [Static(a) if i in static_argnums else a for i, a in enumerate(args)]
@@ -176,7 +199,7 @@ def signature(fn, args, kwargs, static_argnums) -> tuple:
     key = (
         struct_key(struct),
         tuple(leaf_key(x) for x in leaves),
-        tuple(module_key(m) for m in modules),
+        module_keys(modules, cache),
         tuple(scalars),
         is_grad_enabled(),
         autocast_state.enabled and (autocast_state.device_type, autocast_state.dtype),

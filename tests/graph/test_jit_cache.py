@@ -124,6 +124,121 @@ def test_replacing_a_parameter_or_submodule_is_seen():
     assert f(x).tolist() == [[-2, -2]]
 
 
+def test_adding_or_removing_a_hook_after_tracing_is_seen():
+    """The trace ran the hooks there were: a hook added or removed later must rebuild the program."""
+    model = em.nn.Sequential(em.nn.Linear(3, 3), em.nn.ReLU())
+    f = em.jit(lambda x: model(x))
+    x = em.randn(2, 3)
+    with em.no_grad():
+        _check_hooks(f, model, x)
+
+
+def _check_hooks(f, model, x):
+    for _ in range(2):
+        np.testing.assert_array_equal(f(x).numpy(), model(x).numpy())
+    handles = [model[0].register_forward_hook(lambda m, inp, out: out * 0 - 1),
+               model.register_forward_pre_hook(lambda m, inp: (inp[0] * 3,)),
+               model[1].register_forward_hook(lambda m, inp, out: out + 5, prepend=True)]
+    for h in handles + [None]:
+        for _ in range(2):
+            np.testing.assert_array_equal(f(x).numpy(), model(x).numpy())
+        if h is not None:
+            h.remove()
+    assert f(x).tolist() == model(x).tolist()
+
+
+def _changes():
+    """Structural changes a user makes between calls, each through another path into a module."""
+    def set_p(m):
+        m[1].p = 1.0
+
+    def sequential_append(m):
+        m.append(em.nn.Tanh())
+
+    def sequential_del(m):
+        del m[-1]
+
+    def sequential_insert(m):
+        m.insert(0, em.nn.Identity())
+
+    def parameters_dict(m):
+        m[0]._parameters["bias"] = em.nn.Parameter(em.full((3,), 7.0))
+
+    def buffers(m):
+        m[0].register_buffer("scale", em.ones(1))
+
+    def module_list(m):
+        m[0].extra = em.nn.ModuleList([em.nn.Linear(3, 3)])
+        m[0].extra.append(em.nn.Linear(3, 3))
+
+    def delete_attribute(m):
+        del m[0].weight
+        m[0].weight = em.nn.Parameter(em.full((3, 3), 0.5))
+
+    def train_mode(m):
+        m.train()
+
+    return [set_p, sequential_append, sequential_del, sequential_insert, parameters_dict, buffers, module_list,
+            delete_attribute, train_mode]
+
+
+@pytest.mark.parametrize("change", _changes(), ids=lambda c: c.__name__)
+def test_every_path_that_changes_a_module_rebuilds_the_program(change):
+    """Module keys are read again only after some module changed (nn/modules/structure.py): every way a user
+    changes one must count as a change, or the stale program would run."""
+    em.manual_seed(0)
+    model = em.nn.Sequential(em.nn.Linear(3, 3), em.nn.Dropout(0.0), em.nn.ReLU()).eval()
+    f = em.jit(lambda x: model(x))
+    x = em.randn(4, 3)
+    np.testing.assert_array_equal(f(x).detach().numpy(), model(x).detach().numpy())
+    traced = f.trace_count
+    change(model)
+    em.manual_seed(1)
+    want = model(x).detach().numpy()
+    em.manual_seed(1)
+    np.testing.assert_array_equal(f(x).detach().numpy(), want)
+    assert f.trace_count == traced + 1
+    np.testing.assert_array_equal(f(x).detach().numpy(), want)  # and then the keys are read from the cache again
+    assert f.trace_count == traced + 1
+
+
+def test_copied_and_unpickled_models_are_tracked_like_new_ones():
+    import copy
+    import pickle
+
+    from ember.nn.modules import structure
+
+    model = em.nn.Sequential(em.nn.Linear(2, 2), em.nn.ReLU())
+    for twin in (copy.deepcopy(model), pickle.loads(pickle.dumps(model))):
+        for m in twin.modules():
+            for store in ("_parameters", "_buffers", "_modules", "_forward_hooks", "_forward_pre_hooks"):
+                assert type(getattr(m, store)) in (structure.TrackedDict, structure.TrackedOrderedDict), store
+        before = structure.version()
+        twin[1].register_forward_hook(lambda m, inp, out: out)
+        assert structure.version() > before
+    old = em.nn.ReLU()  # a module pickled before the stores were tracked: plain dicts
+    state = {k: (dict(v) if isinstance(v, dict) else v) for k, v in vars(old).items()}
+    revived = em.nn.ReLU.__new__(em.nn.ReLU)
+    revived.__setstate__(state)
+    assert type(revived._forward_hooks) is structure.TrackedOrderedDict
+    assert type(revived._modules) is structure.TrackedDict
+
+
+def test_every_change_to_a_tracked_store_counts():
+    from ember.nn.modules import structure
+
+    for store in (structure.TrackedDict(a=1), structure.TrackedOrderedDict(a=1)):
+        ops = [lambda d: d.__setitem__("b", 2), lambda d: d.__delitem__("b"), lambda d: d.update(c=3),
+               lambda d: d.setdefault("e", 5), lambda d: d.pop("e"), lambda d: d.__ior__({"f": 6}),
+               lambda d: d.popitem(), lambda d: d.clear()]
+        if isinstance(store, structure.TrackedOrderedDict):
+            ops.insert(3, lambda d: d.move_to_end("a"))
+        for op in ops:
+            before = structure.version()
+            op(store)
+            assert structure.version() > before
+
+
 SCALE = 2.0
 
 

@@ -7,9 +7,23 @@ import operator
 from collections import OrderedDict
 from collections.abc import ItemsView, Iterable, Iterator, KeysView, Mapping, ValuesView
 
+from ember.nn.modules import structure
 from ember.nn.modules.module import Module, _addindent
+from ember.nn.modules.structure import TrackedDict
 from ember.nn.parameter import Parameter
 from ember.tensor import Tensor
+
+
+def _set_modules(container: Module, items) -> None:
+    """Replace a container's children (renumbered) as one counted change of module structure."""
+    structure.changed()
+    container.__dict__["_modules"] = TrackedDict(items)
+
+
+def _set_size(container: Module, size: int) -> None:
+    """A ParameterList's length, kept outside its attributes so that it is not taken for a parameter."""
+    structure.changed()
+    container.__dict__["_size"] = size
 
 
 def _index(n: int, idx, what: str) -> int:
@@ -49,7 +63,7 @@ class Sequential(Module):
         keys = list(self._modules)[idx] if isinstance(idx, slice) else [self._key(idx)]
         for key in keys:
             delattr(self, key)
-        self.__dict__["_modules"] = dict(zip((str(i) for i in range(len(self._modules))), self._modules.values()))
+        _set_modules(self, zip((str(i) for i in range(len(self._modules))), self._modules.values()))
 
     def __len__(self) -> int:
         return len(self._modules)
@@ -95,7 +109,7 @@ class Sequential(Module):
             raise IndexError(f"Index out of range: {index}")
         mods = list(self._modules.values())
         mods.insert(index, module)
-        self.__dict__["_modules"] = {str(i): m for i, m in enumerate(mods)}
+        _set_modules(self, ((str(i), m) for i, m in enumerate(mods)))
         return self
 
     def extend(self, sequential: Iterable[Module]) -> Sequential:
@@ -138,7 +152,7 @@ class ModuleList(Module):
                 delattr(self, str(k))
         else:
             delattr(self, str(_index(len(self), idx, "ModuleList")))
-        self.__dict__["_modules"] = {str(i): m for i, m in enumerate(self._modules.values())}
+        _set_modules(self, ((str(i), m) for i, m in enumerate(self._modules.values())))
 
     def __len__(self) -> int:
         return len(self._modules)
@@ -172,7 +186,7 @@ class ModuleList(Module):
         """Insert a module before position `index`."""
         mods = list(self._modules.values())
         mods.insert(index, module)
-        self.__dict__["_modules"] = {}
+        _set_modules(self, ())
         for i, m in enumerate(mods):
             self.add_module(str(i), m)
 
@@ -265,7 +279,7 @@ class ParameterList(Module):
 
     def __init__(self, values: Iterable | None = None) -> None:
         super().__init__()
-        self.__dict__["_size"] = 0
+        _set_size(self, 0)
         if values is not None:
             self.extend(values)
 
@@ -292,7 +306,7 @@ class ParameterList(Module):
     def append(self, value) -> ParameterList:
         """Add a parameter at the end."""
         new_idx = len(self)
-        self.__dict__["_size"] += 1
+        _set_size(self, self._size + 1)
         if isinstance(value, Tensor) and not isinstance(value, Parameter):
             value = Parameter(value)
         setattr(self, str(new_idx), value)

@@ -10,6 +10,8 @@ from typing import NamedTuple
 import numpy as np
 
 import ember as em
+from ember.nn.modules import structure
+from ember.nn.modules.structure import TrackedDict, TrackedOrderedDict
 from ember.nn.parameter import Parameter, _swap_storage
 from ember.nn.utils.hooks import RemovableHandle
 from ember.tensor import Tensor
@@ -39,6 +41,10 @@ def _fmt_size(shape) -> str:
     return str(tuple(shape))
 
 
+_HOOK_STORES = ("_forward_hooks", "_forward_hooks_with_kwargs", "_forward_hooks_always_called", "_forward_pre_hooks",
+                "_forward_pre_hooks_with_kwargs")
+
+
 class Module:
     """Base class for all neural-network modules (PyTorch's interface).
 
@@ -52,17 +58,15 @@ class Module:
     def __init__(self, *args, **kwargs) -> None:
         if args or kwargs:
             raise TypeError(f"{type(self).__name__}.__init__() got unexpected arguments")
+        structure.changed()  # a new module: see nn/modules/structure.py
         d = self.__dict__
         d["training"] = True
-        d["_parameters"] = {}
-        d["_buffers"] = {}
+        d["_parameters"] = TrackedDict()
+        d["_buffers"] = TrackedDict()
         d["_non_persistent_buffers_set"] = set()
-        d["_modules"] = {}
-        d["_forward_hooks"] = OrderedDict()
-        d["_forward_hooks_with_kwargs"] = OrderedDict()
-        d["_forward_hooks_always_called"] = OrderedDict()
-        d["_forward_pre_hooks"] = OrderedDict()
-        d["_forward_pre_hooks_with_kwargs"] = OrderedDict()
+        d["_modules"] = TrackedDict()
+        for name in _HOOK_STORES:
+            d[name] = TrackedOrderedDict()
 
     def forward(self, *args, **kwargs):
         """The computation; every subclass defines it."""
@@ -127,6 +131,7 @@ class Module:
         raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
 
     def __setattr__(self, name: str, value) -> None:
+        structure.changed()
         d = self.__dict__
         params = d.get("_parameters")
         if isinstance(value, Parameter):
@@ -164,6 +169,7 @@ class Module:
         object.__setattr__(self, name, value)
 
     def __delattr__(self, name: str) -> None:
+        structure.changed()
         for store in (self._parameters, self._buffers, self._modules):
             if name in store:
                 del store[name]
@@ -588,10 +594,12 @@ class Module:
         return main + ")"
 
     def __setstate__(self, state: dict) -> None:
-        self.__dict__.update(state)
-        for key, empty in (("_forward_hooks_with_kwargs", OrderedDict()), ("_forward_hooks_always_called", OrderedDict()),
-                           ("_forward_pre_hooks_with_kwargs", OrderedDict()), ("_non_persistent_buffers_set", set())):
-            self.__dict__.setdefault(key, empty)
+        structure.changed()
+        d = self.__dict__
+        d.update(state)
+        d.setdefault("_non_persistent_buffers_set", set())
+        for name in ("_parameters", "_buffers", "_modules") + _HOOK_STORES:
+            d[name] = structure.tracked(d.get(name, {}), ordered=name in _HOOK_STORES)
 
 
 def _check_name(name, what: str) -> None:
