@@ -684,14 +684,14 @@ def _getitem(ctx, node):
 # --- fused layers ---------------------------------------------------------------------------
 @mapping("lstm_cell")
 def _lstm_cell(ctx, node):
-    """One LSTM step from gate pre-activations [i, f, o, g] and the cell state: (h, c')."""
+    """One LSTM step from gate pre-activations [i, f, g, o] and the cell state: (h, c')."""
     pre, c = node.inputs
     dt = _out(node).dtype
     hidden = c.shape[-1]
     if not isinstance(hidden, int):
         raise _unsupported(ctx, "has a symbolic hidden size")
-    ifo, g = ctx.add("Split", [ctx.input(pre, dt), ctx.ints([3 * hidden, hidden], "split")], n_out=2, axis=-1)
-    i, f, o = ctx.add("Split", [ctx.add("Sigmoid", [ifo]), ctx.ints([hidden] * 3, "split")], n_out=3, axis=-1)
+    i, f, g, o = ctx.add("Split", [ctx.input(pre, dt), ctx.ints([hidden] * 4, "split")], n_out=4, axis=-1)
+    i, f, o = (ctx.add("Sigmoid", [t]) for t in (i, f, o))
     c_new = ctx.add("Add", [ctx.add("Mul", [f, ctx.input(c, dt)]), ctx.add("Mul", [i, ctx.add("Tanh", [g])])])
     return [ctx.add("Mul", [o, ctx.add("Tanh", [c_new])]), c_new]
 
@@ -699,13 +699,13 @@ def _lstm_cell(ctx, node):
 @mapping("lstm_layer")
 def _lstm_layer(ctx, node):
     """A whole LSTM layer as ONNX's LSTM op: X is the input projections (T, N, 4H), so W is the permutation
-    from Ember's gate order [i, f, o, g] to ONNX's [i, o, f, c]; R is w_hh's rows in that order."""
+    from Ember's (PyTorch's) gate order [i, f, g, o] to ONNX's [i, o, f, c]; R is w_hh's rows in that order."""
     xw, h0, c0, w_hh = node.inputs
     dt = _out(node).dtype
     hidden = h0.shape[-1]
     if not isinstance(hidden, int):
         raise _unsupported(ctx, "has a symbolic hidden size")
-    order = np.concatenate([np.arange(k * hidden, (k + 1) * hidden) for k in (0, 2, 1, 3)])  # ONNX row -> ours
+    order = np.concatenate([np.arange(k * hidden, (k + 1) * hidden) for k in (0, 3, 1, 2)])  # ONNX row -> ours
     w = np.zeros((1, 4 * hidden, 4 * hidden), dtype=dt)
     w[0, np.arange(4 * hidden), order] = 1
     r = ctx.add("Unsqueeze", [ctx.add("Gather", [ctx.input(w_hh, dt), ctx.const(order, "gate_order")], axis=0),

@@ -2,7 +2,7 @@
 
 A step written in elementwise ops costs about eleven dispatches forward and as many backward, per
 time step; for the small hidden sizes of RNN work that overhead, not arithmetic, is the time.
-`lstm_cell` computes h and c from the gate pre-activations (order [i, f, o, g]) in one kernel, and
+`lstm_cell` computes h and c from the gate pre-activations (PyTorch's order [i, f, g, o]) in one kernel, and
 `gru_cell` h' from the input and hidden projections; their gradients are the ops `*_backward` (one
 kernel each) when no graph of the backward pass is being recorded. With `create_graph=True` the gradient is written in Ember ops instead, so every
 order of derivative is available.
@@ -21,20 +21,25 @@ from ember.ops.registry import Op, register
 
 
 def _gates(xp, pre, hidden: int):
-    """(i, f, o, g) activated from pre-activations [i, f, o, g] (float32 or float64 arrays)."""
+    """(i, f, g, o) activated from pre-activations [i, f, g, o] (float32 or float64 arrays)."""
     act = activated_gates(xp, pre, hidden)
     h = hidden
     return act[..., :h], act[..., h:2 * h], act[..., 2 * h:3 * h], act[..., 3 * h:]
 
 
-def activated_gates(xp, pre, hidden: int):
-    """sigmoid of the [i, f, o] pre-activations and tanh of [g], as one array shaped like `pre`."""
-    act = np.empty_like(pre)
+def _sigmoid_into(xp, pre, out) -> None:
     with np.errstate(over="ignore"):  # exp overflows to inf for very negative inputs: sigmoid is exactly 0
-        xp.exp(np.negative(pre[..., :3 * hidden], out=act[..., :3 * hidden]), out=act[..., :3 * hidden])
-    act[..., :3 * hidden] += 1.0
-    xp.reciprocal(act[..., :3 * hidden], out=act[..., :3 * hidden])
-    xp.tanh(pre[..., 3 * hidden:], out=act[..., 3 * hidden:])
+        xp.exp(np.negative(pre, out=out), out=out)
+    out += 1.0
+    xp.reciprocal(out, out=out)
+
+
+def activated_gates(xp, pre, hidden: int):
+    """sigmoid of the [i, f] and [o] pre-activations and tanh of [g], as one array shaped like `pre`."""
+    act = np.empty_like(pre)
+    _sigmoid_into(xp, pre[..., :2 * hidden], act[..., :2 * hidden])
+    _sigmoid_into(xp, pre[..., 3 * hidden:], act[..., 3 * hidden:])
+    xp.tanh(pre[..., 2 * hidden:3 * hidden], out=act[..., 2 * hidden:3 * hidden])
     return act
 
 
@@ -66,7 +71,7 @@ class LSTMCellOp(Op):
         if pre.dtype != c.dtype:
             common = np.promote_types(pre.dtype, c.dtype)
             pre, c = pre.astype(common), c.astype(common)
-        i, f, o, g = _gates(xp, pre, c.shape[-1])
+        i, f, g, o = _gates(xp, pre, c.shape[-1])
         c_new = f * c
         c_new += i * g
         h = xp.tanh(c_new)
@@ -98,19 +103,19 @@ class LSTMCellBackwardOp(Op):
         common = np.promote_types(pre.dtype, c.dtype)
         pre, c = pre.astype(common, copy=False), c.astype(common, copy=False)
         hidden = c.shape[-1]
-        i, f, o, g = _gates(xp, pre, hidden)
+        i, f, g, o = _gates(xp, pre, hidden)
         tc = xp.tanh(f * c + i * g)
         dc = np.zeros_like(c) if gc is None else upcast(gc).astype(common, copy=True)
         dpre = np.empty_like(pre)
         if gh is not None:
             gh = upcast(gh).astype(common, copy=False)
             dc += gh * o * (1.0 - tc * tc)
-            np.multiply(gh * tc, o * (1.0 - o), out=dpre[..., 2 * hidden:3 * hidden])
+            np.multiply(gh * tc, o * (1.0 - o), out=dpre[..., 3 * hidden:])
         else:
-            dpre[..., 2 * hidden:3 * hidden] = 0.0
+            dpre[..., 3 * hidden:] = 0.0
         np.multiply(dc * g, i * (1.0 - i), out=dpre[..., :hidden])
         np.multiply(dc * c, f * (1.0 - f), out=dpre[..., hidden:2 * hidden])
-        np.multiply(dc * i, 1.0 - g * g, out=dpre[..., 3 * hidden:])
+        np.multiply(dc * i, 1.0 - g * g, out=dpre[..., 2 * hidden:3 * hidden])
         dc *= f
         return rounded(dpre, pre_dtype), rounded(dc, c_dtype)
 
@@ -126,9 +131,9 @@ def _lstm_cell_vjp_in_ops(pre, c, gh, gc):
     from ember.ops.split import split
 
     hidden = c.shape[-1]
-    ifo, g_pre = split(pre, (3 * hidden, hidden), -1)
-    i, f, o = split(sigmoid(ifo), hidden, -1)
-    g = tanh(g_pre)
+    if_pre, g_pre, o_pre = split(pre, (2 * hidden, hidden, hidden), -1)
+    i, f = split(sigmoid(if_pre), hidden, -1)
+    g, o = tanh(g_pre), sigmoid(o_pre)
     tc = tanh(f * c + i * g)
     dc = gc
     do = None
@@ -140,12 +145,13 @@ def _lstm_cell_vjp_in_ops(pre, c, gh, gc):
         dc = c * 0.0
     if do is None:
         do = o * 0.0
-    dpre = cat([dc * g * (i * (1.0 - i)), dc * c * (f * (1.0 - f)), do * (o * (1.0 - o)), dc * i * (1.0 - g * g)], -1)
+    dpre = cat([dc * g * (i * (1.0 - i)), dc * c * (f * (1.0 - f)), dc * i * (1.0 - g * g), do * (o * (1.0 - o))], -1)
     return dpre, dc * f
 
 
 def lstm_cell(pre, c):
-    """(h, c') of one LSTM step from gate pre-activations [i, f, o, g] (..., 4H) and the cell state (..., H)."""
+    """(h, c') of one LSTM step from gate pre-activations [i, f, g, o] (..., 4H, PyTorch's order) and the cell state
+    (..., H)."""
     return apply(_lstm_cell_op, pre, c)
 
 

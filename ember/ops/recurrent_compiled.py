@@ -4,7 +4,7 @@ A step of a small layer (32 x 128) is about 4,000 values: NumPy's dozen calls pe
 call overhead than in arithmetic, so each of these loops does a step in one call after the step's GEMM.
 The forward activates the gates and updates the cell with exp_compiled's vectorised float32 sigmoid
 and tanh (Numba's own exp and tanh are scalar libm calls, which made the step slower than NumPy's);
-the backward applies the step's gradient rule from the kept activations. Gates are [i, f, o, g].
+the backward applies the step's gradient rule from the kept activations. Gates are [i, f, g, o], PyTorch's order.
 Without Numba, or for other dtypes, recurrent_layer.py runs the same arithmetic in NumPy.
 """
 
@@ -22,16 +22,18 @@ def _forward_row(p, a, cp, cn, tc, hn, H):
     # one sample: p (4H) pre-activations, a (4H) receives them activated; short loops over few arrays each:
     # LLVM vectorises a loop only when its run-time checks that the arrays do not overlap stay few, and
     # falls back to scalar code when they do overlap (so a must not be p)
-    for j in range(3 * H):
+    for j in range(2 * H):
         a[j] = sigmoid32(p[j])
-    for j in range(3 * H, 4 * H):
+    for j in range(2 * H, 3 * H):
         a[j] = tanh32(p[j])
+    for j in range(3 * H, 4 * H):
+        a[j] = sigmoid32(p[j])
     for j in range(H):
-        cn[j] = a[H + j] * cp[j] + a[j] * a[3 * H + j]
+        cn[j] = a[H + j] * cp[j] + a[j] * a[2 * H + j]
     for j in range(H):
         t = tanh32(cn[j])
         tc[j] = t
-        hn[j] = a[2 * H + j] * t
+        hn[j] = a[3 * H + j] * t
 
 
 def lstm_step_forward(pre, c_prev, act, c_next, tanh_c, h):
@@ -78,15 +80,15 @@ def lstm_step_backward(dh, dc, act, tanh_c, c_prev, d):
         cp = c_prev[n]
         for j in range(H):
             t = tc[j]
-            dcn[j] += dhn[j] * a[2 * H + j] * (one - t * t)
+            dcn[j] += dhn[j] * a[3 * H + j] * (one - t * t)
         for j in range(H):
-            o = a[2 * H + j]
-            dn[2 * H + j] = dhn[j] * tc[j] * o * (one - o)
+            o = a[3 * H + j]
+            dn[3 * H + j] = dhn[j] * tc[j] * o * (one - o)
         for j in range(H):
             i = a[j]
-            g = a[3 * H + j]
+            g = a[2 * H + j]
             dn[j] = dcn[j] * g * i * (one - i)
-            dn[3 * H + j] = dcn[j] * i * (one - g * g)
+            dn[2 * H + j] = dcn[j] * i * (one - g * g)
         for j in range(H):
             f = a[H + j]
             dn[H + j] = dcn[j] * cp[j] * f * (one - f)

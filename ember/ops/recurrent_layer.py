@@ -9,7 +9,7 @@ weight's gradient for all steps as one GEMM. The forward keeps what that walk re
 gates, the cell states and their tanh) as extra outputs, as cuDNN keeps its reserve space; rebuilding
 them cost a GEMM as large as the weight's gradient. `lstm_layer` returns only (hs, c_T).
 With `create_graph=True` the gradient is written in Ember ops (step by step, through `lstm_cell`), so
-every order of derivative exists. Gates are in the order [i, f, o, g], as `lstm_cell`'s.
+every order of derivative exists. Gates are in PyTorch's order [i, f, g, o], as `lstm_cell`'s.
 """
 
 from __future__ import annotations
@@ -98,13 +98,13 @@ class LSTMLayerOp(Op):
             a = gates[t]
             np.matmul(h, w_t, out=a)
             a += xw[t]
-            ifo, g = a[:, :3 * hidden], a[:, 3 * hidden:]
-            with np.errstate(over="ignore"):  # exp overflows to inf for very negative inputs: sigmoid is 0
-                np.exp(np.negative(ifo, out=ifo), out=ifo)
-            ifo += 1.0
-            np.reciprocal(ifo, out=ifo)
+            i, f, g, o = (a[:, k * hidden:(k + 1) * hidden] for k in range(4))
+            for sig in (a[:, :2 * hidden], o):
+                with np.errstate(over="ignore"):  # exp overflows to inf for very negative inputs: sigmoid is 0
+                    np.exp(np.negative(sig, out=sig), out=sig)
+                sig += 1.0
+                np.reciprocal(sig, out=sig)
             np.tanh(g, out=g)
-            i, f, o = (ifo[:, k * hidden:(k + 1) * hidden] for k in range(3))
             np.multiply(f, cs[t], out=cs[t + 1])
             np.multiply(i, g, out=tmp)
             cs[t + 1] += tmp
@@ -142,7 +142,7 @@ class LSTMLayerBackwardOp(Op):
         steps, _, four_h = gates.shape
         hidden = four_h // 4
         h_prev = np.concatenate([h0[None], hs[:-1]])
-        i, f, o, g = (gates[..., k * hidden:(k + 1) * hidden] for k in range(4))
+        i, f, g, o = (gates[..., k * hidden:(k + 1) * hidden] for k in range(4))
         dpre = np.empty(gates.shape, work)
         dh = np.zeros(h0.shape, work)
         dc = np.zeros(c0.shape, work) if gc is None else np.array(gc, dtype=work)
@@ -163,14 +163,14 @@ class LSTMLayerBackwardOp(Op):
             tmp *= dh
             dc += tmp
             d = dpre[t]
-            np.multiply(dh, tanh_c[t], out=d[:, 2 * hidden:3 * hidden])
-            d[:, 2 * hidden:3 * hidden] *= o[t] * (1.0 - o[t])
+            np.multiply(dh, tanh_c[t], out=d[:, 3 * hidden:])
+            d[:, 3 * hidden:] *= o[t] * (1.0 - o[t])
             np.multiply(dc, g[t], out=d[:, :hidden])
             d[:, :hidden] *= i[t] * (1.0 - i[t])
             np.multiply(dc, cs[t], out=d[:, hidden:2 * hidden])
             d[:, hidden:2 * hidden] *= f[t] * (1.0 - f[t])
-            np.multiply(dc, i[t], out=d[:, 3 * hidden:])
-            d[:, 3 * hidden:] *= 1.0 - g[t] * g[t]
+            np.multiply(dc, i[t], out=d[:, 2 * hidden:3 * hidden])
+            d[:, 2 * hidden:3 * hidden] *= 1.0 - g[t] * g[t]
             dc *= f[t]
             np.matmul(d, w_hh, out=dh)
         # every step's share of the weight's gradient as one GEMM: sum_t dpre_t^T @ h_{t-1}
@@ -213,6 +213,6 @@ def _lstm_layer_vjp_in_ops(xw, h0, c0, w_hh, ghs, gc):
 
 
 def lstm_layer(xw, h0, c0, w_hh):
-    """(hs, c_T) of an LSTM layer from every step's input projection xw (T, N, 4H, gates [i, f, o, g],
+    """(hs, c_T) of an LSTM layer from every step's input projection xw (T, N, 4H, gates [i, f, g, o],
     biases included), the initial states (N, H) and the hidden-to-hidden weight (4H, H)."""
     return apply(_lstm_layer_op, xw, h0, c0, w_hh)[:2]

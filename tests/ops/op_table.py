@@ -963,11 +963,10 @@ row("scaled_dot_product_attention_2d", lambda L, q, k, v: nnf(L).scaled_dot_prod
 
 
 def _torch_lstm_cell(L, pre, c):
-    """One LSTM step in PyTorch's ops, gates in the order [i, f, o, g] (the oracle of ember's fused lstm_cell)."""
-    hidden = c.shape[-1]
-    i, f, o = L.sigmoid(pre[..., :3 * hidden]).split(hidden, -1)
-    c = f * c + i * L.tanh(pre[..., 3 * hidden:])
-    return o * L.tanh(c), c
+    """One LSTM step in PyTorch's ops, gates in PyTorch's order [i, f, g, o] (the oracle of ember's fused lstm_cell)."""
+    i, f, g, o = pre.chunk(4, -1)
+    c = L.sigmoid(f) * c + L.sigmoid(i) * L.tanh(g)
+    return L.sigmoid(o) * L.tanh(c), c
 
 
 def _ember_lstm_cell(L, pre, c):

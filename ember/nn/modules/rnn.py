@@ -32,12 +32,6 @@ def _linear_rows(x: Tensor, w: Tensor, b: Tensor | None) -> Tensor:
 
 
 # --- one time step, shared by the layers and the cells ----------------------------------------
-def _ifog_to_ifgo(t: Tensor) -> Tensor:
-    """LSTM gate rows (dim 0) from PyTorch's order [i, f, g, o] to [i, f, o, g]."""
-    i, f, g, o = split(t, t.shape[0] // 4, 0)
-    return em.cat([i, f, o, g], 0)
-
-
 def _fused_layer_ok(xws: list, w_hhs: list, states: list) -> bool:
     """Whether lstm_layer can run this layer: every tensor of one floating dtype (autocast may mix them)."""
     dtypes = {t.dtype for t in (*xws, *w_hhs, *states)}
@@ -66,7 +60,7 @@ def _lstm_layers_fused(xws: list, w_hhs: list, states: list, tdim: int):
 
 
 def _lstm_step(pre: Tensor, c: Tensor, hidden: int) -> tuple[Tensor, Tensor]:
-    """(h, c) from the gate pre-activations in the order [i, f, o, g] and the previous cell state."""
+    """(h, c) from the gate pre-activations in PyTorch's order [i, f, g, o] and the previous cell state."""
     return lstm_cell(pre, c)  # one fused op forward and backward (ember/ops/recurrent.py)
 
 
@@ -254,9 +248,6 @@ class RNNBase(Module):
         mode = self.mode
         hidden = self.hidden_size
         ws = [self._weights(layer, d) for d in range(dirs)]
-        if mode == "LSTM":
-            # gate rows [i, f, g, o] -> [i, f, o, g]: one sigmoid and one tanh per step instead of four ops
-            ws = [tuple(_ifog_to_ifgo(t) if k < 4 and t is not None else t for k, t in enumerate(w)) for w in ws]
         if mode == "LSTM" and ws[0][4] is None:
             # lstm_layer runs time-major: a batch-first input is transposed before its projection (a copy of
             # the narrow input), not the projections after it (the gradient of those, 4H wide, was copied back)
