@@ -217,7 +217,7 @@ def _indices(dims: tuple) -> str:
 def kernel_source(region: Region, rank: int, reduced: tuple = (), scalars: tuple = (), alias: tuple = (),
                   present: tuple | None = None) -> str:
     """Python source of the loop nest for `rank` merged dims (`reduced`: which of them are summed;
-    `scalars`: inputs passed as one-element arrays, such as 0-d optimizer hyperparameters; `alias`:
+    `scalars`: one-element inputs passed as NumPy scalars, such as 0-d optimizer hyperparameters; `alias`:
     (output, input) pairs where the output is that input's array, written through the input's name;
     `present`: per input, the dims it varies along, the only ones it is passed and indexed with).
 
@@ -249,7 +249,7 @@ def kernel_source(region: Region, rank: int, reduced: tuple = (), scalars: tuple
     if red is not None:
         value = _cast(names[red.arg], region.instrs[red.arg].dtype, acc)
         body.append(f"s += {value}" if inner_reduced else f"acc[{acc_index}] += {value}")
-    lines = [f"def kernel({', '.join(params)}):"] + [f"    x{k} = in{k}[0]" for k in scalars]
+    lines = [f"def kernel({', '.join(params)}):"] + [f"    x{k} = in{k}" for k in scalars]
     lines += [f"    x{k} = in{k}[0]" for k, d in hoisted.items() if d < 0]
     indent = "    "
     for d in range(loops):
@@ -505,19 +505,36 @@ class NumbaRenderer(Renderer):
         layouts: dict = {}  # operand shapes and strides -> _layout's answer
 
         def run(arrays, outs=None):
-            arrays = [np.asarray(a) for a in arrays]
+            arrays = [a if type(a) is np.ndarray else np.asarray(a) for a in arrays]
             shape = common_shape([a.shape for a in arrays])
             given = outs is not None
             outs = list(outs) if given else [np.empty(shape, d) for d in out_dtypes]
             if red is None:
-                # one flat loop when every input is contiguous at the full shape or a single value
-                scalars = tuple(k for k, a in enumerate(arrays) if a.size == 1 and a.shape != shape)
-                if all(k in scalars or (a.shape == shape and a.flags.c_contiguous) for k, a in enumerate(arrays)):
-                    n = math.prod(shape)
+                # one flat loop when every input is contiguous at the full shape or a single value; written as
+                # plain loops: this runs on every call of every fused region, and generators cost microseconds
+                scalars = []
+                for k, a in enumerate(arrays):
+                    if a.shape != shape:
+                        if a.size != 1:
+                            break
+                        scalars.append(k)
+                    elif not a.flags.c_contiguous:
+                        break
+                else:
+                    scalars = tuple(scalars)
                     alias = _aliases(outs, arrays, scalars) if given else ()
-                    via, written = {o for o, _ in alias}, {i for _, i in alias}
-                    call(variant(1, (False,), scalars, alias), n, *(o.reshape(-1) for k, o in enumerate(outs) if k not in via),
-                         *(a.reshape(-1) if k in written else _readonly(a.reshape(-1)) for k, a in enumerate(arrays)))
+                    args = [math.prod(shape)]
+                    via = [o for o, _ in alias]
+                    for k, o in enumerate(outs):
+                        if k not in via:
+                            args.append(o.reshape(-1))
+                    written = [i for _, i in alias]
+                    for k, a in enumerate(arrays):
+                        if k in scalars:  # its value, a NumPy scalar of its dtype: no view to make and check
+                            args.append(a[()] if a.ndim == 0 else a.reshape(-1)[0])
+                        else:
+                            args.append(a.reshape(-1) if k in written else _readonly(a.reshape(-1)))
+                    call(variant(1, (False,), scalars, alias), *args)
                     return outs
             operands = arrays + outs
             key = tuple((o.shape, o.strides) for o in operands)

@@ -167,10 +167,15 @@ def test_numpy_renderer_is_used_without_numba(monkeypatch):
 
 def test_backend_setting_from_the_environment(monkeypatch):
     monkeypatch.setenv("EMBER_FUSION_BACKEND", "numpy")
+    codegen.set_backend(None)  # the variable is read once; set_backend(None) reads it again
     assert codegen.get_backend() == "numpy"
     codegen.set_backend("numba")
     assert codegen.get_backend() == "numba"
     codegen.set_backend(None)
+    assert codegen.get_backend() == "numpy"
+    monkeypatch.delenv("EMBER_FUSION_BACKEND")
+    codegen.set_backend(None)
+    assert codegen.get_backend() == "auto"
     with pytest.raises(ValueError, match="unknown fusion backend"):
         codegen.set_backend("cuda-ptx")
 
