@@ -8,8 +8,9 @@ extra graph outputs written back after each call, so a whole training step can b
 What a compiled program depends on, and how each is handled (docs/architecture.md, "What jit reads"):
 - tensors and NumPy arrays among the arguments: graph inputs, keyed by shape and dtype;
 - other arguments, the Python scalars of reachable modules (`training`, `p`, `eps`, ...), which
-  parameters, buffers, children and hooks they hold, and the scalars the function reads from its
-  closure and globals: part of the cache key (a change retraces);
+  parameters, buffers, tensor and function attributes, children and hooks they hold, and the scalars,
+  tensors and functions the function reads from its closure and globals (objects by identity): part of
+  the cache key (a change retraces);
 - optimizer hyperparameters (every number in `param_groups`, which schedulers change): graph
   inputs read at every call; their zero-ness and the boolean options are guards (a change retraces).
 

@@ -7,6 +7,9 @@ every call, like a tensor. Every other argument is keyed by value, so it must be
 
 from __future__ import annotations
 
+import functools
+from types import BuiltinFunctionType, FunctionType, MethodType
+
 import numpy as np
 
 from ember.amp.state import state as autocast_state
@@ -15,6 +18,8 @@ from ember.tensor import Tensor
 
 # Python values a function may read from a module or a global and that are keyed by value.
 _SCALARS = (bool, int, float, complex, str, bytes, type(None))
+# ... and those keyed by identity: tensors a trace captures, functions it inlines.
+_BY_IDENTITY = (Tensor, FunctionType, BuiltinFunctionType, MethodType, functools.partial)
 
 
 class Static:
@@ -105,9 +110,21 @@ def leaf_key(x) -> tuple:
     return (x.shape, x.dtype.str)
 
 
+def _outside_key(value):
+    """How a value read from a closure cell or a global is keyed: a Python scalar by value, a tensor (captured)
+    or a function (inlined) by identity, held so that no new object takes its id while it is cached; None:
+    not keyed."""
+    if type(value) in _SCALARS:
+        return value
+    if isinstance(value, _BY_IDENTITY):
+        return _Identity(value)
+    return None
+
+
 def reachable(fn, args) -> tuple[list, list]:
     """The nn.Modules a function reaches directly (bound self, closure cells, globals it names,
-    arguments), and the (name, value) pairs of the Python scalars it reads from its closure and globals."""
+    arguments), and the (name, key) pairs of the scalars, tensors and functions it reads from its closure
+    and globals (`_outside_key`)."""
     try:
         from ember.nn import Module
     except ImportError:  # nn not available: no modules to key on
@@ -125,16 +142,18 @@ def reachable(fn, args) -> tuple[list, list]:
         except ValueError:  # an empty cell
             continue
         roots.append(value)
-        if type(value) in _SCALARS:
-            scalars.append((name, value))
+        key = _outside_key(value)
+        if key is not None:
+            scalars.append((name, key))
     if code is not None:
         glob = getattr(fn, "__globals__", {})
         for name in code.co_names:
             if name in glob:
                 value = glob[name]
                 roots.append(value)
-                if type(value) in _SCALARS:
-                    scalars.append((name, value))
+                key = _outside_key(value)
+                if key is not None:
+                    scalars.append((name, key))
     return [r for r in roots if Module and isinstance(r, Module)], scalars
 
 
@@ -169,9 +188,11 @@ def module_keys(roots: list, cache: list | None = None) -> tuple:
 
 def module_key(m) -> tuple:
     """What of a module a traced program depends on besides its tensors' values: its class, its
-    Python-scalar attributes (training, p, eps, momentum, ...), and which tensors and children it holds.
+    Python-scalar attributes (training, p, eps, momentum, ...), and which tensors, functions and children it
+    holds.
 
-    Tensors are captured by identity, so replacing a parameter, buffer or child rebuilds the program; so does
+    Tensors are captured by identity, so replacing a parameter, buffer, plain tensor attribute or child rebuilds
+    the program; so does replacing a function attribute (`self.act = F.gelu`), which the trace inlined, or
     adding or removing a hook, which the trace ran (or did not).
     """
     attrs = []
@@ -180,6 +201,8 @@ def module_key(m) -> tuple:
             attrs.append((k, v))
         elif isinstance(v, tuple) and all(type(x) in _SCALARS for x in v):  # tuples and Sizes (a shape)
             attrs.append((k, tuple(v)))
+        elif isinstance(v, _BY_IDENTITY):
+            attrs.append((k, _Identity(v)))  # held by the key: no new object takes its id while it is cached
     d = m.__dict__
     held = tuple(
         (k, id(v)) for store in ("_parameters", "_buffers", "_modules") for k, v in d.get(store, {}).items()

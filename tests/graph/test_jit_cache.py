@@ -147,6 +147,33 @@ def _check_hooks(f, model, x):
     assert f(x).tolist() == model(x).tolist()
 
 
+def test_replacing_a_plain_tensor_or_function_attribute_rebuilds_the_program():
+    """A tensor the trace captured, or a function it inlined, held as a plain module attribute (not a parameter
+    or buffer): assigning another one must not leave the old one in the program."""
+    F = em.nn.functional
+
+    class Gate(em.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = em.nn.Linear(3, 3)
+            self.mask = em.ones(3)
+            self.act = F.relu
+
+        def forward(self, x):
+            return self.act(self.lin(x)) * self.mask
+
+    m = Gate()
+    f = em.jit(lambda x: m(x))
+    x = em.randn(4, 3)
+    with em.no_grad():
+        for change in (lambda: None, lambda: setattr(m, "mask", em.full((3,), -2.0)),
+                       lambda: setattr(m, "act", F.gelu), lambda: setattr(m, "act", lambda t: t * 3.0),
+                       lambda: setattr(m, "act", lambda t: t * -1.0)):
+            change()
+            np.testing.assert_array_equal(f(x).numpy(), m(x).numpy())
+    assert f.trace_count == 5
+
+
 def _changes():
     """Structural changes a user makes between calls, each through another path into a module."""
     def set_p(m):
@@ -264,6 +291,42 @@ def test_globals_and_closure_numbers_the_function_reads_are_part_of_the_key():
     assert jg(em.zeros(1)).item() == 3
     k = 4
     assert jg(em.zeros(1)).item() == 4
+
+
+WEIGHT = em.ones(3)
+
+
+def _weighted(x):
+    return x * WEIGHT
+
+
+def test_a_global_or_closure_variable_rebound_to_another_tensor_or_function_is_seen():
+    """The trace captured the tensor (or inlined the function) the name held: rebinding the name must rebuild the
+    program, not leave the old value in it; writing into the same tensor in place is read at the next call."""
+    global WEIGHT
+    f = em.jit(_weighted)
+    x = em.ones(3)
+    assert f(x).tolist() == [1, 1, 1]
+    saved = WEIGHT
+    try:
+        WEIGHT = em.full((3,), 5.0)
+        assert f(x).tolist() == [5, 5, 5]
+        WEIGHT.add_(1.0)
+        assert f(x).tolist() == [6, 6, 6]
+    finally:
+        WEIGHT = saved
+    v, act = em.ones(3), em.nn.functional.relu
+
+    def g(t):
+        return act(t * v)
+
+    jg = em.jit(g)
+    assert jg(-x).tolist() == [0, 0, 0]
+    v = em.full((3,), 7.0)
+    assert jg(x).tolist() == [7, 7, 7]
+    act = em.neg
+    assert jg(x).tolist() == [-7, -7, -7]
+    assert jg.trace_count == 3
 
 
 def test_optimizer_load_state_dict_is_seen_by_a_compiled_step():
