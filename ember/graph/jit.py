@@ -276,7 +276,11 @@ class JitFunction:
             outputs.append(value)
             entry.arg_writes.append(i)
         entry.scalar_feeds = tracer.scalar_feeds
-        entry.guards = tracer.guards
+        # Whether a captured tensor requires grad decided what the trace differentiated: freezing a layer
+        # (p.requires_grad_(False)) between calls must retrace, not keep updating it.
+        captured = [t for t, _ in tracer.lifted.values()]
+        flags = tuple([t._requires_grad for t in captured])
+        entry.guards = tracer.guards + [(lambda: tuple([t._requires_grad for t in captured]), flags)]
         entry.effects = tracer.effects
 
         escaped = _escaped(tracer)

@@ -293,6 +293,42 @@ def test_globals_and_closure_numbers_the_function_reads_are_part_of_the_key():
     assert jg(em.zeros(1)).item() == 4
 
 
+def test_freezing_and_unfreezing_a_layer_between_steps_matches_eager():
+    """Fine-tuning: requires_grad_(False) on a layer's parameters between jitted steps must stop their updates
+    (the program differentiated them), and requires_grad_(True) must resume them, as in eager."""
+    def run(jitted):
+        em.manual_seed(0)
+        model = em.nn.Sequential(em.nn.Linear(4, 8), em.nn.Tanh(), em.nn.Linear(8, 2))
+        opt = em.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+
+        def step(x, y):
+            opt.zero_grad()
+            loss = em.nn.functional.cross_entropy(model(x), y)
+            loss.backward()
+            opt.step()
+            return loss
+
+        f = em.jit(step) if jitted else step
+        x, y = em.randn(6, 4), em.tensor([0, 1, 1, 0, 1, 0])
+        history = []
+        for i in range(8):
+            if i in (3, 6):
+                for p in model[0].parameters():
+                    p.requires_grad_(i == 6)
+            loss = f(x, y).item()
+            history.append((loss, [(p.detach().numpy().copy(), None if p.grad is None else p.grad.numpy().copy())
+                                   for p in model.parameters()]))
+        return history
+
+    for (loss_e, params_e), (loss_j, params_j) in zip(run(False), run(True)):
+        assert loss_e == loss_j
+        for (pe, ge), (pj, gj) in zip(params_e, params_j):
+            np.testing.assert_array_equal(pj, pe)
+            assert (ge is None) == (gj is None)
+            if ge is not None:
+                np.testing.assert_array_equal(gj, ge)
+
+
 WEIGHT = em.ones(3)
 
 
