@@ -276,11 +276,15 @@ class JitFunction:
             outputs.append(value)
             entry.arg_writes.append(i)
         entry.scalar_feeds = tracer.scalar_feeds
-        # Whether a captured tensor requires grad decided what the trace differentiated: freezing a layer
-        # (p.requires_grad_(False)) between calls must retrace, not keep updating it.
+        # Whether a captured tensor requires grad decided what the trace differentiated (freezing a layer,
+        # p.requires_grad_(False), must retrace, not keep updating it), and its shape and dtype what the
+        # program computes (`p.data = ...` may change both): guards.
         captured = [t for t, _ in tracer.lifted.values()]
-        flags = tuple([t._requires_grad for t in captured])
-        entry.guards = tracer.guards + [(lambda: tuple([t._requires_grad for t in captured]), flags)]
+
+        def captured_state():
+            return [(t._requires_grad, t._data.shape, t._data.dtype) for t in captured]
+
+        entry.guards = tracer.guards + [(captured_state, captured_state())]
         entry.effects = tracer.effects
 
         escaped = _escaped(tracer)

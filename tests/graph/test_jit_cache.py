@@ -329,6 +329,18 @@ def test_freezing_and_unfreezing_a_layer_between_steps_matches_eager():
                 np.testing.assert_array_equal(gj, ge)
 
 
+def test_a_parameter_given_new_data_of_another_shape_retraces():
+    m = em.nn.Linear(3, 2)
+    f = em.jit(lambda x: m(x))
+    x = em.ones(1, 3)
+    with em.no_grad():
+        assert f(x).shape == (1, 2)
+        m.weight.data = em.ones(4, 3)
+        m.bias.data = em.zeros(4)
+        np.testing.assert_array_equal(f(x).numpy(), m(x).numpy())
+        assert f(x).tolist() == [[3, 3, 3, 3]]
+
+
 WEIGHT = em.ones(3)
 
 
