@@ -277,12 +277,12 @@ class JitFunction:
             entry.arg_writes.append(i)
         entry.scalar_feeds = tracer.scalar_feeds
         # Whether a captured tensor requires grad decided what the trace differentiated (freezing a layer,
-        # p.requires_grad_(False), must retrace, not keep updating it), and its shape and dtype what the
-        # program computes (`p.data = ...` may change both): guards.
+        # p.requires_grad_(False), must retrace, not keep updating it), and its shape, dtype and device what
+        # the program computes and where (`p.data = ...` and `module.to(...)` change them): guards.
         captured = [t for t, _ in tracer.lifted.values()]
 
         def captured_state():
-            return [(t._requires_grad, t._data.shape, t._data.dtype) for t in captured]
+            return [(t._requires_grad, t._data.shape, t._data.dtype, t._device) for t in captured]
 
         entry.guards = tracer.guards + [(captured_state, captured_state())]
         entry.effects = tracer.effects
