@@ -21,6 +21,11 @@ from ember.mixins import (
 )
 from ember.size import Size, size_as_is, size_of
 
+# While ember.jit traces, a function that .grad reads go through (Tracer.read_grad): a program that read a
+# gradient as it was before the call must read it afresh at every run, and be used only while it exists or
+# not as it did then. None otherwise.
+GRAD_READER: list = [None]
+
 
 class Tensor(MathMixin, ReductionMixin, ShapeMixin, IndexingMixin, LinalgMixin, InplaceMixin, CreationMixin,
              GraphMixin, ArrayAPIMixin):
@@ -43,7 +48,7 @@ class Tensor(MathMixin, ReductionMixin, ShapeMixin, IndexingMixin, LinalgMixin, 
     _base = None
     _view_fn = None
     _post_accumulate_grad_hooks = None  # set by register_post_accumulate_grad_hook
-    grad = None
+    _grad = None  # .grad's storage (see the property below)
 
     __array_priority__ = 1000  # so ndarray + Tensor calls Tensor.__radd__
 
@@ -120,6 +125,21 @@ class Tensor(MathMixin, ReductionMixin, ShapeMixin, IndexingMixin, LinalgMixin, 
     @property
     def is_cuda(self) -> bool:
         return self._device.type == "cuda"
+
+    @property
+    def grad(self):
+        """The gradient accumulated by backward (None until then)."""
+        reader = GRAD_READER[0]
+        if reader is None:
+            return self._grad
+        return reader(self)  # ember.jit is tracing: it records what its program read (graph/trace.py)
+
+    @grad.setter
+    def grad(self, value) -> None:
+        reader = GRAD_READER[0]
+        if reader is not None:
+            reader.__self__.wrote_grad(self)
+        self._grad = value
 
     @property
     def requires_grad(self) -> bool:

@@ -380,7 +380,8 @@ def run_backward(
 def _accumulate_into_leaf(leaf, g, create_graph: bool, stored: set) -> None:
     if not create_graph:
         g = g.detach()
-    if leaf.grad is None:
+    current = leaf.grad  # read once: under ember.jit the read is recorded (graph/trace.py, read_grad)
+    if current is None:
         data = g._data
         # A gradient may alias another leaf's or be a read-only broadcast view: own a copy then.
         flags = getattr(data, "flags", None)
@@ -389,15 +390,15 @@ def _accumulate_into_leaf(leaf, g, create_graph: bool, stored: set) -> None:
         stored.add(id(g._data))
         leaf.grad = g
     elif create_graph:
-        leaf.grad = leaf.grad + g
-    elif type(leaf.grad._data) is _np.ndarray and type(g._data) is _np.ndarray:
-        leaf.grad._data += g._data.astype(leaf.grad._data.dtype, copy=False)
-        leaf.grad._version[0] += 1
+        leaf.grad = current + g
+    elif type(current._data) is _np.ndarray and type(g._data) is _np.ndarray:
+        current._data += g._data.astype(current._data.dtype, copy=False)
+        current._version[0] += 1
     else:  # symbolic or another backend: an ordinary in-place op (graph building records it)
         prev = _grad_state.enabled
         _grad_state.enabled = False
         try:
-            leaf.grad.add_(g)
+            current.add_(g)
         finally:
             _grad_state.enabled = prev
     if leaf._post_accumulate_grad_hooks:

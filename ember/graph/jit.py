@@ -46,6 +46,21 @@ DEFAULT_CACHE_SIZE = 8  # compiled programs kept per function (torch.compile's c
 _MAX_RETRACES = 4  # traces that create outside state before the program must have settled
 
 
+# Programs kept for one signature whose gradient guards differ (see __call__)
+_PROGRAMS_PER_KEY = 4
+
+
+def _hold(guards: list) -> bool:
+    for read, value in guards:
+        try:
+            now = read()
+        except Exception:  # noqa: BLE001 - the state it read is gone: retrace
+            return False
+        if now != value or type(now) is not type(value):
+            return False
+    return True
+
+
 class _Compiled:
     """One traced program: its plan and how to move values in and out."""
 
@@ -55,10 +70,12 @@ class _Compiled:
         self.placeholders: list = []  # Value per argument leaf (tensor or array)
         self.scalar_feeds: list = []  # (Value, read, dtype), fed with read() at every call
         self.guards: list = []  # (read, value): this program is valid while read() == value
+        self.grad_guards: list = []  # the same for whether (and as what) gradients existed before the call
         self.effects: list = []  # Python side effects of the traced code, replayed after every run
         self.out_struct = None
         self.n_user_outputs = 0
         self.grad_targets: list = []  # (tensor, kind) kind: "set" or "none"
+        self.grad_aliases: list = []  # (tensor, alias): the alias, captured, is pointed at tensor.grad per run
         self.mutated: list = []  # tensors written back in place
         self.arg_writes: list = []  # indices of tensor arguments the function writes in place (copied back)
         self.copied_back = 0  # of them, how many the last run copied (the rest were computed into their arrays)
@@ -69,14 +86,13 @@ class _Compiled:
 
     def guards_hold(self) -> bool:
         """Whether every guard still reads the value it had at trace time."""
-        for read, value in self.guards:
-            try:
-                now = read()
-            except Exception:  # noqa: BLE001 - the state it read is gone: retrace
-                return False
-            if now != value or type(now) is not type(value):
-                return False
-        return True
+        return _hold(self.guards) and _hold(self.grad_guards)
+
+    def may_hold_again(self) -> bool:
+        """Whether this program may be the right one for a later call: its guards other than the gradients'
+        hold (an option or state that changed rarely changes back; gradients come and go every call under
+        gradient accumulation)."""
+        return _hold(self.guards)
 
 
 class JitFunction:
@@ -120,9 +136,10 @@ class JitFunction:
             entry = next((e for e in entries if e.guards_hold()), None)
         if entry is None:
             if entries is not None:
-                # Same signature, but a guarded value changed (an optimizer option, or state that now
-                # exists): programs traced under the old values are dropped rather than kept.
-                del self._cache[key]
+                # Same signature, but a guarded value changed: programs traced under an old optimizer option or
+                # before state existed are dropped; those that differ only in which gradients existed before
+                # the call are kept (a few), since gradient accumulation alternates between the two every call.
+                entries[:] = [e for e in entries if e.may_hold_again()]
             else:
                 ran = self._run_dynamic(key, args, kwargs, leaves, struct)
                 if ran is not None:
@@ -188,7 +205,10 @@ class JitFunction:
     # --- the cache -------------------------------------------------------------------------
     def _store(self, key, entry: _Compiled) -> None:
         previous = next(reversed(self._cache), None) if self._cache else None
-        self._cache.setdefault(key, []).append(entry)
+        same_key = self._cache.setdefault(key, [])
+        same_key.append(entry)
+        if len(same_key) > _PROGRAMS_PER_KEY:
+            same_key.pop(0)
         self._cache.move_to_end(key)
         while sum(len(v) for v in self._cache.values()) > self.cache_size:
             oldest = next(iter(self._cache))
@@ -285,6 +305,8 @@ class JitFunction:
             return [(t._requires_grad, t._data.shape, t._data.dtype, t._device) for t in captured]
 
         entry.guards = tracer.guards + [(captured_state, captured_state())]
+        entry.grad_guards = tracer.grad_guards
+        entry.grad_aliases = tracer.grad_aliases()
         entry.effects = tracer.effects
 
         escaped = _escaped(tracer)
@@ -313,6 +335,8 @@ class JitFunction:
 
     # --- running ---------------------------------------------------------------------------
     def _run(self, entry: _Compiled, leaves, plan=None):
+        for t, alias in entry.grad_aliases:  # gradients as they are now (a guard saw that they exist)
+            alias._data = t._grad._data
         feeds = {v: (x._data if isinstance(x, Tensor) else x) for v, x in zip(entry.placeholders, leaves)}
         for v, read, dtype in entry.scalar_feeds:
             value = np.asarray(read(), dtype=dtype)

@@ -13,7 +13,7 @@ from ember.device import scope_depth
 from ember.graph.build import GraphBuilder, concretization_error
 from ember.graph.ir import Graph, Value
 from ember.ops.dispatch import is_symbolic
-from ember.tensor import Tensor
+from ember.tensor import GRAD_READER, Tensor
 
 
 class Tracer(GraphBuilder):
@@ -29,9 +29,61 @@ class Tracer(GraphBuilder):
         self.created: list = []  # weak references to the symbolic tensors made while tracing
         self.scalar_feeds: list = []  # (Value, read, NumPy dtype): fed with read() at every run
         self.guards: list = []  # (read, value at trace time): a run whose read() differs retraces
+        self.grad_guards: list = []  # the same, for gradients read as they were before the call (read_grad)
         self._guard_keys: dict = {}
         self.effects: list = []  # Python side effects of the traced code, replayed after every run
         self.scope_base = scope_depth()  # device scopes opened before the trace do not place its ops
+        # id(tensor) -> [tensor, its .grad before the call, the alias the trace read it as, written since,
+        # guarded]: see read_grad
+        self.grad_reads: dict = {}
+        self._outer_grad_reader = None
+
+    def __enter__(self):
+        self._outer_grad_reader = GRAD_READER[0]
+        GRAD_READER[0] = self.read_grad
+        return super().__enter__()
+
+    def __exit__(self, *exc) -> None:
+        GRAD_READER[0] = self._outer_grad_reader
+        super().__exit__(*exc)
+
+    def _grad_record(self, t: Tensor) -> list:
+        rec = self.grad_reads.get(id(t))
+        if rec is None or rec[0] is not t:
+            rec = self.grad_reads[id(t)] = [t, t._grad, None, False, False]
+        return rec
+
+    def read_grad(self, t: Tensor):
+        """`t.grad` as the traced code sees it. A gradient the call found (made before it, by an eager
+        backward or an earlier call) is read through an alias that the program captures and that jit points
+        at t's gradient of the moment before every run: the program must not keep reading the gradient object
+        it saw here, which zero_grad(set_to_none=True) and the next backward replace. Whether there was one
+        decided what the trace did (accumulate or set; update or skip a parameter): a guard."""
+        rec = self._grad_record(t)
+        if rec[3]:  # the traced code assigned t.grad since: its own value
+            return t._grad
+        before = rec[1]
+        if before is not None and is_symbolic(before):
+            return before
+        if not rec[4]:
+            rec[4] = True
+            read = lambda: None if t._grad is None else (t._grad._data.shape, t._grad._data.dtype)  # noqa: E731
+            self.grad_guards.append((read, read()))
+        if before is None:
+            return None
+        if rec[2] is None:
+            alias = Tensor._make(before._data, before._device)
+            alias._requires_grad = before._requires_grad
+            rec[2] = alias
+        return rec[2]
+
+    def wrote_grad(self, t: Tensor) -> None:
+        """The traced code assigns t.grad: later reads see its value, not the one from before the call."""
+        self._grad_record(t)[3] = True
+
+    def grad_aliases(self) -> list:
+        """(tensor, alias) for every gradient the program read as it was before the call."""
+        return [(rec[0], rec[2]) for rec in self.grad_reads.values() if rec[2] is not None]
 
     def capture(self, t: Tensor) -> Value:
         return self.lift(t)
@@ -60,7 +112,7 @@ class Tracer(GraphBuilder):
             return t._data
         v = self.graph.capture(t)
         self.lifted[id(t)] = (t, v)
-        self.grad_before.setdefault(id(t), (t, t.grad))
+        self.grad_before.setdefault(id(t), (t, self._grad_record(t)[1]))  # before the call, not as the trace set it
         return v
 
     def mutate(self, t: Tensor, value: Value) -> None:

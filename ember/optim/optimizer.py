@@ -128,17 +128,17 @@ class Optimizer:
         """Reset the gradients of all optimized tensors (to None by default, else to zeros)."""
         for group in self.param_groups:
             for p in group["params"]:
+                if set_to_none:  # assigned without reading it: a jitted step then does not depend on it
+                    p.grad = None
+                    continue
                 g = p.grad
                 if g is None:
                     continue
-                if set_to_none:
-                    p.grad = None
+                if g.grad_fn is not None:
+                    g.detach_()
                 else:
-                    if g.grad_fn is not None:
-                        g.detach_()
-                    else:
-                        g.requires_grad_(False)
-                    g.zero_()
+                    g.requires_grad_(False)
+                g.zero_()
 
     def step(self, closure: Callable[[], Any] | None = None) -> Any:
         """Perform one optimization step; `closure` re-evaluates the model and returns the loss."""

@@ -299,17 +299,17 @@ class Module:
     def zero_grad(self, set_to_none: bool = True) -> None:
         """Reset the gradients of all parameters (to None by default)."""
         for p in self.parameters():
-            if p.grad is None:
-                continue
-            if set_to_none:
+            if set_to_none:  # assigned without reading it: a jitted step then does not depend on it
                 p.grad = None
+                continue
+            g = p.grad
+            if g is None:
+                continue
+            if g.grad_fn is not None:
+                g.detach_()
             else:
-                g = p.grad
-                if g.grad_fn is not None:
-                    g.detach_()
-                else:
-                    g.requires_grad_(False)
-                g.zero_()
+                g.requires_grad_(False)
+            g.zero_()
 
     def apply(self, fn: Callable[[Module], None]) -> Module:
         """Call fn on every submodule (children first) and then on this module."""
