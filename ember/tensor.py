@@ -7,7 +7,7 @@ import numpy as np
 from ember import dtypes as dt
 from ember.backends.meta import MetaArray
 from ember.device import Device, as_device
-from ember.errors import ShapeError, fmt_shape
+from ember.errors import DeviceMismatchError, ShapeError, fmt_shape
 from ember.mixins import (
     ArrayAPIMixin,
     CreationMixin,
@@ -25,6 +25,22 @@ from ember.size import Size, size_as_is, size_of
 # gradient as it was before the call must read it afresh at every run, and be used only while it exists or
 # not as it did then. None otherwise.
 GRAD_READER: list = [None]
+
+
+def _check_grad(t, g) -> None:
+    """PyTorch's checks on assigning t.grad = g: a tensor of t's shape, dtype and device (symbolic values while
+    tracing are checked by the ops that make them)."""
+    if not isinstance(g, Tensor):
+        raise TypeError(f"assigned grad expected to be a Tensor or None but got grad of type {type(g).__name__}")
+    a, b = g._data, t._data
+    if type(a) is np.ndarray and type(b) is np.ndarray:
+        if a.shape != b.shape:
+            raise ShapeError(f"attempting to assign a gradient of shape {fmt_shape(a.shape)} to a tensor of shape "
+                             f"{fmt_shape(b.shape)}")
+        if a.dtype != b.dtype:
+            raise TypeError(f"attempting to assign a gradient of dtype {g.dtype} to a tensor of dtype {t.dtype}")
+    if g._device != t._device:
+        raise DeviceMismatchError(f"attempting to assign a gradient on {g._device} to a tensor on {t._device}")
 
 
 class Tensor(MathMixin, ReductionMixin, ShapeMixin, IndexingMixin, LinalgMixin, InplaceMixin, CreationMixin,
@@ -136,6 +152,8 @@ class Tensor(MathMixin, ReductionMixin, ShapeMixin, IndexingMixin, LinalgMixin, 
 
     @grad.setter
     def grad(self, value) -> None:
+        if value is not None:
+            _check_grad(self, value)
         reader = GRAD_READER[0]
         if reader is not None:
             reader.__self__.wrote_grad(self)

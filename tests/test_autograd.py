@@ -719,3 +719,26 @@ def test_writing_into_a_piece_of_split_is_refused_under_autograd_as_in_pytorch(c
     with em.no_grad():
         cut(z)[0].add_(1)  # without autograd the write reaches the input, as in PyTorch
     assert z[0].item() == 1
+
+
+def test_assigning_a_gradient_checks_it_like_pytorch():
+    """p.grad = g needs a tensor of p's shape, dtype and device (PyTorch's checks); a bad one is named at the
+    assignment, not deep inside the next optimizer step."""
+    import pytest
+
+    from ember.errors import DeviceMismatchError, ShapeError
+
+    p = em.nn.Parameter(em.ones(3))
+    with pytest.raises(ShapeError, match=r"gradient of shape \(5,\) to a tensor of shape \(3,\)"):
+        p.grad = em.zeros(5)
+    with pytest.raises(TypeError, match="gradient of dtype ember.float64 to a tensor of dtype ember.float32"):
+        p.grad = em.zeros(3, dtype=em.float64)
+    with pytest.raises(TypeError, match="a Tensor or None but got grad of type list"):
+        p.grad = [0.0, 0.0, 0.0]
+    with pytest.raises(DeviceMismatchError, match="gradient on cpu:1 to a tensor on cpu"):
+        p.grad = em.zeros(3, device="cpu:1")
+    assert p.grad is None
+    p.grad = em.full((3,), 2.0)
+    assert p.grad.tolist() == [2, 2, 2]
+    p.grad = None
+    assert p.grad is None
