@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 
 from ember import dtypes as dt
@@ -21,10 +23,17 @@ from ember.mixins import (
 )
 from ember.size import Size, size_as_is, size_of
 
-# While ember.jit traces, a function that .grad reads go through (Tracer.read_grad): a program that read a
-# gradient as it was before the call must read it afresh at every run, and be used only while it exists or
-# not as it did then. None otherwise.
-GRAD_READER: list = [None]
+
+class _GradReader(threading.local):
+    """While ember.jit traces on this thread, `fn` is the function .grad reads go through (Tracer.read_grad): a
+    program that read a gradient as it was before the call must read it afresh at every run, and be used only
+    while it exists (or not) as it did then. None otherwise; per thread, so that another thread's eager reads
+    are not taken for the trace's."""
+
+    fn = None
+
+
+GRAD_READER = _GradReader()
 
 
 def _check_grad(t, g) -> None:
@@ -145,7 +154,7 @@ class Tensor(MathMixin, ReductionMixin, ShapeMixin, IndexingMixin, LinalgMixin, 
     @property
     def grad(self):
         """The gradient accumulated by backward (None until then)."""
-        reader = GRAD_READER[0]
+        reader = GRAD_READER.fn
         if reader is None:
             return self._grad
         return reader(self)  # ember.jit is tracing: it records what its program read (graph/trace.py)
@@ -154,7 +163,7 @@ class Tensor(MathMixin, ReductionMixin, ShapeMixin, IndexingMixin, LinalgMixin, 
     def grad(self, value) -> None:
         if value is not None:
             _check_grad(self, value)
-        reader = GRAD_READER[0]
+        reader = GRAD_READER.fn
         if reader is not None:
             reader.__self__.wrote_grad(self)
         self._grad = value

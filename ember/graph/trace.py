@@ -39,12 +39,12 @@ class Tracer(GraphBuilder):
         self._outer_grad_reader = None
 
     def __enter__(self):
-        self._outer_grad_reader = GRAD_READER[0]
-        GRAD_READER[0] = self.read_grad
+        self._outer_grad_reader = GRAD_READER.fn
+        GRAD_READER.fn = self.read_grad
         return super().__enter__()
 
     def __exit__(self, *exc) -> None:
-        GRAD_READER[0] = self._outer_grad_reader
+        GRAD_READER.fn = self._outer_grad_reader
         super().__exit__(*exc)
 
     def _grad_record(self, t: Tensor) -> list:
@@ -67,7 +67,11 @@ class Tracer(GraphBuilder):
             return before
         if not rec[4]:
             rec[4] = True
-            read = lambda: None if t._grad is None else (t._grad._data.shape, t._grad._data.dtype)  # noqa: E731
+
+            def read():
+                g = t._grad
+                return None if g is None else (g._data.shape, g._data.dtype)
+
             self.grad_guards.append((read, read()))
         if before is None:
             return None

@@ -107,3 +107,26 @@ def test_a_gradient_assigned_by_hand_between_calls_is_read():
     before = w.detach().numpy().copy()
     step()
     np.testing.assert_array_equal(w.detach().numpy(), before)
+
+
+def test_another_threads_gradient_reads_during_a_trace_are_its_own():
+    """What a trace records about .grad reads is per thread: an eager thread reading a gradient meanwhile gets the
+    gradient itself, and adds nothing to the program's guards."""
+    import threading
+
+    other = em.nn.Parameter(em.ones(2))
+    other.grad = em.full((2,), 3.0)
+    seen = []
+
+    def traced(x):
+        t = threading.Thread(target=lambda: seen.append(other.grad))
+        t.start()
+        t.join()
+        return x * 2
+
+    f = em.jit(traced)
+    f(em.ones(2))
+    assert seen[0] is other.grad
+    other.grad = None  # not read by the program: no new trace
+    f(em.ones(2))
+    assert f.trace_count == 1
