@@ -11,6 +11,7 @@ from itertools import chain
 from typing import Any
 
 from ember.autograd.grad_mode import enable_grad, no_grad
+from ember.autograd.zero_grad import zero_grads
 from ember.creation import tensor
 from ember.dtypes import float32, float64, get_default_dtype
 from ember.ops import dispatch
@@ -126,19 +127,7 @@ class Optimizer:
     # --- gradients -------------------------------------------------------------------------
     def zero_grad(self, set_to_none: bool = True) -> None:
         """Reset the gradients of all optimized tensors (to None by default, else to zeros)."""
-        for group in self.param_groups:
-            for p in group["params"]:
-                if set_to_none:  # assigned without reading it: a jitted step then does not depend on it
-                    p.grad = None
-                    continue
-                g = p.grad
-                if g is None:
-                    continue
-                if g.grad_fn is not None:
-                    g.detach_()
-                else:
-                    g.requires_grad_(False)
-                g.zero_()
+        zero_grads(chain.from_iterable(group["params"] for group in self.param_groups), set_to_none)
 
     def step(self, closure: Callable[[], Any] | None = None) -> Any:
         """Perform one optimization step; `closure` re-evaluates the model and returns the loss."""

@@ -10,6 +10,7 @@ from typing import NamedTuple
 import numpy as np
 
 import ember as em
+from ember.autograd.zero_grad import zero_grads
 from ember.nn.modules import structure
 from ember.nn.modules.structure import TrackedDict, TrackedOrderedDict
 from ember.nn.parameter import Parameter, _swap_storage
@@ -298,18 +299,7 @@ class Module:
 
     def zero_grad(self, set_to_none: bool = True) -> None:
         """Reset the gradients of all parameters (to None by default)."""
-        for p in self.parameters():
-            if set_to_none:  # assigned without reading it: a jitted step then does not depend on it
-                p.grad = None
-                continue
-            g = p.grad
-            if g is None:
-                continue
-            if g.grad_fn is not None:
-                g.detach_()
-            else:
-                g.requires_grad_(False)
-            g.zero_()
+        zero_grads(self.parameters(), set_to_none)
 
     def apply(self, fn: Callable[[Module], None]) -> Module:
         """Call fn on every submodule (children first) and then on this module."""
