@@ -25,12 +25,12 @@ from ember.size import Size, size_as_is, size_of
 
 
 class _GradReader(threading.local):
-    """While ember.jit traces on this thread, `fn` is the function .grad reads go through (Tracer.read_grad): a
-    program that read a gradient as it was before the call must read it afresh at every run, and be used only
-    while it exists (or not) as it did then. None otherwise; per thread, so that another thread's eager reads
-    are not taken for the trace's."""
+    """While ember.jit traces on this thread, `tracer` is the Tracer that .grad reads and writes go through
+    (Tracer.read_grad, wrote_grad): a program that read a gradient as it was before the call must read it
+    afresh at every run, and be used only while it exists (or not) as it did then. None otherwise; per
+    thread, so that another thread's eager reads are not taken for the trace's."""
 
-    fn = None
+    tracer = None
 
 
 GRAD_READER = _GradReader()
@@ -154,18 +154,18 @@ class Tensor(MathMixin, ReductionMixin, ShapeMixin, IndexingMixin, LinalgMixin, 
     @property
     def grad(self):
         """The gradient accumulated by backward (None until then)."""
-        reader = GRAD_READER.fn
-        if reader is None:
+        tracer = GRAD_READER.tracer
+        if tracer is None:
             return self._grad
-        return reader(self)  # ember.jit is tracing: it records what its program read (graph/trace.py)
+        return tracer.read_grad(self)  # ember.jit is tracing: it records what its program read (graph/trace.py)
 
     @grad.setter
     def grad(self, value) -> None:
         if value is not None:
             _check_grad(self, value)
-        reader = GRAD_READER.fn
-        if reader is not None:
-            reader.__self__.wrote_grad(self)
+        tracer = GRAD_READER.tracer
+        if tracer is not None:
+            tracer.wrote_grad(self)
         self._grad = value
 
     @property

@@ -16,6 +16,17 @@ from ember.ops.dispatch import is_symbolic
 from ember.tensor import GRAD_READER, Tensor
 
 
+class _GradRead:
+    """What a trace did with one tensor's .grad: its value before the call, the alias the trace read that
+    through (None until read, or when there was none), whether the traced code assigned .grad since, and
+    whether its existence is guarded yet."""
+
+    __slots__ = ("tensor", "before", "alias", "written", "guarded")
+
+    def __init__(self, t: Tensor) -> None:
+        self.tensor, self.before, self.alias, self.written, self.guarded = t, t._grad, None, False, False
+
+
 class Tracer(GraphBuilder):
     """Collects a graph while a function runs on symbolic tensors: every op becomes a node, outside
     tensors are captured (read at every run) and their in-place updates become extra outputs."""
@@ -33,24 +44,22 @@ class Tracer(GraphBuilder):
         self._guard_keys: dict = {}
         self.effects: list = []  # Python side effects of the traced code, replayed after every run
         self.scope_base = scope_depth()  # device scopes opened before the trace do not place its ops
-        # id(tensor) -> [tensor, its .grad before the call, the alias the trace read it as, written since,
-        # guarded]: see read_grad
-        self.grad_reads: dict = {}
-        self._outer_grad_reader = None
+        self.grad_reads: dict = {}  # id(tensor) -> _GradRead: see read_grad
+        self._outer_tracer = None
 
     def __enter__(self):
-        self._outer_grad_reader = GRAD_READER.fn
-        GRAD_READER.fn = self.read_grad
+        self._outer_tracer = GRAD_READER.tracer
+        GRAD_READER.tracer = self
         return super().__enter__()
 
     def __exit__(self, *exc) -> None:
-        GRAD_READER.fn = self._outer_grad_reader
+        GRAD_READER.tracer = self._outer_tracer
         super().__exit__(*exc)
 
-    def _grad_record(self, t: Tensor) -> list:
+    def _grad_read(self, t: Tensor) -> _GradRead:
         rec = self.grad_reads.get(id(t))
-        if rec is None or rec[0] is not t:
-            rec = self.grad_reads[id(t)] = [t, t._grad, None, False, False]
+        if rec is None or rec.tensor is not t:
+            rec = self.grad_reads[id(t)] = _GradRead(t)
         return rec
 
     def read_grad(self, t: Tensor):
@@ -59,14 +68,14 @@ class Tracer(GraphBuilder):
         at t's gradient of the moment before every run: the program must not keep reading the gradient object
         it saw here, which zero_grad(set_to_none=True) and the next backward replace. Whether there was one
         decided what the trace did (accumulate or set; update or skip a parameter): a guard."""
-        rec = self._grad_record(t)
-        if rec[3]:  # the traced code assigned t.grad since: its own value
+        rec = self._grad_read(t)
+        if rec.written:  # the traced code assigned t.grad since: its own value
             return t._grad
-        before = rec[1]
+        before = rec.before
         if before is not None and is_symbolic(before):
             return before
-        if not rec[4]:
-            rec[4] = True
+        if not rec.guarded:
+            rec.guarded = True
 
             def read():
                 g = t._grad
@@ -75,19 +84,18 @@ class Tracer(GraphBuilder):
             self.grad_guards.append((read, read()))
         if before is None:
             return None
-        if rec[2] is None:
-            alias = Tensor._make(before._data, before._device)
-            alias._requires_grad = before._requires_grad
-            rec[2] = alias
-        return rec[2]
+        if rec.alias is None:
+            rec.alias = Tensor._make(before._data, before._device)
+            rec.alias._requires_grad = before._requires_grad
+        return rec.alias
 
     def wrote_grad(self, t: Tensor) -> None:
         """The traced code assigns t.grad: later reads see its value, not the one from before the call."""
-        self._grad_record(t)[3] = True
+        self._grad_read(t).written = True
 
     def grad_aliases(self) -> list:
         """(tensor, alias) for every gradient the program read as it was before the call."""
-        return [(rec[0], rec[2]) for rec in self.grad_reads.values() if rec[2] is not None]
+        return [(rec.tensor, rec.alias) for rec in self.grad_reads.values() if rec.alias is not None]
 
     def capture(self, t: Tensor) -> Value:
         return self.lift(t)
@@ -116,7 +124,7 @@ class Tracer(GraphBuilder):
             return t._data
         v = self.graph.capture(t)
         self.lifted[id(t)] = (t, v)
-        self.grad_before.setdefault(id(t), (t, self._grad_record(t)[1]))  # before the call, not as the trace set it
+        self.grad_before.setdefault(id(t), (t, self._grad_read(t).before))  # before the call, not as the trace set it
         return v
 
     def mutate(self, t: Tensor, value: Value) -> None:
