@@ -119,6 +119,10 @@ def test_eval_batch_norm_is_one_pass_over_the_input():
 def test_channel_affine_rejects_a_scale_of_the_wrong_size():
     with pytest.raises(em.errors.ShapeError, match=r"channel_affine: scale must have shape \(3,\)"):
         channel_affine(em.ones(2, 3, 4), em.ones(4))
+    with pytest.raises(em.errors.ShapeError, match=r"channel_affine: shift must have shape \(3,\)"):
+        channel_affine(em.ones(2, 3, 4), None, em.ones(2))
+    with pytest.raises(ValueError, match="channel_affine: expected a scale, a shift or both, got neither"):
+        channel_affine(em.ones(2, 3, 4), None, None)
 
 
 @pytest.mark.parametrize("training", [False, True])
