@@ -340,6 +340,9 @@ def main() -> None:
     parser.add_argument("--no-memory", action="store_true", help="skip the peak-memory subprocesses")
     parser.add_argument("--peak", help=argparse.SUPPRESS)  # internal: "name:framework", prints MB
     args = parser.parse_args()
+    unknown = [m for m in args.models.split(",") if m not in CASES and m not in INFER_CASES]
+    if unknown:
+        parser.error(f"--models: unknown {', '.join(unknown)}; choose from {', '.join(list(CASES) + list(INFER_CASES))}")
     torch.set_num_threads(args.threads)
     if args.peak:
         print(_peak_here(*args.peak.split(":")))

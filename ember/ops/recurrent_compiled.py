@@ -5,6 +5,8 @@ call overhead than in arithmetic, so each of these loops does a step in one call
 The forward activates the gates and updates the cell with exp_compiled's vectorised float32 sigmoid
 and tanh (Numba's own exp and tanh are scalar libm calls, which made the step slower than NumPy's);
 the backward applies the step's gradient rule from the kept activations. Gates are [i, f, g, o], PyTorch's order.
+For float32 with NumPy's bundled OpenBLAS, whole time loops (forward and backward) call its sgemm from inside
+over a range of samples, so lstm_layer can run disjoint parts of the batch on threads at once.
 Without Numba, or for other dtypes, recurrent_layer.py runs the same arithmetic in NumPy.
 """
 
@@ -28,6 +30,24 @@ def _forward_row(p, a, cp, cn, tc, hn, H):
         a[j] = tanh32(p[j])
     for j in range(3 * H, 4 * H):
         a[j] = sigmoid32(p[j])
+    _cell_row(a, cp, cn, tc, hn, H)
+
+
+@njit(inline="always")
+def _forward_row_plus(p, x, a, cp, cn, tc, hn, H):
+    # _forward_row of the pre-activations p + x, added as each gate is activated (one pass fewer)
+    for j in range(2 * H):
+        a[j] = sigmoid32(p[j] + x[j])
+    for j in range(2 * H, 3 * H):
+        a[j] = tanh32(p[j] + x[j])
+    for j in range(3 * H, 4 * H):
+        a[j] = sigmoid32(p[j] + x[j])
+    _cell_row(a, cp, cn, tc, hn, H)
+
+
+@njit(inline="always")
+def _cell_row(a, cp, cn, tc, hn, H):
+    # the cell and hidden state of one sample from its activated gates
     for j in range(H):
         cn[j] = a[H + j] * cp[j] + a[j] * a[2 * H + j]
     for j in range(H):
@@ -47,53 +67,81 @@ _FORWARD_LOOP_SOURCE = _FORWARD_SOURCE + '''
 from ember.ops.cblas import sgemm
 
 
-def lstm_forward_loop(xw, batch_major, h0, w_t, hs, act, cs, tanh_cs, pre):
-    # every step of the layer: pre = h_prev @ w_t (NumPy's OpenBLAS) + xw[t], then the step's gates and cell;
-    # xw is (T, N, 4H), or (N, T, 4H) when batch_major, C-contiguous; cs[0] holds the first cell state
+def lstm_forward_loop(xw, batch_major, h0, w_t, hs, act, cs, tanh_cs, pre, n0, n1):
+    # every step of the layer for samples [n0, n1): pre = h_prev @ w_t (NumPy's OpenBLAS) + xw[t], then the
+    # step's gates and cell; xw is (T, N, 4H), or (N, T, 4H) when batch_major, C-contiguous; cs[0] holds the
+    # first cell state. Samples are independent, so disjoint ranges may run on threads at once.
     T, N, H = hs.shape
     G = 4 * H
+    M = n1 - n0
     for t in range(T):
-        h_prev = h0 if t == 0 else hs[t - 1]
-        sgemm(101, 111, 111, N, G, H, np.float32(1), h_prev.ctypes.data, H, w_t.ctypes.data, G, np.float32(0),
-              pre.ctypes.data, G)
-        for n in range(N):
-            p = pre[n]
+        h_prev = h0[n0:] if t == 0 else hs[t - 1, n0:]
+        sgemm(101, 111, 111, M, G, H, np.float32(1), h_prev.ctypes.data, H, w_t.ctypes.data, G, np.float32(0),
+              pre[n0:].ctypes.data, G)
+        for n in range(n0, n1):
             x = xw[n, t] if batch_major else xw[t, n]
-            for j in range(G):
-                p[j] += x[j]
-            _forward_row(p, act[t, n], cs[t, n], cs[t + 1, n], tanh_cs[t, n], hs[t, n], H)
+            _forward_row_plus(pre[n], x, act[t, n], cs[t, n], cs[t + 1, n], tanh_cs[t, n], hs[t, n], H)
 '''
 
 _SOURCE = '''
+import numpy as np
+from numba import njit
+
+
+@njit(inline="always")
+def _backward_row(dhn, dcn, a, tc, cp, dn, H):
+    # one sample of a step's gradient rule from its activated gates a (4H); dcn is updated in place to the
+    # previous step's. Short loops over few arrays each (see _forward_row), in the arrays' dtype: a Python
+    # float constant would make the arithmetic float64, half the vector width (twice as slow before)
+    one = dcn.dtype.type(1)
+    for j in range(H):
+        t = tc[j]
+        dcn[j] += dhn[j] * a[3 * H + j] * (one - t * t)
+    for j in range(H):
+        o = a[3 * H + j]
+        dn[3 * H + j] = dhn[j] * tc[j] * o * (one - o)
+    for j in range(H):
+        i = a[j]
+        g = a[2 * H + j]
+        dn[j] = dcn[j] * g * i * (one - i)
+        dn[2 * H + j] = dcn[j] * i * (one - g * g)
+    for j in range(H):
+        f = a[H + j]
+        dn[H + j] = dcn[j] * cp[j] * f * (one - f)
+    for j in range(H):
+        dcn[j] *= a[H + j]
+
+
 def lstm_step_backward(dh, dc, act, tanh_c, c_prev, d):
-    # act (N, 4H): the step's activated gates; dc is updated in place to the previous step's. Row by row in
-    # short loops (see _forward_row), in the arrays' dtype: a Python float constant would make the
-    # arithmetic float64, half the vector width (twice as slow before)
+    # act (N, 4H): the step's activated gates; d (N, 4H) receives the gate pre-activations' gradient
     N, H = dc.shape
-    one = dc.dtype.type(1)
     for n in range(N):
-        a = act[n]
-        dhn = dh[n]
-        dcn = dc[n]
-        tc = tanh_c[n]
-        dn = d[n]
-        cp = c_prev[n]
-        for j in range(H):
-            t = tc[j]
-            dcn[j] += dhn[j] * a[3 * H + j] * (one - t * t)
-        for j in range(H):
-            o = a[3 * H + j]
-            dn[3 * H + j] = dhn[j] * tc[j] * o * (one - o)
-        for j in range(H):
-            i = a[j]
-            g = a[2 * H + j]
-            dn[j] = dcn[j] * g * i * (one - i)
-            dn[2 * H + j] = dcn[j] * i * (one - g * g)
-        for j in range(H):
-            f = a[H + j]
-            dn[H + j] = dcn[j] * cp[j] * f * (one - f)
-        for j in range(H):
-            dcn[j] *= a[H + j]
+        _backward_row(dh[n], dc[n], act[n], tanh_c[n], c_prev[n], d[n], H)
+'''
+
+_BACKWARD_LOOP_SOURCE = _SOURCE + '''
+from ember.ops.cblas import sgemm
+
+
+def lstm_backward_loop(ghs, has_ghs, w_hh, act, cs, tanh_cs, dpre, dh, dc, n0, n1):
+    # every step back from the last for samples [n0, n1): dh += ghs[t] (when given), the step's rule into
+    # dpre[t], then dh = dpre[t] @ w_hh (NumPy's OpenBLAS); dh and dc hold the last step's incoming gradients
+    # on entry and the first step's outgoing ones on return. All arrays C-contiguous float32; disjoint
+    # ranges may run on threads at once.
+    T, N, G = act.shape
+    H = G // 4
+    M = n1 - n0
+    for t in range(T - 1, -1, -1):
+        if has_ghs:
+            for n in range(n0, n1):
+                g = ghs[t, n]
+                d = dh[n]
+                for j in range(H):
+                    d[j] += g[j]
+        for n in range(n0, n1):
+            _backward_row(dh[n], dc[n], act[t, n], tanh_cs[t, n], cs[t, n], dpre[t, n], H)
+        sgemm(101, 111, 111, M, H, G, np.float32(1), dpre[t, n0:].ctypes.data, G, w_hh.ctypes.data, H,
+              np.float32(0), dh[n0:].ctypes.data, H)
 '''
 
 def forward_loop_kernel(xp, dtype, elements: int):
@@ -101,6 +149,13 @@ def forward_loop_kernel(xp, dtype, elements: int):
     if dtype != np.float32 or cblas.sgemm is None:
         return None
     return kernel_for(_FORWARD_LOOP_SOURCE, "lstm_forward_loop", xp, dtype, elements, cache=False)
+
+
+def backward_loop_kernel(xp, dtype, elements: int):
+    """The compiled whole-layer backward time loop (float32, NumPy's bundled OpenBLAS found), or None."""
+    if dtype != np.float32 or cblas.sgemm is None:
+        return None
+    return kernel_for(_BACKWARD_LOOP_SOURCE, "lstm_backward_loop", xp, dtype, elements, cache=False)
 
 
 def step_backward_kernel(xp, dtype, elements: int):

@@ -18,10 +18,12 @@ import numpy as np
 
 from ember.autograd.grad_mode import state as grad_state
 from ember.errors import ShapeError, fmt_shape
+from ember.ops import batch_threads
 from ember.ops._rules import FLOAT_NP, spec
 from ember.ops.dispatch import apply
 from ember.ops.opmath import opmath, rounded, upcast
 from ember.ops.recurrent_compiled import (
+    backward_loop_kernel,
     forward_loop_kernel,
     step_backward_kernel,
     step_forward_kernel,
@@ -80,8 +82,8 @@ class LSTMLayerOp(Op):
         if loop is not None:  # the whole time loop compiled, its GEMMs NumPy's BLAS called from inside
             batch_major = not xw.flags.c_contiguous and xw.transpose(1, 0, 2).flags.c_contiguous
             xs = xw.transpose(1, 0, 2) if batch_major else np.ascontiguousarray(xw)
-            loop(xs, batch_major, np.ascontiguousarray(h0), w_t, hs, gates, cs, tanh_cs,
-                 np.empty(xw.shape[1:], xw.dtype))
+            args = (xs, batch_major, np.ascontiguousarray(h0), w_t, hs, gates, cs, tanh_cs, np.empty(xw.shape[1:], xw.dtype))
+            batch_threads.run(lambda n0, n1: loop(*args, n0, n1), xw.shape[1], 2.0 * xw.size * hidden)
             return rounded(hs, dtype), rounded(np.array(cs[steps]), dtype), gates, cs, tanh_cs
         compiled = step_forward_kernel(xp, xw.dtype, xw.size)
         if compiled is not None:
@@ -146,6 +148,12 @@ class LSTMLayerBackwardOp(Op):
         dpre = np.empty(gates.shape, work)
         dh = np.zeros(h0.shape, work)
         dc = np.zeros(c0.shape, work) if gc is None else np.array(gc, dtype=work)
+        loop = backward_loop_kernel(xp, work, gates.size)
+        if loop is not None:  # the whole time loop compiled, its GEMMs NumPy's BLAS called from inside
+            args = (np.zeros((1, 1, 1), work) if ghs is None else np.ascontiguousarray(ghs), ghs is not None,
+                    np.ascontiguousarray(w_hh), *(np.ascontiguousarray(a) for a in (gates, cs, tanh_cs)), dpre, dh, dc)
+            batch_threads.run(lambda n0, n1: loop(*args, n0, n1), gates.shape[1], 2.0 * gates.size * hidden)
+            return self._finish(dpre, dh, dc, h_prev, dtype)
         tmp = np.empty_like(dc)
         tanh_c = tanh_cs
         compiled = step_backward_kernel(xp, work, gates.size)
@@ -173,8 +181,13 @@ class LSTMLayerBackwardOp(Op):
             d[:, 2 * hidden:3 * hidden] *= 1.0 - g[t] * g[t]
             dc *= f[t]
             np.matmul(d, w_hh, out=dh)
-        # every step's share of the weight's gradient as one GEMM: sum_t dpre_t^T @ h_{t-1}
-        dw = np.matmul(dpre.reshape(-1, four_h).T, h_prev.reshape(-1, hidden))
+        return self._finish(dpre, dh, dc, h_prev, dtype)
+
+    @staticmethod
+    def _finish(dpre, dh, dc, h_prev, dtype):
+        """The four gradients, with every step's share of the weight's as one GEMM: sum_t dpre_t^T @ h_{t-1}."""
+        four_h = dpre.shape[-1]
+        dw = np.matmul(dpre.reshape(-1, four_h).T, h_prev.reshape(-1, four_h // 4))
         return tuple(rounded(a, dtype) for a in (dpre, dh, dc, dw))
 
 

@@ -65,8 +65,9 @@ def test_a_layer_large_enough_for_the_compiled_step_matches_torch(backend):
 
 @pytest.mark.parametrize("batch_first", [True, False])
 def test_the_compiled_time_loop_equals_the_step_by_step_path(monkeypatch, batch_first):
-    """The forward's whole time loop compiled (its GEMMs NumPy's OpenBLAS called from inside) gives the
-    per-step path's values bit for bit, for time-major and batch-first (strided) input projections."""
+    """The forward's and the backward's whole time loops compiled (their GEMMs NumPy's OpenBLAS called from
+    inside, the batch split over threads) give the per-step path's values bit for bit, for time-major and
+    batch-first (strided) input projections, with and without gradients of the hidden states and last cell."""
     pytest.importorskip("numba")
     from ember.ops import recurrent_layer
 
@@ -79,7 +80,15 @@ def test_the_compiled_time_loop_equals_the_step_by_step_path(monkeypatch, batch_
     if recurrent_layer.forward_loop_kernel(np, np.float32, xw.size) is None:
         pytest.skip("NumPy's BLAS is not a bundled OpenBLAS")
     looped = recurrent_layer._lstm_layer_op.kernel(np, xw, h0, c0, w)
+    ghs = rng.standard_normal(looped[0].shape).astype(np.float32)
+    gc = rng.standard_normal(c0.shape).astype(np.float32)
+    backward = recurrent_layer._lstm_layer_backward_op.kernel
+    grads = [backward(np, h0, c0, w, looped[0], *looped[2:], *g) for g in ((ghs, gc), (ghs, None), (None, gc))]
     monkeypatch.setattr(recurrent_layer, "forward_loop_kernel", lambda *a: None)
+    monkeypatch.setattr(recurrent_layer, "backward_loop_kernel", lambda *a: None)
     stepped = recurrent_layer._lstm_layer_op.kernel(np, xw, h0, c0, w)
     for a, b in zip(looped, stepped):
         np.testing.assert_array_equal(a, b)
+    for g, looped_grads in zip(((ghs, gc), (ghs, None), (None, gc)), grads):
+        for a, b in zip(looped_grads, backward(np, h0, c0, w, stepped[0], *stepped[2:], *g)):
+            np.testing.assert_array_equal(a, b)
