@@ -30,6 +30,32 @@ def test_compiled_im2col_equals_numpy(dtype, stride, pad, dil, groups, per_sampl
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("kernel,stride,pad,dil", [
+    ((7, 7), (2, 2), (3, 3, 3, 3), (1, 1)), ((5, 5), (2, 2), (0, 0, 0, 0), (1, 1)), ((7, 5), (3, 2), (1, 4, 2, 0), (1, 1)),
+    ((5, 7), (2, 3), (2, 2, 2, 2), (2, 1)), ((3, 4), (2, 1), (0, 3, 1, 1), (2, 2)), ((6, 6), (3, 3), (5, 5, 5, 5), (1, 1)),
+])
+@pytest.mark.parametrize("per_sample", [True, False])
+def test_strided_patches_through_phase_planes_equal_numpy(dtype, kernel, stride, pad, dil, per_sample):
+    """Strided layers whose input values recur in many patches (a 7x7 stride-2 stem) take the phase-plane
+    im2col; it gives the NumPy path's patches exactly, with padding wider than a phase and dilation."""
+    from ember.ops import conv_compiled
+
+    kh, kw = kernel
+    assert kh * kw >= conv_compiled._PHASED_MIN_REUSE * stride[0] * stride[1]
+    x = np.random.default_rng(3).standard_normal((2, 3, 23, 19)).astype(dtype)
+    build = conv.im2col_per_sample if per_sample else conv.im2col
+    try:
+        codegen.set_backend("numpy")
+        want, oh, ow = build(np, x, kh, kw, stride, pad, dil, 1)
+        codegen.set_backend("numba")
+        got, oh2, ow2 = build(np, x, kh, kw, stride, pad, dil, 1)
+    finally:
+        codegen.set_backend(None)
+    assert (oh, ow) == (oh2, ow2) and got.shape == want.shape and got.dtype == want.dtype
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("stride,pad,dil", [
     ((1, 1), (0, 0, 0, 0), (1, 1)), ((2, 1), (1, 1, 1, 1), (1, 1)), ((1, 2), (2, 0, 1, 3), (2, 1)),
     ((3, 3), (1, 2, 0, 1), (1, 2)), ((2, 2), (2, 2, 2, 2), (2, 2)),
@@ -55,6 +81,7 @@ def test_compiled_col2im_equals_numpy(dtype, stride, pad, dil):
     ((4, 16, 32, 32), (32, 16, 3, 3), 2, 1),  # a strided ResNet layer
     ((4, 16, 16, 16), (16, 16, 3, 3), 1, 1),  # same width and size: the direct convolution
     ((8, 64, 32, 32), (64, 64, 3, 3), 1, 1),  # a sample's patches over 2 MB: one block each, the workspace reused
+    ((2, 3, 40, 40), (8, 3, 7, 7), 2, 3),  # a ResNet stem: its patches come from the input's phase planes
 ])
 def test_conv_gradients_match_torch_on_both_paths(backend, x_shape, w_shape, stride, padding):
     torch = pytest.importorskip("torch")
