@@ -58,7 +58,9 @@ def test_compiled_max_pool_equals_numpy(dtype, kernel, stride, padding, dilation
     ((16, 6, 27, 29), 2, 2, 0),  # the 2x2 loops; an odd row and column left out of every window
 ])
 def test_compiled_max_pool_matches_torch(forward_min_bytes, shape, kernel, stride, padding, monkeypatch):
+    """Both loops, each serial and with its planes split over the batch threads (the size rules set to 0)."""
     monkeypatch.setattr(pool_compiled, "_FORWARD_MIN_BYTES", forward_min_bytes)
+    monkeypatch.setattr(pool_compiled, "_SPLIT_2X2_MIN_BYTES", forward_min_bytes)
     torch = pytest.importorskip("torch")
     x = np.random.default_rng(3).standard_normal(shape).astype(np.float32)
     tx = torch.tensor(x, requires_grad=True)
