@@ -26,6 +26,33 @@ def best_time(fn, *, repeat: int = 5, min_time: float = 0.05) -> float:
     return best
 
 
+def interleaved(fns: dict, rounds: int, clock=time.perf_counter, min_time: float = 0.15) -> dict:
+    """Best seconds per call of each function, the functions taking turns within every round, so that a
+    slow spell of a shared machine falls on all of them rather than on whichever ran then. Each turn
+    starts with an untimed call, which absorbs the previous function's threads winding down."""
+    sizes = {}
+    for name, fn in fns.items():
+        fn()
+        n = 1
+        while True:
+            t0 = clock()
+            for _ in range(n):
+                fn()
+            if clock() - t0 >= min_time:
+                break
+            n *= 2
+        sizes[name] = n
+    best = dict.fromkeys(fns, float("inf"))
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            fn()
+            t0 = clock()
+            for _ in range(sizes[name]):
+                fn()
+            best[name] = min(best[name], (clock() - t0) / sizes[name])
+    return best
+
+
 def fmt_us(seconds: float) -> str:
     """Seconds as microseconds with a unit."""
     return f"{seconds * 1e6:9.2f} us"

@@ -2,7 +2,8 @@
 
 Run: python benchmarks/jit_vs_eager.py [--models mlp,lenet5,...] [--rounds 7] [--cpu-time]
 Uses benchmarks/train_step.py's models, data and optimizers. Each round times every variant once
-(batches of calls lasting >= 0.15 s) and the best round counts, so both see the same machine load.
+(batches of calls lasting >= 0.15 s, after one untimed call) and the best round counts, so both see the
+same machine load.
 --cpu-time measures the process's CPU time instead of wall time: steadier on a shared machine when
 BLAS runs one thread (OPENBLAS_NUM_THREADS=1), since time spent waiting for the CPU is not counted.
 """
@@ -17,30 +18,7 @@ import time
 sys.path.insert(0, os.path.dirname(__file__))
 
 import train_step  # noqa: E402
-
-
-def interleaved(fns: dict, rounds: int, clock) -> dict:
-    """Best seconds per call of each function, the variants alternating within every round."""
-    sizes = {}
-    for name, fn in fns.items():
-        fn()
-        n = 1
-        while True:
-            t0 = clock()
-            for _ in range(n):
-                fn()
-            if clock() - t0 >= 0.15:
-                break
-            n *= 2
-        sizes[name] = n
-    best = dict.fromkeys(fns, float("inf"))
-    for _ in range(rounds):
-        for name, fn in fns.items():
-            t0 = clock()
-            for _ in range(sizes[name]):
-                fn()
-            best[name] = min(best[name], (clock() - t0) / sizes[name])
-    return best
+from _timing import interleaved  # noqa: E402
 
 
 def main() -> None:

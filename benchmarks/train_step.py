@@ -5,7 +5,8 @@ Each model is written once against the shared PyTorch-style API and built with b
 and `ember.nn`, so the architectures (and state-dict keys) are identical; Ember's initial weights
 are copied into the PyTorch model. Ratios are Ember time / PyTorch eager time (lower is better);
 "vs compile" is Ember jit / torch.compile (inductor, CPU), the choice an ember.jit user would
-otherwise make. The `*_infer_*` rows time an eval-mode forward under no_grad (224x224 input).
+otherwise make. Times are the best of 5 rounds in which the four take turns, so that a slow spell
+of a shared machine does not fall on one of them alone. The `*_infer_*` rows time an eval-mode forward under no_grad (224x224 input).
 Peak memory is the resident-set high-water mark over 3 steps above the RSS once models and data are
 built, in MB, for PyTorch eager, Ember eager and Ember jit (jit's includes tracing and its planned
 arena), each measured in a fresh process (Linux; the mark is reset through /proc/self/clear_refs).
@@ -24,7 +25,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from _cnn_models import mobilenet_v2, resnet18  # noqa: E402
-from _timing import best_time, fmt_ms  # noqa: E402
+from _timing import fmt_ms, interleaved  # noqa: E402
 
 import ember as em  # noqa: E402
 
@@ -313,22 +314,24 @@ def _optimizer(lib, params, name):
     return lib.optim.SGD(params, lr=0.01, momentum=0.9)
 
 
-def run_case(name: str, with_jit: bool, no_compile: bool = False) -> dict:
-    """Seconds per step for each framework (best of 5), in this process."""
+def run_case(name: str, with_jit: bool, no_compile: bool = False, rounds: int = 5) -> dict:
+    """Seconds per step for each framework in this process: the best of `rounds` rounds in which the frameworks
+    take turns (batches of at least 0.15 s each), so that the machine's slow spells do not fall on one of them."""
     builders = _builders(name)
-    result = {}
+    fns = {}
     for which in ("torch", "compile", "ember", "jit"):
         if (which == "jit" and not with_jit) or (which == "compile" and no_compile):
             continue
         try:
             fn = builders[which]()
             if fn is not None:
-                result[which] = best_time(fn, repeat=5, min_time=0.2)
+                fn()  # torch.compile compiles here, jit traces: a failure is reported before timing starts
+                fns[which] = fn
         except Exception as e:  # noqa: BLE001 - torch.compile compiles on the first call
             if which != "compile":
                 raise
             print(f"  torch.compile failed: {type(e).__name__}: {str(e).splitlines()[0][:120]}", flush=True)
-    return result
+    return interleaved(fns, rounds)
 
 
 def main() -> None:
