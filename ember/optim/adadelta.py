@@ -6,6 +6,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from ember import ops
+from ember.optim import implementation
 from ember.optim.optimizer import Optimizer, _effective_grad, _step_counter
 from ember.tensor import Tensor
 
@@ -26,8 +27,13 @@ class Adadelta(Optimizer):
         weight_decay: float = 0,
         *,
         maximize: bool = False,
+        foreach: bool | None = None,
+        capturable: bool = False,
+        differentiable: bool = False,
     ) -> None:
         defaults = dict(lr=lr, rho=rho, eps=eps, weight_decay=weight_decay, maximize=maximize)
+        defaults.update(implementation.options(
+            foreach=foreach, capturable=capturable, differentiable=differentiable, has_capturable=True))
         super().__init__(params, defaults)
 
     def _check_options(self, options: dict[str, Any]) -> None:

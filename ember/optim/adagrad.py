@@ -6,6 +6,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from ember import ops
+from ember.optim import implementation
 from ember.optim.optimizer import Optimizer, _effective_grad, _step_counter, _step_value
 from ember.tensor import Tensor
 
@@ -27,9 +28,14 @@ class Adagrad(Optimizer):
         eps: float = 1e-10,
         *,
         maximize: bool = False,
+        foreach: bool | None = None,
+        fused: bool | None = None,
+        differentiable: bool = False,
     ) -> None:
         defaults = dict(lr=lr, lr_decay=lr_decay, eps=eps, weight_decay=weight_decay,
                         initial_accumulator_value=initial_accumulator_value, maximize=maximize)
+        defaults.update(implementation.options(
+            foreach=foreach, fused=fused, differentiable=differentiable, has_fused=True))
         super().__init__(params, defaults)
         # State is created up front, as in PyTorch, so the accumulators exist before the first step
         # (groups added later get theirs at their first step).

@@ -6,7 +6,8 @@ from collections.abc import Iterable
 from typing import Any
 
 from ember import ops
-from ember.optim.fused import adam_step
+from ember.optim import implementation
+from ember.optim.fused import adam_step, eager, unfused_reason
 from ember.optim.optimizer import Optimizer, _effective_grad, _nonzero, _sqrt, _step_counter, _step_value
 from ember.tensor import Tensor
 
@@ -30,13 +31,24 @@ class Adam(Optimizer):
         *,
         maximize: bool = False,
         decoupled_weight_decay: bool = False,
+        foreach: bool | None = None,
+        fused: bool | None = None,
+        capturable: bool = False,
+        differentiable: bool = False,
     ) -> None:
         defaults = dict(lr=lr, betas=tuple(float(b) for b in betas), eps=eps, weight_decay=weight_decay,
                         amsgrad=amsgrad, maximize=maximize, decoupled_weight_decay=decoupled_weight_decay)
+        defaults.update(implementation.options(foreach=foreach, fused=fused, capturable=capturable,
+                                               differentiable=differentiable, has_fused=True, has_capturable=True))
         super().__init__(params, defaults)
+
+    _fused_kernel = True
 
     def _check_options(self, options: dict[str, Any]) -> None:
         self._require_nonneg(options, "lr", "eps", "weight_decay")
+        if options.get("fused") and options.get("amsgrad"):
+            raise NotImplementedError(f"{type(self).__name__}: fused=True: the compiled update has no amsgrad; "
+                                      "use fused=None")
         betas = options.get("betas")
         if betas is not None:
             if len(betas) != 2:
@@ -63,23 +75,28 @@ class Adam(Optimizer):
         adam(params, [p.grad for p in params], [s["exp_avg"] for s in states], [s["exp_avg_sq"] for s in states],
              [s.get("max_exp_avg_sq") for s in states], [s["step"] for s in states], amsgrad=group["amsgrad"],
              beta1=beta1, beta2=beta2, lr=hp["lr"], weight_decay=hp["weight_decay"], eps=hp["eps"],
-             maximize=group["maximize"], decoupled_weight_decay=group["decoupled_weight_decay"])
+             maximize=group["maximize"], decoupled_weight_decay=group["decoupled_weight_decay"],
+             fused=group.get("fused"))
 
 
 def adam(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, *, amsgrad: bool, beta1, beta2, lr,
-         weight_decay, eps, maximize: bool, decoupled_weight_decay: bool = False) -> None:
+         weight_decay, eps, maximize: bool, decoupled_weight_decay: bool = False, fused: bool | None = None) -> None:
     """The Adam (or AdamW) update of each parameter in place (PyTorch's functional form).
 
-    The options may be Python numbers or 0-d tensors (graph inputs under ember.jit).
+    The options may be Python numbers or 0-d tensors (graph inputs under ember.jit). `fused`: see
+    optim/implementation.py.
     """
     for i, p in enumerate(params):
         grad = grads[i]
         step_t = state_steps[i]
         step_t.add_(1)
-        if not amsgrad and adam_step(p, grad, exp_avgs[i], exp_avg_sqs[i], step=_step_value(step_t), beta1=beta1,
-                                     beta2=beta2, lr=lr, weight_decay=weight_decay, eps=eps, maximize=maximize,
-                                     decoupled=decoupled_weight_decay):
-            continue  # one compiled pass (fused.py), bit for bit the ops below
+        if fused is not False and not amsgrad:
+            if adam_step(p, grad, exp_avgs[i], exp_avg_sqs[i], step=_step_value(step_t), beta1=beta1, beta2=beta2,
+                         lr=lr, weight_decay=weight_decay, eps=eps, maximize=maximize, decoupled=decoupled_weight_decay):
+                continue  # one compiled pass (fused.py), bit for bit the ops below
+            if fused and eager():
+                raise implementation.fused_failed("AdamW" if decoupled_weight_decay else "Adam", unfused_reason(
+                    (p, grad, exp_avgs[i], exp_avg_sqs[i]), (beta1, beta2, lr, weight_decay, eps)))
         if _nonzero(weight_decay) and decoupled_weight_decay:
             p.mul_(1 - lr * weight_decay)
             grad = -grad if maximize else grad

@@ -9,6 +9,7 @@ from typing import Any
 from ember import ops
 from ember.creation import tensor
 from ember.ops import dispatch
+from ember.optim import implementation
 from ember.optim.optimizer import Optimizer, _effective_grad, _step_counter, _step_value
 from ember.tensor import Tensor
 
@@ -30,8 +31,13 @@ class ASGD(Optimizer):
         weight_decay: float = 0,
         *,
         maximize: bool = False,
+        foreach: bool | None = None,
+        capturable: bool = False,
+        differentiable: bool = False,
     ) -> None:
         defaults = dict(lr=lr, lambd=lambd, alpha=alpha, t0=t0, weight_decay=weight_decay, maximize=maximize)
+        defaults.update(implementation.options(
+            foreach=foreach, capturable=capturable, differentiable=differentiable, has_capturable=True))
         super().__init__(params, defaults)
 
     def _check_options(self, options: dict[str, Any]) -> None:

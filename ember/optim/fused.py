@@ -72,8 +72,7 @@ def _flat_arrays(tensors, options):
     """The tensors' data as flat arrays of one dtype and shape, or None where the compiled pass cannot run:
     not eager (the profiler alone is allowed: the pass records itself), an option that is not a Python
     number, another device or layout."""
-    if not (dispatch.eager_now() or dispatch.profiled_eager() is not None) \
-            or any(type(v) not in (int, float) for v in options):
+    if not eager() or any(type(v) not in (int, float) for v in options):
         return None
     first = tensors[0]
     arrays = []
@@ -84,6 +83,38 @@ def _flat_arrays(tensors, options):
             return None
         arrays.append(a.reshape(-1))
     return arrays
+
+
+def eager() -> bool:
+    """Whether an update runs eagerly here (the compiled pass's first condition; not under ember.jit's trace)."""
+    return dispatch.eager_now() or dispatch.profiled_eager() is not None
+
+
+def compiled_available() -> bool:
+    """Whether the compiled passes can run at all: Numba installed and EMBER_FUSION_BACKEND not `numpy`."""
+    from ember.graph.codegen import get_backend
+    from ember.graph.codegen.numba_cpu import NumbaRenderer
+
+    return get_backend() != "numpy" and NumbaRenderer().available()
+
+
+def unfused_reason(tensors, options) -> str:
+    """Why the compiled pass did not run for these tensors and options (for fused=True's error)."""
+    if any(type(v) not in (int, float) for v in options):
+        return "its options must be Python numbers, not tensors"
+    first = tensors[0]
+    for t in tensors:
+        a = t._data
+        shape = tuple(a.shape)
+        if type(a) is not np.ndarray or t._device is not first._device:
+            return f"it needs NumPy-backed tensors on one CPU device, got {t.device}"
+        if a.dtype not in (np.float32, np.float64) or a.dtype != first._data.dtype:
+            return f"it needs float32 or float64 tensors of one dtype, got {first._data.dtype} and {a.dtype}"
+        if shape != tuple(first._data.shape):
+            return f"the parameter's shape {tuple(first._data.shape)} and its gradient's or state's {shape} differ"
+        if not a.flags.c_contiguous or not a.flags.writeable:
+            return f"a tensor of shape {shape} is not contiguous and writable"
+    return "the compiled kernels (the `jit` extra's Numba) are not available"
 
 
 def _run(name: str, fn, *args) -> None:

@@ -15,6 +15,7 @@ from ember.autograd.zero_grad import zero_grads
 from ember.creation import tensor
 from ember.dtypes import float32, float64, get_default_dtype
 from ember.ops import dispatch
+from ember.optim import implementation
 from ember.tensor import Tensor
 
 
@@ -42,8 +43,11 @@ class Optimizer:
     validate hyperparameters (it is called for the defaults and for every group added).
     """
 
+    _fused_kernel = False  # whether fused=True has a compiled update to run (optim/fused.py)
+
     def __init__(self, params: Iterable[Tensor] | Iterable[dict[str, Any]], defaults: dict[str, Any]) -> None:
         self._check_options(defaults)
+        implementation.check(type(self).__name__, defaults, self._fused_kernel)
         self.defaults = defaults
         self.state: defaultdict[Tensor, dict[str, Any]] = defaultdict(dict)
         self.param_groups: list[dict[str, Any]] = []
@@ -112,6 +116,7 @@ class Optimizer:
                 raise ValueError(f"parameter group didn't specify a value of required optimization parameter {name}")
             group.setdefault(name, default)
         self._check_options(group)
+        implementation.check(type(self).__name__, group, self._fused_kernel)
         if len({id(p) for p in params}) != len(params):
             warnings.warn("optimizer contains a parameter group with duplicate parameters", stacklevel=3)
         seen = {id(p) for g in self.param_groups for p in g["params"]}

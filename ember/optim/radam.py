@@ -6,6 +6,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from ember import ops
+from ember.optim import implementation
 from ember.optim.adam import Adam
 from ember.optim.optimizer import Optimizer, _effective_grad, _nonzero, _sqrt, _step_counter, _step_value
 from ember.tensor import Tensor
@@ -29,9 +30,14 @@ class RAdam(Optimizer):
         decoupled_weight_decay: bool = False,
         *,
         maximize: bool = False,
+        foreach: bool | None = None,
+        capturable: bool = False,
+        differentiable: bool = False,
     ) -> None:
         defaults = dict(lr=lr, betas=tuple(float(b) for b in betas), eps=eps, weight_decay=weight_decay,
                         decoupled_weight_decay=decoupled_weight_decay, maximize=maximize)
+        defaults.update(implementation.options(
+            foreach=foreach, capturable=capturable, differentiable=differentiable, has_capturable=True))
         super().__init__(params, defaults)
 
     _check_options = Adam._check_options

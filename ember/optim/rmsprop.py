@@ -6,6 +6,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from ember import ops
+from ember.optim import implementation
 from ember.optim.optimizer import Optimizer, _effective_grad, _nonzero, _step_counter
 from ember.tensor import Tensor
 
@@ -28,9 +29,14 @@ class RMSprop(Optimizer):
         centered: bool = False,
         *,
         maximize: bool = False,
+        foreach: bool | None = None,
+        capturable: bool = False,
+        differentiable: bool = False,
     ) -> None:
         defaults = dict(lr=lr, alpha=alpha, eps=eps, weight_decay=weight_decay, momentum=momentum,
                         centered=centered, maximize=maximize)
+        defaults.update(implementation.options(
+            foreach=foreach, capturable=capturable, differentiable=differentiable, has_capturable=True))
         super().__init__(params, defaults)
 
     def _check_options(self, options: dict[str, Any]) -> None:

@@ -6,7 +6,8 @@ from collections.abc import Iterable
 from typing import Any
 
 from ember.ops import dispatch
-from ember.optim.fused import sgd_momentum_step
+from ember.optim import implementation
+from ember.optim.fused import eager, sgd_momentum_step, unfused_reason
 from ember.optim.optimizer import Optimizer, _effective_grad, _nonzero
 from ember.tensor import Tensor
 
@@ -28,10 +29,17 @@ class SGD(Optimizer):
         nesterov: bool = False,
         *,
         maximize: bool = False,
+        foreach: bool | None = None,
+        fused: bool | None = None,
+        differentiable: bool = False,
     ) -> None:
         defaults = dict(lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay,
                         nesterov=nesterov, maximize=maximize)
+        defaults.update(implementation.options(
+            foreach=foreach, fused=fused, differentiable=differentiable, has_fused=True))
         super().__init__(params, defaults)
+
+    _fused_kernel = True
 
     def _check_options(self, options: dict[str, Any]) -> None:
         self._require_nonneg(options, "lr", "momentum", "weight_decay")
@@ -42,7 +50,8 @@ class SGD(Optimizer):
         grads = [p.grad for p in params]
         buffers = [self.state[p].get("momentum_buffer") for p in params]
         sgd(params, grads, buffers, lr=hp["lr"], momentum=hp["momentum"], dampening=hp["dampening"],
-            weight_decay=hp["weight_decay"], nesterov=group["nesterov"], maximize=group["maximize"])
+            weight_decay=hp["weight_decay"], nesterov=group["nesterov"], maximize=group["maximize"],
+            fused=group.get("fused"))
         if _nonzero(hp["momentum"]):
             tracer = dispatch.current_tracer()
             for p, buf in zip(params, buffers):
@@ -52,16 +61,20 @@ class SGD(Optimizer):
 
 
 def sgd(params, grads, momentum_buffers, *, lr, momentum, dampening, weight_decay, nesterov: bool,
-        maximize: bool) -> None:
+        maximize: bool, fused: bool | None = None) -> None:
     """The SGD update of each parameter in place (PyTorch's functional form); fills new momentum buffers.
 
-    The options may be Python numbers or 0-d tensors (graph inputs under ember.jit).
+    The options may be Python numbers or 0-d tensors (graph inputs under ember.jit). `fused`: see
+    optim/implementation.py (the compiled pass covers updates with an existing momentum buffer).
     """
     for i, (p, grad) in enumerate(zip(params, grads)):
-        if _nonzero(momentum) and momentum_buffers[i] is not None and sgd_momentum_step(
-                p, grad, momentum_buffers[i], lr=lr, momentum=momentum, dampening=dampening,
-                weight_decay=weight_decay, nesterov=nesterov, maximize=maximize):
-            continue  # one compiled pass (fused.py), bit for bit the ops below
+        if fused is not False and _nonzero(momentum) and momentum_buffers[i] is not None:
+            if sgd_momentum_step(p, grad, momentum_buffers[i], lr=lr, momentum=momentum, dampening=dampening,
+                                 weight_decay=weight_decay, nesterov=nesterov, maximize=maximize):
+                continue  # one compiled pass (fused.py), bit for bit the ops below
+            if fused and eager():
+                raise implementation.fused_failed("SGD", unfused_reason(
+                    (p, grad, momentum_buffers[i]), (lr, momentum, dampening, weight_decay)))
         d_p = _effective_grad(p, grad, weight_decay, maximize)
         if _nonzero(momentum):
             buf = momentum_buffers[i]

@@ -145,7 +145,7 @@ def test_param_groups_match_torch(name: str, kwargs: dict, groups: list[dict]) -
     tparams, topt = torch_setup(name, kwargs, groups)
     for g, tg in zip(opt.param_groups, topt.param_groups):
         for key, value in g.items():
-            if key != "params":
+            if key not in ("params", "foreach"):  # the reference runs with foreach=False
                 assert tg[key] == value, key
     ours = ember_train(params, opt, STEPS)
     theirs = torch_train(tparams, topt, STEPS)

@@ -65,11 +65,11 @@ def test_layout_matches_torch(name: str, kwargs: dict) -> None:
         if "step" in entry:
             assert ours["state"][index]["step"].dtype == em.float32
             assert ours["state"][index]["step"].shape == ()
-    torch_only = {"foreach", "fused", "differentiable", "capturable"}
     for g, tg in zip(ours["param_groups"], theirs["param_groups"]):
-        assert set(g) == set(tg) - torch_only
+        assert set(g) == set(tg)  # PyTorch's implementation switches (foreach, fused, ...) included
         for key, value in g.items():
-            assert tg[key] == value, key
+            if key != "foreach":  # the reference runs PyTorch's single-tensor path (foreach=False)
+                assert tg[key] == value, key
 
 
 def test_state_indices_with_skipped_parameters() -> None:
