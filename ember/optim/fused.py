@@ -69,18 +69,24 @@ def adam(p, g, m, v, w1, one_minus_w1, beta2, c2, bc2_sqrt, eps, neg_step, wd, d
 
 
 def _flat_arrays(tensors, options):
-    """The tensors' data as flat arrays of one dtype and shape, or None where the compiled pass cannot run:
-    not eager (the profiler alone is allowed: the pass records itself), an option that is not a Python
-    number, another device or layout."""
-    if not eager() or any(type(v) not in (int, float) for v in options):
-        return None
+    """The tensors' data as flat arrays of one dtype and shape, or, where the compiled pass cannot run, the
+    reason why (a str): not eager (the profiler alone is allowed: the pass records itself), an option that is
+    not a Python number, another device, dtype or layout. The reasons are built only on failure."""
+    if not eager():
+        return "the update is being traced, not run eagerly"
+    if any(type(v) not in (int, float) for v in options):
+        return "its options must be Python numbers, not tensors"
     first = tensors[0]
     arrays = []
     for t in tensors:
         a = t._data
-        if type(a) is not np.ndarray or not a.flags.c_contiguous or not a.flags.writeable \
-                or t._device is not first._device or a.dtype != first._data.dtype or a.shape != first._data.shape:
-            return None
+        if type(a) is not np.ndarray or t._device is not first._device:
+            return f"it needs NumPy-backed tensors on one CPU device, got {t.device}"
+        if a.dtype != first._data.dtype or a.shape != first._data.shape:
+            return (f"the parameter ({first._data.dtype}, shape {tuple(first._data.shape)}) and its gradient and "
+                    f"state ({a.dtype}, shape {tuple(a.shape)}) differ")
+        if not a.flags.c_contiguous or not a.flags.writeable:
+            return f"a tensor of shape {tuple(a.shape)} is not contiguous and writable"
         arrays.append(a.reshape(-1))
     return arrays
 
@@ -100,20 +106,11 @@ def compiled_available() -> bool:
 
 def unfused_reason(tensors, options) -> str:
     """Why the compiled pass did not run for these tensors and options (for fused=True's error)."""
-    if any(type(v) not in (int, float) for v in options):
-        return "its options must be Python numbers, not tensors"
-    first = tensors[0]
-    for t in tensors:
-        a = t._data
-        shape = tuple(a.shape)
-        if type(a) is not np.ndarray or t._device is not first._device:
-            return f"it needs NumPy-backed tensors on one CPU device, got {t.device}"
-        if a.dtype not in (np.float32, np.float64) or a.dtype != first._data.dtype:
-            return f"it needs float32 or float64 tensors of one dtype, got {first._data.dtype} and {a.dtype}"
-        if shape != tuple(first._data.shape):
-            return f"the parameter's shape {tuple(first._data.shape)} and its gradient's or state's {shape} differ"
-        if not a.flags.c_contiguous or not a.flags.writeable:
-            return f"a tensor of shape {shape} is not contiguous and writable"
+    found = _flat_arrays(tensors, options)
+    if isinstance(found, str):
+        return found
+    if found[0].dtype not in (np.float32, np.float64):
+        return f"it needs float32 or float64 tensors, got {found[0].dtype}"
     return "the compiled kernels (the `jit` extra's Numba) are not available"
 
 
@@ -135,7 +132,7 @@ def _written(*tensors) -> bool:
 def sgd_momentum_step(p, grad, buf, *, lr, momentum, dampening, weight_decay, nesterov, maximize) -> bool:
     """Apply one SGD-with-momentum update to p and buf in one compiled pass; False where it cannot run."""
     arrays = _flat_arrays((p, grad, buf), (lr, momentum, dampening, weight_decay))
-    if arrays is None:
+    if isinstance(arrays, str):
         return False
     keep = 1 - dampening
     source = _sgd_source(weight_decay != 0, bool(maximize), keep != 1, bool(nesterov))
@@ -152,7 +149,7 @@ def adam_step(p, grad, exp_avg, exp_avg_sq, *, step: float, beta1, beta2, lr, we
               decoupled: bool) -> bool:
     """Apply one Adam (AdamW with `decoupled`) update in one compiled pass; False where it cannot run."""
     arrays = _flat_arrays((p, grad, exp_avg, exp_avg_sq), (beta1, beta2, lr, weight_decay, eps))
-    if arrays is None:
+    if isinstance(arrays, str):
         return False
     cast = arrays[0].dtype.type
     w1 = cast(1 - beta1)

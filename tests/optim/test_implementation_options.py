@@ -141,8 +141,13 @@ def test_fused_true_names_what_stops_the_compiled_pass():
         opt.step()
     sgd = em.optim.SGD([w], lr=0.1, momentum=0.9, fused=True)
     sgd.step()  # the first step makes the momentum buffer with tensor ops, as PyTorch's does
-    with pytest.raises(RuntimeError, match="SGD: fused=True could not update"):
+    with pytest.raises(RuntimeError, match="SGD: fused=True could not update .* float32 or float64 .* float16"):
         sgd.step()
+    v = em.zeros(4, requires_grad=True)
+    v.grad = em.ones(4)
+    tensor_lr = em.optim.AdamW([v], lr=em.tensor(0.01), fused=True)
+    with pytest.raises(RuntimeError, match="AdamW: fused=True could not update .* options must be Python numbers"):
+        tensor_lr.step()
 
 
 def test_fused_true_without_the_compiled_kernels_is_refused():
