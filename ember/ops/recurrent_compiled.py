@@ -30,24 +30,6 @@ def _forward_row(p, a, cp, cn, tc, hn, H):
         a[j] = tanh32(p[j])
     for j in range(3 * H, 4 * H):
         a[j] = sigmoid32(p[j])
-    _cell_row(a, cp, cn, tc, hn, H)
-
-
-@njit(inline="always")
-def _forward_row_plus(p, x, a, cp, cn, tc, hn, H):
-    # _forward_row of the pre-activations p + x, added as each gate is activated (one pass fewer)
-    for j in range(2 * H):
-        a[j] = sigmoid32(p[j] + x[j])
-    for j in range(2 * H, 3 * H):
-        a[j] = tanh32(p[j] + x[j])
-    for j in range(3 * H, 4 * H):
-        a[j] = sigmoid32(p[j] + x[j])
-    _cell_row(a, cp, cn, tc, hn, H)
-
-
-@njit(inline="always")
-def _cell_row(a, cp, cn, tc, hn, H):
-    # the cell and hidden state of one sample from its activated gates
     for j in range(H):
         cn[j] = a[H + j] * cp[j] + a[j] * a[2 * H + j]
     for j in range(H):
@@ -79,8 +61,11 @@ def lstm_forward_loop(xw, batch_major, h0, w_t, hs, act, cs, tanh_cs, pre, n0, n
         sgemm(101, 111, 111, M, G, H, np.float32(1), h_prev.ctypes.data, H, w_t.ctypes.data, G, np.float32(0),
               pre[n0:].ctypes.data, G)
         for n in range(n0, n1):
+            p = pre[n]
             x = xw[n, t] if batch_major else xw[t, n]
-            _forward_row_plus(pre[n], x, act[t, n], cs[t, n], cs[t + 1, n], tanh_cs[t, n], hs[t, n], H)
+            for j in range(G):
+                p[j] += x[j]
+            _forward_row(p, act[t, n], cs[t, n], cs[t + 1, n], tanh_cs[t, n], hs[t, n], H)
 '''
 
 _SOURCE = '''
