@@ -717,6 +717,32 @@ def _lstm_layer(ctx, node):
     return [ctx.add("Squeeze", [y, ctx.ints([1], "axes")]), ctx.add("Squeeze", [y_c, ctx.ints([0], "axes")])]
 
 
+@mapping("gru_layer")
+def _gru_layer(ctx, node):
+    """A whole GRU layer as ONNX's GRU op with linear_before_reset=1 (PyTorch's n = tanh(x_n + r * (W_hn h + b_hn))):
+    X is the input projections (T, N, 3H), so W is the permutation from Ember's (PyTorch's) gate order [r, z, n]
+    to ONNX's [z, r, h]; R is w_hh's rows and B's recurrent half b_hh's entries in that order."""
+    xw, h0, w_hh, b_hh = node.inputs
+    dt = _out(node).dtype
+    hidden = h0.shape[-1]
+    if not isinstance(hidden, int):
+        raise _unsupported(ctx, "has a symbolic hidden size")
+    order = np.concatenate([np.arange(k * hidden, (k + 1) * hidden) for k in (1, 0, 2)])  # ONNX row -> ours
+    w = np.zeros((1, 3 * hidden, 3 * hidden), dtype=dt)
+    w[0, np.arange(3 * hidden), order] = 1
+    gate_order = ctx.const(order, "gate_order")
+    r = ctx.add("Unsqueeze", [ctx.add("Gather", [ctx.input(w_hh, dt), gate_order], axis=0), ctx.ints([0], "axes")])
+    b = ""
+    if b_hh is not None:
+        rb = ctx.add("Gather", [ctx.input(b_hh, dt), gate_order], axis=0)
+        b = ctx.add("Unsqueeze", [ctx.add("Concat", [ctx.const(np.zeros(3 * hidden, dt), "zero_bias"), rb], axis=0),
+                                  ctx.ints([0], "axes")])
+    h = ctx.add("Unsqueeze", [ctx.input(h0, dt), ctx.ints([0], "axes")])
+    y, _ = ctx.add("GRU", [ctx.input(xw, dt), ctx.const(w, "gate_permutation"), r, b, "", h], n_out=2,
+                   hidden_size=hidden, linear_before_reset=1)
+    return [ctx.add("Squeeze", [y, ctx.ints([1], "axes")])]
+
+
 @mapping("scaled_dot_product_attention")
 def _attention(ctx, node):
     """softmax(Q K^T * scale + mask) V with MatMul, Softmax and a mask (opset 18 has no Attention op)."""

@@ -191,14 +191,16 @@ def test_unbind_second_order():
     assert unbind(em.ones(1, 2), 0)[0].shape == (2,)
 
 
+@pytest.mark.parametrize("hidden", [5, 128])
 @pytest.mark.parametrize("kind", ["LSTM", "GRU"])
-def test_jitted_training_of_the_fused_cells_equals_eager(kind):
-    """lstm_cell/gru_cell and their backward ops under ember.jit: the same losses and weights as eager over
-    steps that change the learning rate, the sequence length and the data in place."""
+def test_jitted_training_of_the_fused_layers_equals_eager(kind, hidden):
+    """lstm_layer/gru_layer and their backward ops under ember.jit (at 128 hidden units, their compiled loops):
+    the same losses and weights as eager over steps that change the learning rate, the sequence length and
+    the data in place."""
     def make():
         em.manual_seed(0)
-        model = nn.ModuleDict({"rnn": getattr(nn, kind)(3, 5, batch_first=True, bidirectional=True),
-                               "fc": nn.Linear(10, 2)})
+        model = nn.ModuleDict({"rnn": getattr(nn, kind)(3, hidden, batch_first=True, bidirectional=True),
+                               "fc": nn.Linear(2 * hidden, 2)})
         return model, em.optim.Adam(model.parameters(), lr=0.05)
 
     def stepper(model, opt):
@@ -214,14 +216,14 @@ def test_jitted_training_of_the_fused_cells_equals_eager(kind):
     (m_eager, o_eager), (m_jit, o_jit) = make(), make()
     eager, jitted = stepper(m_eager, o_eager), em.jit(stepper(m_jit, o_jit))
     rng = np.random.default_rng(0)
-    x = em.tensor(rng.standard_normal((4, 6, 3)).astype(np.float32))
-    y = em.tensor(rng.integers(0, 2, 4))
+    x = em.tensor(rng.standard_normal((8, 6, 3)).astype(np.float32))
+    y = em.tensor(rng.integers(0, 2, 8))
     for i in range(8):
         if i == 3:
             for opt in (o_eager, o_jit):
                 opt.param_groups[0]["lr"] = 0.01
         if i == 5:
-            x = em.tensor(rng.standard_normal((4, 9, 3)).astype(np.float32))  # a longer sequence
+            x = em.tensor(rng.standard_normal((8, 9, 3)).astype(np.float32))  # a longer sequence
         if i == 6:
             x.mul_(0.5)  # data changed in place
         np.testing.assert_allclose(jitted(x, y).item(), eager(x, y).item(), rtol=1e-5, atol=1e-6)

@@ -20,6 +20,7 @@ from ember.ops.recurrent import gru_cell, lstm_cell  # noqa: E402
 
 em.manual_seed(0)
 _GRU = em.nn.GRU(3, 4, batch_first=True, bidirectional=True).requires_grad_(False)
+_GRU_NO_BIAS = em.nn.GRU(3, 4, num_layers=2, bias=False).requires_grad_(False)
 
 
 def _x(b, *shape, positive=False, seed=0):
@@ -98,6 +99,7 @@ CASES = {
     "lstm_cell": (lambda x: em.stack(lstm_cell(x, x[:, :3]), 0), (12,)),
     "gru_cell": (lambda x: gru_cell(x[:, :6], x[:, 6:9], x[:, 3:12] * 0.5, x[:, 9:12]), (12,)),
     "gru_module": (lambda x: _GRU(x)[0], (5, 3)),
+    "gru_module_without_bias": (lambda x: _GRU_NO_BIAS(x)[1], (5, 3)),
     "sum_to_size": (lambda x: x.expand(x.shape[0], 3, 4).sum_to_size(x.shape[0], 1, 4) if hasattr(x, "sum_to_size")
                     else x.sum(1, keepdim=True), (1, 4)),
 }

@@ -1017,6 +1017,29 @@ row("lstm_layer", _ember_lstm_layer, lambda r: [r.normal((4, 3, 8), scale=2.0), 
                                                 r.normal((8, 2))], th=_torch_lstm_layer, tol=TRANSCENDENTAL)
 row("lstm_layer_one_step", _ember_lstm_layer, mats((1, 2, 12), (2, 3), (2, 3), (12, 3)), th=_torch_lstm_layer,
     tol=TRANSCENDENTAL)
+
+
+def _torch_gru_layer(L, xw, h0, w_hh, b_hh=None):
+    """A GRU layer step by step in PyTorch's ops (the oracle of ember's fused gru_layer): every step's state."""
+    h, hs = h0, []
+    for t in range(xw.shape[0]):
+        gh = h @ w_hh.T if b_hh is None else h @ w_hh.T + b_hh
+        hidden = h.shape[-1]
+        h = _torch_gru_cell(L, xw[t][..., :2 * hidden], xw[t][..., 2 * hidden:], gh, h)
+        hs.append(h)
+    return L.stack(hs, 0)
+
+
+def _ember_gru_layer(L, xw, h0, w_hh, b_hh=None):
+    from ember.ops.gru_layer import gru_layer
+
+    return gru_layer(xw, h0, w_hh, b_hh)
+
+
+row("gru_layer", _ember_gru_layer, lambda r: [r.normal((4, 3, 6), scale=2.0), r.normal((3, 2)), r.normal((6, 2)),
+                                              r.normal((6,))], th=_torch_gru_layer, tol=TRANSCENDENTAL)
+row("gru_layer_without_bias", _ember_gru_layer, mats((3, 2, 9), (2, 3), (9, 3)), th=_torch_gru_layer,
+    tol=TRANSCENDENTAL)
 row("cosine_similarity", lambda L, a, b: nnf(L).cosine_similarity(a, b), mats((3, 5), (3, 5)), tol=REDUCTION)
 row("normalize", lambda L, x: nnf(L).normalize(x, dim=-1), mats((3, 5)), tol=REDUCTION)
 

@@ -1,8 +1,10 @@
 """Recurrent layers with PyTorch's interface and parameter names: RNN, LSTM, GRU and their cells.
 
-A layer projects the inputs of all time steps with one matmul, then loops over time with one
-matmul with the hidden weights and a few elementwise ops per step; autograd differentiates the
-loop. The two directions of a bidirectional layer run in the same loop, as a batch of two.
+A layer projects the inputs of all time steps with one matmul. LSTM (without projections) and GRU layers
+then run each direction as one fused op over the whole sequence (lstm_layer, gru_layer), forward and
+backward. RNN layers and projected LSTMs loop over time with one matmul with the hidden weights and a
+fused step per time step, which autograd differentiates; there the two directions of a bidirectional
+layer run in the same loop, as a batch of two.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from ember.nn import init
 from ember.nn.modules.module import Module
 from ember.nn.parameter import Parameter
 from ember.ops.creation_ops import zeros_like_shape
+from ember.ops.gru_layer import gru_layer
 from ember.ops.recurrent import gru_cell, lstm_cell
 from ember.ops.recurrent_layer import lstm_layer
 from ember.ops.split import split, unbind
@@ -32,31 +35,31 @@ def _linear_rows(x: Tensor, w: Tensor, b: Tensor | None) -> Tensor:
 
 
 # --- one time step, shared by the layers and the cells ----------------------------------------
-def _fused_layer_ok(xws: list, w_hhs: list, states: list) -> bool:
-    """Whether lstm_layer can run this layer: every tensor of one floating dtype (autocast may mix them)."""
-    dtypes = {t.dtype for t in (*xws, *w_hhs, *states)}
+def _fused_layer_ok(xws: list, ws: list, states: list) -> bool:
+    """Whether lstm_layer/gru_layer can run this layer: every tensor of one floating dtype (autocast may mix them)."""
+    dtypes = {t.dtype for t in (*xws, *(w[1] for w in ws), *(w[3] for w in ws if w[3] is not None), *states)}
     return len(dtypes) == 1 and next(iter(dtypes)).is_floating_point
 
 
-def _lstm_layers_fused(xws: list, w_hhs: list, states: list, tdim: int):
-    """One LSTM layer, each direction one lstm_layer op (the reverse one over the flipped sequence):
-    (output, [h_n, c_n]) as RNNBase._run_layer returns them."""
+def _layers_fused(mode: str, xws: list, ws: list, states: list):
+    """One time-major LSTM or GRU layer, each direction one lstm_layer or gru_layer op (the reverse one over the
+    flipped sequence): (output, final states) as RNNBase._run_layer returns them."""
     outs, hs_last, cs_last = [], [], []
     two = len(xws) == 2
-    for d, (xw, w_hh) in enumerate(zip(xws, w_hhs)):
-        xw = xw.transpose(0, 1) if tdim == 1 else xw  # time-major
+    for d, (xw, w) in enumerate(zip(xws, ws)):
         if d == 1:
             xw = em.flip(xw, (0,))
-        h0, c0 = (states[0][d], states[1][d]) if two else states
-        hs, c = lstm_layer(xw, h0, c0, w_hh)
+        if mode == "LSTM":
+            h0, c0 = (states[0][d], states[1][d]) if two else states
+            hs, c = lstm_layer(xw, h0, c0, w[1])
+            cs_last.append(c)
+        else:  # the GRU's hidden bias stays in the layer: its n part is scaled by the reset gate
+            hs = gru_layer(xw, states[0][d] if two else states[0], w[1], w[3])
         hs_last.append(hs[-1])
-        cs_last.append(c)
         outs.append(em.flip(hs, (0,)) if d == 1 else hs)
     out = em.cat(outs, -1) if two else outs[0]
-    out = out.transpose(0, 1) if tdim == 1 else out
-    if two:
-        return out, [em.stack(hs_last, 0), em.stack(cs_last, 0)]
-    return out, [hs_last[0], cs_last[0]]
+    finals = [hs_last, cs_last] if mode == "LSTM" else [hs_last]
+    return out, [em.stack(f, 0) if two else f[0] for f in finals]
 
 
 def _lstm_step(pre: Tensor, c: Tensor, hidden: int) -> tuple[Tensor, Tensor]:
@@ -248,12 +251,13 @@ class RNNBase(Module):
         mode = self.mode
         hidden = self.hidden_size
         ws = [self._weights(layer, d) for d in range(dirs)]
-        if mode == "LSTM" and ws[0][4] is None:
-            # lstm_layer runs time-major: a batch-first input is transposed before its projection (a copy of
-            # the narrow input), not the projections after it (the gradient of those, 4H wide, was copied back)
+        if mode in ("LSTM", "GRU") and ws[0][4] is None:
+            # the fused layers run time-major: a batch-first input is transposed before its projection (a copy
+            # of the narrow input), not the projections after it (the gradient of those, 3-4H wide, was
+            # copied back)
             xws = self._input_projections(x.transpose(0, 1) if tdim == 1 else x, ws)
-            if _fused_layer_ok(xws, [w[1] for w in ws], init_states):
-                out, states = _lstm_layers_fused(xws, [w[1] for w in ws], init_states, 0)
+            if _fused_layer_ok(xws, ws, init_states):
+                out, states = _layers_fused(mode, xws, ws, init_states)
                 return (out.transpose(0, 1) if tdim == 1 else out), states
         xws = self._input_projections(x, ws)
         if dirs == 1:
