@@ -385,7 +385,7 @@ def _accumulate_into_leaf(leaf, g, create_graph: bool, stored: set) -> None:
         data = g._data
         # A gradient may alias another leaf's or be a read-only broadcast view: own a copy then.
         flags = getattr(data, "flags", None)
-        if flags is not None and (not flags.owndata or not flags.writeable or id(data) in stored):
+        if flags is not None and (not flags.owndata or not getattr(flags, "writeable", True) or id(data) in stored):
             g = g.clone() if not create_graph else g
         stored.add(id(g._data))
         leaf.grad = g

@@ -183,7 +183,7 @@ class InplaceMixin:
                 floating = self.is_floating_point()
                 ok = isinstance(other, (int, float)) and not isinstance(other, bool) and (
                     floating or isinstance(other, int)) and not (ufunc is np.true_divide and not floating)
-            if ok and self._data.flags.writeable and not isinstance(alpha, ember.Tensor):
+            if ok and getattr(self._data.flags, "writeable", True) and not isinstance(alpha, ember.Tensor):
                 if alpha != 1:
                     o = o * alpha
                 try:

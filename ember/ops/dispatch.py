@@ -301,8 +301,7 @@ def _as_array(x):
 
 
 def _writeable(arr) -> bool:
-    flags = getattr(arr, "flags", None)
-    return True if flags is None else bool(flags.writeable)
+    return bool(getattr(getattr(arr, "flags", None), "writeable", True))  # CuPy's flags have no writeable
 
 
 def explain_failure(op, arrays, attrs, exc: Exception):

@@ -263,7 +263,7 @@ def setitem(x, index, value) -> None:
     if not isinstance(vals, (int, float, bool)) and not isinstance(vals, np.generic):
         if vals.dtype in FLOAT_NP and x._data.dtype not in FLOAT_NP:
             vals = vals.astype(x._data.dtype)
-    if not x._data.flags.writeable if hasattr(x._data, "flags") else False:
+    if not getattr(getattr(x._data, "flags", None), "writeable", True):  # CuPy's flags have no writeable
         raise RuntimeError("setitem: this tensor is a read-only view (from expand/broadcast_to); clone it first")
     try:
         x._data[decode_index(template, arrays)] = vals
@@ -300,7 +300,8 @@ def _bounds(xp, op, index, size, dim):
 
 def _along_dim_index(xp, index, dim):
     """Full index tuple that addresses positions (…, index[...], …) along `dim`."""
-    grids = list(xp.indices(index.shape, sparse=True))
+    nd = len(index.shape)  # open grids as NumPy's indices(sparse=True) makes them (CuPy's has no sparse form)
+    grids = [xp.arange(n).reshape((1,) * i + (n,) + (1,) * (nd - i - 1)) for i, n in enumerate(index.shape)]
     grids[dim] = index
     return tuple(grids)
 
