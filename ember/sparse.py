@@ -107,7 +107,8 @@ class SparseCOOTensor:
         """The same tensor with sorted, unique coordinates (repeated ones summed; differentiable in the values)."""
         if self._coalesced:
             return self
-        idx = dispatch.read(self._idx, "coalesce").astype(np.int64)
+        idx = dispatch.read(self._idx, "coalesce")
+        idx = self._idx._device.backend.to_host(idx).astype(np.int64)  # the coordinates are sorted on the host
         sparse_shape = self._shape[: self.sparse_dim()]
         if idx.shape[1] == 0:
             return SparseCOOTensor(self._idx, self._vals, self._shape, coalesced=True)

@@ -27,25 +27,25 @@ def _swap(x):
     return np.swapaxes(x, -1, -2)
 
 
-def _causal_blocked(L: int, S: int) -> np.ndarray:
+def _causal_blocked(xp, L: int, S: int):
     """True above the diagonal of an (L, S) score matrix (top-left aligned, as PyTorch's is_causal)."""
-    return np.triu(np.ones((L, S), dtype=bool), 1)
+    return xp.triu(xp.ones((L, S), dtype=bool), 1)
 
 
-def _weights(q, k, mask, scale: float, causal: bool, out):
+def _weights(xp, q, k, mask, scale: float, causal: bool, out):
     """Softmax attention weights (..., L, S) in q's (float32 or float64) dtype, written into `out`."""
-    s = np.matmul(q * q.dtype.type(scale), _swap(k), out=out)
+    s = xp.matmul(q * q.dtype.type(scale), _swap(k), out=out)
     if causal:  # a masked copy over the blocked half: 10x faster than assigning through a boolean index
-        np.copyto(s, s.dtype.type(-np.inf), where=_causal_blocked(s.shape[-2], s.shape[-1]))
+        xp.copyto(s, s.dtype.type(-np.inf), where=_causal_blocked(xp, s.shape[-2], s.shape[-1]))
     if mask is not None:
         if mask.dtype == np.bool_:
-            np.copyto(s, s.dtype.type(-np.inf), where=~mask)
+            xp.copyto(s, s.dtype.type(-np.inf), where=~mask)
         else:
             s += upcast(mask).astype(s.dtype, copy=False)
     with np.errstate(invalid="ignore"):  # a row that attends nowhere is NaN, as in PyTorch
         s -= s.max(axis=-1, keepdims=True)
-        np.exp(s, out=s)
-        s /= _row_sums(s)
+        xp.exp(s, out=s)
+        s /= _row_sums(xp, s)
     return s
 
 
@@ -55,9 +55,10 @@ def _weights(q, k, mask, scale: float, causal: bool, out):
 _SPLIT_MIN = 1 << 16
 
 
-def _by_first_axis(work, shape, scores: int) -> None:
-    """work(a, b) for chunks a:b of the first batch axis of `shape` (the whole when there is none)."""
-    if len(shape) < 3:
+def _by_first_axis(xp, work, shape, scores: int) -> None:
+    """work(a, b) for chunks a:b of the first batch axis of `shape` (the whole when there is none; a GPU's
+    kernels are queued from one thread)."""
+    if len(shape) < 3 or xp is not np:
         work(0, None)
         return
     batch_threads.run_if(work, shape[0], scores >= _SPLIT_MIN)
@@ -70,10 +71,10 @@ def _chunk(mask, ndim: int, a: int, b):
     return mask[a:b]
 
 
-def _row_sums(a):
+def _row_sums(xp, a):
     """Sums over the last axis, keepdims, as a product with a ones column: NumPy's reduction over short
     rows (attention's 64 keys) runs 5x slower than the GEMM."""
-    return np.matmul(a, np.ones((a.shape[-1], 1), a.dtype))
+    return xp.matmul(a, xp.ones((a.shape[-1], 1), a.dtype))
 
 
 class ScaledDotProductAttentionOp(Op):
@@ -110,14 +111,14 @@ class ScaledDotProductAttentionOp(Op):
     def kernel(self, xp, q, k, v, mask, scale, causal):
         dtype = q.dtype
         q, k, v = upcast(q), upcast(k), upcast(v)
-        p = np.empty(q.shape[:-1] + (k.shape[-2],), q.dtype)
-        out = np.empty(q.shape[:-1] + (v.shape[-1],), q.dtype)
+        p = xp.empty(q.shape[:-1] + (k.shape[-2],), q.dtype)
+        out = xp.empty(q.shape[:-1] + (v.shape[-1],), q.dtype)
 
         def work(a, b):
-            _weights(q[a:b], k[a:b], _chunk(mask, q.ndim, a, b), scale, causal, out=p[a:b])
-            np.matmul(p[a:b], v[a:b], out=out[a:b])
+            _weights(xp, q[a:b], k[a:b], _chunk(mask, q.ndim, a, b), scale, causal, out=p[a:b])
+            xp.matmul(p[a:b], v[a:b], out=out[a:b])
 
-        _by_first_axis(work, q.shape, p.size)
+        _by_first_axis(xp, work, q.shape, p.size)
         return rounded(out, dtype), p
 
     def vjp(self, ctx, g_out, g_p=None):
@@ -147,21 +148,21 @@ class ScaledDotProductAttentionBackwardOp(Op):
     def kernel(self, xp, q, k, v, p, g, scale):
         dtype = q.dtype
         q, k, v, g = upcast(q), upcast(k), upcast(v), upcast(g).astype(p.dtype, copy=False)
-        dq, dk, dv = (np.empty(a.shape, p.dtype) for a in (q, k, v))
+        dq, dk, dv = (xp.empty(a.shape, p.dtype) for a in (q, k, v))
         sc = p.dtype.type(scale)
 
         def work(a, b):
             pa, ga = p[a:b], g[a:b]
-            np.matmul(_swap(pa), ga, out=dv[a:b])
-            dp = np.matmul(ga, _swap(v[a:b]))
-            dp -= _row_sums(dp * pa)
+            xp.matmul(_swap(pa), ga, out=dv[a:b])
+            dp = xp.matmul(ga, _swap(v[a:b]))
+            dp -= _row_sums(xp, dp * pa)
             dp *= pa  # now the scores' gradient
-            np.matmul(dp, k[a:b], out=dq[a:b])
+            xp.matmul(dp, k[a:b], out=dq[a:b])
             dq[a:b] *= sc
-            np.matmul(_swap(dp), q[a:b], out=dk[a:b])
+            xp.matmul(_swap(dp), q[a:b], out=dk[a:b])
             dk[a:b] *= sc
 
-        _by_first_axis(work, q.shape, p.size)
+        _by_first_axis(xp, work, q.shape, p.size)
         return rounded(dq, dtype), rounded(dk, dtype), rounded(dv, dtype)
 
 
@@ -192,7 +193,7 @@ def _vjp_in_ops(q, k, v, mask, p, g_out, g_p, scale, ctx):
     if ctx.attrs["causal"]:
         from ember.tensor import Tensor
 
-        blocked = Tensor._make(_causal_blocked(s.shape[-2], s.shape[-1]), q.device)
+        blocked = Tensor._make(q.device.backend.from_host(_causal_blocked(np, s.shape[-2], s.shape[-1])), q.device)
         s = s.masked_fill(blocked, float("-inf"))
     if mask is not None:
         s = s.masked_fill(~mask, float("-inf")) if mask.dtype == bool_ else s + mask

@@ -47,10 +47,10 @@ def _layout(a_shape, b_shape, axes, dot_axes, mode):
     return (conv_a, dot_a, ign_a), (conv_b, dot_b, ign_b), out
 
 
-def _correlate(x, y, x_axes, y_axes, out_order):
+def _correlate(xp, x, y, x_axes, y_axes, out_order):
     """sum over the window of x (sliding along the paired conv axes) times y, contracting dot axes too."""
     (conv_x, dot_x, ign_x), (conv_y, dot_y, ign_y) = x_axes, y_axes
-    win = np.lib.stride_tricks.sliding_window_view(x, [y.shape[j] for j in conv_y], axis=list(conv_x))
+    win = xp.lib.stride_tricks.sliding_window_view(x, tuple(y.shape[j] for j in conv_y), axis=tuple(conv_x))
     # win: x's axes (conv ones now the output positions), then one window axis per conv axis
     n = win.ndim
     x_labels = list(range(n))
@@ -64,20 +64,20 @@ def _correlate(x, y, x_axes, y_axes, out_order):
         y_labels[j] = nxt
         nxt += 1
     out_labels = [x_labels[i] for i in ign_x] + [y_labels[j] for j in ign_y] + [x_labels[i] for i in conv_x]
-    out = np.einsum(win, x_labels, y, y_labels, out_labels, optimize=True)
-    return np.transpose(out, out_order) if out_order is not None else out
+    out = xp.einsum(win, x_labels, y, y_labels, out_labels, optimize=True)
+    return xp.transpose(out, out_order) if out_order is not None else out
 
 
-def _kernel(a, b, axes, dot_axes, mode):
+def _kernel(xp, a, b, axes, dot_axes, mode):
     lay_a, lay_b, out_shape = _layout(a.shape, b.shape, axes, dot_axes, mode)
     conv_a, dot_a, ign_a = lay_a
     conv_b, dot_b, ign_b = lay_b
     if mode == "valid" and any(a.shape[i] < b.shape[j] for i, j in zip(conv_a, conv_b)):
         # slide A over B instead (convolution commutes), then put A's ignored axes first again
-        out = _kernel(b, a, (conv_b, conv_a), (dot_b, dot_a), mode)
+        out = _kernel(xp, b, a, (conv_b, conv_a), (dot_b, dot_a), mode)
         n_ib, n_ia = len(ign_b), len(ign_a)
         order = list(range(n_ib, n_ib + n_ia)) + list(range(n_ib)) + list(range(n_ib + n_ia, out.ndim))
-        return np.transpose(out, order)
+        return xp.transpose(out, order)
     flip = [slice(None)] * b.ndim
     for j in conv_b:
         flip[j] = slice(None, None, -1)
@@ -86,8 +86,8 @@ def _kernel(a, b, axes, dot_axes, mode):
         pad = [(0, 0)] * a.ndim
         for i, j in zip(conv_a, conv_b):
             pad[i] = (b.shape[j] - 1,) * 2
-        a = np.pad(a, pad)
-    out = _correlate(a, b_flipped, lay_a, lay_b, None)
+        a = xp.pad(a, pad)
+    out = _correlate(xp, a, b_flipped, lay_a, lay_b, None)
     if mode == "same":  # the centre of the full result, as long as A (scipy's 'same')
         start = len(ign_a) + len(ign_b)
         index = [slice(None)] * out.ndim
@@ -107,8 +107,8 @@ class ConvolveOp(Op):
 
     def kernel(self, xp, a, b, axes=None, dot_axes=((), ()), mode="full"):
         dtype = result_dtype(a, b)
-        out = _kernel(upcast(a.astype(dtype, copy=False)), upcast(b.astype(dtype, copy=False)), axes, dot_axes, mode)
-        return rounded(np.ascontiguousarray(out), dtype)
+        out = _kernel(xp, upcast(a.astype(dtype, copy=False)), upcast(b.astype(dtype, copy=False)), axes, dot_axes, mode)
+        return rounded(xp.ascontiguousarray(out), dtype)
 
     def vjp(self, ctx, g):
         a, b = ctx.input(0), ctx.input(1)

@@ -13,6 +13,8 @@ order of derivative exists. Gates are in PyTorch's order [r, z, n].
 
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 
 from ember.autograd.grad_mode import state as grad_state
@@ -63,29 +65,29 @@ class GRULayerOp(Op):
         _check(xw, h0, w_hh, b_hh, self.name)  # eager calls run the kernel without infer
         dtype = xw.dtype  # float16/bfloat16: computed in float32, the states rounded once
         xw, h0, w_hh = (upcast(a) for a in (xw, h0, w_hh))
-        b = np.zeros(w_hh.shape[0], xw.dtype) if b_hh is None else np.ascontiguousarray(upcast(b_hh))
+        b = xp.zeros(w_hh.shape[0], xw.dtype) if b_hh is None else xp.ascontiguousarray(upcast(b_hh))
         steps, batch, three_h = xw.shape
-        hs = np.empty((steps,) + h0.shape, xw.dtype)
-        gates = np.empty(xw.shape, xw.dtype)
-        ghn = np.empty(hs.shape, xw.dtype)
-        pre = np.empty(xw.shape[1:], xw.dtype)
-        w_t = np.ascontiguousarray(w_hh.T)  # BLAS runs these small products faster on a contiguous operand
-        h0 = np.ascontiguousarray(h0)
+        hs = xp.empty((steps,) + h0.shape, xw.dtype)
+        gates = xp.empty(xw.shape, xw.dtype)
+        ghn = xp.empty(hs.shape, xw.dtype)
+        pre = xp.empty(xw.shape[1:], xw.dtype)
+        w_t = xp.ascontiguousarray(w_hh.T)  # BLAS runs these small products faster on a contiguous operand
+        h0 = xp.ascontiguousarray(h0)
         loop = forward_loop_kernel(xp, xw.dtype, xw.size)
         if loop is not None:  # the whole time loop compiled, its GEMMs NumPy's BLAS called from inside
             batch_major = not xw.flags.c_contiguous and xw.transpose(1, 0, 2).flags.c_contiguous
-            xs = xw.transpose(1, 0, 2) if batch_major else np.ascontiguousarray(xw)
+            xs = xw.transpose(1, 0, 2) if batch_major else xp.ascontiguousarray(xw)
             args = (xs, batch_major, h0, w_t, b, hs, gates, ghn, pre)
             batch_threads.run(lambda n0, n1: loop(*args, n0, n1), batch, 2.0 * xw.size * (three_h // 3))
             return rounded(hs, dtype), gates, ghn
         step = step_forward_kernel(xp, xw.dtype, xw.size)
         h = h0
         for t in range(steps):
-            np.matmul(h, w_t, out=pre)
+            xp.matmul(h, w_t, out=pre)
             if step is not None:  # xw may be strided (a batch-first input's projections): the kernel reads any
                 step(xw[t], pre, b, h, gates[t], ghn[t], hs[t])
             else:
-                _forward_step(xw[t], pre, b, h, gates[t], ghn[t], hs[t])
+                _forward_step(xp, xw[t], pre, b, h, gates[t], ghn[t], hs[t])
             h = hs[t]
         return rounded(hs, dtype), gates, ghn
 
@@ -98,22 +100,22 @@ class GRULayerOp(Op):
         return tuple(g if ctx.needs_grad(i) else None for i, g in enumerate(grads))
 
 
-def _forward_step(x, pre, b, h, act, ghn, h_new):
+def _forward_step(xp, x, pre, b, h, act, ghn, h_new):
     """One step in NumPy (no Numba, or not float32): pre = h @ W_hh^T on entry; act, ghn and h_new filled."""
     hidden = h.shape[1]
     pre += b
     rz = act[:, :2 * hidden]
-    np.add(x[:, :2 * hidden], pre[:, :2 * hidden], out=rz)
+    xp.add(x[:, :2 * hidden], pre[:, :2 * hidden], out=rz)
     with np.errstate(over="ignore"):  # exp overflows to inf for very negative inputs: sigmoid is 0
-        np.exp(np.negative(rz, out=rz), out=rz)
+        xp.exp(xp.negative(rz, out=rz), out=rz)
     rz += 1.0
-    np.reciprocal(rz, out=rz)
+    xp.reciprocal(rz, out=rz)
     ghn[...] = pre[:, 2 * hidden:]
     n = act[:, 2 * hidden:]
-    np.multiply(act[:, :hidden], ghn, out=n)
+    xp.multiply(act[:, :hidden], ghn, out=n)
     n += x[:, 2 * hidden:]
-    np.tanh(n, out=n)
-    np.subtract(h, n, out=h_new)
+    xp.tanh(n, out=n)
+    xp.subtract(h, n, out=h_new)
     h_new *= act[:, hidden:2 * hidden]
     h_new += n
 
@@ -134,35 +136,35 @@ class GRULayerBackwardOp(Op):
     def kernel(self, xp, h0, w_hh, hs, gates, ghn, ghs):
         dtype = h0.dtype
         work = gates.dtype
-        h0, w_hh, hs = (np.ascontiguousarray(upcast(a).astype(work, copy=False)) for a in (h0, w_hh, hs))
+        h0, w_hh, hs = (xp.ascontiguousarray(upcast(a).astype(work, copy=False)) for a in (h0, w_hh, hs))
         has_ghs = ghs is not None
-        ghs = np.zeros((1,) + h0.shape, work) if ghs is None else np.ascontiguousarray(upcast(ghs), dtype=work)
-        gates, ghn = np.ascontiguousarray(gates), np.ascontiguousarray(ghn)
-        dxw = np.empty(gates.shape, work)
-        dgh = np.empty(gates.shape, work)
-        dz, dw, dh = (np.zeros(h0.shape, work) for _ in range(3))  # the state's gradient is dz + dw
+        ghs = xp.zeros((1,) + h0.shape, work) if ghs is None else xp.ascontiguousarray(upcast(ghs), dtype=work)
+        gates, ghn = xp.ascontiguousarray(gates), xp.ascontiguousarray(ghn)
+        dxw = xp.empty(gates.shape, work)
+        dgh = xp.empty(gates.shape, work)
+        dz, dw, dh = (xp.zeros(h0.shape, work) for _ in range(3))  # the state's gradient is dz + dw
         loop = backward_loop_kernel(xp, work, gates.size)
         if loop is not None:  # the whole time loop compiled, its GEMMs NumPy's BLAS called from inside
             args = (ghs, has_ghs, w_hh, h0, hs, gates, ghn, dxw, dgh, dz, dw, dh)
             batch_threads.run(lambda n0, n1: loop(*args, n0, n1), h0.shape[0], 2.0 * gates.size * h0.shape[1])
         else:
             step = step_backward_kernel(xp, work, gates.size)
-            run = step if step is not None else _backward_step
+            run = step if step is not None else partial(_backward_step, xp)
             for t in range(gates.shape[0] - 1, -1, -1):
                 run(dz, dw, ghs[t if has_ghs else 0], has_ghs, gates[t], ghn[t], h0 if t == 0 else hs[t - 1], dh,
                     dxw[t], dgh[t])
-                np.matmul(dgh[t], w_hh, out=dw)
+                xp.matmul(dgh[t], w_hh, out=dw)
         # every step's share of the weight's gradient as one GEMM: sum_t dgh_t^T @ h_{t-1}
-        h_prev = np.concatenate([h0[None], hs[:-1]]).reshape(-1, h0.shape[1])
-        d_w = np.matmul(dgh.reshape(-1, gates.shape[2]).T, h_prev)
+        h_prev = xp.concatenate([h0[None], hs[:-1]]).reshape(-1, h0.shape[1])
+        d_w = xp.matmul(dgh.reshape(-1, gates.shape[2]).T, h_prev)
         d_b = dgh.sum(axis=(0, 1))
         return tuple(rounded(a, dtype) for a in (dxw, dz + dw, d_w, d_b))
 
 
-def _backward_step(dz, dw, g, has_g, act, ghn, h_prev, dh, dx, dg):
+def _backward_step(xp, dz, dw, g, has_g, act, ghn, h_prev, dh, dx, dg):
     """One step back in NumPy, the rule of gru_compiled's _backward_row for every sample at once."""
     hidden = dz.shape[1]
-    np.add(dz, dw, out=dh)
+    xp.add(dz, dw, out=dh)
     if has_g:
         dh += g
     r, z, n = act[:, :hidden], act[:, hidden:2 * hidden], act[:, 2 * hidden:]
@@ -170,8 +172,8 @@ def _backward_step(dz, dw, g, has_g, act, ghn, h_prev, dh, dx, dg):
     dx[:, hidden:2 * hidden] = dh * (h_prev - n) * z * (1.0 - z)
     dx[:, :hidden] = dx[:, 2 * hidden:] * ghn * r * (1.0 - r)
     dg[:, :2 * hidden] = dx[:, :2 * hidden]
-    np.multiply(dx[:, 2 * hidden:], r, out=dg[:, 2 * hidden:])
-    np.multiply(dh, z, out=dz)
+    xp.multiply(dx[:, 2 * hidden:], r, out=dg[:, 2 * hidden:])
+    xp.multiply(dh, z, out=dz)
 
 
 _gru_layer_op = register(GRULayerOp())

@@ -209,9 +209,13 @@ class SolveOp(_LinalgOp):
         return spec(shape, a.dtype)
 
     def compute(self, xp, a, b):
-        if is_vector_rhs(a.shape, b.shape):
-            return xp.linalg.solve(a, b[..., None])[..., 0]
-        return xp.linalg.solve(a, b)
+        vector = is_vector_rhs(a.shape, b.shape)
+        rhs = b[..., None] if vector else b
+        if xp is not np:  # CuPy's solve does not broadcast the batch dims: give both the one batch shape
+            batch = np.broadcast_shapes(a.shape[:-2], rhs.shape[:-2])
+            a, rhs = xp.broadcast_to(a, batch + a.shape[-2:]), xp.broadcast_to(rhs, batch + rhs.shape[-2:])
+        x = xp.linalg.solve(a, rhs)
+        return x[..., 0] if vector else x
 
     def vjp(self, ctx, g):
         from ember.ops.shape import unsqueeze

@@ -71,48 +71,48 @@ class LSTMLayerOp(Op):
         xw, h0, c0, w_hh = (upcast(a) for a in (xw, h0, c0, w_hh))
         steps, _, four_h = xw.shape
         hidden = four_h // 4
-        hs = np.empty((steps,) + h0.shape, xw.dtype)
-        gates = np.empty(xw.shape, xw.dtype)
-        cs = np.empty((steps + 1,) + c0.shape, xw.dtype)
+        hs = xp.empty((steps,) + h0.shape, xw.dtype)
+        gates = xp.empty(xw.shape, xw.dtype)
+        cs = xp.empty((steps + 1,) + c0.shape, xw.dtype)
         cs[0] = c0
-        tanh_cs = np.empty((steps,) + c0.shape, xw.dtype)
+        tanh_cs = xp.empty((steps,) + c0.shape, xw.dtype)
         h = h0
-        w_t = np.ascontiguousarray(w_hh.T)  # BLAS runs these small products ~25% faster on a contiguous operand
+        w_t = xp.ascontiguousarray(w_hh.T)  # BLAS runs these small products ~25% faster on a contiguous operand
         loop = forward_loop_kernel(xp, xw.dtype, xw.size)
         if loop is not None:  # the whole time loop compiled, its GEMMs NumPy's BLAS called from inside
             batch_major = not xw.flags.c_contiguous and xw.transpose(1, 0, 2).flags.c_contiguous
             xs = xw.transpose(1, 0, 2) if batch_major else np.ascontiguousarray(xw)
             args = (xs, batch_major, np.ascontiguousarray(h0), w_t, hs, gates, cs, tanh_cs, np.empty(xw.shape[1:], xw.dtype))
             batch_threads.run(lambda n0, n1: loop(*args, n0, n1), xw.shape[1], 2.0 * xw.size * hidden)
-            return rounded(hs, dtype), rounded(np.array(cs[steps]), dtype), gates, cs, tanh_cs
+            return rounded(hs, dtype), rounded(xp.array(cs[steps]), dtype), gates, cs, tanh_cs
         compiled = step_forward_kernel(xp, xw.dtype, xw.size)
         if compiled is not None:
-            pre = np.empty(xw.shape[1:], xw.dtype)
+            pre = xp.empty(xw.shape[1:], xw.dtype)
             for t in range(steps):
-                np.matmul(h, w_t, out=pre)
+                xp.matmul(h, w_t, out=pre)
                 pre += xw[t]  # xw may be strided (a batch-first input's projections): the kernel reads C order
                 h = hs[t]
                 compiled(pre, cs[t], gates[t], cs[t + 1], tanh_cs[t], h)
-            return rounded(hs, dtype), rounded(np.array(cs[steps]), dtype), gates, cs, tanh_cs
-        tmp = np.empty(c0.shape, xw.dtype)
+            return rounded(hs, dtype), rounded(xp.array(cs[steps]), dtype), gates, cs, tanh_cs
+        tmp = xp.empty(c0.shape, xw.dtype)
         # one step in about a dozen NumPy calls into the kept buffers (a step is small: call overhead counts)
         for t in range(steps):
             a = gates[t]
-            np.matmul(h, w_t, out=a)
+            xp.matmul(h, w_t, out=a)
             a += xw[t]
             i, f, g, o = (a[:, k * hidden:(k + 1) * hidden] for k in range(4))
             for sig in (a[:, :2 * hidden], o):
                 with np.errstate(over="ignore"):  # exp overflows to inf for very negative inputs: sigmoid is 0
-                    np.exp(np.negative(sig, out=sig), out=sig)
+                    xp.exp(xp.negative(sig, out=sig), out=sig)
                 sig += 1.0
-                np.reciprocal(sig, out=sig)
-            np.tanh(g, out=g)
-            np.multiply(f, cs[t], out=cs[t + 1])
-            np.multiply(i, g, out=tmp)
+                xp.reciprocal(sig, out=sig)
+            xp.tanh(g, out=g)
+            xp.multiply(f, cs[t], out=cs[t + 1])
+            xp.multiply(i, g, out=tmp)
             cs[t + 1] += tmp
-            np.tanh(cs[t + 1], out=tanh_cs[t])
-            h = np.multiply(o, tanh_cs[t], out=hs[t])
-        return rounded(hs, dtype), rounded(np.array(cs[steps]), dtype), gates, cs, tanh_cs
+            xp.tanh(cs[t + 1], out=tanh_cs[t])
+            h = xp.multiply(o, tanh_cs[t], out=hs[t])
+        return rounded(hs, dtype), rounded(xp.array(cs[steps]), dtype), gates, cs, tanh_cs
 
     def vjp(self, ctx, ghs, gc, *_):  # the kept gates and cell states are read only by this gradient
         xw, h0, c0, w_hh = (ctx.input(i) for i in range(4))
@@ -143,18 +143,18 @@ class LSTMLayerBackwardOp(Op):
         ghs = None if ghs is None else upcast(ghs).astype(work, copy=False)
         steps, _, four_h = gates.shape
         hidden = four_h // 4
-        h_prev = np.concatenate([h0[None], hs[:-1]])
+        h_prev = xp.concatenate([h0[None], hs[:-1]])
         i, f, g, o = (gates[..., k * hidden:(k + 1) * hidden] for k in range(4))
-        dpre = np.empty(gates.shape, work)
-        dh = np.zeros(h0.shape, work)
-        dc = np.zeros(c0.shape, work) if gc is None else np.array(gc, dtype=work)
+        dpre = xp.empty(gates.shape, work)
+        dh = xp.zeros(h0.shape, work)
+        dc = xp.zeros(c0.shape, work) if gc is None else xp.array(gc, dtype=work)
         loop = backward_loop_kernel(xp, work, gates.size)
         if loop is not None:  # the whole time loop compiled, its GEMMs NumPy's BLAS called from inside
-            args = (np.zeros((1, 1, 1), work) if ghs is None else np.ascontiguousarray(ghs), ghs is not None,
-                    np.ascontiguousarray(w_hh), *(np.ascontiguousarray(a) for a in (gates, cs, tanh_cs)), dpre, dh, dc)
+            args = (xp.zeros((1, 1, 1), work) if ghs is None else xp.ascontiguousarray(ghs), ghs is not None,
+                    xp.ascontiguousarray(w_hh), *(xp.ascontiguousarray(a) for a in (gates, cs, tanh_cs)), dpre, dh, dc)
             batch_threads.run(lambda n0, n1: loop(*args, n0, n1), gates.shape[1], 2.0 * gates.size * hidden)
-            return self._finish(dpre, dh, dc, h_prev, dtype)
-        tmp = np.empty_like(dc)
+            return self._finish(xp, dpre, dh, dc, h_prev, dtype)
+        tmp = xp.empty_like(dc)
         tanh_c = tanh_cs
         compiled = step_backward_kernel(xp, work, gates.size)
         for t in range(steps - 1, -1, -1):
@@ -162,32 +162,32 @@ class LSTMLayerBackwardOp(Op):
                 dh += ghs[t]
             if compiled is not None:
                 compiled(dh, dc, gates[t], tanh_c[t], cs[t], dpre[t])
-                np.matmul(dpre[t], w_hh, out=dh)
+                xp.matmul(dpre[t], w_hh, out=dh)
                 continue
             # dc += dh * o * (1 - tanh(c)^2);  d o = dh * tanh(c)
-            np.multiply(tanh_c[t], tanh_c[t], out=tmp)
-            np.subtract(1.0, tmp, out=tmp)
+            xp.multiply(tanh_c[t], tanh_c[t], out=tmp)
+            xp.subtract(1.0, tmp, out=tmp)
             tmp *= o[t]
             tmp *= dh
             dc += tmp
             d = dpre[t]
-            np.multiply(dh, tanh_c[t], out=d[:, 3 * hidden:])
+            xp.multiply(dh, tanh_c[t], out=d[:, 3 * hidden:])
             d[:, 3 * hidden:] *= o[t] * (1.0 - o[t])
-            np.multiply(dc, g[t], out=d[:, :hidden])
+            xp.multiply(dc, g[t], out=d[:, :hidden])
             d[:, :hidden] *= i[t] * (1.0 - i[t])
-            np.multiply(dc, cs[t], out=d[:, hidden:2 * hidden])
+            xp.multiply(dc, cs[t], out=d[:, hidden:2 * hidden])
             d[:, hidden:2 * hidden] *= f[t] * (1.0 - f[t])
-            np.multiply(dc, i[t], out=d[:, 2 * hidden:3 * hidden])
+            xp.multiply(dc, i[t], out=d[:, 2 * hidden:3 * hidden])
             d[:, 2 * hidden:3 * hidden] *= 1.0 - g[t] * g[t]
             dc *= f[t]
-            np.matmul(d, w_hh, out=dh)
-        return self._finish(dpre, dh, dc, h_prev, dtype)
+            xp.matmul(d, w_hh, out=dh)
+        return self._finish(xp, dpre, dh, dc, h_prev, dtype)
 
     @staticmethod
-    def _finish(dpre, dh, dc, h_prev, dtype):
+    def _finish(xp, dpre, dh, dc, h_prev, dtype):
         """The four gradients, with every step's share of the weight's as one GEMM: sum_t dpre_t^T @ h_{t-1}."""
         four_h = dpre.shape[-1]
-        dw = np.matmul(dpre.reshape(-1, four_h).T, h_prev.reshape(-1, four_h // 4))
+        dw = xp.matmul(dpre.reshape(-1, four_h).T, h_prev.reshape(-1, four_h // 4))
         return tuple(rounded(a, dtype) for a in (dpre, dh, dc, dw))
 
 

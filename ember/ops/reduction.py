@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import builtins
+from functools import partial
 
 import numpy as np
 
@@ -277,7 +278,8 @@ class _MaxMinDim(Op):
         if not d:  # 0-d input
             return x.copy(), xp.zeros((), dtype=np.int64)
         axis = d[0]
-        idx = getattr(xp, self.arg)(x, axis=axis, keepdims=True)
+        arg = getattr(xp, self.arg) if xp is np or x.dtype not in FLOAT_NP else partial(_first_nan_or, xp, self.arg)
+        idx = arg(x, axis=axis, keepdims=True)
         vals = xp.take_along_axis(x, idx, axis=axis)
         if not keepdim:
             idx = xp.squeeze(idx, axis)
@@ -320,7 +322,7 @@ class _ArgMaxMin(Op):
 
     def kernel(self, xp, x, dim=None, keepdim=False):
         self.infer(x, dim, keepdim)
-        fn = getattr(xp, self.fn)
+        fn = getattr(xp, self.fn) if xp is np or x.dtype not in FLOAT_NP else partial(_first_nan_or, xp, self.fn)
         if dim is None:
             r = fn(x.reshape(-1))
             return xp.asarray(r, dtype=np.int64).reshape((1,) * x.ndim if keepdim else ())
@@ -328,6 +330,14 @@ class _ArgMaxMin(Op):
         if not d:
             return xp.zeros((), dtype=np.int64)
         return xp.asarray(fn(x, axis=d[0], keepdims=keepdim), dtype=np.int64)
+
+
+def _first_nan_or(xp, name: str, x, axis=None, keepdims=False):
+    """argmax/argmin where a NaN wins at its first position, as in NumPy and PyTorch: CuPy's parallel reductions
+    return whichever NaN they meet (the comparisons with NaN are all false)."""
+    nan = xp.isnan(x)
+    first_nan = xp.argmax(nan, axis=axis, keepdims=keepdims)
+    return xp.where(nan.any(axis=axis, keepdims=keepdims), first_nan, getattr(xp, name)(x, axis=axis, keepdims=keepdims))
 
 
 class VarOp(Reduction):

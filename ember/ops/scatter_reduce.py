@@ -58,12 +58,54 @@ def _ufunc_at(xp, reduce: str, out, idx, values, rows=None, axis: int = 0) -> No
         else:
             getattr(np, name).at(out, idx, values)
         return
+    if name == "multiply" or (name != "add" and out.dtype == np.float64):
+        # CuPy has no scatter product, and its atomic scatter_max/min round float64 to float32
+        reduce_at_sorted(xp, name, out, idx, values)
+        return
     import cupyx
 
-    fn = {"add": cupyx.scatter_add, "maximum": cupyx.scatter_max, "minimum": cupyx.scatter_min}.get(name)
-    if fn is None:
-        raise NotImplementedError(f"scatter_reduce: reduce={reduce!r} has no CUDA kernel")
+    fn = {"add": cupyx.scatter_add, "maximum": cupyx.scatter_max, "minimum": cupyx.scatter_min}[name]
     fn(out, idx, values)
+
+
+def reduce_at_sorted(xp, name: str, out, idx, values) -> None:
+    """np.maximum.at / np.minimum.at / np.multiply.at (`name`) on any array module, by sorting instead of
+    atomics. The values are sorted by target (then value): a maximum or minimum is its group's last or first
+    value, a group holding a NaN gives NaN, as NumPy's ufunc.at and PyTorch do; a product is a segmented scan
+    (log2 of the longest group's length passes), in another order than NumPy's, so equal within rounding."""
+    shape = np.broadcast_shapes(*(tuple(i.shape) for i in idx), tuple(values.shape))
+    target = xp.ravel_multi_index(tuple(xp.broadcast_to(i % n, shape) for i, n in zip(idx, out.shape)),
+                                  out.shape).reshape(-1)
+    vals = xp.broadcast_to(values, shape).reshape(-1)
+    if target.size == 0:
+        return
+    if name == "multiply":
+        order = xp.argsort(target, kind="stable")
+    else:  # by target, then value (CuPy's lexsort takes one 2-D array)
+        order = xp.lexsort(xp.stack([vals, target.astype(vals.dtype)]))
+    target, vals = target[order], vals[order]
+    new = xp.ones(target.shape, dtype=bool)
+    new[1:] = target[1:] != target[:-1]  # the first of each group
+    ends = xp.ones(target.shape, dtype=bool)
+    ends[:-1] = new[1:]  # the last of each group
+    if name == "multiply":
+        starts = xp.nonzero(new)[0]
+        first = starts[xp.cumsum(new) - 1]  # each position's group start
+        positions = xp.arange(target.size)
+        step = 1
+        while step < target.size:  # Hillis-Steele: after the pass, each value is the product of its last 2*step
+            reach = positions[step:] - step >= first[step:]
+            vals = xp.concatenate([vals[:step], xp.where(reach, vals[step:] * vals[:-step], vals[step:])])
+            step *= 2
+        pick = ends
+    else:
+        pick = ends if name == "maximum" else new
+    pos = xp.unravel_index(target[pick], out.shape)
+    out[pos] = getattr(xp, name)(out[pos], vals[pick])
+    if name != "multiply":
+        nan = xp.isnan(vals)
+        if bool(nan.any()):
+            out[xp.unravel_index(target[nan], out.shape)] = np.nan
 
 
 def _check_reduce(op: str, reduce: str) -> None:

@@ -55,8 +55,9 @@ class SpecialOp(Op):
         dtype = float_of(result_dtype(*xs))
         args = [upcast(x.astype(dtype, copy=False)) if hasattr(x, "dtype") else x for x in xs]
         fn = getattr(_scipy_special(xp, self.name), self.scipy_name)
+        consts = attrs.values() if xp is np else [xp.asarray(c) for c in attrs.values()]  # cupyx wants arrays
         with np.errstate(all="ignore"):  # poles and the ends of the domain give inf/NaN quietly, as PyTorch
-            out = fn(*attrs.values(), *args)
+            out = fn(*consts, *args)
         return rounded(xp.asarray(out), dtype)
 
     def vjp(self, ctx, g):
