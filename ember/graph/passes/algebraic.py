@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from ember.graph.ir import CONSTANT, Graph, Value
-from ember.graph.passes.rewrite import Rewriter, same_spec, static_shape, users_of
+from ember.graph.passes.rewrite import Rewriter, host_value, same_spec, static_shape, users_of
 from ember.ops.registry import OPS
 
 
@@ -22,7 +22,7 @@ def _constant_all(x, target) -> bool:
     if isinstance(x, Value):
         if x.node.kind != CONSTANT:
             return False
-        arr = np.asarray(x.node.attrs["value"])
+        arr = host_value(x.node.attrs["value"])
         return arr.dtype.kind in "biuf" and arr.size > 0 and bool(np.all(arr == target))
     return isinstance(x, (bool, int, float)) and x == target
 

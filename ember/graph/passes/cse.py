@@ -7,10 +7,8 @@ with equal contents are shared.
 
 from __future__ import annotations
 
-import numpy as np
-
 from ember.graph.ir import CONSTANT, Graph, Value
-from ember.graph.passes.rewrite import Rewriter, freeze, is_stateful
+from ember.graph.passes.rewrite import Rewriter, freeze, host_value, is_stateful
 
 _MAX_CONSTANT_KEY_BYTES = 1 << 16  # larger constants are compared by identity only
 
@@ -27,7 +25,7 @@ def _node_key(node, rw: Rewriter):
         ctrl = tuple(sorted(rw.nmap[c].id for c in node.control_inputs if c in rw.nmap))
         return ("op", id(node.op), ins, freeze(node.attrs), ctrl)
     if node.kind == CONSTANT:
-        value = np.asarray(node.attrs["value"])
+        value = host_value(node.attrs["value"])
         if value.nbytes <= _MAX_CONSTANT_KEY_BYTES and not node.control_inputs:
             return ("const", value.dtype.str, value.shape, value.tobytes(), node.outputs[0].device)
     return None  # placeholders, captures, variables: distinct by nature

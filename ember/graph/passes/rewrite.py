@@ -90,6 +90,13 @@ class Rewriter:
         return [self.value(v) for v in outputs]
 
 
+def host_value(value) -> np.ndarray:
+    """A constant's value as a NumPy array: a device array (CuPy's) is copied from its device."""
+    if getattr(value, "__cuda_array_interface__", None) is not None:
+        return value.get()
+    return np.asarray(value)
+
+
 def freeze(x):
     """A hashable structural key for attribute values (slices, arrays, nested containers)."""
     if isinstance(x, bool) or x is None or x is Ellipsis:
@@ -102,8 +109,8 @@ def freeze(x):
         return ("dtype", x.str, x.name)
     if isinstance(x, np.generic):
         return ("npscalar", x.dtype.str, x.tobytes())
-    if isinstance(x, np.ndarray):
-        return ("ndarray", x.dtype.str, x.shape, np.ascontiguousarray(x).tobytes())
+    if isinstance(x, np.ndarray) or getattr(x, "__cuda_array_interface__", None) is not None:
+        return ("ndarray", x.dtype.str, tuple(x.shape), np.ascontiguousarray(host_value(x)).tobytes())
     if isinstance(x, slice):
         return ("slice", freeze(x.start), freeze(x.stop), freeze(x.step))
     if isinstance(x, (tuple, list)):
