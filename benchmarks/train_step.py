@@ -125,7 +125,7 @@ def transformer_lm(lib, vocab=65, block=64, n_layer=2, n_head=4, n_embd=128):
 
         def forward(self, idx):
             t = idx.shape[1]
-            pos = lib.arange(t)
+            pos = lib.arange(t, device=idx.device)
             x = self.tok(idx) + self.pos(pos)
             return self.head(self.ln(self.blocks(x)))
 
