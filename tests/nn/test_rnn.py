@@ -143,6 +143,8 @@ def test_shape_errors():
         nn.LSTM(4, 5, proj_size=5)
     with pytest.raises(ValueError, match="Expected input to be 1D or 2D"):
         nn.GRUCell(4, 5)(em.zeros(2, 3, 4))
+    with pytest.raises(TypeError, match="GRU: input must be a floating-point tensor, got int64"):
+        nn.GRU(4, 5)(em.zeros(2, 3, 4, dtype=em.int64))
 
 
 def test_lstm_classifier_trains():

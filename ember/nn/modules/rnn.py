@@ -178,6 +178,9 @@ class RNNBase(Module):
         """Batch an unbatched input and default/check the initial states; returns (input, states, batched)."""
         if input.ndim not in (2, 3):
             raise ValueError(f"{self._name()}: Expected input to be 2D or 3D, got {input.ndim}D instead")
+        if not input.dtype.is_floating_point:
+            raise TypeError(f"{self._name()}: input must be a floating-point tensor, got {input.dtype.name} "
+                            f"(embed token indices first, e.g. with nn.Embedding)")
         batched = input.ndim == 3
         batch_dim = 0 if self.batch_first else 1
         if not batched:
