@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import ctypes
 
+import numpy as np
+
 from ember.ops.batch_threads import _openblas_libraries
 
 ROW_MAJOR, NO_TRANS = 101, 111  # CBLAS_ORDER and CBLAS_TRANSPOSE values
@@ -34,3 +36,25 @@ def _find_sgemm():
 # sgemm(ROW_MAJOR, NO_TRANS, NO_TRANS, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc): C = alpha A B + beta C
 # on float32 pointers (array.ctypes.data), or None where NumPy's BLAS is not a bundled OpenBLAS
 sgemm = _find_sgemm()
+
+TRANS = 112
+
+# From this many output values, adding the bias in its own pass costs more than prefilling the output with it
+# (a 1600 x 512 LSTM input projection: 701 -> 584 us; 128 x 512 and smaller: no difference).
+_BIAS_PREFILL_MIN = 1 << 17
+
+
+def linear_with_bias(x, w, b, out=None):
+    """x @ w.T + b as PyTorch's addmm computes it: the output prefilled with the bias, then one sgemm with beta=1,
+    with no separate pass adding the bias. For float32 C-contiguous x (M, K), w (N, K), b (N,) (and `out` (M, N)
+    when given) of at least _BIAS_PREFILL_MIN output values: the result, else None (nothing written)."""
+    if (sgemm is None or x.ndim != 2 or w.ndim != 2 or x.shape[0] * w.shape[0] < _BIAS_PREFILL_MIN
+            or not x.dtype == w.dtype == b.dtype == np.float32 or not (x.flags.c_contiguous and w.flags.c_contiguous)
+            or (out is not None and (out.dtype != np.float32 or not out.flags.c_contiguous))):
+        return None
+    (m, k), n = x.shape, w.shape[0]
+    out = np.empty((m, n), np.float32) if out is None else out
+    out[...] = b
+    sgemm(ROW_MAJOR, NO_TRANS, TRANS, m, n, k, np.float32(1), x.ctypes.data, k, w.ctypes.data, k, np.float32(1),
+          out.ctypes.data, n)
+    return out

@@ -21,6 +21,7 @@ from ember.autograd.grad_mode import state as grad_state
 from ember.errors import ShapeError, fmt_shape
 from ember.ops import batch_norm_compiled
 from ember.ops._rules import FLOAT_NP, binary_dtype, channel_shape, spec
+from ember.ops.cblas import linear_with_bias
 from ember.ops.dispatch import apply
 from ember.ops.elementwise import zeros_like_grad
 from ember.ops.opmath import LOW_FLOAT_NP, opmath, rounded, upcast, upcast_tensor
@@ -315,6 +316,10 @@ class LinearOp(Op):
             b = None if b is None else b.astype(dtype, copy=False)
         if dtype in LOW_FLOAT_NP:  # one float32 product and bias, rounded once
             return rounded(self.kernel(xp, upcast(x), upcast(w), None if b is None else upcast(b)), dtype)
+        if b is not None and xp is np and x.ndim and x.flags.c_contiguous:
+            out = linear_with_bias(x.reshape(-1, x.shape[-1]), w, b)
+            if out is not None:
+                return out.reshape(x.shape[:-1] + (w.shape[0],))
         if x.ndim > 2 and x.flags.c_contiguous:
             # (B, T, C) @ W.T as one 2-D product: NumPy would otherwise loop over B small GEMMs.
             out = xp.matmul(x.reshape(-1, x.shape[-1]), w.T).reshape(x.shape[:-1] + (w.shape[0],))
@@ -328,6 +333,9 @@ class LinearOp(Op):
         """x @ w.T + b into out (same dtypes; float16/bfloat16 take the kernel, which sums in float32)."""
         if (type(x) is np.ndarray and type(w) is np.ndarray and x.dtype == w.dtype == out.dtype and x.ndim
                 and x.dtype not in LOW_FLOAT_NP and (b is None or (type(b) is np.ndarray and b.dtype == x.dtype))):
+            if b is not None and x.flags.c_contiguous and out.flags.c_contiguous and linear_with_bias(
+                    x.reshape(-1, x.shape[-1]), w, b, out=out.reshape(-1, w.shape[0])) is not None:
+                return out  # as the kernel computes it (bias prefilled), so eager and jit agree bit for bit
             np.matmul(x, w.T, out=out)
             if b is not None:
                 out += b
