@@ -5,10 +5,11 @@ Written in tensor ops the rule is about a dozen ops, each a pass over the activa
 temporary (and under ember.jit a fused region whose three full-size outputs cost more than the
 arithmetic). PyTorch has native_layer_norm_backward for the same reason. The NumPy kernel follows the
 composite rule of nn_extra.py; the compiled one (the `jit` extra, float32/float64) makes one pass per
-row that reads x and gy, a second over the same row while it is in cache, and sums in float64.
+row that reads x and gy, a second over the same row while it is in cache; it sums rows in the data's dtype and
+the weight's and bias's columns in float64.
 Under `create_graph=True`, or when the statistics' own gradients are needed, the composite rule is
-recorded instead, so higher derivatives exist. The forward's compiled rows sum each row in float64 and
-write it while it is in cache, where NumPy makes six passes with temporaries.
+recorded instead, so higher derivatives exist. The forward's compiled rows sum each row (in vector lanes, in the
+data's dtype, as PyTorch does) and write it while it is in cache, where NumPy makes six passes with temporaries.
 """
 
 from __future__ import annotations
@@ -28,50 +29,59 @@ import numpy as np
 
 
 def layer_norm_rows(x, w, b, eps, y, mean, rstd):
+    # row sums in the data's dtype, reassociated into vector lanes (what PyTorch's kernel does): float64
+    # accumulators halved the vector width and converted every value (46 -> 32 us at (1024, 128))
     M, N = x.shape
     t = x.dtype.type
+    zero = t(0)
+    inv_n = t(1.0 / N)
     for i in range(M):
-        s = 0.0
+        row = x[i]
+        s = zero
         for j in range(N):
-            s += x[i, j]
-        mu = s / N
-        q = 0.0
+            s += row[j]
+        mu = s * inv_n
+        q = zero
         for j in range(N):
-            d = x[i, j] - mu
+            d = row[j] - mu
             q += d * d
-        r = 1.0 / math.sqrt(q / N + eps)
+        r = t(1.0) / np.sqrt(q * inv_n + t(eps))
         mean[i] = mu
         rstd[i] = r
-        mu_t = t(mu)
-        r_t = t(r)
+        out = y[i]
         for j in range(N):
-            y[i, j] = (x[i, j] - mu_t) * r_t * w[j] + b[j]
+            out[j] = (row[j] - mu) * r * w[j] + b[j]
 
 
 def layer_norm_backward_rows(x, gy, mean, rstd, w, gx, gw, gb):
+    # each row's two sums in the data's dtype (vector lanes, as the forward's), the weight's and bias's
+    # column sums over all rows in float64 (87 -> 55 us at (1024, 128))
     M, N = x.shape
-    sw = np.zeros(N)  # column sums in float64: the weight's and the bias's gradients
+    t = x.dtype.type
+    zero = t(0)
+    inv_n = t(1.0 / N)
+    sw = np.zeros(N)
     sb = np.zeros(N)
-    inv_n = 1.0 / N
     for i in range(M):
         mu = mean[i]
         r = rstd[i]
-        a = 0.0
-        b = 0.0
+        xr = x[i]
+        gr = gy[i]
+        a = zero
+        b = zero
         for j in range(N):
-            g = gy[i, j]
-            xh = (x[i, j] - mu) * r
-            sw[j] += g * xh
-            sb[j] += g
-            gw_ = g * w[j]
+            gw_ = gr[j] * w[j]
             a += gw_
-            b += gw_ * xh
+            b += gw_ * ((xr[j] - mu) * r)
+        for j in range(N):
+            g = gr[j]
+            sw[j] += g * ((xr[j] - mu) * r)
+            sb[j] += g
         a *= inv_n
         b *= inv_n
-        t = x.dtype.type
+        out = gx[i]
         for j in range(N):
-            xh = (x[i, j] - mu) * r
-            gx[i, j] = t((gy[i, j] * w[j] - a - xh * b) * r)
+            out[j] = (gr[j] * w[j] - a - (xr[j] - mu) * r * b) * r
     for j in range(N):
         gw[j] = sw[j]
         gb[j] = sb[j]
