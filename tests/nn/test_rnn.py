@@ -143,6 +143,9 @@ def test_shape_errors():
         nn.LSTM(4, 5, proj_size=5)
     with pytest.raises(ValueError, match="Expected input to be 1D or 2D"):
         nn.GRUCell(4, 5)(em.zeros(2, 3, 4))
+    with pytest.raises(RuntimeError, match=r"LSTM: Expected sequence length to be larger than 0 in RNN, got input "
+                                           r"of shape \(3, 0, 4\)"):
+        nn.LSTM(4, 5, batch_first=True)(em.zeros(3, 0, 4))
     with pytest.raises(TypeError, match="GRU: input must be a floating-point tensor, got int64"):
         nn.GRU(4, 5)(em.zeros(2, 3, 4, dtype=em.int64))
 

@@ -189,6 +189,9 @@ class RNNBase(Module):
             raise RuntimeError(f"input.size(-1) must be equal to input_size. Expected {self.input_size}, "
                                f"got {input.shape[-1]}")
         batch = input.shape[batch_dim]
+        if input.shape[1 - batch_dim] == 0:  # a symbolic length (a traced dynamic shape) is not an int and passes
+            raise RuntimeError(f"{self._name()}: Expected sequence length to be larger than 0 in RNN, got input of "
+                               f"shape {tuple(input.shape)}")
         layers = self.num_layers * (2 if self.bidirectional else 1)
         real_hidden = self.proj_size if self.proj_size > 0 else self.hidden_size
         shapes = [(layers, batch, real_hidden)] + ([(layers, batch, self.hidden_size)] if cell else [])
