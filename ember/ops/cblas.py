@@ -48,7 +48,7 @@ def linear_with_bias(x, w, b, out=None):
     """x @ w.T + b as PyTorch's addmm computes it: the output prefilled with the bias, then one sgemm with beta=1,
     with no separate pass adding the bias. For float32 C-contiguous x (M, K), w (N, K), b (N,) (and `out` (M, N)
     when given) of at least _BIAS_PREFILL_MIN output values: the result, else None (nothing written)."""
-    if (sgemm is None or x.ndim != 2 or w.ndim != 2 or x.shape[0] * w.shape[0] < _BIAS_PREFILL_MIN
+    if (sgemm is None or x.ndim != 2 or w.ndim != 2 or x.shape[0] * w.shape[0] < _BIAS_PREFILL_MIN or not x.shape[1]
             or not x.dtype == w.dtype == b.dtype == np.float32 or not (x.flags.c_contiguous and w.flags.c_contiguous)
             or (out is not None and (out.dtype != np.float32 or not out.flags.c_contiguous))):
         return None

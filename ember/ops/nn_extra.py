@@ -15,6 +15,8 @@ are adjoint linear maps in logp — so every order of derivative stays within th
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ember.autograd.grad_mode import state as grad_state
@@ -317,12 +319,12 @@ class LinearOp(Op):
         if dtype in LOW_FLOAT_NP:  # one float32 product and bias, rounded once
             return rounded(self.kernel(xp, upcast(x), upcast(w), None if b is None else upcast(b)), dtype)
         if b is not None and xp is np and x.ndim and x.flags.c_contiguous:
-            out = linear_with_bias(x.reshape(-1, x.shape[-1]), w, b)
+            out = linear_with_bias(_rows(x), w, b)
             if out is not None:
                 return out.reshape(x.shape[:-1] + (w.shape[0],))
         if x.ndim > 2 and x.flags.c_contiguous:
             # (B, T, C) @ W.T as one 2-D product: NumPy would otherwise loop over B small GEMMs.
-            out = xp.matmul(x.reshape(-1, x.shape[-1]), w.T).reshape(x.shape[:-1] + (w.shape[0],))
+            out = xp.matmul(_rows(x), w.T).reshape(x.shape[:-1] + (w.shape[0],))
         else:
             out = xp.matmul(x, w.T)
         if b is not None:
@@ -334,7 +336,7 @@ class LinearOp(Op):
         if (type(x) is np.ndarray and type(w) is np.ndarray and x.dtype == w.dtype == out.dtype and x.ndim
                 and x.dtype not in LOW_FLOAT_NP and (b is None or (type(b) is np.ndarray and b.dtype == x.dtype))):
             if b is not None and x.flags.c_contiguous and out.flags.c_contiguous and linear_with_bias(
-                    x.reshape(-1, x.shape[-1]), w, b, out=out.reshape(-1, w.shape[0])) is not None:
+                    _rows(x), w, b, out=_rows(out)) is not None:
                 return out  # as the kernel computes it (bias prefilled), so eager and jit agree bit for bit
             np.matmul(x, w.T, out=out)
             if b is not None:
@@ -366,6 +368,11 @@ class LinearOp(Op):
 
 
 _linear_op = register(LinearOp())
+
+
+def _rows(a):
+    """`a` as a matrix of its last dim's rows (sizes spelled out: -1 is ambiguous when the last dim is 0)."""
+    return a.reshape(math.prod(a.shape[:-1]), a.shape[-1])
 
 
 def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:

@@ -52,3 +52,14 @@ def test_other_inputs_take_the_plain_path(case):
     y = _linear_op.kernel(np, x, w, None if case == "no bias" else b)
     expected = x @ w.T if case == "no bias" else x @ w.T + b
     np.testing.assert_allclose(y, expected, rtol=1e-6)
+
+
+@pytest.mark.parametrize("shape", [(1024, 0), (4, 256, 0), (0, 5)])
+def test_empty_inner_or_batch_dims_match_torch(shape):
+    """No input features: the output is the bias (PyTorch's rule); no rows: an empty output."""
+    torch = pytest.importorskip("torch")
+    import ember as em
+
+    y = em.nn.functional.linear(em.zeros(*shape), em.zeros(512, shape[-1]), em.ones(512))
+    expected = torch.nn.functional.linear(torch.zeros(*shape), torch.zeros(512, shape[-1]), torch.ones(512))
+    np.testing.assert_array_equal(y.numpy(), expected.numpy())
