@@ -149,6 +149,23 @@ def lstm_classifier(lib, vocab=1000, embed=64, hidden=128, classes=2):
     return Net()
 
 
+def gru_classifier(lib, vocab=1000, embed=64, hidden=128, classes=2):
+    nn = lib.nn
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.embedding = nn.Embedding(vocab, embed)
+            self.gru = nn.GRU(embed, hidden, batch_first=True)
+            self.fc = nn.Linear(hidden, classes)
+
+        def forward(self, tokens):
+            _, h = self.gru(self.embedding(tokens))
+            return self.fc(h[-1])
+
+    return Net()
+
+
 # --- the benchmark ---------------------------------------------------------------------------------
 CASES = {
     # name: (builder, input maker (rng -> numpy x, numpy y), loss kind, optimizer)
@@ -160,6 +177,7 @@ CASES = {
                  "ce", "sgd"),
     "transformer_lm": (transformer_lm, lambda r: (r.integers(0, 65, (16, 64)), r.integers(0, 65, (16, 64))), "lm", "adam"),
     "lstm": (lstm_classifier, lambda r: (r.integers(0, 1000, (32, 50)), r.integers(0, 2, 32)), "ce", "adam"),
+    "gru": (gru_classifier, lambda r: (r.integers(0, 1000, (32, 50)), r.integers(0, 2, 32)), "ce", "adam"),
 }
 
 
