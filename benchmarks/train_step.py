@@ -132,35 +132,19 @@ def transformer_lm(lib, vocab=65, block=64, n_layer=2, n_head=4, n_embd=128):
     return LM()
 
 
-def lstm_classifier(lib, vocab=1000, embed=64, hidden=128, classes=2):
+def recurrent_classifier(lib, kind="LSTM", vocab=1000, embed=64, hidden=128, classes=2):
     nn = lib.nn
 
     class Net(nn.Module):
         def __init__(self):
             super().__init__()
             self.embedding = nn.Embedding(vocab, embed)
-            self.lstm = nn.LSTM(embed, hidden, batch_first=True)
+            self.rnn = getattr(nn, kind)(embed, hidden, batch_first=True)
             self.fc = nn.Linear(hidden, classes)
 
         def forward(self, tokens):
-            _, (h, _) = self.lstm(self.embedding(tokens))
-            return self.fc(h[-1])
-
-    return Net()
-
-
-def gru_classifier(lib, vocab=1000, embed=64, hidden=128, classes=2):
-    nn = lib.nn
-
-    class Net(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.embedding = nn.Embedding(vocab, embed)
-            self.gru = nn.GRU(embed, hidden, batch_first=True)
-            self.fc = nn.Linear(hidden, classes)
-
-        def forward(self, tokens):
-            _, h = self.gru(self.embedding(tokens))
+            _, state = self.rnn(self.embedding(tokens))
+            h = state[0] if kind == "LSTM" else state  # an LSTM's state is (h, c)
             return self.fc(h[-1])
 
     return Net()
@@ -176,8 +160,8 @@ CASES = {
     "resnet20": (resnet20, lambda r: (r.standard_normal((32, 3, 32, 32)).astype(np.float32), r.integers(0, 10, 32)),
                  "ce", "sgd"),
     "transformer_lm": (transformer_lm, lambda r: (r.integers(0, 65, (16, 64)), r.integers(0, 65, (16, 64))), "lm", "adam"),
-    "lstm": (lstm_classifier, lambda r: (r.integers(0, 1000, (32, 50)), r.integers(0, 2, 32)), "ce", "adam"),
-    "gru": (gru_classifier, lambda r: (r.integers(0, 1000, (32, 50)), r.integers(0, 2, 32)), "ce", "adam"),
+    "lstm": (recurrent_classifier, lambda r: (r.integers(0, 1000, (32, 50)), r.integers(0, 2, 32)), "ce", "adam"),
+    "gru": (lambda lib: recurrent_classifier(lib, "GRU"), lambda r: (r.integers(0, 1000, (32, 50)), r.integers(0, 2, 32)), "ce", "adam"),
 }
 
 

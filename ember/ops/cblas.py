@@ -3,7 +3,8 @@
 A recurrence's time loop multiplies a small state by the same weight at every step: from Python each step
 costs a NumPy call and a compiled call whose array arguments are unboxed again (about 20 us a step at an
 LSTM of 32 x 128). Calling the GEMM from inside one compiled loop removes both. It is the very library
-NumPy's matmul calls, with the same threads, so the products are NumPy's bit for bit.
+NumPy's matmul calls, with the same threads, so the products are NumPy's bit for bit. `linear` also calls it
+to add its bias inside the GEMM (linear_with_bias).
 """
 
 from __future__ import annotations

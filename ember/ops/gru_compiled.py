@@ -11,10 +11,9 @@ linear_before_reset) define it. Without Numba, or for other dtypes, gru_layer.py
 
 from __future__ import annotations
 
-import numpy as np
-
-from ember.ops import cblas, exp_compiled
+from ember.ops import exp_compiled
 from ember.ops.compiled import kernel_for
+from ember.ops.recurrent_compiled import float32_kernel, sgemm_loop_kernel
 
 _FORWARD_SOURCE = exp_compiled.SOURCE + '''
 
@@ -125,24 +124,18 @@ def gru_backward_loop(ghs, has_ghs, w_hh, h0, hs, act, ghn, dxw, dgh, dz, dw, dh
 
 
 def forward_loop_kernel(xp, dtype, elements: int):
-    """The compiled whole-layer forward (float32, NumPy's bundled OpenBLAS found), or None."""
-    if dtype != np.float32 or cblas.sgemm is None:
-        return None
-    return kernel_for(_FORWARD_LOOP_SOURCE, "gru_forward_loop", xp, dtype, elements, cache=False)
+    """The compiled whole-layer forward, or None."""
+    return sgemm_loop_kernel(_FORWARD_LOOP_SOURCE, "gru_forward_loop", xp, dtype, elements)
 
 
 def backward_loop_kernel(xp, dtype, elements: int):
-    """The compiled whole-layer backward time loop (float32, NumPy's bundled OpenBLAS found), or None."""
-    if dtype != np.float32 or cblas.sgemm is None:
-        return None
-    return kernel_for(_BACKWARD_LOOP_SOURCE, "gru_backward_loop", xp, dtype, elements, cache=False)
+    """The compiled whole-layer backward time loop, or None."""
+    return sgemm_loop_kernel(_BACKWARD_LOOP_SOURCE, "gru_backward_loop", xp, dtype, elements)
 
 
 def step_forward_kernel(xp, dtype, elements: int):
-    """The compiled forward step for `elements` values of `dtype` in all (float32 only), or None to use NumPy."""
-    if dtype != np.float32:  # the sigmoid and tanh are float32 approximations
-        return None
-    return kernel_for(_FORWARD_SOURCE, "gru_step_forward", xp, dtype, elements)
+    """The compiled forward step for `elements` values of `dtype` in all, or None to use NumPy."""
+    return float32_kernel(_FORWARD_SOURCE, "gru_step_forward", xp, dtype, elements)
 
 
 def step_backward_kernel(xp, dtype, elements: int):

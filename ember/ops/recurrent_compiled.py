@@ -129,18 +129,29 @@ def lstm_backward_loop(ghs, has_ghs, w_hh, act, cs, tanh_cs, dpre, dh, dc, n0, n
               np.float32(0), dh[n0:].ctypes.data, H)
 '''
 
-def forward_loop_kernel(xp, dtype, elements: int):
-    """The compiled whole-layer forward (float32, NumPy's bundled OpenBLAS found), or None."""
+def sgemm_loop_kernel(source: str, name: str, xp, dtype, elements: int):
+    """A compiled whole-layer time loop that calls OpenBLAS's sgemm (float32, NumPy's bundled OpenBLAS found),
+    or None. Numba cannot cache a function that calls a ctypes pointer: compiled once per process."""
     if dtype != np.float32 or cblas.sgemm is None:
         return None
-    return kernel_for(_FORWARD_LOOP_SOURCE, "lstm_forward_loop", xp, dtype, elements, cache=False)
+    return kernel_for(source, name, xp, dtype, elements, cache=False)
+
+
+def float32_kernel(source: str, name: str, xp, dtype, elements: int):
+    """A compiled step that activates with exp_compiled's float32 sigmoid and tanh (float32 only), or None."""
+    if dtype != np.float32:  # the sigmoid and tanh are float32 approximations
+        return None
+    return kernel_for(source, name, xp, dtype, elements)
+
+
+def forward_loop_kernel(xp, dtype, elements: int):
+    """The compiled whole-layer forward, or None."""
+    return sgemm_loop_kernel(_FORWARD_LOOP_SOURCE, "lstm_forward_loop", xp, dtype, elements)
 
 
 def backward_loop_kernel(xp, dtype, elements: int):
-    """The compiled whole-layer backward time loop (float32, NumPy's bundled OpenBLAS found), or None."""
-    if dtype != np.float32 or cblas.sgemm is None:
-        return None
-    return kernel_for(_BACKWARD_LOOP_SOURCE, "lstm_backward_loop", xp, dtype, elements, cache=False)
+    """The compiled whole-layer backward time loop, or None."""
+    return sgemm_loop_kernel(_BACKWARD_LOOP_SOURCE, "lstm_backward_loop", xp, dtype, elements)
 
 
 def step_backward_kernel(xp, dtype, elements: int):
@@ -149,7 +160,5 @@ def step_backward_kernel(xp, dtype, elements: int):
 
 
 def step_forward_kernel(xp, dtype, elements: int):
-    """The compiled forward step for `elements` values of `dtype` in all (float32 only), or None to use NumPy."""
-    if dtype != np.float32:  # the sigmoid and tanh are float32 approximations
-        return None
-    return kernel_for(_FORWARD_SOURCE, "lstm_step_forward", xp, dtype, elements)
+    """The compiled forward step for `elements` values of `dtype` in all, or None to use NumPy."""
+    return float32_kernel(_FORWARD_SOURCE, "lstm_step_forward", xp, dtype, elements)

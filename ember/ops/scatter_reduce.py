@@ -82,7 +82,7 @@ def reduce_at_sorted(xp, name: str, out, idx, values) -> None:
     if name == "multiply":
         order = xp.argsort(target, kind="stable")
     else:  # by target, then value (CuPy's lexsort takes one 2-D array)
-        order = xp.lexsort(xp.stack([vals, target.astype(vals.dtype)]))
+        order = xp.lexsort(xp.stack([vals.astype(np.float64), target.astype(np.float64)]))  # exact to 2^53
     target, vals = target[order], vals[order]
     new = xp.ones(target.shape, dtype=bool)
     new[1:] = target[1:] != target[:-1]  # the first of each group
