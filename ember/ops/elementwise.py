@@ -20,7 +20,7 @@ from ember.ops._rules import (
 from ember.ops._special import erf as _erf
 from ember.ops.compiled import MIN_ELEMENTS
 from ember.ops.dispatch import apply, apply_binary, apply_unary
-from ember.ops.erf_compiled import gelu_compiled
+from ember.ops.gelu_compiled import gelu_compiled
 from ember.ops.registry import OPS, Op, register
 
 
@@ -114,7 +114,7 @@ def _gelu_kernel(xp, x, approximate="none"):
         return 0.5 * x * (1.0 + xp.tanh(inner))
     if approximate != "none":
         raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
-    out = gelu_compiled(xp, x)  # float32 with the jit extra: the same values in two passes
+    out = gelu_compiled(xp, x)  # float32 with the jit extra: one compiled pass (gelu_compiled.py)
     if out is not None:
         return out
     return 0.5 * x * (1.0 + _erf(xp, x / _SQRT_2))

@@ -1,7 +1,7 @@
-"""float32 erf, exact GELU and GELU's gradient as compiled loops (Numba) when the `jit` extra is installed.
+"""float32 erf as compiled loops (Numba) when the `jit` extra is installed (GELU's are in gelu_compiled.py).
 
 The NumPy evaluation in _special.py makes about forty passes over the data (one per polynomial term),
-which took 4 ms per GELU of a transformer's 0.5 M activations. These loops make one pass for the
+which took 4 ms for a transformer's 0.5 M activations. These loops make one pass for the
 exponent, NumPy's vectorised exp over it, and one pass for the rest, with the same float32 operations
 in the same order (no contraction into FMAs, no reassociation), so they give the NumPy path's values
 bit for bit. exp stays NumPy's: without Intel's SVML, Numba calls the scalar libm exp per element.
@@ -25,10 +25,6 @@ import numpy as np
 from numba import njit
 
 F1, HALF, FOUR, SIXTEEN = np.float32(1.0), np.float32(0.5), np.float32(4.0), np.float32(16.0)
-SQRT_2 = np.float32(math.sqrt(2.0))
-INV_SQRT_2 = np.float32(1.0 / math.sqrt(2.0))
-INV_SQRT_2PI = np.float32(1.0 / math.sqrt(2.0 * math.pi))
-NEG_HALF = np.float32(-0.5)
 ''' + _COEFFICIENTS + '''
 
 
@@ -59,86 +55,43 @@ def erf_exp_args(x, e):
 def erf_finish(x, e, out):
     for i in range(x.size):
         out[i] = _erf(x[i], e[i])
-
-
-def gelu_exp_args(x, e):
-    for i in range(x.size):
-        e[i] = _exp_arg(x[i] / SQRT_2)
-
-
-def gelu_finish(x, e, out):
-    for i in range(x.size):
-        xi = x[i]
-        out[i] = HALF * xi * (F1 + _erf(xi / SQRT_2, e[i]))
-
-
-def gelu_backward_exp_args(x, e):
-    n = x.size
-    for i in range(n):
-        xi = x[i]
-        e[i] = _exp_arg(xi * INV_SQRT_2)
-        e[n + i] = xi * NEG_HALF * xi
-
-
-def gelu_backward_finish(g, x, e, out):
-    n = x.size
-    for i in range(n):
-        xi = x[i]
-        cdf = (_erf(xi * INV_SQRT_2, e[i]) + F1) * HALF
-        out[i] = (cdf + e[n + i] * INV_SQRT_2PI * xi) * g[i]
 '''
 
 
-def _kernels(xp, x, prefix: str):
+def _kernels(xp, x):
     """(exp-argument pass, finishing pass) for float32 `x`, or None to use NumPy."""
     if x.dtype != np.float32:
         return None
-    first = kernel_for(_SOURCE, f"{prefix}_exp_args", xp, x.dtype, x.size)
-    return None if first is None else (first, kernel_for(_SOURCE, f"{prefix}_finish", xp, x.dtype, x.size))
+    first = kernel_for(_SOURCE, "erf_exp_args", xp, x.dtype, x.size)
+    return None if first is None else (first, kernel_for(_SOURCE, "erf_finish", xp, x.dtype, x.size))
 
 
 # Blocks of 64 K values keep the exponent buffer and each block's slices in cache between the three passes;
-# arrays of 256 K values or more (a transformer's MLP activations) are also split over the batch threads.
+# arrays of 256 K values or more are also split over the batch threads.
 _BLOCK = 1 << 16
 _SPLIT_MIN = 1 << 18
 
 
-def _blocked(fns, n_exp: int, arrays: list, shape):
-    """The finishing kernel's output over flat `arrays` (x last), block by block: exponent arguments, NumPy's
-    exp over them, then the rest."""
+def _blocked(fns, x, shape):
+    """The finishing kernel's output over flat `x`, block by block: exponent arguments, NumPy's exp over
+    them, then the rest."""
     prepare, finish = fns
-    out = np.empty(arrays[-1].size, np.float32)
+    out = np.empty(x.size, np.float32)
 
     def work(lo: int, hi: int) -> None:
-        e = np.empty(n_exp * min(_BLOCK, hi - lo), np.float32)
+        e = np.empty(min(_BLOCK, hi - lo), np.float32)
         for a in range(lo, hi, _BLOCK):
             b = min(hi, a + _BLOCK)
-            blocks = [arr[a:b] for arr in arrays]
-            eb = e[:n_exp * (b - a)]
-            prepare(blocks[-1], eb)
+            eb = e[:b - a]
+            prepare(x[a:b], eb)
             np.exp(eb, out=eb)
-            finish(*blocks, eb, out[a:b])
+            finish(x[a:b], eb, out[a:b])
 
     batch_threads.run_if(work, out.size, out.size >= _SPLIT_MIN)
     return out.reshape(shape)
 
 
-
 def erf_compiled(xp, x):
     """erf of float32 `x`, or None to use NumPy."""
-    fns = _kernels(xp, x, "erf")
-    return None if fns is None else _blocked(fns, 1, [contiguous(x)], x.shape)
-
-
-def gelu_compiled(xp, x):
-    """The exact GELU of float32 `x`, or None to use NumPy."""
-    fns = _kernels(xp, x, "gelu")
-    return None if fns is None else _blocked(fns, 1, [contiguous(x)], x.shape)
-
-
-def gelu_backward_compiled(xp, g, x):
-    """g * gelu'(x) for the exact GELU and float32 `g` and `x` of one shape, or None to use NumPy."""
-    fns = _kernels(xp, x, "gelu_backward")
-    if fns is None or g.dtype != np.float32:
-        return None
-    return _blocked(fns, 2, [contiguous(g), contiguous(x)], x.shape)
+    fns = _kernels(xp, x)
+    return None if fns is None else _blocked(fns, contiguous(x), x.shape)

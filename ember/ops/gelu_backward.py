@@ -1,8 +1,9 @@
-"""GELU's gradient as one op: g * d gelu(x)/dx in a few in-place NumPy passes.
+"""GELU's gradient as one op: g * d gelu(x)/dx in a few in-place NumPy passes (one compiled pass for
+float32 with the `jit` extra, gelu_compiled.py).
 
 Written in tensor ops the exact GELU's gradient is about ten ops (erf, exp and the products), each
-with its own dispatch and temporary; this kernel performs the same operations in the same order and
-dtype (so float32 and float64 results equal the composite's bit for bit) on two buffers. float16 and
+with its own dispatch and temporary; the NumPy path performs the same operations in the same order and
+dtype (so its float32 and float64 results equal the composite's bit for bit) on two buffers. float16 and
 bfloat16 are computed in float32 and rounded once. Under `create_graph=True` the composite rule in
 elementwise.py is recorded instead, so higher derivatives exist.
 """
@@ -14,7 +15,7 @@ import math
 from ember.errors import ShapeError, fmt_shape
 from ember.ops._rules import spec
 from ember.ops._special import erf
-from ember.ops.erf_compiled import gelu_backward_compiled
+from ember.ops.gelu_compiled import gelu_backward_compiled
 from ember.ops.opmath import rounded, upcast
 from ember.ops.registry import Op, register
 
@@ -42,7 +43,7 @@ class GeluBackwardOp(Op):
             t = xp.tanh(_K * (x + 0.044715 * x * x * x))
             out = g * (0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * _K * (1.0 + 3 * 0.044715 * x * x))
             return rounded(out, dtype)
-        out = gelu_backward_compiled(xp, g, x)  # float32 with the jit extra: these values in two passes
+        out = gelu_backward_compiled(xp, g, x)  # float32 with the jit extra: one compiled pass (gelu_compiled.py)
         if out is not None:
             return rounded(out, dtype)
         cdf = xp.asarray(erf(xp, x * _INV_SQRT_2))  # 0.5 * (1 + erf(x / sqrt 2)); 0-d results stay arrays
