@@ -168,9 +168,19 @@ def _add_at(xp, out, idx, values):
         else:
             np.add.at(out, idx, values)
     else:
-        import cupyx
+        device_ufunc_at(xp, "add", out, idx, values)
 
-        cupyx.scatter_add(out, idx, values)
+
+def device_ufunc_at(xp, name: str, out, idx, values) -> None:
+    """out[idx] op= values on a GPU array module: CuPy 13+'s ufunc.at (add, maximum, minimum), else cupyx's
+    scatter functions, which CuPy 14 deprecates."""
+    ufunc = getattr(xp, name)
+    if hasattr(ufunc, "at"):
+        ufunc.at(out, idx, values)
+        return
+    import cupyx
+
+    getattr(cupyx, {"add": "scatter_add", "maximum": "scatter_max", "minimum": "scatter_min"}[name])(out, idx, values)
 
 
 class IndexPutOp(Op):

@@ -20,6 +20,7 @@ from ember.ops.indexing import (
     _bounds,
     _check_along,
     _check_index_tensor,
+    device_ufunc_at,
     gather,
     scatter,
     scatter_add,
@@ -47,7 +48,7 @@ def _identity(reduce: str, dtype):
 
 
 def _ufunc_at(xp, reduce: str, out, idx, values, rows=None, axis: int = 0) -> None:
-    """out[idx] op= values, applying every repeated index (NumPy's ufunc.at; cupyx for CuPy).
+    """out[idx] op= values, applying every repeated index (NumPy's ufunc.at, and CuPy's).
 
     `rows`: the 1-D index when idx only varies along `axis`, which a sort and a reduceat do much faster.
     """
@@ -62,10 +63,7 @@ def _ufunc_at(xp, reduce: str, out, idx, values, rows=None, axis: int = 0) -> No
         # CuPy has no scatter product, and its atomic scatter_max/min round float64 to float32
         reduce_at_sorted(xp, name, out, idx, values)
         return
-    import cupyx
-
-    fn = {"add": cupyx.scatter_add, "maximum": cupyx.scatter_max, "minimum": cupyx.scatter_min}[name]
-    fn(out, idx, values)
+    device_ufunc_at(xp, name, out, idx, values)
 
 
 def reduce_at_sorted(xp, name: str, out, idx, values) -> None:
