@@ -3,7 +3,8 @@
 im2col is a serial copy, and BLAS parallelises a GEMM with a skinny dimension (16 output channels, 144
 patch rows) poorly, so splitting the batch itself keeps every core busy through both; PyTorch's
 im2col convolution (slow_conv2d) parallelises over the batch in the same way. NumPy releases the
-GIL in matmul and the compiled kernels are `nogil`, so plain threads run in parallel. During the
+GIL in matmul and the compiled kernels are `nogil`, so plain threads run in parallel (handoff_pool.py
+hands the chunks over). During the
 split, NumPy's OpenBLAS runs one thread per call (it would otherwise start its own threads inside
 each call and oversubscribe the cores); its thread count is restored afterwards. Where NumPy's BLAS
 cannot be told that (another BLAS, or none found), or with one core, nothing is split.
@@ -19,6 +20,9 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
+
+from ember.ops import spin_wait
+from ember.ops.handoff_pool import HandoffPool
 
 _SETTERS = ("scipy_openblas_set_num_threads64_", "openblas_set_num_threads64_", "openblas_set_num_threads")
 _GETTERS = ("scipy_openblas_get_num_threads64_", "openblas_get_num_threads64_", "openblas_get_num_threads")
@@ -97,11 +101,21 @@ def workers() -> int:
                         raise ValueError(f"EMBER_CONV_THREADS must be a positive integer, got {env!r}")
                     n = int(env) if controls is not None else 1
                 _state["controls"] = controls
-                _state["pool"] = ThreadPoolExecutor(n - 1, thread_name_prefix="ember-batch") if n > 1 else None
+                _state["pool"] = _make_pool(n - 1) if n > 1 else None
                 _state["workers"] = n
                 _state["active"] = 0
                 _state["pid"] = os.getpid()
     return _state["workers"]
+
+
+def _make_pool(n: int):
+    """n helper threads: a HandoffPool where Numba can poll for the hand-offs, else a ThreadPoolExecutor."""
+    from ember.graph.codegen import get_backend
+
+    found = spin_wait.waiter() if get_backend() != "numpy" else None
+    if found is None:
+        return ThreadPoolExecutor(n, thread_name_prefix="ember-batch")
+    return HandoffPool(n, *found)
 
 
 def split(n: int, parts: int) -> list[tuple[int, int]]:
@@ -111,8 +125,8 @@ def split(n: int, parts: int) -> list[tuple[int, int]]:
     return [(bounds[k], bounds[k + 1]) for k in range(parts)]
 
 
-# Below this a split's hand-off to the pool thread and back (30-60 us here) outweighs the second core;
-# such a call still runs with one BLAS thread, so OpenBLAS's own threads are not woken between splits.
+# Below this a split's hand-off to the pool thread and back (30-60 us with a ThreadPoolExecutor; 11 us with
+# HandoffPool, where 3 MFLOP measured no different within this VM's noise) outweighs the second core; such a call still runs with one BLAS thread, so OpenBLAS's own threads are not woken between splits.
 # 10 MFLOP splits LeNet-5's second convolution (31 MFLOP, 0.7 ms, mostly im2col): its training step went
 # from 7.3 to 6.0 ms in one process (40 MFLOP had measured better only while OpenBLAS's threads spun).
 _MIN_FLOPS = 10e6
@@ -125,7 +139,10 @@ def run(fn, n: int, flops: float = float("inf")) -> list:
         return [fn(0, n)]
     _enter()
     try:
-        futures = [_state["pool"].submit(fn, a, b) for a, b in chunks[1:]]  # none for one chunk
+        pool = _state["pool"]
+        if type(pool) is HandoffPool:
+            return pool.run([lambda a=a, b=b: fn(a, b) for a, b in chunks])
+        futures = [pool.submit(fn, a, b) for a, b in chunks[1:]]  # none for one chunk
         first = fn(*chunks[0])
         return [first] + [f.result() for f in futures]
     finally:
