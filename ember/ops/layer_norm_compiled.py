@@ -6,7 +6,7 @@ temporary (and under ember.jit a fused region whose three full-size outputs cost
 arithmetic). PyTorch has native_layer_norm_backward for the same reason. The NumPy kernel follows the
 composite rule of nn_extra.py; the compiled one (the `jit` extra, float32/float64) makes one pass per
 row that reads x and gy, a second over the same row while it is in cache; it sums rows in the data's dtype and
-the weight's and bias's columns in float64.
+the weight's and bias's columns in float64. From 1 M values both split their rows over the batch threads.
 Under `create_graph=True`, or when the statistics' own gradients are needed, the composite rule is
 recorded instead, so higher derivatives exist. The forward's compiled rows sum each row (in vector lanes, in the
 data's dtype, as PyTorch does) and write it while it is in cache, where NumPy makes six passes with temporaries.
@@ -17,6 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from ember.errors import ShapeError, fmt_shape
+from ember.ops import batch_threads
 from ember.ops._rules import spec
 from ember.ops.compiled import MIN_ELEMENTS, contiguous, kernel_for
 from ember.ops.opmath import opmath, rounded, upcast
@@ -28,14 +29,14 @@ import math
 import numpy as np
 
 
-def layer_norm_rows(x, w, b, eps, y, mean, rstd):
-    # row sums in the data's dtype, reassociated into vector lanes (what PyTorch's kernel does): float64
-    # accumulators halved the vector width and converted every value (46 -> 32 us at (1024, 128))
-    M, N = x.shape
+def layer_norm_rows(x, w, b, eps, y, mean, rstd, r0, r1):
+    # rows [r0, r1); row sums in the data's dtype, reassociated into vector lanes (what PyTorch's kernel does):
+    # float64 accumulators halved the vector width and converted every value (46 -> 32 us at (1024, 128))
+    N = x.shape[1]
     t = x.dtype.type
     zero = t(0)
     inv_n = t(1.0 / N)
-    for i in range(M):
+    for i in range(r0, r1):
         row = x[i]
         s = zero
         for j in range(N):
@@ -53,16 +54,15 @@ def layer_norm_rows(x, w, b, eps, y, mean, rstd):
             out[j] = (row[j] - mu) * r * w[j] + b[j]
 
 
-def layer_norm_backward_rows(x, gy, mean, rstd, w, gx, gw, gb):
-    # each row's two sums in the data's dtype (vector lanes, as the forward's), the weight's and bias's
-    # column sums over all rows in float64 (87 -> 55 us at (1024, 128))
-    M, N = x.shape
+def layer_norm_backward_rows(x, gy, mean, rstd, w, gx, sw, sb, r0, r1):
+    # rows [r0, r1): gx, and the weight's and bias's column sums over these rows added into sw and sb (float64).
+    # Each row's two sums are in the data's dtype (vector lanes, as the forward's) (87 -> 55 us at (1024, 128));
+    # float32 column sums over blocks of rows measured no faster than float64 ones
+    N = x.shape[1]
     t = x.dtype.type
     zero = t(0)
     inv_n = t(1.0 / N)
-    sw = np.zeros(N)
-    sb = np.zeros(N)
-    for i in range(M):
+    for i in range(r0, r1):
         mu = mean[i]
         r = rstd[i]
         xr = x[i]
@@ -82,9 +82,6 @@ def layer_norm_backward_rows(x, gy, mean, rstd, w, gx, gw, gb):
         out = gx[i]
         for j in range(N):
             out[j] = (gr[j] * w[j] - a - (xr[j] - mu) * r * b) * r
-    for j in range(N):
-        gw[j] = sw[j]
-        gb[j] = sb[j]
 '''
 
 
@@ -145,11 +142,22 @@ def _compiled(xp, x, w, mean, rstd, gy, ndims):
         return None
     rows, n, tail = _rows(x, ndims)
     gx = np.empty(x.shape, x.dtype)
-    gw, gb = np.empty(tail, x.dtype), np.empty(tail, x.dtype)
-    fn(contiguous(x, (rows, n)), contiguous(gy, (rows, n)), contiguous(mean, rows), contiguous(rstd, rows),
-       _per_column(w, n, x.dtype, 1), gx.reshape(rows, n), gw.reshape(n), gb.reshape(n))
-    return gx, gw, gb
+    args = (contiguous(x, (rows, n)), contiguous(gy, (rows, n)), contiguous(mean, rows), contiguous(rstd, rows),
+            _per_column(w, n, x.dtype, 1), gx.reshape(rows, n))
 
+    def chunk(r0: int, r1: int):
+        sums = np.zeros((2, n))  # this chunk's column sums of the weight's and bias's gradients, in float64
+        fn(*args, sums[0], sums[1], r0, r1)
+        return sums
+
+    sums = sum(batch_threads.run_if(chunk, rows, x.size >= _SPLIT_MIN))
+    return gx, sums[0].astype(x.dtype).reshape(tail), sums[1].astype(x.dtype).reshape(tail)
+
+
+# From this many values the rows are split over the batch threads: at (16384, 64) the forward went from 385 to
+# 218 us and the gradient from 497 to 300 (PyTorch 360 and 219); at (1024, 128) the hand-off cost more than it
+# gained (forward 39 -> 68 us)
+_SPLIT_MIN = 1 << 20
 
 layer_norm_backward_op = register(LayerNormBackwardOp())
 
@@ -165,6 +173,7 @@ def layer_norm_compiled(xp, x, w, b, ndims: int, eps: float):
     y = np.empty(x.shape, x.dtype)
     stat = x.shape[:x.ndim - ndims] + (1,) * ndims
     mean, rstd = np.empty(stat, x.dtype), np.empty(stat, x.dtype)
-    fn(contiguous(x, (rows, n)), _per_column(w, n, x.dtype, 1), _per_column(b, n, x.dtype, 0), float(eps),
-       y.reshape(rows, n), mean.reshape(rows), rstd.reshape(rows))
+    args = (contiguous(x, (rows, n)), _per_column(w, n, x.dtype, 1), _per_column(b, n, x.dtype, 0), float(eps),
+            y.reshape(rows, n), mean.reshape(rows), rstd.reshape(rows))
+    batch_threads.run_if(lambda r0, r1: fn(*args, r0, r1), rows, x.size >= _SPLIT_MIN)
     return y, mean, rstd

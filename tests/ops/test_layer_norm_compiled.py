@@ -19,7 +19,8 @@ def backend(request):
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-@pytest.mark.parametrize("shape,ndims,affine", [((16, 64, 128), 1, True), ((3, 4, 5, 6), 2, True), ((7, 9), 1, False)])
+@pytest.mark.parametrize("shape,ndims,affine", [((16, 64, 128), 1, True), ((3, 4, 5, 6), 2, True), ((7, 9), 1, False),
+                                               ((2049, 512), 1, True)])  # 1 M values: rows split over threads
 def test_one_op_equals_the_composite_rule(backend, dtype, shape, ndims, affine):
     rng = np.random.default_rng(0)
     x = rng.standard_normal(shape).astype(dtype) * 3 + 1
