@@ -3,8 +3,9 @@
 A recurrence's time loop multiplies a small state by the same weight at every step: from Python each step
 costs a NumPy call and a compiled call whose array arguments are unboxed again (about 20 us a step at an
 LSTM of 32 x 128). Calling the GEMM from inside one compiled loop removes both. It is the very library
-NumPy's matmul calls, with the same threads, so the products are NumPy's bit for bit. `linear` also calls it
-to add its bias inside the GEMM (linear_with_bias).
+NumPy's matmul calls, with the same threads (the products equal NumPy's bit for bit where the calls have the
+same shapes; `sgemm_rows` splits them). `linear` also calls it to add its bias inside the GEMM
+(linear_with_bias).
 """
 
 from __future__ import annotations
@@ -39,6 +40,29 @@ def _find_sgemm():
 sgemm = _find_sgemm()
 
 TRANS = 112
+
+# OpenBLAS multiplies products of at most 10^6 multiply-adds (M * N * K) with its small-matrix kernels (on
+# AVX-512 machines), which skip packing the operands: 12 x 128 x 512 ran at 106 GFLOP/s on one core and
+# 16 x 128 x 512 (just above) at 62-72. `sgemm_rows` (compiled loops) keeps each call under it.
+SMALL_GEMM_MAX = 1_000_000
+
+# sgemm_rows(M, N, K, a, lda, b, ldb, c, ldc): C = A B for row-major float32 at addresses a, b, c (NO_TRANS
+# both), in as few calls of evenly split rows as keep each call within SMALL_GEMM_MAX; source for kernels that
+# paste it after their own imports (`njit`, `np`)
+SGEMM_ROWS_SOURCE = f'''
+from ember.ops.cblas import sgemm
+
+
+@njit(inline="always")
+def sgemm_rows(M, N, K, a, lda, b, ldb, c, ldc):
+    per_call = {SMALL_GEMM_MAX} // max(N * K, 1)  # rows; none fit when N * K alone is over: one call
+    calls = 1 if per_call == 0 or M <= per_call else (M + per_call - 1) // per_call
+    for k in range(calls):
+        r0 = M * k // calls
+        r1 = M * (k + 1) // calls
+        sgemm(101, 111, 111, r1 - r0, N, K, np.float32(1), a + np.uintp(r0 * lda * 4), lda, b, ldb, np.float32(0),
+              c + np.uintp(r0 * ldc * 4), ldc)
+'''
 
 # From this many output values, adding the bias in its own pass costs more than prefilling the output with it
 # (a 1600 x 512 LSTM input projection: 701 -> 584 us; 128 x 512 and smaller: no difference).

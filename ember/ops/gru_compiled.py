@@ -11,7 +11,7 @@ linear_before_reset) define it. Without Numba, or for other dtypes, gru_layer.py
 
 from __future__ import annotations
 
-from ember.ops import exp_compiled
+from ember.ops import cblas, exp_compiled
 from ember.ops.compiled import kernel_for
 from ember.ops.recurrent_compiled import float32_kernel, sgemm_loop_kernel
 
@@ -40,8 +40,7 @@ def gru_step_forward(x, pre, b, h_prev, act, ghn, h):
         _forward_row(x[n], pre[n], b, h_prev[n], act[n], ghn[n], h[n], H)
 '''
 
-_FORWARD_LOOP_SOURCE = _FORWARD_SOURCE + '''
-from ember.ops.cblas import sgemm
+_FORWARD_LOOP_SOURCE = _FORWARD_SOURCE + cblas.SGEMM_ROWS_SOURCE + '''
 
 
 def gru_forward_loop(xw, batch_major, h0, w_t, b, hs, act, ghn, pre, n0, n1):
@@ -53,8 +52,7 @@ def gru_forward_loop(xw, batch_major, h0, w_t, b, hs, act, ghn, pre, n0, n1):
     M = n1 - n0
     for t in range(T):
         h_prev = h0 if t == 0 else hs[t - 1]
-        sgemm(101, 111, 111, M, G, H, np.float32(1), h_prev[n0:].ctypes.data, H, w_t.ctypes.data, G,
-              np.float32(0), pre[n0:].ctypes.data, G)
+        sgemm_rows(M, G, H, h_prev[n0:].ctypes.data, H, w_t.ctypes.data, G, pre[n0:].ctypes.data, G)
         for n in range(n0, n1):
             x = xw[n, t] if batch_major else xw[t, n]
             _forward_row(x, pre[n], b, h_prev[n], act[t, n], ghn[t, n], hs[t, n], H)
@@ -101,8 +99,7 @@ def gru_step_backward(dz, dw, g, has_g, act, ghn, h_prev, dh, dx, dg):
         _backward_row(dz[n], dw[n], g[n], has_g, act[n], ghn[n], h_prev[n], dh[n], dx[n], dg[n], H)
 '''
 
-_BACKWARD_LOOP_SOURCE = _BACKWARD_SOURCE + '''
-from ember.ops.cblas import sgemm
+_BACKWARD_LOOP_SOURCE = _BACKWARD_SOURCE + cblas.SGEMM_ROWS_SOURCE + '''
 
 
 def gru_backward_loop(ghs, has_ghs, w_hh, h0, hs, act, ghn, dxw, dgh, dz, dw, dh, n0, n1):
@@ -118,8 +115,7 @@ def gru_backward_loop(ghs, has_ghs, w_hh, h0, hs, act, ghn, dxw, dgh, dz, dw, dh
         for n in range(n0, n1):
             _backward_row(dz[n], dw[n], g[n], has_ghs, act[t, n], ghn[t, n], h_prev[n], dh[n], dxw[t, n],
                           dgh[t, n], H)
-        sgemm(101, 111, 111, M, H, G, np.float32(1), dgh[t, n0:].ctypes.data, G, w_hh.ctypes.data, H,
-              np.float32(0), dw[n0:].ctypes.data, H)
+        sgemm_rows(M, H, G, dgh[t, n0:].ctypes.data, G, w_hh.ctypes.data, H, dw[n0:].ctypes.data, H)
 '''
 
 

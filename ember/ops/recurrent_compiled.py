@@ -45,8 +45,7 @@ def lstm_step_forward(pre, c_prev, act, c_next, tanh_c, h):
         _forward_row(pre[n], act[n], c_prev[n], c_next[n], tanh_c[n], h[n], H)
 '''
 
-_FORWARD_LOOP_SOURCE = _FORWARD_SOURCE + '''
-from ember.ops.cblas import sgemm
+_FORWARD_LOOP_SOURCE = _FORWARD_SOURCE + cblas.SGEMM_ROWS_SOURCE + '''
 
 
 def lstm_forward_loop(xw, batch_major, h0, w_t, hs, act, cs, tanh_cs, pre, n0, n1):
@@ -58,8 +57,7 @@ def lstm_forward_loop(xw, batch_major, h0, w_t, hs, act, cs, tanh_cs, pre, n0, n
     M = n1 - n0
     for t in range(T):
         h_prev = h0[n0:] if t == 0 else hs[t - 1, n0:]
-        sgemm(101, 111, 111, M, G, H, np.float32(1), h_prev.ctypes.data, H, w_t.ctypes.data, G, np.float32(0),
-              pre[n0:].ctypes.data, G)
+        sgemm_rows(M, G, H, h_prev.ctypes.data, H, w_t.ctypes.data, G, pre[n0:].ctypes.data, G)
         for n in range(n0, n1):
             p = pre[n]
             x = xw[n, t] if batch_major else xw[t, n]
@@ -104,8 +102,7 @@ def lstm_step_backward(dh, dc, act, tanh_c, c_prev, d):
         _backward_row(dh[n], dc[n], act[n], tanh_c[n], c_prev[n], d[n], H)
 '''
 
-_BACKWARD_LOOP_SOURCE = _SOURCE + '''
-from ember.ops.cblas import sgemm
+_BACKWARD_LOOP_SOURCE = _SOURCE + cblas.SGEMM_ROWS_SOURCE + '''
 
 
 def lstm_backward_loop(ghs, has_ghs, w_hh, act, cs, tanh_cs, dpre, dh, dc, n0, n1):
@@ -125,8 +122,7 @@ def lstm_backward_loop(ghs, has_ghs, w_hh, act, cs, tanh_cs, dpre, dh, dc, n0, n
                     d[j] += g[j]
         for n in range(n0, n1):
             _backward_row(dh[n], dc[n], act[t, n], tanh_cs[t, n], cs[t, n], dpre[t, n], H)
-        sgemm(101, 111, 111, M, H, G, np.float32(1), dpre[t, n0:].ctypes.data, G, w_hh.ctypes.data, H,
-              np.float32(0), dh[n0:].ctypes.data, H)
+        sgemm_rows(M, H, G, dpre[t, n0:].ctypes.data, G, w_hh.ctypes.data, H, dh[n0:].ctypes.data, H)
 '''
 
 def sgemm_loop_kernel(source: str, name: str, xp, dtype, elements: int):
