@@ -712,9 +712,11 @@ def _lstm_layer(ctx, node):
                               ctx.ints([0], "axes")])
     h = ctx.add("Unsqueeze", [ctx.input(h0, dt), ctx.ints([0], "axes")])
     c = ctx.add("Unsqueeze", [ctx.input(c0, dt), ctx.ints([0], "axes")])
-    y, _, y_c = ctx.add("LSTM", [ctx.input(xw, dt), ctx.const(w, "gate_permutation"), r, "", "", h, c], n_out=3,
-                        hidden_size=hidden)
-    return [ctx.add("Squeeze", [y, ctx.ints([1], "axes")]), ctx.add("Squeeze", [y_c, ctx.ints([0], "axes")])]
+    y, y_h, y_c = ctx.add("LSTM", [ctx.input(xw, dt), ctx.const(w, "gate_permutation"), r, "", "", h, c], n_out=3,
+                          hidden_size=hidden)
+    # outputs (hs, c_T, the gradient's three, h_T)
+    return [ctx.add("Squeeze", [y, ctx.ints([1], "axes")]), ctx.add("Squeeze", [y_c, ctx.ints([0], "axes")]),
+            None, None, None, ctx.add("Squeeze", [y_h, ctx.ints([0], "axes")])]
 
 
 @mapping("gru_layer")
@@ -738,9 +740,10 @@ def _gru_layer(ctx, node):
         b = ctx.add("Unsqueeze", [ctx.add("Concat", [ctx.const(np.zeros(3 * hidden, dt), "zero_bias"), rb], axis=0),
                                   ctx.ints([0], "axes")])
     h = ctx.add("Unsqueeze", [ctx.input(h0, dt), ctx.ints([0], "axes")])
-    y, _ = ctx.add("GRU", [ctx.input(xw, dt), ctx.const(w, "gate_permutation"), r, b, "", h], n_out=2,
-                   hidden_size=hidden, linear_before_reset=1)
-    return [ctx.add("Squeeze", [y, ctx.ints([1], "axes")])]
+    y, y_h = ctx.add("GRU", [ctx.input(xw, dt), ctx.const(w, "gate_permutation"), r, b, "", h], n_out=2,
+                     hidden_size=hidden, linear_before_reset=1)
+    # outputs (hs, the gradient's two, h_T)
+    return [ctx.add("Squeeze", [y, ctx.ints([1], "axes")]), None, None, ctx.add("Squeeze", [y_h, ctx.ints([0], "axes")])]
 
 
 @mapping("scaled_dot_product_attention")

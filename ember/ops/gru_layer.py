@@ -45,12 +45,13 @@ def _check(xw, h0, w_hh, b_hh, what: str, dtypes: bool = True):
 
 
 class GRULayerOp(Op):
-    """(hs, gates, ghn) from (xw, h0, w_hh, b_hh): every step's state (T, N, H), and for the gradient every
+    """(hs, gates, ghn, h_T) from (xw, h0, w_hh, b_hh): every step's state (T, N, H), for the gradient every
     step's activated gates r, z, n (T, N, 3H) and hidden projection's n part (T, N, H), those two in the
-    compute dtype (float32 for float16/bfloat16). b_hh may be None (a layer without biases)."""
+    compute dtype (float32 for float16/bfloat16), and the last state as an output of its own (whose gradient
+    enters the backward as the last step's, as lstm_layer's h_T). b_hh may be None (a layer without biases)."""
 
     name = "gru_layer"
-    n_outputs = 3
+    n_outputs = 4
     fresh_output = True
     save_inputs = (0, 1, 2, 3)
     save_outputs = (0, 1, 2)
@@ -59,7 +60,8 @@ class GRULayerOp(Op):
         _check(xw, h0, w_hh, b_hh, self.name)
         steps, state = xw.shape[0], tuple(h0.shape)
         work = opmath(xw.dtype)
-        return spec((steps,) + state, xw.dtype), spec(tuple(xw.shape), work), spec((steps,) + state, work)
+        return (spec((steps,) + state, xw.dtype), spec(tuple(xw.shape), work), spec((steps,) + state, work),
+                spec(state, xw.dtype))
 
     def kernel(self, xp, xw, h0, w_hh, b_hh):
         _check(xw, h0, w_hh, b_hh, self.name)  # eager calls run the kernel without infer
@@ -79,7 +81,7 @@ class GRULayerOp(Op):
             xs = xw.transpose(1, 0, 2) if batch_major else xp.ascontiguousarray(xw)
             args = (xs, batch_major, h0, w_t, b, hs, gates, ghn, pre)
             batch_threads.run(lambda n0, n1: loop(*args, n0, n1), batch, 2.0 * xw.size * (three_h // 3))
-            return rounded(hs, dtype), gates, ghn
+            return _outputs(xp, hs, gates, ghn, h0, dtype)
         step = step_forward_kernel(xp, xw.dtype, xw.size)
         h = h0
         for t in range(steps):
@@ -89,14 +91,14 @@ class GRULayerOp(Op):
             else:
                 _forward_step(xp, xw[t], pre, b, h, gates[t], ghn[t], hs[t])
             h = hs[t]
-        return rounded(hs, dtype), gates, ghn
+        return _outputs(xp, hs, gates, ghn, h0, dtype)
 
-    def vjp(self, ctx, ghs, *_):  # the kept gates are read only by this gradient
+    def vjp(self, ctx, ghs, _gates, _ghn, gh):  # the kept gates are read only by this gradient
         xw, h0, w_hh, b_hh = (ctx.input(i) for i in range(4))
         if grad_state.enabled:  # create_graph: a gradient made of differentiable ops
-            grads = _gru_layer_vjp_in_ops(xw, h0, w_hh, b_hh, ghs)
+            grads = _gru_layer_vjp_in_ops(xw, h0, w_hh, b_hh, ghs, gh)
         else:
-            grads = apply(_gru_layer_backward_op, h0, w_hh, *(ctx.output_at(k) for k in range(3)), ghs)
+            grads = apply(_gru_layer_backward_op, h0, w_hh, *(ctx.output_at(k) for k in range(3)), ghs, gh)
         return tuple(g if ctx.needs_grad(i) else None for i, g in enumerate(grads))
 
 
@@ -121,19 +123,20 @@ def _forward_step(xp, x, pre, b, h, act, ghn, h_new):
 
 
 class GRULayerBackwardOp(Op):
-    """Gradients (of xw, h0, w_hh, b_hh) of gru_layer from its kept outputs and the gradient of hs (None: zero)."""
+    """Gradients (of xw, h0, w_hh, b_hh) of gru_layer from its kept outputs and the gradients of hs and h_T
+    (None: zero)."""
 
     name = "gru_layer_backward"
     n_outputs = 4
     fresh_output = True
     differentiable = False  # under create_graph the ops of _gru_layer_vjp_in_ops are recorded instead
 
-    def infer(self, h0, w_hh, hs, gates, ghn, ghs):
+    def infer(self, h0, w_hh, hs, gates, ghn, ghs, gh=None):
         _check(gates, h0, w_hh, None, self.name, dtypes=False)  # the kept gates are in the compute dtype
         return (spec(tuple(gates.shape), h0.dtype), spec(tuple(h0.shape), h0.dtype),
                 spec(tuple(w_hh.shape), h0.dtype), spec((w_hh.shape[0],), h0.dtype))
 
-    def kernel(self, xp, h0, w_hh, hs, gates, ghn, ghs):
+    def kernel(self, xp, h0, w_hh, hs, gates, ghn, ghs, gh=None):
         dtype = h0.dtype
         work = gates.dtype
         h0, w_hh, hs = (xp.ascontiguousarray(upcast(a).astype(work, copy=False)) for a in (h0, w_hh, hs))
@@ -143,6 +146,8 @@ class GRULayerBackwardOp(Op):
         dxw = xp.empty(gates.shape, work)
         dgh = xp.empty(gates.shape, work)
         dz, dw, dh = (xp.zeros(h0.shape, work) for _ in range(3))  # the state's gradient is dz + dw
+        if gh is not None:  # the last state's own gradient: the last step's incoming one, through dz
+            dz[...] = upcast(gh)
         loop = backward_loop_kernel(xp, work, gates.size)
         if loop is not None:  # the whole time loop compiled, its GEMMs NumPy's BLAS called from inside
             args = (ghs, has_ghs, w_hh, h0, hs, gates, ghn, dxw, dgh, dz, dw, dh)
@@ -176,11 +181,17 @@ def _backward_step(xp, dz, dw, g, has_g, act, ghn, h_prev, dh, dx, dg):
     xp.multiply(dh, z, out=dz)
 
 
+def _outputs(xp, hs, gates, ghn, h0, dtype):
+    """GRULayerOp's four outputs from its filled buffers (hs and h0 in the compute dtype)."""
+    hs = rounded(hs, dtype)
+    return hs, gates, ghn, rounded(xp.array(hs[-1] if len(hs) else h0), dtype)
+
+
 _gru_layer_op = register(GRULayerOp())
 _gru_layer_backward_op = register(GRULayerBackwardOp())
 
 
-def _gru_layer_vjp_in_ops(xw, h0, w_hh, b_hh, ghs):
+def _gru_layer_vjp_in_ops(xw, h0, w_hh, b_hh, ghs, g_last=None):
     """gru_layer's gradient in Ember ops (recorded, so it can be differentiated again): the steps are
     replayed through gru_cell, then walked back with gru_cell's own gradient in ops."""
     from ember.ops.linalg import matmul
@@ -202,7 +213,7 @@ def _gru_layer_vjp_in_ops(xw, h0, w_hh, b_hh, ghs):
         h = gru_cell(x_rz, x_n, gh, h)
     ghs = unbind(ghs, 0) if ghs is not None else [None] * steps
     dxs, dghs = [None] * steps, [None] * steps
-    dh = None
+    dh = g_last  # the last state's own gradient enters with the last step's
     for t in range(steps - 1, -1, -1):
         g = ghs[t] if dh is None else (dh if ghs[t] is None else ghs[t] + dh)
         d_rz, d_n, dghs[t], dh_direct = _gru_cell_vjp_in_ops(*inputs[t], hidden_proj[t], h_prev[t], g)
@@ -218,3 +229,10 @@ def gru_layer(xw, h0, w_hh, b_hh=None):
     [r, z, n], the input bias included), the initial state (N, H), the hidden-to-hidden weight (3H, H) and
     its bias (3H,) or None."""
     return apply(_gru_layer_op, xw, h0, w_hh, b_hh)[0]
+
+
+def gru_layer_states(xw, h0, w_hh, b_hh=None):
+    """(hs, h_T): gru_layer's states with the last one as a tensor of its own (whose gradient costs no dense
+    (T, N, H) one, as hs[-1]'s does)."""
+    outs = apply(_gru_layer_op, xw, h0, w_hh, b_hh)
+    return outs[0], outs[3]

@@ -48,12 +48,14 @@ def _check(xw, h0, c0, w_hh, what: str, dtypes: bool = True):
 
 
 class LSTMLayerOp(Op):
-    """(hs, c_T, gates, cs, tanh_cs) from (xw, h0, c0, w_hh): every step's hidden state (T, N, H), the last cell
-    state, and for the gradient every step's activated gates (T, N, 4H), the cell states (T + 1, N, H, from
-    c0) and their tanh (T, N, H), those three in the compute dtype (float32 for float16/bfloat16)."""
+    """(hs, c_T, gates, cs, tanh_cs, h_T) from (xw, h0, c0, w_hh): every step's hidden state (T, N, H), the last
+    cell state, for the gradient every step's activated gates (T, N, 4H), the cell states (T + 1, N, H, from c0)
+    and their tanh (T, N, H), those three in the compute dtype (float32 for float16/bfloat16), and the last
+    hidden state as an output of its own: a model that reads only the final state (a classifier) gives its
+    gradient to the backward as the last step's incoming one, where hs[-1] made a dense (T, N, H) gradient."""
 
     name = "lstm_layer"
-    n_outputs = 5
+    n_outputs = 6
     fresh_output = True
     save_inputs = (0, 1, 2, 3)
     save_outputs = (0, 2, 3, 4)
@@ -63,7 +65,7 @@ class LSTMLayerOp(Op):
         steps, state = xw.shape[0], tuple(h0.shape)
         work = opmath(xw.dtype)
         return (spec((steps,) + state, xw.dtype), spec(tuple(c0.shape), xw.dtype), spec(tuple(xw.shape), work),
-                spec((steps + 1,) + state, work), spec((steps,) + state, work))
+                spec((steps + 1,) + state, work), spec((steps,) + state, work), spec(state, xw.dtype))
 
     def kernel(self, xp, xw, h0, c0, w_hh):
         _check(xw, h0, c0, w_hh, self.name)  # eager calls run the kernel without infer
@@ -84,7 +86,7 @@ class LSTMLayerOp(Op):
             xs = xw.transpose(1, 0, 2) if batch_major else np.ascontiguousarray(xw)
             args = (xs, batch_major, np.ascontiguousarray(h0), w_t, hs, gates, cs, tanh_cs, np.empty(xw.shape[1:], xw.dtype))
             batch_threads.run(lambda n0, n1: loop(*args, n0, n1), xw.shape[1], 2.0 * xw.size * hidden)
-            return rounded(hs, dtype), rounded(xp.array(cs[steps]), dtype), gates, cs, tanh_cs
+            return _outputs(xp, hs, gates, cs, tanh_cs, h0, dtype)
         compiled = step_forward_kernel(xp, xw.dtype, xw.size)
         if compiled is not None:
             pre = xp.empty(xw.shape[1:], xw.dtype)
@@ -93,7 +95,7 @@ class LSTMLayerOp(Op):
                 pre += xw[t]  # xw may be strided (a batch-first input's projections): the kernel reads C order
                 h = hs[t]
                 compiled(pre, cs[t], gates[t], cs[t + 1], tanh_cs[t], h)
-            return rounded(hs, dtype), rounded(xp.array(cs[steps]), dtype), gates, cs, tanh_cs
+            return _outputs(xp, hs, gates, cs, tanh_cs, h0, dtype)
         tmp = xp.empty(c0.shape, xw.dtype)
         # one step in about a dozen NumPy calls into the kept buffers (a step is small: call overhead counts)
         for t in range(steps):
@@ -112,31 +114,32 @@ class LSTMLayerOp(Op):
             cs[t + 1] += tmp
             xp.tanh(cs[t + 1], out=tanh_cs[t])
             h = xp.multiply(o, tanh_cs[t], out=hs[t])
-        return rounded(hs, dtype), rounded(xp.array(cs[steps]), dtype), gates, cs, tanh_cs
+        return _outputs(xp, hs, gates, cs, tanh_cs, h0, dtype)
 
-    def vjp(self, ctx, ghs, gc, *_):  # the kept gates and cell states are read only by this gradient
+    def vjp(self, ctx, ghs, gc, _gates, _cs, _tanh_cs, gh):  # the kept gates and cell states: only for this
         xw, h0, c0, w_hh = (ctx.input(i) for i in range(4))
         if grad_state.enabled:  # create_graph: a gradient made of differentiable ops
-            grads = _lstm_layer_vjp_in_ops(xw, h0, c0, w_hh, ghs, gc)
+            grads = _lstm_layer_vjp_in_ops(xw, h0, c0, w_hh, ghs, gc, gh)
         else:
-            grads = apply(_lstm_layer_backward_op, h0, c0, w_hh, *(ctx.output_at(k) for k in (0, 2, 3, 4)), ghs, gc)
+            grads = apply(_lstm_layer_backward_op, h0, c0, w_hh, *(ctx.output_at(k) for k in (0, 2, 3, 4)), ghs, gc,
+                          gh)
         return tuple(g if ctx.needs_grad(i) else None for i, g in enumerate(grads))
 
 
 class LSTMLayerBackwardOp(Op):
-    """Gradients (of xw, h0, c0, w_hh) of lstm_layer from its kept outputs and the gradients of (hs, c_T);
-    either gradient may be None (zero)."""
+    """Gradients (of xw, h0, c0, w_hh) of lstm_layer from its kept outputs and the gradients of (hs, c_T, h_T);
+    any of those may be None (zero)."""
 
     name = "lstm_layer_backward"
     n_outputs = 4
     fresh_output = True
     differentiable = False  # under create_graph the ops of _lstm_layer_vjp_in_ops are recorded instead
 
-    def infer(self, h0, c0, w_hh, hs, gates, cs, tanh_cs, ghs, gc):
+    def infer(self, h0, c0, w_hh, hs, gates, cs, tanh_cs, ghs, gc, gh=None):
         _check(gates, h0, c0, w_hh, self.name, dtypes=False)  # the kept gates are in the compute dtype
         return (spec(tuple(gates.shape), h0.dtype),) + tuple(spec(tuple(a.shape), a.dtype) for a in (h0, c0, w_hh))
 
-    def kernel(self, xp, h0, c0, w_hh, hs, gates, cs, tanh_cs, ghs, gc):
+    def kernel(self, xp, h0, c0, w_hh, hs, gates, cs, tanh_cs, ghs, gc, gh=None):
         dtype = h0.dtype
         work = gates.dtype
         h0, c0, w_hh, hs = (upcast(a).astype(work, copy=False) for a in (h0, c0, w_hh, hs))
@@ -146,7 +149,7 @@ class LSTMLayerBackwardOp(Op):
         h_prev = xp.concatenate([h0[None], hs[:-1]])
         i, f, g, o = (gates[..., k * hidden:(k + 1) * hidden] for k in range(4))
         dpre = xp.empty(gates.shape, work)
-        dh = xp.zeros(h0.shape, work)
+        dh = xp.zeros(h0.shape, work) if gh is None else xp.array(gh, dtype=work)  # the last step's, on entry
         dc = xp.zeros(c0.shape, work) if gc is None else xp.array(gc, dtype=work)
         loop = backward_loop_kernel(xp, work, gates.size)
         if loop is not None:  # the whole time loop compiled, its GEMMs NumPy's BLAS called from inside
@@ -191,11 +194,17 @@ class LSTMLayerBackwardOp(Op):
         return tuple(rounded(a, dtype) for a in (dpre, dh, dc, dw))
 
 
+def _outputs(xp, hs, gates, cs, tanh_cs, h0, dtype):
+    """LSTMLayerOp's six outputs from its filled buffers (hs, cs and h0 in the compute dtype)."""
+    hs = rounded(hs, dtype)
+    return hs, rounded(xp.array(cs[-1]), dtype), gates, cs, tanh_cs, rounded(xp.array(hs[-1] if len(hs) else h0), dtype)
+
+
 _lstm_layer_op = register(LSTMLayerOp())
 _lstm_layer_backward_op = register(LSTMLayerBackwardOp())
 
 
-def _lstm_layer_vjp_in_ops(xw, h0, c0, w_hh, ghs, gc):
+def _lstm_layer_vjp_in_ops(xw, h0, c0, w_hh, ghs, gc, gh=None):
     """lstm_layer's gradient in Ember ops (recorded, so it can be differentiated again): the steps are
     replayed through lstm_cell, then walked back with lstm_cell's own gradient in ops."""
     from ember.ops.linalg import matmul
@@ -215,7 +224,7 @@ def _lstm_layer_vjp_in_ops(xw, h0, c0, w_hh, ghs, gc):
         h, c = lstm_cell(pre, c)
     ghs = unbind(ghs, 0) if ghs is not None else [None] * steps
     dpres = [None] * steps
-    dh, dc = None, gc
+    dh, dc = gh, gc  # the last hidden state's own gradient enters with the last step's
     for t in range(steps - 1, -1, -1):
         gh = ghs[t] if dh is None else (dh if ghs[t] is None else ghs[t] + dh)
         dpres[t], dc = _lstm_cell_vjp_in_ops(pres[t], c_prev[t], gh, dc)
@@ -229,3 +238,10 @@ def lstm_layer(xw, h0, c0, w_hh):
     """(hs, c_T) of an LSTM layer from every step's input projection xw (T, N, 4H, gates [i, f, g, o],
     biases included), the initial states (N, H) and the hidden-to-hidden weight (4H, H)."""
     return apply(_lstm_layer_op, xw, h0, c0, w_hh)[:2]
+
+
+def lstm_layer_states(xw, h0, c0, w_hh):
+    """(hs, h_T, c_T): lstm_layer's outputs with the last hidden state as a tensor of its own (whose gradient
+    costs no dense (T, N, H) one, as hs[-1]'s does)."""
+    hs, c, *_, h = apply(_lstm_layer_op, xw, h0, c0, w_hh)
+    return hs, h, c

@@ -1019,6 +1019,19 @@ row("lstm_layer_one_step", _ember_lstm_layer, mats((1, 2, 12), (2, 3), (2, 3), (
     tol=TRANSCENDENTAL)
 
 
+def _ember_lstm_layer_final(L, xw, h0, c0, w_hh):
+    from ember.ops.recurrent_layer import lstm_layer_states
+
+    _, h, c = lstm_layer_states(xw, h0, c0, w_hh)
+    return h, c
+
+
+# the final states alone, as a classifier reads them: h_T's gradient enters the backward as the last step's
+row("lstm_layer_final_states", _ember_lstm_layer_final, lambda r: [r.normal((4, 3, 8), scale=2.0), r.normal((3, 2)),
+                                                                   r.normal((3, 2)), r.normal((8, 2))],
+    th=lambda L, *a: (lambda hs, c: (hs[-1], c))(*_torch_lstm_layer(L, *a)), tol=TRANSCENDENTAL)
+
+
 def _torch_gru_layer(L, xw, h0, w_hh, b_hh=None):
     """A GRU layer step by step in PyTorch's ops (the oracle of ember's fused gru_layer): every step's state."""
     h, hs = h0, []
@@ -1040,6 +1053,17 @@ row("gru_layer", _ember_gru_layer, lambda r: [r.normal((4, 3, 6), scale=2.0), r.
                                               r.normal((6,))], th=_torch_gru_layer, tol=TRANSCENDENTAL)
 row("gru_layer_without_bias", _ember_gru_layer, mats((3, 2, 9), (2, 3), (9, 3)), th=_torch_gru_layer,
     tol=TRANSCENDENTAL)
+
+
+def _ember_gru_layer_both(L, xw, h0, w_hh, b_hh=None):
+    from ember.ops.gru_layer import gru_layer_states
+
+    return gru_layer_states(xw, h0, w_hh, b_hh)
+
+
+row("gru_layer_final_state", _ember_gru_layer_both, lambda r: [r.normal((4, 3, 6), scale=2.0), r.normal((3, 2)),
+                                                               r.normal((6, 2)), r.normal((6,))],
+    th=lambda L, *a: (lambda hs: (hs, hs[-1]))(_torch_gru_layer(L, *a)), tol=TRANSCENDENTAL)
 row("cosine_similarity", lambda L, a, b: nnf(L).cosine_similarity(a, b), mats((3, 5), (3, 5)), tol=REDUCTION)
 row("normalize", lambda L, x: nnf(L).normalize(x, dim=-1), mats((3, 5)), tol=REDUCTION)
 

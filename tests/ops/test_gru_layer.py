@@ -102,15 +102,17 @@ def test_the_compiled_time_loop_equals_the_step_by_step_path(monkeypatch, batch_
     looped = layer._gru_layer_op.kernel(np, xw, h0, w, b)
     ghs = rng.standard_normal(looped[0].shape).astype(np.float32)
     backward = layer._gru_layer_backward_op.kernel
-    grads = [backward(np, h0, w, *looped, g) for g in (ghs, None)]
+    gh = rng.standard_normal(h0.shape).astype(np.float32)  # the last state's own gradient
+    cases = ((ghs, None), (None, None), (ghs, gh), (None, gh))
+    grads = [backward(np, h0, w, *looped[:3], *g) for g in cases]
     monkeypatch.setattr(layer, "forward_loop_kernel", lambda *a: None)
     monkeypatch.setattr(layer, "backward_loop_kernel", lambda *a: None)
     assert layer.step_forward_kernel(np, np.float32, xw.size) is not None  # the per-step path runs compiled steps
     stepped = layer._gru_layer_op.kernel(np, xw, h0, w, b)
     for a, c in zip(looped, stepped):
         same(a, c)
-    for g, looped_grads in zip((ghs, None), grads):
-        for a, c in zip(looped_grads, backward(np, h0, w, *stepped, g)):
+    for g, looped_grads in zip(cases, grads):
+        for a, c in zip(looped_grads, backward(np, h0, w, *stepped[:3], *g)):
             same(a, c)
     assert np.abs(grads[0][0]).max() > 0 and not grads[1][0].any()  # no output gradient: all zero
 

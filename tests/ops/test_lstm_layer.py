@@ -69,7 +69,8 @@ def test_a_layer_large_enough_for_the_compiled_step_matches_torch(backend):
 def test_the_compiled_time_loop_equals_the_step_by_step_path(monkeypatch, batch_first, t, n, h):
     """The forward's and the backward's whole time loops compiled (their GEMMs NumPy's OpenBLAS called from
     inside, the batch split over threads) give the per-step path's values bit for bit, for time-major and
-    batch-first (strided) input projections, with and without gradients of the hidden states and last cell."""
+    batch-first (strided) input projections, with and without gradients of the hidden states, the last cell and the
+    last hidden state."""
     pytest.importorskip("numba")
     from ember.ops import recurrent_layer
 
@@ -93,13 +94,15 @@ def test_the_compiled_time_loop_equals_the_step_by_step_path(monkeypatch, batch_
     looped = recurrent_layer._lstm_layer_op.kernel(np, xw, h0, c0, w)
     ghs = rng.standard_normal(looped[0].shape).astype(np.float32)
     gc = rng.standard_normal(c0.shape).astype(np.float32)
+    gh = rng.standard_normal(h0.shape).astype(np.float32)  # the last hidden state's own gradient
     backward = recurrent_layer._lstm_layer_backward_op.kernel
-    grads = [backward(np, h0, c0, w, looped[0], *looped[2:], *g) for g in ((ghs, gc), (ghs, None), (None, gc))]
+    cases = ((ghs, gc, None), (ghs, None, gh), (None, gc, None), (None, None, gh))
+    grads = [backward(np, h0, c0, w, looped[0], *looped[2:5], *g) for g in cases]
     monkeypatch.setattr(recurrent_layer, "forward_loop_kernel", lambda *a: None)
     monkeypatch.setattr(recurrent_layer, "backward_loop_kernel", lambda *a: None)
     stepped = recurrent_layer._lstm_layer_op.kernel(np, xw, h0, c0, w)
     for a, b in zip(looped, stepped):
         same(a, b)
-    for g, looped_grads in zip(((ghs, gc), (ghs, None), (None, gc)), grads):
-        for a, b in zip(looped_grads, backward(np, h0, c0, w, stepped[0], *stepped[2:], *g)):
+    for g, looped_grads in zip(cases, grads):
+        for a, b in zip(looped_grads, backward(np, h0, c0, w, stepped[0], *stepped[2:5], *g)):
             same(a, b)

@@ -19,9 +19,9 @@ from ember.nn import init
 from ember.nn.modules.module import Module
 from ember.nn.parameter import Parameter
 from ember.ops.creation_ops import zeros_like_shape
-from ember.ops.gru_layer import gru_layer
+from ember.ops.gru_layer import gru_layer_states
 from ember.ops.recurrent import gru_cell, lstm_cell
-from ember.ops.recurrent_layer import lstm_layer
+from ember.ops.recurrent_layer import lstm_layer_states
 from ember.ops.split import split, unbind
 from ember.tensor import Tensor
 
@@ -51,11 +51,11 @@ def _layers_fused(mode: str, xws: list, ws: list, states: list):
             xw = em.flip(xw, (0,))
         if mode == "LSTM":
             h0, c0 = (states[0][d], states[1][d]) if two else states
-            hs, c = lstm_layer(xw, h0, c0, w[1])
+            hs, h, c = lstm_layer_states(xw, h0, c0, w[1])
             cs_last.append(c)
         else:  # the GRU's hidden bias stays in the layer: its n part is scaled by the reset gate
-            hs = gru_layer(xw, states[0][d] if two else states[0], w[1], w[3])
-        hs_last.append(hs[-1])
+            hs, h = gru_layer_states(xw, states[0][d] if two else states[0], w[1], w[3])
+        hs_last.append(h)
         outs.append(em.flip(hs, (0,)) if d == 1 else hs)
     out = em.cat(outs, -1) if two else outs[0]
     finals = [hs_last, cs_last] if mode == "LSTM" else [hs_last]
