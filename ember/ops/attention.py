@@ -112,7 +112,7 @@ class ScaledDotProductAttentionOp(Op):
         dtype = q.dtype
         q, k, v = upcast(q), upcast(k), upcast(v)
         p = xp.empty(q.shape[:-1] + (k.shape[-2],), q.dtype)
-        out = xp.empty(q.shape[:-1] + (v.shape[-1],), q.dtype)
+        out = _laid_out_like(xp, q, q.shape[:-1] + (v.shape[-1],), q.dtype)
 
         def work(a, b):
             _weights(xp, q[a:b], k[a:b], _chunk(mask, q.ndim, a, b), scale, causal, out=p[a:b])
@@ -148,7 +148,7 @@ class ScaledDotProductAttentionBackwardOp(Op):
     def kernel(self, xp, q, k, v, p, g, scale):
         dtype = q.dtype
         q, k, v, g = upcast(q), upcast(k), upcast(v), upcast(g).astype(p.dtype, copy=False)
-        dq, dk, dv = (xp.empty(a.shape, p.dtype) for a in (q, k, v))
+        dq, dk, dv = (_laid_out_like(xp, a, a.shape, p.dtype) for a in (q, k, v))
         sc = p.dtype.type(scale)
 
         def work(a, b):
@@ -164,6 +164,14 @@ class ScaledDotProductAttentionBackwardOp(Op):
 
         _by_first_axis(xp, work, q.shape, p.size)
         return rounded(dq, dtype), rounded(dk, dtype), rounded(dv, dtype)
+
+
+def _laid_out_like(xp, a, shape, dtype):
+    """An empty array of `shape` whose axes lie in memory in the order of `a`'s. Heads split from a (B, T, H*D)
+    projection arrive as (B, H, T, D) views of (B, T, H, D) memory: results laid out the same way go back to
+    (B, T, H*D) (the output's transpose and reshape, the gradients' through the split) as free views, where
+    contiguous ones were each copied (a transformer step: eight 0.5 MB copies, and a concatenation of copies)."""
+    return xp.empty_like(a, dtype=dtype, order="K", shape=shape)
 
 
 _sdpa_op = register(ScaledDotProductAttentionOp())

@@ -216,3 +216,25 @@ def test_a_mask_with_more_dims_than_the_scores_is_named():
     with pytest.raises(ValueError, match=r"attn_mask of shape \(1, 2, 4, 4\) does not broadcast to the scores' "
                                          r"shape \(2, 4, 4\)"):
         nn.functional.scaled_dot_product_attention(q, em.randn(2, 4, 8), q, attn_mask=em.ones(1, 2, 4, 4))
+
+
+def test_heads_split_from_one_projection_come_back_as_views_with_torchs_values():
+    """q, k, v as (B, H, T, D) views of a (B, T, 3*H*D) projection (a transformer block's): the output and the
+    gradients are laid out like their inputs, so merging the heads back is a view, not a copy; values and
+    gradients match PyTorch."""
+    b, t, h, d = 3, 7, 2, 4
+    qkv = RNG.standard_normal((b, t, 3 * h * d)).astype(np.float32)
+    g = RNG.standard_normal((b, t, h * d)).astype(np.float32)
+
+    def run(lib, x):
+        q, k, v = (z.reshape(b, t, h, d).transpose(1, 2) for z in x.split(h * d, dim=2))
+        y = lib.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+        merged = y.transpose(1, 2).reshape(b, t, h * d)
+        merged.backward(lib.tensor(g))
+        return y, merged
+
+    ex, tx = em.tensor(qkv, requires_grad=True), torch.tensor(qkv, requires_grad=True)
+    (ey, em_merged), (_, t_merged) = run(em, ex), run(torch, tx)
+    assert not ey.is_contiguous() and ey.transpose(1, 2).is_contiguous()  # (B, T, H, D) memory
+    np.testing.assert_allclose(em_merged.detach().numpy(), t_merged.detach().numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(ex.grad.numpy(), tx.grad.numpy(), rtol=1e-5, atol=1e-6)
