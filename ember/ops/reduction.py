@@ -11,7 +11,6 @@ from ember.errors import ShapeError, fmt_shape
 from ember.ops import batch_norm_compiled
 from ember.ops._rules import BOOL_NP, FLOAT_NP, INT64_NP, norm_dims, spec
 from ember.ops.dispatch import apply, apply_unary
-from ember.ops.leading_sum import leading_sum
 from ember.ops.opmath import FLOAT32_NP, LOW_FLOAT_NP, opmath, rounded, upcast, upcast_tensor
 from ember.ops.registry import Op, register
 
@@ -77,10 +76,6 @@ class SumOp(Reduction):
             acc = upcast(x) if x.dtype in FLOAT_NP else x.astype(FLOAT32_NP)
             return xp.asarray(rounded(acc.sum(axis=axis, keepdims=keepdim), out_dtype))
         if xp is np:  # ndarray.sum is np.add.reduce behind a Python wrapper (0.1-0.2 us a call)
-            if axis is not None and out_dtype == x.dtype:
-                out = leading_sum(x, axis, keepdim)
-                if out is not None:
-                    return out
             if axis is not None and len(axis) > 1 and out_dtype == x.dtype:  # per channel (a bias gradient)?
                 out = batch_norm_compiled.channel_sum(xp, x, axis, keepdim)
                 if out is not None:

@@ -10,7 +10,6 @@ from ember.errors import ShapeError, fmt_shape
 from ember.ops import batch_norm_compiled
 from ember.ops._rules import FLOAT_NP, norm_dim, result_dtype, spec
 from ember.ops.dispatch import apply, apply_unary
-from ember.ops.leading_sum import leading_sum
 from ember.ops.opmath import opmath, rounded, upcast
 from ember.ops.registry import Op, register
 
@@ -317,10 +316,8 @@ class SumToSizeOp(Op):
         if not axes:
             return xp.asarray(x).reshape(shape)
         out = batch_norm_compiled.channel_sum(xp, x, axes, True) if lead == 0 else None  # to (1, C, 1, 1)?
-        if out is None and xp is np:  # over the leading axes (a bias's or a broadcast operand's gradient)?
-            out = leading_sum(x, axes, True)
         if out is not None:
-            return out.reshape(shape)
+            return out
         # float16/bfloat16 (broadcast gradients) are summed in float32 and rounded once
         out = xp.sum(upcast(x), axis=axes, keepdims=True, dtype=opmath(x.dtype))
         return xp.asarray(rounded(out, x.dtype)).reshape(shape)
