@@ -54,10 +54,11 @@ class HandoffPool:
             finally:
                 for w in helpers:
                     self._await_done(w)
+                outcomes = [self._results[w] for w in helpers]
+                for w in helpers:  # hold no chunk (and the arrays it closes over) past this split
+                    self._tasks[w] = self._results[w] = None
             results = [first]
-            for w in helpers:
-                ok, value = self._results[w]
-                self._tasks[w] = self._results[w] = None
+            for ok, value in outcomes:
                 if not ok:
                     raise value
                 results.append(value)

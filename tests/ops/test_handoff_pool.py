@@ -70,6 +70,7 @@ def test_an_error_in_any_chunk_is_raised_in_the_caller_after_all_chunks_finish(p
     with pytest.raises(ValueError, match="chunk failed"):
         pool.run([fail, slow, lambda: None])
     assert finished == [True, True]
+    assert pool._tasks == [None, None] and pool._results == [None, None]  # the failed split's chunks are let go
     assert pool.run([lambda: 1, lambda: 2, lambda: 3]) == [1, 2, 3]  # still serving
 
 
