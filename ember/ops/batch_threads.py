@@ -4,9 +4,8 @@ im2col is a serial copy, and BLAS parallelises a GEMM with a skinny dimension (1
 patch rows) poorly, so splitting the batch itself keeps every core busy through both; PyTorch's
 im2col convolution (slow_conv2d) parallelises over the batch in the same way. NumPy releases the
 GIL in matmul and the compiled kernels are `nogil`, so plain threads run in parallel (handoff_pool.py
-hands the chunks over). During the
-split, NumPy's OpenBLAS runs one thread per call (it would otherwise start its own threads inside
-each call and oversubscribe the cores); its thread count is restored afterwards. Where NumPy's BLAS
+hands the chunks over). During the split, NumPy's OpenBLAS runs one thread per call (it would otherwise
+start its own threads inside each call and oversubscribe the cores); its thread count is restored afterwards. Where NumPy's BLAS
 cannot be told that (another BLAS, or none found), or with one core, nothing is split.
 EMBER_CONV_THREADS=N sets the number of threads (1 turns the split off).
 """
@@ -126,7 +125,8 @@ def split(n: int, parts: int) -> list[tuple[int, int]]:
 
 
 # Below this a split's hand-off to the pool thread and back (30-60 us with a ThreadPoolExecutor; 11 us with
-# HandoffPool, where 3 MFLOP measured no different within this VM's noise) outweighs the second core; such a call still runs with one BLAS thread, so OpenBLAS's own threads are not woken between splits.
+# HandoffPool, where 3 MFLOP measured no different within this VM's noise) outweighs the second core; such a
+# call still runs with one BLAS thread, so OpenBLAS's own threads are not woken between splits.
 # 10 MFLOP splits LeNet-5's second convolution (31 MFLOP, 0.7 ms, mostly im2col): its training step went
 # from 7.3 to 6.0 ms in one process (40 MFLOP had measured better only while OpenBLAS's threads spun).
 _MIN_FLOPS = 10e6

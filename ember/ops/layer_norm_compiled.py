@@ -24,8 +24,6 @@ from ember.ops.opmath import opmath, rounded, upcast
 from ember.ops.registry import Op, register
 
 _SOURCE = '''
-import math
-
 import numpy as np
 
 

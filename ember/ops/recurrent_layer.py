@@ -197,14 +197,15 @@ class LSTMLayerBackwardOp(Op):
 def _outputs(xp, hs, gates, cs, tanh_cs, h0, dtype):
     """LSTMLayerOp's six outputs from its filled buffers (hs, cs and h0 in the compute dtype)."""
     hs = rounded(hs, dtype)
-    return hs, rounded(xp.array(cs[-1]), dtype), gates, cs, tanh_cs, rounded(xp.array(hs[-1] if len(hs) else h0), dtype)
+    h_last = rounded(xp.array(hs[-1] if len(hs) else h0), dtype)
+    return hs, rounded(xp.array(cs[-1]), dtype), gates, cs, tanh_cs, h_last
 
 
 _lstm_layer_op = register(LSTMLayerOp())
 _lstm_layer_backward_op = register(LSTMLayerBackwardOp())
 
 
-def _lstm_layer_vjp_in_ops(xw, h0, c0, w_hh, ghs, gc, gh=None):
+def _lstm_layer_vjp_in_ops(xw, h0, c0, w_hh, ghs, gc, g_last=None):
     """lstm_layer's gradient in Ember ops (recorded, so it can be differentiated again): the steps are
     replayed through lstm_cell, then walked back with lstm_cell's own gradient in ops."""
     from ember.ops.linalg import matmul
@@ -224,7 +225,7 @@ def _lstm_layer_vjp_in_ops(xw, h0, c0, w_hh, ghs, gc, gh=None):
         h, c = lstm_cell(pre, c)
     ghs = unbind(ghs, 0) if ghs is not None else [None] * steps
     dpres = [None] * steps
-    dh, dc = gh, gc  # the last hidden state's own gradient enters with the last step's
+    dh, dc = g_last, gc  # the last hidden state's own gradient enters with the last step's
     for t in range(steps - 1, -1, -1):
         gh = ghs[t] if dh is None else (dh if ghs[t] is None else ghs[t] + dh)
         dpres[t], dc = _lstm_cell_vjp_in_ops(pres[t], c_prev[t], gh, dc)

@@ -1,13 +1,15 @@
 """gru_layer: its bad inputs get one-line errors naming the op and the shapes or dtypes, nn.GRU at a size that runs
-the compiled loops matches PyTorch, and the compiled time loops give the per-step path's values bit for bit."""
+the compiled loops matches PyTorch, and the compiled time loops give the per-step path's values (bit for bit where each
+thread's GEMMs are one call)."""
 
 import numpy as np
 import pytest
 
 import ember as em
 from ember.errors import ShapeError
-from ember.ops import batch_threads, cblas
 from ember.ops.gru_layer import gru_layer
+
+from .recurrent_helpers import loop_vs_steps_check
 
 
 def _inputs(t=3, n=2, h=4, dtype=np.float32):
@@ -89,15 +91,7 @@ def test_the_compiled_time_loop_equals_the_step_by_step_path(monkeypatch, batch_
     b = rng.standard_normal(3 * h).astype(np.float32)
     if layer.forward_loop_kernel(np, np.float32, xw.size) is None:
         pytest.skip("NumPy's BLAS is not a bundled OpenBLAS")
-    # where a thread's rows fit one small-matrix GEMM call both paths run the same BLAS kernel: equal bit for
-    # bit; split into several calls (sgemm_rows) the backward's sums over K = 3H round differently
-    split = -(-n // batch_threads.workers()) * 3 * h * h > cblas.SMALL_GEMM_MAX
-
-    def same(a, b):
-        if split:
-            np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5 * np.abs(b).max())
-        else:
-            np.testing.assert_array_equal(a, b)
+    same = loop_vs_steps_check(n, 3, h)
 
     looped = layer._gru_layer_op.kernel(np, xw, h0, w, b)
     ghs = rng.standard_normal(looped[0].shape).astype(np.float32)

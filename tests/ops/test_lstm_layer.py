@@ -6,8 +6,9 @@ import pytest
 
 import ember as em
 from ember.errors import ShapeError
-from ember.ops import batch_threads, cblas
 from ember.ops.recurrent_layer import lstm_layer
+
+from .recurrent_helpers import loop_vs_steps_check
 
 
 def _inputs(t=3, n=2, h=4, dtype=np.float32):
@@ -81,15 +82,7 @@ def test_the_compiled_time_loop_equals_the_step_by_step_path(monkeypatch, batch_
     w = (rng.standard_normal((4 * h, h)) * 0.1).astype(np.float32)
     if recurrent_layer.forward_loop_kernel(np, np.float32, xw.size) is None:
         pytest.skip("NumPy's BLAS is not a bundled OpenBLAS")
-    # where a thread's rows fit one small-matrix GEMM call both paths run the same BLAS kernel: equal bit for
-    # bit; split into several calls (sgemm_rows) the backward's sums over K = 4H round differently
-    split = -(-n // batch_threads.workers()) * 4 * h * h > cblas.SMALL_GEMM_MAX
-
-    def same(a, b):
-        if split:
-            np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5 * np.abs(b).max())
-        else:
-            np.testing.assert_array_equal(a, b)
+    same = loop_vs_steps_check(n, 4, h)
 
     looped = recurrent_layer._lstm_layer_op.kernel(np, xw, h0, c0, w)
     ghs = rng.standard_normal(looped[0].shape).astype(np.float32)
