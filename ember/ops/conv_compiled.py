@@ -16,6 +16,16 @@ import numpy as np
 from ember.ops.compiled import kernel_for
 
 _SOURCE = '''
+import numpy as np
+from numba import njit
+
+
+@njit(inline="always")
+def u(i):
+    # an unsigned index: Numba wraps a possibly negative one around, and that test is paid per element
+    return np.uint64(i)
+
+
 def im2col(x, kh, kw, sh, sw, pt, pl, dh, dw, oh, ow, out, per_sample):
     # out[n, (c*kh + i)*kw + j, y*ow + x] (per_sample) or out[(c*kh + i)*kw + j, n, y*ow + x]
     N, C, H, W = x.shape
@@ -35,6 +45,42 @@ def im2col(x, kh, kw, sh, sw, pt, pl, dh, dw, oh, ow, out, per_sample):
                             out[n, row, base + xx] = v
                         else:
                             out[row, n, base + xx] = v
+
+
+def im2col_strided(x, kh, kw, sh, sw, pt, pl, dh, dw, oh, ow, out, per_sample):
+    # im2col for strided layers: each patch row's in-bounds columns [lo, hi) found once per kernel tap, so the
+    # gather loop has no bounds test, and flat arrays with unsigned offsets (x and out C-contiguous)
+    N, C, H, W = x.shape
+    xf = x.reshape(-1)
+    of = out.reshape(-1)
+    L = oh * ow
+    R = C * kh * kw
+    zero = x.dtype.type(0)
+    for t in range(N * C):
+        n = t // C
+        c = t % C
+        src0 = (n * C + c) * H * W
+        for i in range(kh):
+            for j in range(kw):
+                row = (c * kh + i) * kw + j
+                dst0 = (n * R + row) * L if per_sample else (row * N + n) * L
+                off = j * dw - pl  # output column xx reads input column xx*sw + off
+                lo = 0 if off >= 0 else min(ow, (sw - 1 - off) // sw)
+                hi = max(lo, min(ow, (W - 1 - off) // sw + 1)) if off <= W - 1 else lo
+                for y in range(oh):
+                    iy = y * sh - pt + i * dh
+                    d = dst0 + y * ow
+                    if iy < 0 or iy >= H:
+                        for xx in range(ow):
+                            of[u(d + xx)] = zero
+                        continue
+                    for xx in range(lo):
+                        of[u(d + xx)] = zero
+                    src = src0 + iy * W + off
+                    for xx in range(lo, hi):
+                        of[u(d + xx)] = xf[u(src + xx * sw)]
+                    for xx in range(hi, ow):
+                        of[u(d + xx)] = zero
 
 
 def phases(x, sh, sw, pt, pl, ph):
@@ -140,6 +186,10 @@ def im2col_compiled(xp, x, kh, kw, stride, pad, dil, oh, ow, per_sample: bool, o
         kernel_for(_SOURCE, "im2col_phased", xp, x.dtype, size)(ph, kh, kw, sh, sw, dil[0], dil[1], oh, ow, out,
                                                                per_sample)
     else:
+        if sh > 1 or sw > 1:
+            # 3x3 stride-2 patches of ResNet-20's (32, 16, 32, 32) input: 0.91 -> 0.45 ms. At stride 1 the
+            # per-element loop stays faster (its short rows vectorise without the flat loop's overlap checks).
+            fn = kernel_for(_SOURCE, "im2col_strided", xp, x.dtype, x.size * kh * kw)
         fn(np.ascontiguousarray(x), kh, kw, sh, sw, pad[0], pad[2], dil[0], dil[1], oh, ow, out, per_sample)
     return out if per_sample else out.reshape(rows, n * oh * ow)
 

@@ -56,6 +56,32 @@ def test_strided_patches_through_phase_planes_equal_numpy(dtype, kernel, stride,
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("kernel,stride,pad,dil", [
+    ((3, 3), (2, 2), (1, 1, 1, 1), (1, 1)), ((3, 3), (2, 2), (0, 0, 0, 0), (1, 1)), ((1, 1), (2, 2), (0, 0, 0, 0), (1, 1)),
+    ((3, 2), (3, 2), (4, 0, 5, 2), (1, 1)), ((2, 3), (2, 3), (1, 2, 0, 6), (3, 2)), ((3, 3), (1, 4), (2, 2, 9, 9), (1, 1)),
+])
+@pytest.mark.parametrize("per_sample", [True, False])
+def test_strided_patches_with_bounds_per_tap_equal_numpy(dtype, kernel, stride, pad, dil, per_sample):
+    """Strided layers with few taps per stride (3x3 stride 2) gather each patch row between bounds found once per
+    tap; padding wider than the kernel (rows and columns wholly outside the input) included."""
+    from ember.ops import conv_compiled
+
+    kh, kw = kernel
+    assert kh * kw < conv_compiled._PHASED_MIN_REUSE * stride[0] * stride[1]
+    x = np.random.default_rng(5).standard_normal((3, 8, 27, 26)).astype(dtype)  # compiled from 16384 values
+    build = conv.im2col_per_sample if per_sample else conv.im2col
+    try:
+        codegen.set_backend("numpy")
+        want, oh, ow = build(np, x, kh, kw, stride, pad, dil, 1)
+        codegen.set_backend("numba")
+        got, oh2, ow2 = build(np, x, kh, kw, stride, pad, dil, 1)
+    finally:
+        codegen.set_backend(None)
+    assert (oh, ow) == (oh2, ow2) and got.shape == want.shape and got.dtype == want.dtype
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("stride,pad,dil", [
     ((1, 1), (0, 0, 0, 0), (1, 1)), ((2, 1), (1, 1, 1, 1), (1, 1)), ((1, 2), (2, 0, 1, 3), (2, 1)),
     ((3, 3), (1, 2, 0, 1), (1, 2)), ((2, 2), (2, 2, 2, 2), (2, 2)),
