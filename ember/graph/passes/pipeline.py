@@ -4,9 +4,9 @@
 from the old graph's surviving values to the new ones (placeholders included, so feeds can be
 translated). Passes run in a fixed order whatever order they are named in: the simplifying
 passes repeat until the graph stops changing, then fusion runs last (after `fold_activation` folds the
-activation after an eval batch norm into its pass and `lower_pointwise` turns lerp/addcmul/addcdiv into
-elementary ops it can merge), then outputs that now alias an input or each
-other get a copy so callers still receive fresh arrays.
+activation after an eval batch norm into its pass, `lower_pointwise` turns lerp/addcmul/addcdiv into
+elementary ops it can merge, and CSE merges the coefficient arithmetic that lowering wrote once per
+call), then outputs that now alias an input or each other get a copy so callers still receive fresh arrays.
 """
 
 from __future__ import annotations
@@ -145,6 +145,8 @@ def optimize(graph: Graph, outputs, passes=None) -> Optimized:
         # optimizer's update fuses into few kernels
         graph, outs, total = _run("fold_activation", graph, outs, total)
         graph, outs, total = _run("lower_pointwise", graph, outs, total)
+        if "cse" in names:  # lowering repeats the shared scalar work of each lerp/addcmul (1 - beta, its checks)
+            graph, outs, total = _run("cse", graph, outs, total)
         graph, outs, total = _run("fusion", graph, outs, total)
     if names:
         outs = _protect_outputs(graph, original, outs)

@@ -50,3 +50,25 @@ def test_an_update_fuses_into_one_kernel():
     assert not {"lerp", "addcmul", "addcdiv"} & set(names)
     # the full-size update fuses into few kernels (0-d coefficient arithmetic is a region of its own shape)
     assert len(names) <= 4, names
+
+
+def test_lowered_updates_share_their_coefficient_arithmetic():
+    # Two moments updated with one 0-d lerp weight (as Adam's 1 - beta1 for every parameter): lowering writes the
+    # weight's cast, 1 - w and the 0.5 test once per lerp, and CSE after lowering keeps one of each.
+    from passes_util import sym, values
+
+    from ember.graph import Graph
+    from ember.graph.passes import optimize
+
+    g = Graph()
+    m1, m2, g1, g2 = (sym(g, (8, 4)) for _ in range(4))
+    w = sym(g, (), np.float64)
+    outs = values(m1.lerp(g1, w), m2.lerp(g2, w))
+    lowered = optimize(g, outs, ["lower_pointwise", "fusion"]).graph
+    shared = optimize(g, outs, ["cse", "fusion"]).graph
+
+    def scalar_instructions(graph):
+        regions = [n.attrs["region"] for n in graph.nodes if n.op_name == "fused_elementwise"]
+        return sum(len(r.instrs) for r in regions if not any(nd for _, nd in r.inputs))
+
+    assert scalar_instructions(shared) < scalar_instructions(lowered)
