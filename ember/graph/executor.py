@@ -450,8 +450,8 @@ def _call(step: Step, args: list, out):
 
 def _call_into(step: Step, args: list, targets: dict, out):
     """Run one step with some results written into given arrays (`targets`: result position -> array)."""
-    if step.name == "fused_elementwise":
-        return step.node.op.kernel_into(np, *args, targets=targets, region=step.attrs["region"])
+    if step.name in ("fused_elementwise", "fused_group"):
+        return step.node.op.kernel_into(np, *args, targets=targets, **step.attrs)
     return step.kernel_out(np, *args, out=targets[0], **step.attrs)
 
 

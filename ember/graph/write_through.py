@@ -71,14 +71,21 @@ def step_may_write(plan, facts, k: int, c) -> bool:
 
 
 def _writes_into(step, p: int) -> bool:
-    if step.name == "fused_elementwise":
+    if step.name in ("fused_elementwise", "fused_group"):
         return True
     return not step.multi and p == 0 and step.kernel_out is not None
 
 
 def _elementwise_alias_ok(step, p: int, reads: list) -> bool:
     """Whether the step may overwrite its inputs at positions `reads` with result p."""
-    if step.name != "fused_elementwise":
+    if step.name == "fused_group":  # member m's result: only its own inputs may be the array it overwrites
+        region = step.attrs["region"]
+        n_in = len(region.inputs)
+        m, p = divmod(p, len(region.outputs))
+        if any(not m * n_in <= q < (m + 1) * n_in for q in reads):
+            return False
+        reads = [q - m * n_in for q in reads]
+    elif step.name != "fused_elementwise":
         return not step.multi and p == 0 and step.kernel_out is not None and bool(step.node.op.inplace_ok)
     region = step.attrs["region"]
     j = _region_output_instr(region, p)

@@ -14,15 +14,17 @@ import threading
 
 import numpy as np
 
+from ember.graph.codegen import numba_cpu
 from ember.graph.codegen.cache import cache_dir, stats
-from ember.graph.codegen.fused_op import FUSED, FusedElementwise
+from ember.graph.codegen.fused_op import FUSED, FUSED_GROUP, FusedElementwise, FusedGroup
 from ember.graph.codegen.numba_cpu import NumbaRenderer
 from ember.graph.codegen.numpy_fallback import NumpyRenderer
 from ember.graph.codegen.region import Arg, Instr, Reduce, Region
 from ember.graph.codegen.renderer import Renderer, common_shape
 
 __all__ = [
-    "Arg", "Instr", "Reduce", "Region", "Renderer", "FusedElementwise", "FUSED", "NumbaRenderer", "NumpyRenderer",
+    "Arg", "Instr", "Reduce", "Region", "Renderer", "FusedElementwise", "FUSED", "FusedGroup", "FUSED_GROUP",
+    "NumbaRenderer", "NumpyRenderer", "run_group",
     "run_region", "set_backend", "get_backend", "choose_renderer", "cache_dir", "stats",
 ]
 
@@ -106,6 +108,25 @@ def run_region(region: Region, arrays, outs=None) -> list:
     results = fn(arrays, outs)
     if results is None:  # the renderer cannot handle this layout (too many dims after merging)
         results = _build(region, "numpy")(arrays, outs)
+    return results
+
+
+def run_group(region: Region, members: int, arrays, targets: dict | None = None) -> list:
+    """A fused_group's results: the members' outputs in turn (`targets`: result position -> array to write it
+    into). One compiled call for all members where Numba runs them flat, else each member's run_region."""
+    arrays = [a if type(a) is np.ndarray else np.asarray(a) for a in arrays]
+    n_in, n_out = len(region.inputs), len(region.outputs)
+    outs = [None] * (members * n_out)
+    for p, a in (targets or {}).items():
+        outs[p] = a
+    if (_backend or get_backend()) != "numpy" and _numba.available() and _numba.supports(region):
+        done = numba_cpu.run_group(region, members, arrays, list(outs))
+        if done is not None:
+            return done
+    results = []
+    for m in range(members):
+        mine = outs[m * n_out:(m + 1) * n_out]
+        results.extend(run_region(region, arrays[m * n_in:(m + 1) * n_in], mine if targets else None))
     return results
 
 

@@ -61,3 +61,43 @@ class FusedElementwise(Op):
 
 
 FUSED = FusedElementwise()
+
+
+class FusedGroup(Op):
+    """One fused region's program run over several operand sets in one call: the members of a `fused_group`
+    (each parameter's optimizer update, each batch norm's running statistics; graph/passes/horizontal.py).
+
+    Inputs are the members' inputs in turn (`len(region.inputs)` each) and results the members' results in
+    turn; `members` says how many there are.
+    """
+
+    name = "fused_group"
+    differentiable = False
+    fresh_output = True
+
+    def infer(self, *inputs, region, members):
+        n_in = len(region.inputs)
+        specs = []
+        for m in range(members):
+            specs.extend(region.infer(list(inputs[m * n_in:(m + 1) * n_in])))
+        return tuple(specs)
+
+    def kernel(self, xp, *arrays, region, members):
+        if xp is np:
+            from ember.graph.codegen import run_group
+
+            return tuple(run_group(region, members, arrays))
+        n_in = len(region.inputs)
+        return tuple(out for m in range(members) for out in region.evaluate(xp, list(arrays[m * n_in:(m + 1) * n_in])))
+
+    def kernel_into(self, xp, *arrays, targets, region, members):
+        """The kernel with some results (position -> array) written into the given arrays."""
+        from ember.graph.codegen import run_group
+
+        return tuple(run_group(region, members, arrays, targets))
+
+    def vjp(self, ctx, *grads):
+        raise RuntimeError("fused_group has no gradient: horizontal fusion runs after autodiff")
+
+
+FUSED_GROUP = FusedGroup()

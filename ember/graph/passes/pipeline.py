@@ -6,7 +6,9 @@ translated). Passes run in a fixed order whatever order they are named in: the s
 passes repeat until the graph stops changing, then fusion runs last (after `fold_activation` folds the
 activation after an eval batch norm into its pass, `lower_pointwise` turns lerp/addcmul/addcdiv into
 elementary ops it can merge, and CSE merges the coefficient arithmetic that lowering wrote once per
-call), then outputs that now alias an input or each other get a copy so callers still receive fresh arrays.
+call; `horizontal` then groups the regions that run one program on different operands, such as every
+parameter's update), then outputs that now alias an input or each other get a copy so callers still receive
+fresh arrays.
 """
 
 from __future__ import annotations
@@ -14,7 +16,16 @@ from __future__ import annotations
 import os
 
 from ember.graph.ir import Graph, Value
-from ember.graph.passes import algebraic, constant_folding, cse, dce, fold_activation, fusion, lower_pointwise
+from ember.graph.passes import (
+    algebraic,
+    constant_folding,
+    cse,
+    dce,
+    fold_activation,
+    fusion,
+    horizontal,
+    lower_pointwise,
+)
 from ember.ops.registry import OPS
 
 PASSES = {  # name -> pass: (graph, outputs) -> (new graph, new outputs, old value -> new value)
@@ -26,6 +37,7 @@ PASSES = {  # name -> pass: (graph, outputs) -> (new graph, new outputs, old val
     "fusion": fusion.run,
     "lower_pointwise": lower_pointwise.run,  # runs with fusion, just before it
     "fold_activation": fold_activation.run,  # runs with fusion, before lower_pointwise
+    "horizontal": horizontal.run,  # runs with fusion, just after it
 }
 DEFAULT_PASSES = ("dce", "constant_folding", "algebraic", "cse", "fusion")
 _SIMPLIFY = ("dce", "constant_folding", "algebraic", "algebraic_unsafe", "cse")
@@ -148,6 +160,7 @@ def optimize(graph: Graph, outputs, passes=None) -> Optimized:
         if "cse" in names:  # lowering repeats the shared scalar work of each lerp/addcmul (1 - beta, its checks)
             graph, outs, total = _run("cse", graph, outs, total)
         graph, outs, total = _run("fusion", graph, outs, total)
+        graph, outs, total = _run("horizontal", graph, outs, total)
     if names:
         outs = _protect_outputs(graph, original, outs)
         graph.check()
