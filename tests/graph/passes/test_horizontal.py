@@ -151,3 +151,44 @@ def test_regions_numpy_computes_faster_are_not_grouped():
     assert [len(n.attrs["region"].instrs) for n in groups] == [2]  # the x * 2 + 1 regions only
     for expected, actual in zip(want, got):
         np.testing.assert_array_equal(expected, actual)
+
+
+def _bn_train(grouping: bool):
+    saved = horizontal.MIN_MEMBERS
+    horizontal.MIN_MEMBERS = 2 if grouping else 10**9
+    try:
+        em.manual_seed(5)
+        model = em.nn.Sequential(em.nn.Conv2d(3, 8, 3, padding=1), em.nn.BatchNorm2d(8), em.nn.ReLU(),
+                                 em.nn.Conv2d(8, 8, 3, padding=1), em.nn.BatchNorm2d(8, momentum=0.3), em.nn.ReLU(),
+                                 em.nn.Flatten(), em.nn.Linear(8 * 6 * 6, 4))
+        opt = em.optim.SGD(model.parameters(), lr=0.05, momentum=0.9, weight_decay=1e-3)
+
+        @em.jit
+        def step(x, y):
+            opt.zero_grad()
+            loss = F.cross_entropy(model(x), y)
+            loss.backward()
+            opt.step()
+            return loss
+
+        em.manual_seed(1)
+        kernels = None
+        for i in range(7):
+            model.train(i != 3)  # an eval-mode step: running statistics are read, not updated
+            x, y = em.randn(5, 3, 6, 6), em.randint(0, 4, (5,))
+            if i == 5:
+                with em.profiler.profile() as prof:
+                    step(x, y)
+                kernels = [e.name for e in prof.events if e.cat != "range"]
+            else:
+                step(x, y)
+        return [t.detach().numpy().copy() for t in list(model.parameters()) + list(model.buffers())], kernels
+    finally:
+        horizontal.MIN_MEMBERS = saved
+
+
+def test_batch_norm_running_statistics_grouped_equal_one_call_per_layer():
+    (grouped, kg), (alone, ka) = _bn_train(True), _bn_train(False)
+    assert "fused_group" in kg and "fused_group" not in ka
+    for a, b in zip(grouped, alone):
+        np.testing.assert_array_equal(a, b)
