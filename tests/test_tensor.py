@@ -5,6 +5,7 @@ import pytest
 import torch
 
 import ember as em
+from ember.errors import ShapeError
 
 
 # --- creation ------------------------------------------------------------------------------------
@@ -284,6 +285,10 @@ def test_writes_through_views_are_seen_everywhere():
         (lambda x: x.unsqueeze(-1).squeeze(-1), (1, 3)),
         (lambda x: x[None].squeeze(0), (0, 1)),
         (lambda x: x.narrow(1, 1, 2), (2, 0)),
+        (lambda x: x.select(1, -1), (2,)),
+        (lambda x: x.view(2, 6), (1, 5)),
+        (lambda x: x.flatten(), (7,)),
+        (lambda x: x.mT, (3, 2)),
         (lambda x: x.unbind(0)[1], (2,)),
         (lambda x: x.split(2, 1)[1], (0, 1)),
         (lambda x: x.chunk(3)[2], (0, 0)),
@@ -328,6 +333,16 @@ def test_copies_do_not_alias():
         c = make(x)
         c.fill_(3)
         assert x.sum().item() == 0
+
+
+def test_checked_permutations_are_remembered_per_rank():
+    # permute remembers the dims it has checked: the same dims on a tensor of another rank are checked again
+    assert em.zeros(2, 3).permute(1, 0).shape == (3, 2)
+    with pytest.raises(ShapeError, match="permute"):
+        em.zeros(2, 3, 4).permute(1, 0)
+    with pytest.raises(ValueError, match="permutation"):
+        em.zeros(2, 3).permute(0, 0)
+    assert em.zeros(2, 3, 4).permute(-1, 0, 1).shape == (4, 2, 3) == em.zeros(2, 3, 4).permute(2, 0, 1).shape
 
 
 def test_view_of_non_contiguous_needs_reshape():

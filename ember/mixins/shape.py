@@ -31,6 +31,7 @@ class ShapeMixin:
     tril = op_method()
     triu = op_method()
     narrow = op_method()
+    select = op_method()
     split = op_method()
     chunk = op_method()
     unbind = op_method()

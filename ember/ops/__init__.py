@@ -38,7 +38,7 @@ from ember.ops.scatter_reduce import index_reduce, scatter_reduce, segment_reduc
 from ember.ops.shape import (
     broadcast_tensors, broadcast_to, cast, cat, clone, concat, concatenate, contiguous, diagonal, expand,
     expand_as, flatten, flip, fliplr, flipud, hstack, identity, movedim, moveaxis, narrow, pad, permute, repeat,
-    reshape, roll, squeeze, stack, sum_to_size, swapaxes, swapdims, t, tile, transpose, tril, triu,
+    reshape, roll, select, squeeze, stack, sum_to_size, swapaxes, swapdims, t, tile, transpose, tril, triu,
     unflatten, unsqueeze, view, vstack,
 )
 from ember.ops.split import chunk, split, unbind

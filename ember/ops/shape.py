@@ -84,6 +84,8 @@ class ViewOp(Op):
         return spec(infer_reshape(self.name, x.shape, shape), x.dtype)
 
     def kernel(self, xp, x, shape):
+        if xp is np and x.flags.c_contiguous and min(shape, default=0) >= -1:
+            return x.reshape(shape)  # always a view (a wrong size raises, and the shape rule then explains)
         new = infer_reshape(self.name, x.shape, shape)
         try:
             return xp.reshape(x, new, copy=False)
@@ -121,11 +123,12 @@ def view(input, *shape):
 
 def flatten(input, start_dim: int = 0, end_dim: int = -1):
     """Merge dims start_dim..end_dim into one."""
-    shape = tuple(input.shape)
+    shape = tuple(input._data.shape)
     if not shape:
         return reshape(input, (1,))
-    s = norm_dim("flatten", start_dim, len(shape))
-    e = norm_dim("flatten", end_dim, len(shape))
+    nd = len(shape)
+    s = start_dim if type(start_dim) is int and 0 <= start_dim < nd else norm_dim("flatten", start_dim, nd)
+    e = nd - 1 if end_dim == -1 and type(end_dim) is int else norm_dim("flatten", end_dim, nd)
     if s > e:
         raise ValueError(f"flatten: start_dim {start_dim} comes after end_dim {end_dim}")
     mid = shape[s : e + 1]
@@ -143,17 +146,28 @@ def unflatten(input, dim: int, sizes):
     return reshape(input, shape[:d] + sizes + shape[d + 1 :])
 
 
+# Checked permutations by (rank, dims as given): the check (negative dims, duplicates) cost 2-3 us a call, as
+# much as the rest of a permute; a transformer step permutes 25 times.
+_PERMUTATIONS: dict = {}
+
+
 class PermuteOp(Op):
     name = "permute"
     is_view = True
 
     def _check(self, x, dims):
         nd = len(x.shape)
+        key = (nd, dims)
+        norm = _PERMUTATIONS.get(key)
+        if norm is not None:
+            return norm
         if len(dims) != nd:
             raise ShapeError(f"permute: dims {tuple(dims)} must name all {nd} dimensions of shape {fmt_shape(x.shape)}")
         norm = tuple(norm_dim("permute", d, nd) for d in dims)
         if sorted(norm) != list(range(nd)):
             raise ValueError(f"permute: dims {tuple(dims)} are not a permutation of 0..{nd - 1}")
+        if type(dims) is tuple and len(_PERMUTATIONS) < 1024:
+            _PERMUTATIONS[key] = norm
         return norm
 
     def infer(self, x, dims):
@@ -161,7 +175,7 @@ class PermuteOp(Op):
         return spec(tuple(x.shape[d] for d in dims), x.dtype)
 
     def kernel(self, xp, x, dims):
-        return xp.transpose(x, self._check(x, dims))
+        return x.transpose(self._check(x, dims))  # the method: NumPy's function form wraps it in Python
 
     def vjp(self, ctx, g):
         dims = self._check(spec(ctx.in_shape(0), ctx.in_dtype(0)), ctx.attrs["dims"])
@@ -178,13 +192,14 @@ def permute(input, *dims):
 
 def transpose(input, dim0: int, dim1: int):
     """Swap two dimensions (a view)."""
-    nd = input.ndim
+    nd = len(input._data.shape)
     if nd == 0:
         return input
-    a, b = norm_dim("transpose", dim0, nd), norm_dim("transpose", dim1, nd)
+    a = dim0 % nd if type(dim0) is int and -nd <= dim0 < nd else norm_dim("transpose", dim0, nd)
+    b = dim1 % nd if type(dim1) is int and -nd <= dim1 < nd else norm_dim("transpose", dim1, nd)
     dims = list(range(nd))
     dims[a], dims[b] = dims[b], dims[a]
-    return apply(_permute_op, input, dims=tuple(dims))
+    return apply_unary(_permute_op, input, dims=tuple(dims))
 
 
 swapaxes = swapdims = transpose
@@ -205,7 +220,7 @@ def movedim(input, source, destination):
     order = [d for d in range(nd) if d not in src]
     for d, s in sorted(zip(dst, src)):
         order.insert(d, s)
-    return apply(_permute_op, input, dims=tuple(order))
+    return apply_unary(_permute_op, input, dims=tuple(order))
 
 
 moveaxis = movedim
@@ -270,7 +285,7 @@ def expand(input, *shape):
     shape = _shape_arg(shape)
     if tuple(input.shape) == shape:
         return input
-    return apply(_expand_op, input, shape=shape)
+    return apply_unary(_expand_op, input, shape=shape)
 
 
 def broadcast_to(input, shape):
@@ -364,7 +379,7 @@ _squeeze_op = register(SqueezeOp())
 
 def squeeze(input, dim=None):
     """Drop dims of size 1 (all, or those named; a named dim of another size is left alone)."""
-    return apply(_squeeze_op, input, dim=tuple(dim) if isinstance(dim, list) else dim)
+    return apply_unary(_squeeze_op, input, dim=tuple(dim) if isinstance(dim, list) else dim)
 
 
 class UnsqueezeOp(Op):
@@ -383,6 +398,9 @@ class UnsqueezeOp(Op):
         return spec(s[:d] + (1,) + s[d:], x.dtype)
 
     def kernel(self, xp, x, dim):
+        if xp is np:  # a size-1 dim inserted is always a view; NumPy's expand_dims costs 1.5 us more
+            d = self._dim(x, dim)
+            return x.reshape(x.shape[:d] + (1,) + x.shape[d:])
         return xp.expand_dims(x, self._dim(x, dim))
 
     def vjp(self, ctx, g):
@@ -394,7 +412,7 @@ _unsqueeze_op = register(UnsqueezeOp())
 
 def unsqueeze(input, dim: int):
     """Insert a dim of size 1 at `dim` (a view)."""
-    return apply(_unsqueeze_op, input, dim=dim)
+    return apply_unary(_unsqueeze_op, input, dim=dim)
 
 
 class CatOp(Op):
@@ -505,6 +523,19 @@ def narrow(input, dim: int, start: int, length: int):
     from ember.ops.indexing import getitem
 
     return getitem(input, index)
+
+
+def select(input, dim: int, index: int):
+    """The slice at `index` along `dim`, that dim removed (a view; `index` may be negative)."""
+    d = norm_dim("select", dim, input.ndim)
+    size = input.shape[d]
+    if type(index) is not int and not isinstance(index, np.integer):
+        raise TypeError(f"select: index must be an int, got {type(index).__name__}")
+    if size is not None and not -size <= index < size:
+        raise IndexError(f"select: index {index} is out of range for dimension {dim} of size {size}")
+    from ember.ops.indexing import getitem
+
+    return getitem(input, (slice(None),) * d + (int(index),))
 
 
 class RepeatOp(Op):

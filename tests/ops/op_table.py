@@ -733,6 +733,7 @@ row("kthvalue", lambda L, x: L.kthvalue(x, 2, 0), lambda r: [r.distinct(r.shape(
 row("kthvalue_keepdim", lambda L, x: L.kthvalue(x, 1, -1, True), lambda r: [r.distinct(r.shape(1, 3))], tol=EXACT)
 row("msort", lambda L, x: L.msort(x), lambda r: [r.distinct(r.shape(1, 3))], tol=EXACT)
 row("narrow", lambda L, x: L.narrow(x, -1, 1, 2), lambda r: [r.normal(r.shape(1, 3, 3))], tol=EXACT)
+row("select", lambda L, x: L.select(x, 1, -2), lambda r: [r.normal(r.shape(2, 3, 2))], tol=EXACT)
 row("unbind", lambda L, x: L.unbind(x, 1), lambda r: [r.normal(r.shape(2, 3))], tol=EXACT)
 row("movedim", lambda L, x: L.movedim(x, (0, -1), (-1, 1)), lambda r: [r.normal(r.shape(3, 4))], tol=EXACT)
 row("swapaxes", lambda L, x: L.swapaxes(x, 0, -1), lambda r: [r.normal(r.shape(1, 3))], tol=EXACT)

@@ -88,6 +88,7 @@ INDEX_ERRORS = [
     ("index_select", lambda: em.index_select(x, 0, em.tensor([3])), ["index_select", "3"]),
     ("one_hot", lambda: em.one_hot(em.tensor([0, 5]), 3), ["one_hot", "5"]),
     ("narrow", lambda: em.narrow(x, 0, 2, 5), ["narrow"]),
+    ("select", lambda: em.select(x, 1, 4), ["select", "4"]),
     ("sum_dim", lambda: x.sum(5), ["sum", "5"]),
     ("mean_dim_meta", lambda: meta(3, 4).mean((0, 3)), ["mean", "3"]),
     ("softmax_dim", lambda: x.softmax(2), ["softmax", "2"]),
