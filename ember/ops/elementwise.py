@@ -10,6 +10,7 @@ from ember.autograd.grad_mode import state as grad_state
 from ember.ops._rules import (
     BOOL_NP,
     FLOAT_NP,
+    SINGLE_DOUBLE_NP,
     binary_dtype,
     broadcast_shapes,
     default_float,
@@ -609,6 +610,9 @@ def where(condition, input=None, other=None):
     return apply(_where_op, condition, input, other)
 
 
+_BOUNDS = (int, float, type(None))  # clamp bounds of the fast path (not bool: PyTorch promotes it differently)
+
+
 class ClampOp(Op):
     name = "clamp"
     save_inputs = (0,)
@@ -624,6 +628,13 @@ class ClampOp(Op):
         return spec(x.shape, dtype)
 
     def kernel(self, xp, x, min=None, max=None):
+        if (xp is np and x.dtype in SINGLE_DOUBLE_NP and type(min) in _BOUNDS and type(max) in _BOUNDS
+                and (min is not None or max is not None)):
+            # a float32/float64 tensor with number bounds keeps its dtype: the ufuncs themselves (np.clip is a
+            # Python wrapper, and the shape rule's promotion work is not needed); what np.clip computes
+            if min is not None:
+                x = np.maximum(x, min)
+            return x if max is None else np.minimum(x, max)
         dtype = self.infer(x, min, max).dtype
         x = x.astype(dtype, copy=False)
         if min is not None and max is not None:
@@ -700,7 +711,7 @@ def clamp(input, min=None, max=None):
 
     if isinstance(min, Tensor) or isinstance(max, Tensor):
         return apply(_clamp_tensor_op, input, min, max)
-    return apply(_clamp_op, input, min=min, max=max)
+    return apply_unary(_clamp_op, input, min=min, max=max)
 
 
 clip = clamp

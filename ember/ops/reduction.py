@@ -273,6 +273,15 @@ class _MaxMinDim(Op):
         return spec(shape, x.dtype), spec(shape, INT64_NP)
 
     def kernel(self, xp, x, dim, keepdim=False):
+        nd = x.ndim
+        if xp is np and nd and type(dim) is int and -nd <= dim < nd and x.shape[dim]:
+            # the common case without the shape rule's checks and NumPy's Python wrappers (argmax, squeeze)
+            axis = dim % nd
+            idx = getattr(x, self.arg)(axis=axis, keepdims=True)
+            vals = np.take_along_axis(x, idx, axis)
+            if not keepdim:
+                idx, vals = idx.squeeze(axis), vals.squeeze(axis)
+            return vals, idx.astype(np.int64, copy=False)
         self.infer(x, dim, keepdim)
         d = norm_dims(self.name, dim, x.ndim)
         if not d:  # 0-d input

@@ -447,6 +447,15 @@ class CatOp(Op):
         return spec(shape, result_dtype(*[spec((1,), x.dtype) for x in xs]))
 
     def kernel(self, xp, *xs, dim=0):
+        if xp is np:  # one dtype and rank: NumPy's concatenate checks the sizes (and the shape rule explains)
+            first = xs[0]
+            nd, dt = first.ndim, first.dtype
+            if nd and type(dim) is int and -nd <= dim < nd:
+                for x in xs:
+                    if x.dtype != dt or x.ndim != nd:
+                        break
+                else:
+                    return np.concatenate(xs, axis=dim)
         out = self.infer(*xs, dim=dim)
         keep = [x for x in xs if not (x.shape == (0,) and len(out.shape) != 1)]
         return xp.concatenate([x.astype(out.dtype, copy=False) for x in keep], axis=norm_dim("cat", dim, len(out.shape)))
@@ -487,9 +496,9 @@ def stack(tensors, dim: int = 0, *, axis=None):
     tensors = list(tensors)
     if not tensors:
         raise ValueError("stack: expected a non-empty list of tensors")
-    ref = tuple(tensors[0].shape)
+    ref = tuple(tensors[0]._data.shape)
     for i, x in enumerate(tensors):
-        if tuple(x.shape) != ref:
+        if tuple(x._data.shape) != ref:
             raise ShapeError(
                 f"stack: expects each tensor to be equal size, but got {fmt_shape(ref)} at entry 0 and "
                 f"{fmt_shape(x.shape)} at entry {i}"
