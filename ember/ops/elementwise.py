@@ -630,11 +630,11 @@ class ClampOp(Op):
     def kernel(self, xp, x, min=None, max=None):
         if (xp is np and x.dtype in SINGLE_DOUBLE_NP and type(min) in _BOUNDS and type(max) in _BOUNDS
                 and (min is not None or max is not None)):
-            # a float32/float64 tensor with number bounds keeps its dtype: the ufuncs themselves (np.clip is a
-            # Python wrapper, and the shape rule's promotion work is not needed); what np.clip computes
-            if min is not None:
-                x = np.maximum(x, min)
-            return x if max is None else np.minimum(x, max)
+            # a float32/float64 tensor with number bounds keeps its dtype: no promotion work, and the array's clip
+            # method (np.clip wraps it in Python): one pass, minimum(maximum(x, min), max)
+            if min is not None and max is not None:
+                return x.clip(min, max)
+            return np.maximum(x, min) if max is None else np.minimum(x, max)
         dtype = self.infer(x, min, max).dtype
         x = x.astype(dtype, copy=False)
         if min is not None and max is not None:
