@@ -330,6 +330,10 @@ class _ArgMaxMin(Op):
         return spec(reduced_shape(x.shape, d, keepdim), INT64_NP)
 
     def kernel(self, xp, x, dim=None, keepdim=False):
+        nd = x.ndim
+        if xp is np and nd and type(dim) is int and -nd <= dim < nd and x.shape[dim]:
+            # the common case without the shape rule's checks and NumPy's Python wrapper (the array's method)
+            return getattr(x, self.fn)(axis=dim % nd, keepdims=keepdim).astype(np.int64, copy=False)
         self.infer(x, dim, keepdim)
         fn = getattr(xp, self.fn) if xp is np or x.dtype not in FLOAT_NP else partial(_first_nan_or, xp, self.fn)
         if dim is None:
@@ -460,11 +464,11 @@ def _norm_dim_attr(dim):
 
 
 def _sum(x, dim, keepdim):
-    return apply(_sum_op, x, dim=dim, keepdim=keepdim)
+    return apply_unary(_sum_op, x, dim=dim, keepdim=keepdim)
 
 
 def _mean(x, dim, keepdim):
-    return apply(_mean_op, x, dim=dim, keepdim=keepdim)
+    return apply_unary(_mean_op, x, dim=dim, keepdim=keepdim)
 
 
 def sum(input, dim=None, keepdim: bool = False, *, dtype=None, axis=None, keepdims=None):
@@ -478,7 +482,7 @@ def sum(input, dim=None, keepdim: bool = False, *, dtype=None, axis=None, keepdi
         from ember.dtypes import as_dtype
 
         attrs["dtype_out"] = as_dtype(dtype).np
-    return apply(_sum_op, input, **attrs)
+    return apply_unary(_sum_op, input, **attrs)
 
 
 def mean(input, dim=None, keepdim: bool = False, *, dtype=None, axis=None, keepdims=None):
@@ -492,7 +496,7 @@ def mean(input, dim=None, keepdim: bool = False, *, dtype=None, axis=None, keepd
         from ember.dtypes import as_dtype
 
         input = input.to(as_dtype(dtype))
-    return apply(_mean_op, input, **attrs)
+    return apply_unary(_mean_op, input, **attrs)
 
 
 def prod(input, dim=None, keepdim: bool = False, *, dtype=None, axis=None, keepdims=None):
@@ -504,7 +508,7 @@ def prod(input, dim=None, keepdim: bool = False, *, dtype=None, axis=None, keepd
         from ember.dtypes import as_dtype
 
         attrs["dtype_out"] = as_dtype(dtype).np
-    return apply(_prod_op, input, **attrs)
+    return apply_unary(_prod_op, input, **attrs)
 
 
 def _max_min(op_all, op_dim, input, dim, keepdim, other, axis, keepdims):
@@ -519,7 +523,7 @@ def _max_min(op_all, op_dim, input, dim, keepdim, other, axis, keepdims):
     dim = _dim_arg(dim, axis)
     keepdim = keepdim if keepdims is None else keepdims
     if dim is None:
-        return apply(op_all, input, dim=None, keepdim=False)
+        return apply_unary(op_all, input, dim=None, keepdim=False)
     if isinstance(dim, (tuple, list)):
         raise TypeError(f"{op_dim.name[:3]}: dim must be an int (use amax/amin for several dims)")
     values, indices = apply(op_dim, input, dim=dim, keepdim=bool(keepdim))
@@ -554,23 +558,23 @@ def min(input, dim=None, keepdim: bool = False, *, other=None, axis=None, keepdi
 def amax(input, dim=None, keepdim: bool = False, *, axis=None, keepdims=None):
     """Largest values over `dim` (int or tuple); gradient shared among ties."""
     dim = _norm_dim_attr(_dim_arg(dim, axis))
-    return apply(_amax_op, input, dim=dim, keepdim=bool(keepdim if keepdims is None else keepdims))
+    return apply_unary(_amax_op, input, dim=dim, keepdim=bool(keepdim if keepdims is None else keepdims))
 
 
 def amin(input, dim=None, keepdim: bool = False, *, axis=None, keepdims=None):
     """Smallest values over `dim` (int or tuple); gradient shared among ties."""
     dim = _norm_dim_attr(_dim_arg(dim, axis))
-    return apply(_amin_op, input, dim=dim, keepdim=bool(keepdim if keepdims is None else keepdims))
+    return apply_unary(_amin_op, input, dim=dim, keepdim=bool(keepdim if keepdims is None else keepdims))
 
 
 def argmax(input, dim=None, keepdim: bool = False, *, axis=None):
     """Index of the largest value (flattened when dim is None)."""
-    return apply(_argmax_op, input, dim=_dim_arg(dim, axis), keepdim=bool(keepdim))
+    return apply_unary(_argmax_op, input, dim=_dim_arg(dim, axis), keepdim=bool(keepdim))
 
 
 def argmin(input, dim=None, keepdim: bool = False, *, axis=None):
     """Index of the smallest value (flattened when dim is None)."""
-    return apply(_argmin_op, input, dim=_dim_arg(dim, axis), keepdim=bool(keepdim))
+    return apply_unary(_argmin_op, input, dim=_dim_arg(dim, axis), keepdim=bool(keepdim))
 
 
 def _correction(unbiased, correction):
@@ -587,7 +591,7 @@ def var(input, dim=None, unbiased=None, keepdim: bool = False, *, correction=Non
         dim, unbiased = None, dim
     dim = _norm_dim_attr(_dim_arg(dim, axis))
     keepdim = keepdim if keepdims is None else keepdims
-    return apply(_var_op, input, dim=dim, keepdim=bool(keepdim), correction=_correction(unbiased, correction))
+    return apply_unary(_var_op, input, dim=dim, keepdim=bool(keepdim), correction=_correction(unbiased, correction))
 
 
 def std(input, dim=None, unbiased=None, keepdim: bool = False, *, correction=None, axis=None, keepdims=None):
@@ -610,17 +614,17 @@ def std_mean(input, dim=None, unbiased=None, keepdim: bool = False, *, correctio
 def logsumexp(input, dim=None, keepdim: bool = False, *, axis=None, keepdims=None):
     """log(sum(exp(x))) over `dim`, computed stably."""
     dim = _norm_dim_attr(_dim_arg(dim, axis))
-    return apply(_lse_op, input, dim=dim, keepdim=bool(keepdim if keepdims is None else keepdims))
+    return apply_unary(_lse_op, input, dim=dim, keepdim=bool(keepdim if keepdims is None else keepdims))
 
 
 def all(input, dim=None, keepdim: bool = False, *, axis=None):
     """Whether every element is true."""
-    return apply(_all_op, input, dim=_norm_dim_attr(_dim_arg(dim, axis)), keepdim=bool(keepdim))
+    return apply_unary(_all_op, input, dim=_norm_dim_attr(_dim_arg(dim, axis)), keepdim=bool(keepdim))
 
 
 def any(input, dim=None, keepdim: bool = False, *, axis=None):
     """Whether any element is true."""
-    return apply(_any_op, input, dim=_norm_dim_attr(_dim_arg(dim, axis)), keepdim=bool(keepdim))
+    return apply_unary(_any_op, input, dim=_norm_dim_attr(_dim_arg(dim, axis)), keepdim=bool(keepdim))
 
 
 def equal(input, other) -> bool:
