@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ember import dtypes as dt
@@ -19,6 +21,11 @@ SINGLE_DOUBLE_NP = (np.dtype(np.float32), np.dtype(np.float64))
 def is_float(np_dtype) -> bool:
     """Whether a NumPy dtype is one of Ember's floating types."""
     return np_dtype in FLOAT_NP
+
+
+def is_plus_zero(v) -> bool:
+    """Whether a Python number is 0 or +0.0 (not -0.0, not False)."""
+    return type(v) in (int, float) and v == 0 and math.copysign(1.0, v) > 0
 
 
 def default_float():

@@ -7,11 +7,9 @@ known at run time.
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
-from ember.ops._rules import spec
+from ember.ops._rules import is_plus_zero, spec
 from ember.ops.dispatch import apply, apply_unary
 from ember.ops.registry import Op, register
 
@@ -29,7 +27,7 @@ class FullLikeOp(Op):
     def kernel(self, xp, like, value, dtype=None, shape=None):
         shape = like.shape if shape is None else shape
         dtype = like.dtype if dtype is None else dtype
-        if xp is np and type(value) in (int, float) and value == 0 and math.copysign(1.0, value) > 0:
+        if xp is np and is_plus_zero(value):
             return np.zeros(shape, dtype)  # C, where np.full is Python around empty and copyto (1.5 us more)
         return xp.full(shape, value, dtype=dtype)
 

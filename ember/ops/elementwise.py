@@ -15,6 +15,7 @@ from ember.ops._rules import (
     broadcast_shapes,
     default_float,
     float_of,
+    is_plus_zero,
     shape_of,
     spec,
 )
@@ -533,11 +534,6 @@ class WhereOp(Op):
         return None, ga, gb
 
 
-def _is_plus_zero(v) -> bool:
-    """Whether a Python number is 0 or +0.0 (not -0.0, not False)."""
-    return type(v) in (int, float) and v == 0 and math.copysign(1.0, v) > 0
-
-
 def _masked_select_zero(xp, cond, a, b, dtype):
     """where(cond, a, 0) as a bitwise AND of a's bits with the mask: NumPy's where is ~10x slower on
     unpredictable masks. The AND gives exactly `where`'s values (+0.0 where the mask is off; a
@@ -545,9 +541,9 @@ def _masked_select_zero(xp, cond, a, b, dtype):
 
     Only for float arrays of the condition's shape; the caller falls back to where otherwise.
     """
-    if _is_plus_zero(b) and type(a) is xp.ndarray:
+    if is_plus_zero(b) and type(a) is xp.ndarray:
         src, mask = a, cond
-    elif _is_plus_zero(a) and type(b) is xp.ndarray:
+    elif is_plus_zero(a) and type(b) is xp.ndarray:
         src, mask = b, ~cond
     else:
         return None

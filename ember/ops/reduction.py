@@ -253,6 +253,15 @@ class _MaxMinAll(Reduction):
         return (unreduce(g, x.shape, dims, keep) * mask / count,)
 
 
+def _plain_axis(xp, x, dim):
+    """The non-negative axis of a NumPy array's reduction along one valid, non-empty `dim`: the common case, which
+    needs none of the shape rule's checks; None for anything else (the rule then runs and names any error)."""
+    nd = x.ndim
+    if xp is np and nd and type(dim) is int and -nd <= dim < nd and x.shape[dim]:
+        return dim % nd
+    return None
+
+
 class _MaxMinDim(Op):
     """max/min along one dim returning (values, indices), as PyTorch."""
 
@@ -273,10 +282,8 @@ class _MaxMinDim(Op):
         return spec(shape, x.dtype), spec(shape, INT64_NP)
 
     def kernel(self, xp, x, dim, keepdim=False):
-        nd = x.ndim
-        if xp is np and nd and type(dim) is int and -nd <= dim < nd and x.shape[dim]:
-            # the common case without the shape rule's checks and NumPy's Python wrappers (argmax, squeeze)
-            axis = dim % nd
+        axis = _plain_axis(xp, x, dim)
+        if axis is not None:  # without the shape rule's checks and NumPy's Python wrappers (argmax, squeeze)
             idx = getattr(x, self.arg)(axis=axis, keepdims=True)
             vals = np.take_along_axis(x, idx, axis)
             if not keepdim:
@@ -330,10 +337,9 @@ class _ArgMaxMin(Op):
         return spec(reduced_shape(x.shape, d, keepdim), INT64_NP)
 
     def kernel(self, xp, x, dim=None, keepdim=False):
-        nd = x.ndim
-        if xp is np and nd and type(dim) is int and -nd <= dim < nd and x.shape[dim]:
-            # the common case without the shape rule's checks and NumPy's Python wrapper (the array's method)
-            return getattr(x, self.fn)(axis=dim % nd, keepdims=keepdim).astype(np.int64, copy=False)
+        axis = _plain_axis(xp, x, dim)
+        if axis is not None:  # without the shape rule's checks and NumPy's Python wrapper (the array's method)
+            return getattr(x, self.fn)(axis=axis, keepdims=keepdim).astype(np.int64, copy=False)
         self.infer(x, dim, keepdim)
         fn = getattr(xp, self.fn) if xp is np or x.dtype not in FLOAT_NP else partial(_first_nan_or, xp, self.fn)
         if dim is None:

@@ -6,8 +6,9 @@ on small tensors the call (Python, dispatch, a cold cache after the convolutions
 loop: 18 us a region inside a ResNet-20 training step, 102 of them per step. Regions with the same program,
 each over one full shape (inputs of that shape or single values) of at most `MAX_VALUES` values, are grouped
 and run in compiled calls (codegen.run_group), when Numba's loop for the program is not slower than NumPy's
-ufuncs per value (so not for tanh or exp, whose NumPy ufuncs are vectorised). A member moves to the position of the group's last member,
-so a group only takes members that come before every reader of the members already in it.
+ufuncs per value (so not for tanh or exp, whose NumPy ufuncs are vectorised). A member moves to the position
+of the group's last member, so a group only takes members that come before every reader of the members
+already in it.
 """
 
 from __future__ import annotations
@@ -76,11 +77,6 @@ def find_groups(graph: Graph) -> list:
 def run(graph: Graph, outputs: list) -> tuple:
     """A copy of `graph` where each group of like fused regions is one fused_group node."""
     groups = find_groups(graph)
-    if not groups:
-        rw = Rewriter(graph)
-        for node in graph.nodes:
-            rw.copy(node)
-        return rw.graph, rw.outputs(outputs), rw.vmap
     at_last = {g[-1].id: g for g in groups}
     grouped = {n.id for g in groups for n in g}
     rw = Rewriter(graph)
