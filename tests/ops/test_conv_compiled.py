@@ -9,6 +9,20 @@ from ember.ops import conv
 pytest.importorskip("numba")
 
 
+def _assert_compiled_patches_equal_numpy(x, kh, kw, stride, pad, dil, groups, per_sample):
+    """The compiled im2col's patches (and output size) are the NumPy path's, exactly."""
+    build = conv.im2col_per_sample if per_sample else conv.im2col
+    try:
+        codegen.set_backend("numpy")
+        want, oh, ow = build(np, x, kh, kw, stride, pad, dil, groups)
+        codegen.set_backend("numba")
+        got, oh2, ow2 = build(np, x, kh, kw, stride, pad, dil, groups)
+    finally:
+        codegen.set_backend(None)
+    assert (oh, ow) == (oh2, ow2) and got.shape == want.shape and got.dtype == want.dtype
+    np.testing.assert_array_equal(got, want)
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("stride,pad,dil,groups", [
     ((1, 1), (0, 0, 0, 0), (1, 1), 1), ((2, 1), (1, 1, 1, 1), (1, 1), 1), ((1, 2), (2, 0, 1, 3), (2, 1), 1),
@@ -17,16 +31,7 @@ pytest.importorskip("numba")
 @pytest.mark.parametrize("per_sample", [True, False])
 def test_compiled_im2col_equals_numpy(dtype, stride, pad, dil, groups, per_sample):
     x = np.random.default_rng(0).standard_normal((3, 8, 17, 13)).astype(dtype)
-    build = conv.im2col_per_sample if per_sample else conv.im2col
-    try:
-        codegen.set_backend("numpy")
-        want, oh, ow = build(np, x, 3, 4, stride, pad, dil, groups)
-        codegen.set_backend("numba")
-        got, oh2, ow2 = build(np, x, 3, 4, stride, pad, dil, groups)
-    finally:
-        codegen.set_backend(None)
-    assert (oh, ow) == (oh2, ow2) and got.shape == want.shape and got.dtype == want.dtype
-    np.testing.assert_array_equal(got, want)
+    _assert_compiled_patches_equal_numpy(x, 3, 4, stride, pad, dil, groups, per_sample)
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
@@ -43,16 +48,7 @@ def test_strided_patches_through_phase_planes_equal_numpy(dtype, kernel, stride,
     kh, kw = kernel
     assert kh * kw >= conv_compiled._PHASED_MIN_REUSE * stride[0] * stride[1]
     x = np.random.default_rng(3).standard_normal((2, 3, 23, 19)).astype(dtype)
-    build = conv.im2col_per_sample if per_sample else conv.im2col
-    try:
-        codegen.set_backend("numpy")
-        want, oh, ow = build(np, x, kh, kw, stride, pad, dil, 1)
-        codegen.set_backend("numba")
-        got, oh2, ow2 = build(np, x, kh, kw, stride, pad, dil, 1)
-    finally:
-        codegen.set_backend(None)
-    assert (oh, ow) == (oh2, ow2) and got.shape == want.shape and got.dtype == want.dtype
-    np.testing.assert_array_equal(got, want)
+    _assert_compiled_patches_equal_numpy(x, kh, kw, stride, pad, dil, 1, per_sample)
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
@@ -69,16 +65,7 @@ def test_strided_patches_with_bounds_per_tap_equal_numpy(dtype, kernel, stride, 
     kh, kw = kernel
     assert kh * kw < conv_compiled._PHASED_MIN_REUSE * stride[0] * stride[1]
     x = np.random.default_rng(5).standard_normal((3, 8, 27, 26)).astype(dtype)  # compiled from 16384 values
-    build = conv.im2col_per_sample if per_sample else conv.im2col
-    try:
-        codegen.set_backend("numpy")
-        want, oh, ow = build(np, x, kh, kw, stride, pad, dil, 1)
-        codegen.set_backend("numba")
-        got, oh2, ow2 = build(np, x, kh, kw, stride, pad, dil, 1)
-    finally:
-        codegen.set_backend(None)
-    assert (oh, ow) == (oh2, ow2) and got.shape == want.shape and got.dtype == want.dtype
-    np.testing.assert_array_equal(got, want)
+    _assert_compiled_patches_equal_numpy(x, kh, kw, stride, pad, dil, 1, per_sample)
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])

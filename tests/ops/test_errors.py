@@ -101,6 +101,7 @@ INDEX_ERRORS = [
     ("sort_dim", lambda: em.sort(x, 3), ["sort", "3"]),
     ("cumsum_dim", lambda: em.cumsum(x, -3), ["cumsum", "-3"]),
     ("max_dim", lambda: x.max(dim=2), ["max", "2"]),
+    ("argmax_dim", lambda: x.argmax(-3), ["argmax", "-3"]),
 ]
 
 
@@ -114,6 +115,7 @@ def test_index_errors(call, words) -> None:
 
 
 TYPE_ERRORS = [
+    ("select_index", lambda: em.select(x, 1, 1.5), ["select", "int", "float"]),
     ("where_condition", lambda: em.where(em.zeros(3, 4), x, x), ["where", "bool", "float32"]),
     ("where_condition_meta", lambda: em.where(meta(3), meta(3), 0.0), ["where", "bool"]),
     ("where_python_condition", lambda: em.where(True, x, x), ["where", "bool"]),

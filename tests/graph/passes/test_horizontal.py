@@ -4,6 +4,8 @@ non-contiguous operand, differing in-place writes, NumPy's renderer) run member 
 
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 import pytest
 from passes_util import run, run_optimized, sym, values
@@ -20,35 +22,54 @@ def _model():
     return em.nn.Sequential(em.nn.Linear(5, 12), em.nn.ReLU(), em.nn.Linear(12, 7), em.nn.ReLU(), em.nn.Linear(7, 3))
 
 
-def _train(grouping: bool, opt_name: str):
+@contextlib.contextmanager
+def _grouping(on: bool):
+    """Horizontal fusion on (groups from two members) or off, for the jit traces made inside."""
     saved = horizontal.MIN_MEMBERS
-    horizontal.MIN_MEMBERS = 2 if grouping else 10**9
+    horizontal.MIN_MEMBERS = 2 if on else 10**9
     try:
+        yield
+    finally:
+        horizontal.MIN_MEMBERS = saved
+
+
+def _jitted_step(model, opt):
+    @em.jit
+    def step(x, y):
+        opt.zero_grad()
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+
+    return step
+
+
+def _kernels(step, x, y) -> list:
+    """The kernels one call of the step runs."""
+    with em.profiler.profile() as prof:
+        step(x, y)
+    return [e.name for e in prof.events if e.cat != "range"]
+
+
+def _train(grouping: bool, opt_name: str):
+    with _grouping(grouping):
         model = _model()
         opt = em.optim.SGD(model.parameters(), lr=0.1, momentum=0.9) if opt_name == "sgd" else \
             em.optim.Adam(model.parameters(), lr=0.01)
-
-        @em.jit
-        def step(x, y):
-            opt.zero_grad()
-            loss = F.cross_entropy(model(x), y)
-            loss.backward()
-            opt.step()
-            return loss
-
+        step = _jitted_step(model, opt)
         em.manual_seed(0)
         losses = []
         for i in range(8):
             opt.param_groups[0]["lr"] *= 0.7  # the user changes the learning rate between steps
+            if i == 5:
+                with em.no_grad():  # and writes a parameter in place (the group writes into it too)
+                    model[2].weight.mul_(0.5)
             x, y = em.randn(6 if i != 4 else 4, 5), em.randint(0, 3, (6 if i != 4 else 4,))
             losses.append(step(x, y).item())
-        with em.profiler.profile() as prof:
-            step(x, y)
-        kernels = [e.name for e in prof.events if e.cat != "range"]
+        kernels = _kernels(step, x, y)
         state = [v.numpy().copy() for s in opt.state.values() for v in s.values() if isinstance(v, em.Tensor)]
         return losses, [p.detach().numpy().copy() for p in model.parameters()], state, kernels
-    finally:
-        horizontal.MIN_MEMBERS = saved
 
 
 @pytest.mark.parametrize("opt_name", ["sgd", "adam"])
@@ -154,37 +175,23 @@ def test_regions_numpy_computes_faster_are_not_grouped():
 
 
 def _bn_train(grouping: bool):
-    saved = horizontal.MIN_MEMBERS
-    horizontal.MIN_MEMBERS = 2 if grouping else 10**9
-    try:
+    with _grouping(grouping):
         em.manual_seed(5)
         model = em.nn.Sequential(em.nn.Conv2d(3, 8, 3, padding=1), em.nn.BatchNorm2d(8), em.nn.ReLU(),
                                  em.nn.Conv2d(8, 8, 3, padding=1), em.nn.BatchNorm2d(8, momentum=0.3), em.nn.ReLU(),
                                  em.nn.Flatten(), em.nn.Linear(8 * 6 * 6, 4))
         opt = em.optim.SGD(model.parameters(), lr=0.05, momentum=0.9, weight_decay=1e-3)
-
-        @em.jit
-        def step(x, y):
-            opt.zero_grad()
-            loss = F.cross_entropy(model(x), y)
-            loss.backward()
-            opt.step()
-            return loss
-
+        step = _jitted_step(model, opt)
         em.manual_seed(1)
         kernels = None
         for i in range(7):
             model.train(i != 3)  # an eval-mode step: running statistics are read, not updated
             x, y = em.randn(5, 3, 6, 6), em.randint(0, 4, (5,))
             if i == 5:
-                with em.profiler.profile() as prof:
-                    step(x, y)
-                kernels = [e.name for e in prof.events if e.cat != "range"]
+                kernels = _kernels(step, x, y)
             else:
                 step(x, y)
         return [t.detach().numpy().copy() for t in list(model.parameters()) + list(model.buffers())], kernels
-    finally:
-        horizontal.MIN_MEMBERS = saved
 
 
 def test_batch_norm_running_statistics_grouped_equal_one_call_per_layer():
