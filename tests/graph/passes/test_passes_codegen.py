@@ -241,8 +241,9 @@ def test_fmod_region_compiles_with_numba():
 
 @pytest.mark.parametrize("shape, dims", [((3, 5, 7), (0, 2)), ((3, 5, 7), (2,)), ((4, 9), (0, 1)), ((13,), (0,)),
                                          ((6, 3), (0,)), ((2, 3, 4), (1,))])
-def test_numba_sum_with_partial_accumulators_matches_numpy(shape, dims):
-    """A summed inner loop keeps 4 partial sums plus a remainder loop: every length and layout adds up."""
+def test_numba_vectorised_sum_matches_numpy(shape, dims):
+    """A summed inner loop adds through a reassociable float64 add (vectorised partial sums and a remainder):
+    every length and layout adds up, and the elementwise output is exact."""
     pytest.importorskip("numba")
     from ember.graph.codegen import Arg, Instr, Reduce, Region
 
@@ -258,6 +259,22 @@ def test_numba_sum_with_partial_accumulators_matches_numpy(shape, dims):
     ref = np.where(x > 0, g, np.float32(0))
     np.testing.assert_array_equal(out, ref)
     np.testing.assert_allclose(red, ref.astype(np.float64).sum(axis=dims), rtol=1e-6, atol=1e-6)
+
+
+def test_numba_vectorised_sum_propagates_nan_and_inf():
+    """Reassociating the sum's adds assumes nothing about NaN or inf: rows holding them sum as NumPy's do."""
+    pytest.importorskip("numba")
+    from ember.graph.codegen import Arg, Instr, Reduce, Region
+
+    f32 = np.dtype(np.float32)
+    region = Region([(f32, 2)], [Instr("mul", (Arg("in", 0), Arg("c", 2.0)), (), f32, f32)], [0],
+                    Reduce("sum", 0, (1,), False, f32))
+    x = np.ones((4, 37), np.float32)
+    x[0, 30], x[1, 3], x[2, 5], x[2, 36], x[3, 17] = np.nan, np.inf, np.inf, -np.inf, -np.inf
+    red, out = codegen.NumbaRenderer().build(region)([x])
+    np.testing.assert_array_equal(out, x * 2)
+    with np.errstate(invalid="ignore"):
+        np.testing.assert_array_equal(red, (x * 2).astype(np.float64).sum(axis=1).astype(np.float32))
 
 
 def test_auto_runs_strided_calls_of_cheap_regions_with_numpy():
