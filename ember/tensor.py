@@ -64,13 +64,12 @@ class Tensor(MathMixin, ReductionMixin, ShapeMixin, IndexingMixin, LinalgMixin, 
     `ember.tensor(data, dtype=..., device=..., requires_grad=...)`.
     """
 
-    # Only the fields every tensor sets live in slots; the autograd fields default to the class
-    # attributes below and are stored per instance only once set (most tensors never set them).
-    __slots__ = ("_data", "_device", "_version", "__weakref__", "__dict__")
-    _requires_grad = False
-    _grad_fn = None
-    _output_nr = 0
-    _base = None
+    # The fields every op reads live in slots, set by both constructors (`_make`, `_init`): the autograd
+    # fields that the recording of every op reads and writes (a slot costs less to read than a class
+    # default, and setting one makes no per-instance dict). Rarely set fields default to the class
+    # attributes below and are stored in the instance's dict once set.
+    __slots__ = ("_data", "_device", "_version", "_requires_grad", "_grad_fn", "_output_nr", "_base",
+                 "__weakref__", "__dict__")
     _view_fn = None
     _post_accumulate_grad_hooks = None  # set by register_post_accumulate_grad_hook
     _grad = None  # .grad's storage (see the property below)
@@ -96,6 +95,10 @@ class Tensor(MathMixin, ReductionMixin, ShapeMixin, IndexingMixin, LinalgMixin, 
         self._data = data
         self._device = device
         self._version = [0]
+        self._requires_grad = False
+        self._grad_fn = None
+        self._output_nr = 0
+        self._base = None
 
     @classmethod
     def _make(cls, data, device: Device) -> Tensor:
@@ -104,6 +107,10 @@ class Tensor(MathMixin, ReductionMixin, ShapeMixin, IndexingMixin, LinalgMixin, 
         t._data = data
         t._device = device
         t._version = [0]
+        t._requires_grad = False
+        t._grad_fn = None
+        t._output_nr = 0
+        t._base = None
         return t
 
     # --- attributes ------------------------------------------------------------------
