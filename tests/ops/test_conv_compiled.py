@@ -69,6 +69,17 @@ def test_strided_patches_with_bounds_per_tap_equal_numpy(dtype, kernel, stride, 
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape,kernel,groups", [((3, 8, 17, 13), (3, 4), 1), ((4, 6, 14, 14), (5, 5), 2),
+                                                 ((4, 16, 19, 17), (1, 1), 1), ((1, 3, 40, 6), (6, 6), 3)])
+@pytest.mark.parametrize("per_sample", [True, False])
+def test_valid_patches_equal_numpy(dtype, shape, kernel, groups, per_sample):
+    """Stride-1 layers without padding or dilation take a kernel with no bounds tests: the same patches (every
+    case has at least 16384 patch values, so the compiled kernel runs)."""
+    x = np.random.default_rng(7).standard_normal(shape).astype(dtype)
+    _assert_compiled_patches_equal_numpy(x, *kernel, (1, 1), (0, 0, 0, 0), (1, 1), groups, per_sample)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("stride,pad,dil", [
     ((1, 1), (0, 0, 0, 0), (1, 1)), ((2, 1), (1, 1, 1, 1), (1, 1)), ((1, 2), (2, 0, 1, 3), (2, 1)),
     ((3, 3), (1, 2, 0, 1), (1, 2)), ((2, 2), (2, 2, 2, 2), (2, 2)),
