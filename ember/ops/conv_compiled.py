@@ -1,9 +1,11 @@
 """im2col and col2im as compiled kernels (Numba) when the `jit` extra is installed.
 
 NumPy builds convolution patches by padding the input and copying a six-dimensional strided view,
-which runs at a fraction of memory bandwidth; this loop nest writes each patch row once and reads the
-padding as zeros without materialising it; a strided layer with large kernels first splits its input into
-phase planes, from which every patch row is a contiguous copy. col2im, its adjoint, sums patches back into an NCHW image one
+which runs at a fraction of memory bandwidth; these loop nests write each patch row once. A stride-1
+undilated layer reads its input directly (unpadded) or from one padded (sample, channel) plane at a time, with
+no bounds tests, so the copies vectorise; a strided layer with large kernels first splits its input into
+phase planes, from which every patch row is a contiguous copy; other layers read the padding as zeros
+without materialising it, with a bounds test per value or per row. col2im, its adjoint, sums patches back into an NCHW image one
 (sample, channel) plane at a time, so the plane stays in cache while every kernel tap adds into it;
 NumPy's version is a loop of strided adds over the whole padded image per tap. Without Numba (or
 with EMBER_FUSION_BACKEND=numpy) the NumPy paths in conv.py are used, with the same values.
@@ -62,6 +64,25 @@ def im2col_valid(x, kh, kw, oh, ow, out, per_sample):
                     for y in range(oh):
                         for xx in range(ow):
                             row[y * ow + xx] = img[y + i, xx + j]
+
+
+def im2col_plane(x, kh, kw, pt, pl, oh, ow, out, per_sample, plane):
+    # im2col_valid for a padded layer: each input plane is first copied into `plane`, a zeroed scratch image of the
+    # padded size whose border stays zero (the padding), and every patch row is then read from it in bounds
+    N, C, H, W = x.shape
+    for n in range(N):
+        for c in range(C):
+            img = x[n, c]
+            for y in range(H):
+                for xx in range(W):
+                    plane[y + pt, xx + pl] = img[y, xx]
+            for i in range(kh):
+                for j in range(kw):
+                    r = (c * kh + i) * kw + j
+                    row = out[n, r] if per_sample else out[r, n]
+                    for y in range(oh):
+                        for xx in range(ow):
+                            row[y * ow + xx] = plane[y + i, xx + j]
 
 
 def im2col_strided(x, kh, kw, sh, sw, pt, pl, dh, dw, oh, ow, out, per_sample):
@@ -202,15 +223,22 @@ def im2col_compiled(xp, x, kh, kw, stride, pad, dil, oh, ow, per_sample: bool, o
         kernel_for(_SOURCE, "phases", xp, x.dtype, size)(np.ascontiguousarray(x), sh, sw, pad[0], pad[2], ph)
         kernel_for(_SOURCE, "im2col_phased", xp, x.dtype, size)(ph, kh, kw, sh, sw, dil[0], dil[1], oh, ow, out,
                                                                per_sample)
-    elif (sh, sw) == (1, 1) and tuple(dil) == (1, 1) and not any(pad):
-        # LeNet-5's second layer, (64, 6, 14, 14) by 5x5: 427 -> 184 us on one core (its weight gradient makes the
-        # same patches); ResNet's 1x1 layers 2x as well
-        kernel_for(_SOURCE, "im2col_valid", xp, x.dtype, x.size * kh * kw)(np.ascontiguousarray(x), kh, kw, oh, ow,
-                                                                           out, per_sample)
+    elif (sh, sw) == (1, 1) and tuple(dil) == (1, 1):
+        # Unit steps: LeNet-5's second layer, (64, 6, 14, 14) by 5x5 unpadded, 427 -> 184 us on one core (its weight
+        # gradient makes the same patches); padded through a scratch plane, its input gradient's patches ((64, 16,
+        # 10, 10) by 5x5, padding 4) 2.2 -> 1.2 ms and ResNet-18's (1, 512, 7, 7) 3x3 layers 220 -> 120 us
+        x = np.ascontiguousarray(x)
+        size = x.size * kh * kw  # the count `fn` was found for: these kernels exist too
+        if not any(pad):
+            kernel_for(_SOURCE, "im2col_valid", xp, x.dtype, size)(x, kh, kw, oh, ow, out, per_sample)
+        else:
+            plane = np.zeros((x.shape[2] + pad[0] + pad[1], x.shape[3] + pad[2] + pad[3]), x.dtype)
+            kernel_for(_SOURCE, "im2col_plane", xp, x.dtype, size)(x, kh, kw, pad[0], pad[2], oh, ow, out, per_sample,
+                                                                   plane)
     else:
         if sh > 1 or sw > 1:
-            # 3x3 stride-2 patches of ResNet-20's (32, 16, 32, 32) input: 0.91 -> 0.45 ms. At stride 1 the
-            # per-element loop stays faster (its short rows vectorise without the flat loop's overlap checks).
+            # 3x3 stride-2 patches of ResNet-20's (32, 16, 32, 32) input: 0.91 -> 0.45 ms. Dilated stride-1 layers
+            # keep the per-element loop (its short rows vectorise without the flat loop's overlap checks).
             fn = kernel_for(_SOURCE, "im2col_strided", xp, x.dtype, x.size * kh * kw)
         fn(np.ascontiguousarray(x), kh, kw, sh, sw, pad[0], pad[2], dil[0], dil[1], oh, ow, out, per_sample)
     return out if per_sample else out.reshape(rows, n * oh * ow)

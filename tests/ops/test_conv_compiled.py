@@ -80,6 +80,20 @@ def test_valid_patches_equal_numpy(dtype, shape, kernel, groups, per_sample):
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape,kernel,pad,groups", [
+    ((3, 8, 17, 13), (3, 4), (1, 1, 1, 1), 1), ((4, 16, 10, 10), (5, 5), (4, 4, 4, 4), 2),
+    ((2, 3, 28, 28), (5, 5), (2, 0, 3, 1), 1), ((1, 64, 7, 7), (3, 3), (1, 1, 1, 1), 1),
+    ((4, 8, 19, 21), (2, 3), (6, 7, 8, 9), 1),  # padding wider than the kernel: whole rows and columns of zeros
+])
+@pytest.mark.parametrize("per_sample", [True, False])
+def test_padded_unit_stride_patches_equal_numpy(dtype, shape, kernel, pad, groups, per_sample):
+    """Padded stride-1 undilated layers read their patches from a zeroed scratch plane per (sample, channel):
+    the same patches, for asymmetric and wide padding (every case compiled: at least 16384 patch values)."""
+    x = np.random.default_rng(8).standard_normal(shape).astype(dtype)
+    _assert_compiled_patches_equal_numpy(x, *kernel, (1, 1), pad, (1, 1), groups, per_sample)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("stride,pad,dil", [
     ((1, 1), (0, 0, 0, 0), (1, 1)), ((2, 1), (1, 1, 1, 1), (1, 1)), ((1, 2), (2, 0, 1, 3), (2, 1)),
     ((3, 3), (1, 2, 0, 1), (1, 2)), ((2, 2), (2, 2, 2, 2), (2, 2)),
