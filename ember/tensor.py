@@ -68,9 +68,8 @@ class Tensor(MathMixin, ReductionMixin, ShapeMixin, IndexingMixin, LinalgMixin, 
     # fields that the recording of every op reads and writes (a slot costs less to read than a class
     # default, and setting one makes no per-instance dict). Rarely set fields default to the class
     # attributes below and are stored in the instance's dict once set.
-    __slots__ = ("_data", "_device", "_version", "_requires_grad", "_grad_fn", "_output_nr", "_base",
+    __slots__ = ("_data", "_device", "_version", "_requires_grad", "_grad_fn", "_output_nr", "_base", "_view_fn",
                  "__weakref__", "__dict__")
-    _view_fn = None
     _post_accumulate_grad_hooks = None  # set by register_post_accumulate_grad_hook
     _grad = None  # .grad's storage (see the property below)
 
@@ -99,6 +98,7 @@ class Tensor(MathMixin, ReductionMixin, ShapeMixin, IndexingMixin, LinalgMixin, 
         self._grad_fn = None
         self._output_nr = 0
         self._base = None
+        self._view_fn = None
 
     @classmethod
     def _make(cls, data, device: Device) -> Tensor:
@@ -111,6 +111,7 @@ class Tensor(MathMixin, ReductionMixin, ShapeMixin, IndexingMixin, LinalgMixin, 
         t._grad_fn = None
         t._output_nr = 0
         t._base = None
+        t._view_fn = None
         return t
 
     # --- attributes ------------------------------------------------------------------
@@ -389,8 +390,8 @@ class Tensor(MathMixin, ReductionMixin, ShapeMixin, IndexingMixin, LinalgMixin, 
                                "built; update the values in place (copy_) instead")
         self._data = value._data
         self._device = value._device
-        if "_base" in self.__dict__:  # no longer a view of its old base
-            del self._base, self._view_fn
+        self._base = None  # no longer a view of its old base
+        self._view_fn = None
 
     def detach_(self) -> Tensor:
         """Cut this tensor from the autograd graph in place."""

@@ -87,6 +87,19 @@ def test_data_is_a_detached_alias_and_assigning_it_swaps_the_storage():
     assert e.grad.tolist() == [2.0, 2.0, 2.0]
 
 
+def test_assigning_data_to_a_view_makes_it_a_view_no_longer():
+    """After `v.data = other`, v no longer aliases its old base: an in-place op on it is an ordinary in-place op on
+    a non-leaf (not the error for views of leaves that require grad), and the base keeps its values."""
+    w = em.zeros(6, requires_grad=True)
+    v = w[1:4]
+    v.data = em.ones(3)
+    v.add_(1)
+    assert v.tolist() == [2.0, 2.0, 2.0] and w.tolist() == [0.0] * 6
+    v2 = em.arange(6.0)[1:4]
+    v2.data = em.zeros(3)
+    assert v2._base is None
+
+
 def test_data_of_a_parameter_is_updated_by_hand_as_in_old_tutorials():
     w = em.nn.Parameter(em.ones(3))
     (w * w).sum().backward()

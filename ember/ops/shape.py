@@ -107,8 +107,6 @@ def reshape(input, *shape):
     return apply_unary(_reshape_op, input, shape=_shape_arg(shape))
 
 
-
-
 def view(input, *shape):
     """A view with a new shape; an error when the layout makes a view impossible."""
     if len(shape) == 1 and not isinstance(shape[0], (int, tuple, list)):
