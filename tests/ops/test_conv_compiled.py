@@ -97,6 +97,7 @@ def test_padded_unit_stride_patches_equal_numpy(dtype, shape, kernel, pad, group
 @pytest.mark.parametrize("stride,pad,dil", [
     ((1, 1), (0, 0, 0, 0), (1, 1)), ((2, 1), (1, 1, 1, 1), (1, 1)), ((1, 2), (2, 0, 1, 3), (2, 1)),
     ((3, 3), (1, 2, 0, 1), (1, 2)), ((2, 2), (2, 2, 2, 2), (2, 2)),
+    ((1, 1), (2, 0, 1, 3), (1, 1)), ((1, 1), (4, 5, 6, 7), (1, 1)),  # stride 1: summed in a scratch plane
 ])
 def test_compiled_col2im_equals_numpy(dtype, stride, pad, dil):
     n, c, h, w, kh, kw = 3, 8, 17, 13, 3, 4
