@@ -307,6 +307,35 @@ def test_auto_runs_strided_calls_of_cheap_regions_with_numpy():
         codegen.set_backend(None)
 
 
+def test_auto_runs_small_regions_compiled_only_for_long_programs():
+    """Under "auto", a region over few values runs NumPy's code when its program is short, or its operands are
+    single values (0-d optimizer arithmetic); a longer program (an optimizer's update of a bias) runs compiled.
+    Both give the region's values."""
+    pytest.importorskip("numba")
+    from ember.graph.codegen import Arg, Instr, Region
+
+    f32 = np.dtype(np.float32)
+
+    def chain(n_ops, ndim):
+        instrs = [Instr("mul", (Arg("in", 0), Arg("in", 1)), (), f32, f32)]
+        instrs += [Instr("add" if k % 2 else "mul", (Arg("t", k), Arg("in", 1)), (), f32, f32) for k in range(n_ops - 1)]
+        return Region([(f32, ndim), (f32, ndim)], instrs, [n_ops - 1])
+
+    short, long_, scalar = chain(2, 1), chain(codegen.SMALL_REGION_MAX_INSTRS, 1), chain(8, 0)
+    rng = np.random.default_rng(1)
+    vec = [rng.standard_normal(512).astype(np.float32) for _ in range(2)]
+    one = [np.asarray(v[0]) for v in vec]
+    codegen.set_backend("auto")
+    try:
+        for region, args in ((short, vec), (long_, vec), (scalar, one)):
+            np.testing.assert_array_equal(codegen.run_region(region, args)[0], region.evaluate(np, args)[0])
+        assert ("setting", "auto") not in short.compiled and ("setting", "numpy") in short.compiled
+        assert long_.compiled[("setting", "auto")] is long_.compiled["numba"]
+        assert ("setting", "auto") not in scalar.compiled and ("setting", "numpy") in scalar.compiled
+    finally:
+        codegen.set_backend(None)
+
+
 def test_numba_output_written_over_its_input():
     """An output given as an input's own array (a weight updated in place) is stored through that input."""
     pytest.importorskip("numba")
