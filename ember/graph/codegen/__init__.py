@@ -32,12 +32,12 @@ BACKENDS = ("auto", "numba", "numpy")
 # Under "auto", regions whose largest operand has fewer elements run NumPy's code when their program is short:
 # a Numba call's fixed cost (argument checks, dispatch; about 5 us on the flat path, 10 for broadcasts and sums)
 # is a few NumPy ufunc calls' (1-2 us each; a 16x64 MLP step's fused regions took 0.44 ms compiled and 0.32 ms
-# in NumPy). A program of SMALL_REGION_MAX_INSTRS ops or more (an Adam update of a bias: 30 ops) pays a NumPy
-# call per op and runs compiled: the jitted LSTM's small regions went 213 -> 175 us a step, the MLP's 28 -> 23.
+# in NumPy). A program of SMALL_REGION_COMPILED_OPS ops or more (an Adam update of a bias: 30 ops) pays a NumPy
+# call per op, so it runs compiled: the jitted LSTM's small regions went 213 -> 175 us a step, the MLP's 28 -> 23.
 # Regions of single values (0-d optimizer arithmetic) stay NumPy scalar code, which beats a compiled call with
 # dozens of scalar arguments.
 SMALL_REGION = 16384
-SMALL_REGION_MAX_INSTRS = 4
+SMALL_REGION_COMPILED_OPS = 4
 STRIDED = "auto-strided"  # the "auto" choice for a call whose operands broadcast (see run_region)
 _numba = NumbaRenderer()
 _numpy = NumpyRenderer()
@@ -103,7 +103,7 @@ def run_region(region: Region, arrays, outs=None) -> list:
                 largest = a.size
             if contiguous and not a.flags.c_contiguous:
                 contiguous = False
-        if largest < SMALL_REGION and (largest <= 1 or len(region.instrs) < SMALL_REGION_MAX_INSTRS):
+        if largest < SMALL_REGION and (largest <= 1 or len(region.instrs) < SMALL_REGION_COMPILED_OPS):
             setting = "numpy"  # a compiled kernel's call costs more than NumPy's few passes over small arrays
         elif region.reduce is None and not contiguous:
             setting = STRIDED  # Numba's loop over strided views is scalar; NumPy's ufuncs stay vectorised

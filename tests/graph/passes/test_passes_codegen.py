@@ -321,7 +321,7 @@ def test_auto_runs_small_regions_compiled_only_for_long_programs():
         instrs += [Instr("add" if k % 2 else "mul", (Arg("t", k), Arg("in", 1)), (), f32, f32) for k in range(n_ops - 1)]
         return Region([(f32, ndim), (f32, ndim)], instrs, [n_ops - 1])
 
-    short, long_, scalar = chain(2, 1), chain(codegen.SMALL_REGION_MAX_INSTRS, 1), chain(8, 0)
+    short, long_, scalar = chain(2, 1), chain(codegen.SMALL_REGION_COMPILED_OPS, 1), chain(8, 0)
     rng = np.random.default_rng(1)
     vec = [rng.standard_normal(512).astype(np.float32) for _ in range(2)]
     one = [np.asarray(v[0]) for v in vec]
