@@ -69,7 +69,8 @@ def im2col_valid(x, kh, kw, oh, ow, out, per_sample):
 
 def im2col_plane(x, kh, kw, pt, pl, oh, ow, out, per_sample, plane):
     # im2col_valid for a padded layer: each input plane is first copied into `plane`, a zeroed scratch image of the
-    # padded size whose border stays zero (the padding), and every patch row is then read from it in bounds
+    # padded size whose border stays zero (the padding), and every patch row is then read from it in bounds. Kept
+    # apart from im2col_valid: one kernel choosing its source per plane ran 3-27% slower on both kinds of layer
     N, C, H, W = x.shape
     for n in range(N):
         for c in range(C):
