@@ -269,6 +269,7 @@ class Plan:
         if len(runs[False]) >= _TRIAL_RUNS and len(runs[True]) >= _TRIAL_RUNS:
             self._parallel_choice = min(runs[True]) < min(runs[False]) * _PARALLEL_MARGIN
             self._parallel_trial = None
+            self._arenas.pop("sequential" if self._parallel_choice else "parallel", None)  # the losing way's memory
             return self._parallel_choice, None
         return way, runs[way]
 

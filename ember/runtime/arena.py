@@ -8,6 +8,7 @@ in several threads at once never share one.
 from __future__ import annotations
 
 from ember.runtime.allocator import pool
+from ember.runtime.memory import writes_into_buffer
 
 
 class Arena:
@@ -19,7 +20,7 @@ class Arena:
         raw = None
         outs: list = [None] * len(plan.steps)
         for k, step in enumerate(plan.steps):
-            if step.kernel_out is None or step.multi or not step.backend.direct:
+            if not writes_into_buffer(step):
                 continue
             s = step.out_slots[0]
             b = mem.assign.get(s)

@@ -1,6 +1,8 @@
 """Memory planning for graph plans: liveness, buffer sharing, in-place reuse, and its validator.
 
-Every intermediate value of a `Plan` gets a buffer: an elementwise step whose input dies there
+Every intermediate value that a step can write into given memory (its op has an `out=` kernel on a
+backend that runs NumPy arrays directly) gets a buffer; the rest are allocated by their kernels at run
+time and are only counted, so the arena holds exactly what runs use. An elementwise step whose input dies there
 (same shape and dtype, not a view, not a graph input or output) writes its result over that input,
 continuing the input's buffer; any other value starts a buffer. The buffers are then packed into
 one arena, largest first, each at the lowest offset not used by a buffer alive at the same time,
@@ -44,6 +46,11 @@ class SlotInfo:
     @property
     def is_array(self) -> bool:
         return self.kind != "scalar"
+
+
+def writes_into_buffer(step) -> bool:
+    """Whether a step can put its result in planned memory: one result, an `out=` kernel, NumPy arrays."""
+    return step.kernel_out is not None and not step.multi and step.backend is not None and step.backend.direct
 
 
 def is_fresh(op) -> bool:
@@ -155,8 +162,10 @@ class MemoryPlan:
         self.assign: dict = {}  # slot -> buffer id
         self.inplace: list = []  # (step index, input slot, output slot)
         self.last_use: dict = {}  # root slot -> last step that may touch its storage
-        self.pinned: set = set()  # root slots that must keep their own storage (I/O and their aliases)
+        self.pinned: set = set()  # root slots not planned: I/O and their aliases, kernel-allocated values
         self.unplanned_bytes = 0
+        self.kernel_bytes = 0  # intermediates allocated by kernels without an out= form (not in the arena)
+        self.n_kernel_allocated = 0
         self.output_bytes = 0
         self.live_peak_bytes = 0
         self.n_unknown = 0  # intermediates of unknown size, allocated at run time
@@ -216,6 +225,8 @@ class MemoryPlan:
             f"  planned peak:            {_fmt_bytes(self.peak_bytes)} ({self.saving * 100:.0f}% saved; "
             f"live lower bound {_fmt_bytes(self.live_peak_bytes)})",
             f"  buffers:                 {self.n_buffers}, {_fmt_bytes(self.buffer_bytes)} before packing",
+            f"  allocated by kernels:    {_fmt_bytes(self.kernel_bytes)} in {self.n_kernel_allocated} values "
+            "(no out= form; not in the arena)",
             f"  computed in place:       {self.n_inplace} steps",
             f"  outputs (not planned):   {_fmt_bytes(self.output_bytes)}",
         ]
@@ -266,7 +277,6 @@ def plan_memory(plan, mode: str = SEQUENTIAL) -> MemoryPlan:
         if info is not None and info.is_array and (info.kind != "step" or info.nbytes is None):
             pinned.add(info.slot)
     mp.last_use = last
-    mp.pinned = pinned
 
     for info in infos:
         if info is None or info.kind != "step" or not info.own:
@@ -277,7 +287,13 @@ def plan_memory(plan, mode: str = SEQUENTIAL) -> MemoryPlan:
             elif any(info.slot in roots[o] for o in plan.out_slots):
                 mp.output_bytes += info.nbytes
             continue
+        if not writes_into_buffer(plan.steps[info.producer]):
+            pinned.add(info.slot)  # its kernel allocates it: a buffer for it would sit unused in the arena
+            mp.kernel_bytes += info.nbytes
+            mp.n_kernel_allocated += 1
+            continue
         mp.unplanned_bytes += info.nbytes
+    mp.pinned = pinned
 
     # Buffers: a value either continues the buffer of the input it overwrites in place or starts one.
     buffers = mp.buffers

@@ -202,3 +202,5 @@ def test_an_auto_plan_times_both_ways_and_keeps_the_faster(slow, monkeypatch):
     assert ways[:6] == ["sequential", "engine"] * 3
     faster = "sequential" if slow == "engine" else "engine"
     assert ways[6:] == [faster] * 3
+    # the arena of the way not chosen is given up: it would sit in memory unused
+    assert set(plan._arenas) == {"parallel" if faster == "engine" else "sequential"}
