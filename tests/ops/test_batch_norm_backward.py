@@ -219,6 +219,25 @@ def test_relu_backward_into_a_planned_buffer_even_its_own_input(backend, shape):
     np.testing.assert_array_equal(op.kernel_out(np, g, out2, out=out2), want)
 
 
+@pytest.mark.parametrize("shape", [(7, 3), (128, 256)])  # below and above compiled.MIN_ELEMENTS
+def test_relu_into_a_planned_buffer_even_its_own_input(backend, shape):
+    """relu's out= kernel into a fresh buffer and over its own input (the compiled kernel's in-place loop):
+    NumPy's maximum's values, NaN kept and -0.0 made +0.0."""
+    from ember.ops.registry import OPS
+
+    op = OPS["relu"]
+    x = np.random.default_rng(6).standard_normal(shape).astype(np.float32)
+    x.flat[:5] = [np.nan, -0.0, 0.0, np.inf, -np.inf]
+    want = np.maximum(x, np.float32(0))
+    got = op.kernel_out(np, x, out=np.empty_like(x))
+    np.testing.assert_array_equal(got, want)
+    assert not np.signbit(got.flat[1])
+    x2 = x.copy()
+    got = op.kernel_out(np, x2, out=x2)
+    np.testing.assert_array_equal(got, want)
+    assert not np.signbit(got.flat[1])
+
+
 def test_batch_norm_split_over_threads_equals_one_thread_and_matches_torch(monkeypatch):
     """From batch_norm_compiled._SPLIT_MIN values batch norm's channels are split over the batch threads: the
     results equal the one-thread kernels bit for bit and match PyTorch (relu's compiled backward included)."""
