@@ -29,6 +29,7 @@ from ember.nn._loss_functional import (  # noqa: F401  (re-exported: F.<loss> is
     soft_margin_loss,
 )
 from ember.nn._tuples import _pair, _single
+from ember.ops.attention import safe_softmax as _safe_softmax
 from ember.ops.attention import scaled_dot_product_attention as _fused_attention
 from ember.ops.channel_affine import batch_norm_scale_shift, channel_affine
 from ember.ops.nn_extra import batch_norm_train as _fused_batch_norm
@@ -559,7 +560,7 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
             scores = scores.masked_fill(~attn_mask, float("-inf"))
         else:
             scores = scores + attn_mask
-    attn = em.softmax(scores, -1)
+    attn = _safe_softmax(scores)  # a query that may attend nowhere gets weights 0, as in PyTorch
     if dropout_p > 0.0:
         attn = dropout(attn, dropout_p, True)
     return em.matmul(attn, value)

@@ -16,7 +16,7 @@ import numpy as np
 from ember.autograd.grad_mode import state as grad_state
 from ember.dtypes import bool_
 from ember.errors import ShapeError, fmt_shape
-from ember.ops import batch_threads
+from ember.ops import attention_compiled, batch_threads
 from ember.ops._rules import FLOAT_NP, spec
 from ember.ops.dispatch import apply
 from ember.ops.opmath import rounded, upcast
@@ -32,21 +32,39 @@ def _causal_blocked(xp, L: int, S: int):
     return xp.triu(xp.ones((L, S), dtype=bool), 1)
 
 
-def _weights(xp, q, k, mask, scale: float, causal: bool, out):
-    """Softmax attention weights (..., L, S) in q's (float32 or float64) dtype, written into `out`."""
+def _weights(xp, q, k, mask, scale: float, causal: bool, out, softmax=None):
+    """Softmax attention weights (..., L, S) in q's (float32 or float64) dtype, written into `out` (C-contiguous);
+    `softmax`: attention_compiled's row kernel, when the call runs it."""
     s = xp.matmul(q * q.dtype.type(scale), _swap(k), out=out)
-    if causal:  # a masked copy over the blocked half: 10x faster than assigning through a boolean index
-        xp.copyto(s, s.dtype.type(-np.inf), where=_causal_blocked(xp, s.shape[-2], s.shape[-1]))
     if mask is not None:
         if mask.dtype == np.bool_:
             xp.copyto(s, s.dtype.type(-np.inf), where=~mask)
         else:
             s += upcast(mask).astype(s.dtype, copy=False)
-    with np.errstate(invalid="ignore"):  # a row that attends nowhere is NaN, as in PyTorch
-        s -= s.max(axis=-1, keepdims=True)
+    if softmax is not None:
+        softmax(attention_compiled.rows(s), causal)
+        return s
+    if causal:  # a masked copy over the blocked half: 10x faster than assigning through a boolean index
+        xp.copyto(s, s.dtype.type(-np.inf), where=_causal_blocked(xp, s.shape[-2], s.shape[-1]))
+    peak = s.max(axis=-1, keepdims=True)
+    nowhere = peak == -np.inf  # rows that attend nowhere: weights 0 (output 0), as PyTorch's attention gives
+    peak[nowhere] = 0
+    with np.errstate(invalid="ignore"):  # a NaN score still makes its row NaN
+        s -= peak
         xp.exp(s, out=s)
-        s /= _row_sums(xp, s)
+        sums = _row_sums(xp, s)
+        sums[nowhere] = 1
+        s /= sums
     return s
+
+
+def safe_softmax(scores):
+    """softmax over the last dim in Ember ops, with 0 for rows whose scores are all -inf (where softmax is NaN):
+    PyTorch's attention weights for a query that may attend nowhere. The gradient through such rows is 0."""
+    from ember.ops.activation import softmax
+
+    nowhere = (scores == float("-inf")).all(-1, keepdim=True)
+    return softmax(scores.masked_fill(nowhere, 0.0), -1).masked_fill(nowhere, 0.0)
 
 
 # Attention is independent per batch index, and its many small GEMMs and softmax passes run on one core:
@@ -113,9 +131,10 @@ class ScaledDotProductAttentionOp(Op):
         q, k, v = upcast(q), upcast(k), upcast(v)
         p = xp.empty(q.shape[:-1] + (k.shape[-2],), q.dtype)
         out = _laid_out_like(xp, q, q.shape[:-1] + (v.shape[-1],), q.dtype)
+        softmax = attention_compiled.kernel("softmax_rows", xp, p.dtype, p.size)  # one path for every chunk
 
         def work(a, b):
-            _weights(xp, q[a:b], k[a:b], _chunk(mask, q.ndim, a, b), scale, causal, out=p[a:b])
+            _weights(xp, q[a:b], k[a:b], _chunk(mask, q.ndim, a, b), scale, causal, out=p[a:b], softmax=softmax)
             xp.matmul(p[a:b], v[a:b], out=out[a:b])
 
         _by_first_axis(xp, work, q.shape, p.size)
@@ -150,13 +169,19 @@ class ScaledDotProductAttentionBackwardOp(Op):
         q, k, v, g = upcast(q), upcast(k), upcast(v), upcast(g).astype(p.dtype, copy=False)
         dq, dk, dv = (_laid_out_like(xp, a, a.shape, p.dtype) for a in (q, k, v))
         sc = p.dtype.type(scale)
+        grad_rows = attention_compiled.kernel("softmax_grad_rows", xp, p.dtype, p.size)
+        if grad_rows is not None:
+            p = np.ascontiguousarray(p)
 
         def work(a, b):
             pa, ga = p[a:b], g[a:b]
             xp.matmul(_swap(pa), ga, out=dv[a:b])
             dp = xp.matmul(ga, _swap(v[a:b]))
-            dp -= _row_sums(xp, dp * pa)
-            dp *= pa  # now the scores' gradient
+            if grad_rows is not None:
+                grad_rows(attention_compiled.rows(dp), attention_compiled.rows(pa))
+            else:
+                dp -= _row_sums(xp, dp * pa)
+                dp *= pa  # now the scores' gradient
             xp.matmul(dp, k[a:b], out=dq[a:b])
             dq[a:b] *= sc
             xp.matmul(_swap(dp), q[a:b], out=dk[a:b])
@@ -194,7 +219,6 @@ def _mask_grad(ds, mask):
 def _vjp_in_ops(q, k, v, mask, p, g_out, g_p, scale, ctx):
     """The gradient in Ember ops (recorded, so it can be differentiated again): P is recomputed from
     Q, K and the mask so that the gradient's own gradient reaches them."""
-    from ember.ops.activation import softmax
     from ember.ops.linalg import matmul
 
     s = matmul(q * scale, k.transpose(-2, -1))
@@ -205,7 +229,7 @@ def _vjp_in_ops(q, k, v, mask, p, g_out, g_p, scale, ctx):
         s = s.masked_fill(blocked, float("-inf"))
     if mask is not None:
         s = s.masked_fill(~mask, float("-inf")) if mask.dtype == bool_ else s + mask
-    p = softmax(s, -1)
+    p = safe_softmax(s)
     dp = None
     if g_out is not None:
         dp = matmul(g_out, v.transpose(-2, -1))

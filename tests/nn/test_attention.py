@@ -211,6 +211,55 @@ def test_attention_split_over_threads_matches_torch_and_the_unsplit_kernel(monke
         np.testing.assert_allclose(got, want.detach().numpy(), rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.parametrize("case", ["causal", "bool mask, a row attending nowhere", "float mask", "NaN and far-off scores",
+                                  "causal, non-finite future keys"])
+def test_compiled_softmax_rows_match_the_numpy_path_and_torch(monkeypatch, case):
+    """float32 scores of 16K values and more take attention_compiled's row kernels (forward and gradient): values
+    and gradients match PyTorch and the NumPy path, NaN rows included, and masked weights are exactly 0."""
+    pytest.importorskip("numba")
+    from ember.ops import attention_compiled
+
+    rng = np.random.default_rng(1)
+    q, k, v, g = (rng.standard_normal((4, 4, 64, 16)).astype(np.float32) for _ in range(4))
+    mask, causal = None, case.startswith("causal")
+    if case.startswith("bool"):
+        mask = rng.random((4, 1, 64, 64)) < 0.7
+        mask[..., 0] = True
+        mask[1, 0, 5] = False  # query 5 of batch 1 attends nowhere: weights 0, as in PyTorch
+    elif case == "float mask":
+        mask = (rng.standard_normal((64, 64)) * 4).astype(np.float32)
+    elif case.startswith("NaN"):
+        q[0, 0, 3, 0] = np.nan  # one query's scores are all NaN
+        k[0, 1, 7] *= 40.0  # scores of about -500 next to ordinary ones: weights that underflow to 0
+    else:
+        k[:, :, 40] = np.inf
+        k[:, :, 50, 0] = np.nan
+    assert attention_compiled.kernel("softmax_rows", np, np.dtype(np.float32), 4 * 4 * 64 * 64) is not None
+
+    def run():
+        ts = [em.tensor(a, requires_grad=True) for a in (q, k, v)]
+        out = em.nn.functional.scaled_dot_product_attention(
+            *ts, attn_mask=None if mask is None else em.tensor(mask), is_causal=causal)
+        out.backward(em.tensor(g))
+        return [out.detach().numpy()] + [t.grad.numpy() for t in ts]
+
+    compiled = run()
+    monkeypatch.setattr(attention_compiled, "kernel", lambda *a: None)
+    numpy_path = run()
+    tq, tk, tv = (torch.tensor(a, requires_grad=True) for a in (q, k, v))
+    out = torch.nn.functional.scaled_dot_product_attention(
+        tq, tk, tv, attn_mask=None if mask is None else torch.tensor(mask), is_causal=causal)
+    out.backward(torch.tensor(g))
+    for got, ref, want in zip(compiled, numpy_path, [out, tq.grad, tk.grad, tv.grad]):
+        finite = np.abs(ref[np.isfinite(ref)])
+        tol = 1e-4 * max(1.0, float(finite.max(initial=0.0)))  # the far-off keys' gradients reach about 40
+        np.testing.assert_allclose(got, ref, rtol=1e-4, atol=tol, equal_nan=True)
+        np.testing.assert_allclose(got, want.detach().numpy(), rtol=1e-4, atol=tol, equal_nan=True)
+        assert (np.isnan(got) == np.isnan(want.detach().numpy())).all()
+    if causal:
+        assert np.isfinite(compiled[0][:, :, :40]).all()
+
+
 def test_a_mask_with_more_dims_than_the_scores_is_named():
     q = em.randn(2, 4, 8)
     with pytest.raises(ValueError, match=r"attn_mask of shape \(1, 2, 4, 4\) does not broadcast to the scores' "

@@ -947,7 +947,16 @@ row("scaled_dot_product_attention", lambda L, q, k, v: nnf(L).scaled_dot_product
 
 def _attention_bool_mask(r: Rand):
     mask = r.bools((2, 1, 4, 5))
-    mask[..., 0] = True  # every query attends somewhere (a row that attends nowhere is NaN in both)
+    mask[..., 0] = True  # every query attends somewhere (one that attends nowhere: the next row)
+    return [r.normal((2, 3, 4, 8)), r.normal((2, 3, 5, 8)), r.normal((2, 3, 5, 6)), mask]
+
+
+def _attention_mask_blocking_a_query(r: Rand):
+    """A bool mask under which query 2 of the first sample attends nowhere: PyTorch's attention gives that query
+    weights 0 (output 0, no gradient), where its plain softmax would give NaN."""
+    mask = r.bools((2, 1, 4, 5))
+    mask[..., 0] = True
+    mask[0, 0, 2] = False
     return [r.normal((2, 3, 4, 8)), r.normal((2, 3, 5, 8)), r.normal((2, 3, 5, 6)), mask]
 
 
@@ -958,6 +967,9 @@ row("scaled_dot_product_attention_float_mask",
 row("scaled_dot_product_attention_bool_mask",
     lambda L, q, k, v, m: nnf(L).scaled_dot_product_attention(q, k, v, attn_mask=m, scale=0.3),
     _attention_bool_mask, tol=MATMUL, torch_second=False)  # aten's math kernel expects a bool mask made float
+row("scaled_dot_product_attention_query_attending_nowhere",
+    lambda L, q, k, v, m: nnf(L).scaled_dot_product_attention(q, k, v, attn_mask=m),
+    _attention_mask_blocking_a_query, tol=MATMUL, torch_second=False)
 row("scaled_dot_product_attention_2d", lambda L, q, k, v: nnf(L).scaled_dot_product_attention(q, k, v),
     mats((4, 8), (6, 8), (6, 3)), tol=MATMUL,
     th=lambda L, q, k, v: L.ops.aten._scaled_dot_product_attention_math(q, k, v)[0])
