@@ -1,15 +1,19 @@
 """Max pooling forward and backward as compiled kernels (Numba) when the `jit` extra is installed.
 
 NumPy's max pooling makes kh*kw passes over strided views of a padded copy, each with a comparison,
-a maximum and an index update; the forward loop nest visits each window once and reads the padding as
--inf without materialising it (used from 1 MB inputs, its planes split over the batch threads), and
-the backward adds each output gradient into its argmax in one pass instead of kh*kw masked passes. The
-commonest pooling (2x2 windows at stride 2, no padding) has its own pair of loops with the taps written
-out, which vectorise and run at every size (split over the batch threads from 1 MB). The window-local argmax and NaN rule (a NaN wins, the last one of a window) are exactly
-those of the NumPy path in pool.py, which runs without Numba or for other dtypes.
+a maximum and an index update; the forward visits each window once and reads the padding as -inf without
+materialising it, its planes split over the batch threads. Windows of up to 7x7 run a kernel generated for
+their geometry, with the taps written out for the windows inside the input (`_taps_source`); larger ones a
+general loop nest (from 1 MB inputs). The backward adds each output gradient into its argmax in one pass
+instead of kh*kw masked passes. The commonest pooling (2x2 windows at stride 2, no padding) has its own pair
+of loops with the taps written out, which vectorise and run at every size (split over the batch threads
+from 1 MB). The window-local argmax and NaN rule (a NaN wins, the last one of a window) are exactly those of
+the NumPy path in pool.py, which runs without Numba or for other dtypes.
 """
 
 from __future__ import annotations
+
+import functools
 
 import numpy as np
 
@@ -117,15 +121,97 @@ def max_pool2d_2x2_backward(g, idx, gx, t0, t1):
 '''
 
 
+_MAX_UNROLLED_TAPS = 49  # windows up to 7x7 get a kernel with their taps written out; larger ones the loop above
+
+
+@functools.cache
+def _taps_source(kh: int, kw: int, sh: int, sw: int, dh: int, dw: int) -> str:
+    """Source of `max_pool2d_taps` for one window geometry: for the output columns whose windows lie inside the
+    input (every row but the edges) the kh*kw taps are written out with constant offsets, as select chains in the
+    general loop's order and NaN rule, so a row is one straight loop; edge windows take `window_max`, the general
+    loop's body. ResNet-18's stem pooling (3x3 at stride 2 over (1, 64, 112, 112)), one thread: 4.9 -> 1.4 ms."""
+    taps = []
+    for i in range(kh):
+        for j in range(kw):
+            k = i * kw + j
+            read = f"r{i}[u(xx * {sw} + {j * dw} - pw)]"
+            if k == 0:  # the first tap always wins against the -inf start (or ties it at -inf with argmax 0)
+                taps += [f"                b = {read}", "                a = 0"]
+            else:
+                taps += [f"                v = {read}", "                t = (v > b) | (v != v)",
+                         "                b = v if t else b", f"                a = {k} if t else a"]
+    rows = "\n".join(f"            r{i} = x[n, c, top + {i * dh}]" for i in range(kh))
+    reach_y, reach_x = (kh - 1) * dh, (kw - 1) * dw
+    return f'''
+import numpy as np
+from numba import njit
+
+
+@njit(inline="always")
+def u(i):
+    return np.uint64(i)
+
+
+@njit
+def window_max(x, n, c, y, xx, ph, pw, out, idx):
+    H, W = x.shape[2], x.shape[3]
+    best = -np.inf
+    arg = 0
+    for i in range({kh}):
+        iy = y * {sh} - ph + i * {dh}
+        if iy < 0 or iy >= H:
+            continue
+        for j in range({kw}):
+            ix = xx * {sw} - pw + j * {dw}
+            if ix < 0 or ix >= W:
+                continue
+            v = x[n, c, iy, ix]
+            if v > best or v != v:
+                best = v
+                arg = i * {kw} + j
+    out[n, c, y, xx] = best
+    idx[n, c, y, xx] = arg
+
+
+def max_pool2d_taps(x, ph, pw, out, idx, t0, t1):
+    N, C, H, W = x.shape
+    oh, ow = out.shape[2], out.shape[3]
+    x_lo = min(ow, (pw + {sw - 1}) // {sw})  # columns [x_lo, x_hi) read inside the row with every tap
+    last = W - 1 + pw - {reach_x}
+    x_hi = max(x_lo, min(ow, last // {sw} + 1)) if last >= 0 else x_lo
+    for t in range(t0, t1):
+        n = t // C
+        c = t % C
+        for y in range(oh):
+            top = y * {sh} - ph
+            if top < 0 or top + {reach_y} >= H:
+                for xx in range(ow):
+                    window_max(x, n, c, y, xx, ph, pw, out, idx)
+                continue
+            for xx in range(x_lo):
+                window_max(x, n, c, y, xx, ph, pw, out, idx)
+            for xx in range(x_hi, ow):
+                window_max(x, n, c, y, xx, ph, pw, out, idx)
+{rows}
+            o = out[n, c, y]
+            q = idx[n, c, y]
+            for xx in range(x_lo, x_hi):
+{chr(10).join(taps)}
+                o[xx] = b
+                q[xx] = a
+'''
+
+
 def _is_2x2(kernel, stride, padding, dilation) -> bool:
     """Whether the pooling is 2x2 windows at stride 2 without padding or dilation (every window inside)."""
     return tuple(kernel) == (2, 2) and tuple(stride) == (2, 2) and not any(padding) and tuple(dilation) == (1, 1)
 
 
-# NumPy's forward makes one vectorised pass per tap over a padded copy, which beats the general loop on
-# small inputs; from 1 MB the loop runs with its planes split over the batch threads, which NumPy's passes
-# are not (ResNet-18's stem pooling, 3x3 at stride 2 over (1, 64, 112, 112): 3.5 -> 2.5 ms; at batch 32,
-# 163 -> 79 ms).
+# NumPy's forward makes one vectorised pass per tap over a padded copy, which beats the general loop (windows of
+# more than _MAX_UNROLLED_TAPS) on small inputs; from 1 MB that loop runs with its planes split over the batch
+# threads, which NumPy's passes are not. The written-out taps beat NumPy from compiled.MIN_ELEMENTS values (3x3 at
+# stride 2: 162 -> 120 us at (4, 16, 16, 16), 670 -> 359 us at (8, 16, 32, 32)) and run from there; ResNet-18's
+# stem pooling ((1, 64, 112, 112)) went from 2.65 ms in the general loop to 0.77 ms on two threads.
 _FORWARD_MIN_BYTES = 1 << 20
 # The 2x2 loops split their planes over the batch threads from this input size: LeNet-5's first pooling
 # (1.2 MB) went from 0.31 to 0.21 ms forward and 0.15 to 0.13-0.14 ms backward, (32, 64, 56, 56) from 6.3 to
@@ -136,7 +222,8 @@ _SPLIT_2X2_MIN_BYTES = 1 << 20
 def max_pool2d_compiled(xp, x, kernel, stride, padding, dilation, oh, ow):
     """(values, window-local argmax) of max pooling NCHW `x`, or None to use NumPy."""
     two_by_two = _is_2x2(kernel, stride, padding, dilation)
-    if not two_by_two and x.nbytes < _FORWARD_MIN_BYTES:
+    unrolled = not two_by_two and kernel[0] * kernel[1] <= _MAX_UNROLLED_TAPS
+    if not two_by_two and not unrolled and x.nbytes < _FORWARD_MIN_BYTES:
         return None
     fn = kernel_for(_SOURCE, "max_pool2d_2x2" if two_by_two else "max_pool2d", xp, x.dtype, x.size)
     if fn is None:
@@ -147,6 +234,10 @@ def max_pool2d_compiled(xp, x, kernel, stride, padding, dilation, oh, ow):
     if two_by_two:
         batch_threads.run_if(lambda t0, t1: fn(x, out, idx, t0, t1), x.shape[0] * x.shape[1],
                              x.nbytes >= _SPLIT_2X2_MIN_BYTES)
+        return out, idx
+    if unrolled:
+        taps = kernel_for(_taps_source(*kernel, *stride, *dilation), "max_pool2d_taps", xp, x.dtype, x.size)
+        batch_threads.run(lambda t0, t1: taps(x, padding[0], padding[1], out, idx, t0, t1), x.shape[0] * x.shape[1])
         return out, idx
     args = (x, kernel[0], kernel[1], stride[0], stride[1], padding[0], padding[1], dilation[0], dilation[1], out, idx)
     batch_threads.run(lambda t0, t1: fn(*args, t0, t1), x.shape[0] * x.shape[1])

@@ -25,7 +25,8 @@ def _both(fn):
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("kernel,stride,padding,dilation,ceil_mode", [
     (2, 2, 0, 1, False), (3, 2, 1, 1, False), (3, 2, 1, 1, True), ((3, 2), (1, 2), (1, 0), (2, 1), False),
-    (2, 3, 1, 2, True),
+    (2, 3, 1, 2, True), ((7, 5), 1, (3, 2), 1, False),
+    (8, 3, 4, 1, True),  # 64 taps: the general loop, not the written-out taps
 ])
 def test_compiled_max_pool_equals_numpy(dtype, kernel, stride, padding, dilation, ceil_mode, monkeypatch):
     monkeypatch.setattr(pool_compiled, "_FORWARD_MIN_BYTES", 0)  # the compiled forward, at a small size
@@ -49,7 +50,7 @@ def test_compiled_max_pool_equals_numpy(dtype, kernel, stride, padding, dilation
     np.testing.assert_array_equal(got[0], want[0])
     np.testing.assert_array_equal(got[1], want[1])
     # overlapping windows add into one input element in another order
-    np.testing.assert_allclose(got[2], want[2], rtol=1e-6 if dtype == np.float32 else 1e-14, atol=1e-6)
+    np.testing.assert_allclose(got[2], want[2], rtol=1e-5 if dtype == np.float32 else 1e-14, atol=1e-6)
 
 
 @pytest.mark.parametrize("forward_min_bytes", [0, 1 << 40])
