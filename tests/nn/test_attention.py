@@ -287,3 +287,26 @@ def test_heads_split_from_one_projection_come_back_as_views_with_torchs_values()
     assert not ey.is_contiguous() and ey.transpose(1, 2).is_contiguous()  # (B, T, H, D) memory
     np.testing.assert_allclose(em_merged.detach().numpy(), t_merged.detach().numpy(), rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(ex.grad.numpy(), tx.grad.numpy(), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("need_weights", [True, False])
+def test_multihead_attention_with_a_query_that_attends_nowhere_matches_torch(need_weights):
+    """A sample whose keys are all padded, and a query whose attn_mask blocks every key: PyTorch's
+    MultiheadAttention gives NaN there when it returns the weights (an explicit softmax) and zeros'
+    projection when it does not (scaled_dot_product_attention); Ember's follows both."""
+    torch.manual_seed(0)
+    tm = torch.nn.MultiheadAttention(8, 2, batch_first=True)
+    m = nn.MultiheadAttention(8, 2, batch_first=True)
+    m.load_state_dict({k: em.tensor(v.detach().numpy()) for k, v in tm.state_dict().items()})
+    x = RNG.standard_normal((2, 4, 8)).astype(np.float32)
+    padded = np.zeros((2, 4), bool)
+    padded[1] = True
+    blocked = np.zeros((4, 4), bool)
+    blocked[2] = True
+    for kw_t, kw_e in (({"key_padding_mask": torch.tensor(padded)}, {"key_padding_mask": em.tensor(padded)}),
+                       ({"attn_mask": torch.tensor(blocked)}, {"attn_mask": em.tensor(blocked)})):
+        with torch.no_grad(), em.no_grad():
+            want, _ = tm(torch.tensor(x), torch.tensor(x), torch.tensor(x), need_weights=need_weights, **kw_t)
+            got, _ = m(em.tensor(x), em.tensor(x), em.tensor(x), need_weights=need_weights, **kw_e)
+        assert np.isnan(want.numpy()).any() == need_weights
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5, atol=1e-6, equal_nan=True)
