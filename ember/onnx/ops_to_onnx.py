@@ -767,6 +767,9 @@ def _attention(ctx, node):
         else:
             scores = ctx.add("Add", [scores, ctx.input(mask, dt)])
     weights = ctx.add("Softmax", [scores], axis=-1)
+    if mask is not None:  # a query whose keys are all masked gets weights 0 (Softmax alone gives NaN), as in Ember
+        nowhere = ctx.add("Equal", [_reduce(ctx, "ReduceMax", scores, [-1], keepdims=True), _scalar(ctx, -np.inf, dt)])
+        weights = ctx.add("Where", [nowhere, _scalar(ctx, 0.0, dt), weights])
     return [ctx.add("MatMul", [weights, ctx.input(v, dt)]), weights]
 
 

@@ -96,6 +96,10 @@ CASES = {
     "attention_causal": (lambda x: F.scaled_dot_product_attention(x, x * 0.5, x.flip(1), is_causal=True), (5, 4)),
     "attention_masks": (lambda x: F.scaled_dot_product_attention(x, x, x, attn_mask=em.tril(em.ones(5, 5)).bool())
                         + F.scaled_dot_product_attention(x, x, x, attn_mask=em.ones(5, 5) * 0.3, scale=0.2), (5, 4)),
+    # query 2 may attend nowhere: weights 0, not Softmax's NaN
+    "attention_query_attending_nowhere": (
+        lambda x: F.scaled_dot_product_attention(x, x, x, attn_mask=em.tensor([[True] * 5] * 2 + [[False] * 5]
+                                                                              + [[True] * 5] * 2)), (5, 4)),
     "lstm_cell": (lambda x: em.stack(lstm_cell(x, x[:, :3]), 0), (12,)),
     "gru_cell": (lambda x: gru_cell(x[:, :6], x[:, 6:9], x[:, 3:12] * 0.5, x[:, 9:12]), (12,)),
     "gru_module": (lambda x: _GRU(x)[0], (5, 3)),
