@@ -191,3 +191,31 @@ def test_a_single_sample_split_by_output_rows_matches_torch(two_workers, channel
     assert conv._rows_pay(x, w, attrs["stride"], attrs["padding"], attrs["dilation"])
     got = conv._conv2d_op.kernel(np, x, w, **attrs)
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("shape,out_channels,kernel,stride", [
+    ((1, 64, 14, 14), 96, 3, 1),  # ResNet-18's 14x14 layers, narrowed
+    ((1, 65, 20, 20), 32, 3, 2),  # an odd channel count: halves of 32 and 33
+])
+def test_a_single_sample_split_by_input_channels_matches_torch_on_any_thread_count(monkeypatch, shape, out_channels,
+                                                                                    kernel, stride):
+    """Maps too small to split by rows are split into two halves of the input channels, summed: values match
+    PyTorch, and are the same bit for bit with one worker thread or two."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal(shape).astype(np.float32)
+    w = rng.standard_normal((out_channels, shape[1], kernel, kernel)).astype(np.float32)
+    monkeypatch.setattr(conv, "_HALVES_MIN_FLOPS", 0)
+    attrs = dict(stride=(stride, stride), padding=(1, 1, 1, 1), dilation=(1, 1), groups=1)
+    assert conv._halves_pay(x, w, attrs["stride"], attrs["padding"], attrs["dilation"], 1)
+    if batch_threads.workers() < 2:
+        pytest.skip("NumPy's BLAS thread count cannot be set here, or one core")
+    results = []
+    for workers in (1, 2):
+        monkeypatch.setitem(batch_threads._state, "workers", workers)
+        results.append(conv._conv2d_op.kernel(np, x, w, **attrs))
+    np.testing.assert_array_equal(results[0], results[1])
+    want = torch.nn.functional.conv2d(torch.tensor(x), torch.tensor(w), stride=stride, padding=1).numpy()
+    np.testing.assert_allclose(results[1], want, rtol=1e-4, atol=1e-4)
+    monkeypatch.setattr(conv, "_HALVES_MIN_CHANNELS", 1 << 30)  # the one-GEMM path: the same values within rounding
+    np.testing.assert_allclose(conv._conv2d_op.kernel(np, x, w, **attrs), results[1], rtol=1e-4, atol=1e-4)
