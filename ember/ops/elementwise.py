@@ -286,6 +286,8 @@ class BinaryOp(Op):
         self.ufunc = ufunc
         self.ufunc_kinds = ufunc_kinds
         self.fn = fn if fn is not None else (lambda xp, a, b: getattr(xp, ufunc)(a, b))
+        # NumPy's ufunc itself for NumPy operands: the fast path below then costs no lambda call and lookup
+        self.np_ufunc = getattr(np, ufunc) if fn is None and ufunc is not None else None
         self.grad = grad
         self.result = result  # promote | float (true division) | bool (comparisons) | int (bitwise)
         self.no_bool = no_bool  # sub: a bool operand is an error, as in PyTorch
@@ -329,11 +331,12 @@ class BinaryOp(Op):
 
     def kernel(self, xp, a, b):
         if self.fast and type(a) is np.ndarray and a.dtype in FLOAT_NP:
+            f = self.np_ufunc
             if type(b) is np.ndarray:
                 if b.dtype is a.dtype:
-                    return self.fn(xp, a, b)
+                    return f(a, b) if f is not None else self.fn(xp, a, b)
             elif (type(b) is float or type(b) is int) and a.dtype.kind == "f":  # not bfloat16 (kind V)
-                return self.fn(xp, a, b)
+                return f(a, b) if f is not None else self.fn(xp, a, b)
         compute, result = self._dtype(a, b)
         if getattr(a, "dtype", compute) != compute:
             a = a.astype(compute)
@@ -434,9 +437,9 @@ def _remainder_grad(ctx, g):
     return g, gb
 
 
-_add = _binary("add", lambda xp, a, b: a + b, lambda c, g: (g, g), ufunc="add")
-_sub = _binary("sub", lambda xp, a, b: a - b, lambda c, g: (g, -g), ufunc="subtract", no_bool=True)
-mul = _binary("mul", lambda xp, a, b: a * b,
+_add = _binary("add", None, lambda c, g: (g, g), ufunc="add")
+_sub = _binary("sub", None, lambda c, g: (g, -g), ufunc="subtract", no_bool=True)
+mul = _binary("mul", None,
               lambda c, g: (g * c.input(1) if c.needs_grad(0) else None, g * c.input(0) if c.needs_grad(1) else None),
               ufunc="multiply",
               reads={0: (1,), 1: (0,)})
