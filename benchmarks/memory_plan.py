@@ -45,7 +45,7 @@ def training_step(model, passes):
 
 
 def plan_of(jitted):
-    return list(jitted._cache.values())[-1].plan
+    return jitted.entries()[-1].plan
 
 
 def report_step(name, make_model, x, y, quick):
