@@ -225,7 +225,12 @@ def max_pool2d_compiled(xp, x, kernel, stride, padding, dilation, oh, ow):
     unrolled = not two_by_two and kernel[0] * kernel[1] <= _MAX_UNROLLED_TAPS
     if not two_by_two and not unrolled and x.nbytes < _FORWARD_MIN_BYTES:
         return None
-    fn = kernel_for(_SOURCE, "max_pool2d_2x2" if two_by_two else "max_pool2d", xp, x.dtype, x.size)
+    if two_by_two:
+        fn = kernel_for(_SOURCE, "max_pool2d_2x2", xp, x.dtype, x.size)
+    elif unrolled:
+        fn = kernel_for(_taps_source(*kernel, *stride, *dilation), "max_pool2d_taps", xp, x.dtype, x.size)
+    else:
+        fn = kernel_for(_SOURCE, "max_pool2d", xp, x.dtype, x.size)
     if fn is None:
         return None
     out = np.empty(x.shape[:2] + (oh, ow), x.dtype)
@@ -236,8 +241,7 @@ def max_pool2d_compiled(xp, x, kernel, stride, padding, dilation, oh, ow):
                              x.nbytes >= _SPLIT_2X2_MIN_BYTES)
         return out, idx
     if unrolled:
-        taps = kernel_for(_taps_source(*kernel, *stride, *dilation), "max_pool2d_taps", xp, x.dtype, x.size)
-        batch_threads.run(lambda t0, t1: taps(x, padding[0], padding[1], out, idx, t0, t1), x.shape[0] * x.shape[1])
+        batch_threads.run(lambda t0, t1: fn(x, padding[0], padding[1], out, idx, t0, t1), x.shape[0] * x.shape[1])
         return out, idx
     args = (x, kernel[0], kernel[1], stride[0], stride[1], padding[0], padding[1], dilation[0], dilation[1], out, idx)
     batch_threads.run(lambda t0, t1: fn(*args, t0, t1), x.shape[0] * x.shape[1])
