@@ -245,7 +245,7 @@ class MemoryPlan:
 
 
 def plan_memory(plan, mode: str = SEQUENTIAL) -> MemoryPlan:
-    """Assign a buffer to every intermediate of `plan` (see the module docstring)."""
+    """Assign a buffer to every intermediate of `plan` that its step can write into memory (see the module docstring)."""
     if mode not in (SEQUENTIAL, PARALLEL):
         raise ValueError(f"memory plan mode must be {SEQUENTIAL!r} or {PARALLEL!r}, got {mode!r}")
     mp = MemoryPlan(plan, mode)
