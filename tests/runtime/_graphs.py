@@ -86,6 +86,27 @@ def mlp_step(sizes=(784, 512, 256, 10), batch=128, passes=(), momentum=0.0):
     return em.jit(step, passes=passes), x, y, model
 
 
+def conv_step(momentum=0.0, pool=False):
+    """A jitted SGD training step of a small conv net (conv, batch norm, ReLU, optional pooling, linear);
+    returns (step, model, opt) for (4, 3, 8, 8) inputs and 5 classes."""
+    nn = em.nn
+    em.manual_seed(0)
+    side = 4 if pool else 8
+    model = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(),
+                          *([nn.MaxPool2d(2)] if pool else []), nn.Conv2d(8, 8, 3, padding=1), nn.ReLU(),
+                          nn.Flatten(), nn.Linear(8 * side * side, 5))
+    opt = em.optim.SGD(model.parameters(), lr=0.05, momentum=momentum)
+
+    def step(x, y):
+        opt.zero_grad()
+        loss = nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+
+    return em.jit(step), model, opt
+
+
 def plan_of(jitted):
     """The plan of a jitted function's (single) cached trace."""
     return jitted.entries()[-1].plan

@@ -13,7 +13,7 @@ from ember.runtime import set_memory_planning
 from ember.runtime.allocator import pool
 from ember.runtime.memory_check import validate
 
-from ._graphs import build_random, mlp_step, plan_of, sym
+from ._graphs import build_random, conv_step, mlp_step, plan_of, sym
 
 
 def _same(a, b):
@@ -159,20 +159,7 @@ def test_the_arena_holds_only_values_written_into_it():
     # sit unused in the arena (a ResNet-20 step's arena was twice what its out= steps used).
     from ember.runtime.memory import writes_into_buffer
 
-    nn = em.nn
-    em.manual_seed(0)
-    model = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(), nn.Conv2d(8, 8, 3, padding=1),
-                          nn.ReLU(), nn.Flatten(), nn.Linear(8 * 8 * 8, 5))
-    opt = em.optim.SGD(model.parameters(), lr=0.05)
-
-    @em.jit
-    def step(x, y):
-        opt.zero_grad()
-        loss = nn.functional.cross_entropy(model(x), y)
-        loss.backward()
-        opt.step()
-        return loss
-
+    step, _, _ = conv_step()
     x, y = em.randn(4, 3, 8, 8), em.randint(0, 5, (4,))
     step(x, y)
     plan = plan_of(step)
@@ -190,31 +177,28 @@ def test_the_arena_holds_only_values_written_into_it():
 
 
 def test_conv_net_training_is_identical_with_planning():
-    nn = em.nn
+    """Several steps with what a user changes between them (the input batch rewritten in place, the learning
+    rate): losses, parameters and learning rates equal with planning on and off, bit for bit."""
     results = []
     for memory in (False, True):
         set_memory_planning(memory)
         try:
-            em.manual_seed(0)
-            model = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(), nn.MaxPool2d(2),
-                                  nn.Conv2d(8, 8, 3, padding=1), nn.ReLU(), nn.Flatten(), nn.Linear(8 * 4 * 4, 5))
-            opt = em.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
-
-            def step(x, y):
-                opt.zero_grad()
-                loss = nn.functional.cross_entropy(model(x), y)
-                loss.backward()
-                opt.step()
-                return loss
-
-            jitted = em.jit(step)
-            x, y = em.randn(4, 3, 8, 8), em.randint(0, 5, (4,))
-            losses = [jitted(x, y).item() for _ in range(3)]
+            jitted, model, opt = conv_step(momentum=0.9, pool=True)
+            rng = np.random.default_rng(1)
+            x, y = em.tensor(rng.standard_normal((4, 3, 8, 8)).astype(np.float32)), em.randint(0, 5, (4,))
+            losses, lrs = [], []
+            for k in range(4):
+                losses.append(jitted(x, y).item())
+                x.copy_(em.tensor(rng.standard_normal((4, 3, 8, 8)).astype(np.float32)))  # the next batch, in place
+                opt.param_groups[0]["lr"] = 0.05 / (k + 2)
+                lrs.append(opt.param_groups[0]["lr"])
             if memory:
                 validate(plan_of(jitted).memory_plan())
-            results.append((losses, [p.detach().numpy().copy() for p in model.parameters()]))
+            results.append((losses, lrs, [p.detach().numpy().copy() for p in model.parameters()]))
         finally:
             set_memory_planning(True)
     assert results[0][0] == results[1][0]
-    for a, b in zip(results[0][1], results[1][1]):
+    assert results[0][1] == results[1][1]
+    assert len(set(results[0][0])) == 4  # the batches and rates did change the steps
+    for a, b in zip(results[0][2], results[1][2]):
         np.testing.assert_array_equal(a, b)
