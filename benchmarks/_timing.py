@@ -61,3 +61,21 @@ def fmt_us(seconds: float) -> str:
 def fmt_ms(seconds: float) -> str:
     """Seconds as milliseconds with a unit."""
     return f"{seconds * 1e3:9.2f} ms"
+
+
+def machine_line() -> str:
+    """The CPU (model name and family, from /proc/cpuinfo where there is one) and NumPy's BLAS kernels: the
+    two facts that moved these ratios most between machines."""
+    from ember.ops.cblas import openblas_kernels
+
+    cpu = ""
+    try:
+        with open("/proc/cpuinfo") as f:
+            fields = [line.split(":", 1) for line in f.read().split("\n\n")[0].splitlines() if ":" in line]
+        info = {key.strip(): value.strip() for key, value in fields}
+        cpu = f"{info.get('model name', '?')} (family {info.get('cpu family', '?')}, model {info.get('model', '?')})"
+    except OSError:
+        import platform
+
+        cpu = platform.processor() or platform.machine()
+    return f"cpu {cpu}; numpy BLAS {openblas_kernels()}"

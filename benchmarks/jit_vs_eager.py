@@ -18,7 +18,7 @@ import time
 sys.path.insert(0, os.path.dirname(__file__))
 
 import train_step  # noqa: E402
-from _timing import interleaved  # noqa: E402
+from _timing import interleaved, machine_line  # noqa: E402
 
 
 def main() -> None:
@@ -28,6 +28,7 @@ def main() -> None:
     parser.add_argument("--cpu-time", action="store_true", help="process CPU time instead of wall time")
     args = parser.parse_args()
     clock = time.process_time if args.cpu_time else time.perf_counter
+    print(machine_line())
     print(f"{'model':22s} {'ember eager':>12s} {'ember jit':>12s} {'jit/eager':>10s}  ({'CPU' if args.cpu_time else 'wall'} time)")
     for name in args.models.split(","):
         b = train_step._builders(name)

@@ -15,7 +15,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
-from _timing import best_time, fmt_ms, fmt_us  # noqa: E402
+from _timing import best_time, fmt_ms, fmt_us, machine_line  # noqa: E402
 
 import ember as em  # noqa: E402
 
@@ -118,6 +118,7 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     print(f"numpy {np.__version__}  torch {torch.__version__}  ember {em.__version__}  threads {args.threads}")
+    print(machine_line())
     small_op_table(args.small)
     if not args.skip_large:
         large_table()

@@ -25,7 +25,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from _cnn_models import mobilenet_v2, resnet18  # noqa: E402
-from _timing import fmt_ms, interleaved  # noqa: E402
+from _timing import fmt_ms, interleaved, machine_line  # noqa: E402
 
 import ember as em  # noqa: E402
 
@@ -353,6 +353,7 @@ def main() -> None:
         print(_peak_here(*args.peak.split(":")))
         return
     print(f"torch {torch.__version__} threads {args.threads}  numpy {np.__version__}  ember {em.__version__}")
+    print(machine_line())
     header = (f"{'model':22s} {'torch eager':>12s} {'torch compile':>13s} {'ember eager':>12s} {'ember jit':>12s}"
               f" {'eager ratio':>12s} {'jit ratio':>10s} {'vs compile':>10s}  peak MB torch/ember/jit")
     print(header)

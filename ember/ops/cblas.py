@@ -4,13 +4,15 @@ A recurrence's time loop multiplies a small state by the same weight at every st
 costs a NumPy call and a compiled call whose array arguments are unboxed again (about 20 us a step at an
 LSTM of 32 x 128). Calling the GEMM from inside one compiled loop removes both. It is the very library
 NumPy's matmul calls, with the same threads (the products equal NumPy's bit for bit where the calls have the
-same shapes; `sgemm_rows` splits them). `linear` also calls it to add its bias inside the GEMM
+same shapes; `sgemm_rows` splits them, and OpenBLAS's Haswell kernels, which OPENBLAS_CORETYPE=Haswell forces
+on AVX-512 machines, round a row differently by where it falls in a call, so there they agree within rounding). `linear` also calls it to add its bias inside the GEMM
 (linear_with_bias).
 """
 
 from __future__ import annotations
 
 import ctypes
+import os
 
 import numpy as np
 
@@ -83,3 +85,20 @@ def linear_with_bias(x, w, b, out=None):
     sgemm(ROW_MAJOR, NO_TRANS, TRANS, m, n, k, np.float32(1), x.ctypes.data, k, w.ctypes.data, k, np.float32(1),
           out.ctypes.data, n)
     return out
+
+
+def openblas_kernels() -> str:
+    """Which OpenBLAS NumPy runs and its GEMM kernels, e.g. 'OpenBLAS 0.3.31 ... kernels SkylakeX', plus any
+    OPENBLAS_CORETYPE that forces them (the benchmarks print it: forced Haswell kernels ran large float32 GEMMs
+    at 250 GFLOP/s on a 2-core AVX-512 machine where the detected SkylakeX ones ran at 460)."""
+    for lib in _openblas_libraries():
+        for config_name, core_name in (("scipy_openblas_get_config64_", "scipy_openblas_get_corename64_"),
+                                       ("openblas_get_config64_", "openblas_get_corename64_"),
+                                       ("openblas_get_config", "openblas_get_corename")):
+            config, core = getattr(lib, config_name, None), getattr(lib, core_name, None)
+            if config is not None and core is not None:
+                config.restype = core.restype = ctypes.c_char_p
+                text = f"{config().decode().strip()}, kernels {core().decode()}"
+                forced = os.environ.get("OPENBLAS_CORETYPE")
+                return text + (f" (forced by OPENBLAS_CORETYPE={forced})" if forced else "")
+    return f"NumPy's BLAS is not a bundled OpenBLAS ({np.__version__})"
