@@ -12,7 +12,7 @@ LOWER = frozenset({"matmul", "linear", "conv2d", "conv_transpose2d", "einsum"})
 
 # ops whose results lose too much in low precision
 FP32 = frozenset({
-    "nll_loss", "prod",
+    "nll_loss", "cross_entropy", "prod",
     "linalg.cholesky", "linalg.det", "linalg.eigh", "linalg.inv", "linalg.lstsq", "linalg.pinv", "linalg.qr",
     "linalg.slogdet", "linalg.solve", "linalg.svd",
 })

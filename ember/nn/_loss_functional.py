@@ -7,6 +7,8 @@ import warnings
 
 import ember as em
 from ember.amp.state import autocast_function
+from ember.ops.cross_entropy import cross_entropy as _fused_cross_entropy
+from ember.ops.cross_entropy import fused_applies as _fused_cross_entropy_applies
 from ember.ops.nn_extra import nll_loss as _nll
 from ember.tensor import Tensor
 
@@ -181,6 +183,8 @@ def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None, s
     reduction = _reduction(size_average, reduce, reduction)
     if not 0.0 <= label_smoothing <= 1.0:
         raise ValueError(f"label_smoothing must be between 0.0 and 1.0. Got: {label_smoothing}")
+    if _fused_cross_entropy_applies(input, target, weight, label_smoothing):
+        return _fused_cross_entropy(input, target, ignore_index, reduction)  # log_softmax and nll_loss as one op
     class_dim = 0 if input.ndim == 1 else 1
     n_classes = input.shape[class_dim]
     logp = em.log_softmax(input, class_dim)

@@ -713,6 +713,15 @@ def _nll_loss(ins, a):
                       reduction=a.get("reduction", "mean"))
 
 
+@onnx_op("SoftmaxCrossEntropyLoss")
+def _softmax_cross_entropy(ins, a):
+    logp = F.log_softmax(T(ins[0]), 1)
+    weight = T(ins[2]) if len(ins) > 2 and ins[2] is not None else None
+    loss = F.nll_loss(logp, T(ins[1]).long(), weight=weight, ignore_index=a.get("ignore_index", -100),
+                      reduction=a.get("reduction", "mean"))
+    return [loss, logp]
+
+
 @onnx_op("OneHot")
 def _onehot(ins, a):
     idx, depth, values = T(ins[0]).long(), int(np.asarray(ins[1]).reshape(())), T(ins[2])

@@ -673,6 +673,20 @@ def _nll_loss(ctx, node):
     return ctx.add("NegativeLogLikelihoodLoss", ins, reduction=a["reduction"], ignore_index=int(a["ignore_index"]))
 
 
+@mapping("cross_entropy")
+def _cross_entropy(ctx, node):
+    """loss and log-probabilities by SoftmaxCrossEntropyLoss; the total weight (the samples not ignored) by
+    counting the targets that differ from ignore_index."""
+    logits, target = node.inputs
+    a = node.attrs
+    labels = ctx.input(target, np.int64)
+    loss, logp = ctx.add("SoftmaxCrossEntropyLoss", [ctx.input(logits), labels], n_out=2,
+                         reduction=a["reduction"], ignore_index=int(a["ignore_index"]))
+    ignore = ctx.const(np.array(int(a["ignore_index"]), np.int64), "ignore_index")
+    kept = ctx.add("Cast", [ctx.add("Not", [ctx.add("Equal", [labels, ignore])])], to=ctx.dtype_code(logits.dtype))
+    return [loss, logp, ctx.add("ReduceSum", [kept], keepdims=0)]
+
+
 # --- indexing ----------------------------------------------------------------------------
 @mapping("getitem")
 def _getitem(ctx, node):

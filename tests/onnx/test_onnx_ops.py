@@ -93,6 +93,9 @@ CASES = {
                 + em.zeros_like(x).scatter_add(1, em.tensor([[1, 1]]).expand(x.shape[0], 2), x[:, 2:]), (4,)),
     "nll_loss": (lambda x: F.nll_loss(F.log_softmax(x, 1), em.tensor([0, 2, 1, 1])[:1].expand(x.shape[0]),
                                       reduction="sum"), (3,)),
+    "cross_entropy": (lambda x: F.cross_entropy(x, em.tensor([0, 2, 1, 1])[:1].expand(x.shape[0]))
+                      + F.cross_entropy(x * 2, em.tensor([2, 0, 1])[:1].expand(x.shape[0]), reduction="sum")
+                      + F.cross_entropy(x, em.tensor([1, 0, 1])[:1].expand(x.shape[0]), reduction="none").sum(), (3,)),
     "attention_causal": (lambda x: F.scaled_dot_product_attention(x, x * 0.5, x.flip(1), is_causal=True), (5, 4)),
     "attention_masks": (lambda x: F.scaled_dot_product_attention(x, x, x, attn_mask=em.tril(em.ones(5, 5)).bool())
                         + F.scaled_dot_product_attention(x, x, x, attn_mask=em.ones(5, 5) * 0.3, scale=0.2), (5, 4)),
