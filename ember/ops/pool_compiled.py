@@ -234,7 +234,7 @@ def max_pool2d_compiled(xp, x, kernel, stride, padding, dilation, oh, ow):
     if fn is None:
         return None
     out = np.empty(x.shape[:2] + (oh, ow), x.dtype)
-    idx = np.empty(out.shape, np.int64)
+    idx = np.empty(out.shape, np.int32)  # pool.py's _LOCAL_INDEX
     x = np.ascontiguousarray(x)
     if two_by_two:
         batch_threads.run_if(lambda t0, t1: fn(x, out, idx, t0, t1), x.shape[0] * x.shape[1],

@@ -154,14 +154,15 @@ def test_frozen_parameters_and_optimizer_state():
 
 
 def _torch_saved_bytes(model: torch.nn.Module, x: torch.Tensor) -> int:
-    """Bytes of the distinct storages PyTorch's autograd saves for backward, parameters excluded."""
+    """Bytes of the distinct storages PyTorch's autograd saves for backward, parameters excluded; its int64 max
+    pooling indices counted at 4 bytes each, the width of the window-local int32 argmax that Ember keeps."""
     state = {t.untyped_storage().data_ptr() for t in list(model.parameters()) + list(model.buffers())}
     saved: dict[int, int] = {}
 
     def pack(t: torch.Tensor) -> torch.Tensor:
         st = t.untyped_storage()
         if st.data_ptr() not in state:
-            saved[st.data_ptr()] = st.nbytes()
+            saved[st.data_ptr()] = st.nbytes() // 2 if t.dtype == torch.int64 else st.nbytes()
         return t
 
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):

@@ -755,6 +755,10 @@ row("index_add", lambda L, x, i, s: L.index_add(x, 1, i, s, alpha=2.0),
 row("take_along_dim", lambda L, x, i: L.take_along_dim(x, i, 1), lambda r: [r.normal((3, 4)), r.ints((3, 2), 0, 4)])
 row("adaptive_avg_pool2d", lambda L, x: L.adaptive_avg_pool2d(x, (2, 3)), pool_args(3), tol=REDUCTION)
 row("adaptive_avg_pool2d_1", lambda L, x: L.adaptive_avg_pool2d(x, 1), pool_args(2), tol=REDUCTION)
+row("avg_pool2d_global_divisor", lambda L, x: L.avg_pool2d(x, tuple(x.shape[2:]), ceil_mode=True, divisor_override=5),
+    pool_args(2), tol=REDUCTION)
+row("adaptive_avg_pool2d_1_resnet_head", lambda L, x: L.adaptive_avg_pool2d(x, 1), mats((32, 64, 8, 8)), tol=REDUCTION,
+    gradcheck=False)
 row("clamp_min_fn", lambda L, x: L.clamp_min(x, 0.25), one("away", at=0.25))
 row("clamp_max_fn", lambda L, x: L.clamp_max(x, -0.25), one("away", at=-0.25))
 row("var_mean", lambda L, x: L.var_mean(x, 1), lambda r: [r.normal(r.shape(2, 3, 2))], tol=REDUCTION)
