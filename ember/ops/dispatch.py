@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from ember import interpreter as _interpreter
-from ember.autograd.engine import record
+from ember.autograd.engine import NO_OPERAND, record, record_operands
 from ember.autograd.grad_mode import state as grad_state
 from ember.autograd.views import link_view
 from ember.backends.meta import MetaArray, is_symbolic
@@ -242,7 +242,7 @@ def apply_unary(op, x, **attrs):
             if op.is_view:
                 link_view(op, t, (x,), attrs)
             if x._requires_grad and grad_state.enabled and op.differentiable and out.dtype in FLOAT_NP:
-                record(op, attrs, (x,), (t,))
+                record_operands(op, attrs, x, NO_OPERAND, t)
             return t
     return apply(op, x, **attrs)
 
@@ -289,7 +289,7 @@ def apply_binary(op, a, b):
                 out = np.asarray(out)
             t = Tensor._make(out, dev)
             if rg and grad_state.enabled and op.differentiable and out.dtype in FLOAT_NP:
-                record(op, {}, (a, b), (t,))
+                record_operands(op, {}, a, b, t)
             return t
     return apply(op, a, b)
 
