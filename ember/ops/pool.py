@@ -14,7 +14,7 @@ from ember.errors import ShapeError, fmt_shape
 from ember.ops._rules import FLOAT_NP, spec
 from ember.ops.dispatch import apply
 from ember.ops.opmath import rounded, upcast
-from ember.ops.pool_compiled import max_pool2d_backward_compiled, max_pool2d_compiled
+from ember.ops.pool_compiled import LOCAL_INDEX, max_pool2d_backward_compiled, max_pool2d_compiled
 from ember.ops.registry import Op, register
 
 
@@ -64,11 +64,6 @@ def _window(xp, xpad, i, j, oh, ow, stride, dilation):
     return xpad[:, :, r0 : r0 + stride[0] * (oh - 1) + 1 : stride[0], c0 : c0 + stride[1] * (ow - 1) + 1 : stride[1]]
 
 
-# The window-local argmax's dtype: int32, not int64, since the compiled loops that store it vectorise only then
-# (LeNet-5's first pooling, 2x2 over (64, 6, 28, 28), one thread: 251 -> 80 us); flat indices are int64.
-_LOCAL_INDEX = np.dtype(np.int32)
-
-
 class MaxPool2dOp(Op):
     """Outputs (values, window-local argmax); the local index drives the backward pass."""
 
@@ -80,7 +75,7 @@ class MaxPool2dOp(Op):
     def infer(self, x, kernel, stride, padding, dilation, ceil_mode):
         oh, ow = _geometry(self.name, x, kernel, stride, padding, dilation, ceil_mode)
         shape = (x.shape[0], x.shape[1], oh, ow)
-        return spec(shape, x.dtype), spec(shape, _LOCAL_INDEX)
+        return spec(shape, x.dtype), spec(shape, LOCAL_INDEX)
 
     def kernel(self, xp, x, kernel, stride, padding, dilation, ceil_mode):
         oh, ow = _geometry(self.name, x, kernel, stride, padding, dilation, ceil_mode)
@@ -91,7 +86,7 @@ class MaxPool2dOp(Op):
         xpad = _padded(xp, x, padding, oh, ow, kernel, stride, dilation, fill)
         best = _window(xp, xpad, 0, 0, oh, ow, stride, dilation).copy()
         nan_aware = x.dtype in FLOAT_NP and bool(xp.isnan(x).any())
-        idx = xp.zeros(best.shape, dtype=_LOCAL_INDEX)
+        idx = xp.zeros(best.shape, dtype=LOCAL_INDEX)
         k = 0
         # Arithmetic updates instead of masked assignment: masks here are unpredictable, and
         # NumPy's masked copy/where are several times slower than a multiply on such masks.

@@ -121,6 +121,9 @@ def max_pool2d_2x2_backward(g, idx, gx, t0, t1):
 '''
 
 
+# The window-local argmax's dtype (pool.py's too): int32, not int64, since the loops that store it vectorise only
+# then (LeNet-5's first pooling, 2x2 over (64, 6, 28, 28), one thread: 251 -> 80 us); flat indices are int64.
+LOCAL_INDEX = np.dtype(np.int32)
 _MAX_UNROLLED_TAPS = 49  # windows up to 7x7 get a kernel with their taps written out; larger ones the loop above
 
 
@@ -234,7 +237,7 @@ def max_pool2d_compiled(xp, x, kernel, stride, padding, dilation, oh, ow):
     if fn is None:
         return None
     out = np.empty(x.shape[:2] + (oh, ow), x.dtype)
-    idx = np.empty(out.shape, np.int32)  # pool.py's _LOCAL_INDEX
+    idx = np.empty(out.shape, LOCAL_INDEX)
     x = np.ascontiguousarray(x)
     if two_by_two:
         batch_threads.run_if(lambda t0, t1: fn(x, out, idx, t0, t1), x.shape[0] * x.shape[1],
