@@ -53,7 +53,10 @@ class CrossEntropyOp(Op):
         if rows is not None and logits.size:
             return _compiled_forward(rows, logits, target, ignore_index, reduction)
         logp = _log_softmax_op.kernel(xp, logits, 1)
-        loss, total = _nll_loss_op.kernel(xp, logp, target, None, ignore_index, reduction)
+        try:
+            loss, total = _nll_loss_op.kernel(xp, logp, target, None, ignore_index, reduction)
+        except IndexError as e:  # a target out of range: named by this op, as the compiled pass names it
+            raise IndexError(f"{self.name}: {str(e).removeprefix(_nll_loss_op.name + ': ')}") from None
         return loss, logp, total
 
     def vjp(self, ctx, g, g_logp=None, _g_total=None):
