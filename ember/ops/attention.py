@@ -16,7 +16,7 @@ import numpy as np
 from ember.autograd.grad_mode import state as grad_state
 from ember.dtypes import bool_
 from ember.errors import ShapeError, fmt_shape
-from ember.ops import attention_compiled, batch_threads
+from ember.ops import attention_compiled, batch_threads, gemm
 from ember.ops._rules import FLOAT_NP, spec
 from ember.ops.dispatch import apply
 from ember.ops.opmath import rounded, upcast
@@ -35,7 +35,7 @@ def _causal_blocked(xp, L: int, S: int):
 def _weights(xp, q, k, mask, scale: float, causal: bool, out, softmax=None):
     """Softmax attention weights (..., L, S) in q's (float32 or float64) dtype, written into `out` (C-contiguous);
     `softmax`: attention_compiled's row kernel, when the call runs it."""
-    s = xp.matmul(q * q.dtype.type(scale), _swap(k), out=out)
+    s = gemm.matmul(q * q.dtype.type(scale), _swap(k), out=out, xp=xp)
     if mask is not None:
         if mask.dtype == np.bool_:
             xp.copyto(s, s.dtype.type(-np.inf), where=~mask)
@@ -135,7 +135,7 @@ class ScaledDotProductAttentionOp(Op):
 
         def work(a, b):
             _weights(xp, q[a:b], k[a:b], _chunk(mask, q.ndim, a, b), scale, causal, out=p[a:b], softmax=softmax)
-            xp.matmul(p[a:b], v[a:b], out=out[a:b])
+            gemm.matmul(p[a:b], v[a:b], out=out[a:b], xp=xp)
 
         _by_first_axis(xp, work, q.shape, p.size)
         return rounded(out, dtype), p
@@ -175,16 +175,16 @@ class ScaledDotProductAttentionBackwardOp(Op):
 
         def work(a, b):
             pa, ga = p[a:b], g[a:b]
-            xp.matmul(_swap(pa), ga, out=dv[a:b])
-            dp = xp.matmul(ga, _swap(v[a:b]))
+            gemm.matmul(_swap(pa), ga, out=dv[a:b], xp=xp)
+            dp = gemm.matmul(ga, _swap(v[a:b]), xp=xp)
             if grad_rows is not None:
                 grad_rows(attention_compiled.rows(dp), attention_compiled.rows(pa))
             else:
                 dp -= _row_sums(xp, dp * pa)
                 dp *= pa  # now the scores' gradient
-            xp.matmul(dp, k[a:b], out=dq[a:b])
+            gemm.matmul(dp, k[a:b], out=dq[a:b], xp=xp)
             dq[a:b] *= sc
-            xp.matmul(_swap(dp), q[a:b], out=dk[a:b])
+            gemm.matmul(_swap(dp), q[a:b], out=dk[a:b], xp=xp)
             dk[a:b] *= sc
 
         _by_first_axis(xp, work, q.shape, p.size)

@@ -149,6 +149,12 @@ def run(fn, n: int, flops: float = float("inf")) -> list:
         _leave()
 
 
+def worth_splitting(flops: float) -> bool:
+    """Whether a kernel of `flops` should split itself over the threads now: there are several, it is large
+    enough, and no split is under way (its threads are busy; a split inside one runs on the caller's thread)."""
+    return workers() > 1 and flops >= _MIN_FLOPS and not _state["active"]
+
+
 def run_if(fn, n: int, split: bool) -> list:
     """run() for kernels that judge by their own size rule rather than FLOPs: split when `split`, else one chunk."""
     return run(fn, n, float("inf") if split else 0.0)

@@ -6,7 +6,8 @@ LSTM of 32 x 128). Calling the GEMM from inside one compiled loop removes both. 
 NumPy's matmul calls, with the same threads (the products equal NumPy's bit for bit where the calls have the
 same shapes; `sgemm_rows` splits them, and OpenBLAS's Haswell kernels, which OPENBLAS_CORETYPE=Haswell forces
 on AVX-512 machines, round a row differently by where it falls in a call, so there they agree within rounding). `linear` also calls it to add its bias inside the GEMM
-(linear_with_bias).
+(linear_with_bias). Where Ember's own GEMM runs (ops/gemm.py: AVX-512 and the `jit` extra), both take that
+instead, and this library serves only the hosts without it.
 """
 
 from __future__ import annotations
@@ -72,8 +73,8 @@ _BIAS_PREFILL_MIN = 1 << 17
 
 
 def linear_with_bias(x, w, b, out=None):
-    """x @ w.T + b as PyTorch's addmm computes it: the output prefilled with the bias, then one sgemm with beta=1,
-    with no separate pass adding the bias. For float32 C-contiguous x (M, K), w (N, K), b (N,) (and `out` (M, N)
+    """x @ w.T + b as PyTorch's addmm computes it: the output prefilled with the bias, then one GEMM adding into it
+    (Ember's where gemm.takes_own, else sgemm with beta=1), with no separate pass adding the bias. For float32 C-contiguous x (M, K), w (N, K), b (N,) (and `out` (M, N)
     when given) of at least _BIAS_PREFILL_MIN output values: the result, else None (nothing written)."""
     if (sgemm is None or x.ndim != 2 or w.ndim != 2 or x.shape[0] * w.shape[0] < _BIAS_PREFILL_MIN or not x.shape[1]
             or not x.dtype == w.dtype == b.dtype == np.float32 or not (x.flags.c_contiguous and w.flags.c_contiguous)
@@ -82,6 +83,12 @@ def linear_with_bias(x, w, b, out=None):
     (m, k), n = x.shape, w.shape[0]
     out = np.empty((m, n), np.float32) if out is None else out
     out[...] = b
+    from ember.ops import gemm  # (gemm imports this module's neighbours; cblas stays import-light)
+
+    if gemm.takes_own(x, w.T, out):
+        from ember.ops.sgemm_compiled import sgemm as own_sgemm
+
+        return own_sgemm(x, w.T, out, accumulate=True)
     sgemm(ROW_MAJOR, NO_TRANS, TRANS, m, n, k, np.float32(1), x.ctypes.data, k, w.ctypes.data, k, np.float32(1),
           out.ctypes.data, n)
     return out

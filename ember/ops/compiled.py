@@ -29,11 +29,13 @@ def kernel_for(source: str, name: str, xp, dtype, elements: int, fastmath=None, 
         return None
     key = (source, name)
     if key not in _cached:
-        _cached[key] = _compile(source, name, fastmath, cache)
+        _cached[key] = compile_source(source, name, fastmath, cache)
     return _cached[key]
 
 
-def _compile(source: str, name: str, fastmath, cache: bool = True):
+def compile_source(source: str, name: str, fastmath=None, cache: bool = True):
+    """The Numba function `name` of kernel `source` (nogil, cached on disk unless `cache=False`), or None where
+    Numba is missing."""
     from ember.graph.codegen.numba_cpu import NumbaRenderer, compiled_function
 
     if not NumbaRenderer().available():

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from ember.errors import ShapeError, fmt_shape
-from ember.ops import batch_threads, depthwise, depthwise_compiled, winograd
+from ember.ops import batch_threads, depthwise, depthwise_compiled, gemm, winograd
 from ember.ops._rules import binary_dtype, spec
 from ember.ops.channel_affine import channel_affine
 from ember.ops.conv_compiled import col2im_available, col2im_compiled, im2col_compiled
@@ -127,8 +127,8 @@ def _gemm(xp, a, b, out=None):
     if out is not None:
         out = out.reshape(a.shape[0], a.shape[1], b.shape[2])
     if a.shape[0] == 1:
-        return xp.matmul(a[0], b[0], out=None if out is None else out[0])[None]
-    return xp.matmul(xp.ascontiguousarray(a), xp.ascontiguousarray(b), out=out)
+        return gemm.matmul(a[0], b[0], out=None if out is None else out[0], xp=xp)[None]
+    return gemm.matmul(xp.ascontiguousarray(a), xp.ascontiguousarray(b), out=out, xp=xp)
 
 
 def _check_conv(op, x, w, stride, pad, dil, groups, transposed=False):
@@ -264,7 +264,7 @@ def _forward_by_rows(x, w, stride, padding, dilation, groups):
         # every call (the 7x7 stem: 5.3 against 2.2 ms).
         size = x.shape[1] * kh * kw * (b - a) * ow
         cols, _, _ = im2col(np, rows, kh, kw, stride, pad, dilation, 1, out=batch_threads.workspace(size, rows.dtype))
-        np.matmul(w.reshape(o, -1), cols[0], out=planes[:, a * ow:b * ow])
+        gemm.matmul(w.reshape(o, -1), cols[0], out=planes[:, a * ow:b * ow])
 
     batch_threads.run(band, oh, 2 * w.size * oh * ow)
     return out
@@ -310,7 +310,7 @@ def _forward_by_channel_halves(x, w, stride, padding, dilation):
             cols, _, _ = im2col(np, x[:, lo:hi], kh, kw, stride, padding, dilation, 1,
                                 out=batch_threads.workspace(size, x.dtype))
             # the half's weight columns as a strided view (BLAS reads it with the full row stride: no copy)
-            np.matmul(wm[:, lo * kh * kw:hi * kh * kw], cols.reshape(-1, oh * ow), out=out[k])
+            gemm.matmul(wm[:, lo * kh * kw:hi * kh * kw], cols.reshape(-1, oh * ow), out=out[k])
 
     batch_threads.run(work, 2)
     return np.add(out[0], out[1], out=out[0]).reshape(1, o, oh, ow)
@@ -344,7 +344,7 @@ def _forward_split(x, wm, kh, kw, stride, padding, dilation, groups):
         for lo, hi in _blocks(a, b, per_sample * x.itemsize):
             buf = batch_threads.workspace((hi - lo) * per_sample, x.dtype)
             cols, _, _ = im2col_per_sample(np, x[lo:hi], kh, kw, stride, padding, dilation, groups, out=buf)
-            np.matmul(wm, cols, out=out[lo:hi])
+            gemm.matmul(wm, cols, out=out[lo:hi])
 
     batch_threads.run(chunk, n, 2 * wm.size * n * oh * ow)
     return out.reshape(n, -1, oh, ow)
@@ -369,7 +369,7 @@ def _weight_grad_split(x, g, kh, kw, stride, padding, dilation, groups):
             if per_sample_gemms:
                 cols, _, _ = im2col_per_sample(np, x[lo:hi], kh, kw, stride, padding, dilation, 1, out=buf)
                 gs = g[lo:hi].reshape(hi - lo, o, -1)
-                part = np.matmul(gs, cols[:, 0].transpose(0, 2, 1)).sum(axis=0).T[None]  # (1, K, O)
+                part = gemm.matmul(gs, cols[:, 0].transpose(0, 2, 1)).sum(axis=0).T[None]  # (1, K, O)
             else:
                 cols, _, _ = im2col(np, x[lo:hi], kh, kw, stride, padding, dilation, groups, out=buf)
                 gm = np.ascontiguousarray(g[lo:hi].transpose(1, 0, 2, 3)).reshape(groups, o // groups, -1)

@@ -11,7 +11,7 @@ linear_before_reset) define it. Without Numba, or for other dtypes, gru_layer.py
 
 from __future__ import annotations
 
-from ember.ops import cblas, exp_compiled
+from ember.ops import exp_compiled
 from ember.ops.compiled import kernel_for
 from ember.ops.recurrent_compiled import float32_kernel, sgemm_loop_kernel
 
@@ -40,11 +40,11 @@ def gru_step_forward(x, pre, b, h_prev, act, ghn, h):
         _forward_row(x[n], pre[n], b, h_prev[n], act[n], ghn[n], h[n], H)
 '''
 
-_FORWARD_LOOP_SOURCE = _FORWARD_SOURCE + cblas.SGEMM_ROWS_SOURCE + '''
+_FORWARD_LOOP_SOURCE = _FORWARD_SOURCE + '''
 
 
 def gru_forward_loop(xw, batch_major, h0, w_t, b, hs, act, ghn, pre, n0, n1):
-    # every step of the layer for samples [n0, n1): pre = h_prev @ w_t (NumPy's OpenBLAS), then the step's
+    # every step of the layer for samples [n0, n1): pre = h_prev @ w_t (sgemm_rows), then the step's
     # gates and state; xw is (T, N, 3H), or (N, T, 3H) when batch_major, C-contiguous. Samples are
     # independent, so disjoint ranges may run on threads at once.
     T, N, H = hs.shape
@@ -99,12 +99,12 @@ def gru_step_backward(dz, dw, g, has_g, act, ghn, h_prev, dh, dx, dg):
         _backward_row(dz[n], dw[n], g[n], has_g, act[n], ghn[n], h_prev[n], dh[n], dx[n], dg[n], H)
 '''
 
-_BACKWARD_LOOP_SOURCE = _BACKWARD_SOURCE + cblas.SGEMM_ROWS_SOURCE + '''
+_BACKWARD_LOOP_SOURCE = _BACKWARD_SOURCE + '''
 
 
 def gru_backward_loop(ghs, has_ghs, w_hh, h0, hs, act, ghn, dxw, dgh, dz, dw, dh, n0, n1):
     # every step back from the last for samples [n0, n1): the step's rule into dxw[t] and dgh[t] (and dz),
-    # then dw = dgh[t] @ W_hh (NumPy's OpenBLAS); the state's gradient is dz + dw, which the caller sums for
+    # then dw = dgh[t] @ W_hh (sgemm_rows); the state's gradient is dz + dw, which the caller sums for
     # h0's. All arrays C-contiguous float32; disjoint ranges may run on threads at once.
     T, N, G = act.shape
     H = G // 3

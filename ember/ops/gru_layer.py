@@ -19,7 +19,7 @@ import numpy as np
 
 from ember.autograd.grad_mode import state as grad_state
 from ember.errors import ShapeError, fmt_shape
-from ember.ops import batch_threads
+from ember.ops import batch_threads, gemm
 from ember.ops._rules import FLOAT_NP, spec
 from ember.ops.dispatch import apply
 from ember.ops.gru_compiled import backward_loop_kernel, forward_loop_kernel, step_backward_kernel, step_forward_kernel
@@ -161,7 +161,7 @@ class GRULayerBackwardOp(Op):
                 xp.matmul(dgh[t], w_hh, out=dw)
         # every step's share of the weight's gradient as one GEMM: sum_t dgh_t^T @ h_{t-1}
         h_prev = xp.concatenate([h0[None], hs[:-1]]).reshape(-1, h0.shape[1])
-        d_w = xp.matmul(dgh.reshape(-1, gates.shape[2]).T, h_prev)
+        d_w = gemm.matmul(dgh.reshape(-1, gates.shape[2]).T, h_prev, xp=xp)
         d_b = dgh.sum(axis=(0, 1))
         return tuple(rounded(a, dtype) for a in (dxw, dz + dw, d_w, d_b))
 

@@ -10,6 +10,7 @@ import string
 import numpy as np
 
 from ember.errors import ShapeError, fmt_shape
+from ember.ops import gemm
 from ember.ops._rules import binary_dtype, broadcast_shapes, spec
 from ember.ops.dispatch import apply, apply_binary
 from ember.ops.opmath import LOW_FLOAT_NP, rounded, upcast
@@ -52,7 +53,7 @@ class MatMulOp(Op):
 
     def kernel(self, xp, a, b):
         if a.dtype is b.dtype and a.ndim and b.ndim and a.dtype not in LOW_FLOAT_NP:
-            return xp.matmul(a, b)
+            return gemm.matmul(a, b, xp=xp)
         dtype = binary_dtype(a, b)
         if a.dtype != dtype:
             a = a.astype(dtype)
@@ -62,13 +63,13 @@ class MatMulOp(Op):
             matmul_shape(self.name, a.shape, b.shape)
         if dtype in LOW_FLOAT_NP:
             return rounded(xp.matmul(upcast(a), upcast(b)), dtype)
-        return xp.matmul(a, b)
+        return gemm.matmul(a, b, xp=xp)
 
     def kernel_out(self, xp, a, b, *, out):
         """a @ b into out (same dtypes, at least 1-D; float16/bfloat16 take the kernel, which sums in float32)."""
         if (type(a) is np.ndarray and type(b) is np.ndarray and a.dtype == b.dtype == out.dtype
                 and a.ndim and b.ndim and a.dtype not in LOW_FLOAT_NP):
-            return np.matmul(a, b, out=out)
+            return gemm.matmul(a, b, out=out)
         return self.kernel(xp, a, b)
 
     def vjp(self, ctx, g):

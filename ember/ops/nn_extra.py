@@ -21,7 +21,7 @@ import numpy as np
 
 from ember.autograd.grad_mode import state as grad_state
 from ember.errors import ShapeError, fmt_shape
-from ember.ops import batch_norm_compiled
+from ember.ops import batch_norm_compiled, gemm
 from ember.ops._rules import FLOAT_NP, binary_dtype, channel_shape, spec
 from ember.ops.cblas import linear_with_bias
 from ember.ops.dispatch import apply
@@ -324,9 +324,9 @@ class LinearOp(Op):
                 return out.reshape(x.shape[:-1] + (w.shape[0],))
         if x.ndim > 2 and x.flags.c_contiguous:
             # (B, T, C) @ W.T as one 2-D product: NumPy would otherwise loop over B small GEMMs.
-            out = xp.matmul(_rows(x), w.T).reshape(x.shape[:-1] + (w.shape[0],))
+            out = gemm.matmul(_rows(x), w.T, xp=xp).reshape(x.shape[:-1] + (w.shape[0],))
         else:
-            out = xp.matmul(x, w.T)
+            out = gemm.matmul(x, w.T, xp=xp)
         if b is not None:
             out += b
         return out
@@ -338,7 +338,7 @@ class LinearOp(Op):
             if b is not None and x.flags.c_contiguous and out.flags.c_contiguous and linear_with_bias(
                     _rows(x), w, b, out=_rows(out)) is not None:
                 return out  # as the kernel computes it (bias prefilled), so eager and jit agree bit for bit
-            np.matmul(x, w.T, out=out)
+            gemm.matmul(x, w.T, out=out)
             if b is not None:
                 out += b
             return out

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ember.ops import cblas, exp_compiled
+from ember.ops import cblas, exp_compiled, gemm, sgemm_compiled
 from ember.ops.compiled import kernel_for
 
 _FORWARD_SOURCE = exp_compiled.SOURCE + '''
@@ -45,11 +45,11 @@ def lstm_step_forward(pre, c_prev, act, c_next, tanh_c, h):
         _forward_row(pre[n], act[n], c_prev[n], c_next[n], tanh_c[n], h[n], H)
 '''
 
-_FORWARD_LOOP_SOURCE = _FORWARD_SOURCE + cblas.SGEMM_ROWS_SOURCE + '''
+_FORWARD_LOOP_SOURCE = _FORWARD_SOURCE + '''
 
 
 def lstm_forward_loop(xw, batch_major, h0, w_t, hs, act, cs, tanh_cs, pre, n0, n1):
-    # every step of the layer for samples [n0, n1): pre = h_prev @ w_t (NumPy's OpenBLAS) + xw[t], then the
+    # every step of the layer for samples [n0, n1): pre = h_prev @ w_t (sgemm_rows) + xw[t], then the
     # step's gates and cell; xw is (T, N, 4H), or (N, T, 4H) when batch_major, C-contiguous; cs[0] holds the
     # first cell state. Samples are independent, so disjoint ranges may run on threads at once.
     T, N, H = hs.shape
@@ -102,12 +102,12 @@ def lstm_step_backward(dh, dc, act, tanh_c, c_prev, d):
         _backward_row(dh[n], dc[n], act[n], tanh_c[n], c_prev[n], d[n], H)
 '''
 
-_BACKWARD_LOOP_SOURCE = _SOURCE + cblas.SGEMM_ROWS_SOURCE + '''
+_BACKWARD_LOOP_SOURCE = _SOURCE + '''
 
 
 def lstm_backward_loop(ghs, has_ghs, w_hh, act, cs, tanh_cs, dpre, dh, dc, n0, n1):
     # every step back from the last for samples [n0, n1): dh += ghs[t] (when given), the step's rule into
-    # dpre[t], then dh = dpre[t] @ w_hh (NumPy's OpenBLAS); dh and dc hold the last step's incoming gradients
+    # dpre[t], then dh = dpre[t] @ w_hh (sgemm_rows); dh and dc hold the last step's incoming gradients
     # on entry and the first step's outgoing ones on return. All arrays C-contiguous float32; disjoint
     # ranges may run on threads at once.
     T, N, G = act.shape
@@ -126,11 +126,16 @@ def lstm_backward_loop(ghs, has_ghs, w_hh, act, cs, tanh_cs, dpre, dh, dc, n0, n
 '''
 
 def sgemm_loop_kernel(source: str, name: str, xp, dtype, elements: int):
-    """A compiled whole-layer time loop that calls OpenBLAS's sgemm (float32, NumPy's bundled OpenBLAS found),
-    or None. Numba cannot cache a function that calls a ctypes pointer: compiled once per process."""
-    if dtype != np.float32 or cblas.sgemm is None:
+    """A compiled whole-layer time loop whose products call `sgemm_rows` (float32): Ember's GEMM where
+    gemm.enabled(), else NumPy's bundled OpenBLAS where found; or None. Numba cannot cache a function that
+    holds a pointer (a ctypes function's, the micro-kernel's): compiled once per process."""
+    if dtype != np.float32 or xp is not np:
         return None
-    return kernel_for(source, name, xp, dtype, elements, cache=False)
+    if gemm.enabled():
+        return kernel_for(source + sgemm_compiled.ROWS_SOURCE, name, xp, dtype, elements, cache=False)
+    if cblas.sgemm is None:
+        return None
+    return kernel_for(source + cblas.SGEMM_ROWS_SOURCE, name, xp, dtype, elements, cache=False)
 
 
 def float32_kernel(source: str, name: str, xp, dtype, elements: int):

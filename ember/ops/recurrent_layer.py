@@ -18,7 +18,7 @@ import numpy as np
 
 from ember.autograd.grad_mode import state as grad_state
 from ember.errors import ShapeError, fmt_shape
-from ember.ops import batch_threads
+from ember.ops import batch_threads, gemm
 from ember.ops._rules import FLOAT_NP, spec
 from ember.ops.dispatch import apply
 from ember.ops.opmath import opmath, rounded, upcast
@@ -190,7 +190,7 @@ class LSTMLayerBackwardOp(Op):
     def _finish(xp, dpre, dh, dc, h_prev, dtype):
         """The four gradients, with every step's share of the weight's as one GEMM: sum_t dpre_t^T @ h_{t-1}."""
         four_h = dpre.shape[-1]
-        dw = xp.matmul(dpre.reshape(-1, four_h).T, h_prev.reshape(-1, four_h // 4))
+        dw = gemm.matmul(dpre.reshape(-1, four_h).T, h_prev.reshape(-1, four_h // 4), xp=xp)
         return tuple(rounded(a, dtype) for a in (dpre, dh, dc, dw))
 
 

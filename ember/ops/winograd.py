@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ember.ops import batch_threads
+from ember.ops import batch_threads, gemm
 from ember.ops.compiled import MIN_ELEMENTS, kernel_for
 
 _SOURCE = '''
@@ -340,7 +340,7 @@ def conv3x3(x: np.ndarray, w: np.ndarray, padding) -> np.ndarray:
 
     def chunk(a, b):
         for lo, hi, t, v, m, sm in _input_blocks(x, pt, pl, th, tw, o, a, b):
-            np.matmul(u, v, out=_planes(m, sm, o, t))
+            gemm.matmul(u, v, out=_planes(m, sm, o, t))
             tiles_out(m, sm, th, tw, out[lo:hi])
 
     batch_threads.run(chunk, n, 2.25 * 2 * 16 * o * c * n * th * tw)
@@ -362,7 +362,7 @@ def weight_grad3x3(x: np.ndarray, g: np.ndarray, padding) -> np.ndarray:
         total = None
         for lo, hi, t, v, z, sz in _input_blocks(x, pt, pl, th, tw, o, a, b):
             tiles_grad(g[lo:hi], th, tw, z, sz)
-            part = np.matmul(_planes(z, sz, o, t), v.transpose(0, 2, 1))  # (16, O, C)
+            part = gemm.matmul(_planes(z, sz, o, t), v.transpose(0, 2, 1))  # (16, O, C)
             total = part if total is None else np.add(total, part, out=total)
         return total
 

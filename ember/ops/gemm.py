@@ -1,0 +1,78 @@
+"""float32 matrix products on the faster of two kernels: Ember's own AVX-512 GEMM (sgemm_compiled.py) or
+NumPy's BLAS.
+
+`matmul` is np.matmul for the products the ops compute (linear layers, convolutions' im2col and Winograd
+products, attention). It takes Ember's kernel for float32 products of 2-D or equally batched 3-D operands
+that are large enough to repay its call (about 5 us against NumPy's 1 us), where the host has AVX-512, the
+`jit` extra is installed and EMBER_GEMM is not `blas`. A B with strided columns (a transposed weight) is
+copied into panels first, which pays off only for many rows of A. On the AMD EPYC (Zen 5) this project
+runs on, where OPENBLAS_CORETYPE=Haswell holds NumPy's OpenBLAS to AVX2, `benchmarks/gemm.py` (2 threads,
+2026-11-27) measured 0.54-0.71x NumPy's time from 1600 x 64 x 512 to 1024^3 and 0.89-1.15x on an MLP's and an
+LSTM step's small products.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+_MIN_FLOPS = 1e6  # smaller products: NumPy's call costs less than the driver's
+_MIN_ROWS_STRIDED_B = 128  # a strided B's panel copy is repaid by this many rows of A
+_state: dict = {}
+
+
+def enabled() -> bool:
+    """Whether float32 products may run on Ember's kernel in this process (host, extra and settings allow)."""
+    from ember.graph.codegen import get_backend
+
+    if get_backend() == "numpy":
+        return False
+    if "driver" not in _state:
+        choice = os.environ.get("EMBER_GEMM", "auto").strip().lower() or "auto"
+        if choice not in ("auto", "blas"):
+            raise ValueError(f"EMBER_GEMM must be 'auto' or 'blas', got {choice!r}")
+        from ember.ops.sgemm_compiled import driver
+
+        _state["driver"] = driver() if choice == "auto" and _numba_available() else None
+    return _state["driver"] is not None
+
+
+def _numba_available() -> bool:
+    try:
+        import llvmlite  # noqa: F401
+        import numba  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def takes_own(a, b, out=None) -> bool:
+    """Whether a @ b (into out) runs on Ember's kernel: see the module's docstring."""
+    if type(a) is not np.ndarray or type(b) is not np.ndarray or a.dtype != np.float32 or b.dtype != np.float32:
+        return False
+    if a.ndim != b.ndim or a.ndim not in (2, 3) or (a.ndim == 3 and a.shape[0] != b.shape[0]):
+        return False
+    m, k = a.shape[-2:]
+    n = b.shape[-1]
+    if b.shape[-2] != k or not k or 2.0 * m * n * k * (a.shape[0] if a.ndim == 3 else 1) < _MIN_FLOPS:
+        return False
+    if b.strides[-1] != 4 and m < _MIN_ROWS_STRIDED_B:
+        return False
+    if any(s % 4 for s in a.strides + b.strides):  # a view at a byte offset: the driver steps in whole values
+        return False
+    if out is not None and (out.dtype != np.float32 or out.shape != a.shape[:-1] + (n,) or out.strides[-1] != 4
+                            or np.may_share_memory(out, a) or np.may_share_memory(out, b)):
+        return False
+    return enabled()
+
+
+def matmul(a, b, out=None, xp=np):
+    """xp.matmul(a, b, out=out), on Ember's float32 kernel where `takes_own` says so (NumPy arrays only)."""
+    if xp is not np or not takes_own(a, b, out):
+        return xp.matmul(a, b) if out is None else xp.matmul(a, b, out=out)
+    from ember.ops.sgemm_compiled import sgemm
+
+    if out is None:
+        out = np.empty(a.shape[:-1] + (b.shape[-1],), np.float32)
+    return sgemm(a, b, out)

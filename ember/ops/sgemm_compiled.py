@@ -1,0 +1,171 @@
+"""Ember's own float32 GEMM: operands packed for the AVX-512 micro-kernel (sgemm_microkernel.py), the
+blocks walked by a compiled (Numba) driver, split over the batch threads.
+
+The driver reads a row-major A in place and packs other layouts (and a last partial row panel) into
+MR-row panels, k-major, rows zero-padded; it packs B's NR-column panels when its columns are strided (a
+transposed weight) or many row panels reuse them. K runs in blocks of KC: every output value is the
+micro-kernel's in-order sum over each block, the blocks added in order, so a row's value does not depend on
+how the rows or columns were split over threads or calls (OpenBLAS's results do).
+"""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+from ember.ops import batch_threads
+from ember.ops.sgemm_microkernel import MR, NR, microkernel_address
+
+KC = 512  # K block: an 8 x 512 A panel is 16 KB, a 512 x 32 B panel 64 KB
+
+SOURCE = f'''
+import numpy as np
+from numba import njit
+
+from ember.ops.sgemm_intrinsics import call_microkernel, float32_at
+
+MR, NR, KC = {MR}, {NR}, {KC}
+
+
+def sgemm_blocks(ukr, a, sab, sam, sak, b, sbb, sbk, sbn, c, scb, scm, k_len, accumulate, b_lo, b_hi, r_lo, r_hi,
+                 j_lo, j_hi):
+    # C[i, r, j] (+)= sum_k A[i, r, k] B[i, k, j] for batch entries [b_lo, b_hi), rows [r_lo, r_hi), columns
+    # [j_lo, j_hi): a, b, c addresses of float32 values, strides in elements, C's columns contiguous. K runs
+    # in blocks of KC, so a block's panels stay in the core's L2 cache. A row-major A is read in place but for
+    # a last partial panel (whose missing rows must read as zeros); other layouts are packed.
+    blocks = (r_hi - r_lo + MR - 1) // MR
+    kc_max = min(k_len, KC)
+    in_place = sak == 1
+    apack = np.empty(max(blocks * kc_max * MR, 1), np.float32)
+    bpack = np.empty(max(kc_max * NR, 1), np.float32)
+    pack_b = sbn != 1 or blocks >= 4
+    A = float32_at(a)
+    B = float32_at(b)
+    ap = apack.ctypes.data
+    for i in range(b_lo, b_hi):
+        for k0 in range(0, max(k_len, 1), KC):
+            kc = min(KC, k_len - k0)
+            add = 1 if accumulate or k0 > 0 else 0
+            base = i * sab + k0 * sak
+            full = (r_hi - r_lo) // MR if in_place else 0  # panels read in place
+            _pack_a(A, apack, base, sam, sak, r_lo + full * MR, r_hi, blocks - full, kc)
+            for j0 in range(j_lo, j_hi, NR):
+                width = min(NR, j_hi - j0)
+                if pack_b:
+                    _pack_b(B, bpack, i * sbb + k0 * sbk + j0 * sbn, sbk, sbn, kc, width)
+                    bp, ldb = bpack.ctypes.data, NR
+                else:
+                    bp, ldb = b + 4 * (i * sbb + k0 * sbk + j0), sbk
+                for blk in range(blocks):
+                    row = r_lo + blk * MR
+                    if blk < full:
+                        ablk, ask, asr = a + 4 * (base + row * sam), 1, sam
+                    else:
+                        ablk, ask, asr = ap + 4 * (blk - full) * kc * MR, MR, 1
+                    call_microkernel(ukr, kc, ablk, ask, asr, bp, ldb, c + 4 * (i * scb + row * scm + j0), scm, width,
+                                     min(MR, r_hi - row), add)
+
+
+@njit(inline="always")
+def _pack_a(A, apack, base, sam, sak, r_lo, r_hi, blocks, kc):
+    # rows [r_lo, r_hi) of A's K block at `base` as MR-row panels, k-major, rows past r_hi zero; walked
+    # along A's smaller stride (a transposed A, as a weight gradient's, is read down its rows)
+    for blk in range(blocks):
+        dst = blk * kc * MR
+        live = min(MR, r_hi - (r_lo + blk * MR))
+        src = base + (r_lo + blk * MR) * sam
+        if sam < sak:
+            for k in range(kc):
+                for r in range(live):
+                    apack[dst + k * MR + r] = A[src + k * sak + r * sam]
+                for r in range(live, MR):
+                    apack[dst + k * MR + r] = 0
+        else:
+            for r in range(live):
+                for k in range(kc):
+                    apack[dst + k * MR + r] = A[src + r * sam + k * sak]
+            for r in range(live, MR):
+                for k in range(kc):
+                    apack[dst + k * MR + r] = 0
+
+
+@njit(inline="always")
+def _pack_b(B, bpack, base, sbk, sbn, kc, width):
+    # a (kc, width) panel of B at `base` into rows of NR, walking B along its smaller stride
+    if sbn <= sbk:
+        for k in range(kc):
+            src = base + k * sbk
+            for j in range(width):
+                bpack[k * NR + j] = B[src + j * sbn]
+    else:
+        for j in range(width):
+            src = base + j * sbn
+            for k in range(kc):
+                bpack[k * NR + j] = B[src + k * sbk]
+'''
+
+# sgemm_rows(M, N, K, a, lda, b, ldb, c, ldc): C = A B for row-major float32 at addresses a, b, c, on the
+# driver, for compiled loops (a recurrence's time loop) that paste it after their own imports (`njit`, `np`);
+# the micro-kernel's address is a constant of the loop, so such a loop is compiled once per process
+ROWS_SOURCE = '''
+from ember.ops.sgemm_compiled import driver as _sgemm_driver
+from ember.ops.sgemm_microkernel import microkernel_address as _microkernel_address
+
+_sgemm_blocks = _sgemm_driver()
+_MICROKERNEL = _microkernel_address()
+
+
+@njit(inline="always")
+def sgemm_rows(M, N, K, a, lda, b, ldb, c, ldc):
+    _sgemm_blocks(_MICROKERNEL, np.int64(a), 0, lda, 1, np.int64(b), 0, ldb, 1, np.int64(c), 0, ldc, K, 0, 0, 1, 0, M,
+                  0, N)
+'''
+
+_driver: list = []
+_lock = threading.Lock()
+
+
+def driver():
+    """The compiled driver, or None where the micro-kernel or Numba is missing."""
+    if not _driver:
+        with _lock:
+            if not _driver:
+                from ember.ops.compiled import compile_source
+
+                _driver.append(compile_source(SOURCE, "sgemm_blocks") if microkernel_address() else None)
+    return _driver[0]
+
+
+def _elements(strides) -> tuple:
+    return tuple(s // 4 for s in strides)
+
+
+def sgemm(a: np.ndarray, b: np.ndarray, out: np.ndarray, accumulate: bool = False) -> np.ndarray:
+    """out (+)= a @ b for float32 (M, K) @ (K, N) or (B, M, K) @ (B, K, N), any strides (out's last axis
+    contiguous), on the micro-kernel; large products split over the batch threads. Needs driver()."""
+    fn, ukr, result = driver(), microkernel_address(), out
+    if a.ndim == 2:
+        a, b, out = a[None], b[None], out[None]
+    batch, m, k_len = a.shape
+    n = b.shape[2]
+    sa, sb, sc = _elements(a.strides), _elements(b.strides), _elements(out.strides)
+    pa, pb, pc = a.ctypes.data, b.ctypes.data, out.ctypes.data
+    acc = int(accumulate)
+
+    def blocks(b0, b1, r0, r1, j0, j1):
+        fn(ukr, pa, *sa, pb, *sb, pc, sc[0], sc[1], k_len, acc, b0, b1, r0, r1, j0, j1)
+
+    flops = 2.0 * batch * m * n * k_len
+    if not batch_threads.worth_splitting(flops):
+        blocks(0, batch, 0, m, 0, n)
+    elif batch >= batch_threads.workers():
+        batch_threads.run(lambda b0, b1: blocks(b0, b1, 0, m, 0, n), batch, flops)
+    elif m >= 2 * MR * batch_threads.workers() and (sb[2] == 1 or n < 2 * NR * batch_threads.workers()):
+        # whole row panels per thread; a strided B is split by columns instead, so each thread packs only its part
+        panels = -(-m // MR)
+        batch_threads.run(lambda p0, p1: blocks(0, batch, p0 * MR, min(p1 * MR, m), 0, n), panels, flops)
+    else:
+        panels = -(-n // NR)
+        batch_threads.run(lambda p0, p1: blocks(0, batch, 0, m, p0 * NR, min(p1 * NR, n)), panels, flops)
+    return result

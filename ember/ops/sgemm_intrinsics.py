@@ -1,0 +1,41 @@
+"""Numba intrinsics for the compiled GEMM driver: a float32 pointer from an address, and a call of the
+micro-kernel through its address (passed as an argument, so the driver holds no address and Numba can keep
+it on disk)."""
+
+from __future__ import annotations
+
+from llvmlite import ir
+from numba import types
+from numba.extending import intrinsic
+
+_I64 = ir.IntType(64)
+
+
+@intrinsic
+def float32_at(typingctx, address):
+    """A float32 pointer (indexable) to `address`."""
+    sig = types.CPointer(types.float32)(types.int64)
+
+    def codegen(context, builder, signature, args):
+        return builder.inttoptr(args[0], context.get_value_type(signature.return_type))
+
+    return sig, codegen
+
+
+@intrinsic
+def call_microkernel(typingctx, ukr, k, a, ask, asr, b, ldb, c, ldc, nvalid, mvalid, accumulate):
+    """ukr(K, A, ask, asr, B, ldb, C, ldc, nvalid, mvalid, accumulate) for the micro-kernel at address `ukr`;
+    A, B and C are addresses, all arguments int64."""
+    sig = types.void(*([types.int64] * 12))
+
+    def codegen(context, builder, signature, args):
+        ptr = ir.PointerType()
+        fnty = ir.FunctionType(ir.VoidType(), [_I64, ptr, _I64, _I64, ptr, _I64, ptr, _I64, _I64, _I64, _I64])
+        fn = builder.inttoptr(args[0], fnty.as_pointer())
+        k, a, ask, asr, b, ldb, c, ldc, nvalid, mvalid, acc = args[1:]
+        builder.call(fn, [k, builder.inttoptr(a, ptr), ask, asr, builder.inttoptr(b, ptr), ldb, builder.inttoptr(c, ptr),
+                          ldc, nvalid, mvalid, acc])
+        return context.get_dummy_value()
+
+    return sig, codegen
+

@@ -1,0 +1,125 @@
+"""A float32 GEMM micro-kernel for AVX-512, written in LLVM IR and compiled for this CPU with llvmlite.
+
+The micro-kernel keeps an MR x NR block of C (8 rows x two 16-wide vectors: 16 of the 32 zmm registers) in
+registers over the whole K loop: per k it loads NR values of a B row, broadcasts MR values of A and issues
+16 FMAs, the register-blocked inner loop of every BLAS (and oneDNN's and XNNPACK's
+generated kernels). Masked loads and stores let one kernel serve partial column blocks, and `mvalid` partial
+row blocks. LLVM emits the AVX-512 code itself, so the kernel follows the host (`znver5`, `skylake-avx512`...)
+whatever OpenBLAS was told: NumPy's OpenBLAS picks its kernels at load time, and OPENBLAS_CORETYPE=Haswell
+(set on some AVX-512 machines) holds it to AVX2 at half the width.
+
+ukr(K, A, ask, asr, B, ldb, C, ldc, nvalid, mvalid, accumulate): C[r, j] (+)= sum_k A[k * ask + r * asr] *
+B[k * ldb + j] for r < mvalid, j < nvalid (<= NR): A packed (ask = MR, asr = 1) or a row-major block read
+in place (ask = 1, asr = its leading dimension: its MR rows are MR streams the prefetchers follow, and
+packing them cost a scattered write per value), B and C row-major with leading dimensions ldb and ldc.
+"""
+
+from __future__ import annotations
+
+import threading
+
+MR, NR = 8, 32  # rows x columns of the register block (8 rows: channel counts and batch halves divide evenly;
+# 12 rows did as well on large products and padded 16-row ones to 24)
+_WIDTH = 16  # float32 lanes of a zmm register
+
+_lock = threading.Lock()
+_state: dict = {}
+
+
+def microkernel_ir(mr: int = MR, nr: int = NR, width: int = _WIDTH) -> str:
+    """LLVM IR text of the micro-kernel `ukr` for an mr x nr block (nr a multiple of `width`)."""
+    nv, vec = nr // width, f"<{width} x float>"
+    mask = f"<{width} x i1>"
+    out = [f"declare {vec} @llvm.fma.v{width}f32({vec}, {vec}, {vec})",
+           f"declare {vec} @llvm.masked.load.v{width}f32.p0(ptr, i32, {mask}, {vec})",
+           f"declare void @llvm.masked.store.v{width}f32.p0({vec}, ptr, i32, {mask})",
+           "define void @ukr(i64 %K, ptr noalias %A, i64 %ask, i64 %asr, ptr noalias %B, i64 %ldb, ptr noalias %C, i64 %ldc, "
+           "i64 %nvalid, i64 %mvalid, i64 %acc) #0 {",
+           "entry:",
+           f"  %nv.1 = insertelement <{width} x i64> poison, i64 %nvalid, i32 0",
+           f"  %nv = shufflevector <{width} x i64> %nv.1, <{width} x i64> poison, <{width} x i32> zeroinitializer",
+           "  %accumulate = icmp ne i64 %acc, 0"]
+    for v in range(nv):  # lane j of vector v is live when v * width + j < nvalid
+        lanes = ", ".join(f"i64 {v * width + j}" for j in range(width))
+        out.append(f"  %m{v} = icmp slt <{width} x i64> <{lanes}>, %nv")
+    for r in range(mr):  # row r of A starts r * asr values in
+        out.append(f"  %ar{r} = mul i64 %asr, {r}")
+    out += ["  %empty = icmp sle i64 %K, 0", "  br i1 %empty, label %zero, label %loop", "loop:",
+            "  %k = phi i64 [0, %entry], [%k.next, %loop]"]
+    for r in range(mr):
+        for v in range(nv):
+            out.append(f"  %c{r}.{v} = phi {vec} [zeroinitializer, %entry], [%f{r}.{v}, %loop]")
+    out.append("  %brow = mul i64 %k, %ldb")
+    for v in range(nv):
+        out += [f"  %bo{v} = add i64 %brow, {v * width}", f"  %bp{v} = getelementptr float, ptr %B, i64 %bo{v}",
+                f"  %b{v} = call {vec} @llvm.masked.load.v{width}f32.p0(ptr %bp{v}, i32 4, {mask} %m{v}, "
+                f"{vec} zeroinitializer)"]
+    out.append("  %acol = mul i64 %k, %ask")
+    for r in range(mr):
+        out += [f"  %ao{r} = add i64 %acol, %ar{r}", f"  %ap{r} = getelementptr float, ptr %A, i64 %ao{r}",
+                f"  %a{r} = load float, ptr %ap{r}, align 4",
+                f"  %a{r}.1 = insertelement {vec} poison, float %a{r}, i32 0",
+                f"  %a{r}.v = shufflevector {vec} %a{r}.1, {vec} poison, <{width} x i32> zeroinitializer"]
+        for v in range(nv):
+            out.append(f"  %f{r}.{v} = call {vec} @llvm.fma.v{width}f32({vec} %a{r}.v, {vec} %b{v}, {vec} %c{r}.{v})")
+    out += ["  %k.next = add i64 %k, 1", "  %done = icmp sge i64 %k.next, %K",
+            "  br i1 %done, label %sums, label %loop", "zero:", "  br label %sums", "sums:"]
+    for r in range(mr):  # the sums of the loop, or zeros for K = 0
+        for v in range(nv):
+            out.append(f"  %s{r}.{v} = phi {vec} [zeroinitializer, %zero], [%f{r}.{v}, %loop]")
+    out.append("  br i1 %accumulate, label %add0, label %set0")
+    for chain in ("add", "set"):  # store rows while r < mvalid: C += sums (add) or C = sums (set)
+        for r in range(mr):
+            out += [f"{chain}{r}:", f"  %{chain}.live{r} = icmp slt i64 {r}, %mvalid",
+                    f"  br i1 %{chain}.live{r}, label %{chain}.store{r}, label %exit", f"{chain}.store{r}:",
+                    f"  %{chain}.co{r} = mul i64 %ldc, {r}"]
+            for v in range(nv):
+                at = f"{chain}.{r}.{v}"
+                out += [f"  %cx{at} = add i64 %{chain}.co{r}, {v * width}",
+                        f"  %cp{at} = getelementptr float, ptr %C, i64 %cx{at}"]
+                value = f"%s{r}.{v}"
+                if chain == "add":
+                    out += [f"  %old{at} = call {vec} @llvm.masked.load.v{width}f32.p0(ptr %cp{at}, i32 4, {mask} %m{v}, "
+                            f"{vec} zeroinitializer)", f"  %sum{at} = fadd {vec} %old{at}, %s{r}.{v}"]
+                    value = f"%sum{at}"
+                out.append(f"  call void @llvm.masked.store.v{width}f32.p0({vec} {value}, ptr %cp{at}, i32 4, {mask} %m{v})")
+            out.append(f"  br label %{chain}{r + 1}" if r + 1 < mr else "  br label %exit")
+    out += ["exit:", "  ret void", "}", "attributes #0 = { nounwind }"]
+    return "\n".join(out) + "\n"
+
+
+def _host_has_avx512() -> bool:
+    import llvmlite.binding as llvm
+
+    features = llvm.get_host_cpu_features()
+    return bool(features.get("avx512f")) and bool(features.get("fma"))
+
+
+def microkernel_address() -> int:
+    """The compiled micro-kernel's address for this process, or 0 where the CPU lacks AVX-512 or llvmlite is
+    missing (the `jit` extra)."""
+    if "address" not in _state:
+        with _lock:
+            if "address" not in _state:
+                _state["address"] = _compile()
+    return _state["address"]
+
+
+def _compile() -> int:
+    try:
+        import llvmlite.binding as llvm
+    except ImportError:
+        return 0
+    if not _host_has_avx512():
+        return 0
+    for init in ("initialize_native_target", "initialize_native_asmprinter"):
+        getattr(llvm, init)()
+    target = llvm.Target.from_default_triple()
+    machine = target.create_target_machine(cpu=llvm.get_host_cpu_name(),
+                                           features=llvm.get_host_cpu_features().flatten(), opt=3)
+    module = llvm.parse_assembly(microkernel_ir())
+    module.verify()
+    engine = llvm.create_mcjit_compiler(module, machine)
+    engine.finalize_object()
+    _state["engine"] = engine  # the code lives as long as its engine
+    return engine.get_function_address("ukr")

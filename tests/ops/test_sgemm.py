@@ -1,0 +1,171 @@
+"""Ember's own float32 GEMM (sgemm_microkernel, sgemm_compiled) and the choice between it and NumPy's BLAS
+(gemm.matmul): values against float64 NumPy on shapes around every block edge, layouts and splits, and the
+products the ops route through it against PyTorch."""
+
+import numpy as np
+import pytest
+
+from ember.ops import batch_threads, gemm
+from ember.ops.sgemm_microkernel import MR, NR
+
+pytestmark = pytest.mark.skipif(not gemm.enabled(), reason="needs AVX-512 and the jit extra (numba, llvmlite)")
+
+from ember.ops.sgemm_compiled import KC, sgemm  # noqa: E402
+
+
+def _close(got, a, b, add=None):
+    want = np.matmul(a.astype(np.float64), b.astype(np.float64))
+    if add is not None:
+        want = want + add
+    k = a.shape[-1]
+    # float32 sums of k products: error grows like sqrt(k) eps |a||b|
+    tol = 4e-7 * np.sqrt(max(k, 1)) * (np.abs(a).max(initial=0) * np.abs(b).max(initial=0) * max(k, 1) ** 0.5 + 1)
+    np.testing.assert_allclose(got, want, rtol=0, atol=tol)
+
+
+@pytest.mark.parametrize("m", [1, MR - 1, MR, MR + 1, 3 * MR + 5])
+@pytest.mark.parametrize("n", [1, NR - 1, NR, NR + 1, 3 * NR + 7])
+@pytest.mark.parametrize("k", [1, 17, KC, KC + 1])
+def test_block_edges_match_float64(m, n, k):
+    rng = np.random.default_rng(m * 1000 + n * 10 + k)
+    a, b = rng.standard_normal((m, k), np.float32), rng.standard_normal((k, n), np.float32)
+    out = np.full((m, n), np.nan, np.float32)
+    sgemm(a, b, out)
+    _close(out, a, b)
+
+
+@pytest.mark.parametrize("layout", ["a transposed", "b transposed", "both transposed", "sliced", "batched",
+                                    "reversed"])
+def test_layouts_match_float64(layout):
+    rng = np.random.default_rng(7)
+    m, k, n = 53, 700, 75  # K over one block, partial row and column panels
+    a = rng.standard_normal((k, m), np.float32).T if "a" in layout or "both" in layout else rng.standard_normal(
+        (m, k), np.float32)
+    b = rng.standard_normal((n, k), np.float32).T if "b" in layout or "both" in layout else rng.standard_normal(
+        (k, n), np.float32)
+    if layout == "sliced":  # every operand a view with a longer leading dimension
+        a = rng.standard_normal((m, k + 9), np.float32)[:, 3:k + 3]
+        b = rng.standard_normal((k, n + 11), np.float32)[:, 5:n + 5]
+    if layout == "batched":
+        a, b = rng.standard_normal((3, m, k), np.float32), rng.standard_normal((3, k, n), np.float32)
+    if layout == "reversed":  # negative strides
+        a, b = a[::-1, ::-1], b[::-1]
+    big = np.full(a.shape[:-2] + (m, n + 6), np.nan, np.float32)
+    out = big[..., 2:n + 2]
+    sgemm(a, b, out)
+    _close(out, a, b)
+    assert np.isnan(big[..., :2]).all() and np.isnan(big[..., n + 2:]).all()  # nothing written outside
+
+
+def test_accumulate_adds_to_the_output():
+    rng = np.random.default_rng(3)
+    a, b = rng.standard_normal((40, 1100), np.float32), rng.standard_normal((1100, 70), np.float32)
+    start = rng.standard_normal((40, 70), np.float32)
+    out = start.copy()
+    sgemm(a, b, out, accumulate=True)
+    _close(out, a, b, add=start)
+
+
+def test_empty_inner_dimension_writes_zeros_or_keeps_the_output():
+    a, b = np.ones((5, 0), np.float32), np.ones((0, 40), np.float32)
+    out = np.full((5, 40), 7.0, np.float32)
+    sgemm(a, b, out, accumulate=True)
+    np.testing.assert_array_equal(out, 7.0)
+    sgemm(a, b, out)
+    np.testing.assert_array_equal(out, 0.0)
+
+
+@pytest.mark.parametrize("shape", [(8, 600, 300, 600), (1, 2000, 300, 120), (1, 40, 700, 4000)],
+                         ids=["batch split", "row split", "column split"])
+def test_rows_do_not_depend_on_the_split(shape, monkeypatch):
+    """Each value is one in-order sum over K: split over threads (batch, rows or columns), computed alone, or
+    with its neighbours, a row comes out bit for bit the same."""
+    batch, m, k, n = shape
+    rng = np.random.default_rng(11)
+    a, b = rng.standard_normal((batch, m, k), np.float32), rng.standard_normal((batch, k, n), np.float32)
+    whole = np.empty((batch, m, n), np.float32)
+    sgemm(a, b, whole)
+    _close(whole, a, b)
+    monkeypatch.setattr(batch_threads, "worth_splitting", lambda flops: False)
+    alone = np.empty((batch, m, n), np.float32)
+    sgemm(a, b, alone)
+    np.testing.assert_array_equal(alone, whole)
+    row = np.empty((1, 1, n), np.float32)
+    sgemm(a[-1:, -1:], b[-1:], row)
+    np.testing.assert_array_equal(row[0, 0], whole[-1, -1])
+
+
+def test_matmul_chooses_by_dtype_size_layout_and_aliasing():
+    rng = np.random.default_rng(5)
+    a, b = rng.standard_normal((64, 256), np.float32), rng.standard_normal((256, 128), np.float32)
+    assert gemm.takes_own(a, b)
+    assert not gemm.takes_own(a.astype(np.float64), b.astype(np.float64))  # float32 only
+    assert not gemm.takes_own(a[:4, :16], b[:16, :8])  # too small to repay the call
+    assert not gemm.takes_own(a, b.T.copy().T)  # a strided B with few rows: NumPy
+    assert gemm.takes_own(np.ones((256, 256), np.float32), np.ones((128, 256), np.float32).T)  # many rows: ours
+    assert not gemm.takes_own(a[None], b[None].repeat(2, 0))  # batches differ
+    assert not gemm.takes_own(a[None, None], b[None, None])  # 4-D: NumPy's broadcasting
+    square = rng.standard_normal((128, 128), np.float32)
+    assert not gemm.takes_own(square, square, out=square)  # out overlaps an input
+    raw = np.zeros(4 * 64 * 256 + 1, np.uint8)[1:].view(np.float32).reshape(64, 256)  # misaligned by a byte
+    assert gemm.takes_own(raw.copy(), b) and not gemm.takes_own(
+        np.lib.stride_tricks.as_strided(raw, strides=(1025, 4)), b)
+    np.testing.assert_array_equal(gemm.matmul(a, b), sgemm(a, b, np.empty((64, 128), np.float32)))
+
+
+def test_blas_setting_and_numpy_backend_turn_it_off(monkeypatch):
+    from ember.graph import codegen
+
+    monkeypatch.setattr(gemm, "_state", {})
+    monkeypatch.setenv("EMBER_GEMM", "blas")
+    assert not gemm.enabled()
+    monkeypatch.setattr(gemm, "_state", {})
+    monkeypatch.setenv("EMBER_GEMM", "fast")
+    with pytest.raises(ValueError, match="EMBER_GEMM must be 'auto' or 'blas', got 'fast'"):
+        gemm.enabled()
+    monkeypatch.setattr(gemm, "_state", {})
+    monkeypatch.setenv("EMBER_GEMM", "auto")
+    assert gemm.enabled()
+    monkeypatch.setattr(codegen, "_backend", "numpy")
+    assert not gemm.enabled()
+
+
+@pytest.mark.parametrize("case", ["matmul", "linear", "conv2d", "batched matmul"])
+def test_ops_on_the_kernel_match_torch(case, monkeypatch):
+    """Products large enough to take the kernel, forward and backward, against PyTorch."""
+    torch = pytest.importorskip("torch")
+    import ember as em
+    from ember.ops import sgemm_compiled
+
+    calls = []
+    monkeypatch.setattr(sgemm_compiled, "sgemm", lambda *args, **kw: calls.append(1) or sgemm(*args, **kw))
+
+    rng = np.random.default_rng(9)
+    if case == "matmul":
+        shapes = [(96, 300), (300, 130)]
+    elif case == "batched matmul":
+        shapes = [(4, 40, 200), (4, 200, 70)]
+    elif case == "linear":
+        shapes = [(200, 300), (130, 300), (130,)]
+    else:
+        shapes = [(8, 32, 16, 16), (48, 32, 3, 3)]
+    arrays = [rng.standard_normal(s).astype(np.float32) for s in shapes]
+    ours = [em.tensor(x, requires_grad=True) for x in arrays]
+    theirs = [torch.tensor(x, requires_grad=True) for x in arrays]
+
+    def run(lib, args):
+        F = lib.nn.functional
+        if case in ("matmul", "batched matmul"):
+            return lib.matmul(*args)
+        if case == "linear":
+            return F.linear(*args)
+        return F.conv2d(*args, padding=1)
+
+    y, t = run(em, ours), run(torch, theirs)
+    np.testing.assert_allclose(y.detach().numpy(), t.detach().numpy(), rtol=1e-4, atol=1e-4)
+    g = rng.standard_normal(t.shape).astype(np.float32)
+    y.backward(em.tensor(g))
+    t.backward(torch.tensor(g))
+    for mine, ref in zip(ours, theirs):
+        np.testing.assert_allclose(mine.grad.numpy(), ref.grad.numpy(), rtol=1e-4, atol=1e-3)
+    assert calls  # the products ran on the kernel
