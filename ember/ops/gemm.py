@@ -49,13 +49,16 @@ def _numba_available() -> bool:
 
 def takes_own(a, b, out=None) -> bool:
     """Whether a @ b (into out) runs on Ember's kernel: see the module's docstring."""
-    if type(a) is not np.ndarray or type(b) is not np.ndarray or a.dtype != np.float32 or b.dtype != np.float32:
+    # size first: most calls are small ones, and this is on every matmul's path
+    if type(a) is not np.ndarray or type(b) is not np.ndarray or not b.ndim or 2.0 * a.size * b.shape[-1] < _MIN_FLOPS:
+        return False
+    if a.dtype != np.float32 or b.dtype != np.float32:
         return False
     if a.ndim != b.ndim or a.ndim not in (2, 3) or (a.ndim == 3 and a.shape[0] != b.shape[0]):
         return False
     m, k = a.shape[-2:]
     n = b.shape[-1]
-    if b.shape[-2] != k or not k or 2.0 * m * n * k * (a.shape[0] if a.ndim == 3 else 1) < _MIN_FLOPS:
+    if b.shape[-2] != k or not k:
         return False
     if b.strides[-1] != 4 and m < _MIN_ROWS_STRIDED_B:
         return False
@@ -69,7 +72,7 @@ def takes_own(a, b, out=None) -> bool:
 
 def matmul(a, b, out=None, xp=np):
     """xp.matmul(a, b, out=out), on Ember's float32 kernel where `takes_own` says so (NumPy arrays only)."""
-    if xp is not np or not takes_own(a, b, out):
+    if xp is not np or not b.ndim or 2.0 * a.size * b.shape[-1] < _MIN_FLOPS or not takes_own(a, b, out):
         return xp.matmul(a, b) if out is None else xp.matmul(a, b, out=out)
     from ember.ops.sgemm_compiled import sgemm
 
