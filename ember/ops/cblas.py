@@ -94,10 +94,8 @@ def linear_with_bias(x, w, b, out=None):
     return out
 
 
-def openblas_kernels() -> str:
-    """Which OpenBLAS NumPy runs and its GEMM kernels, e.g. 'OpenBLAS 0.3.31 ... kernels SkylakeX', plus any
-    OPENBLAS_CORETYPE that forces them (the benchmarks print it: forced Haswell kernels ran large float32 GEMMs
-    at 250 GFLOP/s on a 2-core AVX-512 machine where the detected SkylakeX ones ran at 460)."""
+def _openblas_info():
+    """(config, corename) strings of NumPy's bundled OpenBLAS, or None where NumPy's BLAS is another."""
     for lib in _openblas_libraries():
         for config_name, core_name in (("scipy_openblas_get_config64_", "scipy_openblas_get_corename64_"),
                                        ("openblas_get_config64_", "openblas_get_corename64_"),
@@ -105,7 +103,27 @@ def openblas_kernels() -> str:
             config, core = getattr(lib, config_name, None), getattr(lib, core_name, None)
             if config is not None and core is not None:
                 config.restype = core.restype = ctypes.c_char_p
-                text = f"{config().decode().strip()}, kernels {core().decode()}"
-                forced = os.environ.get("OPENBLAS_CORETYPE")
-                return text + (f" (forced by OPENBLAS_CORETYPE={forced})" if forced else "")
-    return f"NumPy's BLAS is not a bundled OpenBLAS ({np.__version__})"
+                return config().decode().strip(), core().decode()
+    return None
+
+
+# OpenBLAS's GEMM kernels for AVX-512 (its corename for them)
+AVX512_CORES = frozenset({"skylakex", "cooperlake", "sapphirerapids"})
+
+
+def openblas_core() -> str | None:
+    """The name of the GEMM kernels NumPy's OpenBLAS runs ('Haswell', 'SkylakeX', ...), or None where NumPy's BLAS
+    is not a bundled OpenBLAS."""
+    info = _openblas_info()
+    return None if info is None else info[1]
+
+
+def openblas_kernels() -> str:
+    """Which OpenBLAS NumPy runs and its GEMM kernels, e.g. 'OpenBLAS 0.3.31 ... kernels SkylakeX', plus any
+    OPENBLAS_CORETYPE that forces them (the benchmarks print it: forced Haswell kernels ran large float32 GEMMs
+    at 250 GFLOP/s on a 2-core AVX-512 machine where the detected SkylakeX ones ran at 460)."""
+    info = _openblas_info()
+    if info is None:
+        return f"NumPy's BLAS is not a bundled OpenBLAS ({np.__version__})"
+    forced = os.environ.get("OPENBLAS_CORETYPE")
+    return f"{info[0]}, kernels {info[1]}" + (f" (forced by OPENBLAS_CORETYPE={forced})" if forced else "")

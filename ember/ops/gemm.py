@@ -4,11 +4,13 @@ NumPy's BLAS.
 `matmul` is np.matmul for the products the ops compute (linear layers, convolutions' im2col and Winograd
 products, attention). It takes Ember's kernel for float32 products of 2-D or equally batched 3-D operands
 that are large enough to repay its call (about 5 us against NumPy's 1 us), where the host has AVX-512, the
-`jit` extra is installed and EMBER_GEMM is not `blas`. A B with strided columns (a transposed weight) is
-copied into panels first, which pays off only for many rows of A. On the AMD EPYC (Zen 5) this project
-runs on, where OPENBLAS_CORETYPE=Haswell holds NumPy's OpenBLAS to AVX2, `benchmarks/gemm.py` (2 threads,
-2026-11-27) measured 0.54-0.71x NumPy's time from 1600 x 64 x 512 to 1024^3 and 0.89-1.15x on an MLP's and an
-LSTM step's small products.
+`jit` extra is installed, and NumPy's BLAS is an OpenBLAS running narrower kernels than the CPU has (as
+OPENBLAS_CORETYPE=Haswell makes it): OpenBLAS's own AVX-512 kernels ran these products in 0.7-1.1x the
+kernel's time. EMBER_GEMM=ember takes the kernel wherever it runs, EMBER_GEMM=blas never. A B with strided
+columns (a transposed weight) is copied into panels first, which pays off only for many rows of A. On the
+AMD EPYC (Zen 5) this project runs on, where OPENBLAS_CORETYPE=Haswell holds NumPy's OpenBLAS to AVX2,
+`benchmarks/gemm.py` (2 threads, 2026-11-27) measured 0.53-0.77x NumPy's time from 128 x 784 x 512 to
+1024^3 and 0.86-1.15x on an MLP's second layer and an LSTM step's small products.
 """
 
 from __future__ import annotations
@@ -28,14 +30,25 @@ def enabled() -> bool:
 
     if get_backend() == "numpy":
         return False
-    if "driver" not in _state:
-        choice = os.environ.get("EMBER_GEMM", "auto").strip().lower() or "auto"
-        if choice not in ("auto", "blas"):
-            raise ValueError(f"EMBER_GEMM must be 'auto' or 'blas', got {choice!r}")
-        from ember.ops.sgemm_compiled import driver
+    if "own" not in _state:
+        _state["own"] = _choose(os.environ.get("EMBER_GEMM", "auto").strip().lower() or "auto")
+    return _state["own"]
 
-        _state["driver"] = driver() if choice == "auto" and _numba_available() else None
-    return _state["driver"] is not None
+
+def _choose(choice: str) -> bool:
+    if choice not in ("auto", "ember", "blas"):
+        raise ValueError(f"EMBER_GEMM must be 'auto', 'ember' or 'blas', got {choice!r}")
+    if choice == "blas" or not _numba_available():
+        return False
+    from ember.ops.cblas import AVX512_CORES, openblas_core
+    from ember.ops.sgemm_compiled import driver
+
+    if driver() is None:
+        return False
+    # auto: only where NumPy's BLAS is an OpenBLAS held to narrower kernels; its AVX-512 ones (and other
+    # libraries, tuned for their machines) ran these products in 0.7-1.1x its time (benchmarks/gemm.py)
+    core = openblas_core()
+    return choice == "ember" or (core is not None and core.lower() not in AVX512_CORES)
 
 
 def _numba_available() -> bool:

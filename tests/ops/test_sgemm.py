@@ -8,9 +8,16 @@ import pytest
 from ember.ops import batch_threads, gemm
 from ember.ops.sgemm_microkernel import MR, NR
 
-pytestmark = pytest.mark.skipif(not gemm.enabled(), reason="needs AVX-512 and the jit extra (numba, llvmlite)")
+pytest.importorskip("numba")
+from ember.ops.sgemm_compiled import KC, driver, sgemm  # noqa: E402
 
-from ember.ops.sgemm_compiled import KC, sgemm  # noqa: E402
+pytestmark = pytest.mark.skipif(driver() is None, reason="needs an AVX-512 CPU")
+
+
+@pytest.fixture
+def own_gemm(monkeypatch):
+    """gemm.matmul choosing Ember's kernel, whatever NumPy's BLAS here is."""
+    monkeypatch.setattr(gemm, "_state", {"own": True})
 
 
 def _close(got, a, b, add=None):
@@ -95,7 +102,7 @@ def test_rows_do_not_depend_on_the_split(shape, monkeypatch):
     np.testing.assert_array_equal(row[0, 0], whole[-1, -1])
 
 
-def test_matmul_chooses_by_dtype_size_layout_and_aliasing():
+def test_matmul_chooses_by_dtype_size_layout_and_aliasing(own_gemm):
     rng = np.random.default_rng(5)
     a, b = rng.standard_normal((64, 256), np.float32), rng.standard_normal((256, 128), np.float32)
     assert gemm.takes_own(a, b)
@@ -113,25 +120,35 @@ def test_matmul_chooses_by_dtype_size_layout_and_aliasing():
     np.testing.assert_array_equal(gemm.matmul(a, b), sgemm(a, b, np.empty((64, 128), np.float32)))
 
 
-def test_blas_setting_and_numpy_backend_turn_it_off(monkeypatch):
+@pytest.mark.parametrize("core, chosen", [("Haswell", True), ("Zen", True), ("SkylakeX", False),
+                                          ("Cooperlake", False), (None, False)])
+def test_auto_takes_the_kernel_only_over_narrower_openblas_kernels(core, chosen, monkeypatch):
+    from ember.ops import cblas
+
+    monkeypatch.setattr(cblas, "openblas_core", lambda: core)
+    assert gemm._choose("auto") is chosen
+    assert gemm._choose("ember") is True  # wherever the kernel runs
+    assert gemm._choose("blas") is False
+
+
+def test_settings_and_numpy_backend(monkeypatch):
     from ember.graph import codegen
 
-    monkeypatch.setattr(gemm, "_state", {})
-    monkeypatch.setenv("EMBER_GEMM", "blas")
-    assert not gemm.enabled()
+    for value, expected in (("blas", False), ("ember", True)):
+        monkeypatch.setattr(gemm, "_state", {})
+        monkeypatch.setenv("EMBER_GEMM", value)
+        assert gemm.enabled() is expected
     monkeypatch.setattr(gemm, "_state", {})
     monkeypatch.setenv("EMBER_GEMM", "fast")
-    with pytest.raises(ValueError, match="EMBER_GEMM must be 'auto' or 'blas', got 'fast'"):
+    with pytest.raises(ValueError, match="EMBER_GEMM must be 'auto', 'ember' or 'blas', got 'fast'"):
         gemm.enabled()
-    monkeypatch.setattr(gemm, "_state", {})
-    monkeypatch.setenv("EMBER_GEMM", "auto")
-    assert gemm.enabled()
+    monkeypatch.setattr(gemm, "_state", {"own": True})
     monkeypatch.setattr(codegen, "_backend", "numpy")
     assert not gemm.enabled()
 
 
 @pytest.mark.parametrize("case", ["matmul", "linear", "conv2d", "batched matmul"])
-def test_ops_on_the_kernel_match_torch(case, monkeypatch):
+def test_ops_on_the_kernel_match_torch(case, monkeypatch, own_gemm):
     """Products large enough to take the kernel, forward and backward, against PyTorch."""
     torch = pytest.importorskip("torch")
     import ember as em
