@@ -33,15 +33,18 @@ def kernel_for(source: str, name: str, xp, dtype, elements: int, fastmath=None, 
     return _cached[key]
 
 
-def compile_source(source: str, name: str, fastmath=None, cache: bool = True):
-    """The Numba function `name` of kernel `source` (nogil, cached on disk unless `cache=False`), or None where
-    Numba is missing."""
+def compile_source(source: str, name: str, fastmath=None, cache: bool = True, signature=None):
+    """The Numba function `name` of kernel `source` (nogil, cached on disk unless `cache=False`; compiled now for
+    `signature` alone when given), or None where Numba is missing."""
     from ember.graph.codegen.numba_cpu import NumbaRenderer, compiled_function
 
     if not NumbaRenderer().available():
         return None
     # Serial: Numba's worker threads and OpenBLAS's (spinning after each GEMM) would fight over the cores.
-    return compiled_function(source, name, cache=cache, **({"fastmath": fastmath} if fastmath else {}))
+    options = {"fastmath": fastmath} if fastmath else {}
+    if signature is not None:
+        options["signature_or_function"] = signature
+    return compiled_function(source, name, cache=cache, **options)
 
 
 def contiguous(a, shape=(-1,)):

@@ -3,7 +3,7 @@ NumPy's BLAS.
 
 `matmul` is np.matmul for the products the ops compute (linear layers, convolutions' im2col and Winograd
 products, attention). It takes Ember's kernel for float32 products of 2-D or equally batched 3-D operands
-that are large enough to repay its call (about 5 us against NumPy's 1 us), where the host has AVX-512, the
+that are large enough to repay its call (about 2 us against NumPy's 1 us), where the host has AVX-512, the
 `jit` extra is installed, and NumPy's BLAS is an OpenBLAS running narrower kernels than the CPU has (as
 OPENBLAS_CORETYPE=Haswell makes it): OpenBLAS's own AVX-512 kernels ran these products in 0.7-1.1x the
 kernel's time. EMBER_GEMM=ember takes the kernel wherever it runs, EMBER_GEMM=blas never. A B with strided
@@ -19,7 +19,7 @@ import os
 
 import numpy as np
 
-_MIN_FLOPS = 1e6  # smaller products: NumPy's call costs less than the driver's
+_MIN_FLOPS = 2.5e5  # below: NumPy's call (1 us) beats the driver's (2 us); 32 x 64 x 64 broke even
 _MIN_ROWS_STRIDED_B = 128  # a strided B's panel copy is repaid by this many rows of A
 _state: dict = {}
 

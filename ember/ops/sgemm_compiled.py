@@ -30,6 +30,20 @@ MR, NR, KC = {MR}, {NR}, {KC}
 
 def sgemm_blocks(ukr, a, sab, sam, sak, b, sbb, sbk, sbn, c, scb, scm, k_len, accumulate, b_lo, b_hi, r_lo, r_hi,
                  j_lo, j_hi):
+    _blocks(ukr, a, sab, sam, sak, b, sbb, sbk, sbn, c, scb, scm, k_len, accumulate, b_lo, b_hi, r_lo, r_hi, j_lo, j_hi)
+
+
+def sgemm_arrays(ukr, a, b, c, accumulate, b_lo, b_hi, r_lo, r_hi, j_lo, j_hi):
+    # sgemm_blocks on (B, M, K) @ (B, K, N) -> (B, M, N) float32 arrays: their addresses and strides read here,
+    # where they cost nothing (NumPy's `ctypes.data` took 0.8 us each from Python)
+    _blocks(ukr, a.ctypes.data, a.strides[0] // 4, a.strides[1] // 4, a.strides[2] // 4, b.ctypes.data,
+            b.strides[0] // 4, b.strides[1] // 4, b.strides[2] // 4, c.ctypes.data, c.strides[0] // 4,
+            c.strides[1] // 4, a.shape[2], accumulate, b_lo, b_hi, r_lo, r_hi, j_lo, j_hi)
+
+
+@njit(nogil=True)
+def _blocks(ukr, a, sab, sam, sak, b, sbb, sbk, sbn, c, scb, scm, k_len, accumulate, b_lo, b_hi, r_lo, r_hi, j_lo,
+            j_hi):
     # C[i, r, j] (+)= sum_k A[i, r, k] B[i, k, j] for batch entries [b_lo, b_hi), rows [r_lo, r_hi), columns
     # [j_lo, j_hi): a, b, c addresses of float32 values, strides in elements, C's columns contiguous. K runs
     # in blocks of KC, so a block's panels stay in the core's L2 cache. A row-major A is read in place but for
@@ -122,50 +136,54 @@ def sgemm_rows(M, N, K, a, lda, b, ldb, c, ldc):
                   0, N)
 '''
 
-_driver: list = []
+_drivers: dict = {}
 _lock = threading.Lock()
 
 
 def driver():
-    """The compiled driver, or None where the micro-kernel or Numba is missing."""
-    if not _driver:
+    """The compiled address-based driver (`sgemm_blocks`), or None where the micro-kernel or Numba is missing."""
+    return _compiled()["blocks"]
+
+
+def _compiled() -> dict:
+    if not _drivers:
         with _lock:
-            if not _driver:
+            if not _drivers:
                 from ember.ops.compiled import compile_source
 
-                _driver.append(compile_source(SOURCE, "sgemm_blocks") if microkernel_address() else None)
-    return _driver[0]
+                blocks = compile_source(SOURCE, "sgemm_blocks") if microkernel_address() else None
+                arrays = None
+                if blocks is not None:  # one signature for every layout: Numba would compile one per C/F/A mix
+                    from numba import types
 
-
-def _elements(strides) -> tuple:
-    return tuple(s // 4 for s in strides)
+                    array = types.Array(types.float32, 3, "A")
+                    signature = types.void(types.int64, array, array, array, *([types.int64] * 7))
+                    arrays = compile_source(SOURCE, "sgemm_arrays", signature=signature)
+                _drivers.update(blocks=blocks, arrays=arrays)
+    return _drivers
 
 
 def sgemm(a: np.ndarray, b: np.ndarray, out: np.ndarray, accumulate: bool = False) -> np.ndarray:
     """out (+)= a @ b for float32 (M, K) @ (K, N) or (B, M, K) @ (B, K, N), any strides (out's last axis
     contiguous), on the micro-kernel; large products split over the batch threads. Needs driver()."""
-    fn, ukr, result = driver(), microkernel_address(), out
+    fn, ukr, result = _drivers["arrays"] if _drivers else _compiled()["arrays"], microkernel_address(), out
     if a.ndim == 2:
         a, b, out = a[None], b[None], out[None]
     batch, m, k_len = a.shape
     n = b.shape[2]
-    sa, sb, sc = _elements(a.strides), _elements(b.strides), _elements(out.strides)
-    pa, pb, pc = a.ctypes.data, b.ctypes.data, out.ctypes.data
     acc = int(accumulate)
-
-    def blocks(b0, b1, r0, r1, j0, j1):
-        fn(ukr, pa, *sa, pb, *sb, pc, sc[0], sc[1], k_len, acc, b0, b1, r0, r1, j0, j1)
-
     flops = 2.0 * batch * m * n * k_len
     if not batch_threads.worth_splitting(flops):
-        blocks(0, batch, 0, m, 0, n)
+        fn(ukr, a, b, out, acc, 0, batch, 0, m, 0, n)
     elif batch >= batch_threads.workers():
-        batch_threads.run(lambda b0, b1: blocks(b0, b1, 0, m, 0, n), batch, flops)
-    elif m >= 2 * MR * batch_threads.workers() and (sb[2] == 1 or n < 2 * NR * batch_threads.workers()):
+        batch_threads.run(lambda b0, b1: fn(ukr, a, b, out, acc, b0, b1, 0, m, 0, n), batch, flops)
+    elif m >= 2 * MR * batch_threads.workers() and (b.strides[2] == 4 or n < 2 * NR * batch_threads.workers()):
         # whole row panels per thread; a strided B is split by columns instead, so each thread packs only its part
         panels = -(-m // MR)
-        batch_threads.run(lambda p0, p1: blocks(0, batch, p0 * MR, min(p1 * MR, m), 0, n), panels, flops)
+        batch_threads.run(lambda p0, p1: fn(ukr, a, b, out, acc, 0, batch, p0 * MR, min(p1 * MR, m), 0, n), panels,
+                          flops)
     else:
         panels = -(-n // NR)
-        batch_threads.run(lambda p0, p1: blocks(0, batch, 0, m, p0 * NR, min(p1 * NR, n)), panels, flops)
+        batch_threads.run(lambda p0, p1: fn(ukr, a, b, out, acc, 0, batch, 0, m, p0 * NR, min(p1 * NR, n)), panels,
+                          flops)
     return result
