@@ -9,8 +9,8 @@ OPENBLAS_CORETYPE=Haswell makes it): OpenBLAS's own AVX-512 kernels ran these pr
 kernel's time. EMBER_GEMM=ember takes the kernel wherever it runs, EMBER_GEMM=blas never. A B with strided
 columns (a transposed weight) is copied into panels first, which pays off only for many rows of A. On the
 AMD EPYC (Zen 5) this project runs on, where OPENBLAS_CORETYPE=Haswell holds NumPy's OpenBLAS to AVX2,
-`benchmarks/gemm.py` (2 threads, 2026-11-27) measured 0.53-0.77x NumPy's time from 128 x 784 x 512 to
-1024^3 and 0.86-1.15x on an MLP's second layer and an LSTM step's small products.
+`benchmarks/gemm.py` (2 threads, 2026-11-27) measured 0.55-0.74x NumPy's time from 128 x 784 x 512 to
+1024^3 and 0.66-0.96x on an MLP's second layer and an LSTM step's smaller products.
 """
 
 from __future__ import annotations
