@@ -7,7 +7,8 @@ that are large enough to repay its call (about 2 us against NumPy's 1 us), where
 `jit` extra is installed, and NumPy's BLAS is an OpenBLAS running narrower kernels than the CPU has (as
 OPENBLAS_CORETYPE=Haswell makes it): OpenBLAS's own AVX-512 kernels ran these products in 0.7-1.1x the
 kernel's time. EMBER_GEMM=ember takes the kernel wherever it runs, EMBER_GEMM=blas never. A B with strided
-columns (a transposed weight) is copied into panels first, which pays off only for many rows of A. On the
+columns (a transposed weight) is copied into panels first (16 x 16 transposes when its K axis is the
+contiguous one), which pays off from 16 rows of A. On the
 AMD EPYC (Zen 5) this project runs on, where OPENBLAS_CORETYPE=Haswell holds NumPy's OpenBLAS to AVX2,
 `benchmarks/gemm.py` (2 threads, 2026-11-27) measured 0.55-0.74x NumPy's time from 128 x 784 x 512 to
 1024^3 and 0.66-0.96x on an MLP's second layer and an LSTM step's smaller products.
@@ -20,7 +21,7 @@ import os
 import numpy as np
 
 _MIN_FLOPS = 2.5e5  # below: NumPy's call (1 us) beats the driver's (2 us); 32 x 64 x 64 broke even
-_MIN_ROWS_STRIDED_B = 128  # a strided B's panel copy is repaid by this many rows of A
+_MIN_ROWS_STRIDED_B = 16  # a strided B's panel copy (16 x 16 transposes) is repaid by this many rows of A
 _state: dict = {}
 
 

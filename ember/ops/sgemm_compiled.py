@@ -15,7 +15,7 @@ import threading
 import numpy as np
 
 from ember.ops import batch_threads
-from ember.ops.sgemm_microkernel import MR, NR, microkernel_address
+from ember.ops.sgemm_microkernel import MR, NR, microkernel_address, transpose_address
 
 KC = 512  # K block: an 8 x 512 A panel is 16 KB, a 512 x 32 B panel 64 KB
 
@@ -23,27 +23,27 @@ SOURCE = f'''
 import numpy as np
 from numba import njit
 
-from ember.ops.sgemm_intrinsics import call_microkernel, float32_at
+from ember.ops.sgemm_intrinsics import call_microkernel, call_transpose, float32_at
 
 MR, NR, KC = {MR}, {NR}, {KC}
 
 
-def sgemm_blocks(ukr, a, sab, sam, sak, b, sbb, sbk, sbn, c, scb, scm, k_len, accumulate, b_lo, b_hi, r_lo, r_hi,
-                 j_lo, j_hi):
-    _blocks(ukr, a, sab, sam, sak, b, sbb, sbk, sbn, c, scb, scm, k_len, accumulate, b_lo, b_hi, r_lo, r_hi, j_lo, j_hi)
+def sgemm_blocks(ukr, tr, a, sab, sam, sak, b, sbb, sbk, sbn, c, scb, scm, k_len, accumulate, b_lo, b_hi, r_lo,
+                 r_hi, j_lo, j_hi):
+    _blocks(ukr, tr, a, sab, sam, sak, b, sbb, sbk, sbn, c, scb, scm, k_len, accumulate, b_lo, b_hi, r_lo, r_hi, j_lo, j_hi)
 
 
-def sgemm_arrays(ukr, a, b, c, accumulate, b_lo, b_hi, r_lo, r_hi, j_lo, j_hi):
+def sgemm_arrays(ukr, tr, a, b, c, accumulate, b_lo, b_hi, r_lo, r_hi, j_lo, j_hi):
     # sgemm_blocks on (B, M, K) @ (B, K, N) -> (B, M, N) float32 arrays: their addresses and strides read here,
     # where they cost nothing (NumPy's `ctypes.data` took 0.8 us each from Python)
-    _blocks(ukr, a.ctypes.data, a.strides[0] // 4, a.strides[1] // 4, a.strides[2] // 4, b.ctypes.data,
+    _blocks(ukr, tr, a.ctypes.data, a.strides[0] // 4, a.strides[1] // 4, a.strides[2] // 4, b.ctypes.data,
             b.strides[0] // 4, b.strides[1] // 4, b.strides[2] // 4, c.ctypes.data, c.strides[0] // 4,
             c.strides[1] // 4, a.shape[2], accumulate, b_lo, b_hi, r_lo, r_hi, j_lo, j_hi)
 
 
 @njit(nogil=True)
-def _blocks(ukr, a, sab, sam, sak, b, sbb, sbk, sbn, c, scb, scm, k_len, accumulate, b_lo, b_hi, r_lo, r_hi, j_lo,
-            j_hi):
+def _blocks(ukr, tr, a, sab, sam, sak, b, sbb, sbk, sbn, c, scb, scm, k_len, accumulate, b_lo, b_hi, r_lo, r_hi,
+            j_lo, j_hi):
     # C[i, r, j] (+)= sum_k A[i, r, k] B[i, k, j] for batch entries [b_lo, b_hi), rows [r_lo, r_hi), columns
     # [j_lo, j_hi): a, b, c addresses of float32 values, strides in elements, C's columns contiguous. K runs
     # in blocks of KC, so a block's panels stay in the core's L2 cache. A row-major A is read in place but for
@@ -67,7 +67,7 @@ def _blocks(ukr, a, sab, sam, sak, b, sbb, sbk, sbn, c, scb, scm, k_len, accumul
             for j0 in range(j_lo, j_hi, NR):
                 width = min(NR, j_hi - j0)
                 if pack_b:
-                    _pack_b(B, bpack, i * sbb + k0 * sbk + j0 * sbn, sbk, sbn, kc, width)
+                    _pack_b(B, b, bpack, i * sbb + k0 * sbk + j0 * sbn, sbk, sbn, kc, width, tr)
                     bp, ldb = bpack.ctypes.data, NR
                 else:
                     bp, ldb = b + 4 * (i * sbb + k0 * sbk + j0), sbk
@@ -105,18 +105,27 @@ def _pack_a(A, apack, base, sam, sak, r_lo, r_hi, blocks, kc):
 
 
 @njit(inline="always")
-def _pack_b(B, bpack, base, sbk, sbn, kc, width):
-    # a (kc, width) panel of B at `base` into rows of NR, walking B along its smaller stride
+def _pack_b(B, b, bpack, base, sbk, sbn, kc, width, tr):
+    # a (kc, width) panel of B at `base` into rows of NR, walking B along its smaller stride; a transposed B
+    # (its K axis contiguous) goes by 16 x 16 blocks through the transposing copy `tr`, the rest one by one
     if sbn <= sbk:
         for k in range(kc):
             src = base + k * sbk
             for j in range(width):
                 bpack[k * NR + j] = B[src + j * sbn]
-    else:
-        for j in range(width):
-            src = base + j * sbn
-            for k in range(kc):
-                bpack[k * NR + j] = B[src + k * sbk]
+        return
+    j_full = width // 16 * 16 if sbk == 1 and tr != 0 else 0
+    k_full = kc // 16 * 16 if j_full else 0
+    dst = bpack.ctypes.data
+    for j in range(0, j_full, 16):
+        for k in range(0, k_full, 16):
+            call_transpose(tr, b + 4 * (base + j * sbn + k), sbn, dst + 4 * (k * NR + j), NR)
+    for j in range(width):
+        src = base + j * sbn
+        for k in range(k_full if j < j_full else 0, kc):
+            bpack[k * NR + j] = B[src + k * sbk]
+
+
 '''
 
 # sgemm_rows(M, N, K, a, lda, b, ldb, c, ldc): C = A B for row-major float32 at addresses a, b, c, on the
@@ -125,15 +134,17 @@ def _pack_b(B, bpack, base, sbk, sbn, kc, width):
 ROWS_SOURCE = '''
 from ember.ops.sgemm_compiled import driver as _sgemm_driver
 from ember.ops.sgemm_microkernel import microkernel_address as _microkernel_address
+from ember.ops.sgemm_microkernel import transpose_address as _transpose_address
 
 _sgemm_blocks = _sgemm_driver()
 _MICROKERNEL = _microkernel_address()
+_TRANSPOSE = _transpose_address()
 
 
 @njit(inline="always")
 def sgemm_rows(M, N, K, a, lda, b, ldb, c, ldc):
-    _sgemm_blocks(_MICROKERNEL, np.int64(a), 0, lda, 1, np.int64(b), 0, ldb, 1, np.int64(c), 0, ldc, K, 0, 0, 1, 0, M,
-                  0, N)
+    _sgemm_blocks(_MICROKERNEL, _TRANSPOSE, np.int64(a), 0, lda, 1, np.int64(b), 0, ldb, 1, np.int64(c), 0, ldc, K, 0,
+                  0, 1, 0, M, 0, N)
 '''
 
 _drivers: dict = {}
@@ -156,8 +167,8 @@ def _compiled() -> dict:
                 if blocks is not None:  # one signature for every layout: Numba would compile one per C/F/A mix
                     from numba import types
 
-                    array = types.Array(types.float32, 3, "A")
-                    signature = types.void(types.int64, array, array, array, *([types.int64] * 7))
+                    read, write = (types.Array(types.float32, 3, "A", readonly=ro) for ro in (True, False))
+                    signature = types.void(types.int64, types.int64, read, read, write, *([types.int64] * 7))
                     arrays = compile_source(SOURCE, "sgemm_arrays", signature=signature)
                 _drivers.update(blocks=blocks, arrays=arrays)
     return _drivers
@@ -166,7 +177,8 @@ def _compiled() -> dict:
 def sgemm(a: np.ndarray, b: np.ndarray, out: np.ndarray, accumulate: bool = False) -> np.ndarray:
     """out (+)= a @ b for float32 (M, K) @ (K, N) or (B, M, K) @ (B, K, N), any strides (out's last axis
     contiguous), on the micro-kernel; large products split over the batch threads. Needs driver()."""
-    fn, ukr, result = _drivers["arrays"] if _drivers else _compiled()["arrays"], microkernel_address(), out
+    fn, result = _drivers["arrays"] if _drivers else _compiled()["arrays"], out
+    ukr, tr = microkernel_address(), transpose_address()
     if a.ndim == 2:
         a, b, out = a[None], b[None], out[None]
     batch, m, k_len = a.shape
@@ -174,16 +186,16 @@ def sgemm(a: np.ndarray, b: np.ndarray, out: np.ndarray, accumulate: bool = Fals
     acc = int(accumulate)
     flops = 2.0 * batch * m * n * k_len
     if not batch_threads.worth_splitting(flops):
-        fn(ukr, a, b, out, acc, 0, batch, 0, m, 0, n)
+        fn(ukr, tr, a, b, out, acc, 0, batch, 0, m, 0, n)
     elif batch >= batch_threads.workers():
-        batch_threads.run(lambda b0, b1: fn(ukr, a, b, out, acc, b0, b1, 0, m, 0, n), batch, flops)
+        batch_threads.run(lambda b0, b1: fn(ukr, tr, a, b, out, acc, b0, b1, 0, m, 0, n), batch, flops)
     elif m >= 2 * MR * batch_threads.workers() and (b.strides[2] == 4 or n < 2 * NR * batch_threads.workers()):
         # whole row panels per thread; a strided B is split by columns instead, so each thread packs only its part
         panels = -(-m // MR)
-        batch_threads.run(lambda p0, p1: fn(ukr, a, b, out, acc, 0, batch, p0 * MR, min(p1 * MR, m), 0, n), panels,
+        batch_threads.run(lambda p0, p1: fn(ukr, tr, a, b, out, acc, 0, batch, p0 * MR, min(p1 * MR, m), 0, n), panels,
                           flops)
     else:
         panels = -(-n // NR)
-        batch_threads.run(lambda p0, p1: fn(ukr, a, b, out, acc, 0, batch, 0, m, p0 * NR, min(p1 * NR, n)), panels,
+        batch_threads.run(lambda p0, p1: fn(ukr, tr, a, b, out, acc, 0, batch, 0, m, p0 * NR, min(p1 * NR, n)), panels,
                           flops)
     return result

@@ -39,3 +39,19 @@ def call_microkernel(typingctx, ukr, k, a, ask, asr, b, ldb, c, ldc, nvalid, mva
 
     return sig, codegen
 
+
+
+@intrinsic
+def call_transpose(typingctx, tr, src, lds, dst, ldd):
+    """tr(src, lds, dst, ldd), the 16 x 16 transposing copy at address `tr`; src and dst are addresses."""
+    sig = types.void(*([types.int64] * 5))
+
+    def codegen(context, builder, signature, args):
+        ptr = ir.PointerType()
+        fnty = ir.FunctionType(ir.VoidType(), [ptr, _I64, ptr, _I64])
+        fn = builder.inttoptr(args[0], fnty.as_pointer())
+        src, lds, dst, ldd = args[1:]
+        builder.call(fn, [builder.inttoptr(src, ptr), lds, builder.inttoptr(dst, ptr), ldd])
+        return context.get_dummy_value()
+
+    return sig, codegen

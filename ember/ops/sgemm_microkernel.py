@@ -88,6 +88,40 @@ def microkernel_ir(mr: int = MR, nr: int = NR, width: int = _WIDTH) -> str:
     return "\n".join(out) + "\n"
 
 
+
+def transpose_ir(width: int = _WIDTH) -> str:
+    """LLVM IR text of `tr`, which copies a width x width block transposed: dst[c * ldd + r] = src[r * lds + c].
+    Four rounds of two-source shuffles swap the off-diagonal blocks of 8, 4, 2 and 1 (a transpose is the
+    transpose of its quadrants with the two off-diagonal ones swapped), where a scalar copy wrote down a
+    column one value at a time."""
+    vec = f"<{width} x float>"
+    out = ["define void @tr(ptr noalias %src, i64 %lds, ptr noalias %dst, i64 %ldd) #0 {", "entry:"]
+    rows = []
+    for r in range(width):
+        out += [f"  %so{r} = mul i64 %lds, {r}", f"  %sp{r} = getelementptr float, ptr %src, i64 %so{r}",
+                f"  %v0.{r} = load {vec}, ptr %sp{r}, align 4"]
+        rows.append(f"%v0.{r}")
+    size, stage = width // 2, 0
+    while size:
+        stage += 1
+        new = list(rows)
+        for r in range(width):
+            if r & size:
+                continue
+            low = ", ".join(f"i32 {lane if not lane & size else width + lane - size}" for lane in range(width))
+            high = ", ".join(f"i32 {lane + size if not lane & size else width + lane}" for lane in range(width))
+            out += [f"  %v{stage}.{r} = shufflevector {vec} {rows[r]}, {vec} {rows[r + size]}, <{width} x i32> <{low}>",
+                    f"  %v{stage}.{r + size} = shufflevector {vec} {rows[r]}, {vec} {rows[r + size]}, "
+                    f"<{width} x i32> <{high}>"]
+            new[r], new[r + size] = f"%v{stage}.{r}", f"%v{stage}.{r + size}"
+        rows, size = new, size // 2
+    for r in range(width):
+        out += [f"  %do{r} = mul i64 %ldd, {r}", f"  %dp{r} = getelementptr float, ptr %dst, i64 %do{r}",
+                f"  store {vec} {rows[r]}, ptr %dp{r}, align 4"]
+    out += ["  ret void", "}"]
+    return "\n".join(out) + "\n"
+
+
 def _host_has_avx512() -> bool:
     import llvmlite.binding as llvm
 
@@ -117,9 +151,15 @@ def _compile() -> int:
     target = llvm.Target.from_default_triple()
     machine = target.create_target_machine(cpu=llvm.get_host_cpu_name(),
                                            features=llvm.get_host_cpu_features().flatten(), opt=3)
-    module = llvm.parse_assembly(microkernel_ir())
+    module = llvm.parse_assembly(microkernel_ir() + transpose_ir())
     module.verify()
     engine = llvm.create_mcjit_compiler(module, machine)
     engine.finalize_object()
     _state["engine"] = engine  # the code lives as long as its engine
+    _state["transpose"] = engine.get_function_address("tr")
     return engine.get_function_address("ukr")
+
+
+def transpose_address() -> int:
+    """The compiled 16 x 16 transposing copy's address (see transpose_ir), or 0 where microkernel_address is."""
+    return _state["transpose"] if microkernel_address() else 0

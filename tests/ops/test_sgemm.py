@@ -41,6 +41,17 @@ def test_block_edges_match_float64(m, n, k):
     _close(out, a, b)
 
 
+@pytest.mark.parametrize("n", [1, 15, 16, 17, 33])
+@pytest.mark.parametrize("k", [15, 16, 17, KC + 20])
+def test_transposed_b_around_the_transpose_blocks(n, k):
+    """A B whose K axis is contiguous goes through 16 x 16 transposing copies and a scalar rest."""
+    rng = np.random.default_rng(n * 100 + k)
+    a, b = rng.standard_normal((20, k), np.float32), rng.standard_normal((n, k), np.float32).T
+    out = np.empty((20, n), np.float32)
+    sgemm(a, b, out)
+    _close(out, a, b)
+
+
 @pytest.mark.parametrize("layout", ["a transposed", "b transposed", "both transposed", "sliced", "batched",
                                     "reversed"])
 def test_layouts_match_float64(layout):
@@ -108,7 +119,8 @@ def test_matmul_chooses_by_dtype_size_layout_and_aliasing(own_gemm):
     assert gemm.takes_own(a, b)
     assert not gemm.takes_own(a.astype(np.float64), b.astype(np.float64))  # float32 only
     assert not gemm.takes_own(a[:4, :16], b[:16, :8])  # too small to repay the call
-    assert not gemm.takes_own(a, b.T.copy().T)  # a strided B with few rows: NumPy
+    assert not gemm.takes_own(a[:8], b.T.copy().T)  # a strided B with few rows of A: NumPy
+    assert gemm.takes_own(a, b.T.copy().T)
     assert gemm.takes_own(np.ones((256, 256), np.float32), np.ones((128, 256), np.float32).T)  # many rows: ours
     assert not gemm.takes_own(a[None], b[None].repeat(2, 0))  # batches differ
     assert not gemm.takes_own(a[None, None], b[None, None])  # 4-D: NumPy's broadcasting
@@ -117,6 +129,8 @@ def test_matmul_chooses_by_dtype_size_layout_and_aliasing(own_gemm):
     raw = np.zeros(4 * 64 * 256 + 1, np.uint8)[1:].view(np.float32).reshape(64, 256)  # misaligned by a byte
     assert gemm.takes_own(raw.copy(), b) and not gemm.takes_own(
         np.lib.stride_tricks.as_strided(raw, strides=(1025, 4)), b)
+    np.testing.assert_array_equal(gemm.matmul(a, b), sgemm(a, b, np.empty((64, 128), np.float32)))
+    a.flags.writeable = b.flags.writeable = False  # read-only operands (ONNX initializers, np.frombuffer)
     np.testing.assert_array_equal(gemm.matmul(a, b), sgemm(a, b, np.empty((64, 128), np.float32)))
 
 
