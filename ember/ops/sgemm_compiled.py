@@ -3,7 +3,8 @@ blocks walked by a compiled (Numba) driver, split over the batch threads.
 
 The driver reads a row-major A in place and packs other layouts (and a last partial row panel) into
 MR-row panels, k-major, rows zero-padded; it packs B's NR-column panels when its columns are strided (a
-transposed weight) or many row panels reuse them. K runs in blocks of KC: every output value is the
+transposed weight, copied by the micro-kernel module's 16 x 16 transposing copy) or many row panels reuse
+them. K runs in blocks of KC: every output value is the
 micro-kernel's in-order sum over each block, the blocks added in order, so a row's value does not depend on
 how the rows or columns were split over threads or calls (OpenBLAS's results do).
 """
@@ -30,7 +31,8 @@ MR, NR, KC = {MR}, {NR}, {KC}
 
 def sgemm_blocks(ukr, tr, a, sab, sam, sak, b, sbb, sbk, sbn, c, scb, scm, k_len, accumulate, b_lo, b_hi, r_lo,
                  r_hi, j_lo, j_hi):
-    _blocks(ukr, tr, a, sab, sam, sak, b, sbb, sbk, sbn, c, scb, scm, k_len, accumulate, b_lo, b_hi, r_lo, r_hi, j_lo, j_hi)
+    _blocks(ukr, tr, a, sab, sam, sak, b, sbb, sbk, sbn, c, scb, scm, k_len, accumulate, b_lo, b_hi, r_lo, r_hi, j_lo,
+            j_hi)
 
 
 def sgemm_arrays(ukr, tr, a, b, c, accumulate, b_lo, b_hi, r_lo, r_hi, j_lo, j_hi):
