@@ -1,9 +1,10 @@
-"""A float32 GEMM micro-kernel for AVX-512, written in LLVM IR and compiled for this CPU with llvmlite.
+"""A float32 GEMM micro-kernel for AVX-512, and the 16 x 16 transposing copy that packs transposed operands
+for it, written in LLVM IR and compiled for this CPU with llvmlite.
 
 The micro-kernel keeps an MR x NR block of C (8 rows x two 16-wide vectors: 16 of the 32 zmm registers) in
 registers over the whole K loop: per k it loads NR values of a B row, broadcasts MR values of A and issues
-16 FMAs, the register-blocked inner loop of every BLAS (and oneDNN's and XNNPACK's
-generated kernels). Masked loads and stores let one kernel serve partial column blocks, and `mvalid` partial
+16 FMAs, the register-blocked inner loop of every BLAS (and of oneDNN's and XNNPACK's generated kernels).
+Masked loads and stores let one kernel serve partial column blocks, and `mvalid` partial
 row blocks. LLVM emits the AVX-512 code itself, so the kernel follows the host (`znver5`, `skylake-avx512`...)
 whatever OpenBLAS was told: NumPy's OpenBLAS picks its kernels at load time, and OPENBLAS_CORETYPE=Haswell
 (set on some AVX-512 machines) holds it to AVX2 at half the width.
