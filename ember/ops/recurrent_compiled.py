@@ -129,7 +129,7 @@ def sgemm_loop_kernel(source: str, name: str, xp, dtype, elements: int):
     """A compiled whole-layer time loop whose products call `sgemm_rows` (float32): Ember's GEMM where
     gemm.enabled(), else NumPy's bundled OpenBLAS where found; or None. Numba cannot cache a function that
     holds a pointer (a ctypes function's, the micro-kernel's): compiled once per process."""
-    if dtype != np.float32 or xp is not np:
+    if dtype != np.float32:
         return None
     if gemm.enabled():
         return kernel_for(source + sgemm_compiled.ROWS_SOURCE, name, xp, dtype, elements, cache=False)

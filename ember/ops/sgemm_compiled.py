@@ -179,8 +179,7 @@ def _compiled() -> dict:
 def sgemm(a: np.ndarray, b: np.ndarray, out: np.ndarray, accumulate: bool = False) -> np.ndarray:
     """out (+)= a @ b for float32 (M, K) @ (K, N) or (B, M, K) @ (B, K, N), any strides (out's last axis
     contiguous), on the micro-kernel; large products split over the batch threads. Needs driver()."""
-    fn, result = _drivers["arrays"] if _drivers else _compiled()["arrays"], out
-    ukr, tr = microkernel_address(), transpose_address()
+    fn, ukr, tr, result = _compiled()["arrays"], microkernel_address(), transpose_address(), out
     if a.ndim == 2:
         a, b, out = a[None], b[None], out[None]
     batch, m, k_len = a.shape
