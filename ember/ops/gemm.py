@@ -11,7 +11,7 @@ columns (a transposed weight) is copied into panels first (16 x 16 transposes wh
 contiguous one), which pays off from 16 rows of A. On the
 AMD EPYC (Zen 5) this project runs on, where OPENBLAS_CORETYPE=Haswell holds NumPy's OpenBLAS to AVX2,
 `benchmarks/gemm.py` (2 threads, 2026-11-27) measured 0.55-0.74x NumPy's time from 128 x 784 x 512 to
-1024^3 and 0.66-0.96x on an MLP's second layer and an LSTM step's smaller products.
+1024^3 and 0.64-0.97x on an MLP's second layer and an LSTM step's smaller products (two runs).
 """
 
 from __future__ import annotations
