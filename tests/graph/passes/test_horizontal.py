@@ -199,3 +199,40 @@ def test_batch_norm_running_statistics_grouped_equal_one_call_per_layer():
     assert "fused_group" in kg and "fused_group" not in ka
     for a, b in zip(grouped, alone):
         np.testing.assert_array_equal(a, b)
+
+
+def test_a_repeated_call_reuses_its_arguments_and_follows_every_change():
+    """ember.jit runs a group with the same parameter and output arrays every step, but new gradients and new single
+    values: the next call rebuilds only what changed, and every change the caller makes shows in the results
+    (new input arrays, values written in place, new single values, new outputs, a layout it cannot take)."""
+    from ember.graph.codegen import numba_cpu
+
+    pytest.importorskip("numba")
+    region, members = _group_case()
+    rng = np.random.default_rng(2)
+    arrays = _member_arrays(rng)
+    targets = {p: np.empty(a.shape, np.float32) for p, a in enumerate(arrays[0::2])}
+
+    def check(arrays, targets, reused):
+        before = region.compiled.get(numba_cpu._LAST_GROUP_CALL)
+        got = codegen.run_group(region, members, arrays, targets)
+        for p, (w, h) in enumerate(zip(_reference(region, members, arrays), got)):
+            np.testing.assert_array_equal(w, h)
+            assert h is targets[p]
+        assert (region.compiled.get(numba_cpu._LAST_GROUP_CALL) is before) == reused
+
+    check(arrays, targets, reused=False)
+    check(arrays, targets, reused=True)
+    arrays[2] = rng.standard_normal((5, 2)).astype(np.float32)  # a new gradient array
+    arrays[3] = np.float32(-3.0)  # a new learning rate
+    check(arrays, targets, reused=True)
+    arrays[4] *= 2.0  # written in place
+    check(arrays, targets, reused=True)
+    check(arrays, {p: np.empty_like(t) for p, t in targets.items()}, reused=False)  # new outputs: prepared again
+    targets = region.compiled[numba_cpu._LAST_GROUP_CALL].outs
+    targets = dict(enumerate(targets))
+    arrays[0] = rng.standard_normal((3, 4)).astype(np.float32).T  # not contiguous: member by member
+    check(arrays, targets, reused=True)
+    arrays[1] = np.full((1,), 0.5, np.float32)  # a single value of another shape: prepared again
+    arrays[0] = np.ascontiguousarray(arrays[0])
+    check(arrays, targets, reused=False)
