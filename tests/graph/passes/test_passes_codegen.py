@@ -261,6 +261,32 @@ def test_numba_vectorised_sum_matches_numpy(shape, dims):
     np.testing.assert_allclose(red, ref.astype(np.float64).sum(axis=dims), rtol=1e-6, atol=1e-6)
 
 
+@pytest.mark.parametrize("op, keepdim", [("sum", False), ("mean", False), ("sum", True), ("mean", True)])
+def test_numba_reductions_over_every_layout_and_repeated_shapes(op, keepdim):
+    """Contiguous inputs take a reduction call planned once per input shapes; broadcast, non-contiguous and
+    new shapes give the same values as the general path, for sum and mean, keepdim or not."""
+    pytest.importorskip("numba")
+    from ember.graph.codegen import Arg, Instr, Reduce, Region
+
+    f32 = np.dtype(np.float32)
+    region = Region([(f32, 2), (f32, 2)], [Instr("mul", (Arg("in", 0), Arg("in", 1)), (), f32, f32)], [0],
+                    Reduce(op, 0, (0,), keepdim, f32))
+    kernel = codegen.NumbaRenderer().build(region)
+    rng = np.random.default_rng(7)
+    for a_shape, b_shape in [((6, 5), (6, 5)), ((6, 5), (6, 5)), ((6, 5), (1, 5)), ((9, 3), (9, 1)), ((1, 4), (1, 4))]:
+        for contiguous in (True, False):
+            a = rng.standard_normal(a_shape).astype(np.float32)
+            b = rng.standard_normal(b_shape).astype(np.float32)
+            if not contiguous:
+                a = np.asfortranarray(a)[:, ::-1].copy(order="F")[:, ::-1]
+            red, out = kernel([a, b])
+            prod = a * b
+            np.testing.assert_array_equal(out, prod)
+            want = getattr(prod.astype(np.float64), op)(axis=0, keepdims=keepdim).astype(np.float32)
+            assert red.shape == want.shape and red.dtype == np.float32
+            np.testing.assert_allclose(red, want, rtol=1e-6, atol=1e-7)
+
+
 def test_numba_vectorised_sum_propagates_nan_and_inf():
     """Reassociating the sum's adds assumes nothing about NaN or inf: rows holding them sum as NumPy's do."""
     pytest.importorskip("numba")
