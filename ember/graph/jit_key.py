@@ -211,16 +211,27 @@ def module_key(m) -> tuple:
     return (type(m), tuple(attrs), held, hooks)
 
 
+_TENSOR_CALLS: dict = {}  # number of tensor arguments -> flatten's structure of a call passing only them
+
+
 def signature(fn, args, kwargs, static_argnums, cache: list | None = None) -> tuple:
     """(key, structure, leaves) of one call: equal keys may share one compiled program (`cache`: see
     module_keys)."""
-    leaves: list = []
-    if static_argnums:
-        args = [Static(a) if i in static_argnums else a for i, a in enumerate(args)]
-    struct = flatten((list(args), dict(kwargs)), leaves)
+    if not kwargs and not static_argnums and all(type(a) is Tensor for a in args):
+        leaves = list(args)  # the common call, f(x, y): its structure made once per number of tensors
+        struct = _TENSOR_CALLS.get(len(args))
+        if struct is None:
+            struct = _TENSOR_CALLS[len(args)] = flatten((list(args), {}), [])
+        skey = struct  # struct_key of tensor leaves, lists and dicts is the structure itself
+    else:
+        leaves = []
+        if static_argnums:
+            args = [Static(a) if i in static_argnums else a for i, a in enumerate(args)]
+        struct = flatten((list(args), dict(kwargs)), leaves)
+        skey = struct_key(struct)
     modules, scalars = reachable(fn, [a.value if type(a) is Static else a for a in args])
     key = (
-        struct_key(struct),
+        skey,
         tuple(leaf_key(x) for x in leaves),
         module_keys(modules, cache),
         tuple(scalars),
