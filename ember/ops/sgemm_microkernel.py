@@ -10,9 +10,10 @@ whatever OpenBLAS was told: NumPy's OpenBLAS picks its kernels at load time, and
 (set on some AVX-512 machines) holds it to AVX2 at half the width.
 
 ukr(K, A, ask, asr, B, ldb, C, ldc, nvalid, mvalid, accumulate): C[r, j] (+)= sum_k A[k * ask + r * asr] *
-B[k * ldb + j] for r < mvalid, j < nvalid (<= NR): A packed (ask = MR, asr = 1) or a row-major block read
-in place (ask = 1, asr = its leading dimension: its MR rows are MR streams the prefetchers follow, and
-packing them cost a scattered write per value), B and C row-major with leading dimensions ldb and ldc.
+B[k * ldb + j] for r < mvalid, j < nvalid (<= NR): A packed (ask = MR, asr = 1) or a block read in place,
+row-major (ask = 1, asr = its leading dimension: its MR rows are MR streams the prefetchers follow, and
+packing them cost a scattered write per value) or transposed (ask = its leading dimension, asr = 1: MR
+contiguous values per k), B and C row-major with leading dimensions ldb and ldc.
 """
 
 from __future__ import annotations

@@ -52,6 +52,21 @@ def test_transposed_b_around_the_transpose_blocks(n, k):
     _close(out, a, b)
 
 
+@pytest.mark.parametrize("m, k", [(MR * 4, KC + 40), (MR * 4 + 3, 33)])
+def test_a_transposed_is_read_in_place_with_the_values_of_its_copy(m, k):
+    """A weight gradient's g.T (each k's rows contiguous) is read in place through the micro-kernel's strides: the
+    same sums in the same order as from a contiguous copy, bit for bit, batched or not, partial panels included."""
+    rng = np.random.default_rng(m + k)
+    a = rng.standard_normal((3, k, m), np.float32).transpose(0, 2, 1)
+    b = rng.standard_normal((3, k, 40), np.float32)
+    for x, y in ((a, b), (a[1], b[1])):
+        got, want = np.empty(x.shape[:-1] + (40,), np.float32), np.empty(x.shape[:-1] + (40,), np.float32)
+        sgemm(x, y, got)
+        sgemm(np.ascontiguousarray(x), y, want)
+        np.testing.assert_array_equal(got, want)
+        _close(got, x, y)
+
+
 @pytest.mark.parametrize("layout", ["a transposed", "b transposed", "both transposed", "sliced", "batched",
                                     "reversed"])
 def test_layouts_match_float64(layout):
