@@ -22,7 +22,8 @@ def _fields(node: Node, out: Tensor) -> dict:
     def out_saved(entries):
         return None if entries is None else {i: (id(d), id(c), v, dev) for i, (d, c, v, dev) in entries.items()}
 
-    return {"op": node.op, "attrs": node.attrs, "edges": node.edges, "in_meta": node.in_meta,
+    # edges and in_meta: sequences either way (the fast paths make tuples, Node.__init__ lists)
+    return {"op": node.op, "attrs": node.attrs, "edges": tuple(node.edges), "in_meta": tuple(node.in_meta),
             "saved": saved(node._saved), "out_saved": out_saved(node._out_saved), "view_version": node.view_version,
             "freed": node.freed, "retained": node.retained, "out": (out._requires_grad, out._grad_fn is node,
                                                                      out._output_nr)}
