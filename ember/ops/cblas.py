@@ -69,14 +69,14 @@ def sgemm_rows(M, N, K, a, lda, b, ldb, c, ldc):
 
 # From this many output values, adding the bias in its own pass costs more than prefilling the output with it
 # (a 1600 x 512 LSTM input projection: 701 -> 584 us; 128 x 512 and smaller: no difference).
-_BIAS_PREFILL_MIN = 1 << 17
+BIAS_PREFILL_MIN = 1 << 17
 
 
 def linear_with_bias(x, w, b, out=None):
     """x @ w.T + b as PyTorch's addmm computes it: the output prefilled with the bias, then one GEMM adding into it
     (Ember's where gemm.takes_own, else sgemm with beta=1), with no separate pass adding the bias. For float32 C-contiguous x (M, K), w (N, K), b (N,) (and `out` (M, N)
-    when given) of at least _BIAS_PREFILL_MIN output values: the result, else None (nothing written)."""
-    if (sgemm is None or x.ndim != 2 or w.ndim != 2 or x.shape[0] * w.shape[0] < _BIAS_PREFILL_MIN or not x.shape[1]
+    when given) of at least BIAS_PREFILL_MIN output values: the result, else None (nothing written)."""
+    if (sgemm is None or x.ndim != 2 or w.ndim != 2 or x.shape[0] * w.shape[0] < BIAS_PREFILL_MIN or not x.shape[1]
             or not x.dtype == w.dtype == b.dtype == np.float32 or not (x.flags.c_contiguous and w.flags.c_contiguous)
             or (out is not None and (out.dtype != np.float32 or not out.flags.c_contiguous))):
         return None

@@ -23,7 +23,7 @@ from ember.autograd.grad_mode import state as grad_state
 from ember.errors import ShapeError, fmt_shape
 from ember.ops import batch_norm_compiled, dispatch, gemm
 from ember.ops._rules import FLOAT_NP, binary_dtype, channel_shape, spec
-from ember.ops.cblas import linear_with_bias
+from ember.ops.cblas import BIAS_PREFILL_MIN, linear_with_bias
 from ember.ops.dispatch import apply
 from ember.ops.elementwise import zeros_like_grad
 from ember.ops.opmath import LOW_FLOAT_NP, opmath, rounded, upcast, upcast_tensor
@@ -318,7 +318,8 @@ class LinearOp(Op):
             b = None if b is None else b.astype(dtype, copy=False)
         if dtype in LOW_FLOAT_NP:  # one float32 product and bias, rounded once
             return rounded(self.kernel(xp, upcast(x), upcast(w), None if b is None else upcast(b)), dtype)
-        if b is not None and xp is np and x.ndim and x.flags.c_contiguous:
+        if b is not None and xp is np and x.ndim and x.flags.c_contiguous and x.shape[-1] and \
+                x.size // x.shape[-1] * w.shape[0] >= BIAS_PREFILL_MIN:  # (checked here: small layers skip 0.6 us)
             out = linear_with_bias(_rows(x), w, b)
             if out is not None:
                 return out.reshape(x.shape[:-1] + (w.shape[0],))
