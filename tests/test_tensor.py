@@ -469,3 +469,16 @@ def test_version_counter_counts_writes():
     assert x._version[0] == v0 + 3
     y = x + 1
     assert x._version[0] == v0 + 3 and y._version[0] == 0
+
+
+def test_flatten_with_nothing_to_merge_returns_the_input_as_pytorch_does():
+    import torch
+
+    t = torch.randn(3, 4, requires_grad=True)
+    x = em.tensor(t.detach().numpy(), requires_grad=True)
+    for args in ((1,), (0, 0), (1, -1), (-1, -1)):
+        assert (torch.flatten(t, *args) is t) == (em.flatten(x, *args) is x) == True  # noqa: E712
+    assert em.flatten(x, 0).shape == (12,) and em.nn.Flatten()(x) is x
+    em.nn.Flatten()(x).sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), np.ones((3, 4), np.float32))
+    assert em.flatten(em.tensor(2.0)).shape == (1,)  # a 0-d input still becomes 1-d

@@ -129,6 +129,8 @@ def flatten(input, start_dim: int = 0, end_dim: int = -1):
     e = nd - 1 if end_dim == -1 and type(end_dim) is int else norm_dim("flatten", end_dim, nd)
     if s > e:
         raise ValueError(f"flatten: start_dim {start_dim} comes after end_dim {end_dim}")
+    if s == e:  # nothing to merge: the input itself, as PyTorch returns it
+        return input
     mid = shape[s : e + 1]
     merged = None if any(d is None for d in mid) else math.prod(mid)
     return reshape(input, shape[:s] + (merged if merged is not None else -1,) + shape[e + 1 :])
