@@ -7,7 +7,7 @@ from typing import Any
 
 from ember.ops import dispatch
 from ember.optim import implementation
-from ember.optim.fused import eager, sgd_momentum_step, unfused_reason
+from ember.optim.fused import eager, sgd_momentum_pass, unfused_reason
 from ember.optim.optimizer import Optimizer, _effective_grad, _nonzero
 from ember.tensor import Tensor
 
@@ -67,10 +67,13 @@ def sgd(params, grads, momentum_buffers, *, lr, momentum, dampening, weight_deca
     The options may be Python numbers or 0-d tensors (graph inputs under ember.jit). `fused`: see
     optim/implementation.py (the compiled pass covers updates with an existing momentum buffer).
     """
+    compiled = None
+    if fused is not False and _nonzero(momentum):
+        compiled = sgd_momentum_pass(lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay,
+                                     nesterov=nesterov, maximize=maximize)
     for i, (p, grad) in enumerate(zip(params, grads)):
         if fused is not False and _nonzero(momentum) and momentum_buffers[i] is not None:
-            if sgd_momentum_step(p, grad, momentum_buffers[i], lr=lr, momentum=momentum, dampening=dampening,
-                                 weight_decay=weight_decay, nesterov=nesterov, maximize=maximize):
+            if compiled is not None and compiled(p, grad, momentum_buffers[i]):
                 continue  # one compiled pass (fused.py), bit for bit the ops below
             if fused and eager():
                 raise implementation.fused_failed("SGD", unfused_reason(

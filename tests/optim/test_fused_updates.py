@@ -18,6 +18,12 @@ def _train(backend, dtype, monkeypatch, hook: str, model, make_opt, state_keys, 
 
     def counted(*args, **kw):
         ran = real(*args, **kw)
+        if callable(ran):  # a group's pass (sgd_momentum_pass): count what its updates did
+            def update(*a):
+                calls.append(ran(*a))
+                return calls[-1]
+
+            return update
         calls.append(ran)
         return ran
 
@@ -50,7 +56,7 @@ def _vary_sgd(group):
 def _train_sgd(backend, dtype, monkeypatch, **options):
     em.manual_seed(0)
     model = em.nn.Sequential(em.nn.Linear(300, 200), em.nn.ReLU(), em.nn.Linear(200, 10))
-    return _train(backend, dtype, monkeypatch, "ember.optim.sgd.sgd_momentum_step", model,
+    return _train(backend, dtype, monkeypatch, "ember.optim.sgd.sgd_momentum_pass", model,
                   lambda ps: em.optim.SGD(ps, lr=0.05, momentum=0.9, **options), ("momentum_buffer",), _vary_sgd)
 
 
@@ -66,21 +72,32 @@ def test_fused_sgd_equals_the_tensor_ops(dtype, options, monkeypatch):
         np.testing.assert_array_equal(g, w)
 
 
+def _sgd_step(p, g, buf, **options):
+    """One compiled SGD-with-momentum update, as sgd() makes it (False where it cannot run)."""
+    update = fused.sgd_momentum_pass(**{"momentum": 0.9, "dampening": 0.0, "weight_decay": 0.0, "nesterov": False,
+                                        "maximize": False, **options})
+    return update is not None and update(p, g, buf)
+
+
 def test_fused_sgd_bumps_versions_and_declines_what_it_cannot_do():
     p = em.zeros(200, 100)
     g, buf = em.ones(200, 100), em.ones(200, 100)
     before = (p._version[0], buf._version[0])
-    assert fused.sgd_momentum_step(p, g, buf, lr=0.1, momentum=0.9, dampening=0.0, weight_decay=0.0,
-                                   nesterov=False, maximize=False)
+    assert _sgd_step(p, g, buf, lr=0.1)
     assert (p._version[0], buf._version[0]) == (before[0] + 1, before[1] + 1)
     np.testing.assert_allclose(p.numpy(), -0.1 * (0.9 + 1.0), rtol=1e-6)
     # a tensor learning rate, another dtype, or a strided gradient: the tensor-op path runs instead
-    assert not fused.sgd_momentum_step(p, g, buf, lr=em.tensor(0.1), momentum=0.9, dampening=0.0,
-                                       weight_decay=0.0, nesterov=False, maximize=False)
-    assert not fused.sgd_momentum_step(p, g.double(), buf, lr=0.1, momentum=0.9, dampening=0.0, weight_decay=0.0,
-                                       nesterov=False, maximize=False)
-    assert not fused.sgd_momentum_step(p, em.ones(100, 200).t(), buf, lr=0.1, momentum=0.9, dampening=0.0,
-                                       weight_decay=0.0, nesterov=False, maximize=False)
+    assert fused.sgd_momentum_pass(lr=em.tensor(0.1), momentum=0.9, dampening=0.0, weight_decay=0.0,
+                                   nesterov=False, maximize=False) is None
+    assert not _sgd_step(p, g.double(), buf, lr=0.1)
+    assert not _sgd_step(p, em.ones(100, 200).t(), buf, lr=0.1)
+    # one pass for parameters of two dtypes: each dtype's loop and options in that dtype
+    update = fused.sgd_momentum_pass(lr=0.1, momentum=0.9, dampening=0.0, weight_decay=0.0, nesterov=False,
+                                     maximize=False)
+    q, h, qbuf = em.zeros(3, dtype=em.float64), em.ones(3, dtype=em.float64), em.ones(3, dtype=em.float64)
+    assert update(q, h, qbuf) and update(p, g, buf)
+    np.testing.assert_array_equal(q.numpy(), np.full(3, -0.1 * (0.9 + 1.0)))
+    assert q.numpy().dtype == np.float64
 
 
 def _vary_adam(group):
