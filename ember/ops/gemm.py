@@ -20,7 +20,7 @@ import os
 
 import numpy as np
 
-_MIN_FLOPS = 2.5e5  # below: NumPy's call (1 us) beats the driver's (2 us); 32 x 64 x 64 broke even
+MIN_FLOPS = 2.5e5  # below: NumPy's call (1 us) beats the driver's (2 us); 32 x 64 x 64 broke even
 _MIN_ROWS_STRIDED_B = 16  # a strided B's panel copy (16 x 16 transposes) is repaid by this many rows of A
 _state: dict = {}
 
@@ -64,7 +64,7 @@ def _numba_available() -> bool:
 def takes_own(a, b, out=None) -> bool:
     """Whether a @ b (into out) runs on Ember's kernel: see the module's docstring."""
     # size first: most calls are small ones, and this is on every matmul's path
-    if type(a) is not np.ndarray or type(b) is not np.ndarray or not b.ndim or 2.0 * a.size * b.shape[-1] < _MIN_FLOPS:
+    if type(a) is not np.ndarray or type(b) is not np.ndarray or not b.ndim or 2.0 * a.size * b.shape[-1] < MIN_FLOPS:
         return False
     if a.dtype != np.float32 or b.dtype != np.float32:
         return False
@@ -87,7 +87,7 @@ def takes_own(a, b, out=None) -> bool:
 def matmul(a, b, out=None, xp=np):
     """xp.matmul(a, b, out=out), on Ember's float32 kernel where `takes_own` says so (NumPy arrays only)."""
     # takes_own's size test repeated inline: small products, the common case, skip its call (0.1 us a matmul)
-    if xp is not np or not b.ndim or 2.0 * a.size * b.shape[-1] < _MIN_FLOPS or not takes_own(a, b, out):
+    if xp is not np or not b.ndim or 2.0 * a.size * b.shape[-1] < MIN_FLOPS or not takes_own(a, b, out):
         return xp.matmul(a, b) if out is None else xp.matmul(a, b, out=out)
     from ember.ops.sgemm_compiled import sgemm
 

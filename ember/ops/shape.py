@@ -104,6 +104,12 @@ _view_op = register(ViewOp())
 
 def reshape(input, *shape):
     """Same data in a new shape (a view when possible); one dimension may be -1."""
+    if shape:  # _shape_arg's two common answers inline (a call fewer on a hot path)
+        first = shape[0]
+        if type(first) is int:  # reshape(-1), reshape(2, 3): the arguments are the shape
+            return apply_unary(_reshape_op, input, shape=shape)
+        if type(first) is tuple and len(shape) == 1:  # reshape((2, 3))
+            return apply_unary(_reshape_op, input, shape=first)
     return apply_unary(_reshape_op, input, shape=_shape_arg(shape))
 
 
