@@ -206,6 +206,19 @@ record = Node
 
 _new_node = object.__new__
 NO_OPERAND = object()  # record_operands' second operand for a one-input op
+_UNARY_SAVES: dict = {}  # op -> whether its node saves its one input (_saves_its_input, found once per op)
+
+
+def _saves_its_input(op) -> bool:
+    """Whether a one-input op's node saves that input: its gradient rule reads it (`grad_reads`), or the op
+    declares it saved (`save_inputs`, positions or a slice)."""
+    reads = op.grad_reads
+    if reads is not None:
+        return bool(reads.get(0)) if reads else False
+    save = op.save_inputs
+    if type(save) is slice:
+        save = range(1)[save]
+    return bool(save)
 
 
 def record_operands(op, attrs: dict, a, b, out) -> Node:
@@ -225,13 +238,9 @@ def record_operands(op, attrs: dict, a, b, out) -> Node:
         node.in_meta = ((d.shape, d.dtype),)  # tuples: one allocation each fewer than lists, never changed
         fn = a._grad_fn if a._base is None else _views.current_grad_fn(a)
         node.edges = ((fn, a._output_nr) if fn is not None else (a, -1),)
-        reads = op.grad_reads
-        if reads is not None:
-            save = reads.get(0) if reads else None
-        else:
-            save = op.save_inputs
-            if type(save) is slice:
-                save = range(1)[save]
+        save = _UNARY_SAVES.get(op)
+        if save is None:
+            save = _UNARY_SAVES[op] = _saves_its_input(op)
         node._saved = {0: (a, a._version[0])} if save else None
     else:  # each a tensor or a Python number
         needs = 0
