@@ -140,7 +140,7 @@ def sgd_momentum_pass(*, lr, momentum, dampening, weight_decay, nesterov, maximi
     compiled pass (False where it cannot run), or None where no parameter's pass can run (not eager, options
     that are not Python numbers). Made once per group and step: what does not depend on the parameter (the
     loop's text, its compiled function and the options in each dtype) is found once, not per parameter (a tiny
-    MLP's six parameters: 36 -> 24 us a step)."""
+    MLP's six parameters: 36 -> 22 us a step)."""
     if not eager() or any(type(v) not in (int, float) for v in (lr, momentum, dampening, weight_decay)):
         return None
     keep = 1 - dampening
@@ -162,9 +162,7 @@ def sgd_momentum_pass(*, lr, momentum, dampening, weight_decay, nesterov, maximi
         if fn is None:
             return False
         _run("fused_sgd_momentum", fn, *arrays, *options)
-        p._version[0] += 1
-        buf._version[0] += 1
-        return True
+        return _written(p, buf)
 
     return update
 
