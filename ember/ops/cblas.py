@@ -74,21 +74,24 @@ BIAS_PREFILL_MIN = 1 << 17
 
 def linear_with_bias(x, w, b, out=None):
     """x @ w.T + b as PyTorch's addmm computes it: the output prefilled with the bias, then one GEMM adding into it
-    (Ember's where gemm.takes_own, else sgemm with beta=1), with no separate pass adding the bias. For float32 C-contiguous x (M, K), w (N, K), b (N,) (and `out` (M, N)
-    when given) of at least BIAS_PREFILL_MIN output values: the result, else None (nothing written)."""
+    (NumPy's sgemm with beta=1), with no separate pass adding the bias; where gemm.takes_own, Ember's kernel adds
+    the bias as it stores the product, with the same bits and without the prefill (1600 x 64 by 64 x 512: 318 ->
+    264-270 us). For float32 C-contiguous x (M, K), w (N, K), b (N,) (and `out` (M, N) when given) of at least
+    BIAS_PREFILL_MIN output values: the result, else None (nothing written)."""
     if (sgemm is None or x.ndim != 2 or w.ndim != 2 or x.shape[0] * w.shape[0] < BIAS_PREFILL_MIN or not x.shape[1]
             or not x.dtype == w.dtype == b.dtype == np.float32 or not (x.flags.c_contiguous and w.flags.c_contiguous)
             or (out is not None and (out.dtype != np.float32 or not out.flags.c_contiguous))):
         return None
     (m, k), n = x.shape, w.shape[0]
     out = np.empty((m, n), np.float32) if out is None else out
-    out[...] = b
     from ember.ops import gemm  # (gemm imports this module's neighbours; cblas stays import-light)
 
     if gemm.takes_own(x, w.T, out):
         from ember.ops.sgemm_compiled import sgemm as own_sgemm
 
-        return own_sgemm(x, w.T, out, accumulate=True)
+        # the bias added as the micro-kernel stores the product: the prefilled output's bits, one pass fewer
+        return own_sgemm(x, w.T, out, bias=b)
+    out[...] = b
     sgemm(ROW_MAJOR, NO_TRANS, TRANS, m, n, k, np.float32(1), x.ctypes.data, k, w.ctypes.data, k, np.float32(1),
           out.ctypes.data, n)
     return out

@@ -31,21 +31,23 @@ MR, NR, KC = {MR}, {NR}, {KC}
 
 def sgemm_blocks(ukr, tr, a, sab, sam, sak, b, sbb, sbk, sbn, c, scb, scm, k_len, accumulate, b_lo, b_hi, r_lo,
                  r_hi, j_lo, j_hi):
-    _blocks(ukr, tr, a, sab, sam, sak, b, sbb, sbk, sbn, c, scb, scm, k_len, accumulate, b_lo, b_hi, r_lo, r_hi, j_lo,
-            j_hi)
+    _blocks(ukr, tr, a, sab, sam, sak, b, sbb, sbk, sbn, c, scb, scm, k_len, accumulate, 0, b_lo, b_hi, r_lo, r_hi,
+            j_lo, j_hi)
 
 
-def sgemm_arrays(ukr, tr, a, b, c, accumulate, b_lo, b_hi, r_lo, r_hi, j_lo, j_hi):
-    # sgemm_blocks on (B, M, K) @ (B, K, N) -> (B, M, N) float32 arrays: their addresses and strides read here,
-    # where they cost nothing (NumPy's `ctypes.data` took 0.8 us each from Python)
+def sgemm_arrays(ukr, tr, a, b, c, bias, accumulate, b_lo, b_hi, r_lo, r_hi, j_lo, j_hi):
+    # sgemm_blocks on (B, M, K) @ (B, K, N) -> (B, M, N) float32 arrays (+ a contiguous (N,) bias row unless it is
+    # empty): their addresses and strides read here, where they cost nothing (NumPy's `ctypes.data` took 0.8 us
+    # each from Python)
     _blocks(ukr, tr, a.ctypes.data, a.strides[0] // 4, a.strides[1] // 4, a.strides[2] // 4, b.ctypes.data,
             b.strides[0] // 4, b.strides[1] // 4, b.strides[2] // 4, c.ctypes.data, c.strides[0] // 4,
-            c.strides[1] // 4, a.shape[2], accumulate, b_lo, b_hi, r_lo, r_hi, j_lo, j_hi)
+            c.strides[1] // 4, a.shape[2], accumulate, bias.ctypes.data if bias.size else 0, b_lo, b_hi, r_lo, r_hi,
+            j_lo, j_hi)
 
 
 @njit(nogil=True)
-def _blocks(ukr, tr, a, sab, sam, sak, b, sbb, sbk, sbn, c, scb, scm, k_len, accumulate, b_lo, b_hi, r_lo, r_hi,
-            j_lo, j_hi):
+def _blocks(ukr, tr, a, sab, sam, sak, b, sbb, sbk, sbn, c, scb, scm, k_len, accumulate, bias, b_lo, b_hi, r_lo,
+            r_hi, j_lo, j_hi):
     # C[i, r, j] (+)= sum_k A[i, r, k] B[i, k, j] for batch entries [b_lo, b_hi), rows [r_lo, r_hi), columns
     # [j_lo, j_hi): a, b, c addresses of float32 values, strides in elements, C's columns contiguous. K runs
     # in blocks of KC, so a block's panels stay in the core's L2 cache. An A whose rows or columns are contiguous
@@ -64,7 +66,7 @@ def _blocks(ukr, tr, a, sab, sam, sak, b, sbb, sbk, sbn, c, scb, scm, k_len, acc
     for i in range(b_lo, b_hi):
         for k0 in range(0, max(k_len, 1), KC):
             kc = min(KC, k_len - k0)
-            add = 1 if accumulate or k0 > 0 else 0
+            add = 1 if accumulate or k0 > 0 else (2 if bias else 0)  # the micro-kernel's acc (2: bias + sums)
             base = i * sab + k0 * sak
             full = (r_hi - r_lo) // MR if in_place else 0  # panels read in place
             _pack_a(A, apack, base, sam, sak, r_lo + full * MR, r_hi, blocks - full, kc)
@@ -82,7 +84,7 @@ def _blocks(ukr, tr, a, sab, sam, sak, b, sbb, sbk, sbn, c, scb, scm, k_len, acc
                     else:
                         ablk, ask, asr = ap + 4 * (blk - full) * kc * MR, MR, 1
                     call_microkernel(ukr, kc, ablk, ask, asr, bp, ldb, c + 4 * (i * scb + row * scm + j0), scm, width,
-                                     min(MR, r_hi - row), add)
+                                     min(MR, r_hi - row), add, bias + 4 * j0 if bias else 0)
 
 
 @njit(inline="always")
@@ -172,16 +174,25 @@ def _compiled() -> dict:
                     from numba import types
 
                     read, write = (types.Array(types.float32, 3, "A", readonly=ro) for ro in (True, False))
-                    signature = types.void(types.int64, types.int64, read, read, write, *([types.int64] * 7))
+                    row = types.Array(types.float32, 1, "C", readonly=True)
+                    signature = types.void(types.int64, types.int64, read, read, write, row, *([types.int64] * 7))
                     arrays = compile_source(SOURCE, "sgemm_arrays", signature=signature)
                 _drivers.update(blocks=blocks, arrays=arrays)
     return _drivers
 
 
-def sgemm(a: np.ndarray, b: np.ndarray, out: np.ndarray, accumulate: bool = False) -> np.ndarray:
+def sgemm(a: np.ndarray, b: np.ndarray, out: np.ndarray, accumulate: bool = False, bias=None) -> np.ndarray:
     """out (+)= a @ b for float32 (M, K) @ (K, N) or (B, M, K) @ (B, K, N), any strides (out's last axis
-    contiguous), on the micro-kernel; large products split over the batch threads. Needs driver()."""
+    contiguous), on the micro-kernel; large products split over the batch threads. Needs driver(). `bias`: a
+    float32 (N,) row added to every row of the product (not with `accumulate`), with the bits of adding the
+    product into an output prefilled with it."""
     fn, ukr, tr, result = _compiled()["arrays"], microkernel_address(), transpose_address(), out
+    if bias is None:
+        bias = _NO_BIAS
+    elif accumulate:
+        raise ValueError("sgemm: a bias row and accumulate cannot be combined")
+    else:
+        bias = np.ascontiguousarray(bias, np.float32)
     if a.ndim == 2:
         a, b, out = a[None], b[None], out[None]
     batch, m, k_len = a.shape
@@ -189,16 +200,19 @@ def sgemm(a: np.ndarray, b: np.ndarray, out: np.ndarray, accumulate: bool = Fals
     acc = int(accumulate)
     flops = 2.0 * batch * m * n * k_len
     if not batch_threads.worth_splitting(flops):
-        fn(ukr, tr, a, b, out, acc, 0, batch, 0, m, 0, n)
+        fn(ukr, tr, a, b, out, bias, acc, 0, batch, 0, m, 0, n)
     elif batch >= batch_threads.workers():
-        batch_threads.run(lambda b0, b1: fn(ukr, tr, a, b, out, acc, b0, b1, 0, m, 0, n), batch, flops)
+        batch_threads.run(lambda b0, b1: fn(ukr, tr, a, b, out, bias, acc, b0, b1, 0, m, 0, n), batch, flops)
     elif m >= 2 * MR * batch_threads.workers() and (b.strides[2] == 4 or n < 2 * NR * batch_threads.workers()):
         # whole row panels per thread; a strided B is split by columns instead, so each thread packs only its part
         panels = -(-m // MR)
-        batch_threads.run(lambda p0, p1: fn(ukr, tr, a, b, out, acc, 0, batch, p0 * MR, min(p1 * MR, m), 0, n), panels,
-                          flops)
+        batch_threads.run(lambda p0, p1: fn(ukr, tr, a, b, out, bias, acc, 0, batch, p0 * MR, min(p1 * MR, m), 0, n),
+                          panels, flops)
     else:
         panels = -(-n // NR)
-        batch_threads.run(lambda p0, p1: fn(ukr, tr, a, b, out, acc, 0, batch, 0, m, p0 * NR, min(p1 * NR, n)), panels,
-                          flops)
+        batch_threads.run(lambda p0, p1: fn(ukr, tr, a, b, out, bias, acc, 0, batch, 0, m, p0 * NR, min(p1 * NR, n)),
+                          panels, flops)
     return result
+
+
+_NO_BIAS = np.empty(0, np.float32)  # sgemm_arrays' bias row when there is none

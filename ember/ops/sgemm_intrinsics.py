@@ -23,18 +23,18 @@ def float32_at(typingctx, address):
 
 
 @intrinsic
-def call_microkernel(typingctx, ukr, k, a, ask, asr, b, ldb, c, ldc, nvalid, mvalid, accumulate):
-    """ukr(K, A, ask, asr, B, ldb, C, ldc, nvalid, mvalid, accumulate) for the micro-kernel at address `ukr`;
-    A, B and C are addresses, all arguments int64."""
-    sig = types.void(*([types.int64] * 12))
+def call_microkernel(typingctx, ukr, k, a, ask, asr, b, ldb, c, ldc, nvalid, mvalid, acc, bias):
+    """ukr(K, A, ask, asr, B, ldb, C, ldc, nvalid, mvalid, acc, bias) for the micro-kernel at address `ukr`;
+    A, B, C and bias are addresses, all arguments int64."""
+    sig = types.void(*([types.int64] * 13))
 
     def codegen(context, builder, signature, args):
         ptr = ir.PointerType()
-        fnty = ir.FunctionType(ir.VoidType(), [_I64, ptr, _I64, _I64, ptr, _I64, ptr, _I64, _I64, _I64, _I64])
+        fnty = ir.FunctionType(ir.VoidType(), [_I64, ptr, _I64, _I64, ptr, _I64, ptr, _I64, _I64, _I64, _I64, ptr])
         fn = builder.inttoptr(args[0], fnty.as_pointer())
-        k, a, ask, asr, b, ldb, c, ldc, nvalid, mvalid, acc = args[1:]
+        k, a, ask, asr, b, ldb, c, ldc, nvalid, mvalid, acc, bias = args[1:]
         builder.call(fn, [k, builder.inttoptr(a, ptr), ask, asr, builder.inttoptr(b, ptr), ldb, builder.inttoptr(c, ptr),
-                          ldc, nvalid, mvalid, acc])
+                          ldc, nvalid, mvalid, acc, builder.inttoptr(bias, ptr)])
         return context.get_dummy_value()
 
     return sig, codegen

@@ -9,7 +9,7 @@ row blocks. LLVM emits the AVX-512 code itself, so the kernel follows the host (
 whatever OpenBLAS was told: NumPy's OpenBLAS picks its kernels at load time, and OPENBLAS_CORETYPE=Haswell
 (set on some AVX-512 machines) holds it to AVX2 at half the width.
 
-ukr(K, A, ask, asr, B, ldb, C, ldc, nvalid, mvalid, accumulate): C[r, j] (+)= sum_k A[k * ask + r * asr] *
+ukr(K, A, ask, asr, B, ldb, C, ldc, nvalid, mvalid, acc, bias): C[r, j] (+)= sum_k A[k * ask + r * asr] *
 B[k * ldb + j] for r < mvalid, j < nvalid (<= NR): A packed (ask = MR, asr = 1) or a block read in place,
 row-major (ask = 1, asr = its leading dimension: its MR rows are MR streams the prefetchers follow, and
 packing them cost a scattered write per value) or transposed (ask = its leading dimension, asr = 1: MR
@@ -36,11 +36,10 @@ def microkernel_ir(mr: int = MR, nr: int = NR, width: int = _WIDTH) -> str:
            f"declare {vec} @llvm.masked.load.v{width}f32.p0(ptr, i32, {mask}, {vec})",
            f"declare void @llvm.masked.store.v{width}f32.p0({vec}, ptr, i32, {mask})",
            "define void @ukr(i64 %K, ptr noalias %A, i64 %ask, i64 %asr, ptr noalias %B, i64 %ldb, ptr noalias %C, i64 %ldc, "
-           "i64 %nvalid, i64 %mvalid, i64 %acc) #0 {",
+           "i64 %nvalid, i64 %mvalid, i64 %acc, ptr noalias %bias) #0 {",
            "entry:",
            f"  %nv.1 = insertelement <{width} x i64> poison, i64 %nvalid, i32 0",
-           f"  %nv = shufflevector <{width} x i64> %nv.1, <{width} x i64> poison, <{width} x i32> zeroinitializer",
-           "  %accumulate = icmp ne i64 %acc, 0"]
+           f"  %nv = shufflevector <{width} x i64> %nv.1, <{width} x i64> poison, <{width} x i32> zeroinitializer"]
     for v in range(nv):  # lane j of vector v is live when v * width + j < nvalid
         lanes = ", ".join(f"i64 {v * width + j}" for j in range(width))
         out.append(f"  %m{v} = icmp slt <{width} x i64> <{lanes}>, %nv")
@@ -69,8 +68,16 @@ def microkernel_ir(mr: int = MR, nr: int = NR, width: int = _WIDTH) -> str:
     for r in range(mr):  # the sums of the loop, or zeros for K = 0
         for v in range(nv):
             out.append(f"  %s{r}.{v} = phi {vec} [zeroinitializer, %zero], [%f{r}.{v}, %loop]")
-    out.append("  br i1 %accumulate, label %add0, label %set0")
-    for chain in ("add", "set"):  # store rows while r < mvalid: C += sums (add) or C = sums (set)
+    # acc 0: C = sums (set); 1: C += sums (add); 2: C = bias + sums (bias: a row vector, added as C += sums adds it
+    # to a C prefilled with it, so the two give the same bits)
+    out.append("  switch i64 %acc, label %set0 [i64 1, label %add0 i64 2, label %bias.load]")
+    out.append("bias.load:")
+    for v in range(nv):
+        out += [f"  %bp.{v} = getelementptr float, ptr %bias, i64 {v * width}",
+                f"  %bv{v} = call {vec} @llvm.masked.load.v{width}f32.p0(ptr %bp.{v}, i32 4, {mask} %m{v}, "
+                f"{vec} zeroinitializer)"]
+    out.append("  br label %bias0")
+    for chain in ("add", "set", "bias"):  # store rows while r < mvalid
         for r in range(mr):
             out += [f"{chain}{r}:", f"  %{chain}.live{r} = icmp slt i64 {r}, %mvalid",
                     f"  br i1 %{chain}.live{r}, label %{chain}.store{r}, label %exit", f"{chain}.store{r}:",
@@ -83,6 +90,9 @@ def microkernel_ir(mr: int = MR, nr: int = NR, width: int = _WIDTH) -> str:
                 if chain == "add":
                     out += [f"  %old{at} = call {vec} @llvm.masked.load.v{width}f32.p0(ptr %cp{at}, i32 4, {mask} %m{v}, "
                             f"{vec} zeroinitializer)", f"  %sum{at} = fadd {vec} %old{at}, %s{r}.{v}"]
+                    value = f"%sum{at}"
+                elif chain == "bias":
+                    out.append(f"  %sum{at} = fadd {vec} %bv{v}, %s{r}.{v}")
                     value = f"%sum{at}"
                 out.append(f"  call void @llvm.masked.store.v{width}f32.p0({vec} {value}, ptr %cp{at}, i32 4, {mask} %m{v})")
             out.append(f"  br label %{chain}{r + 1}" if r + 1 < mr else "  br label %exit")

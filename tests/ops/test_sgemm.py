@@ -67,6 +67,39 @@ def test_a_transposed_is_read_in_place_with_the_values_of_its_copy(m, k):
         _close(got, x, y)
 
 
+@pytest.mark.parametrize("m, k, n", [(MR - 1, 17, NR + 1), (3 * MR + 5, KC + 1, 3 * NR + 7), (600, 64, 512)])
+def test_a_bias_row_gives_the_bits_of_a_prefilled_output(m, k, n):
+    """sgemm(bias=b) adds b as the micro-kernel stores the product: bit for bit what accumulating into an output
+    prefilled with b gives (linear_with_bias's old way, and NumPy's addmm form), for every panel edge, K over
+    one block, and the thread splits (by rows, and by columns for a transposed B)."""
+    rng = np.random.default_rng(m + k + n)
+    a, b = rng.standard_normal((m, k), np.float32), rng.standard_normal((k, n), np.float32)
+    bias = rng.standard_normal(n).astype(np.float32)
+    for rhs in (b, np.ascontiguousarray(b.T).T):
+        want = np.empty((m, n), np.float32)
+        want[...] = bias
+        sgemm(a, rhs, want, accumulate=True)
+        got = np.full((m, n), np.nan, np.float32)
+        sgemm(a, rhs, got, bias=bias)
+        np.testing.assert_array_equal(got, want)
+        _close(got, a, rhs, add=bias.astype(np.float64))
+    with pytest.raises(ValueError, match="bias row and accumulate"):
+        sgemm(a, b, got, accumulate=True, bias=bias)
+
+
+def test_linear_with_bias_adds_the_bias_in_the_kernel(own_gemm):
+    from ember.ops import cblas
+
+    rng = np.random.default_rng(4)
+    x, w = rng.standard_normal((400, 48), np.float32), rng.standard_normal((512, 48), np.float32)
+    b = rng.standard_normal(512).astype(np.float32)
+    got = cblas.linear_with_bias(x, w, b)
+    want = np.empty((400, 512), np.float32)
+    want[...] = b
+    sgemm(x, w.T, want, accumulate=True)
+    np.testing.assert_array_equal(got, want)
+
+
 @pytest.mark.parametrize("layout", ["a transposed", "b transposed", "both transposed", "sliced", "batched",
                                     "reversed"])
 def test_layouts_match_float64(layout):
