@@ -744,7 +744,7 @@ class NumbaRenderer(Renderer):
             call(variant(1, (False,), scalars, alias), *args)
             return outs
 
-        reduce_plans: dict = {}  # input shapes -> _reduce_plan's answer
+        reduce_plans: dict = {}  # input shapes -> reduce_plan's answer
 
         def run_reduce(arrays, plan):
             """A reduction over C-contiguous inputs into new arrays, from a plan made once per input shapes (None:
@@ -784,26 +784,16 @@ class NumbaRenderer(Renderer):
 
         def run(arrays, outs=None):
             arrays = [a if type(a) is np.ndarray else np.asarray(a) for a in arrays]
-            if red is not None and outs is None:
+            if red is None or outs is None:  # the planned calls: flat elementwise, or a reduction into new arrays
                 shapes = tuple([a.shape for a in arrays])
-                plan = reduce_plans.get(shapes, _UNSEEN)
+                plans = flat_plans if red is None else reduce_plans
+                plan = plans.get(shapes, _UNSEEN)
                 if plan is _UNSEEN:
-                    if len(reduce_plans) >= _LAYOUTS:  # a dynamic program's many shapes: start again
-                        reduce_plans.clear()
-                    plan = reduce_plans[shapes] = reduce_plan(arrays)
+                    if len(plans) >= _LAYOUTS:  # a dynamic program's many shapes: start again
+                        plans.clear()
+                    plan = plans[shapes] = _flat_plan(shapes) if red is None else reduce_plan(arrays)
                 if plan is not None:
-                    done = run_reduce(arrays, plan)
-                    if done is not None:
-                        return done
-            if red is None:
-                shapes = tuple([a.shape for a in arrays])
-                plan = flat_plans.get(shapes, _UNSEEN)
-                if plan is _UNSEEN:
-                    if len(flat_plans) >= _LAYOUTS:  # a dynamic program's many shapes: start again
-                        flat_plans.clear()
-                    plan = flat_plans[shapes] = _flat_plan(shapes)
-                if plan is not None:
-                    done = run_flat(arrays, outs, plan)
+                    done = run_flat(arrays, outs, plan) if red is None else run_reduce(arrays, plan)
                     if done is not None:
                         return done
             shape = common_shape([a.shape for a in arrays])
