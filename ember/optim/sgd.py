@@ -67,12 +67,11 @@ def sgd(params, grads, momentum_buffers, *, lr, momentum, dampening, weight_deca
     The options may be Python numbers or 0-d tensors (graph inputs under ember.jit). `fused`: see
     optim/implementation.py (the compiled pass covers updates with an existing momentum buffer).
     """
-    compiled = None
-    if fused is not False and _nonzero(momentum):
-        compiled = sgd_momentum_pass(lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay,
-                                     nesterov=nesterov, maximize=maximize)
+    try_compiled = fused is not False and _nonzero(momentum)
+    compiled = sgd_momentum_pass(lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay,
+                                 nesterov=nesterov, maximize=maximize) if try_compiled else None
     for i, (p, grad) in enumerate(zip(params, grads)):
-        if fused is not False and _nonzero(momentum) and momentum_buffers[i] is not None:
+        if try_compiled and momentum_buffers[i] is not None:
             if compiled is not None and compiled(p, grad, momentum_buffers[i]):
                 continue  # one compiled pass (fused.py), bit for bit the ops below
             if fused and eager():
