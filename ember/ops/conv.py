@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from ember.errors import ShapeError, fmt_shape
-from ember.ops import batch_threads, depthwise, depthwise_compiled, gemm, winograd
+from ember.ops import batch_threads, depthwise, depthwise_compiled, direct_conv, gemm, winograd
 from ember.ops._rules import binary_dtype, spec
 from ember.ops.channel_affine import channel_affine
 from ember.ops.conv_compiled import col2im_available, col2im_compiled, im2col_compiled
@@ -211,10 +211,12 @@ _conv2d_op = register(Conv2dOp())
 
 
 def _dense_forward(xp, x, w, stride, padding, dilation, groups):
-    """conv2d by Winograd (3x3 stride-1 float32) or im2col + GEMM, in the arrays' dtype."""
+    """conv2d by a direct or a Winograd convolution (3x3 stride-1 float32) or im2col + GEMM, in the arrays' dtype."""
     o, _, kh, kw = w.shape
     n = x.shape[0]
     wm = w.reshape(groups, o // groups, -1)
+    if xp is np and direct_conv.applies(x.shape, w.shape, x.dtype, stride, padding, dilation, groups):
+        return direct_conv.conv2d(x, w, padding)
     if xp is np and winograd.applies(x.shape, w.shape, x.dtype, stride, padding, dilation, groups):
         return winograd.conv3x3(x, w, padding)
     if n > 1 and xp is np and batch_threads.workers() > 1:
@@ -256,7 +258,8 @@ def _forward_by_rows(x, w, stride, padding, dilation, groups):
         lo, hi = a * sh - pt, (b - 1) * sh - pt + dh * (kh - 1) + 1  # input rows [lo, hi) feed rows [a, b)
         rows = x[:, :, max(lo, 0):min(hi, h)]
         pad = (max(0, -lo), max(0, hi - h), pl, pr)
-        if groups > 1 or winograd.applies(rows.shape, w.shape, rows.dtype, stride, pad, dilation, groups):
+        if groups > 1 or winograd.applies(rows.shape, w.shape, rows.dtype, stride, pad, dilation, groups) \
+                or direct_conv.applies(rows.shape, w.shape, rows.dtype, stride, pad, dilation, groups):
             out[:, :, a:b] = _dense_forward(np, rows, w, stride, pad, dilation, groups)
             return
         # The band's patches go into this thread's reused workspace and its GEMM straight into its rows of the
@@ -527,6 +530,9 @@ class Conv2dWeightGradOp(Op):
                 return rounded(gw, dtype)
             return rounded(depthwise.weight_grad(xp, x, g, stride, padding, dilation, kh, kw), dtype)
         o = g.shape[1]
+        if xp is np and direct_conv.applies(x.shape, (o, x.shape[1] // groups, kh, kw), x.dtype, stride, padding,
+                                            dilation, groups):
+            return rounded(direct_conv.weight_grad(x, g, padding, kernel_hw), dtype)
         if xp is np and winograd.applies(x.shape, (o, x.shape[1] // groups, kh, kw), x.dtype, stride, padding,
                                          dilation, groups):
             return rounded(winograd.weight_grad3x3(x, g, padding), dtype)

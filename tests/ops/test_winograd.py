@@ -3,12 +3,18 @@
 import numpy as np
 import pytest
 
-from ember.ops import batch_threads, conv, winograd
+from ember.ops import batch_threads, conv, direct_conv, winograd
 
 pytest.importorskip("numba")
 torch = pytest.importorskip("torch")
 
 ONE = (1, 1)
+
+
+@pytest.fixture(autouse=True)
+def _no_direct_convolution(monkeypatch):
+    """Layers with few channels convolve directly (test_direct_conv.py); here they go to Winograd."""
+    monkeypatch.setattr(direct_conv, "_MAX_CHANNEL_PRODUCT", 0)
 
 
 @pytest.mark.parametrize("x_shape,w_shape,dtype,stride,groups,want", [

@@ -1,0 +1,139 @@
+"""Direct convolution on the GEMM micro-kernel: which layers take it, its values and both gradients against
+PyTorch, its error against float64, and a network trained through it against im2col and Winograd."""
+
+import numpy as np
+import pytest
+
+from ember.ops import batch_threads, conv, direct_conv, winograd
+
+pytest.importorskip("numba")
+torch = pytest.importorskip("torch")
+if not direct_conv.applies((2, 16, 8, 8), (16, 16, 3, 3), np.float32, (1, 1), (1, 1, 1, 1), (1, 1), 1):
+    pytest.skip("no AVX-512 micro-kernel on this CPU", allow_module_level=True)
+
+ONE = (1, 1)
+SAME = (1, 1, 1, 1)
+
+
+@pytest.mark.parametrize("x_shape,w_shape,dtype,stride,padding,groups,want", [
+    ((32, 16, 32, 32), (16, 16, 3, 3), np.float32, ONE, SAME, 1, True),     # ResNet-20's first stage
+    ((32, 32, 16, 16), (32, 32, 3, 3), np.float32, ONE, SAME, 1, True),     # its second
+    ((32, 32, 8, 8), (64, 32, 3, 3), np.float32, ONE, SAME, 1, True),       # 2048 channel pairs
+    ((32, 64, 8, 8), (64, 64, 3, 3), np.float32, ONE, SAME, 1, False),      # Winograd's fewer products win
+    ((32, 8, 16, 16), (8, 8, 3, 3), np.float32, ONE, SAME, 1, True),
+    ((32, 4, 16, 16), (16, 4, 3, 3), np.float32, ONE, SAME, 1, False),      # a tap's GEMM too short
+    ((32, 16, 32, 32), (16, 16, 3, 3), np.float64, ONE, SAME, 1, False),
+    ((32, 16, 32, 32), (16, 16, 3, 3), np.float32, (2, 2), SAME, 1, False),
+    ((32, 16, 32, 32), (16, 8, 3, 3), np.float32, ONE, SAME, 2, False),
+    ((32, 16, 32, 32), (16, 16, 5, 5), np.float32, ONE, (2, 2, 2, 2), 1, False),
+    ((32, 16, 32, 32), (16, 16, 3, 3), np.float32, ONE, (3, 0, 0, 0), 1, False),  # padding past the kernel
+])
+def test_which_layers_take_the_direct_convolution(x_shape, w_shape, dtype, stride, padding, groups, want):
+    assert direct_conv.applies(x_shape, w_shape, dtype, stride, padding, ONE, groups) is want
+
+
+def _torch_conv_and_grads(x, w, padding, g):
+    pt, pb, pl, pr = padding
+    tx, tw = torch.tensor(x, requires_grad=True), torch.tensor(w, requires_grad=True)
+    y = torch.nn.functional.conv2d(torch.nn.functional.pad(tx, (pl, pr, pt, pb)), tw)
+    y.backward(torch.tensor(g))
+    return y.detach().numpy(), tx.grad.numpy(), tw.grad.numpy()
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+@pytest.mark.parametrize("x_shape,out_channels,padding", [
+    ((4, 16, 16, 16), 16, SAME),
+    ((3, 9, 23, 17), 11, SAME),           # odd sizes, channels off the 8-row panels
+    ((5, 8, 21, 20), 12, (0, 2, 1, 0)),   # uneven padding
+    ((2, 10, 25, 24), 8, (0, 0, 0, 0)),   # no padding: the pitch is the width
+    ((3, 32, 5, 3), 40, (2, 1, 2, 1)),    # a map narrower than the kernel's reach
+    ((6, 17, 8, 8), 24, SAME),            # more columns than one micro-kernel block in the weight gradient
+])
+def test_values_and_both_gradients_match_torch(monkeypatch, workers, x_shape, out_channels, padding):
+    if workers > batch_threads.workers():
+        pytest.skip("one core")
+    monkeypatch.setitem(batch_threads._state, "workers", workers)
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal(x_shape).astype(np.float32)
+    w = (rng.standard_normal((out_channels, x_shape[1], 3, 3)) * 0.2).astype(np.float32)
+    attrs = dict(stride=ONE, padding=padding, dilation=ONE, groups=1)
+    assert direct_conv.applies(x.shape, w.shape, x.dtype, ONE, padding, ONE, 1)
+    y = conv._conv2d_op.kernel(np, x, w, **attrs)
+    g = rng.standard_normal(y.shape).astype(np.float32)
+    gx = conv._conv_transpose2d_op.kernel(np, g, w, out_hw=x.shape[2:], **attrs)
+    gw = conv._conv2d_weight_grad_op.kernel(np, x, g, kernel_hw=(3, 3), **attrs)
+    want_y, want_gx, want_gw = _torch_conv_and_grads(x, w, padding, g)
+    np.testing.assert_allclose(y, want_y, rtol=1e-5, atol=2e-5)
+    np.testing.assert_allclose(gx, want_gx, rtol=1e-5, atol=2e-5)
+    scale = float(np.abs(want_gw).max())  # a sum over every position: float32 rounding grows with it
+    np.testing.assert_allclose(gw, want_gw, rtol=1e-5, atol=2e-6 * scale)
+
+
+def test_the_forward_does_not_depend_on_the_thread_count(monkeypatch):
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal((7, 16, 12, 12)).astype(np.float32)
+    w = rng.standard_normal((16, 16, 3, 3)).astype(np.float32)
+    outs = []
+    for workers in (1, 2):
+        monkeypatch.setitem(batch_threads._state, "workers", workers)
+        outs.append(direct_conv.conv2d(x, w, SAME))
+    np.testing.assert_array_equal(outs[0], outs[1])
+
+
+def test_error_against_float64_is_no_worse_than_im2cols():
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((8, 32, 16, 16)).astype(np.float32)
+    w = (rng.standard_normal((32, 32, 3, 3)) * 0.1).astype(np.float32)
+    g = rng.standard_normal((8, 32, 16, 16)).astype(np.float32)
+    exact = conv._conv2d_op.kernel(np, x.astype(np.float64), w.astype(np.float64), ONE, SAME, ONE, 1)
+    im2col = conv._forward_split(x, w.reshape(1, 32, -1), 3, 3, ONE, SAME, ONE, 1)
+    assert np.abs(direct_conv.conv2d(x, w, SAME) - exact).max() <= 2 * np.abs(im2col - exact).max()
+    exact_gw = conv._conv2d_weight_grad_op.kernel(np, x.astype(np.float64), g.astype(np.float64), ONE, SAME, ONE, 1,
+                                                  (3, 3))
+    im2col_gw = conv._weight_grad_split(x, g, 3, 3, ONE, SAME, ONE, 1).transpose(0, 2, 1).reshape(32, 32, 3, 3)
+    assert np.abs(direct_conv.weight_grad(x, g, SAME, (3, 3)) - exact_gw).max() <= \
+        2 * np.abs(im2col_gw - exact_gw).max()
+
+
+def test_a_network_trains_the_same_through_direct_winograd_and_im2col(monkeypatch):
+    """Five SGD steps of a two-layer 3x3 network, learning rate and data changed between them: the same
+    parameters whichever algorithm convolves."""
+    import ember as em
+
+    rng = np.random.default_rng(5)
+    xs = rng.standard_normal((5, 8, 8, 16, 16)).astype(np.float32)
+    target = rng.standard_normal((8, 8, 16, 16)).astype(np.float32)
+
+    calls = []
+    for name in ("conv2d", "weight_grad"):
+        real = getattr(direct_conv, name)
+        monkeypatch.setattr(direct_conv, name, lambda *a, _real=real, _name=name: calls.append(_name) or _real(*a))
+
+    def train(direct_channels, winograd_channels):
+        monkeypatch.setattr(direct_conv, "_MIN_CHANNELS", direct_channels)
+        monkeypatch.setattr(winograd, "_MIN_CHANNELS", winograd_channels)
+        em.manual_seed(0)
+        net = em.nn.Sequential(em.nn.Conv2d(8, 16, 3, padding=1), em.nn.ReLU(), em.nn.Conv2d(16, 8, 3, padding=1))
+        opt = em.optim.SGD(net.parameters(), lr=0.05, momentum=0.9)
+        for step in range(5):
+            opt.param_groups[0]["lr"] = 0.05 / (step + 1)
+            opt.zero_grad()
+            loss = ((net(em.tensor(xs[step])) - em.tensor(target)) ** 2).mean()
+            loss.backward()
+            opt.step()
+        return [p.detach().numpy().copy() for p in net.parameters()]
+
+    direct = train(8, 10**9)
+    # per step: two forwards, the second layer's input gradient (the data needs none), two weight gradients
+    assert calls.count("conv2d") == 5 * 3 and calls.count("weight_grad") == 5 * 2
+    calls.clear()
+    for other in (train(10**9, 8), train(10**9, 10**9)):  # Winograd, then im2col
+        assert not calls
+        for a, b in zip(direct, other):
+            np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+
+
+def test_an_empty_batch_gives_an_empty_output_and_a_zero_weight_gradient():
+    x = np.zeros((0, 16, 8, 8), np.float32)
+    assert direct_conv.conv2d(x, np.ones((16, 16, 3, 3), np.float32), SAME).shape == (0, 16, 8, 8)
+    np.testing.assert_array_equal(direct_conv.weight_grad(x, x, SAME, (3, 3)), np.zeros((16, 16, 3, 3)))
