@@ -216,7 +216,7 @@ def _dense_forward(xp, x, w, stride, padding, dilation, groups):
     n = x.shape[0]
     wm = w.reshape(groups, o // groups, -1)
     if xp is np and direct_conv.applies(x.shape, w.shape, x.dtype, stride, padding, dilation, groups):
-        return direct_conv.conv2d(x, w, padding)
+        return direct_conv.conv2d(x, w, stride[0], padding)
     if xp is np and winograd.applies(x.shape, w.shape, x.dtype, stride, padding, dilation, groups):
         return winograd.conv3x3(x, w, padding)
     if n > 1 and xp is np and batch_threads.workers() > 1:
@@ -532,7 +532,7 @@ class Conv2dWeightGradOp(Op):
         o = g.shape[1]
         if xp is np and direct_conv.applies(x.shape, (o, x.shape[1] // groups, kh, kw), x.dtype, stride, padding,
                                             dilation, groups):
-            return rounded(direct_conv.weight_grad(x, g, padding, kernel_hw), dtype)
+            return rounded(direct_conv.weight_grad(x, g, stride[0], padding, kernel_hw), dtype)
         if xp is np and winograd.applies(x.shape, (o, x.shape[1] // groups, kh, kw), x.dtype, stride, padding,
                                          dilation, groups):
             return rounded(winograd.weight_grad3x3(x, g, padding), dtype)

@@ -22,10 +22,12 @@ Winograd transforms cost more than its fewer products save. Needs the micro-kern
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from ember.ops import batch_threads
-from ember.ops.sgemm_microkernel import MR, NR, microkernel_address, transpose_address
+from ember.ops.sgemm_microkernel import MR, NR, deinterleave_address, microkernel_address, transpose_address
 
 # Layers whose input times output channels are at most this run here rather than by Winograd (2 threads, batch 32,
 # forward / weight gradient in ms, direct against Winograd: 16 x 16 channels on 32 x 32 maps 0.43 / 0.45 against
@@ -39,7 +41,7 @@ SOURCE = f'''
 import numpy as np
 from numba import njit
 
-from ember.ops.sgemm_intrinsics import call_microkernel, call_transpose
+from ember.ops.sgemm_intrinsics import call_deinterleave, call_microkernel, call_transpose
 
 MR, NR = {MR}, {NR}
 
@@ -50,31 +52,89 @@ def u(i):
     return np.uint64(i)
 
 
-def forward_samples(ukr, x, wq, kw, pt, pl, pitch, out, xq, buf, lo, hi):
-    # out[n] for samples lo..hi: wq (KH * KW, C, O_pad) the weight, tap-major, zero-padded to whole MR-row
-    # panels; xq (C, plane) and buf (O, ldc) scratch
-    N, C, H, W = x.shape
-    O, OH, OW = out.shape[1], out.shape[2], out.shape[3]
-    taps, opad = wq.shape[0], wq.shape[2]
-    P = OH * pitch
-    plane, ldc = xq.shape[1], buf.shape[1]
-    xq[:] = 0  # the padding
-    xf, of = x.reshape(-1), out.reshape(-1)
-    for n in range(lo, hi):
+@njit(inline="always")
+def fill_planes(x, n, s, pt, pl, pitch, xq, split):
+    # sample n of x into its stride phases' padded planes, xq (s * s, C, plane): input (y, i) at padded (y + pt,
+    # i + pl) goes to phase (a, b) = ((y + pt) % s, (i + pl) % s), row (y + pt) // s, column (i + pl) // s; the
+    # padding positions are left as they are (zero)
+    C, H, W = x.shape[1], x.shape[2], x.shape[3]
+    xf = x.reshape(-1)
+    if s == 1:  # one plane, row by row: contiguous copies, which vectorise
         for c in range(C):
-            src, dst = xf[(n * C + c) * H * W:], xq[c, pt * pitch + pl:]
+            src, dst = xf[(n * C + c) * H * W:], xq[0, c, pt * pitch + pl:]
             for y in range(H):
                 for i in range(W):
                     dst[u(y * pitch + i)] = src[u(y * W + i)]
+        return
+    plane = xq.shape[2]
+    for c in range(C):  # stride 2: each row's even and odd columns split by the compiled pair split
+        for y in range(H):
+            a, row = (y + pt) % 2, (y + pt) // 2
+            # column 2m lands at pl // 2 + m of phase (a, pl % 2), column 2m + 1 at (pl + 1) // 2 + m of the other
+            even = ((a * 2 + pl % 2) * C + c) * plane + row * pitch + pl // 2
+            odd = ((a * 2 + (pl + 1) % 2) * C + c) * plane + row * pitch + (pl + 1) // 2
+            src = (n * C + c) * H * W + y * W
+            call_deinterleave(split, x.ctypes.data + 4 * src, W // 2, xq.ctypes.data + 4 * even,
+                              xq.ctypes.data + 4 * odd)
+            if W % 2:
+                xq.reshape(-1)[even + W // 2] = xf[src + W - 1]
+
+
+@njit(inline="always")
+def transpose_plane(x, n, pt, pl, pitch, xt, tr):
+    # stride 1: sample n of x straight into its transposed padded plane xt[0] (plane, C), by 16 x 16 blocks
+    # through the transposing copy, the channels and columns past them one by one; the padding left as it is
+    C, H, W = x.shape[1], x.shape[2], x.shape[3]
+    xf, xtf = x.reshape(-1), xt.reshape(-1)
+    c_full = C // 16 * 16 if tr else 0
+    i_full = W // 16 * 16 if c_full else 0
+    for c0 in range(0, c_full, 16):
+        for y in range(H):
+            for i0 in range(0, i_full, 16):
+                call_transpose(tr, x.ctypes.data + 4 * (((n * C + c0) * H + y) * W + i0), H * W,
+                               xt.ctypes.data + 4 * (((y + pt) * pitch + pl + i0) * C + c0), C)
+    for c in range(C):
+        src, dst = xf[(n * C + c) * H * W:], xtf[(pt * pitch + pl) * C + c:]
+        for y in range(H):
+            for i in range(0 if c >= c_full else i_full, W):
+                dst[u((y * pitch + i) * C)] = src[u(y * W + i)]
+
+
+@njit(inline="always")
+def transpose_phases(xq, xt, s, tr):
+    # the phase planes xq (s * s, C, plane) into xt (s * s, plane, C), by 16 x 16 blocks as above
+    C, plane = xq.shape[1], xq.shape[2]
+    c_full = C // 16 * 16 if tr else 0
+    for ph in range(s * s):
+        for c0 in range(0, c_full, 16):
+            for q0 in range(0, plane, 16):
+                call_transpose(tr, xq.ctypes.data + 4 * ((ph * C + c0) * plane + q0), plane,
+                               xt.ctypes.data + 4 * ((ph * plane + q0) * C + c0), C)
+        for c in range(c_full, C):
+            for q in range(plane):
+                xt[ph, q, c] = xq[ph, c, q]
+
+
+def forward_samples(ukr, split, x, wq, phases, shifts, s, pt, pl, pitch, out, xq, buf, lo, hi):
+    # out[n] for samples lo..hi: wq (taps, C, O_pad) the weight, tap-major, zero-padded to whole MR-row panels;
+    # tap t reads phase plane phases[t] shifted by shifts[t]; xq (s * s, C, plane) and buf (O, ldc) scratch
+    C = x.shape[1]
+    O, OH, OW = out.shape[1], out.shape[2], out.shape[3]
+    taps, opad = wq.shape[0], wq.shape[2]
+    P = OH * pitch
+    plane, ldc = xq.shape[2], buf.shape[1]
+    xq[:] = 0  # the padding
+    of = out.reshape(-1)
+    for n in range(lo, hi):
+        fill_planes(x, n, s, pt, pl, pitch, xq, split)
         # by column blocks of the output, all its row panels and taps at once: the block's input rows stay in L1
         for p0 in range(0, P, NR):
             width = min(NR, P - p0)
             for o0 in range(0, O, MR):
                 for t in range(taps):
-                    shift = (t // kw) * pitch + t % kw
                     call_microkernel(ukr, C, wq.ctypes.data + 4 * (t * C * opad + o0), opad, 1,
-                                     xq.ctypes.data + 4 * (p0 + shift), plane, buf.ctypes.data + 4 * (o0 * ldc + p0),
-                                     ldc, width, min(MR, O - o0), 1 if t else 0, 0)
+                                     xq.ctypes.data + 4 * (phases[t] * C * plane + p0 + shifts[t]), plane,
+                                     buf.ctypes.data + 4 * (o0 * ldc + p0), ldc, width, min(MR, O - o0), 1 if t else 0, 0)
         for o in range(O):
             src, dst = buf[o], of[(n * O + o) * OH * OW:]
             for y in range(OH):
@@ -82,44 +142,44 @@ def forward_samples(ukr, x, wq, kw, pt, pl, pitch, out, xq, buf, lo, hi):
                     dst[u(y * OW + i)] = src[u(y * pitch + i)]
 
 
-def weight_grad_samples(ukr, tr, x, g, kh_len, kw, pt, pl, pitch, xt, gq, total, lo, hi):
-    # total[o, kh * KW * C + kw * C + c] = sum over samples lo..hi and positions p of g[n, o, p] x[n, c, p + shift]:
-    # xt (plane, C) the padded input transposed, gq (O_pad, ldg) the output gradient on the pitched grid (its
-    # extra columns and rows zero)
-    N, C, H, W = x.shape
+def weight_grad_samples(ukr, tr, split, x, g, kh_len, kw_len, s, pt, pl, pitch, xq, xt, gq, total, lo, hi):
+    # total[o, kh * KW * C + k * C + c] = sum over samples lo..hi and positions p of g[n, o, p] times the input
+    # under tap (kh, kw), the kw of each kh in phase order (those with kw % s == 0 first): xq (s * s, C, plane)
+    # the phase planes, xt (s * s, plane, C) the same transposed, gq (O_pad, ldg) the output gradient on the
+    # pitched grid (its extra columns and rows zero)
+    C = x.shape[1]
     O, OH, OW = g.shape[1], g.shape[2], g.shape[3]
     P = OH * pitch
-    ldg, ldc = gq.shape[1], total.shape[1]
-    cols = kw * C
+    plane, ldg, ldc = xq.shape[2], gq.shape[1], total.shape[1]
+    xq[:] = 0
     xt[:] = 0
     gq[:] = 0
-    xf, gf, xtf = x.reshape(-1), g.reshape(-1), xt.reshape(-1)
+    gf = g.reshape(-1)
     for n in range(lo, hi):
-        # by 16 x 16 blocks through the transposing copy, the channels and columns past them one by one
-        c_full = C // 16 * 16 if tr else 0
-        i_full = W // 16 * 16 if c_full else 0
-        for c0 in range(0, c_full, 16):
-            for y in range(H):
-                for i0 in range(0, i_full, 16):
-                    call_transpose(tr, x.ctypes.data + 4 * (((n * C + c0) * H + y) * W + i0), H * W,
-                                   xt.ctypes.data + 4 * (((y + pt) * pitch + pl + i0) * C + c0), C)
-        for c in range(C):
-            src, dst = xf[(n * C + c) * H * W:], xtf[(pt * pitch + pl) * C + c:]
-            for y in range(H):
-                for i in range(0 if c >= c_full else i_full, W):
-                    dst[u((y * pitch + i) * C)] = src[u(y * W + i)]
+        if s == 1:
+            transpose_plane(x, n, pt, pl, pitch, xt, tr)
+        else:
+            fill_planes(x, n, s, pt, pl, pitch, xq, split)
+            transpose_phases(xq, xt, s, tr)
         for o in range(O):
             src, dst = gf[(n * O + o) * OH * OW:], gq[o]
             for y in range(OH):
                 for i in range(OW):
                     dst[u(y * pitch + i)] = src[u(y * OW + i)]
         for kh in range(kh_len):
-            for o0 in range(0, O, MR):
-                for j0 in range(0, cols, NR):
-                    call_microkernel(ukr, P, gq.ctypes.data + 4 * o0 * ldg, 1, ldg,
-                                     xt.ctypes.data + 4 * (kh * pitch * C + j0), C,
-                                     total.ctypes.data + 4 * (o0 * ldc + kh * cols + j0), ldc, min(NR, cols - j0),
-                                     min(MR, O - o0), 1 if n > lo else 0, 0)
+            a, dh = kh % s, kh // s
+            col = kh * kw_len * C
+            for b in range(s):
+                # this phase's taps (kw = b, b + s, ...) read it at shifts dh * pitch + 0, 1, ...: their (kw, c)
+                # columns are contiguous in xt
+                cols = (kw_len - b + s - 1) // s * C
+                for o0 in range(0, O, MR):
+                    for j0 in range(0, cols, NR):
+                        call_microkernel(ukr, P, gq.ctypes.data + 4 * o0 * ldg, 1, ldg,
+                                         xt.ctypes.data + 4 * (((a * s + b) * plane + dh * pitch) * C + j0), C,
+                                         total.ctypes.data + 4 * (o0 * ldc + col + j0), ldc, min(NR, cols - j0),
+                                         min(MR, O - o0), 1 if n > lo else 0, 0)
+                col += cols
 '''
 
 
@@ -128,20 +188,40 @@ def _round(values: int) -> int:
     return -(-values // 16) * 16 + _PAD
 
 
-def _geometry(h, w, kh, kw, padding):
-    """(oh, ow, pitch, plane): the output size, the row pitch and the padded plane's length (with room for the
-    last rows' shifted reads)."""
+def _geometry(h, w, kh, kw, stride, padding):
+    """(oh, ow, pitch, plane): the output size, the phase planes' row pitch and length (with room for the last
+    rows' shifted reads and the dropped columns' reads past them)."""
     pt, pb, pl, pr = padding
-    oh, ow = h + pt + pb - kh + 1, w + pl + pr - kw + 1
-    pitch = w + max(pl, pr)
-    return oh, ow, pitch, _round((oh + kh) * pitch + kw)
+    oh, ow = (h + pt + pb - kh) // stride + 1, (w + pl + pr - kw) // stride + 1
+    if stride == 1:
+        pitch = w + max(pl, pr)  # a row's right padding is the next row's left padding
+    else:  # every column a tap reads, and every input column, within one row of each phase
+        pitch = max(ow + (kw - 1) // stride, (w - 1 + pl) // stride + 1)
+    rows = max(oh + (kh - 1) // stride, (h - 1 + pt) // stride + 1) + 1
+    return oh, ow, pitch, _round(rows * pitch + kw)
+
+
+@functools.lru_cache(maxsize=64)
+def _taps(kh, kw, stride, pitch):
+    """Each tap's phase plane and shift in it, taps in (kh, kw) order."""
+    t = np.arange(kh * kw)
+    rows, cols = t // kw, t % kw
+    phases = rows % stride * stride + cols % stride
+    return phases.astype(np.int64), (rows // stride * pitch + cols // stride).astype(np.int64)
+
+
+@functools.lru_cache(maxsize=64)
+def _phase_order(kw, stride):
+    """Where each kw sits among a kh's weight-gradient columns, which hold them in phase order (0, 2, 1 for stride
+    2): the index that puts them back in order."""
+    return np.argsort([k for b in range(stride) for k in range(b, kw, stride)], kind="stable")
 
 
 def applies(x_shape, w_shape, dtype, stride, padding, dilation, groups) -> bool:
-    """Whether conv2d of these shapes runs here: float32, stride 1, undilated, ungrouped, 3x3, padding under
+    """Whether conv2d of these shapes runs here: float32, stride 1 or 2, undilated, ungrouped, 3x3, padding under
     the kernel's size, at least 8 channels each way and few enough in all (see _MAX_CHANNEL_PRODUCT), on a CPU
     with the micro-kernel and Numba."""
-    if dtype != np.float32 or groups != 1 or tuple(stride) != (1, 1) or tuple(dilation) != (1, 1):
+    if dtype != np.float32 or groups != 1 or tuple(stride) not in ((1, 1), (2, 2)) or tuple(dilation) != (1, 1):
         return False
     o, c, kh, kw = w_shape
     if (kh, kw) != (3, 3) or min(c, o) < _MIN_CHANNELS or c * o > _MAX_CHANNEL_PRODUCT:
@@ -168,52 +248,59 @@ def _kernels():
 _state: dict = {}
 
 
-def conv2d(x: np.ndarray, w: np.ndarray, padding) -> np.ndarray:
-    """conv2d of float32 NCHW `x` by (O, C, KH, KW) `w`, stride 1, padding (top, bottom, left, right); call only
-    where applies() said yes."""
+def conv2d(x: np.ndarray, w: np.ndarray, stride: int, padding) -> np.ndarray:
+    """conv2d of float32 NCHW `x` by (O, C, KH, KW) `w`, stride 1 or 2 both ways, padding (top, bottom, left,
+    right); call only where applies() said yes."""
     n, c, h, wd = x.shape
     o, _, kh, kw = w.shape
-    oh, ow, pitch, plane = _geometry(h, wd, kh, kw, padding)
+    oh, ow, pitch, plane = _geometry(h, wd, kh, kw, stride, padding)
     opad = -(-o // MR) * MR
     wq = np.zeros((kh * kw, c, opad), np.float32)
     wq[:, :, :o] = w.reshape(o, c, kh * kw).transpose(2, 1, 0)
+    phases, shifts = _taps(kh, kw, stride, pitch)
     x = np.ascontiguousarray(x)
     out = np.empty((n, o, oh, ow), np.float32)
     ldc = _round(oh * pitch)
     forward = _kernels()[0]
     ukr = microkernel_address()
+    planes = stride * stride * c * plane
 
     def chunk(a, b):
-        work = batch_threads.workspace(c * plane + o * ldc, np.float32)
-        xq, buf = work[: c * plane].reshape(c, plane), work[c * plane:].reshape(o, ldc)
-        forward(ukr, x, wq, kw, padding[0], padding[2], pitch, out, xq, buf, a, b)
+        work = batch_threads.workspace(planes + o * ldc, np.float32)
+        xq, buf = work[:planes].reshape(stride * stride, c, plane), work[planes:].reshape(o, ldc)
+        forward(ukr, deinterleave_address(), x, wq, phases, shifts, stride, padding[0], padding[2], pitch, out, xq, buf, a, b)
 
     batch_threads.run(chunk, n, 2.0 * w.size * n * oh * ow)
     return out
 
 
-def weight_grad(x: np.ndarray, g: np.ndarray, padding, kernel_hw) -> np.ndarray:
-    """conv2d's weight gradient, (O, C, KH, KW), for float32 input `x` and output gradient `g` (stride 1); call
-    only where applies() said yes."""
+def weight_grad(x: np.ndarray, g: np.ndarray, stride: int, padding, kernel_hw) -> np.ndarray:
+    """conv2d's weight gradient, (O, C, KH, KW), for float32 input `x` and output gradient `g` (stride 1 or 2
+    both ways); call only where applies() said yes."""
     n, c, h, wd = x.shape
     o = g.shape[1]
     kh, kw = kernel_hw
-    oh, ow, pitch, plane = _geometry(h, wd, kh, kw, padding)
+    oh, ow, pitch, plane = _geometry(h, wd, kh, kw, stride, padding)
     opad = -(-o // MR) * MR
     ldg = _round(oh * pitch)
     x, g = np.ascontiguousarray(x), np.ascontiguousarray(g)
     weight_grad_samples = _kernels()[1]
-    ukr = microkernel_address()
+    ukr, tr = microkernel_address(), transpose_address()
+    planes = stride * stride * c * plane
 
     def chunk(a, b):
-        work = batch_threads.workspace(plane * c + opad * ldg, np.float32)
-        xt, gq = work[: plane * c].reshape(plane, c), work[plane * c:].reshape(opad, ldg)
+        work = batch_threads.workspace(2 * planes + opad * ldg, np.float32)
+        xq = work[:planes].reshape(stride * stride, c, plane)
+        xt = work[planes:2 * planes].reshape(stride * stride, plane, c)
+        gq = work[2 * planes:].reshape(opad, ldg)
         total = np.empty((o, kh * kw * c), np.float32) if b > a else np.zeros((o, kh * kw * c), np.float32)
-        weight_grad_samples(ukr, transpose_address(), x, g, kh, kw, padding[0], padding[2], pitch, xt, gq, total, a, b)
+        weight_grad_samples(ukr, tr, deinterleave_address(), x, g, kh, kw, stride, padding[0], padding[2], pitch, xq, xt, gq, total, a, b)
         return total
 
     parts = batch_threads.run(chunk, n, 2.0 * o * c * kh * kw * n * oh * ow)
     total = parts[0]
     for part in parts[1:]:
         total += part
+    if stride > 1:
+        total = total.reshape(o, kh, kw, c)[:, :, _phase_order(kw, stride)]
     return np.ascontiguousarray(total.reshape(o, kh, kw, c).transpose(0, 3, 1, 2))

@@ -1,6 +1,6 @@
-"""Numba intrinsics for the compiled GEMM driver: a float32 pointer from an address, and a call of the
-micro-kernel through its address (passed as an argument, so the driver holds no address and Numba can keep
-it on disk)."""
+"""Numba intrinsics for the compiled GEMM driver and the direct convolution: a float32 pointer from an address,
+and calls of the micro-kernel, the transposing copy and the pair split through their addresses (passed as
+arguments, so the compiled code holds no address and Numba can keep it on disk)."""
 
 from __future__ import annotations
 
@@ -52,6 +52,22 @@ def call_transpose(typingctx, tr, src, lds, dst, ldd):
         fn = builder.inttoptr(args[0], fnty.as_pointer())
         src, lds, dst, ldd = args[1:]
         builder.call(fn, [builder.inttoptr(src, ptr), lds, builder.inttoptr(dst, ptr), ldd])
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+@intrinsic
+def call_deinterleave(typingctx, fn, src, count, even, odd):
+    """fn(src, count, even, odd), the pair split at address `fn`; src, even and odd are addresses."""
+    sig = types.void(*([types.int64] * 5))
+
+    def codegen(context, builder, signature, args):
+        ptr = ir.PointerType()
+        fnty = ir.FunctionType(ir.VoidType(), [ptr, _I64, ptr, ptr])
+        f = builder.inttoptr(args[0], fnty.as_pointer())
+        src, count, even, odd = args[1:]
+        builder.call(f, [builder.inttoptr(src, ptr), count, builder.inttoptr(even, ptr), builder.inttoptr(odd, ptr)])
         return context.get_dummy_value()
 
     return sig, codegen

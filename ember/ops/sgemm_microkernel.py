@@ -1,5 +1,5 @@
-"""A float32 GEMM micro-kernel for AVX-512, and the 16 x 16 transposing copy that packs transposed operands
-for it, written in LLVM IR and compiled for this CPU with llvmlite.
+"""A float32 GEMM micro-kernel for AVX-512, the 16 x 16 transposing copy that packs transposed operands for it
+and a pair split for strided convolutions' inputs, written in LLVM IR and compiled for this CPU with llvmlite.
 
 The micro-kernel keeps an MR x NR block of C (8 rows x two 16-wide vectors: 16 of the 32 zmm registers) in
 registers over the whole K loop: per k it loads NR values of a B row, broadcasts MR values of A and issues
@@ -134,6 +134,60 @@ def transpose_ir(width: int = _WIDTH) -> str:
     return "\n".join(out) + "\n"
 
 
+def deinterleave_ir(width: int = _WIDTH) -> str:
+    """LLVM IR text of `deint`, which splits `count` pairs into their first and second values: even[m] = src[2m],
+    odd[m] = src[2m + 1] (a stride-2 convolution's phase planes). Two vector loads and two shuffles per `width`
+    pairs, where a compiled loop of strided loads ran one value at a time."""
+    vec, wide = f"<{width} x float>", f"<{2 * width} x float>"
+    evens = ", ".join(f"i32 {2 * i}" for i in range(width))
+    odds = ", ".join(f"i32 {2 * i + 1}" for i in range(width))
+    return "\n".join([
+        "define void @deint(ptr noalias %src, i64 %count, ptr noalias %even, ptr noalias %odd) #0 {",
+        "entry:",
+        f"  %blocks = udiv i64 %count, {width}",
+        "  br label %vhead",
+        "vhead:",
+        "  %b = phi i64 [0, %entry], [%b.next, %vbody]",
+        "  %vdone = icmp uge i64 %b, %blocks",
+        "  br i1 %vdone, label %shead, label %vbody",
+        "vbody:",
+        f"  %m0 = mul i64 %b, {width}",
+        "  %s0 = shl i64 %m0, 1",
+        "  %sp = getelementptr float, ptr %src, i64 %s0",
+        f"  %pairs = load {wide}, ptr %sp, align 4",
+        f"  %ev = shufflevector {wide} %pairs, {wide} poison, <{width} x i32> <{evens}>",
+        f"  %ov = shufflevector {wide} %pairs, {wide} poison, <{width} x i32> <{odds}>",
+        "  %ep = getelementptr float, ptr %even, i64 %m0",
+        "  %op = getelementptr float, ptr %odd, i64 %m0",
+        f"  store {vec} %ev, ptr %ep, align 4",
+        f"  store {vec} %ov, ptr %op, align 4",
+        "  %b.next = add i64 %b, 1",
+        "  br label %vhead",
+        "shead:",
+        f"  %tail0 = mul i64 %blocks, {width}",
+        "  br label %scheck",
+        "scheck:",
+        "  %m = phi i64 [%tail0, %shead], [%m.next, %sbody]",
+        "  %sdone = icmp uge i64 %m, %count",
+        "  br i1 %sdone, label %exit, label %sbody",
+        "sbody:",
+        "  %i0 = shl i64 %m, 1",
+        "  %i1 = add i64 %i0, 1",
+        "  %p0 = getelementptr float, ptr %src, i64 %i0",
+        "  %p1 = getelementptr float, ptr %src, i64 %i1",
+        "  %v0 = load float, ptr %p0, align 4",
+        "  %v1 = load float, ptr %p1, align 4",
+        "  %q0 = getelementptr float, ptr %even, i64 %m",
+        "  %q1 = getelementptr float, ptr %odd, i64 %m",
+        "  store float %v0, ptr %q0, align 4",
+        "  store float %v1, ptr %q1, align 4",
+        "  %m.next = add i64 %m, 1",
+        "  br label %scheck",
+        "exit:",
+        "  ret void",
+        "}"]) + "\n"
+
+
 def _host_has_avx512() -> bool:
     import llvmlite.binding as llvm
 
@@ -163,15 +217,21 @@ def _compile() -> int:
     target = llvm.Target.from_default_triple()
     machine = target.create_target_machine(cpu=llvm.get_host_cpu_name(),
                                            features=llvm.get_host_cpu_features().flatten(), opt=3)
-    module = llvm.parse_assembly(microkernel_ir() + transpose_ir())
+    module = llvm.parse_assembly(microkernel_ir() + transpose_ir() + deinterleave_ir())
     module.verify()
     engine = llvm.create_mcjit_compiler(module, machine)
     engine.finalize_object()
     _state["engine"] = engine  # the code lives as long as its engine
     _state["transpose"] = engine.get_function_address("tr")
+    _state["deinterleave"] = engine.get_function_address("deint")
     return engine.get_function_address("ukr")
 
 
 def transpose_address() -> int:
     """The compiled 16 x 16 transposing copy's address (see transpose_ir), or 0 where microkernel_address is."""
     return _state["transpose"] if microkernel_address() else 0
+
+
+def deinterleave_address() -> int:
+    """The compiled pair split's address (see deinterleave_ir), or 0 where microkernel_address is."""
+    return _state["deinterleave"] if microkernel_address() else 0

@@ -23,7 +23,9 @@ SAME = (1, 1, 1, 1)
     ((32, 8, 16, 16), (8, 8, 3, 3), np.float32, ONE, SAME, 1, True),
     ((32, 4, 16, 16), (16, 4, 3, 3), np.float32, ONE, SAME, 1, False),      # a tap's GEMM too short
     ((32, 16, 32, 32), (16, 16, 3, 3), np.float64, ONE, SAME, 1, False),
-    ((32, 16, 32, 32), (16, 16, 3, 3), np.float32, (2, 2), SAME, 1, False),
+    ((32, 16, 32, 32), (32, 16, 3, 3), np.float32, (2, 2), SAME, 1, True),   # ResNet-20's stride-2 layers
+    ((32, 16, 32, 32), (16, 16, 3, 3), np.float32, (3, 3), SAME, 1, False),
+    ((32, 16, 32, 32), (16, 16, 3, 3), np.float32, (1, 2), SAME, 1, False),
     ((32, 16, 32, 32), (16, 8, 3, 3), np.float32, ONE, SAME, 2, False),
     ((32, 16, 32, 32), (16, 16, 5, 5), np.float32, ONE, (2, 2, 2, 2), 1, False),
     ((32, 16, 32, 32), (16, 16, 3, 3), np.float32, ONE, (3, 0, 0, 0), 1, False),  # padding past the kernel
@@ -32,51 +34,57 @@ def test_which_layers_take_the_direct_convolution(x_shape, w_shape, dtype, strid
     assert direct_conv.applies(x_shape, w_shape, dtype, stride, padding, ONE, groups) is want
 
 
-def _torch_conv_and_grads(x, w, padding, g):
+def _torch_conv_and_grads(x, w, stride, padding, g):
     pt, pb, pl, pr = padding
     tx, tw = torch.tensor(x, requires_grad=True), torch.tensor(w, requires_grad=True)
-    y = torch.nn.functional.conv2d(torch.nn.functional.pad(tx, (pl, pr, pt, pb)), tw)
+    y = torch.nn.functional.conv2d(torch.nn.functional.pad(tx, (pl, pr, pt, pb)), tw, stride=stride)
     y.backward(torch.tensor(g))
     return y.detach().numpy(), tx.grad.numpy(), tw.grad.numpy()
 
 
 @pytest.mark.parametrize("workers", [1, 2])
-@pytest.mark.parametrize("x_shape,out_channels,padding", [
-    ((4, 16, 16, 16), 16, SAME),
-    ((3, 9, 23, 17), 11, SAME),           # odd sizes, channels off the 8-row panels
-    ((5, 8, 21, 20), 12, (0, 2, 1, 0)),   # uneven padding
-    ((2, 10, 25, 24), 8, (0, 0, 0, 0)),   # no padding: the pitch is the width
-    ((3, 32, 5, 3), 40, (2, 1, 2, 1)),    # a map narrower than the kernel's reach
-    ((6, 17, 8, 8), 24, SAME),            # more columns than one micro-kernel block in the weight gradient
+@pytest.mark.parametrize("x_shape,out_channels,stride,padding", [
+    ((4, 16, 16, 16), 16, 1, SAME),
+    ((3, 9, 23, 17), 11, 1, SAME),           # odd sizes, channels off the 8-row panels
+    ((5, 8, 21, 20), 12, 1, (0, 2, 1, 0)),   # uneven padding
+    ((2, 10, 25, 24), 8, 1, (0, 0, 0, 0)),   # no padding: the pitch is the width
+    ((3, 32, 5, 3), 40, 1, (2, 1, 2, 1)),    # a map narrower than the kernel's reach
+    ((6, 17, 8, 8), 24, 1, SAME),            # more columns than one micro-kernel block in the weight gradient
+    ((4, 16, 16, 16), 32, 2, SAME),          # ResNet-20's stride-2 layer, four phase planes
+    ((3, 9, 23, 17), 11, 2, SAME),           # odd sizes: phases of unequal length
+    ((5, 8, 21, 20), 12, 2, (0, 2, 1, 0)),
+    ((2, 10, 25, 24), 8, 2, (0, 0, 0, 0)),   # the last input row and column read by no tap
+    ((3, 32, 5, 3), 40, 2, (2, 1, 2, 1)),
 ])
-def test_values_and_both_gradients_match_torch(monkeypatch, workers, x_shape, out_channels, padding):
+def test_values_and_both_gradients_match_torch(monkeypatch, workers, x_shape, out_channels, stride, padding):
     if workers > batch_threads.workers():
         pytest.skip("one core")
     monkeypatch.setitem(batch_threads._state, "workers", workers)
     rng = np.random.default_rng(3)
     x = rng.standard_normal(x_shape).astype(np.float32)
     w = (rng.standard_normal((out_channels, x_shape[1], 3, 3)) * 0.2).astype(np.float32)
-    attrs = dict(stride=ONE, padding=padding, dilation=ONE, groups=1)
-    assert direct_conv.applies(x.shape, w.shape, x.dtype, ONE, padding, ONE, 1)
+    attrs = dict(stride=(stride, stride), padding=padding, dilation=ONE, groups=1)
+    assert direct_conv.applies(x.shape, w.shape, x.dtype, (stride, stride), padding, ONE, 1)
     y = conv._conv2d_op.kernel(np, x, w, **attrs)
     g = rng.standard_normal(y.shape).astype(np.float32)
     gx = conv._conv_transpose2d_op.kernel(np, g, w, out_hw=x.shape[2:], **attrs)
     gw = conv._conv2d_weight_grad_op.kernel(np, x, g, kernel_hw=(3, 3), **attrs)
-    want_y, want_gx, want_gw = _torch_conv_and_grads(x, w, padding, g)
+    want_y, want_gx, want_gw = _torch_conv_and_grads(x, w, stride, padding, g)
     np.testing.assert_allclose(y, want_y, rtol=1e-5, atol=2e-5)
     np.testing.assert_allclose(gx, want_gx, rtol=1e-5, atol=2e-5)
     scale = float(np.abs(want_gw).max())  # a sum over every position: float32 rounding grows with it
     np.testing.assert_allclose(gw, want_gw, rtol=1e-5, atol=2e-6 * scale)
 
 
-def test_the_forward_does_not_depend_on_the_thread_count(monkeypatch):
+@pytest.mark.parametrize("stride", [1, 2])
+def test_the_forward_does_not_depend_on_the_thread_count(monkeypatch, stride):
     rng = np.random.default_rng(6)
     x = rng.standard_normal((7, 16, 12, 12)).astype(np.float32)
     w = rng.standard_normal((16, 16, 3, 3)).astype(np.float32)
     outs = []
     for workers in (1, 2):
         monkeypatch.setitem(batch_threads._state, "workers", workers)
-        outs.append(direct_conv.conv2d(x, w, SAME))
+        outs.append(direct_conv.conv2d(x, w, stride, SAME))
     np.testing.assert_array_equal(outs[0], outs[1])
 
 
@@ -87,22 +95,22 @@ def test_error_against_float64_is_no_worse_than_im2cols():
     g = rng.standard_normal((8, 32, 16, 16)).astype(np.float32)
     exact = conv._conv2d_op.kernel(np, x.astype(np.float64), w.astype(np.float64), ONE, SAME, ONE, 1)
     im2col = conv._forward_split(x, w.reshape(1, 32, -1), 3, 3, ONE, SAME, ONE, 1)
-    assert np.abs(direct_conv.conv2d(x, w, SAME) - exact).max() <= 2 * np.abs(im2col - exact).max()
+    assert np.abs(direct_conv.conv2d(x, w, 1, SAME) - exact).max() <= 2 * np.abs(im2col - exact).max()
     exact_gw = conv._conv2d_weight_grad_op.kernel(np, x.astype(np.float64), g.astype(np.float64), ONE, SAME, ONE, 1,
                                                   (3, 3))
     im2col_gw = conv._weight_grad_split(x, g, 3, 3, ONE, SAME, ONE, 1).transpose(0, 2, 1).reshape(32, 32, 3, 3)
-    assert np.abs(direct_conv.weight_grad(x, g, SAME, (3, 3)) - exact_gw).max() <= \
+    assert np.abs(direct_conv.weight_grad(x, g, 1, SAME, (3, 3)) - exact_gw).max() <= \
         2 * np.abs(im2col_gw - exact_gw).max()
 
 
 def test_a_network_trains_the_same_through_direct_winograd_and_im2col(monkeypatch):
-    """Five SGD steps of a two-layer 3x3 network, learning rate and data changed between them: the same
-    parameters whichever algorithm convolves."""
+    """Five SGD steps of a three-layer 3x3 network (the middle one stride 2), learning rate and data changed
+    between them: the same parameters whichever algorithm convolves."""
     import ember as em
 
     rng = np.random.default_rng(5)
     xs = rng.standard_normal((5, 8, 8, 16, 16)).astype(np.float32)
-    target = rng.standard_normal((8, 8, 16, 16)).astype(np.float32)
+    target = rng.standard_normal((8, 8, 8, 8)).astype(np.float32)
 
     calls = []
     for name in ("conv2d", "weight_grad"):
@@ -113,7 +121,8 @@ def test_a_network_trains_the_same_through_direct_winograd_and_im2col(monkeypatc
         monkeypatch.setattr(direct_conv, "_MIN_CHANNELS", direct_channels)
         monkeypatch.setattr(winograd, "_MIN_CHANNELS", winograd_channels)
         em.manual_seed(0)
-        net = em.nn.Sequential(em.nn.Conv2d(8, 16, 3, padding=1), em.nn.ReLU(), em.nn.Conv2d(16, 8, 3, padding=1))
+        net = em.nn.Sequential(em.nn.Conv2d(8, 16, 3, padding=1), em.nn.ReLU(), em.nn.Conv2d(16, 16, 3, 2, 1),
+                               em.nn.ReLU(), em.nn.Conv2d(16, 8, 3, padding=1))
         opt = em.optim.SGD(net.parameters(), lr=0.05, momentum=0.9)
         for step in range(5):
             opt.param_groups[0]["lr"] = 0.05 / (step + 1)
@@ -124,8 +133,9 @@ def test_a_network_trains_the_same_through_direct_winograd_and_im2col(monkeypatc
         return [p.detach().numpy().copy() for p in net.parameters()]
 
     direct = train(8, 10**9)
-    # per step: two forwards, the second layer's input gradient (the data needs none), two weight gradients
-    assert calls.count("conv2d") == 5 * 3 and calls.count("weight_grad") == 5 * 2
+    # per step: three forwards, the last layer's input gradient (the stride-2 one's is a col2im, the data needs
+    # none), three weight gradients
+    assert calls.count("conv2d") == 5 * 4 and calls.count("weight_grad") == 5 * 3
     calls.clear()
     for other in (train(10**9, 8), train(10**9, 10**9)):  # Winograd, then im2col
         assert not calls
@@ -135,5 +145,5 @@ def test_a_network_trains_the_same_through_direct_winograd_and_im2col(monkeypatc
 
 def test_an_empty_batch_gives_an_empty_output_and_a_zero_weight_gradient():
     x = np.zeros((0, 16, 8, 8), np.float32)
-    assert direct_conv.conv2d(x, np.ones((16, 16, 3, 3), np.float32), SAME).shape == (0, 16, 8, 8)
-    np.testing.assert_array_equal(direct_conv.weight_grad(x, x, SAME, (3, 3)), np.zeros((16, 16, 3, 3)))
+    assert direct_conv.conv2d(x, np.ones((16, 16, 3, 3), np.float32), 1, SAME).shape == (0, 16, 8, 8)
+    np.testing.assert_array_equal(direct_conv.weight_grad(x, x, 1, SAME, (3, 3)), np.zeros((16, 16, 3, 3)))

@@ -248,3 +248,19 @@ def test_ops_on_the_kernel_match_torch(case, monkeypatch, own_gemm):
     for mine, ref in zip(ours, theirs):
         np.testing.assert_allclose(mine.grad.numpy(), ref.grad.numpy(), rtol=1e-4, atol=1e-3)
     assert calls  # the products ran on the kernel
+
+
+@pytest.mark.parametrize("count", [0, 1, 15, 16, 17, 40])
+def test_the_pair_split_puts_even_and_odd_values_apart(count):
+    """deint: two 16-pair vector blocks and a scalar rest, nothing written past `count` values of either side."""
+    import ctypes
+
+    from ember.ops.sgemm_microkernel import deinterleave_address
+
+    src = np.arange(2 * count + 1, dtype=np.float32)  # one value more than the pairs: it must stay unread
+    even, odd = np.full(count + 2, -1, np.float32), np.full(count + 2, -1, np.float32)
+    split = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p)(
+        deinterleave_address())
+    split(src.ctypes.data, count, even.ctypes.data, odd.ctypes.data)
+    np.testing.assert_array_equal(even, np.r_[src[0:2 * count:2], -1, -1])
+    np.testing.assert_array_equal(odd, np.r_[src[1:2 * count:2], -1, -1])
