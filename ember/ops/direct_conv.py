@@ -27,7 +27,15 @@ import functools
 import numpy as np
 
 from ember.ops import batch_threads
-from ember.ops.sgemm_microkernel import MR, NR, deinterleave_address, microkernel_address, transpose_address
+from ember.ops.sgemm_microkernel import (
+    MR,
+    NR,
+    WIDE_NR,
+    deinterleave_address,
+    microkernel_address,
+    transpose_address,
+    wide_microkernel_address,
+)
 
 # Layers whose input times output channels are at most this run here rather than by Winograd (2 threads, batch 32,
 # forward / weight gradient in ms, direct against Winograd: 16 x 16 channels on 32 x 32 maps 0.43 / 0.45 against
@@ -115,7 +123,7 @@ def transpose_phases(xq, xt, s, tr):
                 xt[ph, q, c] = xq[ph, c, q]
 
 
-def forward_samples(ukr, split, x, wq, phases, shifts, s, pt, pl, pitch, out, xq, buf, lo, hi):
+def forward_samples(ukr, nr, split, x, wq, phases, shifts, s, pt, pl, pitch, out, xq, buf, lo, hi):
     # out[n] for samples lo..hi: wq (taps, C, O_pad) the weight, tap-major, zero-padded to whole MR-row panels;
     # tap t reads phase plane phases[t] shifted by shifts[t]; xq (s * s, C, plane) and buf (O, ldc) scratch
     C = x.shape[1]
@@ -128,8 +136,8 @@ def forward_samples(ukr, split, x, wq, phases, shifts, s, pt, pl, pitch, out, xq
     for n in range(lo, hi):
         fill_planes(x, n, s, pt, pl, pitch, xq, split)
         # by column blocks of the output, all its row panels and taps at once: the block's input rows stay in L1
-        for p0 in range(0, P, NR):
-            width = min(NR, P - p0)
+        for p0 in range(0, P, nr):
+            width = min(nr, P - p0)
             for o0 in range(0, O, MR):
                 for t in range(taps):
                     call_microkernel(ukr, C, wq.ctypes.data + 4 * (t * C * opad + o0), opad, 1,
@@ -142,7 +150,7 @@ def forward_samples(ukr, split, x, wq, phases, shifts, s, pt, pl, pitch, out, xq
                     dst[u(y * OW + i)] = src[u(y * pitch + i)]
 
 
-def weight_grad_samples(ukr, tr, split, x, g, kh_len, kw_len, s, pt, pl, pitch, xq, xt, gq, total, lo, hi):
+def weight_grad_samples(ukr, nr, tr, split, x, g, kh_len, kw_len, s, pt, pl, pitch, xq, xt, gq, total, lo, hi):
     # total[o, kh * KW * C + k * C + c] = sum over samples lo..hi and positions p of g[n, o, p] times the input
     # under tap (kh, kw), the kw of each kh in phase order (those with kw % s == 0 first): xq (s * s, C, plane)
     # the phase planes, xt (s * s, plane, C) the same transposed, gq (O_pad, ldg) the output gradient on the
@@ -174,10 +182,10 @@ def weight_grad_samples(ukr, tr, split, x, g, kh_len, kw_len, s, pt, pl, pitch, 
                 # columns are contiguous in xt
                 cols = (kw_len - b + s - 1) // s * C
                 for o0 in range(0, O, MR):
-                    for j0 in range(0, cols, NR):
+                    for j0 in range(0, cols, nr):
                         call_microkernel(ukr, P, gq.ctypes.data + 4 * o0 * ldg, 1, ldg,
                                          xt.ctypes.data + 4 * (((a * s + b) * plane + dh * pitch) * C + j0), C,
-                                         total.ctypes.data + 4 * (o0 * ldc + col + j0), ldc, min(NR, cols - j0),
+                                         total.ctypes.data + 4 * (o0 * ldc + col + j0), ldc, min(nr, cols - j0),
                                          min(MR, O - o0), 1 if n > lo else 0, 0)
                 col += cols
 '''
@@ -199,6 +207,13 @@ def _geometry(h, w, kh, kw, stride, padding):
         pitch = max(ow + (kw - 1) // stride, (w - 1 + pl) // stride + 1)
     rows = max(oh + (kh - 1) // stride, (h - 1 + pt) // stride + 1) + 1
     return oh, ow, pitch, _round(rows * pitch + kw)
+
+
+def _microkernel(columns: int):
+    """(address, width) of the micro-kernel that covers `columns` output columns with the fewest masked lanes,
+    the wider on a tie (it broadcasts the same A values for three B vectors instead of two)."""
+    return min(((wide_microkernel_address(), WIDE_NR), (microkernel_address(), NR)),
+               key=lambda k: -(-columns // k[1]) * k[1])
 
 
 @functools.lru_cache(maxsize=64)
@@ -262,13 +277,13 @@ def conv2d(x: np.ndarray, w: np.ndarray, stride: int, padding) -> np.ndarray:
     out = np.empty((n, o, oh, ow), np.float32)
     ldc = _round(oh * pitch)
     forward = _kernels()[0]
-    ukr = microkernel_address()
+    ukr, nr = _microkernel(oh * pitch)
     planes = stride * stride * c * plane
 
     def chunk(a, b):
         work = batch_threads.workspace(planes + o * ldc, np.float32)
         xq, buf = work[:planes].reshape(stride * stride, c, plane), work[planes:].reshape(o, ldc)
-        forward(ukr, deinterleave_address(), x, wq, phases, shifts, stride, padding[0], padding[2], pitch, out, xq, buf, a, b)
+        forward(ukr, nr, deinterleave_address(), x, wq, phases, shifts, stride, padding[0], padding[2], pitch, out, xq, buf, a, b)
 
     batch_threads.run(chunk, n, 2.0 * w.size * n * oh * ow)
     return out
@@ -285,7 +300,8 @@ def weight_grad(x: np.ndarray, g: np.ndarray, stride: int, padding, kernel_hw) -
     ldg = _round(oh * pitch)
     x, g = np.ascontiguousarray(x), np.ascontiguousarray(g)
     weight_grad_samples = _kernels()[1]
-    ukr, tr = microkernel_address(), transpose_address()
+    ukr, nr = _microkernel(kw * c)
+    tr = transpose_address()
     planes = stride * stride * c * plane
 
     def chunk(a, b):
@@ -294,7 +310,7 @@ def weight_grad(x: np.ndarray, g: np.ndarray, stride: int, padding, kernel_hw) -
         xt = work[planes:2 * planes].reshape(stride * stride, plane, c)
         gq = work[2 * planes:].reshape(opad, ldg)
         total = np.empty((o, kh * kw * c), np.float32) if b > a else np.zeros((o, kh * kw * c), np.float32)
-        weight_grad_samples(ukr, tr, deinterleave_address(), x, g, kh, kw, stride, padding[0], padding[2], pitch, xq, xt, gq, total, a, b)
+        weight_grad_samples(ukr, nr, tr, deinterleave_address(), x, g, kh, kw, stride, padding[0], padding[2], pitch, xq, xt, gq, total, a, b)
         return total
 
     parts = batch_threads.run(chunk, n, 2.0 * o * c * kh * kw * n * oh * ow)

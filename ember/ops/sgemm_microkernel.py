@@ -23,19 +23,23 @@ import threading
 MR, NR = 8, 32  # rows x columns of the register block (8 rows: channel counts and batch halves divide evenly;
 # 12 rows did as well on large products and padded 16-row ones to 24)
 _WIDTH = 16  # float32 lanes of a zmm register
+# A wider block, 8 x 48 in 24 registers (three B vectors, the same eight broadcasts per k), for the direct
+# convolution, whose weight gradients have 3 x C columns (48 for 16 channels, which the 32-wide block runs in two
+# calls, the second half-masked)
+WIDE_NR = 48
 
 _lock = threading.Lock()
 _state: dict = {}
 
 
-def microkernel_ir(mr: int = MR, nr: int = NR, width: int = _WIDTH) -> str:
-    """LLVM IR text of the micro-kernel `ukr` for an mr x nr block (nr a multiple of `width`)."""
+def microkernel_ir(mr: int = MR, nr: int = NR, width: int = _WIDTH, name: str = "ukr") -> str:
+    """LLVM IR text of the micro-kernel `name` for an mr x nr block (nr a multiple of `width`)."""
     nv, vec = nr // width, f"<{width} x float>"
     mask = f"<{width} x i1>"
     out = [f"declare {vec} @llvm.fma.v{width}f32({vec}, {vec}, {vec})",
            f"declare {vec} @llvm.masked.load.v{width}f32.p0(ptr, i32, {mask}, {vec})",
            f"declare void @llvm.masked.store.v{width}f32.p0({vec}, ptr, i32, {mask})",
-           "define void @ukr(i64 %K, ptr noalias %A, i64 %ask, i64 %asr, ptr noalias %B, i64 %ldb, ptr noalias %C, i64 %ldc, "
+           f"define void @{name}(i64 %K, ptr noalias %A, i64 %ask, i64 %asr, ptr noalias %B, i64 %ldb, ptr noalias %C, i64 %ldc, "
            "i64 %nvalid, i64 %mvalid, i64 %acc, ptr noalias %bias) #0 {",
            "entry:",
            f"  %nv.1 = insertelement <{width} x i64> poison, i64 %nvalid, i32 0",
@@ -217,19 +221,28 @@ def _compile() -> int:
     target = llvm.Target.from_default_triple()
     machine = target.create_target_machine(cpu=llvm.get_host_cpu_name(),
                                            features=llvm.get_host_cpu_features().flatten(), opt=3)
-    module = llvm.parse_assembly(microkernel_ir() + transpose_ir() + deinterleave_ir())
+    wide = microkernel_ir(nr=WIDE_NR, name="ukr_wide")
+    wide = "\n".join(line for line in wide.splitlines() if not line.startswith(("declare", "attributes")))  # once
+    module = llvm.parse_assembly(microkernel_ir() + wide + "\n" + transpose_ir() + deinterleave_ir())
     module.verify()
     engine = llvm.create_mcjit_compiler(module, machine)
     engine.finalize_object()
     _state["engine"] = engine  # the code lives as long as its engine
     _state["transpose"] = engine.get_function_address("tr")
     _state["deinterleave"] = engine.get_function_address("deint")
+    _state["wide"] = engine.get_function_address("ukr_wide")
     return engine.get_function_address("ukr")
 
 
 def transpose_address() -> int:
     """The compiled 16 x 16 transposing copy's address (see transpose_ir), or 0 where microkernel_address is."""
     return _state["transpose"] if microkernel_address() else 0
+
+
+def wide_microkernel_address() -> int:
+    """The compiled MR x WIDE_NR micro-kernel's address (same arguments as the MR x NR one), or 0 where
+    microkernel_address is."""
+    return _state["wide"] if microkernel_address() else 0
 
 
 def deinterleave_address() -> int:

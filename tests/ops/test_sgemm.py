@@ -264,3 +264,28 @@ def test_the_pair_split_puts_even_and_odd_values_apart(count):
     split(src.ctypes.data, count, even.ctypes.data, odd.ctypes.data)
     np.testing.assert_array_equal(even, np.r_[src[0:2 * count:2], -1, -1])
     np.testing.assert_array_equal(odd, np.r_[src[1:2 * count:2], -1, -1])
+
+
+@pytest.mark.parametrize("nvalid, mvalid, acc", [(48, MR, 0), (47, MR, 1), (33, 3, 0), (1, 1, 1), (17, MR - 1, 2)])
+def test_the_wide_micro_kernel_sums_and_stores_like_the_narrow_one(nvalid, mvalid, acc):
+    """ukr_wide (8 x 48): C (+)= A B over the live rows and columns, bias row added for acc 2, nothing stored
+    outside them."""
+    import ctypes
+
+    from ember.ops.sgemm_microkernel import WIDE_NR, wide_microkernel_address
+
+    rng = np.random.default_rng(nvalid * 10 + mvalid)
+    k = 37
+    a = rng.standard_normal((k, MR), np.float32)  # packed: ask = MR, asr = 1
+    b = rng.standard_normal((k, WIDE_NR + 5), np.float32)
+    c = rng.standard_normal((MR, WIDE_NR + 3), np.float32)
+    bias = rng.standard_normal(WIDE_NR, np.float32)
+    before = c.copy()
+    i64, ptr = ctypes.c_int64, ctypes.c_void_p
+    ukr = ctypes.CFUNCTYPE(None, i64, ptr, i64, i64, ptr, i64, ptr, i64, i64, i64, i64, ptr)(wide_microkernel_address())
+    ukr(k, a.ctypes.data, MR, 1, b.ctypes.data, b.shape[1], c.ctypes.data, c.shape[1], nvalid, mvalid, acc,
+        bias.ctypes.data)
+    sums = (a.T.astype(np.float64) @ b.astype(np.float64))[:mvalid, :nvalid]
+    want = before.copy()
+    want[:mvalid, :nvalid] = sums + (before[:mvalid, :nvalid] if acc == 1 else bias[:nvalid] if acc == 2 else 0)
+    np.testing.assert_allclose(c, want, rtol=1e-5, atol=1e-4)
