@@ -1,17 +1,23 @@
-"""Direct stride-1 convolution on the GEMM micro-kernel: each kernel tap is a GEMM over a shifted view of the
-padded input, no patch copy and no transform.
+"""Direct convolution on the GEMM micro-kernel: each kernel tap is a GEMM over a shifted view of the padded
+input, no patch copy and no transform.
 
 The padded input of one sample is laid out as C planes of rows `pitch` values apart (pitch = W + the larger
 side padding: a row's right padding is the next row's left padding). Output (oy, ox) is computed at position
 p = oy * pitch + ox of a grid of the same pitch, so tap (kh, kw) reads plane position p + kh * pitch + kw for
 every output: the taps' inputs are the same contiguous rows shifted, and out[o, p] = sum over taps and c of
 w[o, c, tap] * plane[c, p + shift(tap)] is the micro-kernel's C[r, j] += A[k, r] B[k, j] with k = c, called
-once per tap with B moved by the shift. The pitch's extra columns (ox >= OW) are computed and dropped.
+once per tap with B moved by the shift. The pitch's extra columns (ox >= OW) are computed and dropped. On small
+maps the roles swap (rows: 8 positions, columns: output channels) where that masks fewer lanes, and the block is
+transposed back.
+
+Stride 2 runs on the input's four stride phases: phase (a, b) holds the padded input's rows a, a + 2, ... and
+columns b, b + 2, ..., so tap (kh, kw) reads phase (kh % 2, kw % 2) at shift (kh // 2) * pitch + kw // 2, a
+stride-1 read again.
 
 The weight gradient is the same sum read the other way: gw[o, c, kh, kw] = sum_p g[o, p] * plane[c, p + kh *
-pitch + kw]. With the padded input transposed to (position, channel), the (kw, c) pairs of one kh are
-contiguous at position p + kh * pitch, so each kh is one GEMM (O, P) @ (P, KW * C) with the output gradient
-read in place (its pitch columns zero).
+pitch + kw]. With the padded input transposed to (position, channel), the (kw, c) pairs of one kh (and phase)
+are contiguous at position p + kh * pitch, so each is one GEMM (O, P) @ (P, KW * C) with the output gradient
+read in place (its pitch columns zero), on an 8 x 48 micro-kernel where that masks fewer lanes than 8 x 32.
 
 A non-finite input value can make a weight-gradient entry NaN where the exact sum is infinite: the dropped
 columns multiply it by zero (Winograd's transforms do the same).
@@ -123,26 +129,42 @@ def transpose_phases(xq, xt, s, tr):
                 xt[ph, q, c] = xq[ph, c, q]
 
 
-def forward_samples(ukr, nr, split, x, wq, phases, shifts, s, pt, pl, pitch, out, xq, buf, lo, hi):
+def forward_samples(ukr, nr, tr, split, x, wq, phases, shifts, s, pt, pl, pitch, out, xq, buf, bt, lo, hi):
     # out[n] for samples lo..hi: wq (taps, C, O_pad) the weight, tap-major, zero-padded to whole MR-row panels;
-    # tap t reads phase plane phases[t] shifted by shifts[t]; xq (s * s, C, plane) and buf (O, ldc) scratch
+    # tap t reads phase plane phases[t] shifted by shifts[t]; xq (s * s, C, plane) and buf (O, ldc) scratch. With
+    # bt (P rounded up to 16, O) not empty, the micro-kernel's rows are positions and its columns channels (a
+    # small map: 72 positions fill 9 row blocks, where they filled 96 columns of 32)
     C = x.shape[1]
     O, OH, OW = out.shape[1], out.shape[2], out.shape[3]
     taps, opad = wq.shape[0], wq.shape[2]
     P = OH * pitch
-    plane, ldc = xq.shape[2], buf.shape[1]
+    plane, ldc, ldt = xq.shape[2], buf.shape[1], bt.shape[1]
     xq[:] = 0  # the padding
     of = out.reshape(-1)
     for n in range(lo, hi):
         fill_planes(x, n, s, pt, pl, pitch, xq, split)
-        # by column blocks of the output, all its row panels and taps at once: the block's input rows stay in L1
-        for p0 in range(0, P, nr):
-            width = min(nr, P - p0)
-            for o0 in range(0, O, MR):
-                for t in range(taps):
-                    call_microkernel(ukr, C, wq.ctypes.data + 4 * (t * C * opad + o0), opad, 1,
-                                     xq.ctypes.data + 4 * (phases[t] * C * plane + p0 + shifts[t]), plane,
-                                     buf.ctypes.data + 4 * (o0 * ldc + p0), ldc, width, min(MR, O - o0), 1 if t else 0, 0)
+        if bt.shape[0]:
+            for p0 in range(0, P, MR):
+                for o0 in range(0, O, nr):
+                    for t in range(taps):
+                        a = xq.ctypes.data + 4 * (phases[t] * C * plane + p0 + shifts[t])
+                        call_microkernel(ukr, C, a, plane, 1, wq.ctypes.data + 4 * (t * C * opad + o0), opad,
+                                         bt.ctypes.data + 4 * (p0 * ldt + o0), ldt, min(nr, O - o0), min(MR, P - p0),
+                                         1 if t else 0, 0)
+            for q0 in range(0, P, 16):  # (positions, O) to (O, positions) by 16 x 16 blocks
+                for o0 in range(0, O, 16):
+                    call_transpose(tr, bt.ctypes.data + 4 * (q0 * ldt + o0), ldt, buf.ctypes.data + 4 * (o0 * ldc + q0),
+                                   ldc)
+        else:
+            # by column blocks of the output, all its row panels and taps at once: the block's input rows stay in L1
+            for p0 in range(0, P, nr):
+                width = min(nr, P - p0)
+                for o0 in range(0, O, MR):
+                    for t in range(taps):
+                        call_microkernel(ukr, C, wq.ctypes.data + 4 * (t * C * opad + o0), opad, 1,
+                                         xq.ctypes.data + 4 * (phases[t] * C * plane + p0 + shifts[t]), plane,
+                                         buf.ctypes.data + 4 * (o0 * ldc + p0), ldc, width, min(MR, O - o0),
+                                         1 if t else 0, 0)
         for o in range(O):
             src, dst = buf[o], of[(n * O + o) * OH * OW:]
             for y in range(OH):
@@ -209,11 +231,20 @@ def _geometry(h, w, kh, kw, stride, padding):
     return oh, ow, pitch, _round(rows * pitch + kw)
 
 
-def _microkernel(columns: int):
-    """(address, width) of the micro-kernel that covers `columns` output columns with the fewest masked lanes,
-    the wider on a tie (it broadcasts the same A values for three B vectors instead of two)."""
+def _microkernel(*columns: int):
+    """(address, width) of the micro-kernel that covers products of these column counts with the fewest masked
+    lanes, the wider on a tie (it broadcasts the same A values for three B vectors instead of two)."""
     return min(((wide_microkernel_address(), WIDE_NR), (microkernel_address(), NR)),
-               key=lambda k: -(-columns // k[1]) * k[1])
+               key=lambda k: sum(-(-cols // k[1]) * k[1] for cols in columns))
+
+
+def _by_position(positions: int, channels: int) -> bool:
+    """Whether the forward's micro-kernel rows should be positions and its columns output channels: where that
+    masks fewer lanes (small maps), and the channels fill whole 16 x 16 blocks of the transposing copy back."""
+    if channels % 16:
+        return False
+    by_channel = -(-positions // _microkernel(positions)[1]) * _microkernel(positions)[1] * channels
+    return -(-positions // MR) * MR * -(-channels // _microkernel(channels)[1]) * _microkernel(channels)[1] < by_channel
 
 
 @functools.lru_cache(maxsize=64)
@@ -277,13 +308,20 @@ def conv2d(x: np.ndarray, w: np.ndarray, stride: int, padding) -> np.ndarray:
     out = np.empty((n, o, oh, ow), np.float32)
     ldc = _round(oh * pitch)
     forward = _kernels()[0]
-    ukr, nr = _microkernel(oh * pitch)
+    positions = oh * pitch
+    ukr, nr = _microkernel(positions)
+    rows = -(-positions // 16) * 16 if _by_position(positions, o) else 0
+    if rows:
+        ukr, nr = _microkernel(o)
     planes = stride * stride * c * plane
+    split, tr = deinterleave_address(), transpose_address()
 
     def chunk(a, b):
-        work = batch_threads.workspace(planes + o * ldc, np.float32)
-        xq, buf = work[:planes].reshape(stride * stride, c, plane), work[planes:].reshape(o, ldc)
-        forward(ukr, nr, deinterleave_address(), x, wq, phases, shifts, stride, padding[0], padding[2], pitch, out, xq, buf, a, b)
+        work = batch_threads.workspace(planes + o * ldc + rows * o, np.float32)
+        xq, buf = work[:planes].reshape(stride * stride, c, plane), work[planes:planes + o * ldc].reshape(o, ldc)
+        bt = work[planes + o * ldc:].reshape(rows, o)
+        forward(ukr, nr, tr, split, x, wq, phases, shifts, stride, padding[0], padding[2], pitch, out, xq, buf, bt, a,
+                b)
 
     batch_threads.run(chunk, n, 2.0 * w.size * n * oh * ow)
     return out
@@ -300,8 +338,8 @@ def weight_grad(x: np.ndarray, g: np.ndarray, stride: int, padding, kernel_hw) -
     ldg = _round(oh * pitch)
     x, g = np.ascontiguousarray(x), np.ascontiguousarray(g)
     weight_grad_samples = _kernels()[1]
-    ukr, nr = _microkernel(kw * c)
-    tr = transpose_address()
+    ukr, nr = _microkernel(*(len(range(b, kw, stride)) * c for b in range(stride)))  # each phase's columns
+    tr, split = transpose_address(), deinterleave_address()
     planes = stride * stride * c * plane
 
     def chunk(a, b):
@@ -310,7 +348,8 @@ def weight_grad(x: np.ndarray, g: np.ndarray, stride: int, padding, kernel_hw) -
         xt = work[planes:2 * planes].reshape(stride * stride, plane, c)
         gq = work[2 * planes:].reshape(opad, ldg)
         total = np.empty((o, kh * kw * c), np.float32) if b > a else np.zeros((o, kh * kw * c), np.float32)
-        weight_grad_samples(ukr, nr, tr, deinterleave_address(), x, g, kh, kw, stride, padding[0], padding[2], pitch, xq, xt, gq, total, a, b)
+        weight_grad_samples(ukr, nr, tr, split, x, g, kh, kw, stride, padding[0], padding[2], pitch, xq, xt, gq, total,
+                            a, b)
         return total
 
     parts = batch_threads.run(chunk, n, 2.0 * o * c * kh * kw * n * oh * ow)

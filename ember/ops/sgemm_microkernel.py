@@ -39,7 +39,8 @@ def microkernel_ir(mr: int = MR, nr: int = NR, width: int = _WIDTH, name: str = 
     out = [f"declare {vec} @llvm.fma.v{width}f32({vec}, {vec}, {vec})",
            f"declare {vec} @llvm.masked.load.v{width}f32.p0(ptr, i32, {mask}, {vec})",
            f"declare void @llvm.masked.store.v{width}f32.p0({vec}, ptr, i32, {mask})",
-           f"define void @{name}(i64 %K, ptr noalias %A, i64 %ask, i64 %asr, ptr noalias %B, i64 %ldb, ptr noalias %C, i64 %ldc, "
+           f"define void @{name}(i64 %K, ptr noalias %A, i64 %ask, i64 %asr, ptr noalias %B, i64 %ldb, ptr noalias %C, "
+           "i64 %ldc, "
            "i64 %nvalid, i64 %mvalid, i64 %acc, ptr noalias %bias) #0 {",
            "entry:",
            f"  %nv.1 = insertelement <{width} x i64> poison, i64 %nvalid, i32 0",

@@ -55,6 +55,8 @@ def _torch_conv_and_grads(x, w, stride, padding, g):
     ((5, 8, 21, 20), 12, 2, (0, 2, 1, 0)),
     ((2, 10, 25, 24), 8, 2, (0, 0, 0, 0)),   # the last input row and column read by no tap
     ((3, 32, 5, 3), 40, 2, (2, 1, 2, 1)),
+    ((3, 32, 8, 8), 64, 1, SAME),            # a small map: positions as the micro-kernel's rows
+    ((3, 32, 16, 16), 64, 2, SAME),          # ResNet-20's 32 -> 64 downsampling layer, the same
 ])
 def test_values_and_both_gradients_match_torch(monkeypatch, workers, x_shape, out_channels, stride, padding):
     if workers > batch_threads.workers():
@@ -74,6 +76,12 @@ def test_values_and_both_gradients_match_torch(monkeypatch, workers, x_shape, ou
     np.testing.assert_allclose(gx, want_gx, rtol=1e-5, atol=2e-5)
     scale = float(np.abs(want_gw).max())  # a sum over every position: float32 rounding grows with it
     np.testing.assert_allclose(gw, want_gw, rtol=1e-5, atol=2e-6 * scale)
+
+
+def test_small_maps_take_positions_as_rows_where_that_masks_fewer_lanes():
+    assert direct_conv._by_position(8 * 9, 64)          # 72 positions: 9 row blocks of 8, not 96 columns
+    assert not direct_conv._by_position(32 * 33, 16)    # 1056 positions fill 22 blocks of 48 columns
+    assert not direct_conv._by_position(8 * 9, 24)      # 24 channels do not fill the 16 x 16 transposing copy
 
 
 @pytest.mark.parametrize("stride", [1, 2])
