@@ -531,7 +531,7 @@ class Conv2dWeightGradOp(Op):
             return rounded(depthwise.weight_grad(xp, x, g, stride, padding, dilation, kh, kw), dtype)
         o = g.shape[1]
         if xp is np and direct_conv.applies(x.shape, (o, x.shape[1] // groups, kh, kw), x.dtype, stride, padding,
-                                            dilation, groups):
+                                            dilation, groups, weight_grad=True):
             return rounded(direct_conv.weight_grad(x, g, stride[0], padding, kernel_hw), dtype)
         if xp is np and winograd.applies(x.shape, (o, x.shape[1] // groups, kh, kw), x.dtype, stride, padding,
                                          dilation, groups):

@@ -45,9 +45,14 @@ from ember.ops.sgemm_microkernel import (
 
 # Layers whose input times output channels are at most this run here rather than by Winograd (2 threads, batch 32,
 # forward / weight gradient in ms, direct against Winograd: 16 x 16 channels on 32 x 32 maps 0.43 / 0.45 against
-# 0.80 / 1.00; 32 x 32 on 16 x 16 0.39 / 0.36 against 0.53 / 0.51; 48 x 48 on 16 x 16 0.84 / 0.84 against 0.93 /
-# 0.96; but 64 x 64 on 8 x 8 0.52 / 0.43 against 0.49 / 0.37, where Winograd's 2.25 times fewer products win).
+# 0.80 / 1.00; 32 x 32 on 16 x 16 0.39 / 0.36 against 0.53 / 0.51; 48 x 48 on 32 x 32 3.45 / 3.07 against 3.41 /
+# 3.92). Forwards with up to _MAX_CHANNEL_PRODUCT_SMALL_MAP on maps of at most _SMALL_MAP outputs too (64 x 64 on
+# 8 x 8: 0.41 against 0.50), where the positions fill the micro-kernel's rows; their weight gradients stay with
+# Winograd (0.43 against 0.40), as do 64 x 64 layers on 16 x 16 maps (1.39 / 1.38 against 1.37 / 1.30) and
+# larger ones (128 x 128 on 8 x 8: 1.44 / 1.59 against 1.21 / 1.09), where its 2.25 times fewer products win.
 _MAX_CHANNEL_PRODUCT = 48 * 48
+_MAX_CHANNEL_PRODUCT_SMALL_MAP = 64 * 64
+_SMALL_MAP = 64
 _MIN_CHANNELS = 8  # fewer: a tap's GEMM (K = C) is too short to repay its call
 _PAD = 16  # values between planes, so planes a power of two apart do not share cache sets
 
@@ -132,8 +137,8 @@ def transpose_phases(xq, xt, s, tr):
 def forward_samples(ukr, nr, tr, split, x, wq, phases, shifts, s, pt, pl, pitch, out, xq, buf, bt, lo, hi):
     # out[n] for samples lo..hi: wq (taps, C, O_pad) the weight, tap-major, zero-padded to whole MR-row panels;
     # tap t reads phase plane phases[t] shifted by shifts[t]; xq (s * s, C, plane) and buf (O, ldc) scratch. With
-    # bt (P rounded up to 16, O) not empty, the micro-kernel's rows are positions and its columns channels (a
-    # small map: 72 positions fill 9 row blocks, where they filled 96 columns of 32)
+    # bt (OH * OW, O) not empty, the micro-kernel's rows are positions and its columns channels (a small map: an
+    # 8 x 8 output's rows are 8 blocks of 8 positions, where its 72 pitched positions filled 96 columns of 32)
     C = x.shape[1]
     O, OH, OW = out.shape[1], out.shape[2], out.shape[3]
     taps, opad = wq.shape[0], wq.shape[2]
@@ -144,27 +149,36 @@ def forward_samples(ukr, nr, tr, split, x, wq, phases, shifts, s, pt, pl, pitch,
     for n in range(lo, hi):
         fill_planes(x, n, s, pt, pl, pitch, xq, split)
         if bt.shape[0]:
-            for p0 in range(0, P, MR):
-                for o0 in range(0, O, nr):
-                    for t in range(taps):
-                        a = xq.ctypes.data + 4 * (phases[t] * C * plane + p0 + shifts[t])
-                        call_microkernel(ukr, C, a, plane, 1, wq.ctypes.data + 4 * (t * C * opad + o0), opad,
-                                         bt.ctypes.data + 4 * (p0 * ldt + o0), ldt, min(nr, O - o0), min(MR, P - p0),
-                                         1 if t else 0, 0)
-            for q0 in range(0, P, 16):  # (positions, O) to (O, positions) by 16 x 16 blocks
+            # each output row in blocks of MR positions (no pitch columns computed), into bt's compact rows
+            for y in range(OH):
+                for x0 in range(0, OW, MR):
+                    p, q = y * pitch + x0, y * OW + x0
+                    for o0 in range(0, O, nr):
+                        for t in range(taps):
+                            a = xq.ctypes.data + 4 * (phases[t] * C * plane + p + shifts[t])
+                            call_microkernel(ukr, C, a, plane, 1, wq.ctypes.data + 4 * (t * C * opad + o0), opad,
+                                             bt.ctypes.data + 4 * (q * ldt + o0), ldt, min(nr, O - o0),
+                                             min(MR, OW - x0), 1 if t else 0, 0)
+            # (positions, O) to out[n] (O, positions) by 16 x 16 blocks, the positions past them one by one
+            Q = OH * OW
+            full = Q // 16 * 16
+            for q0 in range(0, full, 16):
                 for o0 in range(0, O, 16):
-                    call_transpose(tr, bt.ctypes.data + 4 * (q0 * ldt + o0), ldt, buf.ctypes.data + 4 * (o0 * ldc + q0),
-                                   ldc)
-        else:
-            # by column blocks of the output, all its row panels and taps at once: the block's input rows stay in L1
-            for p0 in range(0, P, nr):
-                width = min(nr, P - p0)
-                for o0 in range(0, O, MR):
-                    for t in range(taps):
-                        call_microkernel(ukr, C, wq.ctypes.data + 4 * (t * C * opad + o0), opad, 1,
-                                         xq.ctypes.data + 4 * (phases[t] * C * plane + p0 + shifts[t]), plane,
-                                         buf.ctypes.data + 4 * (o0 * ldc + p0), ldc, width, min(MR, O - o0),
-                                         1 if t else 0, 0)
+                    call_transpose(tr, bt.ctypes.data + 4 * (q0 * ldt + o0), ldt,
+                                   out.ctypes.data + 4 * ((n * O + o0) * Q + q0), Q)
+            for o in range(O):
+                for q in range(full, Q):
+                    of[(n * O + o) * Q + q] = bt[q, o]
+            continue
+        # by column blocks of the output, all its row panels and taps at once: the block's input rows stay in L1
+        for p0 in range(0, P, nr):
+            width = min(nr, P - p0)
+            for o0 in range(0, O, MR):
+                for t in range(taps):
+                    call_microkernel(ukr, C, wq.ctypes.data + 4 * (t * C * opad + o0), opad, 1,
+                                     xq.ctypes.data + 4 * (phases[t] * C * plane + p0 + shifts[t]), plane,
+                                     buf.ctypes.data + 4 * (o0 * ldc + p0), ldc, width, min(MR, O - o0),
+                                     1 if t else 0, 0)
         for o in range(O):
             src, dst = buf[o], of[(n * O + o) * OH * OW:]
             for y in range(OH):
@@ -238,13 +252,15 @@ def _microkernel(*columns: int):
                key=lambda k: sum(-(-cols // k[1]) * k[1] for cols in columns))
 
 
-def _by_position(positions: int, channels: int) -> bool:
-    """Whether the forward's micro-kernel rows should be positions and its columns output channels: where that
-    masks fewer lanes (small maps), and the channels fill whole 16 x 16 blocks of the transposing copy back."""
+def _by_position(oh: int, ow: int, pitch: int, channels: int) -> bool:
+    """Whether the forward's micro-kernel rows should be positions (each output row's, in blocks of MR) and its
+    columns output channels: where that masks fewer lanes than pitched positions as columns (small maps), and
+    the channels fill whole 16 x 16 blocks of the transposing copy back."""
     if channels % 16:
         return False
-    by_channel = -(-positions // _microkernel(positions)[1]) * _microkernel(positions)[1] * channels
-    return -(-positions // MR) * MR * -(-channels // _microkernel(channels)[1]) * _microkernel(channels)[1] < by_channel
+    by_channel = -(-oh * pitch // _microkernel(oh * pitch)[1]) * _microkernel(oh * pitch)[1] * -(-channels // MR) * MR
+    by_position = oh * -(-ow // MR) * MR * -(-channels // _microkernel(channels)[1]) * _microkernel(channels)[1]
+    return by_position < by_channel
 
 
 @functools.lru_cache(maxsize=64)
@@ -263,18 +279,22 @@ def _phase_order(kw, stride):
     return np.argsort([k for b in range(stride) for k in range(b, kw, stride)], kind="stable")
 
 
-def applies(x_shape, w_shape, dtype, stride, padding, dilation, groups) -> bool:
-    """Whether conv2d of these shapes runs here: float32, stride 1 or 2, undilated, ungrouped, 3x3, padding under
-    the kernel's size, at least 8 channels each way and few enough in all (see _MAX_CHANNEL_PRODUCT), on a CPU
-    with the micro-kernel and Numba."""
+def applies(x_shape, w_shape, dtype, stride, padding, dilation, groups, weight_grad: bool = False) -> bool:
+    """Whether conv2d of these shapes (or with `weight_grad`, its weight gradient) runs here: float32, stride 1 or
+    2, undilated, ungrouped, 3x3, padding under the kernel's size, at least 8 channels each way and few enough in
+    all (see _MAX_CHANNEL_PRODUCT), on a CPU with the micro-kernel and Numba."""
     if dtype != np.float32 or groups != 1 or tuple(stride) not in ((1, 1), (2, 2)) or tuple(dilation) != (1, 1):
         return False
     o, c, kh, kw = w_shape
-    if (kh, kw) != (3, 3) or min(c, o) < _MIN_CHANNELS or c * o > _MAX_CHANNEL_PRODUCT:
+    if (kh, kw) != (3, 3) or min(c, o) < _MIN_CHANNELS:
         return False
     pt, pb, pl, pr = padding
     if min(padding) < 0 or max(pt, pb) >= kh or max(pl, pr) >= kw:
         return False
+    if c * o > _MAX_CHANNEL_PRODUCT:
+        oh, ow, _, _ = _geometry(x_shape[2], x_shape[3], kh, kw, stride[0], padding)
+        if weight_grad or c * o > _MAX_CHANNEL_PRODUCT_SMALL_MAP or oh * ow > _SMALL_MAP:
+            return False
     return _kernels() is not None
 
 
@@ -308,13 +328,14 @@ def conv2d(x: np.ndarray, w: np.ndarray, stride: int, padding) -> np.ndarray:
     out = np.empty((n, o, oh, ow), np.float32)
     ldc = _round(oh * pitch)
     forward = _kernels()[0]
-    positions = oh * pitch
-    ukr, nr = _microkernel(positions)
-    rows = -(-positions // 16) * 16 if _by_position(positions, o) else 0
+    ukr, nr = _microkernel(oh * pitch)
+    rows = oh * ow if _by_position(oh, ow, pitch, o) else 0
     if rows:
         ukr, nr = _microkernel(o)
     planes = stride * stride * c * plane
     split, tr = deinterleave_address(), transpose_address()
+
+    ldc = 0 if rows else ldc  # by positions the blocks go straight back into out
 
     def chunk(a, b):
         work = batch_threads.workspace(planes + o * ldc + rows * o, np.float32)

@@ -19,7 +19,9 @@ SAME = (1, 1, 1, 1)
     ((32, 16, 32, 32), (16, 16, 3, 3), np.float32, ONE, SAME, 1, True),     # ResNet-20's first stage
     ((32, 32, 16, 16), (32, 32, 3, 3), np.float32, ONE, SAME, 1, True),     # its second
     ((32, 32, 8, 8), (64, 32, 3, 3), np.float32, ONE, SAME, 1, True),       # 2048 channel pairs
-    ((32, 64, 8, 8), (64, 64, 3, 3), np.float32, ONE, SAME, 1, False),      # Winograd's fewer products win
+    ((32, 64, 16, 16), (64, 64, 3, 3), np.float32, ONE, SAME, 1, False),    # Winograd's fewer products win
+    ((32, 64, 8, 8), (64, 64, 3, 3), np.float32, ONE, SAME, 1, True),       # but not on a small map
+    ((32, 128, 8, 8), (128, 128, 3, 3), np.float32, ONE, SAME, 1, False),
     ((32, 8, 16, 16), (8, 8, 3, 3), np.float32, ONE, SAME, 1, True),
     ((32, 4, 16, 16), (16, 4, 3, 3), np.float32, ONE, SAME, 1, False),      # a tap's GEMM too short
     ((32, 16, 32, 32), (16, 16, 3, 3), np.float64, ONE, SAME, 1, False),
@@ -32,6 +34,12 @@ SAME = (1, 1, 1, 1)
 ])
 def test_which_layers_take_the_direct_convolution(x_shape, w_shape, dtype, stride, padding, groups, want):
     assert direct_conv.applies(x_shape, w_shape, dtype, stride, padding, ONE, groups) is want
+
+
+def test_the_weight_gradient_of_a_wide_layer_on_a_small_map_stays_with_winograd():
+    shapes = ((32, 64, 8, 8), (64, 64, 3, 3), np.float32, ONE, SAME, ONE, 1)
+    assert direct_conv.applies(*shapes) and not direct_conv.applies(*shapes, weight_grad=True)
+    assert direct_conv.applies((32, 32, 16, 16), (32, 32, 3, 3), np.float32, ONE, SAME, ONE, 1, weight_grad=True)
 
 
 def _torch_conv_and_grads(x, w, stride, padding, g):
@@ -56,6 +64,8 @@ def _torch_conv_and_grads(x, w, stride, padding, g):
     ((2, 10, 25, 24), 8, 2, (0, 0, 0, 0)),   # the last input row and column read by no tap
     ((3, 32, 5, 3), 40, 2, (2, 1, 2, 1)),
     ((3, 32, 8, 8), 64, 1, SAME),            # a small map: positions as the micro-kernel's rows
+    ((2, 16, 7, 9), 32, 1, SAME),            # the same, rows of 9 positions (a partial block) and 63 in all
+    ((3, 64, 8, 8), 64, 1, SAME),            # ResNet-20's last stage: the forward here, the weight gradient not
     ((3, 32, 16, 16), 64, 2, SAME),          # ResNet-20's 32 -> 64 downsampling layer, the same
 ])
 def test_values_and_both_gradients_match_torch(monkeypatch, workers, x_shape, out_channels, stride, padding):
@@ -79,9 +89,10 @@ def test_values_and_both_gradients_match_torch(monkeypatch, workers, x_shape, ou
 
 
 def test_small_maps_take_positions_as_rows_where_that_masks_fewer_lanes():
-    assert direct_conv._by_position(8 * 9, 64)          # 72 positions: 9 row blocks of 8, not 96 columns
-    assert not direct_conv._by_position(32 * 33, 16)    # 1056 positions fill 22 blocks of 48 columns
-    assert not direct_conv._by_position(8 * 9, 24)      # 24 channels do not fill the 16 x 16 transposing copy
+    assert direct_conv._by_position(8, 8, 9, 64)         # 8 x 8: 8 row blocks of 8, not 72 positions in 96 columns
+    assert direct_conv._by_position(16, 16, 17, 32)      # 16 x 16: 32 blocks of 8 rows, not 272 in 288 columns
+    assert not direct_conv._by_position(32, 32, 33, 16)  # 1056 positions fill 22 blocks of 48 columns
+    assert not direct_conv._by_position(8, 8, 9, 24)     # 24 channels do not fill the 16 x 16 transposing copy
 
 
 @pytest.mark.parametrize("stride", [1, 2])
