@@ -24,8 +24,8 @@ import math
 import numpy as np
 
 
-def bn_forward(x, w, b, eps, y, mean, var, c0, c1):
-    # channels c0..c1
+def bn_forward(x, w, b, eps, relu, y, mean, var, c0, c1):
+    # channels c0..c1; relu: the output then goes through relu's select (the jit's folded BN + ReLU)
     N, C, M = x.shape
     cnt = N * M
     for c in range(c0, c1):
@@ -47,24 +47,41 @@ def bn_forward(x, w, b, eps, y, mean, var, c0, c1):
         k = t(w[c] / math.sqrt(v + eps))
         sh = t(b[c])
         mu_t = t(mu)
+        if relu:
+            z = t(0)
+            for n in range(N):
+                for m in range(M):
+                    v = (x[n, c, m] - mu_t) * k + sh
+                    y[n, c, m] = v if (v > z or v != v) else z
+            continue
         for n in range(N):
             for m in range(M):
                 y[n, c, m] = (x[n, c, m] - mu_t) * k + sh
 
 
-def bn_backward(x, gy, mean, invstd, w, gmean, gvar, gx, gw, gb, c0, c1):
-    # channels c0..c1
+def bn_backward(x, gy, mean, invstd, w, gmean, gvar, relu_out, gx, gw, gb, c0, c1):
+    # channels c0..c1; relu_out (x's shape, or empty): gy is first passed through relu's backward at relu_out
+    # (the jit's folded BN + ReLU), zero where relu_out <= 0
     N, C, M = x.shape
     cnt = N * M
+    masked = relu_out.size > 0
+    z = gy.dtype.type(0)
     for c in range(c0, c1):
         mu = np.float64(mean[c])
         sg = 0.0
         sgx = 0.0
-        for n in range(N):
-            for m in range(M):
-                g = gy[n, c, m]
-                sg += g
-                sgx += g * (x[n, c, m] - mu)
+        if masked:
+            for n in range(N):
+                for m in range(M):
+                    g = z if relu_out[n, c, m] <= 0 else gy[n, c, m]
+                    sg += g
+                    sgx += g * (x[n, c, m] - mu)
+        else:
+            for n in range(N):
+                for m in range(M):
+                    g = gy[n, c, m]
+                    sg += g
+                    sgx += g * (x[n, c, m] - mu)
         istd = np.float64(invstd[c])
         gb[c] = sg
         gw[c] = sgx * istd
@@ -74,6 +91,12 @@ def bn_backward(x, gy, mean, invstd, w, gmean, gvar, gx, gw, gb, c0, c1):
         sh = -k * sg / cnt + gmean[c] / cnt
         t = x.dtype.type
         k_t, a_t, sh_t, mu_t = t(k), t(a), t(sh), mean[c]
+        if masked:
+            for n in range(N):
+                for m in range(M):
+                    g = z if relu_out[n, c, m] <= 0 else gy[n, c, m]
+                    gx[n, c, m] = k_t * g + a_t * (x[n, c, m] - mu_t) + sh_t
+            continue
         for n in range(N):
             for m in range(M):
                 gx[n, c, m] = k_t * gy[n, c, m] + a_t * (x[n, c, m] - mu_t) + sh_t
@@ -260,8 +283,9 @@ def _per_channel(p, c: int, dtype, fill: float):
     return np.full(c, fill) if p is None else np.asarray(p, dtype=np.float64).reshape(c)
 
 
-def batch_norm_forward(xp, x, w, b, eps: float):
-    """(y, mean, biased var) of training-mode batch norm, or None where the NumPy kernel must run."""
+def batch_norm_forward(xp, x, w, b, eps: float, then_relu: bool = False):
+    """(y, mean, biased var) of training-mode batch norm, y through relu with `then_relu` (the jit's folded BN +
+    ReLU), or None where the NumPy kernel must run."""
     if not _usable(xp, x):
         return None
     c = x.shape[1]
@@ -272,36 +296,49 @@ def batch_norm_forward(xp, x, w, b, eps: float):
     y = np.empty(x.shape, x.dtype)
     mean, var = np.empty(c, x.dtype), np.empty(c, x.dtype)
     shape = (x.shape[0], c) if rows else (x.shape[0], c, -1)
-    args = (np.ascontiguousarray(x).reshape(shape), _per_channel(w, c, x.dtype, 1.0),
-            _per_channel(b, c, x.dtype, 0.0), float(eps), y.reshape(shape), mean, var)
+    head = (np.ascontiguousarray(x).reshape(shape), _per_channel(w, c, x.dtype, 1.0), _per_channel(b, c, x.dtype, 0.0),
+            float(eps))
     if rows:
-        fn(*args)
+        fn(*head, y.reshape(shape), mean, var)
+        if then_relu and relu(xp, y, into=y) is None:  # (N, C): relu's own kernel after, in place
+            return None
     else:
+        args = head + (then_relu, y.reshape(shape), mean, var)
         batch_threads.run_if(lambda c0, c1: fn(*args, c0, c1), c, x.size >= _SPLIT_MIN)
     return y, mean, var
 
 
-def batch_norm_backward(xp, x, w, mean, var, gy, gmean, gvar, eps: float):
-    """(gx, gw, gb) of training-mode batch norm, or None where the NumPy kernel must run."""
+def batch_norm_backward(xp, x, w, mean, var, gy, gmean, gvar, eps: float, relu_out=None):
+    """(gx, gw, gb) of training-mode batch norm, gy first through relu's backward at `relu_out` where given (the
+    jit's folded BN + ReLU), or None where the NumPy kernel must run."""
     if gy is None or not _usable(xp, x, gy) or mean.dtype != x.dtype or var.dtype != x.dtype:
+        return None
+    if relu_out is not None and not _usable(xp, x, relu_out):
         return None
     c = x.shape[1]
     rows = x.size == x.shape[0] * c
     fn = _kernel("bn_backward_rows" if rows else "bn_backward", x.dtype)
     if fn is None:
         return None
+    if rows and relu_out is not None:  # (N, C): relu's own backward kernel first
+        gy, relu_out = relu_backward(xp, gy, relu_out), None
     invstd = 1.0 / np.sqrt(var.astype(np.float64) + eps)
     gx = np.empty(x.shape, x.dtype)
     gw, gb = np.empty(c, x.dtype), np.empty(c, x.dtype)
     shape = (x.shape[0], c) if rows else (x.shape[0], c, -1)
-    args = (np.ascontiguousarray(x).reshape(shape), np.ascontiguousarray(gy).reshape(shape), mean, invstd,
-            _per_channel(w, c, x.dtype, 1.0), _per_channel(gmean, c, x.dtype, 0.0),
-            _per_channel(gvar, c, x.dtype, 0.0), gx.reshape(shape), gw, gb)
+    head = (np.ascontiguousarray(x).reshape(shape), np.ascontiguousarray(gy).reshape(shape), mean, invstd,
+            _per_channel(w, c, x.dtype, 1.0), _per_channel(gmean, c, x.dtype, 0.0), _per_channel(gvar, c, x.dtype, 0.0))
+    tail = (gx.reshape(shape), gw, gb)
     if rows:
-        fn(*args)
+        fn(*head, *tail)
     else:
+        mask = _NO_MASK[x.dtype] if relu_out is None else np.ascontiguousarray(relu_out).reshape(shape)
+        args = head + (mask,) + tail
         batch_threads.run_if(lambda c0, c1: fn(*args, c0, c1), c, x.size >= _SPLIT_MIN)
     return gx, gw, gb
+
+
+_NO_MASK = {np.dtype(t): np.empty((0, 0, 0), t) for t in (np.float32, np.float64)}  # bn_backward's relu_out: none
 
 
 # The scale-and-shift pass is memory-bound, so a split over the batch threads pays only from about 2M values:

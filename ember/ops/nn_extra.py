@@ -27,7 +27,7 @@ from ember.ops.cblas import BIAS_PREFILL_MIN, linear_with_bias
 from ember.ops.dispatch import apply
 from ember.ops.elementwise import zeros_like_grad
 from ember.ops.opmath import LOW_FLOAT_NP, opmath, rounded, upcast, upcast_tensor
-from ember.ops.registry import Op, register
+from ember.ops.registry import OPS, Op, register
 from ember.tensor import Tensor
 
 _REDUCTIONS = ("none", "mean", "sum")
@@ -44,7 +44,10 @@ def _channel_sums(a):
 
 
 class BatchNormOp(Op):
-    """Training-mode batch norm over every dim but 1. Outputs (y, mean, biased var), each stat (C,)."""
+    """Training-mode batch norm over every dim but 1. Outputs (y, mean, biased var), each stat (C,).
+
+    `activation` ("relu",) passes y through relu in the same pass: only the jit makes it
+    (graph/passes/fold_activation.py), after autodiff, so such a node has no gradient rule."""
 
     name = "batch_norm"
     fresh_output = True
@@ -52,7 +55,7 @@ class BatchNormOp(Op):
     save_inputs = (0, 1)
     save_outputs = (1, 2)
 
-    def infer(self, x, w, b, eps):
+    def infer(self, x, w, b, eps, activation=None):
         if len(x.shape) < 2:
             raise ShapeError(f"batch_norm: expected input of shape (N, C, ...), got {fmt_shape(x.shape)}")
         c = x.shape[1]
@@ -64,10 +67,13 @@ class BatchNormOp(Op):
         stat = opmath(x.dtype)
         return spec(tuple(x.shape), x.dtype), spec((c,), stat), spec((c,), stat)
 
-    def kernel(self, xp, x, w, b, eps):
-        fast = batch_norm_compiled.batch_norm_forward(xp, x, w, b, eps)
+    def kernel(self, xp, x, w, b, eps, activation=None):
+        fast = batch_norm_compiled.batch_norm_forward(xp, x, w, b, eps, then_relu=activation is not None)
         if fast is not None:
             return fast
+        if activation is not None:  # relu's own kernel after: the unfolded graph's values
+            y, mean, var = self.kernel(xp, x, w, b, eps)
+            return OPS["relu"].kernel(xp, y), mean, var
         dtype = x.dtype
         x = upcast(x)
         c = x.shape[1]
@@ -85,6 +91,9 @@ class BatchNormOp(Op):
         return rounded(xc, dtype), mean.astype(x.dtype, copy=False), var.astype(x.dtype, copy=False)
 
     def vjp(self, ctx, gy, gmean=None, gvar=None):
+        if ctx.attrs.get("activation") is not None:
+            raise RuntimeError("batch_norm with a folded activation has no gradient: the jit folds it after autodiff "
+                               "has built the backward graph")
         x, w, mean, var = ctx.input(0), ctx.input(1), ctx.output_at(1), ctx.output_at(2)
         if grad_state.enabled:  # create_graph: a gradient made of differentiable ops
             gx, gw, gb = _batch_norm_vjp_in_ops(x, w, mean, var, gy, gmean, gvar, ctx.attrs["eps"])
@@ -99,6 +108,8 @@ class BatchNormBackwardOp(Op):
     """Gradients (of x, w, b) of batch_norm from those of (y, mean, var); gy, gmean and gvar may be None.
 
     Outputs (gx, gw, gb); gw and gb are per channel in the statistics' dtype (float32 for float16/bfloat16).
+    An eighth input `relu_out` (only the jit gives one: graph/passes/fold_activation.py) first passes gy through
+    relu's backward at it, the gradient of a batch_norm whose y went through relu.
     """
 
     name = "batch_norm_backward"
@@ -106,20 +117,25 @@ class BatchNormBackwardOp(Op):
     fresh_output = True
     differentiable = False  # under create_graph the ops of _batch_norm_vjp_in_ops are recorded instead
 
-    def infer(self, x, w, mean, var, gy, gmean, gvar, eps):
+    def infer(self, x, w, mean, var, gy, gmean, gvar, relu_out=None, *, eps):
         if len(x.shape) < 2 or tuple(mean.shape) != (x.shape[1],) or tuple(var.shape) != (x.shape[1],):
             raise ShapeError(f"batch_norm_backward: expected input (N, C, ...) and statistics (C,), got "
                              f"{fmt_shape(x.shape)}, {fmt_shape(mean.shape)} and {fmt_shape(var.shape)}")
         if gy is not None and tuple(gy.shape) != tuple(x.shape):
             raise ShapeError(f"batch_norm_backward: output gradient {fmt_shape(gy.shape)} does not match the "
                              f"input {fmt_shape(x.shape)}")
+        if relu_out is not None and (gy is None or tuple(relu_out.shape) != tuple(x.shape)):
+            raise ShapeError(f"batch_norm_backward: relu output {fmt_shape(relu_out.shape)} needs an output gradient "
+                             f"of the input's shape {fmt_shape(x.shape)}")
         c, stat = x.shape[1], opmath(x.dtype)
         return spec(tuple(x.shape), x.dtype), spec((c,), stat), spec((c,), stat)
 
-    def kernel(self, xp, x, w, mean, var, gy, gmean, gvar, eps):
-        fast = batch_norm_compiled.batch_norm_backward(xp, x, w, mean, var, gy, gmean, gvar, eps)
+    def kernel(self, xp, x, w, mean, var, gy, gmean, gvar, relu_out=None, *, eps):
+        fast = batch_norm_compiled.batch_norm_backward(xp, x, w, mean, var, gy, gmean, gvar, eps, relu_out)
         if fast is not None:
             return fast
+        if relu_out is not None:  # relu's own backward kernel first: the unfolded graph's values
+            gy = OPS["relu_backward"].kernel(xp, gy, relu_out)
         dtype = x.dtype
         x = upcast(x)
         acc = x.dtype

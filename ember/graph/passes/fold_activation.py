@@ -1,10 +1,16 @@
-"""Folding the activation after an eval-mode batch norm into its pass.
+"""Folding an activation into the batch norm pass before it.
 
 `channel_affine` (eval batch norm's x * scale + shift) read only by a `relu` or by a `clamp` with both
 bounds (ReLU6, hardtanh) becomes one `channel_affine` node that applies the activation in the same pass,
 so a jitted network reads and writes each such activation once where eager does it twice (MobileNetV2's
 35 ReLU6 passes took 1.1 ms of its 15 ms batch-1 forward). The folded kernel applies the activation's own
 semantics (relu's select, clip's max then min, NaN kept), so values are the unfolded graph's.
+
+Training batch norm likewise: a `batch_norm` whose output only a `relu` reads computes relu in its output
+pass, and a `relu_backward` read only as the output gradient of a `batch_norm_backward` is computed inside
+that node's two passes (its eighth input, relu's output, masks the gradient). A ResNet block's BN + ReLU then
+costs one pass over the activations each way instead of two: ResNet-20's jitted step did 10 relu and 10
+relu_backward passes, about 1 ms of 37.
 """
 
 from __future__ import annotations
@@ -29,33 +35,70 @@ def _activation(node, value):
     return None
 
 
+def _sole_reader(value, users, kept):
+    """The one (node, input index) reading `value`, or None (several readers, none, or a graph output)."""
+    readers = users.get(value, [])
+    return readers[0] if len(readers) == 1 and value not in kept else None
+
+
 def run(graph: Graph, outputs: list) -> tuple:
-    """A copy of `graph` with each foldable channel_affine + activation pair as one channel_affine node."""
+    """A copy of `graph` with each foldable batch norm + activation pair (forward or backward) as one node."""
     users = users_of(graph)
     waited = control_targets(graph)
     kept = set(outputs)
     folds: dict = {}  # activation node id -> (channel_affine node, activation attribute)
+    bn_relu: dict = {}  # batch_norm node id -> its relu node
+    masked: dict = {}  # batch_norm_backward node id -> the relu_backward node giving its output gradient
     for node in graph.nodes:
-        if node.kind != "op" or node.op.name != "channel_affine" or node.attrs.get("activation") is not None:
+        if node.kind != "op" or node.id in waited or node.control_inputs:
             continue
-        value = node.outputs[0]
-        readers = users.get(value, [])
-        if value in kept or node.id in waited or node.control_inputs or len(readers) != 1 or value.dtype not in SINGLE_DOUBLE_NP:
-            continue
-        act = readers[0][0]
-        activation = _activation(act, value)
-        if activation is not None and act.id not in waited and act.outputs[0].dtype == value.dtype:
-            folds[act.id] = (node, activation)
+        name = node.op.name
+        if name in ("channel_affine", "batch_norm") and node.attrs.get("activation") is None:
+            value = node.outputs[0]
+            reader = _sole_reader(value, users, kept)
+            if reader is None or value.dtype not in SINGLE_DOUBLE_NP:
+                continue
+            act = reader[0]
+            activation = _activation(act, value)
+            if activation is None or act.id in waited or act.outputs[0].dtype != value.dtype:
+                continue
+            if name == "channel_affine":
+                folds[act.id] = (node, activation)
+            elif activation == ("relu",):
+                bn_relu[node.id] = act
+        elif name == "relu_backward" and len(node.inputs) == 2 and not node.attrs:
+            reader = _sole_reader(node.outputs[0], users, kept)
+            if reader is None:
+                continue
+            bwd, index = reader
+            if (bwd.kind == "op" and bwd.op.name == "batch_norm_backward" and index == 4 and len(bwd.inputs) == 7
+                    and bwd.id not in waited and not bwd.control_inputs
+                    and node.outputs[0].dtype == node.inputs[0].dtype == node.inputs[1].dtype
+                    and node.outputs[0].dtype in SINGLE_DOUBLE_NP):
+                masked[bwd.id] = node
     rw = Rewriter(graph)
     folded = {affine.id for affine, _ in folds.values()}
+    dropped = {act.id: bn for bn, act in bn_relu.items()} | {r.id: None for r in masked.values()}
     for node in graph.nodes:
-        if node.id in folded:
-            continue  # made together with its activation below
+        if node.id in folded or node.id in dropped:
+            continue  # made with its activation (channel_affine) or its batch norm (relu, relu_backward)
         if node.id in folds:
             affine, activation = folds[node.id]
             attrs = dict(affine.attrs, activation=activation)
             new = rw.add_op(affine.op, rw.inputs(affine), attrs, affine.outputs[0].device)
             rw.alias(node.outputs[0], new)
-            continue
-        rw.copy(node)
+        elif node.id in bn_relu:
+            new = rw.add_op(node.op, rw.inputs(node), dict(node.attrs, activation=("relu",)), node.outputs[0].device)
+            rw.alias(bn_relu[node.id].outputs[0], new[0])  # the relu's value; y itself had no other reader
+            for old, value in zip(node.outputs[1:], new[1:]):
+                rw.alias(old, value)
+        elif node.id in masked:
+            relu_bwd = masked[node.id]
+            g, relu_out = rw.inputs(relu_bwd)
+            inputs = [g if i == 4 else rw.value(v) for i, v in enumerate(node.inputs)] + [relu_out]
+            new = rw.add_op(node.op, inputs, dict(node.attrs), node.outputs[0].device)
+            for old, value in zip(node.outputs, new):
+                rw.alias(old, value)
+        else:
+            rw.copy(node)
     return rw.graph, rw.outputs(outputs), rw.vmap

@@ -131,3 +131,83 @@ def test_conv_bias_and_relu_are_one_pass_in_a_jitted_training_step_equal_to_eage
             np.testing.assert_array_equal(q.detach().numpy(), p.detach().numpy(), err_msg=f"step {i}: {name}")
         names = [e.name for e in prof.events if e.cat != "range"]
         assert "relu" not in names and "add" not in names, names
+
+
+@pytest.mark.parametrize("shape", [(4, 3, 5), (6, 8, 48, 48), (64, 5)])  # NumPy path, compiled path, (N, C) rows
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_training_batch_norm_kernels_with_relu_give_the_unfolded_values(shape, dtype):
+    """batch_norm with activation relu equals relu(batch_norm(x)), and batch_norm_backward with relu_out equals
+    batch_norm_backward(relu_backward(g, relu_out)), bit for bit: NaN, -0.0 and exact zeros in the relu output
+    (NaN passes the gradient, zeros stop it) and statistics gradients included."""
+    from ember.ops.registry import OPS
+
+    rng = np.random.default_rng(7)
+    c = shape[1]
+    x = (rng.standard_normal(shape) * 3).astype(dtype)
+    w, b = rng.standard_normal(c).astype(dtype), rng.standard_normal(c).astype(dtype)
+    bn, bwd = OPS["batch_norm"], OPS["batch_norm_backward"]
+    y, mean, var = bn.kernel(np, x, w, b, eps=1e-5)
+    fy, fmean, fvar = bn.kernel(np, x, w, b, eps=1e-5, activation=("relu",))
+    relu_y = OPS["relu"].kernel(np, y)
+    np.testing.assert_array_equal(fy, relu_y)
+    np.testing.assert_array_equal(np.signbit(fy), np.signbit(relu_y))
+    np.testing.assert_array_equal(fmean, mean)
+    np.testing.assert_array_equal(fvar, var)
+
+    g = rng.standard_normal(shape).astype(dtype)
+    out = relu_y.copy()
+    flat = out.reshape(-1)
+    flat[:3] = [np.nan, -0.0, 0.0]
+    gmean, gvar = rng.standard_normal(c).astype(dtype), rng.standard_normal(c).astype(dtype)
+    for stats in ((None, None), (gmean, gvar)):
+        want = bwd.kernel(np, x, w, mean, var, OPS["relu_backward"].kernel(np, g, out), *stats, eps=1e-5)
+        got = bwd.kernel(np, x, w, mean, var, g, *stats, out, eps=1e-5)
+        for a, e in zip(got, want):
+            np.testing.assert_array_equal(a, e)
+
+
+def test_relu_after_a_training_batch_norm_joins_its_passes_both_ways_and_a_jitted_step_equals_eager():
+    """conv -> BatchNorm2d -> ReLU, trained: the jitted step runs no relu and no relu_backward kernels (the batch
+    norm's passes do their work), and equals eager bit for bit step after step while the learning rate, the input
+    (in place) and a batch-norm weight (in place) change, including the running statistics."""
+    import ember as em
+
+    def make():
+        em.manual_seed(0)
+        nn = em.nn
+        model = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1, bias=False), nn.BatchNorm2d(8), nn.ReLU(),
+                              nn.Conv2d(8, 8, 3, padding=1, bias=False), nn.BatchNorm2d(8), nn.ReLU(),
+                              nn.Flatten(), nn.Linear(8 * 24 * 24, 5))
+        opt = em.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+
+        def step(x, y):
+            opt.zero_grad()
+            loss = em.nn.functional.cross_entropy(model(x), y)
+            loss.backward()
+            opt.step()
+            return loss
+
+        return model, opt, step
+
+    (m1, o1, eager), (m2, o2, step2) = make(), make()
+    jitted = em.jit(step2)
+    x, y = em.randn(6, 3, 24, 24), em.tensor([1, 3, 0, 4, 2, 1])  # 27.6K values per activation: compiled passes
+    for i in range(6):
+        if i == 2:
+            for o in (o1, o2):
+                o.param_groups[0]["lr"] = 0.003
+        if i == 3:
+            x.mul_(-2.0)
+        if i == 4:
+            with em.no_grad():
+                m1[1].weight.mul_(-0.5)
+                m2[1].weight.mul_(-0.5)
+        want = eager(x, y).item()
+        with em.profiler.profile() as prof:
+            got = jitted(x, y).item()
+        assert got == want, f"step {i}"
+        for (name, p), q in zip(m1.state_dict().items(), m2.state_dict().values()):
+            np.testing.assert_array_equal(q.numpy(), p.numpy(), err_msg=f"step {i}: {name}")
+        if i >= 2:  # the first calls trace
+            names = [e.name for e in prof.events if e.cat != "range"]
+            assert "relu" not in names and "relu_backward" not in names, names
