@@ -411,6 +411,8 @@ class ConvTranspose2dOp(Op):
             gx = depthwise_compiled.input_grad(xp, x, w, groups, stride, padding, dilation, out_hw)
             if gx is not None:
                 return rounded(gx, dtype)
+        if xp is np and direct_conv.applies_transposed(x.shape, w.shape, x.dtype, stride, padding, dilation, groups):
+            return rounded(direct_conv.input_grad_stride2(x, w, padding, out_hw), dtype)
         direct = _as_conv_padding(x.shape, w.shape, stride, padding, dilation, out_hw)
         # Both ways run the same GEMM; they differ in the patches copied: the direct convolution's im2col
         # reads Cin*kh*kw values per output pixel, col2im sums Cout*kh*kw per input pixel. A layer that

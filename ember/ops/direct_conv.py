@@ -12,7 +12,8 @@ transposed back.
 
 Stride 2 runs on the input's four stride phases: phase (a, b) holds the padded input's rows a, a + 2, ... and
 columns b, b + 2, ..., so tap (kh, kw) reads phase (kh % 2, kw % 2) at shift (kh // 2) * pitch + kw // 2, a
-stride-1 read again.
+stride-1 read again. A stride-2 layer's input gradient (conv_transpose2d) is four stride-1 convolutions of the
+output gradient, one per phase of the input it writes (input_grad_stride2).
 
 The weight gradient is the same sum read the other way: gw[o, c, kh, kw] = sum_p g[o, p] * plane[c, p + kh *
 pitch + kw]. With the padded input transposed to (position, channel), the (kw, c) pairs of one kh (and phase)
@@ -134,13 +135,16 @@ def transpose_phases(xq, xt, s, tr):
                 xt[ph, q, c] = xq[ph, c, q]
 
 
-def forward_samples(ukr, nr, tr, split, x, wq, phases, shifts, s, pt, pl, pitch, out, xq, buf, bt, lo, hi):
-    # out[n] for samples lo..hi: wq (taps, C, O_pad) the weight, tap-major, zero-padded to whole MR-row panels;
-    # tap t reads phase plane phases[t] shifted by shifts[t]; xq (s * s, C, plane) and buf (O, ldc) scratch. With
-    # bt (OH * OW, O) not empty, the micro-kernel's rows are positions and its columns channels (a small map: an
-    # 8 x 8 output's rows are 8 blocks of 8 positions, where its 72 pitched positions filled 96 columns of 32)
+def forward_samples(ukr, nr, tr, split, x, wq, phases, shifts, s, pt, pl, pitch, out, place, xq, buf, bt, lo, hi):
+    # the (OH, OW) outputs of samples lo..hi, output (y, i) to out[n, :, y0 + step * y, x0 + step * i] for place =
+    # (OH, OW, step, y0, x0) (a stride-2 input gradient's phase: step 2; else out's own size, step 1): wq (taps, C,
+    # O_pad) the weight, tap-major, zero-padded to whole MR-row panels; tap t reads phase plane phases[t] shifted
+    # by shifts[t]; xq (s * s, C, plane) and buf (O, ldc) scratch. With bt (OH * OW, O) not empty (step 1 only),
+    # the micro-kernel's rows are positions and its columns channels (a small map: an 8 x 8 output's rows are 8
+    # blocks of 8 positions, where its 72 pitched positions filled 96 columns of 32)
     C = x.shape[1]
-    O, OH, OW = out.shape[1], out.shape[2], out.shape[3]
+    O, OH, OW, step, y0, x0 = out.shape[1], place[0], place[1], place[2], place[3], place[4]
+    HO, WO = out.shape[2], out.shape[3]
     taps, opad = wq.shape[0], wq.shape[2]
     P = OH * pitch
     plane, ldc, ldt = xq.shape[2], buf.shape[1], bt.shape[1]
@@ -179,11 +183,18 @@ def forward_samples(ukr, nr, tr, split, x, wq, phases, shifts, s, pt, pl, pitch,
                                      xq.ctypes.data + 4 * (phases[t] * C * plane + p0 + shifts[t]), plane,
                                      buf.ctypes.data + 4 * (o0 * ldc + p0), ldc, width, min(MR, O - o0),
                                      1 if t else 0, 0)
+        if step == 1:  # contiguous rows, which vectorise (a stride known only at run time does not)
+            for o in range(O):
+                src, dst = buf[o], of[(n * O + o) * HO * WO + y0 * WO + x0:]
+                for y in range(OH):
+                    for i in range(OW):
+                        dst[u(y * WO + i)] = src[u(y * pitch + i)]
+            continue
         for o in range(O):
-            src, dst = buf[o], of[(n * O + o) * OH * OW:]
+            src, dst = buf[o], of[(n * O + o) * HO * WO + y0 * WO + x0:]
             for y in range(OH):
                 for i in range(OW):
-                    dst[u(y * OW + i)] = src[u(y * pitch + i)]
+                    dst[u(step * (y * WO + i))] = src[u(y * pitch + i)]
 
 
 def weight_grad_samples(ukr, nr, tr, split, x, g, kh_len, kw_len, s, pt, pl, pitch, xq, xt, gq, total, lo, hi):
@@ -299,13 +310,15 @@ def applies(x_shape, w_shape, dtype, stride, padding, dilation, groups, weight_g
 
 
 def _kernels():
-    """The compiled (forward, weight gradient) pair, or None where Numba or the micro-kernel is missing."""
+    """The compiled (forward, weight gradient) pair, or None where Numba or the micro-kernel is missing or the
+    NumPy backend is chosen (EMBER_FUSION_BACKEND=numpy, asked again at every call, as kernel_for does)."""
+    from ember.graph.codegen import get_backend
+
+    if get_backend() == "numpy" or not microkernel_address():
+        return None
     if "pair" not in _state:
-        from ember.graph.codegen import get_backend
         from ember.ops.compiled import compile_source
 
-        if get_backend() == "numpy" or not microkernel_address():
-            return None
         forward = compile_source(SOURCE, "forward_samples")
         _state["pair"] = None if forward is None else (forward, compile_source(SOURCE, "weight_grad_samples"))
     return _state["pair"]
@@ -336,13 +349,14 @@ def conv2d(x: np.ndarray, w: np.ndarray, stride: int, padding) -> np.ndarray:
     split, tr = deinterleave_address(), transpose_address()
 
     ldc = 0 if rows else ldc  # by positions the blocks go straight back into out
+    place = np.array([oh, ow, 1, 0, 0], np.int64)
 
     def chunk(a, b):
         work = batch_threads.workspace(planes + o * ldc + rows * o, np.float32)
         xq, buf = work[:planes].reshape(stride * stride, c, plane), work[planes:planes + o * ldc].reshape(o, ldc)
         bt = work[planes + o * ldc:].reshape(rows, o)
-        forward(ukr, nr, tr, split, x, wq, phases, shifts, stride, padding[0], padding[2], pitch, out, xq, buf, bt, a,
-                b)
+        forward(ukr, nr, tr, split, x, wq, phases, shifts, stride, padding[0], padding[2], pitch, out, place, xq, buf,
+                bt, a, b)
 
     batch_threads.run(chunk, n, 2.0 * w.size * n * oh * ow)
     return out
@@ -380,3 +394,67 @@ def weight_grad(x: np.ndarray, g: np.ndarray, stride: int, padding, kernel_hw) -
     if stride > 1:
         total = total.reshape(o, kh, kw, c)[:, :, _phase_order(kw, stride)]
     return np.ascontiguousarray(total.reshape(o, kh, kw, c).transpose(0, 3, 1, 2))
+
+
+def applies_transposed(g_shape, w_shape, dtype, stride, padding, dilation, groups) -> bool:
+    """Whether conv_transpose2d of an output gradient `g_shape` by a (O, C, 3, 3) weight with stride 2 (a stride-2
+    conv2d's input gradient) runs here: float32, undilated, ungrouped, padding under the kernel's size, channel
+    counts as applies() takes them."""
+    if tuple(stride) != (2, 2) or dtype != np.float32 or groups != 1 or tuple(dilation) != (1, 1):
+        return False
+    o, c, kh, kw = w_shape
+    if (kh, kw) != (3, 3) or min(c, o) < _MIN_CHANNELS or c * o > _MAX_CHANNEL_PRODUCT:
+        return False
+    if min(padding) < 0 or max(padding) >= 3:
+        return False
+    return _kernels() is not None
+
+
+def input_grad_stride2(g: np.ndarray, w: np.ndarray, padding, out_hw) -> np.ndarray:
+    """conv_transpose2d of float32 `g` (N, O, OH, OW) by (O, C, 3, 3) `w`, stride 2, padding (top, bottom, left,
+    right), output (N, C) + out_hw; call only where applies_transposed() said yes.
+
+    Each of the output's four stride phases is a stride-1 convolution of g: output (2Y' + a - pt, 2X' + b - pl)
+    sums g[:, Y' - dh, X' - dw] * w[:, :, a + 2dh, b + 2dw] over the taps of its phase (2 x 2, 2 x 1, 1 x 2 or
+    1 x 1), so the forward kernel runs once per phase on g's plane padded by one row and column before it,
+    writing every second row and column of the output."""
+    n, o, oh, ow = g.shape
+    c = w.shape[1]
+    h, wd = out_hw
+    pt, _, pl, _ = padding
+    pitch = ow + 1  # a row's right padding is the next row's left padding, as conv2d's
+    plane = _round((oh + 3) * pitch + 2)
+    cpad = -(-c // MR) * MR
+    phases = []
+    for a in range(2):
+        y0 = max(0, -(-(pt - a) // 2))  # the first phase row inside the output
+        rows = (h - 1 + pt - a) // 2 - y0 + 1
+        for b in range(2):
+            x0 = max(0, -(-(pl - b) // 2))
+            cols = (wd - 1 + pl - b) // 2 - x0 + 1
+            if rows <= 0 or cols <= 0:
+                continue
+            taps = [(dh, dw) for dh in range(len(range(a, 3, 2))) for dw in range(len(range(b, 3, 2)))]
+            wq = np.zeros((len(taps), o, cpad), np.float32)
+            for t, (dh, dw) in enumerate(taps):
+                wq[t, :, :c] = w[:, :, a + 2 * dh, b + 2 * dw]
+            shifts = np.array([(y0 + 1 - dh) * pitch + x0 + 1 - dw for dh, dw in taps], np.int64)
+            place = np.array([rows, cols, 2, 2 * y0 + a - pt, 2 * x0 + b - pl], np.int64)
+            phases.append((wq, np.zeros(len(taps), np.int64), shifts, place))
+    g = np.ascontiguousarray(g)
+    out = np.empty((n, c, h, wd), np.float32)
+    most = max(int(p[3][0]) for p in phases) * pitch
+    ldc = _round(most)
+    forward = _kernels()[0]
+    ukr, nr = _microkernel(most)
+    split, tr = deinterleave_address(), transpose_address()
+    no_rows = np.empty((0, c), np.float32)
+
+    def chunk(lo, hi):
+        work = batch_threads.workspace(o * plane + c * ldc, np.float32)
+        xq, buf = work[: o * plane].reshape(1, o, plane), work[o * plane:].reshape(c, ldc)
+        for wq, taps_phase, shifts, place in phases:
+            forward(ukr, nr, tr, split, g, wq, taps_phase, shifts, 1, 1, 1, pitch, out, place, xq, buf, no_rows, lo, hi)
+
+    batch_threads.run(chunk, n, 2.0 * w.size * n * oh * ow)
+    return out

@@ -36,6 +36,34 @@ def test_which_layers_take_the_direct_convolution(x_shape, w_shape, dtype, strid
     assert direct_conv.applies(x_shape, w_shape, dtype, stride, padding, ONE, groups) is want
 
 
+@pytest.mark.parametrize("g_shape,w_shape,stride,padding,want", [
+    ((32, 32, 16, 16), (32, 16, 3, 3), (2, 2), SAME, True),       # ResNet-20's 16 -> 32 layer's input gradient
+    ((32, 64, 8, 8), (64, 32, 3, 3), (2, 2), SAME, True),         # its 32 -> 64 one
+    ((32, 64, 8, 8), (64, 64, 3, 3), (2, 2), SAME, False),        # 64 x 64: the channel product rule
+    ((32, 32, 16, 16), (32, 16, 3, 3), (1, 1), SAME, False),      # stride 1 is a conv2d
+    ((32, 32, 16, 16), (32, 16, 4, 4), (2, 2), SAME, False),      # a DCGAN's 4x4
+    ((32, 32, 16, 16), (32, 16, 3, 3), (2, 2), (3, 0, 0, 0), False),
+])
+def test_which_transposed_convolutions_take_the_phases(g_shape, w_shape, stride, padding, want):
+    assert direct_conv.applies_transposed(g_shape, w_shape, np.float32, stride, padding, ONE, 1) is want
+
+
+@pytest.mark.parametrize("output_padding", [0, 1])
+def test_conv_transpose2d_with_stride_2_matches_torch(output_padding):
+    """The user's op (a decoder's upsampling layer), bias and output padding included."""
+    import ember as em
+
+    rng = np.random.default_rng(8)
+    x = rng.standard_normal((3, 24, 9, 7)).astype(np.float32)
+    w = (rng.standard_normal((24, 16, 3, 3)) * 0.2).astype(np.float32)
+    b = rng.standard_normal(16).astype(np.float32)
+    got = em.nn.functional.conv_transpose2d(em.tensor(x), em.tensor(w), em.tensor(b), stride=2, padding=1,
+                                            output_padding=output_padding).numpy()
+    want = torch.nn.functional.conv_transpose2d(torch.tensor(x), torch.tensor(w), torch.tensor(b), stride=2,
+                                                padding=1, output_padding=output_padding).numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=2e-5)
+
+
 def test_the_weight_gradient_of_a_wide_layer_on_a_small_map_stays_with_winograd():
     shapes = ((32, 64, 8, 8), (64, 64, 3, 3), np.float32, ONE, SAME, ONE, 1)
     assert direct_conv.applies(*shapes) and not direct_conv.applies(*shapes, weight_grad=True)
@@ -132,7 +160,7 @@ def test_a_network_trains_the_same_through_direct_winograd_and_im2col(monkeypatc
     target = rng.standard_normal((8, 8, 8, 8)).astype(np.float32)
 
     calls = []
-    for name in ("conv2d", "weight_grad"):
+    for name in ("conv2d", "weight_grad", "input_grad_stride2"):
         real = getattr(direct_conv, name)
         monkeypatch.setattr(direct_conv, name, lambda *a, _real=real, _name=name: calls.append(_name) or _real(*a))
 
@@ -152,9 +180,10 @@ def test_a_network_trains_the_same_through_direct_winograd_and_im2col(monkeypatc
         return [p.detach().numpy().copy() for p in net.parameters()]
 
     direct = train(8, 10**9)
-    # per step: three forwards, the last layer's input gradient (the stride-2 one's is a col2im, the data needs
+    # per step: three forwards, the last layer's input gradient, the stride-2 one's by phases (the data needs
     # none), three weight gradients
     assert calls.count("conv2d") == 5 * 4 and calls.count("weight_grad") == 5 * 3
+    assert calls.count("input_grad_stride2") == 5
     calls.clear()
     for other in (train(10**9, 8), train(10**9, 10**9)):  # Winograd, then im2col
         assert not calls
@@ -166,3 +195,16 @@ def test_an_empty_batch_gives_an_empty_output_and_a_zero_weight_gradient():
     x = np.zeros((0, 16, 8, 8), np.float32)
     assert direct_conv.conv2d(x, np.ones((16, 16, 3, 3), np.float32), 1, SAME).shape == (0, 16, 8, 8)
     np.testing.assert_array_equal(direct_conv.weight_grad(x, x, 1, SAME, (3, 3)), np.zeros((16, 16, 3, 3)))
+
+
+def test_the_numpy_backend_turns_it_off_at_any_time():
+    from ember.graph.codegen import set_backend
+
+    shapes = ((32, 16, 32, 32), (16, 16, 3, 3), np.float32, ONE, SAME, ONE, 1)
+    assert direct_conv.applies(*shapes)
+    set_backend("numpy")
+    try:
+        assert not direct_conv.applies(*shapes)
+    finally:
+        set_backend(None)
+    assert direct_conv.applies(*shapes)
