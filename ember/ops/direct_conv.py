@@ -200,13 +200,13 @@ def forward_samples(ukr, nr, tr, split, x, wq, phases, shifts, s, pt, pl, pitch,
 def weight_grad_samples(ukr, nr, tr, split, x, g, kh_len, kw_len, s, pt, pl, pitch, xq, xt, gq, total, lo, hi):
     # total[o, kh * KW * C + k * C + c] = sum over samples lo..hi and positions p of g[n, o, p] times the input
     # under tap (kh, kw), the kw of each kh in phase order (those with kw % s == 0 first): xq (s * s, C, plane)
-    # the phase planes, xt (s * s, plane, C) the same transposed, gq (O_pad, ldg) the output gradient on the
+    # the phase planes (empty for stride 1), xt (s * s, plane, C) the same transposed, gq (O_pad, ldg) the output gradient on the
     # pitched grid (its extra columns and rows zero)
     C = x.shape[1]
     O, OH, OW = g.shape[1], g.shape[2], g.shape[3]
     P = OH * pitch
-    plane, ldg, ldc = xq.shape[2], gq.shape[1], total.shape[1]
-    xq[:] = 0
+    plane, ldg, ldc = xt.shape[1], gq.shape[1], total.shape[1]
+    xq[:] = 0  # empty for stride 1, whose input goes straight into xt
     xt[:] = 0
     gq[:] = 0
     gf = g.reshape(-1)
@@ -376,12 +376,13 @@ def weight_grad(x: np.ndarray, g: np.ndarray, stride: int, padding, kernel_hw) -
     ukr, nr = _microkernel(*(len(range(b, kw, stride)) * c for b in range(stride)))  # each phase's columns
     tr, split = transpose_address(), deinterleave_address()
     planes = stride * stride * c * plane
+    phase_planes = planes if stride > 1 else 0  # stride 1 transposes the input straight into xt
 
     def chunk(a, b):
-        work = batch_threads.workspace(2 * planes + opad * ldg, np.float32)
-        xq = work[:planes].reshape(stride * stride, c, plane)
-        xt = work[planes:2 * planes].reshape(stride * stride, plane, c)
-        gq = work[2 * planes:].reshape(opad, ldg)
+        work = batch_threads.workspace(phase_planes + planes + opad * ldg, np.float32)
+        xq = work[:phase_planes].reshape(-1, c, plane)
+        xt = work[phase_planes:phase_planes + planes].reshape(stride * stride, plane, c)
+        gq = work[phase_planes + planes:].reshape(opad, ldg)
         total = np.empty((o, kh * kw * c), np.float32) if b > a else np.zeros((o, kh * kw * c), np.float32)
         weight_grad_samples(ukr, nr, tr, split, x, g, kh, kw, stride, padding[0], padding[2], pitch, xq, xt, gq, total,
                             a, b)
