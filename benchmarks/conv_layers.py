@@ -38,6 +38,22 @@ LAYERS = [
 ]
 
 
+def _calls(lib, x, w, g, stride, padding):
+    """(forward, forward+backward) of one layer in `lib` (ember or torch, whose APIs agree here)."""
+    tx, tw, tg = lib.tensor(x, requires_grad=True), lib.tensor(w, requires_grad=True), lib.tensor(g)
+    conv2d = lib.nn.functional.conv2d
+
+    def forward():
+        with lib.no_grad():
+            conv2d(tx, tw, stride=stride, padding=padding)
+
+    def both():
+        conv2d(tx, tw, stride=stride, padding=padding).backward(tg)
+        tx.grad = tw.grad = None
+
+    return forward, both
+
+
 def _steps(x_shape, out_channels, k, stride, padding):
     """(ember forward, ember forward+backward, torch forward, torch forward+backward) for one layer."""
     rng = np.random.default_rng(0)
@@ -45,26 +61,7 @@ def _steps(x_shape, out_channels, k, stride, padding):
     w = (rng.standard_normal((out_channels, x_shape[1], k, k)) * 0.1).astype(np.float32)
     oh = (x_shape[2] + 2 * padding - k) // stride + 1
     g = rng.standard_normal((x_shape[0], out_channels, oh, oh)).astype(np.float32)
-    ex, ew, eg = em.tensor(x, requires_grad=True), em.tensor(w, requires_grad=True), em.tensor(g)
-    tx, tw, tg = torch.tensor(x, requires_grad=True), torch.tensor(w, requires_grad=True), torch.tensor(g)
-
-    def ember_forward():
-        with em.no_grad():
-            em.nn.functional.conv2d(ex, ew, stride=stride, padding=padding)
-
-    def ember_both():
-        em.nn.functional.conv2d(ex, ew, stride=stride, padding=padding).backward(eg)
-        ex.grad = ew.grad = None
-
-    def torch_forward():
-        with torch.no_grad():
-            torch.nn.functional.conv2d(tx, tw, stride=stride, padding=padding)
-
-    def torch_both():
-        torch.nn.functional.conv2d(tx, tw, stride=stride, padding=padding).backward(tg)
-        tx.grad = tw.grad = None
-
-    return ember_forward, ember_both, torch_forward, torch_both
+    return _calls(em, x, w, g, stride, padding) + _calls(torch, x, w, g, stride, padding)
 
 
 def main() -> None:
