@@ -269,8 +269,9 @@ def _by_position(oh: int, ow: int, pitch: int, channels: int) -> bool:
     the channels fill whole 16 x 16 blocks of the transposing copy back."""
     if channels % 16:
         return False
-    by_channel = -(-oh * pitch // _microkernel(oh * pitch)[1]) * _microkernel(oh * pitch)[1] * -(-channels // MR) * MR
-    by_position = oh * -(-ow // MR) * MR * -(-channels // _microkernel(channels)[1]) * _microkernel(channels)[1]
+    columns, rows = _microkernel(oh * pitch)[1], _microkernel(channels)[1]  # the two ways' kernel widths
+    by_channel = -(-oh * pitch // columns) * columns * -(-channels // MR) * MR
+    by_position = oh * -(-ow // MR) * MR * -(-channels // rows) * rows
     return by_position < by_channel
 
 
@@ -290,18 +291,25 @@ def _phase_order(kw, stride):
     return np.argsort([k for b in range(stride) for k in range(b, kw, stride)], kind="stable")
 
 
-def applies(x_shape, w_shape, dtype, stride, padding, dilation, groups, weight_grad: bool = False) -> bool:
-    """Whether conv2d of these shapes (or with `weight_grad`, its weight gradient) runs here: float32, stride 1 or
-    2, undilated, ungrouped, 3x3, padding under the kernel's size, at least 8 channels each way and few enough in
-    all (see _MAX_CHANNEL_PRODUCT), on a CPU with the micro-kernel and Numba."""
-    if dtype != np.float32 or groups != 1 or tuple(stride) not in ((1, 1), (2, 2)) or tuple(dilation) != (1, 1):
+def _takes(w_shape, dtype, padding, dilation, groups) -> bool:
+    """The conditions every pass here shares: float32, undilated, ungrouped, 3x3, at least 8 channels each way,
+    padding under the kernel's size on every side."""
+    if dtype != np.float32 or groups != 1 or tuple(dilation) != (1, 1):
         return False
     o, c, kh, kw = w_shape
     if (kh, kw) != (3, 3) or min(c, o) < _MIN_CHANNELS:
         return False
     pt, pb, pl, pr = padding
-    if min(padding) < 0 or max(pt, pb) >= kh or max(pl, pr) >= kw:
+    return min(padding) >= 0 and max(pt, pb) < kh and max(pl, pr) < kw
+
+
+def applies(x_shape, w_shape, dtype, stride, padding, dilation, groups, weight_grad: bool = False) -> bool:
+    """Whether conv2d of these shapes (or with `weight_grad`, its weight gradient) runs here: stride 1 or 2 and
+    few enough channels in all (see _MAX_CHANNEL_PRODUCT) beside _takes' conditions, on a CPU with the
+    micro-kernel and Numba."""
+    if tuple(stride) not in ((1, 1), (2, 2)) or not _takes(w_shape, dtype, padding, dilation, groups):
         return False
+    o, c, kh, kw = w_shape
     if c * o > _MAX_CHANNEL_PRODUCT:
         oh, ow, _, _ = _geometry(x_shape[2], x_shape[3], kh, kw, stride[0], padding)
         if weight_grad or c * o > _MAX_CHANNEL_PRODUCT_SMALL_MAP or oh * ow > _SMALL_MAP:
@@ -399,16 +407,10 @@ def weight_grad(x: np.ndarray, g: np.ndarray, stride: int, padding, kernel_hw) -
 
 def applies_transposed(g_shape, w_shape, dtype, stride, padding, dilation, groups) -> bool:
     """Whether conv_transpose2d of an output gradient `g_shape` by a (O, C, 3, 3) weight with stride 2 (a stride-2
-    conv2d's input gradient) runs here: float32, undilated, ungrouped, padding under the kernel's size, channel
-    counts as applies() takes them."""
-    if tuple(stride) != (2, 2) or dtype != np.float32 or groups != 1 or tuple(dilation) != (1, 1):
+    conv2d's input gradient) runs here: _takes' conditions and at most _MAX_CHANNEL_PRODUCT channel pairs."""
+    if tuple(stride) != (2, 2) or not _takes(w_shape, dtype, padding, dilation, groups):
         return False
-    o, c, kh, kw = w_shape
-    if (kh, kw) != (3, 3) or min(c, o) < _MIN_CHANNELS or c * o > _MAX_CHANNEL_PRODUCT:
-        return False
-    if min(padding) < 0 or max(padding) >= 3:
-        return False
-    return _kernels() is not None
+    return w_shape[0] * w_shape[1] <= _MAX_CHANNEL_PRODUCT and _kernels() is not None
 
 
 def input_grad_stride2(g: np.ndarray, w: np.ndarray, padding, out_hw) -> np.ndarray:
