@@ -56,6 +56,7 @@ class BatchNormOp(Op):
     save_outputs = (1, 2)
 
     def infer(self, x, w, b, eps, activation=None):
+        _check_activation(activation)
         if len(x.shape) < 2:
             raise ShapeError(f"batch_norm: expected input of shape (N, C, ...), got {fmt_shape(x.shape)}")
         c = x.shape[1]
@@ -68,6 +69,7 @@ class BatchNormOp(Op):
         return spec(tuple(x.shape), x.dtype), spec((c,), stat), spec((c,), stat)
 
     def kernel(self, xp, x, w, b, eps, activation=None):
+        _check_activation(activation)  # the dispatcher's fast path calls kernels without infer
         fast = batch_norm_compiled.batch_norm_forward(xp, x, w, b, eps, then_relu=activation is not None)
         if fast is not None:
             return fast
@@ -124,13 +126,12 @@ class BatchNormBackwardOp(Op):
         if gy is not None and tuple(gy.shape) != tuple(x.shape):
             raise ShapeError(f"batch_norm_backward: output gradient {fmt_shape(gy.shape)} does not match the "
                              f"input {fmt_shape(x.shape)}")
-        if relu_out is not None and (gy is None or tuple(relu_out.shape) != tuple(x.shape)):
-            raise ShapeError(f"batch_norm_backward: relu output {fmt_shape(relu_out.shape)} needs an output gradient "
-                             f"of the input's shape {fmt_shape(x.shape)}")
+        _check_relu_out(x, gy, relu_out)
         c, stat = x.shape[1], opmath(x.dtype)
         return spec(tuple(x.shape), x.dtype), spec((c,), stat), spec((c,), stat)
 
     def kernel(self, xp, x, w, mean, var, gy, gmean, gvar, relu_out=None, *, eps):
+        _check_relu_out(x, gy, relu_out)
         fast = batch_norm_compiled.batch_norm_backward(xp, x, w, mean, var, gy, gmean, gvar, eps, relu_out)
         if fast is not None:
             return fast
@@ -169,6 +170,17 @@ class BatchNormBackwardOp(Op):
             gx += xc
         gx += shift.astype(acc, copy=False).reshape(shape)
         return rounded(gx, dtype), gw.astype(acc, copy=False), gb.astype(acc, copy=False)
+
+
+def _check_activation(activation) -> None:
+    if activation not in (None, ("relu",)):
+        raise ValueError(f"batch_norm: the only activation it folds in is ('relu',), got {activation!r}")
+
+
+def _check_relu_out(x, gy, relu_out) -> None:
+    if relu_out is not None and (gy is None or tuple(relu_out.shape) != tuple(x.shape)):
+        raise ShapeError(f"batch_norm_backward: relu output {fmt_shape(relu_out.shape)} needs an output gradient "
+                         f"of the input's shape {fmt_shape(x.shape)}")
 
 
 def _batch_norm_vjp_in_ops(x, w, mean, var, gy, gmean, gvar, eps):

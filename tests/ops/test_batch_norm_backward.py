@@ -266,3 +266,19 @@ def test_batch_norm_split_over_threads_equals_one_thread_and_matches_torch(monke
     ty.backward(torch.tensor(g))
     for got, want in zip(split, [ty, tx.grad, tbn.weight.grad, tbn.bias.grad]):
         np.testing.assert_allclose(got, want.detach().numpy(), rtol=1e-4, atol=1e-4)
+
+
+def test_the_jit_only_batch_norm_attributes_refuse_what_they_cannot_compute():
+    """batch_norm folds relu alone; batch_norm_backward's relu output needs an output gradient of the input's
+    shape: each refused in one line naming the op and what was given."""
+    from ember.ops.dispatch import apply
+    from ember.ops.nn_extra import _batch_norm_backward_op, _batch_norm_op
+
+    x, w = em.randn(4, 3, 5), em.ones(3)
+    with pytest.raises(ValueError, match=r"batch_norm: the only activation .* got \('clamp', 0, 6\)"):
+        apply(_batch_norm_op, x, w, w, eps=1e-5, activation=("clamp", 0, 6))
+    _, mean, var = apply(_batch_norm_op, x, w, w, eps=1e-5)
+    with pytest.raises(em.ShapeError, match=r"batch_norm_backward: relu output \(4, 3, 6\)"):
+        apply(_batch_norm_backward_op, x, w, mean, var, em.ones(4, 3, 5), None, None, em.ones(4, 3, 6), eps=1e-5)
+    with pytest.raises(em.ShapeError, match="needs an output gradient"):
+        apply(_batch_norm_backward_op, x, w, mean, var, None, None, None, em.ones(4, 3, 5), eps=1e-5)
