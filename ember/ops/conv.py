@@ -433,13 +433,16 @@ class ConvTranspose2dOp(Op):
         # narrows and shrinks (LeNet's second) has far fewer of the latter.
         patches_direct = cin * kh * kw * n * out_hw[0] * out_hw[1]
         patches_col2im = cg * groups * kh * kw * n * h * wd
-        if direct is not None and patches_col2im < patches_direct and col2im_available(xp, x.dtype, patches_col2im):
+        flipped_shape = (cg * groups, cin // groups, kh, kw)
+        if direct is not None and patches_col2im < patches_direct and col2im_available(xp, x.dtype, patches_col2im) \
+                and not (xp is np and direct_conv.applies(x.shape, flipped_shape, x.dtype, (1, 1), direct, dilation,
+                                                          groups)):  # it copies no patches
             direct = None
         if direct is not None:
             # Stride 1: a plain convolution with the flipped, transposed weight. One im2col and GEMM,
             # instead of a GEMM into kh*kw-times-larger columns and a col2im over every tap.
             wc = w.reshape(groups, cin // groups, cg, kh, kw).transpose(0, 2, 1, 3, 4)[..., ::-1, ::-1]
-            wc = xp.ascontiguousarray(wc).reshape(groups * cg, cin // groups, kh, kw)
+            wc = xp.ascontiguousarray(wc).reshape(flipped_shape)
             return rounded(_conv2d_op.kernel(xp, x, wc, (1, 1), direct, dilation, groups), dtype)
         wmt = xp.ascontiguousarray(w.reshape(groups, cin // groups, cg * kh * kw).transpose(0, 2, 1))
         out = xp.empty((n, cg * groups) + tuple(out_hw), x.dtype)

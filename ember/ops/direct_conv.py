@@ -23,13 +23,19 @@ read in place (its pitch columns zero), on an 8 x 48 micro-kernel where that mas
 A non-finite input value can make a weight-gradient entry NaN where the exact sum is infinite: the dropped
 columns multiply it by zero (Winograd's transforms do the same).
 
-Used for float32 3x3 layers with few channels, where it beats Winograd F(2x2, 3x3) (winograd.py): there the
-Winograd transforms cost more than its fewer products save. Needs the micro-kernel (AVX-512) and Numba.
+With fewer than 8 input channels a tap's K would be too short, so the forward folds the kernel's columns into it
+(fill_shifted): each channel's plane is copied once per kernel column, shifted by it, and a tap is a kernel row,
+K = C * KW.
+
+Used for float32 3x3 and 5x5 layers with few channels: there it beats Winograd F(2x2, 3x3) (winograd.py), whose
+transforms cost more than its fewer products save, and im2col, whose patch copies cost more than the products.
+Needs the micro-kernel (AVX-512) and Numba.
 """
 
 from __future__ import annotations
 
 import functools
+from typing import NamedTuple
 
 import numpy as np
 
@@ -54,7 +60,25 @@ from ember.ops.sgemm_microkernel import (
 _MAX_CHANNEL_PRODUCT = 48 * 48
 _MAX_CHANNEL_PRODUCT_SMALL_MAP = 64 * 64
 _SMALL_MAP = 64
-_MIN_CHANNELS = 8  # fewer: a tap's GEMM (K = C) is too short to repay its call
+_KERNELS = ((3, 3), (5, 5))
+_MIN_CHANNELS = 8  # input channels; fewer: a tap's GEMM (K = C) is too short to repay its call
+# Output channels, the micro-kernel's 8-row panels: 3 to 7 fill enough of one (2 threads, in ms, direct against
+# im2col and col2im: ResNet-20's stem's input gradient, 16 -> 3 channels on 32 x 32, 0.24 / 0.26; LeNet-5's
+# second layer's, 16 -> 6 on 14 x 14 5x5, 0.26 / 0.27, 0.31 / 0.38 in a process where memory ran slow), 2 do not
+# (16 -> 2 on 16 x 16, 0.11 / 0.09). Weight gradients whatever the input channels, whose K is the positions:
+# LeNet-5's second layer 0.20 against 0.36 ms, its first (1 channel) 0.31 / 0.34, ResNet-20's stem 0.28 / 0.30.
+_MIN_OUT_CHANNELS = 3
+# With fewer input channels the forward folds the kernel's columns into K (K = C * KW, a GEMM per kernel row),
+# which beat im2col with up to 16 output channels (2 threads, in ms, folded against im2col and PyTorch: LeNet-5's
+# (64, 6, 14, 14) x 16 5x5 0.21 / 0.26 / 0.11, ResNet-20's (32, 3, 32, 32) x 16 3x3 0.18 / 0.25 / 0.20,
+# (8, 3, 112, 112) x 16 3x3 0.50 / 0.78 / 0.43) and up to 64 where K is at least 24 ((16, 6, 28, 28) x 64 5x5 0.71
+# / 0.82 / 0.57); with more, or a shorter K, each call's few products no longer repay its loads and stores of the
+# output block ((8, 3, 64, 64) x 32 3x3 0.59 / 0.39, (16, 6, 28, 28) x 128 5x5 1.61 / 1.41).
+_FOLD_MAX_OUT_CHANNELS = 16
+_FOLD_LONG_K = 24
+_FOLD_MAX_OUT_CHANNELS_LONG_K = 64
+_FOLD_MAX_KERNEL = 7
+_FOLD_MAX_OUTPUT_VALUES = 1 << 20  # a sample's pitched output block, which must stay in cache until copied out
 _PAD = 16  # values between planes, so planes a power of two apart do not share cache sets
 
 SOURCE = f'''
@@ -101,6 +125,27 @@ def fill_planes(x, n, s, pt, pl, pitch, xq, split):
 
 
 @njit(inline="always")
+def fill_shifted(x, n, pt, pl, pitch, fold, xq):
+    # stride 1 with the kernel's columns folded into K: sample n of x into fold copies of each padded plane,
+    # copy k of channel c (xq[0, c * fold + k]) moved k values left of copy 0 (which starts fold - 1 values into
+    # its plane, so none starts before it): a read at q + fold - 1 sees the padded plane at q + k. Copy 0 is
+    # filled row by row, the others are one contiguous copy of it each (its padding included)
+    C, H, W = x.shape[1], x.shape[2], x.shape[3]
+    plane = xq.shape[2]
+    xf = x.reshape(-1)
+    for c in range(C):
+        src, first = xf[(n * C + c) * H * W:], xq[0, c * fold]
+        dst = first[pt * pitch + pl + fold - 1:]
+        for y in range(H):
+            for i in range(W):
+                dst[u(y * pitch + i)] = src[u(y * W + i)]
+        for k in range(1, fold):
+            shifted = xq[0, c * fold + k]
+            for q in range(plane - k):
+                shifted[u(q)] = first[u(q + k)]
+
+
+@njit(inline="always")
 def transpose_plane(x, n, pt, pl, pitch, xt, tr):
     # stride 1: sample n of x straight into its transposed padded plane xt[0] (plane, C), by 16 x 16 blocks
     # through the transposing copy, the channels and columns past them one by one; the padding left as it is
@@ -135,14 +180,16 @@ def transpose_phases(xq, xt, s, tr):
                 xt[ph, q, c] = xq[ph, c, q]
 
 
-def forward_samples(ukr, nr, tr, split, x, wq, phases, shifts, s, pt, pl, pitch, out, place, xq, buf, bt, lo, hi):
+def forward_samples(ukr, nr, tr, split, x, wq, phases, shifts, s, fold, pt, pl, pitch, out, place, xq, buf, bt, lo,
+                    hi):
     # the (OH, OW) outputs of samples lo..hi, output (y, i) to out[n, :, y0 + step * y, x0 + step * i] for place =
     # (OH, OW, step, y0, x0) (a stride-2 input gradient's phase: step 2; else out's own size, step 1): wq (taps, C,
     # O_pad) the weight, tap-major, zero-padded to whole MR-row panels; tap t reads phase plane phases[t] shifted
     # by shifts[t]; xq (s * s, C, plane) and buf (O, ldc) scratch. With bt (OH * OW, O) not empty (step 1 only),
     # the micro-kernel's rows are positions and its columns channels (a small map: an 8 x 8 output's rows are 8
-    # blocks of 8 positions, where its 72 pitched positions filled 96 columns of 32)
-    C = x.shape[1]
+    # blocks of 8 positions, where its 72 pitched positions filled 96 columns of 32). With fold > 1 (stride 1, few
+    # channels) xq holds fold shifted copies of each plane (fill_shifted) and a tap is a kernel row, K = C * fold
+    C = xq.shape[1]
     O, OH, OW, step, y0, x0 = out.shape[1], place[0], place[1], place[2], place[3], place[4]
     HO, WO = out.shape[2], out.shape[3]
     taps, opad = wq.shape[0], wq.shape[2]
@@ -151,7 +198,10 @@ def forward_samples(ukr, nr, tr, split, x, wq, phases, shifts, s, pt, pl, pitch,
     xq[:] = 0  # the padding
     of = out.reshape(-1)
     for n in range(lo, hi):
-        fill_planes(x, n, s, pt, pl, pitch, xq, split)
+        if fold > 1:
+            fill_shifted(x, n, pt, pl, pitch, fold, xq)
+        else:
+            fill_planes(x, n, s, pt, pl, pitch, xq, split)
         if bt.shape[0]:
             # each output row in blocks of MR positions (no pitch columns computed), into bt's compact rows
             for y in range(OH):
@@ -291,23 +341,43 @@ def _phase_order(kw, stride):
     return np.argsort([k for b in range(stride) for k in range(b, kw, stride)], kind="stable")
 
 
-def _takes(w_shape, dtype, padding, dilation, groups) -> bool:
-    """The conditions every pass here shares: float32, undilated, ungrouped, 3x3, at least 8 channels each way,
-    padding under the kernel's size on every side."""
+def _fold(x_shape, w_shape, stride) -> int:
+    """How many kernel columns the forward folds into each GEMM's K beside the input channels: the kernel's width
+    for stride-1 layers with fewer than _MIN_CHANNELS input channels, whose K would be too short (see
+    _FOLD_MAX_OUT_CHANNELS), else 1."""
+    o, c, kh, kw = w_shape
+    if tuple(stride) != (1, 1) or c >= _MIN_CHANNELS or max(kh, kw) > _FOLD_MAX_KERNEL:
+        return 1
+    if o > _FOLD_MAX_OUT_CHANNELS and (c * kw < _FOLD_LONG_K or o > _FOLD_MAX_OUT_CHANNELS_LONG_K):
+        return 1
+    return kw if o * x_shape[2] * (x_shape[3] + kw) <= _FOLD_MAX_OUTPUT_VALUES else 1
+
+
+def _plain(w_shape, dtype, padding, dilation, groups) -> bool:
+    """The conditions every pass here shares: float32, undilated, ungrouped, padding under the kernel's size on
+    every side."""
     if dtype != np.float32 or groups != 1 or tuple(dilation) != (1, 1):
         return False
-    o, c, kh, kw = w_shape
-    if (kh, kw) != (3, 3) or min(c, o) < _MIN_CHANNELS:
-        return False
     pt, pb, pl, pr = padding
-    return min(padding) >= 0 and max(pt, pb) < kh and max(pl, pr) < kw
+    return min(padding) >= 0 and max(pt, pb) < w_shape[2] and max(pl, pr) < w_shape[3]
+
+
+def _takes(w_shape, dtype, padding, dilation, groups, weight_grad: bool = False) -> bool:
+    """_plain's conditions, a kernel of one of _KERNELS, at least _MIN_OUT_CHANNELS output channels and (but for a
+    weight gradient, whose K is the positions) at least _MIN_CHANNELS input channels."""
+    o, c, kh, kw = w_shape
+    if (kh, kw) not in _KERNELS or o < _MIN_OUT_CHANNELS or (c < _MIN_CHANNELS and not weight_grad):
+        return False
+    return _plain(w_shape, dtype, padding, dilation, groups)
 
 
 def applies(x_shape, w_shape, dtype, stride, padding, dilation, groups, weight_grad: bool = False) -> bool:
     """Whether conv2d of these shapes (or with `weight_grad`, its weight gradient) runs here: stride 1 or 2 and
-    few enough channels in all (see _MAX_CHANNEL_PRODUCT) beside _takes' conditions, on a CPU with the
-    micro-kernel and Numba."""
-    if tuple(stride) not in ((1, 1), (2, 2)) or not _takes(w_shape, dtype, padding, dilation, groups):
+    few enough channels in all (see _MAX_CHANNEL_PRODUCT) beside _takes' conditions, or a forward that folds the
+    kernel's columns into K (_fold), on a CPU with the micro-kernel and Numba."""
+    if not weight_grad and _fold(x_shape, w_shape, stride) > 1:
+        return _plain(w_shape, dtype, padding, dilation, groups) and _kernels() is not None
+    if tuple(stride) not in ((1, 1), (2, 2)) or not _takes(w_shape, dtype, padding, dilation, groups, weight_grad):
         return False
     o, c, kh, kw = w_shape
     if c * o > _MAX_CHANNEL_PRODUCT:
@@ -335,38 +405,70 @@ def _kernels():
 _state: dict = {}
 
 
+class _ForwardPlan(NamedTuple):
+    """What conv2d works out from the shapes alone: the output and plane geometry, the taps, the micro-kernel and
+    the scratch each thread needs."""
+
+    oh: int
+    ow: int
+    pitch: int
+    plane: int
+    fold: int  # kernel columns folded into K (fill_shifted), 1 for none
+    phases: np.ndarray
+    shifts: np.ndarray
+    ukr: int
+    nr: int
+    rows: int  # output positions of the by-position mode's scratch, 0 where the columns are positions
+    ldc: int
+    planes: int
+    place: np.ndarray
+
+
+@functools.lru_cache(maxsize=256)
+def _forward_plan(x_shape, w_shape, stride: int, padding) -> _ForwardPlan:
+    """conv2d's plan for these shapes (cached: a training step asks for the same few every time)."""
+    n, c, h, wd = x_shape
+    o, _, kh, kw = w_shape
+    oh, ow, pitch, plane = _geometry(h, wd, kh, kw, stride, padding)
+    fold = _fold(x_shape, w_shape, (stride, stride))
+    if fold > 1:  # a tap per kernel row, over (c, kw): see fill_shifted
+        phases, shifts = np.zeros(kh, np.int64), np.arange(kh, dtype=np.int64) * pitch + kw - 1
+    else:
+        phases, shifts = _taps(kh, kw, stride, pitch)
+    rows = oh * ow if _by_position(oh, ow, pitch, o) else 0
+    ukr, nr = _microkernel(o if rows else oh * pitch)
+    ldc = 0 if rows else _round(oh * pitch)  # by positions the blocks go straight back into out
+    return _ForwardPlan(oh, ow, pitch, plane, fold, phases, shifts, ukr, nr, rows, ldc,
+                        stride * stride * c * fold * plane, np.array([oh, ow, 1, 0, 0], np.int64))
+
+
 def conv2d(x: np.ndarray, w: np.ndarray, stride: int, padding) -> np.ndarray:
     """conv2d of float32 NCHW `x` by (O, C, KH, KW) `w`, stride 1 or 2 both ways, padding (top, bottom, left,
     right); call only where applies() said yes."""
-    n, c, h, wd = x.shape
+    n, c, _, _ = x.shape
     o, _, kh, kw = w.shape
-    oh, ow, pitch, plane = _geometry(h, wd, kh, kw, stride, padding)
+    plan = _forward_plan(x.shape, w.shape, stride, tuple(padding))
+    fold, planes, ldc, rows = plan.fold, plan.planes, plan.ldc, plan.rows
     opad = -(-o // MR) * MR
-    wq = np.zeros((kh * kw, c, opad), np.float32)
-    wq[:, :, :o] = w.reshape(o, c, kh * kw).transpose(2, 1, 0)
-    phases, shifts = _taps(kh, kw, stride, pitch)
+    if fold > 1:  # (kh, (c, kw), o)
+        wq = np.zeros((kh, c * kw, opad), np.float32)
+        wq[:, :, :o] = w.transpose(2, 1, 3, 0).reshape(kh, c * kw, o)
+    else:  # ((kh, kw), c, o)
+        wq = np.zeros((kh * kw, c, opad), np.float32)
+        wq[:, :, :o] = w.reshape(o, c, kh * kw).transpose(2, 1, 0)
     x = np.ascontiguousarray(x)
-    out = np.empty((n, o, oh, ow), np.float32)
-    ldc = _round(oh * pitch)
+    out = np.empty((n, o, plan.oh, plan.ow), np.float32)
     forward = _kernels()[0]
-    ukr, nr = _microkernel(oh * pitch)
-    rows = oh * ow if _by_position(oh, ow, pitch, o) else 0
-    if rows:
-        ukr, nr = _microkernel(o)
-    planes = stride * stride * c * plane
     split, tr = deinterleave_address(), transpose_address()
-
-    ldc = 0 if rows else ldc  # by positions the blocks go straight back into out
-    place = np.array([oh, ow, 1, 0, 0], np.int64)
 
     def chunk(a, b):
         work = batch_threads.workspace(planes + o * ldc + rows * o, np.float32)
-        xq, buf = work[:planes].reshape(stride * stride, c, plane), work[planes:planes + o * ldc].reshape(o, ldc)
-        bt = work[planes + o * ldc:].reshape(rows, o)
-        forward(ukr, nr, tr, split, x, wq, phases, shifts, stride, padding[0], padding[2], pitch, out, place, xq, buf,
-                bt, a, b)
+        xq = work[:planes].reshape(stride * stride, c * fold, plan.plane)
+        buf, bt = work[planes:planes + o * ldc].reshape(o, ldc), work[planes + o * ldc:].reshape(rows, o)
+        forward(plan.ukr, plan.nr, tr, split, x, wq, plan.phases, plan.shifts, stride, fold, padding[0], padding[2],
+                plan.pitch, out, plan.place, xq, buf, bt, a, b)
 
-    batch_threads.run(chunk, n, 2.0 * w.size * n * oh * ow)
+    batch_threads.run(chunk, n, 2.0 * w.size * n * plan.oh * plan.ow)
     return out
 
 
@@ -407,8 +509,10 @@ def weight_grad(x: np.ndarray, g: np.ndarray, stride: int, padding, kernel_hw) -
 
 def applies_transposed(g_shape, w_shape, dtype, stride, padding, dilation, groups) -> bool:
     """Whether conv_transpose2d of an output gradient `g_shape` by a (O, C, 3, 3) weight with stride 2 (a stride-2
-    conv2d's input gradient) runs here: _takes' conditions and at most _MAX_CHANNEL_PRODUCT channel pairs."""
-    if tuple(stride) != (2, 2) or not _takes(w_shape, dtype, padding, dilation, groups):
+    conv2d's input gradient) runs here: _takes' conditions, at least _MIN_CHANNELS each way and at most
+    _MAX_CHANNEL_PRODUCT channel pairs."""
+    if tuple(stride) != (2, 2) or w_shape[2:] != (3, 3) or min(w_shape[:2]) < _MIN_CHANNELS \
+            or not _takes(w_shape, dtype, padding, dilation, groups):
         return False
     return w_shape[0] * w_shape[1] <= _MAX_CHANNEL_PRODUCT and _kernels() is not None
 
@@ -457,7 +561,8 @@ def input_grad_stride2(g: np.ndarray, w: np.ndarray, padding, out_hw) -> np.ndar
         work = batch_threads.workspace(o * plane + c * ldc, np.float32)
         xq, buf = work[: o * plane].reshape(1, o, plane), work[o * plane:].reshape(c, ldc)
         for wq, taps_phase, shifts, place in phases:
-            forward(ukr, nr, tr, split, g, wq, taps_phase, shifts, 1, 1, 1, pitch, out, place, xq, buf, no_rows, lo, hi)
+            forward(ukr, nr, tr, split, g, wq, taps_phase, shifts, 1, 1, 1, 1, pitch, out, place, xq, buf, no_rows, lo,
+                    hi)
 
     batch_threads.run(chunk, n, 2.0 * w.size * n * oh * ow)
     return out

@@ -23,13 +23,24 @@ SAME = (1, 1, 1, 1)
     ((32, 64, 8, 8), (64, 64, 3, 3), np.float32, ONE, SAME, 1, True),       # but not on a small map
     ((32, 128, 8, 8), (128, 128, 3, 3), np.float32, ONE, SAME, 1, False),
     ((32, 8, 16, 16), (8, 8, 3, 3), np.float32, ONE, SAME, 1, True),
-    ((32, 4, 16, 16), (16, 4, 3, 3), np.float32, ONE, SAME, 1, False),      # a tap's GEMM too short
+    ((32, 4, 16, 16), (16, 4, 3, 3), np.float32, ONE, SAME, 1, True),       # few input channels: K folds columns in
+    ((64, 6, 14, 14), (16, 6, 5, 5), np.float32, ONE, (0, 0, 0, 0), 1, True),  # LeNet-5's second layer, folded
+    ((64, 1, 28, 28), (6, 1, 5, 5), np.float32, ONE, (0, 0, 0, 0), 1, True),   # its first
+    ((32, 3, 32, 32), (16, 3, 3, 3), np.float32, ONE, SAME, 1, True),       # ResNet-20's stem
+    ((16, 6, 28, 28), (64, 6, 5, 5), np.float32, ONE, (2, 2, 2, 2), 1, True),  # K = 30 repays 64 channels
+    ((16, 6, 28, 28), (128, 6, 5, 5), np.float32, ONE, (2, 2, 2, 2), 1, False),
+    ((8, 3, 64, 64), (32, 3, 3, 3), np.float32, ONE, SAME, 1, False),       # K = 9 does not repay 32
+    ((32, 3, 32, 32), (16, 3, 3, 3), np.float32, (2, 2), SAME, 1, False),   # folds only at stride 1
+    ((1, 3, 64, 64), (16, 3, 9, 9), np.float32, ONE, (4, 4, 4, 4), 1, False),  # too wide a kernel to fold
+    ((32, 16, 16, 16), (3, 16, 3, 3), np.float32, ONE, SAME, 1, True),      # 3 output channels fill a panel enough
+    ((32, 16, 16, 16), (2, 16, 3, 3), np.float32, ONE, SAME, 1, False),     # 2 do not
+    ((32, 16, 32, 32), (16, 16, 7, 7), np.float32, ONE, (3, 3, 3, 3), 1, False),
     ((32, 16, 32, 32), (16, 16, 3, 3), np.float64, ONE, SAME, 1, False),
     ((32, 16, 32, 32), (32, 16, 3, 3), np.float32, (2, 2), SAME, 1, True),   # ResNet-20's stride-2 layers
     ((32, 16, 32, 32), (16, 16, 3, 3), np.float32, (3, 3), SAME, 1, False),
     ((32, 16, 32, 32), (16, 16, 3, 3), np.float32, (1, 2), SAME, 1, False),
     ((32, 16, 32, 32), (16, 8, 3, 3), np.float32, ONE, SAME, 2, False),
-    ((32, 16, 32, 32), (16, 16, 5, 5), np.float32, ONE, (2, 2, 2, 2), 1, False),
+    ((32, 16, 32, 32), (16, 16, 5, 5), np.float32, ONE, (2, 2, 2, 2), 1, True),
     ((32, 16, 32, 32), (16, 16, 3, 3), np.float32, ONE, (3, 0, 0, 0), 1, False),  # padding past the kernel
 ])
 def test_which_layers_take_the_direct_convolution(x_shape, w_shape, dtype, stride, padding, groups, want):
@@ -62,6 +73,18 @@ def test_conv_transpose2d_with_stride_2_matches_torch(output_padding):
     want = torch.nn.functional.conv_transpose2d(torch.tensor(x), torch.tensor(w), torch.tensor(b), stride=2,
                                                 padding=1, output_padding=output_padding).numpy()
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=2e-5)
+
+
+@pytest.mark.parametrize("x_shape,w_shape,padding", [
+    ((64, 6, 14, 14), (16, 6, 5, 5), (0, 0, 0, 0)),  # LeNet-5's layers
+    ((64, 1, 28, 28), (6, 1, 5, 5), (0, 0, 0, 0)),
+    ((32, 3, 32, 32), (16, 3, 3, 3), SAME),          # ResNet-20's stem
+])
+def test_weight_gradients_take_it_whatever_the_input_channels(x_shape, w_shape, padding):
+    """Their K is the positions: a weight gradient needs no input channel minimum, though its forward folds."""
+    assert direct_conv.applies(x_shape, w_shape, np.float32, ONE, padding, ONE, 1, weight_grad=True)
+    assert direct_conv._fold(x_shape, w_shape, ONE) == w_shape[3]
+    assert direct_conv._fold(x_shape, w_shape, (2, 2)) == 1
 
 
 def test_the_weight_gradient_of_a_wide_layer_on_a_small_map_stays_with_winograd():
@@ -116,6 +139,38 @@ def test_values_and_both_gradients_match_torch(monkeypatch, workers, x_shape, ou
     np.testing.assert_allclose(gw, want_gw, rtol=1e-5, atol=2e-6 * scale)
 
 
+@pytest.mark.parametrize("workers", [1, 2])
+@pytest.mark.parametrize("x_shape,out_channels,kernel,stride,padding", [
+    ((4, 6, 14, 14), 16, 5, 1, (0, 0, 0, 0)),   # LeNet-5's second layer: forward folded, input gradient 16 -> 6
+    ((2, 1, 28, 28), 6, 5, 1, (0, 0, 0, 0)),    # its first: one channel, K = 5
+    ((3, 3, 17, 19), 16, 3, 1, SAME),           # ResNet-20's stem on odd sizes
+    ((3, 5, 9, 11), 20, 5, 1, (2, 1, 0, 2)),    # uneven padding, channels off the panels
+    ((2, 5, 8, 8), 64, 5, 1, (2, 2, 2, 2)),     # folded on a small map: positions as rows
+    ((3, 16, 12, 12), 24, 5, 1, (2, 2, 2, 2)),  # 5x5 by taps
+    ((3, 16, 13, 11), 12, 5, 2, (2, 2, 2, 2)),  # 5x5 at stride 2: nine phase taps, six, six and four
+    ((3, 16, 10, 10), 4, 3, 1, SAME),           # four output channels; the input gradient 4 -> 16 folds
+])
+def test_folded_and_5x5_layers_match_torch(monkeypatch, workers, x_shape, out_channels, kernel, stride, padding):
+    if workers > batch_threads.workers():
+        pytest.skip("one core")
+    monkeypatch.setitem(batch_threads._state, "workers", workers)
+    rng = np.random.default_rng(9)
+    x = rng.standard_normal(x_shape).astype(np.float32)
+    w = (rng.standard_normal((out_channels, x_shape[1], kernel, kernel)) * 0.2).astype(np.float32)
+    attrs = dict(stride=(stride, stride), padding=padding, dilation=ONE, groups=1)
+    assert direct_conv.applies(x.shape, w.shape, x.dtype, (stride, stride), padding, ONE, 1)
+    assert direct_conv.applies(x.shape, w.shape, x.dtype, (stride, stride), padding, ONE, 1, weight_grad=True)
+    y = conv._conv2d_op.kernel(np, x, w, **attrs)
+    g = rng.standard_normal(y.shape).astype(np.float32)
+    gx = conv._conv_transpose2d_op.kernel(np, g, w, out_hw=x.shape[2:], **attrs)
+    gw = conv._conv2d_weight_grad_op.kernel(np, x, g, kernel_hw=(kernel, kernel), **attrs)
+    want_y, want_gx, want_gw = _torch_conv_and_grads(x, w, stride, padding, g)
+    np.testing.assert_allclose(y, want_y, rtol=1e-5, atol=2e-5)
+    np.testing.assert_allclose(gx, want_gx, rtol=1e-5, atol=2e-5)
+    scale = float(np.abs(want_gw).max())
+    np.testing.assert_allclose(gw, want_gw, rtol=1e-5, atol=2e-6 * scale)
+
+
 def test_small_maps_take_positions_as_rows_where_that_masks_fewer_lanes():
     assert direct_conv._by_position(8, 8, 9, 64)         # 8 x 8: 8 row blocks of 8, not 72 positions in 96 columns
     assert direct_conv._by_position(16, 16, 17, 32)      # 16 x 16: 32 blocks of 8 rows, not 272 in 288 columns
@@ -151,25 +206,28 @@ def test_error_against_float64_is_no_worse_than_im2cols():
 
 
 def test_a_network_trains_the_same_through_direct_winograd_and_im2col(monkeypatch):
-    """Five SGD steps of a three-layer 3x3 network (the middle one stride 2), learning rate and data changed
-    between them: the same parameters whichever algorithm convolves."""
+    """Five SGD steps of a four-layer network (a 5x5 layer on 3 channels, whose forward folds, then 3x3 ones, the
+    third stride 2), learning rate and data changed between them: the same parameters whichever algorithm
+    convolves."""
     import ember as em
 
     rng = np.random.default_rng(5)
-    xs = rng.standard_normal((5, 8, 8, 16, 16)).astype(np.float32)
+    xs = rng.standard_normal((5, 8, 3, 16, 16)).astype(np.float32)
     target = rng.standard_normal((8, 8, 8, 8)).astype(np.float32)
 
     calls = []
     for name in ("conv2d", "weight_grad", "input_grad_stride2"):
         real = getattr(direct_conv, name)
         monkeypatch.setattr(direct_conv, name, lambda *a, _real=real, _name=name: calls.append(_name) or _real(*a))
+    kernels = direct_conv._kernels
 
-    def train(direct_channels, winograd_channels):
-        monkeypatch.setattr(direct_conv, "_MIN_CHANNELS", direct_channels)
+    def train(direct, winograd_channels):
+        monkeypatch.setattr(direct_conv, "_kernels", kernels if direct else lambda: None)
         monkeypatch.setattr(winograd, "_MIN_CHANNELS", winograd_channels)
         em.manual_seed(0)
-        net = em.nn.Sequential(em.nn.Conv2d(8, 16, 3, padding=1), em.nn.ReLU(), em.nn.Conv2d(16, 16, 3, 2, 1),
-                               em.nn.ReLU(), em.nn.Conv2d(16, 8, 3, padding=1))
+        net = em.nn.Sequential(em.nn.Conv2d(3, 8, 5, padding=2), em.nn.ReLU(), em.nn.Conv2d(8, 16, 3, padding=1),
+                               em.nn.ReLU(), em.nn.Conv2d(16, 16, 3, 2, 1), em.nn.ReLU(),
+                               em.nn.Conv2d(16, 8, 3, padding=1))
         opt = em.optim.SGD(net.parameters(), lr=0.05, momentum=0.9)
         for step in range(5):
             opt.param_groups[0]["lr"] = 0.05 / (step + 1)
@@ -179,13 +237,13 @@ def test_a_network_trains_the_same_through_direct_winograd_and_im2col(monkeypatc
             opt.step()
         return [p.detach().numpy().copy() for p in net.parameters()]
 
-    direct = train(8, 10**9)
-    # per step: three forwards, the last layer's input gradient, the stride-2 one's by phases (the data needs
-    # none), three weight gradients
-    assert calls.count("conv2d") == 5 * 4 and calls.count("weight_grad") == 5 * 3
+    direct = train(True, 10**9)
+    # per step: four forwards, the second and last layers' input gradients, the stride-2 one's by phases (the data
+    # needs none), four weight gradients
+    assert calls.count("conv2d") == 5 * 6 and calls.count("weight_grad") == 5 * 4
     assert calls.count("input_grad_stride2") == 5
     calls.clear()
-    for other in (train(10**9, 8), train(10**9, 10**9)):  # Winograd, then im2col
+    for other in (train(False, 8), train(False, 10**9)):  # Winograd, then im2col
         assert not calls
         for a, b in zip(direct, other):
             np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
