@@ -149,6 +149,9 @@ def test_values_and_both_gradients_match_torch(monkeypatch, workers, x_shape, ou
     ((3, 16, 12, 12), 24, 5, 1, (2, 2, 2, 2)),  # 5x5 by taps
     ((3, 16, 13, 11), 12, 5, 2, (2, 2, 2, 2)),  # 5x5 at stride 2: nine phase taps, six, six and four
     ((3, 16, 10, 10), 4, 3, 1, SAME),           # four output channels; the input gradient 4 -> 16 folds
+    ((2, 3, 3, 4), 16, 5, 1, (2, 2, 2, 2)),     # folded on a map narrower than the kernel
+    ((2, 3, 1, 1), 16, 5, 1, (2, 2, 2, 2)),     # and on a single pixel
+    ((2, 16, 6, 6), 16, 5, 2, (1, 2, 4, 0)),    # 5x5 at stride 2, uneven padding past the map's width
 ])
 def test_folded_and_5x5_layers_match_torch(monkeypatch, workers, x_shape, out_channels, kernel, stride, padding):
     if workers > batch_threads.workers():
@@ -253,6 +256,8 @@ def test_an_empty_batch_gives_an_empty_output_and_a_zero_weight_gradient():
     x = np.zeros((0, 16, 8, 8), np.float32)
     assert direct_conv.conv2d(x, np.ones((16, 16, 3, 3), np.float32), 1, SAME).shape == (0, 16, 8, 8)
     np.testing.assert_array_equal(direct_conv.weight_grad(x, x, 1, SAME, (3, 3)), np.zeros((16, 16, 3, 3)))
+    folded = np.zeros((0, 3, 8, 8), np.float32)  # fewer than 8 input channels: the forward folds
+    assert direct_conv.conv2d(folded, np.ones((16, 3, 5, 5), np.float32), 1, (2, 2, 2, 2)).shape == (0, 16, 8, 8)
 
 
 def test_the_numpy_backend_turns_it_off_at_any_time():
