@@ -78,7 +78,8 @@ _FOLD_MAX_OUT_CHANNELS = 16
 _FOLD_LONG_K = 24
 _FOLD_MAX_OUT_CHANNELS_LONG_K = 64
 _FOLD_MAX_KERNEL = 7
-_FOLD_MAX_OUTPUT_VALUES = 1 << 20  # a sample's pitched output block, which must stay in cache until copied out
+# O * H * (W + KW), about a sample's pitched output block, which must stay in cache until it is copied out
+_FOLD_MAX_OUTPUT_VALUES = 1 << 20
 _PAD = 16  # values between planes, so planes a power of two apart do not share cache sets
 
 SOURCE = f'''

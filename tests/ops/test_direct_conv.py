@@ -174,6 +174,26 @@ def test_folded_and_5x5_layers_match_torch(monkeypatch, workers, x_shape, out_ch
     np.testing.assert_allclose(gw, want_gw, rtol=1e-5, atol=2e-6 * scale)
 
 
+@pytest.mark.parametrize("x_shape,out_channels,kernel,padding", [
+    ((2, 3, 9, 9), 16, 3, SAME),           # a 3-channel stem at stride 2
+    ((2, 1, 11, 10), 6, 5, (2, 1, 0, 2)),  # one channel, 5x5, uneven padding
+])
+def test_stride_2_weight_gradients_of_few_channels_match_torch(x_shape, out_channels, kernel, padding):
+    """Their forward (no fold at stride 2) stays with im2col; the weight gradient runs on the phases here."""
+    rng = np.random.default_rng(10)
+    x = rng.standard_normal(x_shape).astype(np.float32)
+    w = (rng.standard_normal((out_channels, x_shape[1], kernel, kernel)) * 0.2).astype(np.float32)
+    two = (2, 2)
+    assert not direct_conv.applies(x.shape, w.shape, x.dtype, two, padding, ONE, 1)
+    assert direct_conv.applies(x.shape, w.shape, x.dtype, two, padding, ONE, 1, weight_grad=True)
+    attrs = dict(stride=two, padding=padding, dilation=ONE, groups=1)
+    y = conv._conv2d_op.kernel(np, x, w, **attrs)
+    g = rng.standard_normal(y.shape).astype(np.float32)
+    gw = conv._conv2d_weight_grad_op.kernel(np, x, g, kernel_hw=(kernel, kernel), **attrs)
+    _, _, want_gw = _torch_conv_and_grads(x, w, 2, padding, g)
+    np.testing.assert_allclose(gw, want_gw, rtol=1e-5, atol=2e-6 * float(np.abs(want_gw).max()))
+
+
 def test_small_maps_take_positions_as_rows_where_that_masks_fewer_lanes():
     assert direct_conv._by_position(8, 8, 9, 64)         # 8 x 8: 8 row blocks of 8, not 72 positions in 96 columns
     assert direct_conv._by_position(16, 16, 17, 32)      # 16 x 16: 32 blocks of 8 rows, not 272 in 288 columns
