@@ -46,6 +46,7 @@ from ember.ops.sgemm_microkernel import (
     WIDE_NR,
     deinterleave_address,
     microkernel_address,
+    taps_microkernel_address,
     transpose_address,
     wide_microkernel_address,
 )
@@ -86,7 +87,7 @@ SOURCE = f'''
 import numpy as np
 from numba import njit
 
-from ember.ops.sgemm_intrinsics import call_deinterleave, call_microkernel, call_transpose
+from ember.ops.sgemm_intrinsics import call_deinterleave, call_microkernel, call_microkernel_taps, call_transpose
 
 MR, NR = {MR}, {NR}
 
@@ -183,7 +184,8 @@ def transpose_phases(xq, xt, s, tr):
 
 def forward_samples(ukr, nr, tr, split, x, wq, phases, shifts, s, fold, pt, pl, pitch, out, place, xq, buf, bt, lo,
                     hi):
-    # the (OH, OW) outputs of samples lo..hi, output (y, i) to out[n, :, y0 + step * y, x0 + step * i] for place =
+    # ukr: the micro-kernel with the taps loop (all of a block's taps in one call), nr its width.
+    # The (OH, OW) outputs of samples lo..hi, output (y, i) to out[n, :, y0 + step * y, x0 + step * i] for place =
     # (OH, OW, step, y0, x0) (a stride-2 input gradient's phase: step 2; else out's own size, step 1): wq (taps, C,
     # O_pad) the weight, tap-major, zero-padded to whole MR-row panels; tap t reads phase plane phases[t] shifted
     # by shifts[t]; xq (s * s, C, plane) and buf (O, ldc) scratch. With bt (OH * OW, O) not empty (step 1 only),
@@ -198,6 +200,12 @@ def forward_samples(ukr, nr, tr, split, x, wq, phases, shifts, s, fold, pt, pl, 
     plane, ldc, ldt = xq.shape[2], buf.shape[1], bt.shape[1]
     xq[:] = 0  # the padding
     of = out.reshape(-1)
+    # each tap's offsets (in values) in the weight and in the planes: the micro-kernel runs the taps in one call
+    woff, xoff = np.empty(taps, np.int64), np.empty(taps, np.int64)
+    for t in range(taps):
+        woff[t] = t * C * opad
+        xoff[t] = phases[t] * C * plane + shifts[t]
+    wa, xa, wo, xo = wq.ctypes.data, xq.ctypes.data, woff.ctypes.data, xoff.ctypes.data
     for n in range(lo, hi):
         if fold > 1:
             fill_shifted(x, n, pt, pl, pitch, fold, xq)
@@ -209,11 +217,9 @@ def forward_samples(ukr, nr, tr, split, x, wq, phases, shifts, s, fold, pt, pl, 
                 for x0 in range(0, OW, MR):
                     p, q = y * pitch + x0, y * OW + x0
                     for o0 in range(0, O, nr):
-                        for t in range(taps):
-                            a = xq.ctypes.data + 4 * (phases[t] * C * plane + p + shifts[t])
-                            call_microkernel(ukr, C, a, plane, 1, wq.ctypes.data + 4 * (t * C * opad + o0), opad,
-                                             bt.ctypes.data + 4 * (q * ldt + o0), ldt, min(nr, O - o0),
-                                             min(MR, OW - x0), 1 if t else 0, 0)
+                        call_microkernel_taps(ukr, C, xa + 4 * p, plane, 1, wa + 4 * o0, opad,
+                                              bt.ctypes.data + 4 * (q * ldt + o0), ldt, min(nr, O - o0),
+                                              min(MR, OW - x0), 0, 0, taps, xo, wo)
             # (positions, O) to out[n] (O, positions) by 16 x 16 blocks, the positions past them one by one
             Q = OH * OW
             full = Q // 16 * 16
@@ -229,11 +235,9 @@ def forward_samples(ukr, nr, tr, split, x, wq, phases, shifts, s, fold, pt, pl, 
         for p0 in range(0, P, nr):
             width = min(nr, P - p0)
             for o0 in range(0, O, MR):
-                for t in range(taps):
-                    call_microkernel(ukr, C, wq.ctypes.data + 4 * (t * C * opad + o0), opad, 1,
-                                     xq.ctypes.data + 4 * (phases[t] * C * plane + p0 + shifts[t]), plane,
-                                     buf.ctypes.data + 4 * (o0 * ldc + p0), ldc, width, min(MR, O - o0),
-                                     1 if t else 0, 0)
+                call_microkernel_taps(ukr, C, wa + 4 * o0, opad, 1, xa + 4 * p0, plane,
+                                      buf.ctypes.data + 4 * (o0 * ldc + p0), ldc, width, min(MR, O - o0), 0, 0, taps,
+                                      wo, xo)
         if step == 1:  # contiguous rows, which vectorise (a stride known only at run time does not)
             for o in range(O):
                 src, dst = buf[o], of[(n * O + o) * HO * WO + y0 * WO + x0:]
@@ -437,7 +441,8 @@ def _forward_plan(x_shape, w_shape, stride: int, padding) -> _ForwardPlan:
     else:
         phases, shifts = _taps(kh, kw, stride, pitch)
     rows = oh * ow if _by_position(oh, ow, pitch, o) else 0
-    ukr, nr = _microkernel(o if rows else oh * pitch)
+    nr = _microkernel(o if rows else oh * pitch)[1]
+    ukr = taps_microkernel_address(nr)
     ldc = 0 if rows else _round(oh * pitch)  # by positions the blocks go straight back into out
     return _ForwardPlan(oh, ow, pitch, plane, fold, phases, shifts, ukr, nr, rows, ldc,
                         stride * stride * c * fold * plane, np.array([oh, ow, 1, 0, 0], np.int64))
@@ -554,7 +559,8 @@ def input_grad_stride2(g: np.ndarray, w: np.ndarray, padding, out_hw) -> np.ndar
     most = max(int(p[3][0]) for p in phases) * pitch
     ldc = _round(most)
     forward = _kernels()[0]
-    ukr, nr = _microkernel(most)
+    nr = _microkernel(most)[1]
+    ukr = taps_microkernel_address(nr)
     split, tr = deinterleave_address(), transpose_address()
     no_rows = np.empty((0, c), np.float32)
 

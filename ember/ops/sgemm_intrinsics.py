@@ -42,6 +42,26 @@ def call_microkernel(typingctx, ukr, k, a, ask, asr, b, ldb, c, ldc, nvalid, mva
 
 
 @intrinsic
+def call_microkernel_taps(typingctx, ukr, k, a, ask, asr, b, ldb, c, ldc, nvalid, mvalid, acc, bias, taps, aoff, boff):
+    """call_microkernel's call plus the taps loop's count and two offset arrays (addresses of int64 values) for a
+    micro-kernel compiled with microkernel_ir's `taps`."""
+    sig = types.void(*([types.int64] * 16))
+
+    def codegen(context, builder, signature, args):
+        ptr = ir.PointerType()
+        fnty = ir.FunctionType(ir.VoidType(), [_I64, ptr, _I64, _I64, ptr, _I64, ptr, _I64, _I64, _I64, _I64, ptr, _I64,
+                                               ptr, ptr])
+        fn = builder.inttoptr(args[0], fnty.as_pointer())
+        k, a, ask, asr, b, ldb, c, ldc, nvalid, mvalid, acc, bias, taps, aoff, boff = args[1:]
+        as_ptr = [builder.inttoptr(v, ptr) for v in (a, b, c, bias, aoff, boff)]
+        builder.call(fn, [k, as_ptr[0], ask, asr, as_ptr[1], ldb, as_ptr[2], ldc, nvalid, mvalid, acc, as_ptr[3], taps,
+                          as_ptr[4], as_ptr[5]])
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+@intrinsic
 def call_transpose(typingctx, tr, src, lds, dst, ldd):
     """tr(src, lds, dst, ldd), the 16 x 16 transposing copy at address `tr`; src and dst are addresses."""
     sig = types.void(*([types.int64] * 5))

@@ -32,16 +32,20 @@ _lock = threading.Lock()
 _state: dict = {}
 
 
-def microkernel_ir(mr: int = MR, nr: int = NR, width: int = _WIDTH, name: str = "ukr") -> str:
-    """LLVM IR text of the micro-kernel `name` for an mr x nr block (nr a multiple of `width`)."""
+def microkernel_ir(mr: int = MR, nr: int = NR, width: int = _WIDTH, name: str = "ukr", taps: bool = False) -> str:
+    """LLVM IR text of the micro-kernel `name` for an mr x nr block (nr a multiple of `width`). With `taps` it
+    takes three more arguments, T and two arrays of T offsets (in values), and sums T products of K, the t-th
+    over A + aoff[t] and B + boff[t], in the same registers: a direct convolution's taps in one call, where a call
+    per tap loaded and stored the block of C once per tap."""
     nv, vec = nr // width, f"<{width} x float>"
     mask = f"<{width} x i1>"
+    extra = ", i64 %T, ptr noalias %aoff, ptr noalias %boff" if taps else ""
     out = [f"declare {vec} @llvm.fma.v{width}f32({vec}, {vec}, {vec})",
            f"declare {vec} @llvm.masked.load.v{width}f32.p0(ptr, i32, {mask}, {vec})",
            f"declare void @llvm.masked.store.v{width}f32.p0({vec}, ptr, i32, {mask})",
            f"define void @{name}(i64 %K, ptr noalias %A, i64 %ask, i64 %asr, ptr noalias %B, i64 %ldb, ptr noalias %C, "
            "i64 %ldc, "
-           "i64 %nvalid, i64 %mvalid, i64 %acc, ptr noalias %bias) #0 {",
+           f"i64 %nvalid, i64 %mvalid, i64 %acc, ptr noalias %bias{extra}) #0 {{",
            "entry:",
            f"  %nv.1 = insertelement <{width} x i64> poison, i64 %nvalid, i32 0",
            f"  %nv = shufflevector <{width} x i64> %nv.1, <{width} x i64> poison, <{width} x i32> zeroinitializer"]
@@ -50,29 +54,49 @@ def microkernel_ir(mr: int = MR, nr: int = NR, width: int = _WIDTH, name: str = 
         out.append(f"  %m{v} = icmp slt <{width} x i64> <{lanes}>, %nv")
     for r in range(mr):  # row r of A starts r * asr values in
         out.append(f"  %ar{r} = mul i64 %asr, {r}")
-    out += ["  %empty = icmp sle i64 %K, 0", "  br i1 %empty, label %zero, label %loop", "loop:",
-            "  %k = phi i64 [0, %entry], [%k.next, %loop]"]
+    if taps:  # an outer loop over the taps, the sums carried from one to the next
+        out += ["  %nok = icmp sle i64 %K, 0", "  %not = icmp sle i64 %T, 0", "  %empty = or i1 %nok, %not",
+                "  br i1 %empty, label %zero, label %tap", "tap:",
+                "  %t = phi i64 [0, %entry], [%t.next, %tap.end]"]
+        for r in range(mr):
+            for v in range(nv):
+                out.append(f"  %e{r}.{v} = phi {vec} [zeroinitializer, %entry], [%f{r}.{v}, %tap.end]")
+        out += ["  %aop = getelementptr i64, ptr %aoff, i64 %t", "  %ao = load i64, ptr %aop, align 8",
+                "  %bop = getelementptr i64, ptr %boff, i64 %t", "  %bo = load i64, ptr %bop, align 8",
+                "  %At = getelementptr float, ptr %A, i64 %ao", "  %Bt = getelementptr float, ptr %B, i64 %bo",
+                "  br label %loop"]
+        start, a_ptr, b_ptr, loop_exit = "%tap", "%At", "%Bt", "%tap.end"
+    else:
+        out += ["  %empty = icmp sle i64 %K, 0", "  br i1 %empty, label %zero, label %loop"]
+        start, a_ptr, b_ptr, loop_exit = "%entry", "%A", "%B", "%sums"
+    out += ["loop:", f"  %k = phi i64 [0, {start}], [%k.next, %loop]"]
     for r in range(mr):
         for v in range(nv):
-            out.append(f"  %c{r}.{v} = phi {vec} [zeroinitializer, %entry], [%f{r}.{v}, %loop]")
+            first = f"%e{r}.{v}" if taps else "zeroinitializer"
+            out.append(f"  %c{r}.{v} = phi {vec} [{first}, {start}], [%f{r}.{v}, %loop]")
     out.append("  %brow = mul i64 %k, %ldb")
     for v in range(nv):
-        out += [f"  %bo{v} = add i64 %brow, {v * width}", f"  %bp{v} = getelementptr float, ptr %B, i64 %bo{v}",
+        out += [f"  %bo{v} = add i64 %brow, {v * width}", f"  %bp{v} = getelementptr float, ptr {b_ptr}, i64 %bo{v}",
                 f"  %b{v} = call {vec} @llvm.masked.load.v{width}f32.p0(ptr %bp{v}, i32 4, {mask} %m{v}, "
                 f"{vec} zeroinitializer)"]
     out.append("  %acol = mul i64 %k, %ask")
     for r in range(mr):
-        out += [f"  %ao{r} = add i64 %acol, %ar{r}", f"  %ap{r} = getelementptr float, ptr %A, i64 %ao{r}",
+        out += [f"  %ao{r} = add i64 %acol, %ar{r}", f"  %ap{r} = getelementptr float, ptr {a_ptr}, i64 %ao{r}",
                 f"  %a{r} = load float, ptr %ap{r}, align 4",
                 f"  %a{r}.1 = insertelement {vec} poison, float %a{r}, i32 0",
                 f"  %a{r}.v = shufflevector {vec} %a{r}.1, {vec} poison, <{width} x i32> zeroinitializer"]
         for v in range(nv):
             out.append(f"  %f{r}.{v} = call {vec} @llvm.fma.v{width}f32({vec} %a{r}.v, {vec} %b{v}, {vec} %c{r}.{v})")
     out += ["  %k.next = add i64 %k, 1", "  %done = icmp sge i64 %k.next, %K",
-            "  br i1 %done, label %sums, label %loop", "zero:", "  br label %sums", "sums:"]
+            f"  br i1 %done, label {loop_exit}, label %loop"]
+    if taps:
+        out += ["tap.end:", "  %t.next = add i64 %t, 1", "  %tdone = icmp sge i64 %t.next, %T",
+                "  br i1 %tdone, label %sums, label %tap"]
+    out += ["zero:", "  br label %sums", "sums:"]
+    last = "%tap.end" if taps else "%loop"
     for r in range(mr):  # the sums of the loop, or zeros for K = 0
         for v in range(nv):
-            out.append(f"  %s{r}.{v} = phi {vec} [zeroinitializer, %zero], [%f{r}.{v}, %loop]")
+            out.append(f"  %s{r}.{v} = phi {vec} [zeroinitializer, %zero], [%f{r}.{v}, {last}]")
     # acc 0: C = sums (set); 1: C += sums (add); 2: C = bias + sums (bias: a row vector, added as C += sums adds it
     # to a C prefilled with it, so the two give the same bits)
     out.append("  switch i64 %acc, label %set0 [i64 1, label %add0 i64 2, label %bias.load]")
@@ -222,9 +246,11 @@ def _compile() -> int:
     target = llvm.Target.from_default_triple()
     machine = target.create_target_machine(cpu=llvm.get_host_cpu_name(),
                                            features=llvm.get_host_cpu_features().flatten(), opt=3)
-    wide = microkernel_ir(nr=WIDE_NR, name="ukr_wide")
-    wide = "\n".join(line for line in wide.splitlines() if not line.startswith(("declare", "attributes")))  # once
-    module = llvm.parse_assembly(microkernel_ir() + wide + "\n" + transpose_ir() + deinterleave_ir())
+    others = [microkernel_ir(nr=WIDE_NR, name="ukr_wide"), microkernel_ir(name="ukr_taps", taps=True),
+              microkernel_ir(nr=WIDE_NR, name="ukr_wide_taps", taps=True)]
+    others = ["\n".join(line for line in text.splitlines() if not line.startswith(("declare", "attributes")))
+              for text in others]  # the declarations and attributes once
+    module = llvm.parse_assembly(microkernel_ir() + "\n".join(others) + "\n" + transpose_ir() + deinterleave_ir())
     module.verify()
     engine = llvm.create_mcjit_compiler(module, machine)
     engine.finalize_object()
@@ -232,6 +258,7 @@ def _compile() -> int:
     _state["transpose"] = engine.get_function_address("tr")
     _state["deinterleave"] = engine.get_function_address("deint")
     _state["wide"] = engine.get_function_address("ukr_wide")
+    _state["taps"] = engine.get_function_address("ukr_taps"), engine.get_function_address("ukr_wide_taps")
     return engine.get_function_address("ukr")
 
 
@@ -244,6 +271,12 @@ def wide_microkernel_address() -> int:
     """The compiled MR x WIDE_NR micro-kernel's address (same arguments as the MR x NR one), or 0 where
     microkernel_address is."""
     return _state["wide"] if microkernel_address() else 0
+
+
+def taps_microkernel_address(nr: int) -> int:
+    """The compiled MR x nr (NR or WIDE_NR) micro-kernel with the taps loop (microkernel_ir's `taps`), or 0 where
+    microkernel_address is."""
+    return _state["taps"][nr == WIDE_NR] if microkernel_address() else 0
 
 
 def deinterleave_address() -> int:

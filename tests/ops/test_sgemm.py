@@ -289,3 +289,41 @@ def test_the_wide_micro_kernel_sums_and_stores_like_the_narrow_one(nvalid, mvali
     want = before.copy()
     want[:mvalid, :nvalid] = sums + (before[:mvalid, :nvalid] if acc == 1 else bias[:nvalid] if acc == 2 else 0)
     np.testing.assert_allclose(c, want, rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.parametrize("width", ["narrow", "wide"])
+@pytest.mark.parametrize("taps, k, nvalid, mvalid, acc", [(9, 16, None, MR, 0), (5, 7, -3, 6, 1), (1, 40, -1, MR, 2),
+                                                          (0, 16, None, MR, 1), (3, 0, None, MR, 0)])
+def test_the_taps_micro_kernels_sum_every_tap_in_one_call(width, taps, k, nvalid, mvalid, acc):
+    """ukr_taps and ukr_wide_taps: C (+)= the sum over taps t of A_t B_t, A_t and B_t at their offsets, over the
+    live rows and columns; no taps or K = 0 sum to zero."""
+    import ctypes
+
+    from ember.ops.sgemm_microkernel import NR, WIDE_NR, taps_microkernel_address
+
+    nr = WIDE_NR if width == "wide" else NR
+    nvalid = nr if nvalid is None else nr + nvalid
+    rng = np.random.default_rng(taps * 100 + k)
+    a = rng.standard_normal(4000, np.float32)
+    b = rng.standard_normal(9000, np.float32)
+    ldb = nr + 7
+    aoff = rng.integers(0, 4000 - max(k, 1) * MR, max(taps, 1)).astype(np.int64)
+    boff = rng.integers(0, 9000 - max(k, 1) * ldb, max(taps, 1)).astype(np.int64)
+    c = rng.standard_normal((MR, nr + 3), np.float32)
+    bias = rng.standard_normal(nr, np.float32)
+    before = c.copy()
+    i64, ptr = ctypes.c_int64, ctypes.c_void_p
+    ukr = ctypes.CFUNCTYPE(None, i64, ptr, i64, i64, ptr, i64, ptr, i64, i64, i64, i64, ptr, i64, ptr, ptr)(
+        taps_microkernel_address(nr))
+    ukr(k, a.ctypes.data, MR, 1, b.ctypes.data, ldb, c.ctypes.data, c.shape[1], nvalid, mvalid, acc, bias.ctypes.data,
+        taps, aoff.ctypes.data, boff.ctypes.data)
+    sums = np.zeros((MR, nr))
+    for t in range(taps):
+        at = a[aoff[t]:aoff[t] + k * MR].reshape(k, MR).astype(np.float64)  # packed: ask = MR, asr = 1
+        bt = np.stack([b[boff[t] + i * ldb:boff[t] + i * ldb + nr] for i in range(k)]).astype(np.float64) if k else \
+            np.zeros((0, nr))
+        sums += at.T @ bt
+    want = before.copy()
+    live = (slice(0, mvalid), slice(0, nvalid))
+    want[live] = sums[live] + (before[live] if acc == 1 else bias[:nvalid] if acc == 2 else 0)
+    np.testing.assert_allclose(c, want, rtol=1e-5, atol=1e-4)
