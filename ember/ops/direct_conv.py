@@ -5,8 +5,9 @@ The padded input of one sample is laid out as C planes of rows `pitch` values ap
 side padding: a row's right padding is the next row's left padding). Output (oy, ox) is computed at position
 p = oy * pitch + ox of a grid of the same pitch, so tap (kh, kw) reads plane position p + kh * pitch + kw for
 every output: the taps' inputs are the same contiguous rows shifted, and out[o, p] = sum over taps and c of
-w[o, c, tap] * plane[c, p + shift(tap)] is the micro-kernel's C[r, j] += A[k, r] B[k, j] with k = c, called
-once per tap with B moved by the shift. The pitch's extra columns (ox >= OW) are computed and dropped. On small
+w[o, c, tap] * plane[c, p + shift(tap)] is the micro-kernel's C[r, j] += A[k, r] B[k, j] with k = c, once per
+tap with B moved by the shift: one call of the kernel's taps variant, which keeps the block in registers across
+the taps. The pitch's extra columns (ox >= OW) are computed and dropped. On small
 maps the roles swap (rows: 8 positions, columns: output channels) where that masks fewer lanes, and the block is
 transposed back.
 

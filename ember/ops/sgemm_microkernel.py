@@ -13,7 +13,9 @@ ukr(K, A, ask, asr, B, ldb, C, ldc, nvalid, mvalid, acc, bias): C[r, j] (+)= sum
 B[k * ldb + j] for r < mvalid, j < nvalid (<= NR): A packed (ask = MR, asr = 1) or a block read in place,
 row-major (ask = 1, asr = its leading dimension: its MR rows are MR streams the prefetchers follow, and
 packing them cost a scattered write per value) or transposed (ask = its leading dimension, asr = 1: MR
-contiguous values per k), B and C row-major with leading dimensions ldb and ldc.
+contiguous values per k), B and C row-major with leading dimensions ldb and ldc. The taps variants (ukr_taps,
+ukr_wide_taps) take T and two arrays of T offsets more and sum T such products, over A + aoff[t] and B + boff[t],
+before C is touched (the direct convolution's taps).
 """
 
 from __future__ import annotations
