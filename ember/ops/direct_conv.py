@@ -215,12 +215,12 @@ def forward_samples(ukr, nr, tr, split, x, wq, phases, shifts, s, fold, pt, pl, 
         if bt.shape[0]:
             # each output row in blocks of MR positions (no pitch columns computed), into bt's compact rows
             for y in range(OH):
-                for x0 in range(0, OW, MR):
-                    p, q = y * pitch + x0, y * OW + x0
+                for i0 in range(0, OW, MR):
+                    p, q = y * pitch + i0, y * OW + i0
                     for o0 in range(0, O, nr):
                         call_microkernel_taps(ukr, C, xa + 4 * p, plane, 1, wa + 4 * o0, opad,
                                               bt.ctypes.data + 4 * (q * ldt + o0), ldt, min(nr, O - o0),
-                                              min(MR, OW - x0), 0, 0, taps, xo, wo)
+                                              min(MR, OW - i0), 0, 0, taps, xo, wo)
             # (positions, O) to out[n] (O, positions) by 16 x 16 blocks, the positions past them one by one
             Q = OH * OW
             full = Q // 16 * 16
