@@ -125,7 +125,8 @@ def split(n: int, parts: int) -> list[tuple[int, int]]:
 
 
 # Below this a split's hand-off to the pool thread and back (30-60 us with a ThreadPoolExecutor; 11 us with
-# HandoffPool, where 3 MFLOP measured no different within this VM's noise) outweighs the second core; such a
+# HandoffPool when measured, where 3 MFLOP measured no different within this VM's noise; 31-33 us for an empty
+# split on 2026-11-27, mostly the worker's wait for the GIL: handoff_pool.py) outweighs the second core; such a
 # call still runs with one BLAS thread, so OpenBLAS's own threads are not woken between splits.
 # 10 MFLOP splits LeNet-5's second convolution (31 MFLOP, 0.7 ms, mostly im2col): its training step went
 # from 7.3 to 6.0 ms in one process (40 MFLOP had measured better only while OpenBLAS's threads spun).
