@@ -211,7 +211,8 @@ _conv2d_op = register(Conv2dOp())
 
 
 def _dense_forward(xp, x, w, stride, padding, dilation, groups):
-    """conv2d by a direct or a Winograd convolution (3x3 stride-1 float32) or im2col + GEMM, in the arrays' dtype."""
+    """conv2d by the direct convolution (where direct_conv.applies), Winograd (3x3 stride-1 float32) or im2col +
+    GEMM, in the arrays' dtype."""
     o, _, kh, kw = w.shape
     n = x.shape[0]
     wm = w.reshape(groups, o // groups, -1)

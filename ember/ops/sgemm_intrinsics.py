@@ -22,72 +22,42 @@ def float32_at(typingctx, address):
     return sig, codegen
 
 
-@intrinsic
-def call_microkernel(typingctx, ukr, k, a, ask, asr, b, ldb, c, ldc, nvalid, mvalid, acc, bias):
-    """ukr(K, A, ask, asr, B, ldb, C, ldc, nvalid, mvalid, acc, bias) for the micro-kernel at address `ukr`;
-    A, B, C and bias are addresses, all arguments int64."""
-    sig = types.void(*([types.int64] * 13))
+def _call_at(kinds: str):
+    """(signature, codegen) of an intrinsic calling the void function at the address in its first argument with
+    the others, all int64: those whose letter in `kinds` is 'p' passed as pointers, 'i' as integers."""
+    sig = types.void(*([types.int64] * (len(kinds) + 1)))
 
     def codegen(context, builder, signature, args):
         ptr = ir.PointerType()
-        fnty = ir.FunctionType(ir.VoidType(), [_I64, ptr, _I64, _I64, ptr, _I64, ptr, _I64, _I64, _I64, _I64, ptr])
+        fnty = ir.FunctionType(ir.VoidType(), [ptr if k == "p" else _I64 for k in kinds])
         fn = builder.inttoptr(args[0], fnty.as_pointer())
-        k, a, ask, asr, b, ldb, c, ldc, nvalid, mvalid, acc, bias = args[1:]
-        builder.call(fn, [k, builder.inttoptr(a, ptr), ask, asr, builder.inttoptr(b, ptr), ldb, builder.inttoptr(c, ptr),
-                          ldc, nvalid, mvalid, acc, builder.inttoptr(bias, ptr)])
+        builder.call(fn, [builder.inttoptr(v, ptr) if k == "p" else v for k, v in zip(kinds, args[1:])])
         return context.get_dummy_value()
 
     return sig, codegen
 
+
+@intrinsic
+def call_microkernel(typingctx, ukr, k, a, ask, asr, b, ldb, c, ldc, nvalid, mvalid, acc, bias):
+    """ukr(K, A, ask, asr, B, ldb, C, ldc, nvalid, mvalid, acc, bias) for the micro-kernel at address `ukr`;
+    A, B, C and bias are addresses, all arguments int64."""
+    return _call_at("ipiipipiiiip")
 
 
 @intrinsic
 def call_microkernel_taps(typingctx, ukr, k, a, ask, asr, b, ldb, c, ldc, nvalid, mvalid, acc, bias, taps, aoff, boff):
     """call_microkernel's call plus the taps loop's count and two offset arrays (addresses of int64 values) for a
     micro-kernel compiled with microkernel_ir's `taps`."""
-    sig = types.void(*([types.int64] * 16))
-
-    def codegen(context, builder, signature, args):
-        ptr = ir.PointerType()
-        fnty = ir.FunctionType(ir.VoidType(), [_I64, ptr, _I64, _I64, ptr, _I64, ptr, _I64, _I64, _I64, _I64, ptr, _I64,
-                                               ptr, ptr])
-        fn = builder.inttoptr(args[0], fnty.as_pointer())
-        k, a, ask, asr, b, ldb, c, ldc, nvalid, mvalid, acc, bias, taps, aoff, boff = args[1:]
-        as_ptr = [builder.inttoptr(v, ptr) for v in (a, b, c, bias, aoff, boff)]
-        builder.call(fn, [k, as_ptr[0], ask, asr, as_ptr[1], ldb, as_ptr[2], ldc, nvalid, mvalid, acc, as_ptr[3], taps,
-                          as_ptr[4], as_ptr[5]])
-        return context.get_dummy_value()
-
-    return sig, codegen
+    return _call_at("ipiipipiiiipipp")
 
 
 @intrinsic
 def call_transpose(typingctx, tr, src, lds, dst, ldd):
     """tr(src, lds, dst, ldd), the 16 x 16 transposing copy at address `tr`; src and dst are addresses."""
-    sig = types.void(*([types.int64] * 5))
-
-    def codegen(context, builder, signature, args):
-        ptr = ir.PointerType()
-        fnty = ir.FunctionType(ir.VoidType(), [ptr, _I64, ptr, _I64])
-        fn = builder.inttoptr(args[0], fnty.as_pointer())
-        src, lds, dst, ldd = args[1:]
-        builder.call(fn, [builder.inttoptr(src, ptr), lds, builder.inttoptr(dst, ptr), ldd])
-        return context.get_dummy_value()
-
-    return sig, codegen
+    return _call_at("pipi")
 
 
 @intrinsic
 def call_deinterleave(typingctx, fn, src, count, even, odd):
     """fn(src, count, even, odd), the pair split at address `fn`; src, even and odd are addresses."""
-    sig = types.void(*([types.int64] * 5))
-
-    def codegen(context, builder, signature, args):
-        ptr = ir.PointerType()
-        fnty = ir.FunctionType(ir.VoidType(), [ptr, _I64, ptr, ptr])
-        f = builder.inttoptr(args[0], fnty.as_pointer())
-        src, count, even, odd = args[1:]
-        builder.call(f, [builder.inttoptr(src, ptr), count, builder.inttoptr(even, ptr), builder.inttoptr(odd, ptr)])
-        return context.get_dummy_value()
-
-    return sig, codegen
+    return _call_at("pipp")
