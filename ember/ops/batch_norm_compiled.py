@@ -283,6 +283,11 @@ def _per_channel(p, c: int, dtype, fill: float):
     return np.full(c, fill) if p is None else np.asarray(p, dtype=np.float64).reshape(c)
 
 
+def _channel_chunks(x) -> list:
+    """x's channels in chunks for batch_threads.run_kernel: split from _SPLIT_MIN values, else one."""
+    return batch_threads.chunks(x.shape[1], float("inf") if x.size >= _SPLIT_MIN else 0.0)
+
+
 def batch_norm_forward(xp, x, w, b, eps: float, then_relu: bool = False):
     """(y, mean, biased var) of training-mode batch norm, y through relu with `then_relu` (the jit's folded BN +
     ReLU), or None where the NumPy kernel must run."""
@@ -303,8 +308,7 @@ def batch_norm_forward(xp, x, w, b, eps: float, then_relu: bool = False):
         if then_relu and relu(xp, y, into=y) is None:  # (N, C): relu's own kernel after, in place
             return None
     else:
-        args = head + (then_relu, y.reshape(shape), mean, var)
-        batch_threads.run_if(lambda c0, c1: fn(*args, c0, c1), c, x.size >= _SPLIT_MIN)
+        batch_threads.run_kernel(fn, _channel_chunks(x), head + (bool(then_relu), y.reshape(shape), mean, var))
     return y, mean, var
 
 
@@ -333,8 +337,7 @@ def batch_norm_backward(xp, x, w, mean, var, gy, gmean, gvar, eps: float, relu_o
         fn(*head, *tail)
     else:
         mask = _NO_MASK[x.dtype] if relu_out is None else np.ascontiguousarray(relu_out).reshape(shape)
-        args = head + (mask,) + tail
-        batch_threads.run_if(lambda c0, c1: fn(*args, c0, c1), c, x.size >= _SPLIT_MIN)
+        batch_threads.run_kernel(fn, _channel_chunks(x), head + (mask,) + tail)
     return gx, gw, gb
 
 

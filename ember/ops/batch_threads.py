@@ -4,7 +4,8 @@ im2col is a serial copy, and BLAS parallelises a GEMM with a skinny dimension (1
 patch rows) poorly, so splitting the batch itself keeps every core busy through both; PyTorch's
 im2col convolution (slow_conv2d) parallelises over the batch in the same way. NumPy releases the
 GIL in matmul and the compiled kernels are `nogil`, so plain threads run in parallel (handoff_pool.py
-hands the chunks over). During the split, NumPy's OpenBLAS runs one thread per call (it would otherwise
+hands the chunks over; run_kernel gives a compiled kernel's chunks to native_pool.py's workers, which never take
+the GIL). During the split, NumPy's OpenBLAS runs one thread per call (it would otherwise
 start its own threads inside each call and oversubscribe the cores); its thread count is restored afterwards. Where NumPy's BLAS
 cannot be told that (another BLAS, or none found), or with one core, nothing is split.
 EMBER_CONV_THREADS=N sets the number of threads (1 turns the split off).
@@ -20,7 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from ember.ops import spin_wait
+from ember.ops import native_pool, spin_wait
 from ember.ops.handoff_pool import HandoffPool
 
 _SETTERS = ("scipy_openblas_set_num_threads64_", "openblas_set_num_threads64_", "openblas_set_num_threads")
@@ -101,6 +102,7 @@ def workers() -> int:
                     n = int(env) if controls is not None else 1
                 _state["controls"] = controls
                 _state["pool"] = _make_pool(n - 1) if n > 1 else None
+                _state["native"] = _make_native_pool(n - 1) if n > 1 else None
                 _state["workers"] = n
                 _state["active"] = 0
                 _state["pid"] = os.getpid()
@@ -115,6 +117,14 @@ def _make_pool(n: int):
     if found is None:
         return ThreadPoolExecutor(n, thread_name_prefix="ember-batch")
     return HandoffPool(n, *found)
+
+
+def _make_native_pool(n: int):
+    """n GIL-free helper threads for compiled kernels (native_pool.py), or None where they cannot run."""
+    from ember.graph.codegen import get_backend
+
+    found = spin_wait.waiter() if get_backend() != "numpy" else None
+    return native_pool.make(n, found[1]) if found is not None else None
 
 
 def split(n: int, parts: int) -> list[tuple[int, int]]:
@@ -135,19 +145,58 @@ _MIN_FLOPS = 10e6
 
 def run(fn, n: int, flops: float = float("inf")) -> list:
     """fn(start, stop) for chunks of a batch of n costing `flops` in all, concurrently; results in chunk order."""
-    chunks = split(n, workers()) if flops >= _MIN_FLOPS else [(0, n)]
+    return _run_chunks(fn, chunks(n, flops))
+
+
+def chunks(n: int, flops: float = float("inf")) -> list[tuple[int, int]]:
+    """The [start, stop) chunks run() and run_kernel() split a batch of n costing `flops` into (one below _MIN_FLOPS)."""
+    return split(n, workers()) if flops >= _MIN_FLOPS else [(0, n)]
+
+
+def _run_chunks(fn, parts: list) -> list:
     if workers() == 1:
-        return [fn(0, n)]
+        return [fn(*parts[0])] if len(parts) == 1 else [fn(a, b) for a, b in parts]
     _enter()
     try:
         pool = _state["pool"]
         if type(pool) is HandoffPool:
-            return pool.run([lambda a=a, b=b: fn(a, b) for a, b in chunks])
-        futures = [pool.submit(fn, a, b) for a, b in chunks[1:]]  # none for one chunk
-        first = fn(*chunks[0])
+            return pool.run([lambda a=a, b=b: fn(a, b) for a, b in parts])
+        futures = [pool.submit(fn, a, b) for a, b in parts[1:]]  # none for one chunk
+        first = fn(*parts[0])
         return [first] + [f.result() for f in futures]
     finally:
         _leave()
+
+
+def chunks_if(n: int, split: bool) -> list[tuple[int, int]]:
+    """chunks() for kernels that judge by their own size rule rather than FLOPs: split when `split`, else one."""
+    return chunks(n, float("inf") if split else 0.0)
+
+
+_bounds: dict = {}  # run_kernel's chunks as the (parts, 2) array the native pool takes, by chunks
+
+
+def run_kernel(kernel, parts: list, head: tuple, parted: tuple = ()) -> None:
+    """kernel(*head, *(p[k] for p in parted), start, stop) for each chunk k, [start, stop) = parts[k] (from
+    chunks()), concurrently; on the GIL-free native pool (native_pool.py) where it can carry the arguments.
+    `kernel` is a compiled (Numba) function; each array in `parted` has a row per chunk (its own scratch)."""
+    native = _state["native"] if workers() > 1 else None
+    if native is not None:
+        bounds = _bounds.get(tuple(parts))
+        if bounds is None:
+            bounds = _bounds[tuple(parts)] = np.array(parts, np.int64).reshape(-1, 2)
+        if len(parts) == 1:
+            if native.try_run(kernel, head, parted, bounds):
+                return
+        else:
+            _enter()
+            try:
+                if native.try_run(kernel, head, parted, bounds):
+                    return
+            finally:
+                _leave()
+    row = {start: k for k, (start, _) in enumerate(parts)}
+    _run_chunks(lambda a, b: kernel(*head, *(p[row[a]] for p in parted), a, b), parts)
 
 
 def worth_splitting(flops: float) -> bool:

@@ -176,7 +176,7 @@ def depthwise_weight_grad(x, g, N, C, H, W, sh, sw, pt, pl, dh, dw, oh, ow, gw, 
 
 def _split(fn, total: int, flops: float, *args):
     """fn(*args, start, stop) over [0, total) split over the batch threads when the work is large enough."""
-    batch_threads.run(lambda a, b: fn(*args, a, b), total, flops)
+    batch_threads.run_kernel(fn, batch_threads.chunks(total, flops), args)
 
 
 def forward(xp, x, w, stride, pad, dil, oh, ow):

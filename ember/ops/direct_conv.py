@@ -426,7 +426,6 @@ class _ForwardPlan(NamedTuple):
     nr: int
     rows: int  # output positions of the by-position mode's scratch, 0 where the columns are positions
     ldc: int
-    planes: int
     place: np.ndarray
 
 
@@ -445,8 +444,7 @@ def _forward_plan(x_shape, w_shape, stride: int, padding) -> _ForwardPlan:
     nr = _microkernel(o if rows else oh * pitch)[1]
     ukr = taps_microkernel_address(nr)
     ldc = 0 if rows else _round(oh * pitch)  # by positions the blocks go straight back into out
-    return _ForwardPlan(oh, ow, pitch, plane, fold, phases, shifts, ukr, nr, rows, ldc,
-                        stride * stride * c * fold * plane, np.array([oh, ow, 1, 0, 0], np.int64))
+    return _ForwardPlan(oh, ow, pitch, plane, fold, phases, shifts, ukr, nr, rows, ldc, np.array([oh, ow, 1, 0, 0], np.int64))
 
 
 def conv2d(x: np.ndarray, w: np.ndarray, stride: int, padding) -> np.ndarray:
@@ -455,7 +453,7 @@ def conv2d(x: np.ndarray, w: np.ndarray, stride: int, padding) -> np.ndarray:
     n, c, _, _ = x.shape
     o, _, kh, kw = w.shape
     plan = _forward_plan(x.shape, w.shape, stride, tuple(padding))
-    fold, planes, ldc, rows = plan.fold, plan.planes, plan.ldc, plan.rows
+    fold, ldc, rows = plan.fold, plan.ldc, plan.rows
     opad = -(-o // MR) * MR
     if fold > 1:  # (kh, (c, kw), o)
         wq = np.zeros((kh, c * kw, opad), np.float32)
@@ -468,15 +466,19 @@ def conv2d(x: np.ndarray, w: np.ndarray, stride: int, padding) -> np.ndarray:
     forward = _kernels()[0]
     split, tr = deinterleave_address(), transpose_address()
 
-    def chunk(a, b):
-        work = batch_threads.workspace(planes + o * ldc + rows * o, np.float32)
-        xq = work[:planes].reshape(stride * stride, c * fold, plan.plane)
-        buf, bt = work[planes:planes + o * ldc].reshape(o, ldc), work[planes + o * ldc:].reshape(rows, o)
-        forward(plan.ukr, plan.nr, tr, split, x, wq, plan.phases, plan.shifts, stride, fold, padding[0], padding[2],
-                plan.pitch, out, plan.place, xq, buf, bt, a, b)
-
-    batch_threads.run(chunk, n, 2.0 * w.size * n * plan.oh * plan.ow)
+    parts = batch_threads.chunks(n, 2.0 * w.size * n * plan.oh * plan.ow)
+    xq, buf, bt = _scratch(len(parts), (stride * stride, c * fold, plan.plane), (o, ldc), (rows, o))
+    batch_threads.run_kernel(forward, parts, (plan.ukr, plan.nr, tr, split, x, wq, plan.phases, plan.shifts, stride,
+                                              fold, padding[0], padding[2], plan.pitch, out, plan.place), (xq, buf, bt))
     return out
+
+
+def _scratch(parts: int, *shapes) -> list[np.ndarray]:
+    """float32 scratch arrays of `shapes`, each with a row per chunk, in the calling thread's workspace."""
+    sizes = [int(np.prod(s)) * parts for s in shapes]
+    work = batch_threads.workspace(sum(sizes), np.float32)
+    ends = np.cumsum(sizes)
+    return [work[end - size:end].reshape(parts, *shape) for end, size, shape in zip(ends, sizes, shapes)]
 
 
 def weight_grad(x: np.ndarray, g: np.ndarray, stride: int, padding, kernel_hw) -> np.ndarray:
@@ -495,19 +497,14 @@ def weight_grad(x: np.ndarray, g: np.ndarray, stride: int, padding, kernel_hw) -
     planes = stride * stride * c * plane
     phase_planes = planes if stride > 1 else 0  # stride 1 transposes the input straight into xt
 
-    def chunk(a, b):
-        work = batch_threads.workspace(phase_planes + planes + opad * ldg, np.float32)
-        xq = work[:phase_planes].reshape(-1, c, plane)
-        xt = work[phase_planes:phase_planes + planes].reshape(stride * stride, plane, c)
-        gq = work[phase_planes + planes:].reshape(opad, ldg)
-        total = np.empty((o, kh * kw * c), np.float32) if b > a else np.zeros((o, kh * kw * c), np.float32)
-        weight_grad_samples(ukr, nr, tr, split, x, g, kh, kw, stride, padding[0], padding[2], pitch, xq, xt, gq, total,
-                            a, b)
-        return total
-
-    parts = batch_threads.run(chunk, n, 2.0 * o * c * kh * kw * n * oh * ow)
-    total = parts[0]
-    for part in parts[1:]:
+    parts = batch_threads.chunks(n, 2.0 * o * c * kh * kw * n * oh * ow)
+    xq, xt, gq = _scratch(len(parts), (phase_planes // plane, c, plane), (stride * stride, plane, c), (opad, ldg))
+    # a chunk with samples writes its whole total; only an empty batch's one chunk has none
+    totals = (np.empty if n else np.zeros)((len(parts), o, kh * kw * c), np.float32)
+    batch_threads.run_kernel(weight_grad_samples, parts, (ukr, nr, tr, split, x, g, kh, kw, stride, padding[0],
+                                                          padding[2], pitch), (xq, xt, gq, totals))
+    total = totals[0]
+    for part in totals[1:]:
         total += part
     if stride > 1:
         total = total.reshape(o, kh, kw, c)[:, :, _phase_order(kw, stride)]
@@ -563,14 +560,9 @@ def input_grad_stride2(g: np.ndarray, w: np.ndarray, padding, out_hw) -> np.ndar
     nr = _microkernel(most)[1]
     ukr = taps_microkernel_address(nr)
     split, tr = deinterleave_address(), transpose_address()
-    no_rows = np.empty((0, c), np.float32)
-
-    def chunk(lo, hi):
-        work = batch_threads.workspace(o * plane + c * ldc, np.float32)
-        xq, buf = work[: o * plane].reshape(1, o, plane), work[o * plane:].reshape(c, ldc)
-        for wq, taps_phase, shifts, place in phases:
-            forward(ukr, nr, tr, split, g, wq, taps_phase, shifts, 1, 1, 1, 1, pitch, out, place, xq, buf, no_rows, lo,
-                    hi)
-
-    batch_threads.run(chunk, n, 2.0 * w.size * n * oh * ow)
+    parts = batch_threads.chunks(n, 2.0 * w.size * n * oh * ow)
+    xq, buf, no_rows = _scratch(len(parts), (1, o, plane), (c, ldc), (0, c))
+    for wq, taps_phase, shifts, place in phases:  # a split each: the compiled kernel runs one phase a call
+        batch_threads.run_kernel(forward, parts, (ukr, nr, tr, split, g, wq, taps_phase, shifts, 1, 1, 1, 1, pitch, out,
+                                                  place), (xq, buf, no_rows))
     return out

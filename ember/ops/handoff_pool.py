@@ -11,8 +11,8 @@ yields the core on every poll, so other threads still run.
 The counters see a post within a microsecond, but the worker must then take the GIL to run the chunk's Python,
 and the caller holds it until its own chunk enters compiled code: the worker sleeps on the GIL and is woken.
 An empty split cost 31-33 us on this project's VM (2026-11-27), which halts an idle vCPU at once; with the guest
-polling 200 us before it halts, 19 us. A worker that never takes the GIL (a compiled loop calling the chunks
-through function pointers) would remove both.
+polling 200 us before it halts, 19 us. So a compiled kernel whose chunk is one call goes to native_pool.py, whose
+workers never take the GIL (batch_threads.run_kernel); this pool takes the chunks that run Python.
 """
 
 from __future__ import annotations

@@ -240,14 +240,14 @@ def max_pool2d_compiled(xp, x, kernel, stride, padding, dilation, oh, ow):
     idx = np.empty(out.shape, LOCAL_INDEX)
     x = np.ascontiguousarray(x)
     if two_by_two:
-        batch_threads.run_if(lambda t0, t1: fn(x, out, idx, t0, t1), x.shape[0] * x.shape[1],
-                             x.nbytes >= _SPLIT_2X2_MIN_BYTES)
+        batch_threads.run_kernel(fn, batch_threads.chunks_if(x.shape[0] * x.shape[1], x.nbytes >= _SPLIT_2X2_MIN_BYTES),
+                                 (x, out, idx))
         return out, idx
     if unrolled:
-        batch_threads.run(lambda t0, t1: fn(x, padding[0], padding[1], out, idx, t0, t1), x.shape[0] * x.shape[1])
+        batch_threads.run_kernel(fn, batch_threads.chunks(x.shape[0] * x.shape[1]), (x, padding[0], padding[1], out, idx))
         return out, idx
     args = (x, kernel[0], kernel[1], stride[0], stride[1], padding[0], padding[1], dilation[0], dilation[1], out, idx)
-    batch_threads.run(lambda t0, t1: fn(*args, t0, t1), x.shape[0] * x.shape[1])
+    batch_threads.run_kernel(fn, batch_threads.chunks(x.shape[0] * x.shape[1]), args)
     return out, idx
 
 
@@ -261,8 +261,8 @@ def max_pool2d_backward_compiled(xp, g, idx, in_shape, kernel, stride, padding, 
     gx = np.empty(tuple(in_shape), g.dtype)
     g, idx = np.ascontiguousarray(g), np.ascontiguousarray(idx)
     if two_by_two:
-        batch_threads.run_if(lambda t0, t1: fn(g, idx, gx, t0, t1), gx.shape[0] * gx.shape[1],
-                             gx.nbytes >= _SPLIT_2X2_MIN_BYTES)
+        batch_threads.run_kernel(fn, batch_threads.chunks_if(gx.shape[0] * gx.shape[1], gx.nbytes >= _SPLIT_2X2_MIN_BYTES),
+                                 (g, idx, gx))
     else:
         fn(g, idx, kernel[0], kernel[1], stride[0], stride[1], padding[0], padding[1], dilation[0], dilation[1], gx)
     return gx

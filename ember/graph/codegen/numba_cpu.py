@@ -329,7 +329,7 @@ _seen: dict = {}  # id(dispatcher) -> (hits, misses) already counted
 _jit_lock = threading.Lock()
 
 
-def _numba_cache_path(module) -> str | None:
+def numba_cache_path(module) -> str | None:
     """The `__pycache__` Numba should cache `module`'s kernel in, or None when its cache must stay off."""
     from numba.core import config
 
@@ -348,7 +348,7 @@ def jitted(text: str):
     with _jit_lock:
         fn = module.__dict__.get("jitted_kernel")
         if fn is None:
-            path = _numba_cache_path(module)
+            path = numba_cache_path(module)
             fn = njit(cache=path is not None, error_model="numpy", nogil=True)(module.kernel)
             if path is not None and fn.stats.cache_path != path:
                 fn.disable_caching()  # a locator picked another folder: never load index files from there
@@ -366,7 +366,7 @@ def compiled_function(text: str, name: str, **options):
     with _jit_lock:
         fn = module.__dict__.get(attr)
         if fn is None:
-            path = _numba_cache_path(module) if options.pop("cache", True) else None
+            path = numba_cache_path(module) if options.pop("cache", True) else None
             # NumPy's error model: x / 0 is inf, not a ZeroDivisionError check that stops vectorising
             options = {"error_model": "numpy", **options}
             fn = njit(cache=path is not None, nogil=True, **options)(module.__dict__[name])

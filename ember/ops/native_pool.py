@@ -1,0 +1,362 @@
+"""A batch split whose helper threads never take the GIL: compiled worker loops call each chunk's kernel
+through a C entry point (a Numba cfunc) given the address of an argument block the caller filled.
+
+HandoffPool's workers run each chunk's Python, so each must take the GIL, which the caller holds until its
+own chunk enters compiled code: the worker sleeps on the GIL and the kernel wakes it, 31-33 us a split on
+this project's VM and about 90 us in its slow spells, 100 times in a ResNet-20 training step. Here a split
+is one compiled call: it writes the chunks' block addresses into the workers' control rows, raises their
+`posted` counters, runs chunk 0 itself and waits for the workers' `done` counters; an empty split costs about
+a microsecond. The counters are polled (yielding the core between polls) and, past a budget, slept on with
+a futex, so an idle worker costs nothing.
+
+A kernel runs here when every argument is a C-contiguous array, a bool, an int or a float, and its last two
+arguments are the chunk's [start, stop). Per (kernel, argument kinds) a cfunc is generated that rebuilds the
+arrays from the block (carray) and calls the kernel; it is compiled once and cached on disk like the kernels.
+Linux only (the futex); elsewhere, or without Numba, batch_threads uses HandoffPool.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import sys
+import threading
+
+import numpy as np
+
+IDLE_POLL_US = 300  # how long an idle worker polls for the next chunk before it sleeps on its futex
+RESULT_POLL_US = 2000  # how long the caller polls for the workers' chunks before it sleeps
+_FUTEX_SYSCALL = {"x86_64": 202, "aarch64": 98}.get(platform.machine())
+
+_LOOPS = '''
+from llvmlite import ir
+from numba import njit, types
+from numba.core import cgutils
+from numba.extending import intrinsic
+
+
+def _slot(context, builder, array_type, array, index):
+    data = context.make_array(array_type)(context, builder, array).data
+    return builder.gep(builder.bitcast(data, ir.IntType(64).as_pointer()), [index])
+
+
+@intrinsic
+def _load(typingctx, ctl, index):
+    # ctl[index], an atomic sequentially consistent load
+    def codegen(context, builder, sig, args):
+        return builder.load_atomic(_slot(context, builder, sig.args[0], *args), "seq_cst", 8)
+
+    return types.int64(ctl, types.intp), codegen
+
+
+@intrinsic
+def _store(typingctx, ctl, index, value):
+    # ctl[index] = value, an atomic sequentially consistent store
+    def codegen(context, builder, sig, args):
+        builder.store_atomic(args[2], _slot(context, builder, sig.args[0], args[0], args[1]), "seq_cst", 8)
+        return context.get_dummy_value()
+
+    return types.void(ctl, types.intp, types.int64), codegen
+
+
+@intrinsic
+def _sched_yield(typingctx):
+    def codegen(context, builder, sig, args):
+        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.IntType(32), []), "sched_yield")
+        builder.call(fn, [])
+        return context.get_dummy_value()
+
+    return types.void(), codegen
+
+
+@intrinsic
+def _futex(typingctx, number, ctl, index, op, value):
+    # syscall(number, &ctl[index] (its low 32 bits), op, value, NULL): wait while those bits equal value, or wake
+    def codegen(context, builder, sig, args):
+        i64 = ir.IntType(64)
+        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(i64, [i64], var_arg=True), "syscall")
+        address = builder.ptrtoint(_slot(context, builder, sig.args[1], args[1], args[2]), i64)
+        builder.call(fn, [args[0], address, args[3], args[4], ir.Constant(i64, 0)])
+        return context.get_dummy_value()
+
+    return types.void(types.int64, ctl, types.intp, types.int64, types.int64), codegen
+
+
+@intrinsic
+def _call(typingctx, fn, arg):
+    # the C function at address fn, void(int64), called with arg
+    def codegen(context, builder, sig, args):
+        i64 = ir.IntType(64)
+        target = builder.inttoptr(args[0], ir.FunctionType(ir.VoidType(), [i64]).as_pointer())
+        builder.call(target, [args[1]])
+        return context.get_dummy_value()
+
+    return types.void(types.int64, types.int64), codegen
+
+
+# a worker's control row: counters and the posted chunk, one cache line
+POSTED, DONE, FN, ARG, STOP, WORKER_ASLEEP, CALLER_ASLEEP, ROW = 0, 1, 2, 3, 4, 5, 6, 8
+FUTEX_WAIT, FUTEX_WAKE = 128, 129  # the process-private forms
+
+
+@njit(nogil=True, cache=True)
+def _wait(ctl, i, value, asleep, polls, futex):
+    # until ctl[i] >= value: `polls` polls, then sleeps on the futex with ctl[asleep] raised for the waker
+    for _ in range(polls):
+        if _load(ctl, i) >= value:
+            return
+        _sched_yield()
+    while True:
+        _store(ctl, asleep, 1)
+        now = _load(ctl, i)
+        if now >= value:
+            break
+        _futex(futex, ctl, i, FUTEX_WAIT, now & 0xFFFFFFFF)
+    _store(ctl, asleep, 0)
+
+
+@njit(nogil=True, cache=True)
+def _raise(ctl, i, value, asleep, futex):
+    # ctl[i] = value, waking the thread that sleeps on it
+    _store(ctl, i, value)
+    if _load(ctl, asleep):
+        _futex(futex, ctl, i, FUTEX_WAKE, 0x7FFFFFFF)
+
+
+def serve(ctl, row, polls, futex):
+    # a worker: runs each chunk posted to control row `row` until STOP is raised
+    base = row * ROW
+    seen = 0
+    while True:
+        seen += 1
+        _wait(ctl, base + POSTED, seen, base + WORKER_ASLEEP, polls, futex)
+        if _load(ctl, base + STOP):
+            return
+        _call(ctl[base + FN], ctl[base + ARG])
+        _raise(ctl, base + DONE, seen, base + CALLER_ASLEEP, futex)
+
+
+def split(ctl, fn, blocks, block_bytes, parts, polls, futex):
+    # fn's chunks 1..parts-1 on workers 0..parts-2 (chunk k's block at blocks + k * block_bytes), chunk 0 here
+    for w in range(parts - 1):
+        base = w * ROW
+        ctl[base + FN] = fn
+        ctl[base + ARG] = blocks + (w + 1) * block_bytes
+        _raise(ctl, base + POSTED, ctl[base + POSTED] + 1, base + WORKER_ASLEEP, futex)
+    _call(fn, blocks)
+    for w in range(parts - 1):
+        base = w * ROW
+        _wait(ctl, base + DONE, ctl[base + POSTED], base + CALLER_ASLEEP, polls, futex)
+
+
+def stop(ctl, workers, futex):
+    # every worker returns from serve
+    for w in range(workers):
+        base = w * ROW
+        _store(ctl, base + STOP, 1)
+        _raise(ctl, base + POSTED, ctl[base + POSTED] + 1, base + WORKER_ASLEEP, futex)
+'''
+
+# Per (kernel, argument kinds): `task`, a chunk's C entry point, rebuilds the kernel's arguments from an int64
+# block (floats stored as their bits); `launch` fills one block per chunk from the arguments themselves (in
+# compiled code: reading an address from Python costs a microsecond an array) and runs the split.
+_CHUNK = '''
+import sys
+
+import numpy as np
+from llvmlite import ir
+from numba import carray, njit, types
+from numba.extending import intrinsic
+
+kernel = sys.modules[{module!r}].{attr}
+split = sys.modules[{loops!r}].jitted_split
+
+
+@intrinsic
+def _address(typingctx, value):
+    def codegen(context, builder, sig, args):
+        return builder.inttoptr(args[0], ir.IntType(8).as_pointer())
+
+    return types.voidptr(types.int64), codegen
+
+
+def task(block):
+    a = carray(_address(block), {size}, np.int64)
+    f = carray(_address(block), {size}, np.float64)
+    kernel({arguments})
+
+
+@njit(nogil=True, cache=True)
+def launch(ctl, fn, chunks, polls, futex, {parameters}):
+    parts = chunks.shape[0]
+    block = np.empty((parts, {size}), np.int64)
+    f = block.view(np.float64)
+    for k in range(parts):
+        a = block[k]
+{packing}
+        a[{size} - 2] = chunks[k, 0]
+        a[{size} - 1] = chunks[k, 1]
+    split(ctl, fn, block.ctypes.data, {size} * 8, parts, polls, futex)
+'''
+
+_ROW_WORDS = 8
+_LOOP_SIGNATURES = {"serve": "void(int64[::1], int64, int64, int64)",
+                    "split": "void(int64[::1], int64, int64, int64, int64, int64, int64)",
+                    "stop": "void(int64[::1], int64, int64)"}
+
+
+def available() -> bool:
+    """Whether this platform can run a NativePool (Linux futexes on x86-64 or AArch64)."""
+    return sys.platform.startswith("linux") and _FUTEX_SYSCALL is not None
+
+
+def _plain(a: np.ndarray) -> bool:
+    """Whether the block can carry `a`: C-contiguous, aligned, in the machine's byte order."""
+    flags = a.flags
+    return flags.c_contiguous and flags.aligned and a.dtype.isnative
+
+
+def _kinds(head: tuple, parted: tuple):
+    """The kinds of the arguments (an array's dtype character and dims, "p"-prefixed in parted; a scalar's "b",
+    "i" or "f"), or None for one the block cannot carry (a strided, misaligned or byte-swapped array, a float32
+    scalar, an object)."""
+    kinds = []
+    for v in head:
+        t = type(v)
+        if t is np.ndarray:
+            if not _plain(v):
+                return None
+            kinds.append((v.dtype.char, v.ndim))
+        elif t is bool or t is np.bool_:
+            kinds.append("b")
+        elif t is int or t is np.int64:
+            kinds.append("i")
+        elif t is float or t is np.float64:
+            kinds.append("f")
+        else:
+            return None
+    for p in parted:
+        if type(p) is not np.ndarray or not _plain(p):
+            return None
+        kinds.append(("p" + p.dtype.char, p.ndim))
+    return tuple(kinds)
+
+
+def _chunk_source(kernel, kinds) -> str:
+    """_CHUNK for `kernel` and argument `kinds`: arrays as address then shape, a parted array as its row k's."""
+    arguments, packing, parameters, at = [], [], [], 0
+    for i, kind in enumerate(kinds):
+        p = f"p{i}"
+        parameters.append(p)
+        if kind in ("b", "i", "f"):
+            arguments.append({"b": f"a[{at}] != 0", "i": f"a[{at}]", "f": f"f[{at}]"}[kind])
+            packing.append({"b": f"a[{at}] = 1 if {p} else 0", "i": f"a[{at}] = {p}", "f": f"f[k, {at}] = {p}"}[kind])
+            at += 1
+            continue
+        code, ndim = kind
+        skip = 1 if code[0] == "p" else 0  # a parted array's first dim is the chunk
+        dims = range(skip, ndim)
+        dtype = np.dtype(code[-1])
+        name = "bool_" if dtype == np.bool_ else dtype.name
+        shape = "".join(f"a[{at + 1 + d}], " for d in range(len(dims)))
+        arguments.append(f"carray(_address(a[{at}]), ({shape}), np.{name})")
+        row = f" + k * {p}.strides[0]" if skip else ""
+        packing.append(f"a[{at}] = {p}.ctypes.data{row}")
+        packing += [f"a[{at + 1 + d}] = {p}.shape[{dim}]" for d, dim in enumerate(dims)]
+        at += 1 + len(dims)
+    arguments += [f"a[{at}]", f"a[{at + 1}]"]
+    module = kernel.py_func.__module__
+    attr = next(k for k, v in sys.modules[module].__dict__.items() if v is kernel)
+    from ember.graph.codegen.cache import load_source
+
+    return _CHUNK.format(module=module, attr=attr, loops=load_source(_LOOPS).__name__, size=at + 2,
+                         arguments=", ".join(arguments), parameters=", ".join(parameters),
+                         packing="\n".join(" " * 8 + line for line in packing))
+
+
+_chunks: dict = {}
+_chunks_lock = threading.Lock()
+
+
+def _compiled(kernel, kinds) -> tuple:
+    """(task address, launch) for `kernel` and argument `kinds`, compiled (or loaded from disk) once."""
+    key = (id(kernel), kinds)
+    found = _chunks.get(key)
+    if found is not None and found[0] is kernel:
+        return found[1], found[2]
+    from numba import types
+    from numba.core.caching import NullCache
+    from numba.core.ccallback import CFunc
+
+    from ember.graph.codegen import cache
+    from ember.graph.codegen.numba_cpu import numba_cache_path
+
+    signature = ((types.int64,), types.void)
+    with _chunks_lock:
+        module = cache.load_source(_chunk_source(kernel, kinds))
+        task = CFunc(module.task, signature, locals={}, options={"error_model": "numpy"})
+        # a kernel kept off the disk (it calls a ctypes function) keeps its callers off it too
+        path = numba_cache_path(module) if not isinstance(kernel._cache, NullCache) else None
+        if path is not None:
+            task.enable_caching()
+            if task._cache.cache_path != path:  # a locator picked another folder: never load from there
+                task = CFunc(module.task, signature, locals={}, options={"error_model": "numpy"})
+        task.compile()
+        launch = module.launch
+        if path is None or launch.stats.cache_path != path:
+            launch.disable_caching()
+        _chunks[key] = (kernel, task.address, launch, task)  # the CFunc keeps its code alive
+    return task.address, launch
+
+
+class NativePool:
+    """`n` worker threads in compiled loops; try_run() splits a compiled kernel's range over them and the caller."""
+
+    def __init__(self, n: int, polls_per_us: float) -> None:
+        from ember.graph.codegen.numba_cpu import compiled_function
+
+        # compiled here, for the argument types they are called with, so that a failure shows before any thread starts
+        self._serve, self._split, self._stop = (compiled_function(_LOOPS, name, signature_or_function=signature)
+                                                for name, signature in _LOOP_SIGNATURES.items())
+        self.workers = n
+        self._idle_polls = max(1, int(IDLE_POLL_US * polls_per_us))
+        self._result_polls = max(1, int(RESULT_POLL_US * polls_per_us))
+        raw = np.zeros(n * _ROW_WORDS + 8, np.int64)  # rows on their own cache lines: 64-byte aligned
+        skip = (-raw.ctypes.data % 64) // 8
+        self._ctl = raw[skip:skip + n * _ROW_WORDS]
+        self._busy = threading.Lock()
+        self._threads = [threading.Thread(target=self._serve, args=(self._ctl, w, self._idle_polls, _FUTEX_SYSCALL),
+                                          name=f"ember-native-{w}", daemon=True) for w in range(n)]
+        for t in self._threads:
+            t.start()
+
+    def try_run(self, kernel, head: tuple, parted: tuple, chunks: np.ndarray) -> bool:
+        """kernel(*head, *(p[k] for p in parted), start, stop) for each chunk k, [start, stop) = chunks[k], chunk 0
+        in the caller; False (and nothing run) where the pool is busy or an argument cannot be carried."""
+        if len(chunks) - 1 > self.workers:
+            return False
+        kinds = _kinds(head, parted)
+        if kinds is None or not self._busy.acquire(blocking=False):
+            return False
+        try:
+            fn, launch = _compiled(kernel, kinds)
+            launch(self._ctl, fn, chunks, self._result_polls, _FUTEX_SYSCALL, *head, *parted)
+            return True
+        finally:
+            self._busy.release()
+
+    def close(self) -> None:
+        """Stops the workers (their loops return) and waits for them."""
+        self._stop(self._ctl, self.workers, _FUTEX_SYSCALL)
+        for t in self._threads:
+            t.join()
+
+
+def make(n: int, polls_per_us: float):
+    """A NativePool of n workers, or None where this platform or Numba cannot run one (or EMBER_NATIVE_SPLIT=0)."""
+    if not available() or os.environ.get("EMBER_NATIVE_SPLIT", "1") == "0":
+        return None
+    try:
+        return NativePool(n, polls_per_us)
+    except Exception:  # noqa: BLE001 - an LLVM or platform without these intrinsics: batch_threads uses HandoffPool
+        return None
