@@ -174,6 +174,10 @@ def depthwise_weight_grad(x, g, N, C, H, W, sh, sw, pt, pl, dh, dw, oh, ow, gw, 
 
 
 
+# Split from batch_threads' _MIN_FLOPS even on the native pool, though alone a depthwise convolution gained from a
+# split from about 1 MFLOP ((1, 96, 28, 28), 1.4 MFLOP: 37 -> 25 us): splitting those in MobileNetV2 at batch 1
+# made its forward 8-15% slower, the helper's polling after each split taking the core from the 1x1
+# convolutions' BLAS threads (2026-11-27).
 def _split(fn, total: int, flops: float, *args):
     """fn(*args, start, stop) over [0, total) split over the batch threads when the work is large enough."""
     batch_threads.run_kernel(fn, batch_threads.chunks(total, flops), args)

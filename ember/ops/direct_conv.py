@@ -466,7 +466,7 @@ def conv2d(x: np.ndarray, w: np.ndarray, stride: int, padding) -> np.ndarray:
     forward = _kernels()[0]
     split, tr = deinterleave_address(), transpose_address()
 
-    parts = batch_threads.chunks(n, 2.0 * w.size * n * plan.oh * plan.ow)
+    parts = batch_threads.kernel_chunks(n, 2.0 * w.size * n * plan.oh * plan.ow)
     xq, buf, bt = _scratch(len(parts), (stride * stride, c * fold, plan.plane), (o, ldc), (rows, o))
     batch_threads.run_kernel(forward, parts, (plan.ukr, plan.nr, tr, split, x, wq, plan.phases, plan.shifts, stride,
                                               fold, padding[0], padding[2], plan.pitch, out, plan.place), (xq, buf, bt))
@@ -497,7 +497,7 @@ def weight_grad(x: np.ndarray, g: np.ndarray, stride: int, padding, kernel_hw) -
     planes = stride * stride * c * plane
     phase_planes = planes if stride > 1 else 0  # stride 1 transposes the input straight into xt
 
-    parts = batch_threads.chunks(n, 2.0 * o * c * kh * kw * n * oh * ow)
+    parts = batch_threads.kernel_chunks(n, 2.0 * o * c * kh * kw * n * oh * ow)
     xq, xt, gq = _scratch(len(parts), (phase_planes // plane, c, plane), (stride * stride, plane, c), (opad, ldg))
     # a chunk with samples writes its whole total; only an empty batch's one chunk has none
     totals = (np.empty if n else np.zeros)((len(parts), o, kh * kw * c), np.float32)
@@ -560,7 +560,7 @@ def input_grad_stride2(g: np.ndarray, w: np.ndarray, padding, out_hw) -> np.ndar
     nr = _microkernel(most)[1]
     ukr = taps_microkernel_address(nr)
     split, tr = deinterleave_address(), transpose_address()
-    parts = batch_threads.chunks(n, 2.0 * w.size * n * oh * ow)
+    parts = batch_threads.kernel_chunks(n, 2.0 * w.size * n * oh * ow)
     xq, buf, no_rows = _scratch(len(parts), (1, o, plane), (c, ldc), (0, c))
     for wq, taps_phase, shifts, place in phases:  # a split each: the compiled kernel runs one phase a call
         batch_threads.run_kernel(forward, parts, (ukr, nr, tr, split, g, wq, taps_phase, shifts, 1, 1, 1, 1, pitch, out,

@@ -258,6 +258,7 @@ def test_batch_norm_split_over_threads_equals_one_thread_and_matches_torch(monke
 
     split = run()
     monkeypatch.setattr(batch_norm_compiled, "_SPLIT_MIN", 1 << 40)
+    monkeypatch.setattr(batch_norm_compiled, "_NATIVE_SPLIT_MIN", 1 << 40)
     for a, b in zip(split, run()):
         np.testing.assert_array_equal(a, b)
     tx = torch.tensor(x, requires_grad=True)

@@ -20,6 +20,7 @@ def two_workers(monkeypatch):
         pytest.skip("NumPy's BLAS thread count cannot be set here, or one core")
     monkeypatch.setitem(batch_threads._state, "workers", 2)
     monkeypatch.setattr(batch_threads, "_MIN_FLOPS", 0)  # split even these small test convolutions
+    monkeypatch.setattr(batch_threads, "_MIN_NATIVE_FLOPS", 0)
 
 
 def _blas_threads():

@@ -143,7 +143,9 @@ def _bn_and_direct_conv():
 
 def test_batch_norm_and_direct_convolution_give_the_same_bits_on_either_pool(native, monkeypatch):
     monkeypatch.setattr(batch_threads, "_MIN_FLOPS", 0)
+    monkeypatch.setattr(batch_threads, "_MIN_NATIVE_FLOPS", 0)
     monkeypatch.setattr(batch_norm_compiled, "_SPLIT_MIN", 0)
+    monkeypatch.setattr(batch_norm_compiled, "_NATIVE_SPLIT_MIN", 0)
     if not direct_conv.applies((8, 16, 20, 20), (16, 16, 3, 3), np.float32, (1, 1), (1, 1, 1, 1), (1, 1), 1):
         pytest.skip("no direct convolution here")
     done = int(native._ctl[1])
@@ -158,7 +160,7 @@ _CHILD = """
 import os, sys, time
 import numpy as np
 from ember.ops import batch_threads, batch_norm_compiled
-batch_norm_compiled._SPLIT_MIN = 0
+batch_norm_compiled._SPLIT_MIN = batch_norm_compiled._NATIVE_SPLIT_MIN = 0
 x = np.random.default_rng(0).standard_normal((8, 8, 16, 16)).astype(np.float32)
 y = batch_norm_compiled.batch_norm_forward(np, x, None, None, 1e-5)[0]
 assert batch_threads._state["native"] is not None

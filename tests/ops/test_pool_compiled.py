@@ -62,6 +62,7 @@ def test_compiled_max_pool_matches_torch(forward_min_bytes, shape, kernel, strid
     """Both loops, each serial and with its planes split over the batch threads (the size rules set to 0)."""
     monkeypatch.setattr(pool_compiled, "_FORWARD_MIN_BYTES", forward_min_bytes)
     monkeypatch.setattr(pool_compiled, "_SPLIT_2X2_MIN_BYTES", forward_min_bytes)
+    monkeypatch.setattr(pool_compiled, "_NATIVE_SPLIT_2X2_MIN_BYTES", forward_min_bytes)
     torch = pytest.importorskip("torch")
     x = np.random.default_rng(3).standard_normal(shape).astype(np.float32)
     tx = torch.tensor(x, requires_grad=True)
