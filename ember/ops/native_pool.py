@@ -278,12 +278,22 @@ _chunks: dict = {}
 _chunks_lock = threading.Lock()
 
 
-def _compiled(kernel, kinds) -> tuple:
-    """(task address, launch) for `kernel` and argument `kinds`, compiled (or loaded from disk) once."""
+def _reset_after_fork() -> None:
+    global _chunks_lock
+    _chunks_lock = threading.Lock()  # a thread of the parent may have held it at the fork
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_reset_after_fork)
+
+
+def _compiled(kernel, kinds):
+    """(task address, launch) for `kernel` and argument `kinds`, compiled (or loaded from disk) once; None where
+    that failed before."""
     key = (id(kernel), kinds)
     found = _chunks.get(key)
     if found is not None and found[0] is kernel:
-        return found[1], found[2]
+        return None if found[1] is None else (found[1], found[2])
     from numba import types
     from numba.core.caching import NullCache
     from numba.core.ccallback import CFunc
@@ -339,9 +349,15 @@ class NativePool:
         if kinds is None or not self._busy.acquire(blocking=False):
             return False
         try:
-            fn, launch = _compiled(kernel, kinds)
+            compiled = _compiled(kernel, kinds)
+            if compiled is None:
+                return False
+            fn, launch = compiled
             launch(self._ctl, fn, chunks, self._result_polls, _FUTEX_SYSCALL, *head, *parted)
             return True
+        except Exception:  # noqa: BLE001 - a task Numba could not build: these kinds run on Python threads from now on
+            _chunks[(id(kernel), kinds)] = (kernel, None, None, None)
+            return False
         finally:
             self._busy.release()
 

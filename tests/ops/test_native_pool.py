@@ -89,6 +89,24 @@ def test_what_the_block_cannot_carry_runs_on_python_threads_with_the_same_result
     assert int(native._ctl[1]) == done  # not through the native workers
 
 
+def test_a_task_that_cannot_be_built_runs_on_python_threads_from_then_on(native, monkeypatch):
+    kernel = compile_source(_SOURCE, "scaled")
+    x, counts, want = _scaled_case()
+    args = (x.astype(np.float64), counts, 0.5, False, 2)  # float64 x: kinds no other test builds
+
+    def broken(kernel, kinds):
+        raise RuntimeError("no LLVM today")
+
+    monkeypatch.setattr(native_pool, "_chunk_source", broken)
+    for _ in range(2):
+        out, scratch = np.zeros(11), np.zeros((2, 2), np.int64)
+        done = int(native._ctl[1])
+        batch_threads.run_kernel(kernel, [(0, 5), (5, 11)], args + (out,), (scratch,))
+        np.testing.assert_array_equal(out, want)
+        assert int(native._ctl[1]) == done
+    assert native_pool._compiled(kernel, native_pool._kinds(args + (out,), (scratch,))) is None
+
+
 def test_a_sleeping_worker_and_a_sleeping_caller_are_woken(native):
     kernel = compile_source(_SOURCE, "slow_second_chunk")
     out = np.zeros(8)
