@@ -230,9 +230,20 @@ def _addc(ctx, node):
 @mapping("channel_affine")
 def _channel_affine(ctx, node):
     x, scale, shift = node.inputs
+    return _affine(ctx, node, ctx.input(x, _out(node).dtype), len(x.shape), scale, shift)
+
+
+@mapping("depthwise_conv2d_affine")
+def _depthwise_conv2d_affine(ctx, node):
+    # the jit's depthwise conv2d + channel_affine (graph/passes/fold_activation.py): the two mappings in turn
+    x, w, scale, shift = node.inputs
+    return _affine(ctx, node, _conv2d(ctx, node), len(x.shape), scale, shift)
+
+
+def _affine(ctx, node, y, ndim: int, scale, shift):
+    """channel_affine's ONNX nodes after `y` (an (N, C, ...) tensor of `ndim` dims), its folded activation too."""
     dt = _out(node).dtype
-    per_channel = ctx.ints([-1] + [1] * (len(x.shape) - 2), "channel_shape")  # (C, 1, 1) against (N, C, H, W)
-    y = ctx.input(x, dt)
+    per_channel = ctx.ints([-1] + [1] * (ndim - 2), "channel_shape")  # (C, 1, 1) against (N, C, H, W)
     if scale is not None:  # None: a convolution's bias alone
         y = ctx.add("Mul", [y, ctx.add("Reshape", [ctx.input(scale, dt), per_channel])])
     if shift is not None:

@@ -40,13 +40,16 @@ def _tap(i, j, sh, sw, dh, dw, PHs, PWs):
     return (((i * dh) % sh * sw + (j * dw) % sw) * PHs + (i * dh) // sh) * PWs + (j * dw) // sw
 
 
-def depthwise_forward(x, w, C, H, W, sh, sw, pt, pl, dh, dw, oh, ow, out, t0, t1):
+def depthwise_forward(x, w, C, H, W, sh, sw, pt, pl, dh, dw, oh, ow, scale, shift, bounds, mode, out, t0, t1):
     # out[n, c*m + q, y, xx] = sum_ij x[n, c, y*sh - pt + i*dh, xx*sw - pl + j*dw] * w[c*m + q, 0, i, j] for the
     # planes t = n*O + o, t0 <= t < t1 (x and out flat). The padded plane is split into sh*sw phases (phase
     # (a, b) holds the padded rows r*sh + a and columns q*sw + b), in which output (y, xx) of tap (i, j) sits
     # at row y + (i*dh)//sh, column xx + (j*dw)//sw: at one offset per tap from the output's own flat index
     # k = y*PWs + xx. So each tap is one loop over every output of the plane, long enough to vectorise on
     # small planes (a loop per row of 7-28 did not), computing only the pitch's few unused columns besides.
+    # mode 1-3: each output then becomes out * scale[o] + shift[o] (channel_affine's rounding), mode 2 through
+    # relu's select, mode 3 clipped to bounds (lo, hi) as clip does (max then min, NaN kept): the jit's
+    # depthwise_conv2d_affine, an eval batch norm and its activation in the convolution's own pass.
     O, kh, kw = w.shape[0], w.shape[2], w.shape[3]
     m = O // C
     PHs = oh + ((kh - 1) * dh) // sh + 1  # rows per phase
@@ -112,9 +115,28 @@ def depthwise_forward(x, w, C, H, W, sh, sw, pt, pl, dh, dw, oh, ow, out, t0, t1
                     for k in range(L):
                         acc[np.uint64(k)] += wv * phases[np.uint64(base + k)]
         ob = t * oh * ow
-        for y in range(oh):
-            for xx in range(ow):
-                out[np.uint64(ob + y * ow + xx)] = acc[np.uint64(y * PWs + xx)]
+        if mode == 0:
+            for y in range(oh):
+                for xx in range(ow):
+                    out[np.uint64(ob + y * ow + xx)] = acc[np.uint64(y * PWs + xx)]
+            continue
+        s, b = scale[o], shift[o]
+        if mode == 1:
+            for y in range(oh):
+                for xx in range(ow):
+                    out[np.uint64(ob + y * ow + xx)] = acc[np.uint64(y * PWs + xx)] * s + b
+        elif mode == 2:
+            for y in range(oh):
+                for xx in range(ow):
+                    v = acc[np.uint64(y * PWs + xx)] * s + b
+                    out[np.uint64(ob + y * ow + xx)] = v if (v > zero or v != v) else zero
+        else:
+            lo, hi = bounds[0], bounds[1]
+            for y in range(oh):
+                for xx in range(ow):
+                    v = acc[np.uint64(y * PWs + xx)] * s + b
+                    v = v if (v > lo or v != v) else lo
+                    out[np.uint64(ob + y * ow + xx)] = v if (v < hi or v != v) else hi
 
 
 def depthwise_input_grad(g, w, C, H, W, sh, sw, pt, pl, dh, dw, oh, ow, gx, t0, t1):
@@ -183,16 +205,34 @@ def _split(fn, total: int, flops: float, *args):
     batch_threads.run_kernel(fn, batch_threads.chunks(total, flops), args)
 
 
-def forward(xp, x, w, stride, pad, dil, oh, ow):
-    """Depthwise conv2d of x (N, C, H, W) with w (C*m, 1, kh, kw), or None to use NumPy."""
+_MODES = {None: 1, "relu": 2, "clamp": 3}  # depthwise_forward's epilogue modes (0: none)
+
+
+def forward(xp, x, w, stride, pad, dil, oh, ow, affine=None):
+    """Depthwise conv2d of x (N, C, H, W) with w (C*m, 1, kh, kw), or None to use NumPy. `affine` (scale, shift,
+    activation): then each output channel becomes out * scale + shift, through the activation (None, ("relu",) or
+    ("clamp", lo, hi)), as channel_affine computes it (scale and shift (C*m,) arrays of x's dtype)."""
     fn = kernel_for(_SOURCE, "depthwise_forward", xp, x.dtype, x.size)
     if fn is None or w.dtype != x.dtype:
         return None
     n, c, h, wd = x.shape
     out = np.empty((n, w.shape[0], oh, ow), x.dtype)
+    if affine is None:
+        epilogue = (_NONE[x.dtype], _NONE[x.dtype], _NONE[x.dtype], 0)
+    else:
+        scale, shift, activation = affine
+        if type(scale) is not np.ndarray or type(shift) is not np.ndarray or scale.dtype != x.dtype \
+                or shift.dtype != x.dtype:
+            return None
+        bounds = np.array(activation[1:3] if activation and activation[0] == "clamp" else (0, 0), x.dtype)
+        epilogue = (np.ascontiguousarray(scale), np.ascontiguousarray(shift), bounds,
+                    _MODES[activation[0] if activation else None])
     _split(fn, n * w.shape[0], 2 * out.size * w.shape[2] * w.shape[3], contiguous(x), np.ascontiguousarray(w), c, h, wd,
-           stride[0], stride[1], pad[0], pad[2], dil[0], dil[1], oh, ow, out.reshape(-1))
+           stride[0], stride[1], pad[0], pad[2], dil[0], dil[1], oh, ow, *epilogue, out.reshape(-1))
     return out
+
+
+_NONE = {np.dtype(t): np.empty(0, t) for t in (np.float32, np.float64)}  # depthwise_forward's unused epilogue arrays
 
 
 def input_grad(xp, g, w, channels, stride, pad, dil, in_hw):

@@ -11,11 +11,15 @@ pass, and a `relu_backward` read only as the output gradient of a `batch_norm_ba
 that node's two passes (its eighth input, relu's output, masks the gradient). A ResNet block's BN + ReLU then
 costs one pass over the activations each way instead of two: ResNet-20's jitted step did 10 relu and 10
 relu_backward passes, about 1 ms of 37.
+
+A depthwise `conv2d` whose output only a `channel_affine` with a scale and a shift reads (MobileNetV2's eval
+batch norms) becomes one `depthwise_conv2d_affine` node (ops/conv_affine.py), the affine and its folded
+activation applied as the convolution writes each output.
 """
 
 from __future__ import annotations
 
-from ember.graph.ir import Graph
+from ember.graph.ir import Graph, Value
 from ember.graph.passes.rewrite import Rewriter, control_targets, users_of
 from ember.ops._rules import SINGLE_DOUBLE_NP
 
@@ -76,17 +80,19 @@ def run(graph: Graph, outputs: list) -> tuple:
                     and node.outputs[0].dtype == node.inputs[0].dtype == node.inputs[1].dtype
                     and node.outputs[0].dtype in SINGLE_DOUBLE_NP):
                 masked[bwd.id] = node
+    conv_of = _depthwise_convs(graph, users, waited, kept)  # channel_affine node id -> the conv2d it takes in
     rw = Rewriter(graph)
+    fused = {conv.id for conv in conv_of.values()}
     folded = {affine.id for affine, _ in folds.values()}
     dropped = {act.id: bn for bn, act in bn_relu.items()} | {r.id: None for r in masked.values()}
     for node in graph.nodes:
-        if node.id in folded or node.id in dropped:
-            continue  # made with its activation (channel_affine) or its batch norm (relu, relu_backward)
+        if node.id in folded or node.id in dropped or node.id in fused:
+            continue  # made with its activation (channel_affine), its batch norm (relu, relu_backward) or its affine
         if node.id in folds:
             affine, activation = folds[node.id]
-            attrs = dict(affine.attrs, activation=activation)
-            new = rw.add_op(affine.op, rw.inputs(affine), attrs, affine.outputs[0].device)
-            rw.alias(node.outputs[0], new)
+            rw.alias(node.outputs[0], _affine(rw, affine, activation, conv_of))
+        elif node.id in conv_of:
+            rw.alias(node.outputs[0], _affine(rw, node, node.attrs.get("activation"), conv_of))
         elif node.id in bn_relu:
             new = rw.add_op(node.op, rw.inputs(node), dict(node.attrs, activation=("relu",)), node.outputs[0].device)
             rw.alias(bn_relu[node.id].outputs[0], new[0])  # the relu's value; y itself had no other reader
@@ -102,3 +108,37 @@ def run(graph: Graph, outputs: list) -> tuple:
         else:
             rw.copy(node)
     return rw.graph, rw.outputs(outputs), rw.vmap
+
+
+def _depthwise_convs(graph: Graph, users: dict, waited: set, kept: set) -> dict:
+    """channel_affine node id -> the depthwise conv2d node whose output it alone reads, where the two can be one
+    depthwise_conv2d_affine (a scale and a shift, one dtype throughout, float32 or float64)."""
+    found = {}
+    for node in graph.nodes:
+        if node.kind != "op" or node.op.name != "channel_affine" or node.id in waited or node.control_inputs:
+            continue
+        x, scale, shift = node.inputs
+        conv = getattr(x, "node", None)
+        if (conv is None or conv.kind != "op" or conv.op.name != "conv2d" or conv.id in waited or conv.control_inputs
+                or _sole_reader(x, users, kept) != (node, 0) or not isinstance(scale, Value)
+                or not isinstance(shift, Value)):
+            continue
+        w = conv.inputs[1]
+        dtypes = {conv.inputs[0].dtype, w.dtype, scale.dtype, shift.dtype, x.dtype, node.outputs[0].dtype}
+        if conv.attrs["groups"] > 1 and w.shape[1] == 1 and len(dtypes) == 1 and x.dtype in SINGLE_DOUBLE_NP:
+            found[node.id] = conv
+    return found
+
+
+def _affine(rw: Rewriter, affine, activation, conv_of: dict):
+    """The new graph's value of channel_affine node `affine` with `activation` folded in: one depthwise
+    conv2d + affine node where conv_of has its convolution, else one channel_affine node."""
+    attrs = dict(affine.attrs, activation=activation)
+    conv = conv_of.get(affine.id)
+    if conv is None:
+        return rw.add_op(affine.op, rw.inputs(affine), attrs, affine.outputs[0].device)
+    from ember.ops.conv_affine import _depthwise_conv2d_affine_op
+
+    inputs = rw.inputs(conv) + [rw.value(v) for v in affine.inputs[1:]]  # not its input 0, the conv2d's output
+    return rw.add_op(_depthwise_conv2d_affine_op, inputs, dict(conv.attrs, activation=activation),
+                     affine.outputs[0].device)

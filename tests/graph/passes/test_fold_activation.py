@@ -198,3 +198,138 @@ def _jitted_training_equals_eager(build, x, y, changed_weight, scale, absent, pr
         if i >= profiled_from:
             names = [e.name for e in prof.events if e.cat != "range"]
             assert not set(absent) & set(names), names
+
+
+def _depthwise_graph(shape, dtype, activation, stride=1, multiplier=1, groups=None):
+    from ember.ops.conv import conv2d
+
+    g = Graph()
+    c = shape[1]
+    groups = c if groups is None else groups
+    x = sym(g, shape, dtype, name="x")
+    w = sym(g, (c * multiplier, c // groups, 3, 3), dtype, name="w")
+    s, b = sym(g, (c * multiplier,), dtype, name="s"), sym(g, (c * multiplier,), dtype, name="b")
+    y = activation(channel_affine(conv2d(x, w, None, stride, 1, 1, groups), s, b))
+    return g, (x, w, s, b), y
+
+
+def _depthwise_feeds(placeholders, shape, dtype, multiplier=1, groups=None):
+    x, w, s, b = placeholders
+    xv, sv, bv = _inputs(shape, dtype)
+    c = shape[1]
+    wv = RNG.standard_normal((c * multiplier, c // (c if groups is None else groups), 3, 3)).astype(dtype)
+    sv, bv = np.tile(sv, multiplier), np.tile(bv, multiplier)
+    return {x._data: xv, w._data: wv, s._data: sv, b._data: bv}
+
+
+@pytest.mark.parametrize("shape", [(1, 4, 6, 6), (2, 8, 40, 40)])  # the two ops' kernels, the compiled epilogue
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("name", ["none", *ACTIVATIONS])
+@pytest.mark.parametrize("stride,multiplier", [(1, 1), (2, 1), (1, 2)])
+def test_a_depthwise_conv_and_its_affine_are_one_node_with_the_same_values(shape, dtype, name, stride, multiplier):
+    activation = ACTIVATIONS.get(name, lambda y: y)
+    g, placeholders, y = _depthwise_graph(shape, dtype, activation, stride, multiplier)
+    opt = optimize(g, values(y), ["fusion"])
+    assert [n.op_name for n in opt.graph.nodes if n.kind == "op"] == ["depthwise_conv2d_affine"]
+    feeds = _depthwise_feeds(placeholders, shape, dtype, multiplier)
+    want = run(g, values(y), feeds)[0]
+    got = run_optimized(g, values(y), feeds, ["fusion"])[0][0]
+    np.testing.assert_array_equal(np.signbit(got), np.signbit(want))
+    np.testing.assert_array_equal(got, want)
+
+
+def test_a_depthwise_conv_read_twice_a_grouped_conv_and_a_shift_alone_are_not_joined():
+    from ember.ops.conv import conv2d
+
+    shape = (1, 4, 6, 6)
+
+    cases = []
+    g = Graph()
+    x, w = sym(g, shape, name="x"), sym(g, (4, 1, 3, 3), name="w")
+    s, b = sym(g, (4,), name="s"), sym(g, (4,), name="b")
+    conv = conv2d(x, w, None, 1, 1, 1, 4)
+    cases.append((g, values(channel_affine(conv, s, b).relu(), conv * 2)))  # the convolution's value read twice
+    g = Graph()
+    x, w, b = sym(g, shape, name="x"), sym(g, (4, 1, 3, 3), name="w"), sym(g, (4,), name="b")
+    cases.append((g, values(channel_affine(conv2d(x, w, None, 1, 1, 1, 4), None, b))))  # a shift alone: a bias
+    g2, _, grouped = _depthwise_graph(shape, np.float32, lambda y: y, groups=2)
+    cases.append((g2, values(grouped)))  # two channels a group
+    for graph, outs in cases:
+        ops = [n.op_name for n in optimize(graph, outs, ["fusion"]).graph.nodes if n.kind == "op"]
+        assert "depthwise_conv2d_affine" not in ops and "conv2d" in ops, ops
+
+
+def test_the_joined_op_without_the_compiled_kernel_gives_the_same_values(monkeypatch):
+    from ember.ops import depthwise_compiled
+
+    shape, dtype = (2, 8, 40, 40), np.float32
+    g, placeholders, y = _depthwise_graph(shape, dtype, ACTIVATIONS["relu6"])
+    feeds = _depthwise_feeds(placeholders, shape, dtype)
+    monkeypatch.setattr(depthwise_compiled, "kernel_for", lambda *a, **k: None)  # the NumPy convolution, both ways
+    got, graph = run_optimized(g, values(y), feeds, ["fusion"])
+    assert [n.op_name for n in graph.nodes if n.kind == "op"] == ["depthwise_conv2d_affine"]
+    np.testing.assert_array_equal(got[0], run(g, values(y), feeds)[0])
+
+
+def test_the_joined_op_matches_torch():
+    torch = pytest.importorskip("torch")
+    shape, dtype = (2, 8, 40, 40), np.float32
+    g, placeholders, y = _depthwise_graph(shape, dtype, ACTIVATIONS["relu6"], stride=2, multiplier=2)
+    feeds = _depthwise_feeds(placeholders, shape, dtype, multiplier=2)
+    x, w, s, b = (torch.tensor(feeds[p._data]) for p in placeholders)
+    want = torch.nn.functional.conv2d(x, w, None, 2, 1, 1, 8) * s.reshape(-1, 1, 1) + b.reshape(-1, 1, 1)
+    got = run_optimized(g, values(y), feeds, ["fusion"])[0][0]
+    np.testing.assert_allclose(got, want.clamp(0, 6).numpy(), rtol=1e-5, atol=1e-5)
+
+
+def test_jitted_mobilenet_block_with_joined_depthwise_layers_equals_eager_as_its_state_changes():
+    """A jitted eval-mode inverted residual (1x1 -> BN -> ReLU6 -> depthwise -> BN -> ReLU6 -> 1x1 -> BN) equals eager
+    bit for bit call after call while the running statistics, the depthwise weight and the input change in place
+    and the model switches to training mode; in eval mode its depthwise layer and batch norm are one node."""
+    import ember as em
+
+    em.manual_seed(0)
+    nn = em.nn
+    model = nn.Sequential(nn.Conv2d(8, 32, 1, bias=False), nn.BatchNorm2d(32), nn.ReLU6(),
+                          nn.Conv2d(32, 32, 3, 2, 1, groups=32, bias=False), nn.BatchNorm2d(32), nn.ReLU6(),
+                          nn.Conv2d(32, 8, 1, bias=False), nn.BatchNorm2d(8)).eval()
+    jitted = em.jit(lambda t: model(t))
+    x = em.randn(2, 8, 48, 48)
+    bn = model[4]
+    with em.no_grad():
+        for call in range(5):
+            if call == 1:
+                bn.running_mean.add_(0.3)
+                bn.running_var.mul_(2.0)
+            if call == 2:
+                model[3].weight.mul_(-1.5)
+            if call == 3:
+                x.mul_(3.0)
+            if call == 4:
+                model.train()  # batch statistics: nothing to join
+            want = model(x).numpy()
+            with em.profiler.profile() as prof:
+                got = jitted(x).numpy()
+            np.testing.assert_array_equal(got, want, err_msg=f"call {call}")
+            names = [e.name for e in prof.events if e.cat != "range"]
+            assert names.count("depthwise_conv2d_affine") == (1 if call < 4 else 0), names
+
+
+def test_the_joined_op_exports_to_onnx_with_the_same_values():
+    """An optimised graph holding the jit's depthwise_conv2d_affine maps to Conv, Mul, Add and Clip (onnxruntime)."""
+    ort = pytest.importorskip("onnxruntime")
+    pytest.importorskip("onnx")
+    from ember.onnx.export import DEFAULT_OPSET, to_onnx
+    from ember.onnx.trace import Traced
+
+    shape, dtype = (2, 8, 40, 40), np.float32
+    g, placeholders, y = _depthwise_graph(shape, dtype, ACTIVATIONS["relu6"], stride=2, multiplier=2)
+    feeds = _depthwise_feeds(placeholders, shape, dtype, multiplier=2)
+    opt = optimize(g, values(y), ["fusion"])
+    names = ["x", "w", "s", "b"]
+    proto = to_onnx(Traced(opt.graph, [opt.map(p._data) for p in placeholders], list(opt.outputs)), names, ["y"], {},
+                    DEFAULT_OPSET, do_constant_folding=False)
+    assert [n.op_type for n in proto.graph.node][:1] == ["Conv"] and "Clip" in [n.op_type for n in proto.graph.node]
+    session = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
+    got = session.run(None, {name: feeds[p._data] for name, p in zip(names, placeholders)})[0]
+    np.testing.assert_allclose(got, run(g, values(y), feeds)[0], rtol=1e-5, atol=1e-5)
