@@ -159,6 +159,9 @@ def _run_chunks(fn, parts: list) -> list:
     _enter()
     try:
         pool = _state["pool"]
+        native = _state["native"]
+        if native is not None and len(parts) > 1:  # its idle workers would take the cores these chunks need
+            native.quiet()
         if type(pool) is HandoffPool:
             return pool.run([lambda a=a, b=b: fn(a, b) for a, b in parts])
         futures = [pool.submit(fn, a, b) for a, b in parts[1:]]  # none for one chunk

@@ -7,12 +7,14 @@ this project's VM and about 90 us in its slow spells, 100 times in a ResNet-20 t
 is one compiled call: it writes the chunks' block addresses into the workers' control rows, raises their
 `posted` counters, runs chunk 0 itself and waits for the workers' `done` counters; an empty split costs about
 a microsecond. The counters are polled (yielding the core between polls) and, past a budget, slept on with
-a futex, so an idle worker costs nothing.
+a futex, so an idle worker costs nothing. A split on HandoffPool's threads first quiets them (quiet()): they
+sleep at once instead of polling beside its threads on the same cores.
 
-A kernel runs here when every argument is a C-contiguous array, a bool, an int or a float, and its last two
-arguments are the chunk's [start, stop). Per (kernel, argument kinds) a cfunc is generated that rebuilds the
-arrays from the block (carray) and calls the kernel; it is compiled once and cached on disk like the kernels.
-Linux only (the futex); elsewhere, or without Numba, batch_threads uses HandoffPool.
+A kernel runs here when every argument is an aligned array in the machine's byte order (any strides), a bool,
+an int or a float, and its last two arguments are the chunk's [start, stop). Per (kernel, argument kinds) a
+cfunc is generated that rebuilds the arrays from the block (carray, as_strided for a strided one) and calls the
+kernel, with a compiled launcher that fills the blocks; both are compiled once and cached on disk like the
+kernels. Linux only (the futex); elsewhere, or without Numba, batch_threads uses HandoffPool.
 """
 
 from __future__ import annotations
@@ -95,16 +97,19 @@ def _call(typingctx, fn, arg):
 
 
 # a worker's control row: counters and the posted chunk, one cache line
-POSTED, DONE, FN, ARG, STOP, WORKER_ASLEEP, CALLER_ASLEEP, ROW = 0, 1, 2, 3, 4, 5, 6, 8
+POSTED, DONE, FN, ARG, STOP, WORKER_ASLEEP, CALLER_ASLEEP, QUIET, ROW = 0, 1, 2, 3, 4, 5, 6, 7, 8
 FUTEX_WAIT, FUTEX_WAKE = 128, 129  # the process-private forms
 
 
 @njit(nogil=True, cache=True)
-def _wait(ctl, i, value, asleep, polls, futex):
-    # until ctl[i] >= value: `polls` polls, then sleeps on the futex with ctl[asleep] raised for the waker
+def _wait(ctl, i, value, asleep, polls, futex, quiet):
+    # until ctl[i] >= value: `polls` polls (fewer once ctl[quiet] is raised, quiet >= 0), then sleeps on the futex
+    # with ctl[asleep] raised for the waker
     for _ in range(polls):
         if _load(ctl, i) >= value:
             return
+        if quiet >= 0 and _load(ctl, quiet):
+            break
         _sched_yield()
     while True:
         _store(ctl, asleep, 1)
@@ -129,7 +134,7 @@ def serve(ctl, row, polls, futex):
     seen = 0
     while True:
         seen += 1
-        _wait(ctl, base + POSTED, seen, base + WORKER_ASLEEP, polls, futex)
+        _wait(ctl, base + POSTED, seen, base + WORKER_ASLEEP, polls, futex, base + QUIET)
         if _load(ctl, base + STOP):
             return
         _call(ctl[base + FN], ctl[base + ARG])
@@ -142,11 +147,12 @@ def split(ctl, fn, blocks, block_bytes, parts, polls, futex):
         base = w * ROW
         ctl[base + FN] = fn
         ctl[base + ARG] = blocks + (w + 1) * block_bytes
+        _store(ctl, base + QUIET, 0)
         _raise(ctl, base + POSTED, ctl[base + POSTED] + 1, base + WORKER_ASLEEP, futex)
     _call(fn, blocks)
     for w in range(parts - 1):
         base = w * ROW
-        _wait(ctl, base + DONE, ctl[base + POSTED], base + CALLER_ASLEEP, polls, futex)
+        _wait(ctl, base + DONE, ctl[base + POSTED], base + CALLER_ASLEEP, polls, futex, -1)
 
 
 def stop(ctl, workers, futex):
@@ -167,6 +173,7 @@ import numpy as np
 from llvmlite import ir
 from numba import carray, njit, types
 from numba.extending import intrinsic
+from numpy.lib.stride_tricks import as_strided
 
 kernel = sys.modules[{module!r}].{attr}
 split = sys.modules[{loops!r}].jitted_split
@@ -200,6 +207,7 @@ def launch(ctl, fn, chunks, polls, futex, {parameters}):
 '''
 
 _ROW_WORDS = 8
+QUIET_SLOT = 7  # _LOOPS' QUIET
 _LOOP_SIGNATURES = {"serve": "void(int64[::1], int64, int64, int64)",
                     "split": "void(int64[::1], int64, int64, int64, int64, int64, int64)",
                     "stop": "void(int64[::1], int64, int64)"}
@@ -211,22 +219,21 @@ def available() -> bool:
 
 
 def _plain(a: np.ndarray) -> bool:
-    """Whether the block can carry `a`: C-contiguous, aligned, in the machine's byte order."""
-    flags = a.flags
-    return flags.c_contiguous and flags.aligned and a.dtype.isnative
+    """Whether the block can carry `a`: aligned, in the machine's byte order."""
+    return a.flags.aligned and a.dtype.isnative
 
 
 def _kinds(head: tuple, parted: tuple):
-    """The kinds of the arguments (an array's dtype character and dims, "p"-prefixed in parted; a scalar's "b",
-    "i" or "f"), or None for one the block cannot carry (a strided, misaligned or byte-swapped array, a float32
-    scalar, an object)."""
+    """The kinds of the arguments (an array's dtype character and dims, "p"-prefixed in parted, "s"-prefixed where
+    not C-contiguous; a scalar's "b", "i" or "f"), or None for one the block cannot carry (a misaligned or
+    byte-swapped array, a strided parted one, a float32 scalar, an object)."""
     kinds = []
     for v in head:
         t = type(v)
         if t is np.ndarray:
             if not _plain(v):
                 return None
-            kinds.append((v.dtype.char, v.ndim))
+            kinds.append((v.dtype.char if v.flags.c_contiguous else "s" + v.dtype.char, v.ndim))
         elif t is bool or t is np.bool_:
             kinds.append("b")
         elif t is int or t is np.int64:
@@ -236,7 +243,7 @@ def _kinds(head: tuple, parted: tuple):
         else:
             return None
     for p in parted:
-        if type(p) is not np.ndarray or not _plain(p):
+        if type(p) is not np.ndarray or not _plain(p) or not p.flags.c_contiguous:
             return None
         kinds.append(("p" + p.dtype.char, p.ndim))
     return tuple(kinds)
@@ -254,15 +261,21 @@ def _chunk_source(kernel, kinds) -> str:
             at += 1
             continue
         code, ndim = kind
-        skip = 1 if code[0] == "p" else 0  # a parted array's first dim is the chunk
+        skip = 1 if code[:-1] == "p" else 0  # a parted array's first dim is the chunk
         dims = range(skip, ndim)
         dtype = np.dtype(code[-1])
         name = "bool_" if dtype == np.bool_ else dtype.name
         shape = "".join(f"a[{at + 1 + d}], " for d in range(len(dims)))
-        arguments.append(f"carray(_address(a[{at}]), ({shape}), np.{name})")
         row = f" + k * {p}.strides[0]" if skip else ""
         packing.append(f"a[{at}] = {p}.ctypes.data{row}")
         packing += [f"a[{at + 1 + d}] = {p}.shape[{dim}]" for d, dim in enumerate(dims)]
+        if code[:-1] == "s":  # strided: its strides (bytes) follow its shape, and it is a view of its first value
+            strides = "".join(f"a[{at + 1 + ndim + d}], " for d in range(ndim))
+            arguments.append(f"as_strided(carray(_address(a[{at}]), (1,), np.{name}), ({shape}), ({strides}))")
+            packing += [f"a[{at + 1 + ndim + d}] = {p}.strides[{d}]" for d in range(ndim)]
+            at += 1 + 2 * ndim
+            continue
+        arguments.append(f"carray(_address(a[{at}]), ({shape}), np.{name})")
         at += 1 + len(dims)
     arguments += [f"a[{at}]", f"a[{at + 1}]"]
     module = kernel.py_func.__module__
@@ -360,6 +373,11 @@ class NativePool:
             return False
         finally:
             self._busy.release()
+
+    def quiet(self) -> None:
+        """Idle workers stop polling and sleep (until the next split here): a split on Python threads is starting,
+        whose threads need the cores."""
+        self._ctl[QUIET_SLOT::_ROW_WORDS] = 1
 
     def close(self) -> None:
         """Stops the workers (their loops return) and waits for them."""

@@ -36,6 +36,26 @@ def sgemm_blocks(ukr, tr, a, sab, sam, sak, b, sbb, sbk, sbn, c, scb, scm, k_len
 
 
 def sgemm_arrays(ukr, tr, a, b, c, bias, accumulate, b_lo, b_hi, r_lo, r_hi, j_lo, j_hi):
+    _arrays(ukr, tr, a, b, c, bias, accumulate, b_lo, b_hi, r_lo, r_hi, j_lo, j_hi)
+
+
+def sgemm_batch_chunk(ukr, tr, a, b, c, bias, accumulate, lo, hi):
+    # sgemm_arrays on batch entries [lo, hi) (a chunk of batch_threads.run_kernel)
+    _arrays(ukr, tr, a, b, c, bias, accumulate, lo, hi, 0, c.shape[1], 0, c.shape[2])
+
+
+def sgemm_row_chunk(ukr, tr, a, b, c, bias, accumulate, lo, hi):
+    # sgemm_arrays on MR-row panels [lo, hi) of every batch entry
+    _arrays(ukr, tr, a, b, c, bias, accumulate, 0, c.shape[0], lo * MR, min(hi * MR, c.shape[1]), 0, c.shape[2])
+
+
+def sgemm_column_chunk(ukr, tr, a, b, c, bias, accumulate, lo, hi):
+    # sgemm_arrays on NR-column panels [lo, hi) of every batch entry
+    _arrays(ukr, tr, a, b, c, bias, accumulate, 0, c.shape[0], 0, c.shape[1], lo * NR, min(hi * NR, c.shape[2]))
+
+
+@njit(inline="always")
+def _arrays(ukr, tr, a, b, c, bias, accumulate, b_lo, b_hi, r_lo, r_hi, j_lo, j_hi):
     # sgemm_blocks on (B, M, K) @ (B, K, N) -> (B, M, N) float32 arrays (+ a contiguous (N,) bias row unless it is
     # empty): their addresses and strides read here, where they cost nothing (NumPy's `ctypes.data` took 0.8 us
     # each from Python)
@@ -169,15 +189,19 @@ def _compiled() -> dict:
                 from ember.ops.compiled import compile_source
 
                 blocks = compile_source(SOURCE, "sgemm_blocks") if microkernel_address() else None
-                arrays = None
+                found = dict.fromkeys(("arrays", "batch", "row", "column"))
                 if blocks is not None:  # one signature for every layout: Numba would compile one per C/F/A mix
                     from numba import types
 
                     read, write = (types.Array(types.float32, 3, "A", readonly=ro) for ro in (True, False))
                     row = types.Array(types.float32, 1, "C", readonly=True)
-                    signature = types.void(types.int64, types.int64, read, read, write, row, *([types.int64] * 7))
-                    arrays = compile_source(SOURCE, "sgemm_arrays", signature=signature)
-                _drivers.update(blocks=blocks, arrays=arrays)
+                    head = (types.int64, types.int64, read, read, write, row, types.int64)
+                    found["arrays"] = compile_source(SOURCE, "sgemm_arrays",
+                                                     signature=types.void(*head, *([types.int64] * 6)))
+                    for axis in ("batch", "row", "column"):  # the chunks of a split (run_kernel's last two ints)
+                        found[axis] = compile_source(SOURCE, f"sgemm_{axis}_chunk",
+                                                     signature=types.void(*head, types.int64, types.int64))
+                _drivers.update(blocks=blocks, **found)
     return _drivers
 
 
@@ -201,17 +225,15 @@ def sgemm(a: np.ndarray, b: np.ndarray, out: np.ndarray, accumulate: bool = Fals
     flops = 2.0 * batch * m * n * k_len
     if not batch_threads.worth_splitting(flops):
         fn(ukr, tr, a, b, out, bias, acc, 0, batch, 0, m, 0, n)
-    elif batch >= batch_threads.workers():
-        batch_threads.run(lambda b0, b1: fn(ukr, tr, a, b, out, bias, acc, b0, b1, 0, m, 0, n), batch, flops)
+        return result
+    if batch >= batch_threads.workers():
+        axis, count = "batch", batch
     elif m >= 2 * MR * batch_threads.workers() and (b.strides[2] == 4 or n < 2 * NR * batch_threads.workers()):
         # whole row panels per thread; a strided B is split by columns instead, so each thread packs only its part
-        panels = -(-m // MR)
-        batch_threads.run(lambda p0, p1: fn(ukr, tr, a, b, out, bias, acc, 0, batch, p0 * MR, min(p1 * MR, m), 0, n),
-                          panels, flops)
+        axis, count = "row", -(-m // MR)
     else:
-        panels = -(-n // NR)
-        batch_threads.run(lambda p0, p1: fn(ukr, tr, a, b, out, bias, acc, 0, batch, 0, m, p0 * NR, min(p1 * NR, n)),
-                          panels, flops)
+        axis, count = "column", -(-n // NR)
+    batch_threads.run_kernel(_compiled()[axis], batch_threads.chunks(count, flops), (ukr, tr, a, b, out, bias, acc))
     return result
 
 

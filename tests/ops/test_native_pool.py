@@ -67,14 +67,27 @@ def test_every_argument_kind_reaches_the_kernel_and_each_chunk_its_own_row(nativ
     np.testing.assert_array_equal(out, -want)
 
 
-@pytest.mark.parametrize("why", ["strided array", "float32 scalar", "busy pool"])
+@pytest.mark.parametrize("view", ["every second row", "rows reversed", "a transposed copy"])
+def test_strided_arrays_reach_the_kernel_as_the_views_they_are(native, view):
+    kernel = compile_source(_SOURCE, "scaled")
+    x, counts, want = _scaled_case()
+    wide = np.repeat(x, 2, axis=0)
+    x = {"every second row": wide[::2], "rows reversed": x[::-1].copy()[::-1],
+         "a transposed copy": np.ascontiguousarray(x.T).T}[view]
+    assert not x.flags.c_contiguous
+    out, scratch = np.zeros(11), np.zeros((2, 2), np.int64)
+    done = int(native._ctl[1])
+    batch_threads.run_kernel(kernel, [(0, 5), (5, 11)], (x, counts, 0.5, False, 2, out), (scratch,))
+    np.testing.assert_array_equal(out, want)
+    assert int(native._ctl[1]) == done + 1
+
+
+@pytest.mark.parametrize("why", ["float32 scalar", "busy pool"])
 def test_what_the_block_cannot_carry_runs_on_python_threads_with_the_same_result(native, why):
     kernel = compile_source(_SOURCE, "scaled")
     x, counts, want = _scaled_case()
     out, scratch = np.zeros(11), np.zeros((2, 2), np.int64)
     scale = np.float32(0.5) if why == "float32 scalar" else 0.5
-    if why == "strided array":
-        x = np.repeat(x, 2, axis=0)[::2]
     assert native_pool._kinds((x, counts, scale, False, 2, out), (scratch,)) is None or why == "busy pool"
     done = int(native._ctl[1])
     if why == "busy pool":
@@ -124,6 +137,23 @@ def test_a_sleeping_worker_and_a_sleeping_caller_are_woken(native):
         if time.perf_counter() - begun > 4 * native_pool.RESULT_POLL_US * 1e-6:
             break
     assert native._ctl[5] == 0 and native._ctl[6] == 0  # nobody left marked asleep
+
+
+def test_a_split_on_python_threads_sends_idle_native_workers_to_sleep(native):
+    kernel = compile_source(_SOURCE, "scaled")
+    x, counts, want = _scaled_case()
+    out, scratch = np.zeros(11), np.zeros((2, 2), np.int64)
+    batch_threads.run_kernel(kernel, [(0, 5), (5, 11)], (x, counts, 0.5, False, 2, out), (scratch,))
+    assert native._ctl[native_pool.QUIET_SLOT] == 0  # a native split clears it
+    batch_threads.run(lambda a, b: b - a, 9)  # a split on the Python threads
+    assert native._ctl[native_pool.QUIET_SLOT] == 1
+    deadline = time.perf_counter() + 5
+    while native._ctl[5] != 1 and time.perf_counter() < deadline:  # the worker sleeps on its futex
+        time.sleep(0.0001)
+    assert native._ctl[5] == 1
+    out[:] = 0
+    batch_threads.run_kernel(kernel, [(0, 5), (5, 11)], (x, counts, 0.5, False, 2, out), (scratch,))
+    np.testing.assert_array_equal(out, want)
 
 
 def test_thousands_of_splits_in_a_row_each_run_every_chunk(native):
