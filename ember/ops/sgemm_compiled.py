@@ -189,20 +189,33 @@ def _compiled() -> dict:
                 from ember.ops.compiled import compile_source
 
                 blocks = compile_source(SOURCE, "sgemm_blocks") if microkernel_address() else None
-                found = dict.fromkeys(("arrays", "batch", "row", "column"))
-                if blocks is not None:  # one signature for every layout: Numba would compile one per C/F/A mix
-                    from numba import types
-
-                    read, write = (types.Array(types.float32, 3, "A", readonly=ro) for ro in (True, False))
-                    row = types.Array(types.float32, 1, "C", readonly=True)
-                    head = (types.int64, types.int64, read, read, write, row, types.int64)
-                    found["arrays"] = compile_source(SOURCE, "sgemm_arrays",
-                                                     signature=types.void(*head, *([types.int64] * 6)))
-                    for axis in ("batch", "row", "column"):  # the chunks of a split (run_kernel's last two ints)
-                        found[axis] = compile_source(SOURCE, f"sgemm_{axis}_chunk",
-                                                     signature=types.void(*head, types.int64, types.int64))
-                _drivers.update(blocks=blocks, **found)
+                arrays = None
+                if blocks is not None:
+                    arrays = compile_source(SOURCE, "sgemm_arrays", signature=_arrays_signature(6))
+                _drivers.update(blocks=blocks, arrays=arrays)
     return _drivers
+
+
+def _arrays_signature(ranges: int):
+    """sgemm_arrays' signature (and its chunks', with `ranges` 2): one for every layout, where Numba would compile
+    one per C/F/A mix."""
+    from numba import types
+
+    read, write = (types.Array(types.float32, 3, "A", readonly=ro) for ro in (True, False))
+    row = types.Array(types.float32, 1, "C", readonly=True)
+    return types.void(types.int64, types.int64, read, read, write, row, types.int64, *([types.int64] * ranges))
+
+
+def _chunk_kernel(axis: str):
+    """sgemm_arrays over one chunk of `axis` ("batch", "row" or "column" panels): a split's kernel for
+    batch_threads.run_kernel, compiled at its first split."""
+    key = f"{axis}_chunk"
+    if key not in _drivers:
+        from ember.ops.compiled import compile_source
+
+        with _lock:
+            _drivers[key] = compile_source(SOURCE, f"sgemm_{axis}_chunk", signature=_arrays_signature(2))
+    return _drivers[key]
 
 
 def sgemm(a: np.ndarray, b: np.ndarray, out: np.ndarray, accumulate: bool = False, bias=None) -> np.ndarray:
@@ -233,7 +246,7 @@ def sgemm(a: np.ndarray, b: np.ndarray, out: np.ndarray, accumulate: bool = Fals
         axis, count = "row", -(-m // MR)
     else:
         axis, count = "column", -(-n // NR)
-    batch_threads.run_kernel(_compiled()[axis], batch_threads.chunks(count, flops), (ukr, tr, a, b, out, bias, acc))
+    batch_threads.run_kernel(_chunk_kernel(axis), batch_threads.chunks(count, flops), (ukr, tr, a, b, out, bias, acc))
     return result
 
 
