@@ -196,22 +196,23 @@ def chunks_if(n: int, split: bool) -> list[tuple[int, int]]:
 _bounds: dict = {}  # run_kernel's chunks as the (parts, 2) array the native pool takes, by chunks
 
 
-def run_kernel(kernel, parts: list, head: tuple, parted: tuple = ()) -> None:
+def run_kernel(kernel, parts: list, head: tuple, parted: tuple = (), strided: bool = False) -> None:
     """kernel(*head, *(p[k] for p in parted), start, stop) for each chunk k, [start, stop) = parts[k] (from
     chunks()), concurrently; on the GIL-free native pool (native_pool.py) where it can carry the arguments.
-    `kernel` is a compiled (Numba) function; each array in `parted` has a row per chunk (its own scratch)."""
+    `kernel` is a compiled (Numba) function; each array in `parted` has a row per chunk (its own scratch);
+    `strided`: see NativePool.try_run."""
     native = _state["native"] if workers() > 1 else None
     if native is not None:
         bounds = _bounds.get(tuple(parts))
         if bounds is None:
             bounds = _bounds[tuple(parts)] = np.array(parts, np.int64).reshape(-1, 2)
         if len(parts) == 1:
-            if native.try_run(kernel, head, parted, bounds):
+            if native.try_run(kernel, head, parted, bounds, strided):
                 return
         else:
             _enter()
             try:
-                if native.try_run(kernel, head, parted, bounds):
+                if native.try_run(kernel, head, parted, bounds, strided):
                     return
             finally:
                 _leave()

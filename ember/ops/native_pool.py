@@ -223,17 +223,19 @@ def _plain(a: np.ndarray) -> bool:
     return a.flags.aligned and a.dtype.isnative
 
 
-def _kinds(head: tuple, parted: tuple):
+def _kinds(head: tuple, parted: tuple, strided: bool = False):
     """The kinds of the arguments (an array's dtype character and dims, "p"-prefixed in parted, "s"-prefixed where
-    not C-contiguous; a scalar's "b", "i" or "f"), or None for one the block cannot carry (a misaligned or
-    byte-swapped array, a strided parted one, a float32 scalar, an object)."""
+    not C-contiguous, or with `strided` wherever it has two dims or more; a scalar's "b", "i" or "f"), or None for
+    one the block cannot carry (a misaligned or byte-swapped array, a strided parted one, a float32 scalar, an
+    object)."""
     kinds = []
     for v in head:
         t = type(v)
         if t is np.ndarray:
             if not _plain(v):
                 return None
-            kinds.append((v.dtype.char if v.flags.c_contiguous else "s" + v.dtype.char, v.ndim))
+            plain = v.flags.c_contiguous and not (strided and v.ndim > 1)
+            kinds.append((v.dtype.char if plain else "s" + v.dtype.char, v.ndim))
         elif t is bool or t is np.bool_:
             kinds.append("b")
         elif t is int or t is np.int64:
@@ -353,12 +355,14 @@ class NativePool:
         for t in self._threads:
             t.start()
 
-    def try_run(self, kernel, head: tuple, parted: tuple, chunks: np.ndarray) -> bool:
+    def try_run(self, kernel, head: tuple, parted: tuple, chunks: np.ndarray, strided: bool = False) -> bool:
         """kernel(*head, *(p[k] for p in parted), start, stop) for each chunk k, [start, stop) = chunks[k], chunk 0
-        in the caller; False (and nothing run) where the pool is busy or an argument cannot be carried."""
+        in the caller; False (and nothing run) where the pool is busy or an argument cannot be carried. `strided`:
+        head's arrays of two dims or more are passed as strided views even where contiguous (one task for every
+        layout, for a kernel compiled for "A" arrays)."""
         if len(chunks) - 1 > self.workers:
             return False
-        kinds = _kinds(head, parted)
+        kinds = _kinds(head, parted, strided)
         if kinds is None or not self._busy.acquire(blocking=False):
             return False
         try:

@@ -39,19 +39,15 @@ def sgemm_arrays(ukr, tr, a, b, c, bias, accumulate, b_lo, b_hi, r_lo, r_hi, j_l
     _arrays(ukr, tr, a, b, c, bias, accumulate, b_lo, b_hi, r_lo, r_hi, j_lo, j_hi)
 
 
-def sgemm_batch_chunk(ukr, tr, a, b, c, bias, accumulate, lo, hi):
-    # sgemm_arrays on batch entries [lo, hi) (a chunk of batch_threads.run_kernel)
-    _arrays(ukr, tr, a, b, c, bias, accumulate, lo, hi, 0, c.shape[1], 0, c.shape[2])
-
-
-def sgemm_row_chunk(ukr, tr, a, b, c, bias, accumulate, lo, hi):
-    # sgemm_arrays on MR-row panels [lo, hi) of every batch entry
-    _arrays(ukr, tr, a, b, c, bias, accumulate, 0, c.shape[0], lo * MR, min(hi * MR, c.shape[1]), 0, c.shape[2])
-
-
-def sgemm_column_chunk(ukr, tr, a, b, c, bias, accumulate, lo, hi):
-    # sgemm_arrays on NR-column panels [lo, hi) of every batch entry
-    _arrays(ukr, tr, a, b, c, bias, accumulate, 0, c.shape[0], 0, c.shape[1], lo * NR, min(hi * NR, c.shape[2]))
+def sgemm_chunk(ukr, tr, a, b, c, bias, accumulate, axis, lo, hi):
+    # sgemm_arrays on one chunk of a split (batch_threads.run_kernel): batch entries [lo, hi) (axis 0), or
+    # MR-row panels (1) or NR-column panels (2) [lo, hi) of every batch entry
+    if axis == 0:
+        _arrays(ukr, tr, a, b, c, bias, accumulate, lo, hi, 0, c.shape[1], 0, c.shape[2])
+    elif axis == 1:
+        _arrays(ukr, tr, a, b, c, bias, accumulate, 0, c.shape[0], lo * MR, min(hi * MR, c.shape[1]), 0, c.shape[2])
+    else:
+        _arrays(ukr, tr, a, b, c, bias, accumulate, 0, c.shape[0], 0, c.shape[1], lo * NR, min(hi * NR, c.shape[2]))
 
 
 @njit(inline="always")
@@ -197,8 +193,8 @@ def _compiled() -> dict:
 
 
 def _arrays_signature(ranges: int):
-    """sgemm_arrays' signature (and its chunks', with `ranges` 2): one for every layout, where Numba would compile
-    one per C/F/A mix."""
+    """sgemm_arrays' signature (and sgemm_chunk's, with `ranges` 3: axis, lo, hi): one for every layout, where Numba
+    would compile one per C/F/A mix."""
     from numba import types
 
     read, write = (types.Array(types.float32, 3, "A", readonly=ro) for ro in (True, False))
@@ -206,16 +202,14 @@ def _arrays_signature(ranges: int):
     return types.void(types.int64, types.int64, read, read, write, row, types.int64, *([types.int64] * ranges))
 
 
-def _chunk_kernel(axis: str):
-    """sgemm_arrays over one chunk of `axis` ("batch", "row" or "column" panels): a split's kernel for
-    batch_threads.run_kernel, compiled at its first split."""
-    key = f"{axis}_chunk"
-    if key not in _drivers:
+def _chunk_kernel():
+    """sgemm_chunk, a split's kernel for batch_threads.run_kernel, compiled at the first split."""
+    if "chunk" not in _drivers:
         from ember.ops.compiled import compile_source
 
         with _lock:
-            _drivers[key] = compile_source(SOURCE, f"sgemm_{axis}_chunk", signature=_arrays_signature(2))
-    return _drivers[key]
+            _drivers["chunk"] = compile_source(SOURCE, "sgemm_chunk", signature=_arrays_signature(3))
+    return _drivers["chunk"]
 
 
 def sgemm(a: np.ndarray, b: np.ndarray, out: np.ndarray, accumulate: bool = False, bias=None) -> np.ndarray:
@@ -240,13 +234,15 @@ def sgemm(a: np.ndarray, b: np.ndarray, out: np.ndarray, accumulate: bool = Fals
         fn(ukr, tr, a, b, out, bias, acc, 0, batch, 0, m, 0, n)
         return result
     if batch >= batch_threads.workers():
-        axis, count = "batch", batch
+        axis, count = 0, batch
     elif m >= 2 * MR * batch_threads.workers() and (b.strides[2] == 4 or n < 2 * NR * batch_threads.workers()):
         # whole row panels per thread; a strided B is split by columns instead, so each thread packs only its part
-        axis, count = "row", -(-m // MR)
+        axis, count = 1, -(-m // MR)
     else:
-        axis, count = "column", -(-n // NR)
-    batch_threads.run_kernel(_chunk_kernel(axis), batch_threads.chunks(count, flops), (ukr, tr, a, b, out, bias, acc))
+        axis, count = 2, -(-n // NR)
+    # strided: one native task for every layout of a, b and out, as sgemm_chunk is compiled for any
+    batch_threads.run_kernel(_chunk_kernel(), batch_threads.chunks(count, flops), (ukr, tr, a, b, out, bias, acc, axis),
+                             strided=True)
     return result
 
 

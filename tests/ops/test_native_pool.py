@@ -169,6 +169,27 @@ def test_thousands_of_splits_in_a_row_each_run_every_chunk(native):
         assert out[0] == want[0] and out[-1] == want[-1]
 
 
+@pytest.mark.parametrize("layout", ["contiguous", "transposed b", "strided a"])
+def test_ember_gemm_splits_on_the_native_workers_for_any_layout(native, layout):
+    from ember.ops import sgemm_compiled
+
+    if sgemm_compiled.driver() is None:
+        pytest.skip("no micro-kernel here")
+    rng = np.random.default_rng(1)
+    a = rng.standard_normal((4, 96, 300)).astype(np.float32)
+    b = rng.standard_normal((4, 300, 200)).astype(np.float32)
+    if layout == "transposed b":
+        b = np.ascontiguousarray(b.transpose(0, 2, 1)).transpose(0, 2, 1)
+    if layout == "strided a":
+        a = np.repeat(a, 2, axis=2)[:, :, ::2]
+    for batch in (slice(None), slice(0, 1)):  # split by batch entries, then by panels
+        out = np.empty((a[batch].shape[0], 96, 200), np.float32)
+        done = int(native._ctl[1])
+        sgemm_compiled.sgemm(a[batch], b[batch], out)
+        assert int(native._ctl[1]) == done + 1  # the worker ran a chunk: the task was built
+        np.testing.assert_allclose(out, np.matmul(a[batch], b[batch]), rtol=1e-4, atol=1e-3)
+
+
 def test_a_pool_stops_its_workers_on_close():
     found = spin_wait.waiter()
     pool = native_pool.make(2, found[1]) if found is not None else None
