@@ -209,7 +209,7 @@ def run_kernel(kernel, parts: list, head: tuple, parted: tuple = (), strided: bo
         if len(parts) == 1:
             if native.try_run(kernel, head, parted, bounds, strided):
                 return
-        else:
+        elif not _state["active"]:  # inside another split (a Python chunk's kernel) its threads already fill the cores
             _enter()
             try:
                 if native.try_run(kernel, head, parted, bounds, strided):

@@ -120,6 +120,22 @@ def test_a_task_that_cannot_be_built_runs_on_python_threads_from_then_on(native,
     assert native_pool._compiled(kernel, native_pool._kinds(args + (out,), (scratch,))) is None
 
 
+def test_a_split_inside_a_python_threads_split_runs_its_chunks_there(native):
+    kernel = compile_source(_SOURCE, "scaled")
+    x, counts, want = _scaled_case()
+    done = int(native._ctl[1])
+
+    def chunk(a, b):
+        out, scratch = np.zeros(11), np.zeros((2, 2), np.int64)
+        batch_threads.run_kernel(kernel, [(0, 5), (5, 11)], (x, counts, 0.5, False, 2, out), (scratch,))
+        return out, scratch
+
+    for out, scratch in batch_threads.run(chunk, 2):
+        np.testing.assert_array_equal(out, want)
+        assert scratch.tolist() == [[0, 5], [5, 11]]
+    assert int(native._ctl[1]) == done  # not a third thread beside the two already running
+
+
 def test_a_sleeping_worker_and_a_sleeping_caller_are_woken(native):
     kernel = compile_source(_SOURCE, "slow_second_chunk")
     out = np.zeros(8)
