@@ -42,12 +42,15 @@ def sgemm_arrays(ukr, tr, a, b, c, bias, accumulate, b_lo, b_hi, r_lo, r_hi, j_l
 def sgemm_chunk(ukr, tr, a, b, c, bias, accumulate, axis, lo, hi):
     # sgemm_arrays on one chunk of a split (batch_threads.run_kernel): batch entries [lo, hi) (axis 0), or
     # MR-row panels (1) or NR-column panels (2) [lo, hi) of every batch entry
+    b_lo, b_hi, r_lo, r_hi, j_lo, j_hi = 0, c.shape[0], 0, c.shape[1], 0, c.shape[2]
     if axis == 0:
-        _arrays(ukr, tr, a, b, c, bias, accumulate, lo, hi, 0, c.shape[1], 0, c.shape[2])
+        b_lo, b_hi = lo, hi
     elif axis == 1:
-        _arrays(ukr, tr, a, b, c, bias, accumulate, 0, c.shape[0], lo * MR, min(hi * MR, c.shape[1]), 0, c.shape[2])
+        r_lo, r_hi = lo * MR, min(hi * MR, c.shape[1])
     else:
-        _arrays(ukr, tr, a, b, c, bias, accumulate, 0, c.shape[0], 0, c.shape[1], lo * NR, min(hi * NR, c.shape[2]))
+        j_lo, j_hi = lo * NR, min(hi * NR, c.shape[2])
+    # one call: LLVM inlines the driver at each call site, and three took 2.9 s to compile
+    _arrays(ukr, tr, a, b, c, bias, accumulate, b_lo, b_hi, r_lo, r_hi, j_lo, j_hi)
 
 
 @njit(inline="always")
