@@ -14,7 +14,9 @@ A kernel runs here when every argument is an aligned array in the machine's byte
 an int or a float, and its last two arguments are the chunk's [start, stop). Per (kernel, argument kinds) a
 cfunc is generated that rebuilds the arrays from the block (carray, as_strided for a strided one) and calls the
 kernel, with a compiled launcher that fills the blocks; both are compiled once and cached on disk like the
-kernels. Linux only (the futex); elsewhere, or without Numba, batch_threads uses HandoffPool.
+kernels. A kernel that raises marks its block, and the caller runs the split again on Python threads, where
+the exception reaches it (a C entry point cannot pass it on). Linux only (the futex); elsewhere, or without
+Numba, batch_threads uses HandoffPool.
 """
 
 from __future__ import annotations
@@ -188,22 +190,28 @@ def _address(typingctx, value):
 
 
 def task(block):
-    a = carray(_address(block), {size}, np.int64)
-    f = carray(_address(block), {size}, np.float64)
-    kernel({arguments})
+    a = carray(_address(block), {width}, np.int64)
+    f = carray(_address(block), {width}, np.float64)
+    try:
+        kernel({arguments})
+    except Exception:  # a cfunc cannot raise: the launcher reports it, and the caller runs the split again in Python
+        a[{width} - 1] = 1
 
 
 @njit(nogil=True, cache=True)
 def launch(ctl, fn, chunks, polls, futex, {parameters}):
+    # the number of chunks whose kernel raised
     parts = chunks.shape[0]
-    block = np.empty((parts, {size}), np.int64)
+    block = np.empty((parts, {width}), np.int64)
     f = block.view(np.float64)
     for k in range(parts):
         a = block[k]
 {packing}
-        a[{size} - 2] = chunks[k, 0]
-        a[{size} - 1] = chunks[k, 1]
-    split(ctl, fn, block.ctypes.data, {size} * 8, parts, polls, futex)
+        a[{width} - 3] = chunks[k, 0]
+        a[{width} - 2] = chunks[k, 1]
+        a[{width} - 1] = 0
+    split(ctl, fn, block.ctypes.data, {width} * 8, parts, polls, futex)
+    return block[:, {width} - 1].sum()
 '''
 
 _ROW_WORDS = 8
@@ -284,7 +292,7 @@ def _chunk_source(kernel, kinds) -> str:
     attr = next(k for k, v in sys.modules[module].__dict__.items() if v is kernel)
     from ember.graph.codegen.cache import load_source
 
-    return _CHUNK.format(module=module, attr=attr, loops=load_source(_LOOPS).__name__, size=at + 2,
+    return _CHUNK.format(module=module, attr=attr, loops=load_source(_LOOPS).__name__, width=at + 3,
                          arguments=", ".join(arguments), parameters=", ".join(parameters),
                          packing="\n".join(" " * 8 + line for line in packing))
 
@@ -370,8 +378,9 @@ class NativePool:
             if compiled is None:
                 return False
             fn, launch = compiled
-            launch(self._ctl, fn, chunks, self._result_polls, _FUTEX_SYSCALL, *head, *parted)
-            return True
+            # a kernel that raised (its exception cannot cross the C entry point): False, so that the caller runs
+            # the chunks again on Python threads, where the exception reaches it
+            return launch(self._ctl, fn, chunks, self._result_polls, _FUTEX_SYSCALL, *head, *parted) == 0
         except Exception:  # noqa: BLE001 - a task Numba could not build: these kinds run on Python threads from now on
             _chunks[(id(kernel), kinds)] = (kernel, None, None, None)
             return False

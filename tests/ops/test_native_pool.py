@@ -27,6 +27,14 @@ def scaled(x, counts, scale, flag, offset, out, scratch, lo, hi):
         out[i] = v if flag else -v
 
 
+def raises_at(out, bad, lo, hi):
+    # out[lo:hi] = 1, raising ValueError at index `bad`
+    for i in range(lo, hi):
+        if i == bad:
+            raise ValueError("bad index")
+        out[i] = 1.0
+
+
 def slow_second_chunk(out, spins, lo, hi):
     # out[lo:hi] = 1, after `spins` iterations of busy work in every chunk but the first
     acc = 0.0
@@ -100,6 +108,16 @@ def test_what_the_block_cannot_carry_runs_on_python_threads_with_the_same_result
     np.testing.assert_array_equal(out, want)
     assert scratch.tolist() == [[0, 5], [5, 11]]
     assert int(native._ctl[1]) == done  # not through the native workers
+
+
+@pytest.mark.parametrize("bad", [2, 7])  # in the caller's chunk, in the worker's
+def test_an_exception_in_any_chunk_reaches_the_caller(native, bad):
+    kernel = compile_source(_SOURCE, "raises_at")
+    with pytest.raises(ValueError, match="bad index"):
+        batch_threads.run_kernel(kernel, [(0, 5), (5, 10)], (np.zeros(10), bad))
+    out = np.zeros(10)
+    batch_threads.run_kernel(kernel, [(0, 5), (5, 10)], (out, 10))  # the pool still works
+    np.testing.assert_array_equal(out, 1.0)
 
 
 def test_a_task_that_cannot_be_built_runs_on_python_threads_from_then_on(native, monkeypatch):
