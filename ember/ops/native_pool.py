@@ -14,8 +14,8 @@ A kernel runs here when every argument is an aligned array in the machine's byte
 an int or a float, and its last two arguments are the chunk's [start, stop). Per (kernel, argument kinds) a
 cfunc is generated that rebuilds the arrays from the block (carray, as_strided for a strided one) and calls the
 kernel, with a compiled launcher that fills the blocks; both are compiled once and cached on disk like the
-kernels. A kernel that raises marks its block, and the caller runs the split again on Python threads, where
-the exception reaches it (a C entry point cannot pass it on). Linux only (the futex); elsewhere, or without
+kernels. Where a kernel raises, its cfunc's wrapper prints the exception and returns 0 (a C entry point cannot
+pass it on), and the caller runs the split again on Python threads, where the exception reaches it. Linux only (the futex); elsewhere, or without
 Numba, batch_threads uses HandoffPool.
 """
 
@@ -88,18 +88,17 @@ def _futex(typingctx, number, ctl, index, op, value):
 
 @intrinsic
 def _call(typingctx, fn, arg):
-    # the C function at address fn, void(int64), called with arg
+    # the C function at address fn, int64(int64), called with arg: its result
     def codegen(context, builder, sig, args):
         i64 = ir.IntType(64)
-        target = builder.inttoptr(args[0], ir.FunctionType(ir.VoidType(), [i64]).as_pointer())
-        builder.call(target, [args[1]])
-        return context.get_dummy_value()
+        target = builder.inttoptr(args[0], ir.FunctionType(i64, [i64]).as_pointer())
+        return builder.call(target, [args[1]])
 
-    return types.void(types.int64, types.int64), codegen
+    return types.int64(types.int64, types.int64), codegen
 
 
-# a worker's control row: counters and the posted chunk, one cache line
-POSTED, DONE, FN, ARG, STOP, WORKER_ASLEEP, CALLER_ASLEEP, QUIET, ROW = 0, 1, 2, 3, 4, 5, 6, 7, 8
+# a worker's control row: counters, the posted chunk, and whether its task failed; two cache lines
+POSTED, DONE, FN, ARG, STOP, WORKER_ASLEEP, CALLER_ASLEEP, QUIET, FAILED, ROW = 0, 1, 2, 3, 4, 5, 6, 7, 8, 16
 FUTEX_WAIT, FUTEX_WAKE = 128, 129  # the process-private forms
 
 
@@ -139,22 +138,27 @@ def serve(ctl, row, polls, futex):
         _wait(ctl, base + POSTED, seen, base + WORKER_ASLEEP, polls, futex, base + QUIET)
         if _load(ctl, base + STOP):
             return
-        _call(ctl[base + FN], ctl[base + ARG])
+        if _call(ctl[base + FN], ctl[base + ARG]) == 0:  # a task returns 1, or 0 where its kernel raised
+            ctl[base + FAILED] = 1
         _raise(ctl, base + DONE, seen, base + CALLER_ASLEEP, futex)
 
 
 def split(ctl, fn, blocks, block_bytes, parts, polls, futex):
-    # fn's chunks 1..parts-1 on workers 0..parts-2 (chunk k's block at blocks + k * block_bytes), chunk 0 here
+    # fn's chunks 1..parts-1 on workers 0..parts-2 (chunk k's block at blocks + k * block_bytes), chunk 0 here: the
+    # number of chunks whose kernel raised
     for w in range(parts - 1):
         base = w * ROW
         ctl[base + FN] = fn
         ctl[base + ARG] = blocks + (w + 1) * block_bytes
         _store(ctl, base + QUIET, 0)
         _raise(ctl, base + POSTED, ctl[base + POSTED] + 1, base + WORKER_ASLEEP, futex)
-    _call(fn, blocks)
+    failed = 1 if _call(fn, blocks) == 0 else 0
     for w in range(parts - 1):
         base = w * ROW
         _wait(ctl, base + DONE, ctl[base + POSTED], base + CALLER_ASLEEP, polls, futex, -1)
+        failed += ctl[base + FAILED]
+        ctl[base + FAILED] = 0
+    return failed
 
 
 def stop(ctl, workers, futex):
@@ -190,34 +194,31 @@ def _address(typingctx, value):
 
 
 def task(block):
-    a = carray(_address(block), {width}, np.int64)
-    f = carray(_address(block), {width}, np.float64)
-    try:
-        kernel({arguments})
-    except Exception:  # a cfunc cannot raise: the launcher reports it, and the caller runs the split again in Python
-        a[{width} - 1] = 1
+    # 1; where the kernel raises, the cfunc's wrapper prints the exception and returns 0
+    a = carray(_address(block), {size}, np.int64)
+    f = carray(_address(block), {size}, np.float64)
+    kernel({arguments})
+    return 1
 
 
 @njit(nogil=True, cache=True)
 def launch(ctl, fn, chunks, polls, futex, {parameters}):
     # the number of chunks whose kernel raised
     parts = chunks.shape[0]
-    block = np.empty((parts, {width}), np.int64)
+    block = np.empty((parts, {size}), np.int64)
     f = block.view(np.float64)
     for k in range(parts):
         a = block[k]
 {packing}
-        a[{width} - 3] = chunks[k, 0]
-        a[{width} - 2] = chunks[k, 1]
-        a[{width} - 1] = 0
-    split(ctl, fn, block.ctypes.data, {width} * 8, parts, polls, futex)
-    return block[:, {width} - 1].sum()
+        a[{size} - 2] = chunks[k, 0]
+        a[{size} - 1] = chunks[k, 1]
+    return split(ctl, fn, block.ctypes.data, {size} * 8, parts, polls, futex)
 '''
 
-_ROW_WORDS = 8
+_ROW_WORDS = 16  # _LOOPS' ROW
 QUIET_SLOT = 7  # _LOOPS' QUIET
 _LOOP_SIGNATURES = {"serve": "void(int64[::1], int64, int64, int64)",
-                    "split": "void(int64[::1], int64, int64, int64, int64, int64, int64)",
+                    "split": "int64(int64[::1], int64, int64, int64, int64, int64, int64)",
                     "stop": "void(int64[::1], int64, int64)"}
 
 
@@ -292,7 +293,7 @@ def _chunk_source(kernel, kinds) -> str:
     attr = next(k for k, v in sys.modules[module].__dict__.items() if v is kernel)
     from ember.graph.codegen.cache import load_source
 
-    return _CHUNK.format(module=module, attr=attr, loops=load_source(_LOOPS).__name__, width=at + 3,
+    return _CHUNK.format(module=module, attr=attr, loops=load_source(_LOOPS).__name__, size=at + 2,
                          arguments=", ".join(arguments), parameters=", ".join(parameters),
                          packing="\n".join(" " * 8 + line for line in packing))
 
@@ -324,7 +325,7 @@ def _compiled(kernel, kinds):
     from ember.graph.codegen import cache
     from ember.graph.codegen.numba_cpu import numba_cache_path
 
-    signature = ((types.int64,), types.void)
+    signature = ((types.int64,), types.int64)
     with _chunks_lock:
         module = cache.load_source(_chunk_source(kernel, kinds))
         task = CFunc(module.task, signature, locals={}, options={"error_model": "numpy"})

@@ -110,6 +110,7 @@ def test_what_the_block_cannot_carry_runs_on_python_threads_with_the_same_result
     assert int(native._ctl[1]) == done  # not through the native workers
 
 
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # the cfunc's wrapper prints it
 @pytest.mark.parametrize("bad", [2, 7])  # in the caller's chunk, in the worker's
 def test_an_exception_in_any_chunk_reaches_the_caller(native, bad):
     kernel = compile_source(_SOURCE, "raises_at")
