@@ -194,6 +194,7 @@ def chunks_if(n: int, split: bool) -> list[tuple[int, int]]:
 
 
 _bounds: dict = {}  # run_kernel's chunks as the (parts, 2) array the native pool takes, by chunks
+_MAX_BOUNDS = 1024
 
 
 def run_kernel(kernel, parts: list, head: tuple, parted: tuple = (), strided: bool = False) -> None:
@@ -205,6 +206,8 @@ def run_kernel(kernel, parts: list, head: tuple, parted: tuple = (), strided: bo
     if native is not None:
         bounds = _bounds.get(tuple(parts))
         if bounds is None:
+            if len(_bounds) >= _MAX_BOUNDS:  # a workload of ever new sizes: start again rather than grow
+                _bounds.clear()
             bounds = _bounds[tuple(parts)] = np.array(parts, np.int64).reshape(-1, 2)
         if len(parts) == 1:
             if native.try_run(kernel, head, parted, bounds, strided):
