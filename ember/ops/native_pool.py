@@ -33,68 +33,9 @@ RESULT_POLL_US = 2000  # how long the caller polls for the workers' chunks befor
 _FUTEX_SYSCALL = {"x86_64": 202, "aarch64": 98}.get(platform.machine())
 
 _LOOPS = '''
-from llvmlite import ir
-from numba import njit, types
-from numba.core import cgutils
-from numba.extending import intrinsic
+from numba import njit
 
-
-def _slot(context, builder, array_type, array, index):
-    data = context.make_array(array_type)(context, builder, array).data
-    return builder.gep(builder.bitcast(data, ir.IntType(64).as_pointer()), [index])
-
-
-@intrinsic
-def _load(typingctx, ctl, index):
-    # ctl[index], an atomic sequentially consistent load
-    def codegen(context, builder, sig, args):
-        return builder.load_atomic(_slot(context, builder, sig.args[0], *args), "seq_cst", 8)
-
-    return types.int64(ctl, types.intp), codegen
-
-
-@intrinsic
-def _store(typingctx, ctl, index, value):
-    # ctl[index] = value, an atomic sequentially consistent store
-    def codegen(context, builder, sig, args):
-        builder.store_atomic(args[2], _slot(context, builder, sig.args[0], args[0], args[1]), "seq_cst", 8)
-        return context.get_dummy_value()
-
-    return types.void(ctl, types.intp, types.int64), codegen
-
-
-@intrinsic
-def _sched_yield(typingctx):
-    def codegen(context, builder, sig, args):
-        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.IntType(32), []), "sched_yield")
-        builder.call(fn, [])
-        return context.get_dummy_value()
-
-    return types.void(), codegen
-
-
-@intrinsic
-def _futex(typingctx, number, ctl, index, op, value):
-    # syscall(number, &ctl[index] (its low 32 bits), op, value, NULL): wait while those bits equal value, or wake
-    def codegen(context, builder, sig, args):
-        i64 = ir.IntType(64)
-        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(i64, [i64], var_arg=True), "syscall")
-        address = builder.ptrtoint(_slot(context, builder, sig.args[1], args[1], args[2]), i64)
-        builder.call(fn, [args[0], address, args[3], args[4], ir.Constant(i64, 0)])
-        return context.get_dummy_value()
-
-    return types.void(types.int64, ctl, types.intp, types.int64, types.int64), codegen
-
-
-@intrinsic
-def _call(typingctx, fn, arg):
-    # the C function at address fn, int64(int64), called with arg: its result
-    def codegen(context, builder, sig, args):
-        i64 = ir.IntType(64)
-        target = builder.inttoptr(args[0], ir.FunctionType(i64, [i64]).as_pointer())
-        return builder.call(target, [args[1]])
-
-    return types.int64(types.int64, types.int64), codegen
+from ember.ops.thread_intrinsics import call_task, futex, load, sched_yield, store
 
 
 # a worker's control row: counters, the posted chunk, and whether its task failed; two cache lines
@@ -103,70 +44,70 @@ FUTEX_WAIT, FUTEX_WAKE = 128, 129  # the process-private forms
 
 
 @njit(nogil=True, cache=True)
-def _wait(ctl, i, value, asleep, polls, futex, quiet):
+def _wait(ctl, i, value, asleep, polls, futex_nr, quiet):
     # until ctl[i] >= value: `polls` polls (fewer once ctl[quiet] is raised, quiet >= 0), then sleeps on the futex
     # with ctl[asleep] raised for the waker
     for _ in range(polls):
-        if _load(ctl, i) >= value:
+        if load(ctl, i) >= value:
             return
-        if quiet >= 0 and _load(ctl, quiet):
+        if quiet >= 0 and load(ctl, quiet):
             break
-        _sched_yield()
+        sched_yield()
     while True:
-        _store(ctl, asleep, 1)
-        now = _load(ctl, i)
+        store(ctl, asleep, 1)
+        now = load(ctl, i)
         if now >= value:
             break
-        _futex(futex, ctl, i, FUTEX_WAIT, now & 0xFFFFFFFF)
-    _store(ctl, asleep, 0)
+        futex(futex_nr, ctl, i, FUTEX_WAIT, now & 0xFFFFFFFF)
+    store(ctl, asleep, 0)
 
 
 @njit(nogil=True, cache=True)
-def _raise(ctl, i, value, asleep, futex):
+def _raise(ctl, i, value, asleep, futex_nr):
     # ctl[i] = value, waking the thread that sleeps on it
-    _store(ctl, i, value)
-    if _load(ctl, asleep):
-        _futex(futex, ctl, i, FUTEX_WAKE, 0x7FFFFFFF)
+    store(ctl, i, value)
+    if load(ctl, asleep):
+        futex(futex_nr, ctl, i, FUTEX_WAKE, 0x7FFFFFFF)
 
 
-def serve(ctl, row, polls, futex):
+def serve(ctl, row, polls, futex_nr):
     # a worker: runs each chunk posted to control row `row` until STOP is raised
     base = row * ROW
     seen = 0
     while True:
         seen += 1
-        _wait(ctl, base + POSTED, seen, base + WORKER_ASLEEP, polls, futex, base + QUIET)
-        if _load(ctl, base + STOP):
+        _wait(ctl, base + POSTED, seen, base + WORKER_ASLEEP, polls, futex_nr, base + QUIET)
+        if load(ctl, base + STOP):
             return
-        if _call(ctl[base + FN], ctl[base + ARG]) == 0:  # a task returns 1, or 0 where its kernel raised
+        if call_task(ctl[base + FN], ctl[base + ARG]) == 0:  # a task returns 1, or 0 where its kernel raised
             ctl[base + FAILED] = 1
-        _raise(ctl, base + DONE, seen, base + CALLER_ASLEEP, futex)
+        _raise(ctl, base + DONE, seen, base + CALLER_ASLEEP, futex_nr)
 
 
-def split(ctl, fn, blocks, block_bytes, parts, polls, futex):
+def split(ctl, fn, blocks, block_bytes, parts, polls, futex_nr):
     # fn's chunks 1..parts-1 on workers 0..parts-2 (chunk k's block at blocks + k * block_bytes), chunk 0 here: the
     # number of chunks whose kernel raised
     for w in range(parts - 1):
         base = w * ROW
         ctl[base + FN] = fn
         ctl[base + ARG] = blocks + (w + 1) * block_bytes
-        _store(ctl, base + QUIET, 0)
-        _raise(ctl, base + POSTED, ctl[base + POSTED] + 1, base + WORKER_ASLEEP, futex)
-    failed = 1 if _call(fn, blocks) == 0 else 0
+        store(ctl, base + QUIET, 0)
+        _raise(ctl, base + POSTED, ctl[base + POSTED] + 1, base + WORKER_ASLEEP, futex_nr)
+    failed = 1 if call_task(fn, blocks) == 0 else 0
     for w in range(parts - 1):
         base = w * ROW
-        _wait(ctl, base + DONE, ctl[base + POSTED], base + CALLER_ASLEEP, polls, futex, -1)
+        _wait(ctl, base + DONE, ctl[base + POSTED], base + CALLER_ASLEEP, polls, futex_nr, -1)
         failed += ctl[base + FAILED]
         ctl[base + FAILED] = 0
     return failed
 
 
-def stop(ctl, workers, futex):
+def stop(ctl, workers, futex_nr):
     # every worker returns from serve
     for w in range(workers):
         base = w * ROW
-        _store(ctl, base + STOP, 1)
-        _raise(ctl, base + POSTED, ctl[base + POSTED] + 1, base + WORKER_ASLEEP, futex)
+        store(ctl, base + STOP, 1)
+        _raise(ctl, base + POSTED, ctl[base + POSTED] + 1, base + WORKER_ASLEEP, futex_nr)
 '''
 
 # Per (kernel, argument kinds): `task`, a chunk's C entry point, rebuilds the kernel's arguments from an int64
@@ -176,27 +117,19 @@ _CHUNK = '''
 import sys
 
 import numpy as np
-from llvmlite import ir
-from numba import carray, njit, types
-from numba.extending import intrinsic
+from numba import carray, njit
 from numpy.lib.stride_tricks import as_strided
+
+from ember.ops.thread_intrinsics import address
 
 kernel = sys.modules[{module!r}].{attr}
 split = sys.modules[{loops!r}].jitted_split
 
 
-@intrinsic
-def _address(typingctx, value):
-    def codegen(context, builder, sig, args):
-        return builder.inttoptr(args[0], ir.IntType(8).as_pointer())
-
-    return types.voidptr(types.int64), codegen
-
-
 def task(block):
     # 1; where the kernel raises, the cfunc's wrapper prints the exception and returns 0
-    a = carray(_address(block), {size}, np.int64)
-    f = carray(_address(block), {size}, np.float64)
+    a = carray(address(block), {size}, np.int64)
+    f = carray(address(block), {size}, np.float64)
     kernel({arguments})
     return 1
 
@@ -282,11 +215,11 @@ def _chunk_source(kernel, kinds) -> str:
         packing += [f"a[{at + 1 + d}] = {p}.shape[{dim}]" for d, dim in enumerate(dims)]
         if code[:-1] == "s":  # strided: its strides (bytes) follow its shape, and it is a view of its first value
             strides = "".join(f"a[{at + 1 + ndim + d}], " for d in range(ndim))
-            arguments.append(f"as_strided(carray(_address(a[{at}]), (1,), np.{name}), ({shape}), ({strides}))")
+            arguments.append(f"as_strided(carray(address(a[{at}]), (1,), np.{name}), ({shape}), ({strides}))")
             packing += [f"a[{at + 1 + ndim + d}] = {p}.strides[{d}]" for d in range(ndim)]
             at += 1 + 2 * ndim
             continue
-        arguments.append(f"carray(_address(a[{at}]), ({shape}), np.{name})")
+        arguments.append(f"carray(address(a[{at}]), ({shape}), np.{name})")
         at += 1 + len(dims)
     arguments += [f"a[{at}]", f"a[{at + 1}]"]
     module = kernel.py_func.__module__

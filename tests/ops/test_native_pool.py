@@ -53,6 +53,15 @@ def native(monkeypatch):
     return batch_threads._state["native"]
 
 
+def test_a_linux_machine_with_two_cores_and_numba_gets_the_native_pool():
+    """The other tests skip without the pool; here its absence where it should run is a failure."""
+    from ember.graph.codegen import get_backend
+
+    if batch_threads.workers() < 2 or not native_pool.available() or get_backend() == "numpy":
+        pytest.skip("one core, not Linux on x86-64 or AArch64, or the NumPy backend chosen")
+    assert batch_threads._state["native"] is not None
+
+
 def _scaled_case(n=11):
     x = np.arange(n * 2, dtype=np.float32).reshape(n, 2)
     counts = np.array([3], np.int64)
