@@ -56,26 +56,20 @@ def test_not_folded_when_the_affine_value_is_read_elsewhere_or_the_clamp_is_one_
         assert any(op in ("relu", "clamp", "fused_elementwise") for op in ops), ops
 
 
-def test_jitted_network_with_folded_activations_equals_eager_as_its_state_changes():
-    """A jitted eval-mode conv -> batch norm -> ReLU6 / ReLU network equals eager bit for bit call after call while
-    the user changes the running statistics, the weights and the input in place, and switches to training mode."""
+def _jitted_eval_equals_eager_as_state_changes(model, x, bn, change_weights, check_events):
+    """A jitted eval-mode `model` equals eager bit for bit call after call while the user changes batch norm `bn`'s
+    running statistics (call 1), weights (change_weights, call 2) and the input in place (call 3), and switches
+    to training mode (call 4); check_events(call, names) sees the jitted call's profiled kernel names."""
     import ember as em
 
-    em.manual_seed(0)
-    nn = em.nn
-    model = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU6(),
-                          nn.Conv2d(8, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU()).eval()
     jitted = em.jit(lambda t: model(t))
-    x = em.randn(2, 3, 40, 40)  # 25.6K values per activation: the compiled pass
-    bn = model[1]
     with em.no_grad():
         for call in range(5):
             if call == 1:
                 bn.running_mean.add_(0.3)
                 bn.running_var.mul_(2.0)
             if call == 2:
-                bn.weight.mul_(-1.5)
-                model[4].bias.add_(0.2)
+                change_weights()
             if call == 3:
                 x.mul_(3.0)
             if call == 4:
@@ -84,9 +78,28 @@ def test_jitted_network_with_folded_activations_equals_eager_as_its_state_change
             with em.profiler.profile() as prof:
                 got = jitted(x).numpy()
             np.testing.assert_array_equal(got, want, err_msg=f"call {call}")
-            names = {e.name for e in prof.events if e.cat != "range"}
-            if call < 4:
-                assert "clamp" not in names and "relu" not in names, names
+            check_events(call, [e.name for e in prof.events if e.cat != "range"])
+
+
+def test_jitted_network_with_folded_activations_equals_eager_as_its_state_changes():
+    """Conv -> batch norm -> ReLU6 / ReLU, the activations folded into the batch norms' passes in eval mode."""
+    import ember as em
+
+    em.manual_seed(0)
+    nn = em.nn
+    model = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU6(),
+                          nn.Conv2d(8, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU()).eval()
+
+    def change_weights():
+        model[1].weight.mul_(-1.5)
+        model[4].bias.add_(0.2)
+
+    def check_events(call, names):
+        if call < 4:
+            assert "clamp" not in names and "relu" not in names, names
+
+    # 25.6K values per activation: the compiled pass
+    _jitted_eval_equals_eager_as_state_changes(model, em.randn(2, 3, 40, 40), model[1], change_weights, check_events)
 
 
 def test_conv_bias_and_relu_are_one_pass_in_a_jitted_training_step_equal_to_eager():
@@ -283,9 +296,8 @@ def test_the_joined_op_matches_torch():
 
 
 def test_jitted_mobilenet_block_with_joined_depthwise_layers_equals_eager_as_its_state_changes():
-    """A jitted eval-mode inverted residual (1x1 -> BN -> ReLU6 -> depthwise -> BN -> ReLU6 -> 1x1 -> BN) equals eager
-    bit for bit call after call while the running statistics, the depthwise weight and the input change in place
-    and the model switches to training mode; in eval mode its depthwise layer and batch norm are one node."""
+    """An inverted residual (1x1 -> BN -> ReLU6 -> depthwise -> BN -> ReLU6 -> 1x1 -> BN): in eval mode its depthwise
+    layer and batch norm are one node; the depthwise weight is the weight that changes."""
     import ember as em
 
     em.manual_seed(0)
@@ -293,26 +305,12 @@ def test_jitted_mobilenet_block_with_joined_depthwise_layers_equals_eager_as_its
     model = nn.Sequential(nn.Conv2d(8, 32, 1, bias=False), nn.BatchNorm2d(32), nn.ReLU6(),
                           nn.Conv2d(32, 32, 3, 2, 1, groups=32, bias=False), nn.BatchNorm2d(32), nn.ReLU6(),
                           nn.Conv2d(32, 8, 1, bias=False), nn.BatchNorm2d(8)).eval()
-    jitted = em.jit(lambda t: model(t))
-    x = em.randn(2, 8, 48, 48)
-    bn = model[4]
-    with em.no_grad():
-        for call in range(5):
-            if call == 1:
-                bn.running_mean.add_(0.3)
-                bn.running_var.mul_(2.0)
-            if call == 2:
-                model[3].weight.mul_(-1.5)
-            if call == 3:
-                x.mul_(3.0)
-            if call == 4:
-                model.train()  # batch statistics: nothing to join
-            want = model(x).numpy()
-            with em.profiler.profile() as prof:
-                got = jitted(x).numpy()
-            np.testing.assert_array_equal(got, want, err_msg=f"call {call}")
-            names = [e.name for e in prof.events if e.cat != "range"]
-            assert names.count("depthwise_conv2d_affine") == (1 if call < 4 else 0), names
+
+    def check_events(call, names):
+        assert names.count("depthwise_conv2d_affine") == (1 if call < 4 else 0), names
+
+    _jitted_eval_equals_eager_as_state_changes(model, em.randn(2, 8, 48, 48), model[4],
+                                               lambda: model[3].weight.mul_(-1.5), check_events)
 
 
 def test_the_joined_op_exports_to_onnx_with_the_same_values():
