@@ -335,7 +335,10 @@ class NativePool:
 
 def make(n: int, polls_per_us: float):
     """A NativePool of n workers, or None where this platform or Numba cannot run one (or EMBER_NATIVE_SPLIT=0)."""
-    if not available() or os.environ.get("EMBER_NATIVE_SPLIT", "1") == "0":
+    setting = os.environ.get("EMBER_NATIVE_SPLIT", "1").strip()
+    if setting not in ("0", "1"):
+        raise ValueError(f"EMBER_NATIVE_SPLIT must be 0 (off) or 1 (on), got {setting!r}")
+    if not available() or setting == "0":
         return None
     try:
         return NativePool(n, polls_per_us)

@@ -62,6 +62,18 @@ def test_a_linux_machine_with_two_cores_and_numba_gets_the_native_pool():
     assert batch_threads._state["native"] is not None
 
 
+def test_ember_native_split_turns_the_pool_off_and_a_bad_value_is_named(monkeypatch):
+    if batch_threads.workers() < 2:
+        pytest.skip("one core")
+    monkeypatch.setattr(batch_threads, "_state", {})  # a fresh start, as in a new process
+    monkeypatch.setenv("EMBER_NATIVE_SPLIT", "0")
+    assert batch_threads.workers() > 1 and batch_threads._state["native"] is None
+    monkeypatch.setattr(batch_threads, "_state", {})
+    monkeypatch.setenv("EMBER_NATIVE_SPLIT", "off")
+    with pytest.raises(ValueError, match="EMBER_NATIVE_SPLIT must be 0 \\(off\\) or 1 \\(on\\), got 'off'"):
+        batch_threads.workers()
+
+
 def _scaled_case(n=11):
     x = np.arange(n * 2, dtype=np.float32).reshape(n, 2)
     counts = np.array([3], np.int64)
