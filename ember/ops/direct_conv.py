@@ -413,7 +413,7 @@ _state: dict = {}
 
 class _ForwardPlan(NamedTuple):
     """What conv2d works out from the shapes alone: the output and plane geometry, the taps, the micro-kernel and
-    the scratch each thread needs."""
+    the scratch shapes of each chunk."""
 
     oh: int
     ow: int
