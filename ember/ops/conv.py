@@ -244,7 +244,11 @@ _MIN_ROWS_SPLIT_PIXELS = 256
 
 def _rows_pay(x, w, stride, padding, dilation) -> bool:
     oh, ow = _out_hw(x, w.shape[2], w.shape[3], stride, padding, dilation)
-    return oh * ow >= _MIN_ROWS_SPLIT_PIXELS and oh >= 2
+    if oh * ow < _MIN_ROWS_SPLIT_PIXELS or oh < 2:
+        return False
+    # Winograd's compiled kernel splits a sample's tile rows itself (winograd.conv3x3)
+    return not (winograd.splits_tile_rows()
+                and winograd.applies(x.shape, w.shape, x.dtype, stride, padding, dilation, 1))
 
 
 def _forward_by_rows(x, w, stride, padding, dilation, groups):

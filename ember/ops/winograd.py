@@ -8,16 +8,26 @@ float32 rounding in a different order (measured below im2col's own error against
 
 Used by conv2d (and so conv_transpose2d's stride-1 path) for float32 3x3 stride-1 undilated ungrouped
 layers with at least 8 channels each way, when Numba is installed; otherwise the im2col path runs.
+
+Where Ember's GEMM runs, the forward is one compiled kernel per thread (conv3x3_tile_rows): each thread takes a
+range of the batch's tile rows, and for a block of them at a time makes the input tiles, runs the 16 products
+on the GEMM driver and writes the output tiles, so the block's transformed tiles stay in cache and a single
+sample is split over the threads as well as a batch, with no Python in the split (batch_threads.run_kernel).
+ResNet-18's (1, 64, 56, 56) and (1, 128, 28, 28) layers went from 0.67 ms each in two row bands (each thread
+transforming the whole weight, each band's tiles out to memory and back) to 0.54 (PyTorch 0.55 and 0.54),
+2026-11-27. Its values are the other path's bit for bit: the same transforms and in-order GEMM sums.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from ember.ops import batch_threads, gemm
+from ember.ops import batch_threads, gemm, sgemm_compiled
 from ember.ops.compiled import MIN_ELEMENTS, kernel_for
+from ember.ops.sgemm_microkernel import microkernel_address, transpose_address
 
-_SOURCE = '''
+# One tile's transforms, shared by the kernels below and conv3x3_tile_rows (inlined: the same code in each)
+_TILE_SOURCE = '''
 import numpy as np
 from numba import njit
 
@@ -28,11 +38,101 @@ def u(i):
     return np.uint64(i)
 
 
-def weight_tiles(w, U, plane_stride):
-    # U[k*plane_stride + o*C + c] = (G g G^T)[k // 4, k % 4] for the 3x3 weight g = w[o, c]
-    O, C = w.shape[0], w.shape[1]
+@njit(inline="always")
+def input_tile(pf, b0, PW, j, V, q, S):
+    # V[q + k*S] = (B^T d B)[k // 4, k % 4] for the 4x4 tile d of the flat image pf whose rows start at b0 + r*PW,
+    # columns j..j+3
+    b1 = b0 + PW
+    b2 = b1 + PW
+    b3 = b2 + PW
+    # B^T d: rows d0 - d2, d1 + d2, d2 - d1, d1 - d3 (d_r: row r of the tile)
+    a00 = pf[u(b0 + j)] - pf[u(b2 + j)]
+    a01 = pf[u(b0 + j + 1)] - pf[u(b2 + j + 1)]
+    a02 = pf[u(b0 + j + 2)] - pf[u(b2 + j + 2)]
+    a03 = pf[u(b0 + j + 3)] - pf[u(b2 + j + 3)]
+    a10 = pf[u(b1 + j)] + pf[u(b2 + j)]
+    a11 = pf[u(b1 + j + 1)] + pf[u(b2 + j + 1)]
+    a12 = pf[u(b1 + j + 2)] + pf[u(b2 + j + 2)]
+    a13 = pf[u(b1 + j + 3)] + pf[u(b2 + j + 3)]
+    a20 = pf[u(b2 + j)] - pf[u(b1 + j)]
+    a21 = pf[u(b2 + j + 1)] - pf[u(b1 + j + 1)]
+    a22 = pf[u(b2 + j + 2)] - pf[u(b1 + j + 2)]
+    a23 = pf[u(b2 + j + 3)] - pf[u(b1 + j + 3)]
+    a30 = pf[u(b1 + j)] - pf[u(b3 + j)]
+    a31 = pf[u(b1 + j + 1)] - pf[u(b3 + j + 1)]
+    a32 = pf[u(b1 + j + 2)] - pf[u(b3 + j + 2)]
+    a33 = pf[u(b1 + j + 3)] - pf[u(b3 + j + 3)]
+    # (B^T d) B: the same combinations along each row
+    V[u(q)] = a00 - a02
+    V[u(q + S)] = a01 + a02
+    V[u(q + 2 * S)] = a02 - a01
+    V[u(q + 3 * S)] = a01 - a03
+    V[u(q + 4 * S)] = a10 - a12
+    V[u(q + 5 * S)] = a11 + a12
+    V[u(q + 6 * S)] = a12 - a11
+    V[u(q + 7 * S)] = a11 - a13
+    V[u(q + 8 * S)] = a20 - a22
+    V[u(q + 9 * S)] = a21 + a22
+    V[u(q + 10 * S)] = a22 - a21
+    V[u(q + 11 * S)] = a21 - a23
+    V[u(q + 12 * S)] = a30 - a32
+    V[u(q + 13 * S)] = a31 + a32
+    V[u(q + 14 * S)] = a32 - a31
+    V[u(q + 15 * S)] = a31 - a33
+
+
+@njit(inline="always")
+def output_tile(M, q, S, of, d, OW, whole, right, below):
+    # of[d], of[d + 1], of[d + OW], of[d + OW + 1] = (A^T m A) for m[k // 4, k % 4] = M[q + k*S]; `whole`: all four
+    # lie in the image, else `right` (the column d + 1) and `below` (the row d + OW) say which do
+    m0 = M[u(q)]
+    m1 = M[u(q + S)]
+    m2 = M[u(q + 2 * S)]
+    m3 = M[u(q + 3 * S)]
+    m4 = M[u(q + 4 * S)]
+    m5 = M[u(q + 5 * S)]
+    m6 = M[u(q + 6 * S)]
+    m7 = M[u(q + 7 * S)]
+    m8 = M[u(q + 8 * S)]
+    m9 = M[u(q + 9 * S)]
+    m10 = M[u(q + 10 * S)]
+    m11 = M[u(q + 11 * S)]
+    m12 = M[u(q + 12 * S)]
+    m13 = M[u(q + 13 * S)]
+    m14 = M[u(q + 14 * S)]
+    m15 = M[u(q + 15 * S)]
+    # A^T m: rows m0 + m1 + m2, m1 - m2 - m3 (m_r: row r), then the same along each row
+    r00 = m0 + m4 + m8
+    r01 = m1 + m5 + m9
+    r02 = m2 + m6 + m10
+    r03 = m3 + m7 + m11
+    r10 = m4 - m8 - m12
+    r11 = m5 - m9 - m13
+    r12 = m6 - m10 - m14
+    r13 = m7 - m11 - m15
+    of[u(d)] = r00 + r01 + r02
+    if whole:
+        of[u(d + 1)] = r01 - r02 - r03
+        of[u(d + OW)] = r10 + r11 + r12
+        of[u(d + OW + 1)] = r11 - r12 - r13
+    else:
+        if right:
+            of[u(d + 1)] = r01 - r02 - r03
+        if below:
+            of[u(d + OW)] = r10 + r11 + r12
+            if right:
+                of[u(d + OW + 1)] = r11 - r12 - r13
+'''
+
+_SOURCE = _TILE_SOURCE + '''
+
+
+def weight_tiles(
+w, U, plane_stride, lo, hi):
+    # U[k*plane_stride + o*C + c] = (G g G^T)[k // 4, k % 4] for the 3x3 weight g = w[o, c], o in [lo, hi)
+    C = w.shape[1]
     S = plane_stride
-    for o in range(O):
+    for o in range(lo, hi):
         for c in range(C):
             q = o * C + c
             for i in range(4):
@@ -57,64 +157,27 @@ def weight_tiles(w, U, plane_stride):
                 U[q + (4 * i + 3) * S] = t2
 
 
-def input_tiles(x, pt, pl, th, tw, V, plane_stride, plane):
-    # V[k*plane_stride + c*T + t] = (B^T d B)[k // 4, k % 4] of the 4x4 tile d at (2*ty - pt, 2*tx - pl);
-    # plane: a zeroed (2*th + 2, 2*tw + 2) scratch image whose border stays zero (the padding)
+def input_tiles(x, pt, pl, th, tw, V, plane_stride, plane, lo, hi):
+    # V[k*plane_stride + c*T + t] = (B^T d B)[k // 4, k % 4] of the 4x4 tile d at (2*ty - pt, 2*tx - pl), for the
+    # images n*C + c in [lo, hi); plane: a zeroed (2*th + 2, 2*tw + 2) scratch image whose border stays zero
+    # (the padding)
     N, C, H, W = x.shape
     T = N * th * tw
     S = plane_stride
     PW = plane.shape[1]
     xf = x.reshape(-1)
     pf = plane.reshape(-1)
-    for n in range(N):
-        for c in range(C):
-            xb = (n * C + c) * H * W
-            for y in range(H):
-                for xx in range(W):
-                    pf[u((y + pt) * PW + xx + pl)] = xf[u(xb + y * W + xx)]
-            for ty in range(th):
-                b0 = 2 * ty * PW
-                b1 = b0 + PW
-                b2 = b1 + PW
-                b3 = b2 + PW
-                q0 = c * T + (n * th + ty) * tw
-                for tx in range(tw):
-                    j = 2 * tx
-                    # B^T d: rows d0 - d2, d1 + d2, d2 - d1, d1 - d3 (d_r: row r of the tile)
-                    a00 = pf[u(b0 + j)] - pf[u(b2 + j)]
-                    a01 = pf[u(b0 + j + 1)] - pf[u(b2 + j + 1)]
-                    a02 = pf[u(b0 + j + 2)] - pf[u(b2 + j + 2)]
-                    a03 = pf[u(b0 + j + 3)] - pf[u(b2 + j + 3)]
-                    a10 = pf[u(b1 + j)] + pf[u(b2 + j)]
-                    a11 = pf[u(b1 + j + 1)] + pf[u(b2 + j + 1)]
-                    a12 = pf[u(b1 + j + 2)] + pf[u(b2 + j + 2)]
-                    a13 = pf[u(b1 + j + 3)] + pf[u(b2 + j + 3)]
-                    a20 = pf[u(b2 + j)] - pf[u(b1 + j)]
-                    a21 = pf[u(b2 + j + 1)] - pf[u(b1 + j + 1)]
-                    a22 = pf[u(b2 + j + 2)] - pf[u(b1 + j + 2)]
-                    a23 = pf[u(b2 + j + 3)] - pf[u(b1 + j + 3)]
-                    a30 = pf[u(b1 + j)] - pf[u(b3 + j)]
-                    a31 = pf[u(b1 + j + 1)] - pf[u(b3 + j + 1)]
-                    a32 = pf[u(b1 + j + 2)] - pf[u(b3 + j + 2)]
-                    a33 = pf[u(b1 + j + 3)] - pf[u(b3 + j + 3)]
-                    q = q0 + tx
-                    # (B^T d) B: the same combinations along each row
-                    V[u(q)] = a00 - a02
-                    V[u(q + S)] = a01 + a02
-                    V[u(q + 2 * S)] = a02 - a01
-                    V[u(q + 3 * S)] = a01 - a03
-                    V[u(q + 4 * S)] = a10 - a12
-                    V[u(q + 5 * S)] = a11 + a12
-                    V[u(q + 6 * S)] = a12 - a11
-                    V[u(q + 7 * S)] = a11 - a13
-                    V[u(q + 8 * S)] = a20 - a22
-                    V[u(q + 9 * S)] = a21 + a22
-                    V[u(q + 10 * S)] = a22 - a21
-                    V[u(q + 11 * S)] = a21 - a23
-                    V[u(q + 12 * S)] = a30 - a32
-                    V[u(q + 13 * S)] = a31 + a32
-                    V[u(q + 14 * S)] = a32 - a31
-                    V[u(q + 15 * S)] = a31 - a33
+    for image in range(lo, hi):
+        n = image // C
+        c = image - n * C
+        xb = image * H * W
+        for y in range(H):
+            for xx in range(W):
+                pf[u((y + pt) * PW + xx + pl)] = xf[u(xb + y * W + xx)]
+        for ty in range(th):
+            q0 = c * T + (n * th + ty) * tw
+            for tx in range(tw):
+                input_tile(pf, 2 * ty * PW, PW, 2 * tx, V, q0 + tx, S)
 
 
 def gradient_tiles(g, th, tw, Z, plane_stride):
@@ -211,61 +274,93 @@ def weight_from_tiles(D, gw):
             gw[o, c, 2, 2] = (b2 + c2) * 0.5 + d2
 
 
-def output_tiles(M, plane_stride, th, tw, out):
-    # out[n, o, 2*ty + i, 2*tx + j] = (A^T m A)[i, j], m[k // 4, k % 4] = M[k*plane_stride + o*T + t]
+def output_tiles(M, plane_stride, th, tw, out, lo, hi):
+    # out[n, o, 2*ty + i, 2*tx + j] = (A^T m A)[i, j], m[k // 4, k % 4] = M[k*plane_stride + o*T + t], for the
+    # maps n*O + o in [lo, hi)
     N, O, OH, OW = out.shape
     T = N * th * tw
     S = plane_stride
     of = out.reshape(-1)
-    for n in range(N):
-        for o in range(O):
-            ob = (n * O + o) * OH * OW
-            for ty in range(th):
-                y = 2 * ty
-                q0 = o * T + (n * th + ty) * tw
-                whole = y + 1 < OH and OW % 2 == 0  # every tile of this row lies inside the image
-                for tx in range(tw):
-                    q = q0 + tx
-                    m0 = M[u(q)]
-                    m1 = M[u(q + S)]
-                    m2 = M[u(q + 2 * S)]
-                    m3 = M[u(q + 3 * S)]
-                    m4 = M[u(q + 4 * S)]
-                    m5 = M[u(q + 5 * S)]
-                    m6 = M[u(q + 6 * S)]
-                    m7 = M[u(q + 7 * S)]
-                    m8 = M[u(q + 8 * S)]
-                    m9 = M[u(q + 9 * S)]
-                    m10 = M[u(q + 10 * S)]
-                    m11 = M[u(q + 11 * S)]
-                    m12 = M[u(q + 12 * S)]
-                    m13 = M[u(q + 13 * S)]
-                    m14 = M[u(q + 14 * S)]
-                    m15 = M[u(q + 15 * S)]
-                    # A^T m: rows m0 + m1 + m2, m1 - m2 - m3 (m_r: row r), then the same along each row
-                    r00 = m0 + m4 + m8
-                    r01 = m1 + m5 + m9
-                    r02 = m2 + m6 + m10
-                    r03 = m3 + m7 + m11
-                    r10 = m4 - m8 - m12
-                    r11 = m5 - m9 - m13
-                    r12 = m6 - m10 - m14
-                    r13 = m7 - m11 - m15
-                    j = 2 * tx
-                    d = ob + y * OW + j
-                    of[u(d)] = r00 + r01 + r02
-                    if whole:
-                        of[u(d + 1)] = r01 - r02 - r03
-                        of[u(d + OW)] = r10 + r11 + r12
-                        of[u(d + OW + 1)] = r11 - r12 - r13
-                    else:
-                        if j + 1 < OW:
-                            of[u(d + 1)] = r01 - r02 - r03
-                        if y + 1 < OH:
-                            of[u(d + OW)] = r10 + r11 + r12
-                            if j + 1 < OW:
-                                of[u(d + OW + 1)] = r11 - r12 - r13
+    for image in range(lo, hi):
+        n = image // O
+        o = image - n * O
+        ob = image * OH * OW
+        for ty in range(th):
+            y = 2 * ty
+            q0 = o * T + (n * th + ty) * tw
+            whole = y + 1 < OH and OW % 2 == 0  # every tile of this row lies inside the image
+            for tx in range(tw):
+                j = 2 * tx
+                output_tile(M, q0 + tx, S, of, ob + y * OW + j, OW, whole, j + 1 < OW, y + 1 < OH)
 '''
+
+# conv3x3's forward as one kernel per thread: input tiles, the 16 products on Ember's GEMM driver (pasted before it,
+# from sgemm_compiled.SOURCE) and output tiles for a block of tile rows at a time, so a block's transformed input
+# and products stay in the core's cache between the three steps, and a split runs no Python (batch_threads.run_kernel)
+_TILE_ROWS_SOURCE = '''
+
+
+def conv3x3_tile_rows(ukr, tr, x, pt, pl, th, tw, U, su, out, rows_per_block, pad, work, plane, lo, hi):
+    # conv3x3's output for the batch's tile rows [lo, hi) (tile row r: sample r // th, row r % th), in blocks of at
+    # most rows_per_block tile rows: the block's input tiles, V[k*SV + c*T + t] = (B^T d B)[k // 4, k % 4], into
+    # work; M[k] = U[k] @ V[k] for the 16 planes (U: 16 planes of O x C, su apart) on the GEMM driver (ukr, tr: its
+    # micro-kernel's and transposing copy's addresses) into the rest of work; and out's 2x2 tiles, (A^T m A).
+    # plane: a zeroed (2*rows_per_block + 2, 2*tw + 2) scratch image whose border columns stay zero (the padding)
+    N, C, H, W = x.shape
+    O, OH, OW = out.shape[1], out.shape[2], out.shape[3]
+    PW = plane.shape[1]
+    SV = C * rows_per_block * tw + pad
+    SM = O * rows_per_block * tw + pad
+    xf = x.reshape(-1)
+    pf = plane.reshape(-1)
+    of = out.reshape(-1)
+    blocks = (hi - lo + rows_per_block - 1) // rows_per_block
+    for blk in range(blocks):
+        r0 = lo + (hi - lo) * blk // blocks
+        r1 = lo + (hi - lo) * (blk + 1) // blocks
+        T = (r1 - r0) * tw
+        for c in range(C):
+            r = r0
+            while r < r1:  # the block's rows of one sample at a time
+                n = r // th
+                ty0 = r - n * th
+                ty1 = min(th, ty0 + r1 - r)
+                xb = (n * C + c) * H * W
+                y0 = 2 * ty0 - pt  # plane row i holds input row y0 + i
+                for i in range(2 * (ty1 - ty0) + 2):
+                    y = y0 + i
+                    pb = i * PW + pl
+                    if y >= 0 and y < H:
+                        for xx in range(W):
+                            pf[u(pb + xx)] = xf[u(xb + y * W + xx)]
+                    else:
+                        for xx in range(W):
+                            pf[u(pb + xx)] = 0
+                for ty in range(ty1 - ty0):
+                    q0 = c * T + (r - r0 + ty) * tw
+                    for tx in range(tw):
+                        input_tile(pf, 2 * ty * PW, PW, 2 * tx, work, q0 + tx, SV)
+                r += ty1 - ty0
+        m = 16 * SV  # the products' 16 planes of O x T follow the input tiles' in work
+        _blocks(ukr, tr, U.ctypes.data, su, C, 1, work.ctypes.data, SV, T, 1, work.ctypes.data + 4 * m, SM, T, C, 0, 0,
+                0, 16, 0, O, 0, T)
+        for o in range(O):
+            r = r0
+            while r < r1:
+                n = r // th
+                ty0 = r - n * th
+                ty1 = min(th, ty0 + r1 - r)
+                ob = (n * O + o) * OH * OW
+                for ty in range(ty0, ty1):
+                    y = 2 * ty
+                    q0 = m + o * T + (r - r0 + ty - ty0) * tw
+                    whole = y + 1 < OH and OW % 2 == 0  # every tile of this row lies inside the image
+                    for tx in range(tw):
+                        j = 2 * tx
+                        output_tile(work, q0 + tx, SM, of, ob + y * OW + j, OW, whole, j + 1 < OW, y + 1 < OH)
+                r += ty1 - ty0
+'''
+_TILE_ROWS_KERNEL_SOURCE = sgemm_compiled.SOURCE + _TILE_SOURCE + _TILE_ROWS_SOURCE
 
 # Where im2col stays faster (2-thread AVX-512 machine, against this module's kernels): fewer than 8 channels
 # (the GEMMs' inner dimension too short for BLAS), and too few tiles to repay transforming the weight
@@ -279,11 +374,15 @@ _MIN_TILES_LARGE_WEIGHT = 256
 # Each of the 16 transformed planes is padded by one cache line: with planes a power of two apart
 # (16 channels x 1024 tiles x 4 bytes) the tile loops' 16 streams fell in one cache set and ran 8x slower.
 _PLANE_PAD = 16
-# Samples per block: the block's transformed input and GEMM output stay in cache between the three steps,
-# but at least _MIN_BLOCK_TILES tiles so that a large transformed weight is read from memory rarely and the
-# GEMMs are wide enough for BLAS.
+# Samples (or, in the tile-rows kernel, tile rows) per block: the block's transformed input and GEMM output stay
+# in cache between the three steps, but at least _MIN_BLOCK_TILES tiles so that a large transformed weight is read
+# from memory rarely and the GEMMs are wide enough. The tile-rows kernel measured within 5% from 512 KB to 8 MB
+# blocks on ResNet-18's layers at batch 1 and 32 and ResNet-20's at batch 32.
 _BLOCK_BYTES = 2 << 20
 _MIN_BLOCK_TILES = 128
+# The weight's transform is split by output channels from this many (output, input) channel pairs on the native
+# pool: 32 x 32 10.3 -> 8.5 us, 64 x 64 34 -> 21, 128 x 128 131 -> 69; 16 x 16 4.4 -> 5.4 (2026-11-27).
+_WEIGHT_SPLIT_PAIRS = 1024
 
 
 def applies(x_shape, w_shape, dtype, stride, padding, dilation, groups) -> bool:
@@ -318,7 +417,7 @@ def _input_blocks(x, pt, pl, th, tw, other_rows: int, a: int, b: int):
         t = (hi - lo) * th * tw
         sv, sw = c * t + _PLANE_PAD, other_rows * t + _PLANE_PAD
         buf = batch_threads.workspace(16 * (sv + sw), np.float32)
-        tiles_in(x[lo:hi], pt, pl, th, tw, buf[: 16 * sv], sv, plane)
+        tiles_in(x[lo:hi], pt, pl, th, tw, buf[: 16 * sv], sv, plane, 0, (hi - lo) * c)
         yield lo, hi, t, _planes(buf[: 16 * sv], sv, c, t), buf[16 * sv:], sw
 
 
@@ -330,21 +429,47 @@ def conv3x3(x: np.ndarray, w: np.ndarray, padding) -> np.ndarray:
     pt, pb, pl, pr = padding
     oh, ow = h + pt + pb - 2, wd + pl + pr - 2
     th, tw = (oh + 1) // 2, (ow + 1) // 2
+    x, w = np.ascontiguousarray(x), np.ascontiguousarray(w)
+    out = np.empty((n, o, oh, ow), np.float32)
     su = o * c + _PLANE_PAD
     u = np.empty(16 * su, np.float32)
-    kernel_for(_SOURCE, "weight_tiles", np, np.float32, MIN_ELEMENTS)(np.ascontiguousarray(w), u, su)
+    weights = kernel_for(_SOURCE, "weight_tiles", np, np.float32, MIN_ELEMENTS)
+    tile_rows = _tile_rows_kernel()
+    if tile_rows is not None:
+        # the weight's tiles split by output channels, then each thread's tile rows from input to output
+        batch_threads.run_kernel(weights, batch_threads.chunks_if(o, o * c >= _WEIGHT_SPLIT_PAIRS), (w, u, su))
+        parts = batch_threads.kernel_chunks(n * th, 2.25 * 2 * 16 * o * c * n * th * tw)
+        per_row = 16 * (c + o) * tw * 4  # bytes of transformed input and products per tile row
+        rows = min(-(-n * th // len(parts)), max(_BLOCK_BYTES // per_row, -(-_MIN_BLOCK_TILES // tw), 1))
+        size = 16 * ((c + o) * rows * tw + 2 * _PLANE_PAD)
+        work = batch_threads.workspace(len(parts) * size, np.float32).reshape(len(parts), size)
+        planes = np.zeros((len(parts), 2 * rows + 2, 2 * tw + 2), np.float32)
+        batch_threads.run_kernel(tile_rows, parts, (microkernel_address(), transpose_address(), x, pt, pl, th, tw, u,
+                                                    su, out, rows, _PLANE_PAD), parted=(work, planes))
+        return out
+    weights(w, u, su, 0, o)
     u = _planes(u, su, o, c)
-    x = np.ascontiguousarray(x)
-    out = np.empty((n, o, oh, ow), np.float32)
     tiles_out = kernel_for(_SOURCE, "output_tiles", np, np.float32, MIN_ELEMENTS)
 
     def chunk(a, b):
         for lo, hi, t, v, m, sm in _input_blocks(x, pt, pl, th, tw, o, a, b):
             gemm.matmul(u, v, out=_planes(m, sm, o, t))
-            tiles_out(m, sm, th, tw, out[lo:hi])
+            tiles_out(m, sm, th, tw, out[lo:hi], 0, (hi - lo) * o)
 
     batch_threads.run(chunk, n, 2.25 * 2 * 16 * o * c * n * th * tw)
     return out
+
+
+def _tile_rows_kernel():
+    """conv3x3_tile_rows compiled, where Ember's GEMM takes float32 products here (gemm.enabled()), else None."""
+    if not gemm.enabled():
+        return None
+    return kernel_for(_TILE_ROWS_KERNEL_SOURCE, "conv3x3_tile_rows", np, np.float32, MIN_ELEMENTS)
+
+
+def splits_tile_rows() -> bool:
+    """Whether conv3x3 runs its compiled tile-rows kernel, which splits even a single sample over the threads."""
+    return _tile_rows_kernel() is not None
 
 
 def weight_grad3x3(x: np.ndarray, g: np.ndarray, padding) -> np.ndarray:

@@ -70,6 +70,44 @@ def test_values_and_both_gradients_match_torch(monkeypatch, workers, x_shape, ou
     np.testing.assert_allclose(gw, want_gw, rtol=1e-5, atol=2e-6 * scale)
 
 
+@pytest.mark.parametrize("workers", [1, 2])
+@pytest.mark.parametrize("x_shape,out_channels,padding,block_tiles", [
+    ((1, 16, 16, 16), 16, (1, 1, 1, 1), 128),
+    ((1, 9, 23, 17), 11, (1, 1, 1, 1), 16),    # odd output sizes, several blocks per thread
+    ((1, 8, 21, 20), 12, (0, 2, 1, 0), 16),    # uneven padding
+    ((3, 9, 23, 17), 11, (0, 0, 0, 0), 40),    # blocks that span two samples
+    ((5, 32, 6, 6), 32, (1, 1, 1, 1), 64),     # every block spans samples
+])
+def test_the_tile_rows_kernel_keeps_the_batch_paths_values(monkeypatch, workers, x_shape, out_channels, padding,
+                                                            block_tiles):
+    """conv3x3's compiled kernel (tile rows on each thread, the products on Ember's GEMM driver) gives the values of
+    the path that blocks whole samples and multiplies through gemm.matmul, bit for bit, and PyTorch's. (Products too
+    small for gemm.matmul to take Ember's kernel, 8 channels by 45 tiles, go to NumPy's BLAS there and round apart.)"""
+    if not winograd.splits_tile_rows():
+        pytest.skip("Ember's GEMM does not run here")
+    if workers > batch_threads.workers():
+        pytest.skip("one core")
+    monkeypatch.setitem(batch_threads._state, "workers", workers)
+    monkeypatch.setattr(winograd, "_BLOCK_BYTES", 0)  # blocks of _MIN_BLOCK_TILES tiles, so many per thread
+    monkeypatch.setattr(winograd, "_MIN_BLOCK_TILES", block_tiles)
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal(x_shape).astype(np.float32)
+    w = (rng.standard_normal((out_channels, x_shape[1], 3, 3)) * 0.2).astype(np.float32)
+    y = winograd.conv3x3(x, w, padding)
+    monkeypatch.setattr(winograd, "_tile_rows_kernel", lambda: None)
+    np.testing.assert_array_equal(y, winograd.conv3x3(x, w, padding))
+    want, _, _ = _torch_conv_and_grads(x, w, padding, np.zeros(y.shape, np.float32))
+    np.testing.assert_allclose(y, want, rtol=1e-5, atol=2e-5)
+
+
+def test_a_single_large_sample_takes_winograds_tile_rows_rather_than_row_bands():
+    """ResNet-18's 56x56 and 28x28 3x3 layers at batch 1: the rows split is for the layers Winograd does not take."""
+    x, w = np.zeros((1, 64, 56, 56), np.float32), np.zeros((64, 64, 3, 3), np.float32)
+    strided_w = np.zeros((128, 64, 3, 3), np.float32)
+    assert conv._rows_pay(x, strided_w, (2, 2), (1, 1, 1, 1), ONE)
+    assert conv._rows_pay(x, w, ONE, (1, 1, 1, 1), ONE) is not winograd.splits_tile_rows()
+
+
 def test_error_against_float64_is_no_worse_than_im2cols():
     rng = np.random.default_rng(4)
     x = rng.standard_normal((8, 32, 16, 16)).astype(np.float32)
