@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from ember.errors import ShapeError, fmt_shape
-from ember.ops import batch_threads, depthwise, depthwise_compiled, direct_conv, gemm, winograd
+from ember.ops import batch_threads, conv_rows, depthwise, depthwise_compiled, direct_conv, gemm, winograd
 from ember.ops._rules import binary_dtype, spec
 from ember.ops.channel_affine import channel_affine
 from ember.ops.conv_compiled import col2im_available, col2im_compiled, im2col_compiled
@@ -254,10 +254,15 @@ def _rows_pay(x, w, stride, padding, dilation) -> bool:
 def _forward_by_rows(x, w, stride, padding, dilation, groups):
     """conv2d of a single sample with its output rows split over the batch threads, each convolving the band
     of input rows its output rows read: the patches (or Winograd tiles) are made on every core, not on one
-    while BLAS's threads wait. ResNet-18's 7x7 stem at batch 1: see docs/architecture.md."""
+    while BLAS's threads wait. Where Ember's GEMM runs, the im2col bands are conv_rows' compiled kernel instead.
+    ResNet-18's 7x7 stem at batch 1: see docs/architecture.md."""
     o, _, kh, kw = w.shape
     h = x.shape[2]
     oh, ow = _out_hw(x, kh, kw, stride, padding, dilation)
+    if groups == 1 and x.dtype == w.dtype == np.float32 and conv_rows.available() \
+            and not direct_conv.applies(x.shape, w.shape, x.dtype, stride, padding, dilation, groups) \
+            and not winograd.applies(x.shape, w.shape, x.dtype, stride, padding, dilation, groups):
+        return conv_rows.forward(x, w, stride, padding, dilation, oh, ow)  # the im2col bands below, compiled whole
     (sh, _), (dh, _), (pt, _, pl, pr) = stride, dilation, padding
     out = np.empty((1, o, oh, ow), np.result_type(x, w))
     planes = out.reshape(o, oh * ow)
@@ -288,7 +293,8 @@ def _forward_by_rows(x, w, stride, padding, dilation, groups):
 # ResNet-18's (1, 256, 14, 14) by 3x3 went from 1.43 to 1.30 ms and its 3x3 stride-2 layers from 28x28 and 14x14
 # from 0.82 to 0.73 and 0.85 to 0.79 ms (interleaved; PyTorch 1.06-1.13, 0.59-0.63, 0.67-0.68). Its (1, 512, 7, 7)
 # layer, whose 9.4 MB weight makes the GEMMs bound by reading it, gained nothing (1.62 against 1.59 ms) and keeps
-# one GEMM. Always two halves, on one thread or two, so the values do not depend on the thread count.
+# one GEMM. Always two halves, on one thread or two, so the values do not depend on the thread count. Where Ember's
+# GEMM runs, each half is conv_rows' compiled kernel (no Python on the helper thread, no wait for the GIL).
 _HALVES_MIN_CHANNELS = 64
 _HALVES_MIN_FLOPS = 10e6
 _HALVES_MAX_WEIGHT_BYTES = 8 << 20
@@ -310,6 +316,8 @@ def _forward_by_channel_halves(x, w, stride, padding, dilation):
     batch thread (see _HALVES_MIN_CHANNELS)."""
     o, c, kh, kw = w.shape
     oh, ow = _out_hw(x, kh, kw, stride, padding, dilation)
+    if x.dtype == w.dtype == np.float32 and conv_rows.available():
+        return conv_rows.forward_by_channel_halves(x, w, stride, padding, dilation, oh, ow)  # below, compiled whole
     wm = w.reshape(o, -1)
     halves = ((0, c // 2), (c // 2, c))
     out = np.empty((2, o, oh * ow), np.result_type(x, w))
