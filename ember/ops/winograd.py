@@ -15,7 +15,9 @@ on the GEMM driver and writes the output tiles, so the block's transformed tiles
 sample is split over the threads as well as a batch, with no Python in the split (batch_threads.run_kernel).
 ResNet-18's (1, 64, 56, 56) and (1, 128, 28, 28) layers went from 0.67 ms each in two row bands (each thread
 transforming the whole weight, each band's tiles out to memory and back) to 0.54 (PyTorch 0.55 and 0.54),
-2026-11-27. Its values are the other path's bit for bit: the same transforms and in-order GEMM sums.
+2026-11-27. Its values are the other path's bit for bit: the same transforms and in-order GEMM sums. The weight
+gradient's sum over samples is likewise one kernel per thread (conv3x3_weight_grad_samples), so no Winograd split
+runs Python; alone it ran ResNet-20's (32, 64, 8, 8) weight gradient no faster (0.47-0.49 ms either way).
 """
 
 from __future__ import annotations
@@ -122,6 +124,68 @@ def output_tile(M, q, S, of, d, OW, whole, right, below):
             of[u(d + OW)] = r10 + r11 + r12
             if right:
                 of[u(d + OW + 1)] = r11 - r12 - r13
+
+
+@njit(inline="always")
+def image_tiles(xf, xb, H, W, pt, pl, th, tw, pf, PW, V, q, S):
+    # V[q + ty*tw + tx + k*S] = (B^T d B)[k // 4, k % 4] for the tiles at (2*ty - pt, 2*tx - pl) of the H x W image at
+    # xf[xb:], first copied into pf, a zeroed (2*th + 2) x PW scratch image whose border stays zero (the padding)
+    for y in range(H):
+        for xx in range(W):
+            pf[u((y + pt) * PW + xx + pl)] = xf[u(xb + y * W + xx)]
+    for ty in range(th):
+        q0 = q + ty * tw
+        for tx in range(tw):
+            input_tile(pf, 2 * ty * PW, PW, 2 * tx, V, q0 + tx, S)
+
+
+@njit(inline="always")
+def map_gradient_tiles(gf, gb, OH, OW, th, tw, Z, q, S):
+    # Z[q + ty*tw + tx + k*S] = (A e A^T)[k // 4, k % 4] for the 2x2 tiles e at (2*ty, 2*tx) of the OH x OW output
+    # gradient at gf[gb:] (zero past it): the adjoint of output_tile
+    zero = gf.dtype.type(0)
+    for ty in range(th):
+        y = 2 * ty
+        q0 = q + ty * tw
+        whole = y + 1 < OH and OW % 2 == 0
+        for tx in range(tw):
+            j = 2 * tx
+            d = gb + y * OW + j
+            e00 = gf[u(d)]
+            if whole:
+                e01 = gf[u(d + 1)]
+                e10 = gf[u(d + OW)]
+                e11 = gf[u(d + OW + 1)]
+            else:
+                e01 = gf[u(d + 1)] if j + 1 < OW else zero
+                e10 = gf[u(d + OW)] if y + 1 < OH else zero
+                e11 = gf[u(d + OW + 1)] if (y + 1 < OH and j + 1 < OW) else zero
+            # A e: rows e0, e0 + e1, e0 - e1, -e1 (e_r: row r); then each row [p, r] -> [p, p + r, p - r, -r]
+            p0 = e00
+            p1 = e00 + e10
+            p2 = e00 - e10
+            p3 = -e10
+            r0 = e01
+            r1 = e01 + e11
+            r2 = e01 - e11
+            r3 = -e11
+            q1 = q0 + tx
+            Z[u(q1)] = p0
+            Z[u(q1 + S)] = p0 + r0
+            Z[u(q1 + 2 * S)] = p0 - r0
+            Z[u(q1 + 3 * S)] = -r0
+            Z[u(q1 + 4 * S)] = p1
+            Z[u(q1 + 5 * S)] = p1 + r1
+            Z[u(q1 + 6 * S)] = p1 - r1
+            Z[u(q1 + 7 * S)] = -r1
+            Z[u(q1 + 8 * S)] = p2
+            Z[u(q1 + 9 * S)] = p2 + r2
+            Z[u(q1 + 10 * S)] = p2 - r2
+            Z[u(q1 + 11 * S)] = -r2
+            Z[u(q1 + 12 * S)] = p3
+            Z[u(q1 + 13 * S)] = p3 + r3
+            Z[u(q1 + 14 * S)] = p3 - r3
+            Z[u(q1 + 15 * S)] = -r3
 '''
 
 _SOURCE = _TILE_SOURCE + '''
@@ -163,21 +227,12 @@ def input_tiles(x, pt, pl, th, tw, V, plane_stride, plane, lo, hi):
     # (the padding)
     N, C, H, W = x.shape
     T = N * th * tw
-    S = plane_stride
-    PW = plane.shape[1]
     xf = x.reshape(-1)
     pf = plane.reshape(-1)
     for image in range(lo, hi):
         n = image // C
         c = image - n * C
-        xb = image * H * W
-        for y in range(H):
-            for xx in range(W):
-                pf[u((y + pt) * PW + xx + pl)] = xf[u(xb + y * W + xx)]
-        for ty in range(th):
-            q0 = c * T + (n * th + ty) * tw
-            for tx in range(tw):
-                input_tile(pf, 2 * ty * PW, PW, 2 * tx, V, q0 + tx, S)
+        image_tiles(xf, image * H * W, H, W, pt, pl, th, tw, pf, plane.shape[1], V, c * T + n * th * tw, plane_stride)
 
 
 def gradient_tiles(g, th, tw, Z, plane_stride):
@@ -185,54 +240,10 @@ def gradient_tiles(g, th, tw, Z, plane_stride):
     # (zero past the image): the adjoint of output_tiles
     N, O, OH, OW = g.shape
     T = N * th * tw
-    S = plane_stride
     gf = g.reshape(-1)
-    zero = g.dtype.type(0)
     for n in range(N):
         for o in range(O):
-            gb = (n * O + o) * OH * OW
-            for ty in range(th):
-                y = 2 * ty
-                q0 = o * T + (n * th + ty) * tw
-                whole = y + 1 < OH and OW % 2 == 0
-                for tx in range(tw):
-                    j = 2 * tx
-                    d = gb + y * OW + j
-                    e00 = gf[u(d)]
-                    if whole:
-                        e01 = gf[u(d + 1)]
-                        e10 = gf[u(d + OW)]
-                        e11 = gf[u(d + OW + 1)]
-                    else:
-                        e01 = gf[u(d + 1)] if j + 1 < OW else zero
-                        e10 = gf[u(d + OW)] if y + 1 < OH else zero
-                        e11 = gf[u(d + OW + 1)] if (y + 1 < OH and j + 1 < OW) else zero
-                    # A e: rows e0, e0 + e1, e0 - e1, -e1 (e_r: row r); then each row [p, r] -> [p, p + r, p - r, -r]
-                    p0 = e00
-                    p1 = e00 + e10
-                    p2 = e00 - e10
-                    p3 = -e10
-                    r0 = e01
-                    r1 = e01 + e11
-                    r2 = e01 - e11
-                    r3 = -e11
-                    q = q0 + tx
-                    Z[u(q)] = p0
-                    Z[u(q + S)] = p0 + r0
-                    Z[u(q + 2 * S)] = p0 - r0
-                    Z[u(q + 3 * S)] = -r0
-                    Z[u(q + 4 * S)] = p1
-                    Z[u(q + 5 * S)] = p1 + r1
-                    Z[u(q + 6 * S)] = p1 - r1
-                    Z[u(q + 7 * S)] = -r1
-                    Z[u(q + 8 * S)] = p2
-                    Z[u(q + 9 * S)] = p2 + r2
-                    Z[u(q + 10 * S)] = p2 - r2
-                    Z[u(q + 11 * S)] = -r2
-                    Z[u(q + 12 * S)] = p3
-                    Z[u(q + 13 * S)] = p3 + r3
-                    Z[u(q + 14 * S)] = p3 - r3
-                    Z[u(q + 15 * S)] = -r3
+            map_gradient_tiles(gf, (n * O + o) * OH * OW, OH, OW, th, tw, Z, o * T + n * th * tw, plane_stride)
 
 
 def weight_from_tiles(D, gw):
@@ -362,6 +373,44 @@ def conv3x3_tile_rows(ukr, tr, x, pt, pl, th, tw, U, su, out, rows_per_block, pa
 '''
 _TILE_ROWS_KERNEL_SOURCE = sgemm_compiled.SOURCE + _TILE_SOURCE + _TILE_ROWS_SOURCE
 
+# weight_grad3x3's sum over a range of samples as one kernel per thread, as conv3x3_tile_rows is for the forward
+_WEIGHT_GRAD_SOURCE = '''
+
+
+def conv3x3_weight_grad_samples(ukr, tr, x, g, pt, pl, th, tw, samples_per_block, pad, total, part, work, plane, lo,
+                                hi):
+    # total (16, O, C) = sum over the samples [lo, hi) of Z[k] @ V[k]^T, a block of samples_per_block samples at a
+    # time: V[k*SV + c*T + t] their input tiles and Z[k*SZ + o*T + t] their output-gradient tiles in work, each
+    # block's 16 products on the GEMM driver (ukr, tr: its micro-kernel's and transposing copy's addresses) into part
+    # and added (the first straight into total); plane: a zeroed (2*th + 2, 2*tw + 2) scratch image
+    N, C, H, W = x.shape
+    O, OH, OW = g.shape[1], g.shape[2], g.shape[3]
+    PW = plane.shape[1]
+    xf = x.reshape(-1)
+    gf = g.reshape(-1)
+    pf = plane.reshape(-1)
+    tf = total.reshape(-1)
+    qf = part.reshape(-1)
+    for s0 in range(lo, hi, samples_per_block):
+        s1 = min(hi, s0 + samples_per_block)
+        T = (s1 - s0) * th * tw
+        SV = C * T + pad
+        SZ = O * T + pad
+        for n in range(s0, s1):
+            for c in range(C):
+                image_tiles(xf, (n * C + c) * H * W, H, W, pt, pl, th, tw, pf, PW, work, c * T + (n - s0) * th * tw, SV)
+            for o in range(O):
+                map_gradient_tiles(gf, (n * O + o) * OH * OW, OH, OW, th, tw, work,
+                                   16 * SV + o * T + (n - s0) * th * tw, SZ)
+        into = total if s0 == lo else part
+        _blocks(ukr, tr, work.ctypes.data + 4 * 16 * SV, SZ, T, 1, work.ctypes.data, SV, 1, T, into.ctypes.data, O * C,
+                C, T, 0, 0, 0, 16, 0, O, 0, C)
+        if s0 != lo:
+            for i in range(tf.size):
+                tf[i] += qf[i]
+'''
+_WEIGHT_GRAD_KERNEL_SOURCE = sgemm_compiled.SOURCE + _TILE_SOURCE + _WEIGHT_GRAD_SOURCE
+
 # Where im2col stays faster (2-thread AVX-512 machine, against this module's kernels): fewer than 8 channels
 # (the GEMMs' inner dimension too short for BLAS), and too few tiles to repay transforming the weight
 # (16*O*C values, read again by every block): 64 tiles while that is at most 4 MB (a (1, 128, 28, 28) band
@@ -481,6 +530,25 @@ def weight_grad3x3(x: np.ndarray, g: np.ndarray, padding) -> np.ndarray:
     pt, _, pl, _ = padding
     th, tw = (oh + 1) // 2, (ow + 1) // 2
     x, g = np.ascontiguousarray(x), np.ascontiguousarray(g)
+    gw = np.empty((o, c, 3, 3), np.float32)
+    from_tiles = kernel_for(_SOURCE, "weight_from_tiles", np, np.float32, MIN_ELEMENTS)
+    samples = _weight_grad_kernel()
+    if samples is not None:
+        parts = batch_threads.kernel_chunks(n, 2 * 16 * o * c * n * th * tw)
+        step = max(1, _BLOCK_BYTES // (16 * (c + o) * th * tw * 4), -(-_MIN_BLOCK_TILES // (th * tw)))
+        t = min(step, -(-n // len(parts))) * th * tw  # the most tiles a block holds
+        size = 16 * ((c + o) * t + 2 * _PLANE_PAD)
+        work = batch_threads.workspace(len(parts) * size, np.float32).reshape(len(parts), size)
+        totals = np.empty((len(parts), 16, o, c), np.float32)
+        batch_threads.run_kernel(samples, parts, (microkernel_address(), transpose_address(), x, g, pt, pl, th, tw,
+                                                  step, _PLANE_PAD),
+                                 parted=(totals, np.empty_like(totals), work,
+                                         np.zeros((len(parts), 2 * th + 2, 2 * tw + 2), np.float32)))
+        total = totals[0]
+        for p in totals[1:]:
+            total += p
+        from_tiles(total, gw)
+        return gw
     tiles_grad = kernel_for(_SOURCE, "gradient_tiles", np, np.float32, MIN_ELEMENTS)
 
     def chunk(a, b):
@@ -495,6 +563,12 @@ def weight_grad3x3(x: np.ndarray, g: np.ndarray, padding) -> np.ndarray:
     total = parts[0]
     for p in parts[1:]:
         total += p
-    gw = np.empty((o, c, 3, 3), np.float32)
-    kernel_for(_SOURCE, "weight_from_tiles", np, np.float32, MIN_ELEMENTS)(total, gw)
+    from_tiles(total, gw)
     return gw
+
+
+def _weight_grad_kernel():
+    """conv3x3_weight_grad_samples compiled, where Ember's GEMM takes float32 products here, else None."""
+    if not gemm.enabled():
+        return None
+    return kernel_for(_WEIGHT_GRAD_KERNEL_SOURCE, "conv3x3_weight_grad_samples", np, np.float32, MIN_ELEMENTS)

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from ember.ops import batch_threads, conv, direct_conv, winograd
+from ember.ops import batch_threads, conv, direct_conv, gemm, winograd
 
 pytest.importorskip("numba")
 torch = pytest.importorskip("torch")
@@ -98,6 +98,37 @@ def test_the_tile_rows_kernel_keeps_the_batch_paths_values(monkeypatch, workers,
     np.testing.assert_array_equal(y, winograd.conv3x3(x, w, padding))
     want, _, _ = _torch_conv_and_grads(x, w, padding, np.zeros(y.shape, np.float32))
     np.testing.assert_allclose(y, want, rtol=1e-5, atol=2e-5)
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+@pytest.mark.parametrize("x_shape,out_channels,padding,block_tiles", [
+    ((3, 9, 23, 17), 16, (1, 1, 1, 1), 16),   # odd sizes: the last tiles cut; a block per sample
+    ((5, 8, 21, 20), 20, (0, 2, 1, 0), 64),   # uneven padding
+    ((20, 32, 8, 8), 24, (1, 1, 1, 1), 64),   # several blocks per thread
+])
+def test_the_weight_gradient_kernel_keeps_the_python_paths_values(monkeypatch, workers, x_shape, out_channels,
+                                                                   padding, block_tiles):
+    """weight_grad3x3's compiled kernel (each thread's samples: tiles, products on the GEMM driver, block sums added)
+    gives the values of the path whose chunks are Python, bit for bit, where both split alike and multiply on Ember's
+    GEMM (gemm.matmul hands small products, and ones with under 16 output channels, to NumPy's BLAS)."""
+    if winograd._weight_grad_kernel() is None:
+        pytest.skip("Ember's GEMM does not run here")
+    if workers > batch_threads.workers():
+        pytest.skip("one core")
+    monkeypatch.setitem(batch_threads._state, "workers", workers)
+    monkeypatch.setattr(batch_threads, "_MIN_FLOPS", 0)
+    monkeypatch.setattr(batch_threads, "_MIN_NATIVE_FLOPS", 0)
+    monkeypatch.setattr(gemm, "MIN_FLOPS", 0)
+    monkeypatch.setattr(winograd, "_BLOCK_BYTES", 0)
+    monkeypatch.setattr(winograd, "_MIN_BLOCK_TILES", block_tiles)
+    rng = np.random.default_rng(8)
+    x = rng.standard_normal(x_shape).astype(np.float32)
+    pt, pb, pl, pr = padding
+    g = rng.standard_normal((x_shape[0], out_channels, x_shape[2] + pt + pb - 2, x_shape[3] + pl + pr - 2))
+    g = g.astype(np.float32)
+    got = winograd.weight_grad3x3(x, g, padding)
+    monkeypatch.setattr(winograd, "_weight_grad_kernel", lambda: None)
+    np.testing.assert_array_equal(got, winograd.weight_grad3x3(x, g, padding))
 
 
 def test_a_single_large_sample_takes_winograds_tile_rows_rather_than_row_bands():
