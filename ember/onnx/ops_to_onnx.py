@@ -233,9 +233,9 @@ def _channel_affine(ctx, node):
     return _affine(ctx, node, ctx.input(x, _out(node).dtype), len(x.shape), scale, shift)
 
 
-@mapping("depthwise_conv2d_affine")
-def _depthwise_conv2d_affine(ctx, node):
-    # the jit's depthwise conv2d + channel_affine (graph/passes/fold_activation.py): the two mappings in turn
+@mapping("conv2d_affine")
+def _conv2d_affine(ctx, node):
+    # the jit's conv2d + channel_affine (graph/passes/fold_activation.py): the two mappings in turn
     x, w, scale, shift = node.inputs
     return _affine(ctx, node, _conv2d(ctx, node), len(x.shape), scale, shift)
 

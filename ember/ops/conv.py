@@ -193,7 +193,7 @@ class Conv2dOp(Op):
                 return rounded(out, dtype)
         wm = w.reshape(groups, o // groups, -1)
         h, wd = x.shape[2], x.shape[3]
-        if kh == kw == 1 and tuple(stride) == (1, 1) and not any(padding) and (n == 1 or h * wd >= 256):
+        if pointwise_takes_batch(x, w, stride, padding):
             # A pointwise convolution is a GEMM on the input as it lies: (G, O/G, C/G) @ (N, G, C/G, H*W),
             # no patches copied; on small maps one GEMM over the whole batch (below) runs BLAS better. One product
             # per sample with the weight read in place (_per_sample_gemm), so Ember's GEMM takes them: MobileNetV2's
@@ -214,6 +214,13 @@ class Conv2dOp(Op):
 
 
 _conv2d_op = register(Conv2dOp())
+
+
+def pointwise_takes_batch(x, w, stride, padding) -> bool:
+    """Whether conv2d runs this 1x1, stride-1, unpadded convolution as a GEMM on the input as it lies (a single sample,
+    or maps of 256 pixels and more) rather than by patches."""
+    return w.shape[2] == w.shape[3] == 1 and tuple(stride) == (1, 1) and not any(padding) \
+        and (x.shape[0] == 1 or x.shape[2] * x.shape[3] >= 256)
 
 
 def _dense_forward(xp, x, w, stride, padding, dilation, groups):

@@ -49,7 +49,7 @@ def depthwise_forward(x, w, C, H, W, sh, sw, pt, pl, dh, dw, oh, ow, scale, shif
     # small planes (a loop per row of 7-28 did not), computing only the pitch's few unused columns besides.
     # mode 1-3: each output then becomes out * scale[o] + shift[o] (channel_affine's rounding), mode 2 through
     # relu's select, mode 3 clipped to bounds (lo, hi) as clip does (max then min, NaN kept): the jit's
-    # depthwise_conv2d_affine, an eval batch norm and its activation in the convolution's own pass.
+    # conv2d_affine, an eval batch norm and its activation in the convolution's own pass.
     O, kh, kw = w.shape[0], w.shape[2], w.shape[3]
     m = O // C
     PHs = oh + ((kh - 1) * dh) // sh + 1  # rows per phase

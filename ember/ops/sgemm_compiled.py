@@ -42,6 +42,43 @@ def sgemm_arrays(ukr, tr, a, b, c, bias, accumulate, b_lo, b_hi, r_lo, r_hi, j_l
 def sgemm_chunk(ukr, tr, a, b, c, bias, accumulate, axis, lo, hi):
     # sgemm_arrays on one chunk of a split (batch_threads.run_kernel): batch entries [lo, hi) (axis 0), or
     # MR-row panels (1) or NR-column panels (2) [lo, hi) of every batch entry
+    b_lo, b_hi, r_lo, r_hi, j_lo, j_hi = _chunk_ranges(c, axis, lo, hi)
+    # one call: LLVM inlines the driver at each call site, and three took 2.9 s to compile
+    _arrays(ukr, tr, a, b, c, bias, accumulate, b_lo, b_hi, r_lo, r_hi, j_lo, j_hi)
+
+
+def sgemm_affine_chunk(ukr, tr, a, b, c, bias, accumulate, axis, scale, shift, bounds, mode, lo, hi):
+    # sgemm_chunk, then each value v of the chunk's part of c becomes v * scale[row] + shift[row], the product and the
+    # sum each rounded (channel_affine's values), mode 2 then through relu's select, mode 3 clipped to bounds (lo, hi)
+    # as clip does (max then min, NaN kept): a pointwise convolution and its eval batch norm (ops/conv_affine.py)
+    b_lo, b_hi, r_lo, r_hi, j_lo, j_hi = _chunk_ranges(c, axis, lo, hi)
+    _arrays(ukr, tr, a, b, c, bias, accumulate, b_lo, b_hi, r_lo, r_hi, j_lo, j_hi)
+    C = float32_at(c.ctypes.data)  # c's last axis is contiguous: unit steps, so the loops vectorise
+    scb, scm = c.strides[0] // 4, c.strides[1] // 4
+    z = np.float32(0)
+    low, high = bounds[0], bounds[1]
+    for i in range(b_lo, b_hi):
+        for r in range(r_lo, r_hi):
+            s = scale[r]
+            h = shift[r]
+            at = i * scb + r * scm
+            if mode == 1:
+                for j in range(j_lo, j_hi):
+                    C[at + j] = C[at + j] * s + h
+            elif mode == 2:
+                for j in range(j_lo, j_hi):
+                    v = C[at + j] * s + h
+                    C[at + j] = v if (v > z or v != v) else z
+            else:
+                for j in range(j_lo, j_hi):
+                    v = C[at + j] * s + h
+                    v = v if (v > low or v != v) else low
+                    C[at + j] = v if (v < high or v != v) else high
+
+
+@njit(inline="always")
+def _chunk_ranges(c, axis, lo, hi):
+    # (b_lo, b_hi, r_lo, r_hi, j_lo, j_hi) of chunk [lo, hi) of a split along `axis` (see sgemm_chunk)
     b_lo, b_hi, r_lo, r_hi, j_lo, j_hi = 0, c.shape[0], 0, c.shape[1], 0, c.shape[2]
     if axis == 0:
         b_lo, b_hi = lo, hi
@@ -49,8 +86,7 @@ def sgemm_chunk(ukr, tr, a, b, c, bias, accumulate, axis, lo, hi):
         r_lo, r_hi = lo * MR, min(hi * MR, c.shape[1])
     else:
         j_lo, j_hi = lo * NR, min(hi * NR, c.shape[2])
-    # one call: LLVM inlines the driver at each call site, and three took 2.9 s to compile
-    _arrays(ukr, tr, a, b, c, bias, accumulate, b_lo, b_hi, r_lo, r_hi, j_lo, j_hi)
+    return b_lo, b_hi, r_lo, r_hi, j_lo, j_hi
 
 
 @njit(inline="always")
@@ -182,9 +218,9 @@ def driver():
 
 
 def _compiled() -> dict:
-    if not _drivers:
+    if "arrays" not in _drivers:  # the chunk kernels are compiled into the same dict at their first use
         with _lock:
-            if not _drivers:
+            if "arrays" not in _drivers:
                 from ember.ops.compiled import compile_source
 
                 blocks = compile_source(SOURCE, "sgemm_blocks") if microkernel_address() else None
@@ -215,11 +251,33 @@ def _chunk_kernel():
     return _drivers["chunk"]
 
 
-def sgemm(a: np.ndarray, b: np.ndarray, out: np.ndarray, accumulate: bool = False, bias=None) -> np.ndarray:
+def _affine_chunk_kernel():
+    """sgemm_affine_chunk, compiled at its first use."""
+    if "affine" not in _drivers:
+        from numba import types
+
+        from ember.ops.compiled import compile_source
+
+        row = types.Array(types.float32, 1, "C", readonly=True)
+        signature = _arrays_signature(1).args + (row, row, row, types.int64, types.int64, types.int64)
+        with _lock:
+            _drivers["affine"] = compile_source(SOURCE, "sgemm_affine_chunk", signature=types.void(*signature))
+    return _drivers["affine"]
+
+
+_AFFINE_MODES = {None: 1, "relu": 2, "clamp": 3}  # sgemm_affine_chunk's mode by activation
+
+
+def sgemm(a: np.ndarray, b: np.ndarray, out: np.ndarray, accumulate: bool = False, bias=None,
+          affine=None) -> np.ndarray:
     """out (+)= a @ b for float32 (M, K) @ (K, N) or (B, M, K) @ (B, K, N), any strides (out's last axis
     contiguous), on the micro-kernel; large products split over the batch threads. Needs driver(). `bias`: a
     float32 (N,) row added to every row of the product (not with `accumulate`), with the bits of adding the
-    product into an output prefilled with it."""
+    product into an output prefilled with it. `affine`: (scale, shift, activation), float32 (M,) rows and None,
+    ("relu",) or ("clamp", lo, hi): each output row r then becomes row * scale[r] + shift[r] and goes through the
+    activation, with channel_affine's values, while it is in cache."""
+    if affine is not None:
+        return _sgemm_affine(a, b, out, bias, affine)
     fn, ukr, tr, result = _compiled()["arrays"], microkernel_address(), transpose_address(), out
     if bias is None:
         bias = _NO_BIAS
@@ -236,17 +294,43 @@ def sgemm(a: np.ndarray, b: np.ndarray, out: np.ndarray, accumulate: bool = Fals
     if not batch_threads.worth_splitting(flops):
         fn(ukr, tr, a, b, out, bias, acc, 0, batch, 0, m, 0, n)
         return result
-    if batch >= batch_threads.workers():
-        axis, count = 0, batch
-    elif m >= 2 * MR * batch_threads.workers() and (b.strides[2] == 4 or n < 2 * NR * batch_threads.workers()):
-        # whole row panels per thread; a strided B is split by columns instead, so each thread packs only its part
-        axis, count = 1, -(-m // MR)
-    else:
-        axis, count = 2, -(-n // NR)
+    axis, count = _split_axis(b, batch, m, n)
     # strided: one native task for every layout of a, b and out, as sgemm_chunk is compiled for any
     batch_threads.run_kernel(_chunk_kernel(), batch_threads.chunks(count, flops), (ukr, tr, a, b, out, bias, acc, axis),
                              strided=True)
     return result
 
 
+def _split_axis(b, batch: int, m: int, n: int) -> tuple:
+    """(axis, chunk count) a split of a (batch, m, k) @ b (batch, k, n) product goes by (see sgemm_chunk)."""
+    if batch >= batch_threads.workers():
+        return 0, batch
+    if m >= 2 * MR * batch_threads.workers() and (b.strides[2] == 4 or n < 2 * NR * batch_threads.workers()):
+        # whole row panels per thread; a strided B is split by columns instead, so each thread packs only its part
+        return 1, -(-m // MR)
+    return 2, -(-n // NR)
+
+
 _NO_BIAS = np.empty(0, np.float32)  # sgemm_arrays' bias row when there is none
+
+
+def _sgemm_affine(a, b, out, bias, affine):
+    """sgemm with its `affine` epilogue: sgemm_affine_chunk on each chunk of the split sgemm would make."""
+    scale, shift, activation = affine
+    mode = _AFFINE_MODES[None if activation is None else activation[0]]
+    bounds = np.array(activation[1:3] if mode == 3 else (0, 0), np.float32)
+    result = out
+    if a.ndim == 2:
+        a, b, out = a[None], b[None], out[None]
+    batch, m, k_len = a.shape
+    n = b.shape[2]
+    flops = 2.0 * batch * m * n * k_len
+    head = (microkernel_address(), transpose_address(), a, b, out, _NO_BIAS if bias is None else bias, 0)
+    tail = (np.ascontiguousarray(scale, np.float32), np.ascontiguousarray(shift, np.float32), bounds, mode)
+    if not batch_threads.worth_splitting(flops):
+        _affine_chunk_kernel()(*head, 0, *tail, 0, batch)
+        return result
+    axis, count = _split_axis(b, batch, m, n)
+    batch_threads.run_kernel(_affine_chunk_kernel(), batch_threads.chunks(count, flops), head + (axis,) + tail,
+                             strided=True)
+    return result

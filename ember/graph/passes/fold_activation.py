@@ -12,12 +12,14 @@ that node's two passes (its eighth input, relu's output, masks the gradient). A 
 costs one pass over the activations each way instead of two: ResNet-20's jitted step did 10 relu and 10
 relu_backward passes, about 1 ms of 37.
 
-A depthwise `conv2d` whose output only a `channel_affine` with a scale and a shift reads (MobileNetV2's eval
-batch norms) becomes one `depthwise_conv2d_affine` node (ops/conv_affine.py), the affine and its folded
-activation applied as the convolution writes each output.
+A depthwise or float32 pointwise `conv2d` whose output only a `channel_affine` with a scale and a shift reads
+(MobileNetV2's eval batch norms) becomes one `conv2d_affine` node (ops/conv_affine.py), the affine and its folded
+activation applied as the convolution writes its output.
 """
 
 from __future__ import annotations
+
+import numpy as np
 
 from ember.graph.ir import Graph, Value
 from ember.graph.passes.rewrite import Rewriter, control_targets, users_of
@@ -80,7 +82,7 @@ def run(graph: Graph, outputs: list) -> tuple:
                     and node.outputs[0].dtype == node.inputs[0].dtype == node.inputs[1].dtype
                     and node.outputs[0].dtype in SINGLE_DOUBLE_NP):
                 masked[bwd.id] = node
-    conv_of = _depthwise_convs(graph, users, waited, kept)  # channel_affine node id -> the conv2d it takes in
+    conv_of = _affine_convs(graph, users, waited, kept)  # channel_affine node id -> the conv2d it takes in
     rw = Rewriter(graph)
     fused = {conv.id for conv in conv_of.values()}
     folded = {affine.id for affine, _ in folds.values()}
@@ -110,9 +112,12 @@ def run(graph: Graph, outputs: list) -> tuple:
     return rw.graph, rw.outputs(outputs), rw.vmap
 
 
-def _depthwise_convs(graph: Graph, users: dict, waited: set, kept: set) -> dict:
-    """channel_affine node id -> the depthwise conv2d node whose output it alone reads, where the two can be one
-    depthwise_conv2d_affine (a scale and a shift, one dtype throughout, float32 or float64)."""
+def _affine_convs(graph: Graph, users: dict, waited: set, kept: set) -> dict:
+    """channel_affine node id -> the conv2d node whose output it alone reads, where the two can be one conv2d_affine
+    whose kernel joins them (a scale and a shift, one dtype throughout: a depthwise convolution in float32 or
+    float64, or a float32 pointwise one that conv2d runs as a GEMM on its input)."""
+    from ember.ops.conv import pointwise_takes_batch
+
     found = {}
     for node in graph.nodes:
         if node.kind != "op" or node.op.name != "channel_affine" or node.id in waited or node.control_inputs:
@@ -125,20 +130,26 @@ def _depthwise_convs(graph: Graph, users: dict, waited: set, kept: set) -> dict:
             continue
         w = conv.inputs[1]
         dtypes = {conv.inputs[0].dtype, w.dtype, scale.dtype, shift.dtype, x.dtype, node.outputs[0].dtype}
-        if conv.attrs["groups"] > 1 and w.shape[1] == 1 and len(dtypes) == 1 and x.dtype in SINGLE_DOUBLE_NP:
+        if len(dtypes) != 1 or x.dtype not in SINGLE_DOUBLE_NP:
+            continue
+        a = conv.attrs
+        depthwise = a["groups"] > 1 and w.shape[1] == 1
+        x_in = conv.inputs[0]
+        pointwise = (a["groups"] == 1 and x.dtype == np.float32 and None not in x_in.shape
+                     and pointwise_takes_batch(x_in, w, a["stride"], a["padding"]))
+        if depthwise or pointwise:
             found[node.id] = conv
     return found
 
 
 def _affine(rw: Rewriter, affine, activation, conv_of: dict):
-    """The new graph's value of channel_affine node `affine` with `activation` folded in: one depthwise
-    conv2d + affine node where conv_of has its convolution, else one channel_affine node."""
+    """The new graph's value of channel_affine node `affine` with `activation` folded in: one conv2d + affine node
+    where conv_of has its convolution, else one channel_affine node."""
     attrs = dict(affine.attrs, activation=activation)
     conv = conv_of.get(affine.id)
     if conv is None:
         return rw.add_op(affine.op, rw.inputs(affine), attrs, affine.outputs[0].device)
-    from ember.ops.conv_affine import _depthwise_conv2d_affine_op
+    from ember.ops.conv_affine import _conv2d_affine_op
 
     inputs = rw.inputs(conv) + [rw.value(v) for v in affine.inputs[1:]]  # not its input 0, the conv2d's output
-    return rw.add_op(_depthwise_conv2d_affine_op, inputs, dict(conv.attrs, activation=activation),
-                     affine.outputs[0].device)
+    return rw.add_op(_conv2d_affine_op, inputs, dict(conv.attrs, activation=activation), affine.outputs[0].device)

@@ -243,12 +243,55 @@ def test_a_depthwise_conv_and_its_affine_are_one_node_with_the_same_values(shape
     activation = ACTIVATIONS.get(name, lambda y: y)
     g, placeholders, y = _depthwise_graph(shape, dtype, activation, stride, multiplier)
     opt = optimize(g, values(y), ["fusion"])
-    assert [n.op_name for n in opt.graph.nodes if n.kind == "op"] == ["depthwise_conv2d_affine"]
+    assert [n.op_name for n in opt.graph.nodes if n.kind == "op"] == ["conv2d_affine"]
     feeds = _depthwise_feeds(placeholders, shape, dtype, multiplier)
     want = run(g, values(y), feeds)[0]
     got = run_optimized(g, values(y), feeds, ["fusion"])[0][0]
     np.testing.assert_array_equal(np.signbit(got), np.signbit(want))
     np.testing.assert_array_equal(got, want)
+
+
+def _pointwise_graph(shape, out_channels, dtype, activation):
+    from ember.ops.conv import conv2d
+
+    g = Graph()
+    x = sym(g, shape, dtype, name="x")
+    w = sym(g, (out_channels, shape[1], 1, 1), dtype, name="w")
+    s, b = sym(g, (out_channels,), dtype, name="s"), sym(g, (out_channels,), dtype, name="b")
+    return g, (x, w, s, b), activation(channel_affine(conv2d(x, w, None, 1, 0, 1, 1), s, b))
+
+
+@pytest.mark.parametrize("shape,out_channels", [
+    ((1, 16, 28, 28), 96),    # a single sample, one chunk
+    ((1, 320, 7, 7), 1280),   # MobileNetV2's last layer: the GEMM split by rows
+    ((1, 96, 56, 56), 24),    # few output channels: split by columns
+    ((4, 64, 32, 32), 64),    # a batch: split by samples
+    ((3, 24, 16, 16), 40),    # a batch of 256-pixel maps, one chunk
+    ((1, 4, 5, 5), 3),        # too small for Ember's GEMM: the two ops' kernels
+])
+@pytest.mark.parametrize("name", ["none", *ACTIVATIONS])
+def test_a_pointwise_conv_and_its_affine_are_one_node_with_the_same_values(shape, out_channels, name):
+    activation = ACTIVATIONS.get(name, lambda y: y)
+    g, (x, w, s, b), y = _pointwise_graph(shape, out_channels, np.float32, activation)
+    opt = optimize(g, values(y), ["fusion"])
+    assert [n.op_name for n in opt.graph.nodes if n.kind == "op"] == ["conv2d_affine"]
+    xv, _, _ = _inputs(shape, np.float32)
+    feeds = {x._data: xv, w._data: RNG.standard_normal((out_channels, shape[1], 1, 1)).astype(np.float32),
+             s._data: RNG.standard_normal(out_channels).astype(np.float32),
+             b._data: RNG.standard_normal(out_channels).astype(np.float32)}
+    want = run(g, values(y), feeds)[0]
+    got = run_optimized(g, values(y), feeds, ["fusion"])[0][0]
+    np.testing.assert_array_equal(np.signbit(got), np.signbit(want))
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("shape,dtype", [((4, 16, 8, 8), np.float32), ((1, 16, 28, 28), np.float64)])
+def test_a_pointwise_conv_conv2d_runs_by_patches_or_in_float64_is_not_joined(shape, dtype):
+    """A batch of small maps goes through conv2d's patches (one GEMM for the batch), float64 through NumPy: no kernel
+    would join the affine to them."""
+    g, _, y = _pointwise_graph(shape, 8, dtype, lambda v: v)
+    ops = [n.op_name for n in optimize(g, values(y), ["fusion"]).graph.nodes if n.kind == "op"]
+    assert "conv2d_affine" not in ops and "conv2d" in ops, ops
 
 
 def test_a_depthwise_conv_read_twice_a_grouped_conv_and_a_shift_alone_are_not_joined():
@@ -269,7 +312,7 @@ def test_a_depthwise_conv_read_twice_a_grouped_conv_and_a_shift_alone_are_not_jo
     cases.append((g2, values(grouped)))  # two channels a group
     for graph, outs in cases:
         ops = [n.op_name for n in optimize(graph, outs, ["fusion"]).graph.nodes if n.kind == "op"]
-        assert "depthwise_conv2d_affine" not in ops and "conv2d" in ops, ops
+        assert "conv2d_affine" not in ops and "conv2d" in ops, ops
 
 
 def test_the_joined_op_without_the_compiled_kernel_gives_the_same_values(monkeypatch):
@@ -280,7 +323,7 @@ def test_the_joined_op_without_the_compiled_kernel_gives_the_same_values(monkeyp
     feeds = _depthwise_feeds(placeholders, shape, dtype)
     monkeypatch.setattr(depthwise_compiled, "kernel_for", lambda *a, **k: None)  # the NumPy convolution, both ways
     got, graph = run_optimized(g, values(y), feeds, ["fusion"])
-    assert [n.op_name for n in graph.nodes if n.kind == "op"] == ["depthwise_conv2d_affine"]
+    assert [n.op_name for n in graph.nodes if n.kind == "op"] == ["conv2d_affine"]
     np.testing.assert_array_equal(got[0], run(g, values(y), feeds)[0])
 
 
@@ -296,8 +339,8 @@ def test_the_joined_op_matches_torch():
 
 
 def test_jitted_mobilenet_block_with_joined_depthwise_layers_equals_eager_as_its_state_changes():
-    """An inverted residual (1x1 -> BN -> ReLU6 -> depthwise -> BN -> ReLU6 -> 1x1 -> BN): in eval mode its depthwise
-    layer and batch norm are one node; the depthwise weight is the weight that changes."""
+    """An inverted residual (1x1 -> BN -> ReLU6 -> depthwise -> BN -> ReLU6 -> 1x1 -> BN): in eval mode each
+    convolution and its batch norm are one node; the depthwise weight is the weight that changes."""
     import ember as em
 
     em.manual_seed(0)
@@ -306,15 +349,15 @@ def test_jitted_mobilenet_block_with_joined_depthwise_layers_equals_eager_as_its
                           nn.Conv2d(32, 32, 3, 2, 1, groups=32, bias=False), nn.BatchNorm2d(32), nn.ReLU6(),
                           nn.Conv2d(32, 8, 1, bias=False), nn.BatchNorm2d(8)).eval()
 
-    def check_events(call, names):
-        assert names.count("depthwise_conv2d_affine") == (1 if call < 4 else 0), names
+    def check_events(call, names):  # the depthwise layer and both pointwise ones, each with its batch norm
+        assert names.count("conv2d_affine") == (3 if call < 4 else 0), names
 
     _jitted_eval_equals_eager_as_state_changes(model, em.randn(2, 8, 48, 48), model[4],
                                                lambda: model[3].weight.mul_(-1.5), check_events)
 
 
 def test_the_joined_op_exports_to_onnx_with_the_same_values():
-    """An optimised graph holding the jit's depthwise_conv2d_affine maps to Conv, Mul, Add and Clip (onnxruntime)."""
+    """An optimised graph holding the jit's conv2d_affine maps to Conv, Mul, Add and Clip (onnxruntime)."""
     ort = pytest.importorskip("onnxruntime")
     pytest.importorskip("onnx")
     from ember.onnx.export import DEFAULT_OPSET, to_onnx
