@@ -18,6 +18,10 @@ from ember.ops.compiled import MIN_ELEMENTS, kernel_for
 from ember.ops.sgemm_microkernel import microkernel_address, transpose_address
 
 _ROWS_SOURCE = '''
+import numpy as np
+from numba import njit
+
+from ember.ops.sgemm_intrinsics import call_driver
 
 
 @njit(inline="always")
@@ -62,10 +66,10 @@ def _patch_rows(xf, c0, c1, H, W, kh, kw, sh, sw, pt, pl, dh, dw, ow, y0, y1, cf
                         cf[_rows_u(d + xx)] = 0
 
 
-def conv_output_rows(ukr, tr, x, w, kh, kw, sh, sw, pt, pl, dh, dw, out, rows_per_block, cols, lo, hi):
+def conv_output_rows(drv, ukr, tr, x, w, kh, kw, sh, sw, pt, pl, dh, dw, out, rows_per_block, cols, lo, hi):
     # out[:, y, :] for output rows [lo, hi) of sample x (C, H, W), w the (O, C*kh*kw) weight, out (O, OH, OW); blocks
-    # of at most rows_per_block rows: their patches into cols, then w @ patches on the GEMM driver (ukr, tr: its
-    # micro-kernel's and transposing copy's addresses) into the block's columns of out
+    # of at most rows_per_block rows: their patches into cols, then w @ patches on the GEMM driver (drv, ukr, tr: its
+    # entry point's, micro-kernel's and transposing copy's addresses) into the block's columns of out
     C, H, W = x.shape
     O, OH, OW = out.shape
     K = w.shape[1]
@@ -76,11 +80,11 @@ def conv_output_rows(ukr, tr, x, w, kh, kw, sh, sw, pt, pl, dh, dw, out, rows_pe
         y1 = lo + (hi - lo) * (blk + 1) // blocks
         L = (y1 - y0) * OW
         _patch_rows(xf, 0, C, H, W, kh, kw, sh, sw, pt, pl, dh, dw, OW, y0, y1, cols)
-        _blocks(ukr, tr, w.ctypes.data, 0, K, 1, cols.ctypes.data, 0, L, 1, out.ctypes.data + 4 * y0 * OW, 0, OH * OW,
-                K, 0, 0, 0, 1, 0, O, 0, L)
+        call_driver(drv, ukr, tr, w.ctypes.data, 0, K, 1, cols.ctypes.data, 0, L, 1, out.ctypes.data + 4 * y0 * OW, 0,
+                    OH * OW, K, 0, 0, 0, 1, 0, O, 0, L)
 
 
-def conv_channel_halves(ukr, tr, x, w, kh, kw, sh, sw, pt, pl, dh, dw, oh, ow, partial, cols, lo, hi):
+def conv_channel_halves(drv, ukr, tr, x, w, kh, kw, sh, sw, pt, pl, dh, dw, oh, ow, partial, cols, lo, hi):
     # partial[k] = w's columns for half k's channels @ their patches, for the halves [lo, hi) of sample x's channels
     # (half 0: [0, C // 2), half 1: [C // 2, C)); partial (2, O, oh*ow), w (O, C*kh*kw)
     C, H, W = x.shape
@@ -91,10 +95,10 @@ def conv_channel_halves(ukr, tr, x, w, kh, kw, sh, sw, pt, pl, dh, dw, oh, ow, p
         c0 = 0 if k == 0 else C // 2
         c1 = C // 2 if k == 0 else C
         _patch_rows(xf, c0, c1, H, W, kh, kw, sh, sw, pt, pl, dh, dw, ow, 0, oh, cols)
-        _blocks(ukr, tr, w.ctypes.data + 4 * c0 * kh * kw, 0, K, 1, cols.ctypes.data, 0, L, 1,
-                partial.ctypes.data + 4 * k * O * L, 0, L, (c1 - c0) * kh * kw, 0, 0, 0, 1, 0, O, 0, L)
+        call_driver(drv, ukr, tr, w.ctypes.data + 4 * c0 * kh * kw, 0, K, 1, cols.ctypes.data, 0, L, 1,
+                    partial.ctypes.data + 4 * k * O * L, 0, L, (c1 - c0) * kh * kw, 0, 0, 0, 1, 0, O, 0, L)
 '''
-_KERNEL_SOURCE = sgemm_compiled.SOURCE + _ROWS_SOURCE
+_KERNEL_SOURCE = _ROWS_SOURCE
 
 # Patches per block, kept in the core's cache between im2col and the product: ResNet-18's (1, 64, 56, 56) by 3x3
 # stride 2 took 433, 400, 382-398 and 385 us with 256 KB, 512 KB, 1 MB and 2 MB blocks, its 7x7 stem 865-896 us up
@@ -105,7 +109,7 @@ _BLOCK_BYTES = 1 << 20
 def _kernel(name: str = "conv_output_rows"):
     """Kernel `name` of this module compiled, where Ember's GEMM takes float32 products here (gemm.enabled()), else
     None."""
-    if not gemm.enabled():
+    if not gemm.enabled() or not sgemm_compiled.driver_address():
         return None
     return kernel_for(_KERNEL_SOURCE, name, np, np.float32, MIN_ELEMENTS)
 
@@ -124,7 +128,8 @@ def forward(x: np.ndarray, w: np.ndarray, stride, padding, dilation, oh: int, ow
     parts = batch_threads.kernel_chunks(oh, 2.0 * w.size * oh * ow)
     rows = max(1, min(-(-oh // len(parts)), _BLOCK_BYTES // (4 * k * ow)))
     cols = batch_threads.workspace(len(parts) * k * rows * ow, np.float32).reshape(len(parts), -1)
-    batch_threads.run_kernel(_kernel(), parts, (microkernel_address(), transpose_address(), np.ascontiguousarray(x[0]),
+    batch_threads.run_kernel(_kernel(), parts, (sgemm_compiled.driver_address(), microkernel_address(),
+                                                transpose_address(), np.ascontiguousarray(x[0]),
                                                 np.ascontiguousarray(w.reshape(o, k)), kh, kw, stride[0], stride[1],
                                                 padding[0], padding[2], dilation[0], dilation[1], out[0], rows),
                              parted=(cols,))
@@ -139,7 +144,8 @@ def forward_by_channel_halves(x: np.ndarray, w: np.ndarray, stride, padding, dil
     parts = batch_threads.chunks_if(2, True)
     cols = batch_threads.workspace(len(parts) * (c - c // 2) * kh * kw * oh * ow, np.float32).reshape(len(parts), -1)
     batch_threads.run_kernel(_kernel("conv_channel_halves"), parts,
-                             (microkernel_address(), transpose_address(), np.ascontiguousarray(x[0]),
+                             (sgemm_compiled.driver_address(), microkernel_address(), transpose_address(),
+                              np.ascontiguousarray(x[0]),
                               np.ascontiguousarray(w.reshape(o, -1)), kh, kw, stride[0], stride[1], padding[0],
                               padding[2], dilation[0], dilation[1], oh, ow, partial), parted=(cols,))
     return np.add(partial[0], partial[1], out=partial[0]).reshape(1, o, oh, ow)

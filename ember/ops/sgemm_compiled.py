@@ -35,6 +35,13 @@ def sgemm_blocks(ukr, tr, a, sab, sam, sak, b, sbb, sbk, sbn, c, scb, scm, k_len
             j_lo, j_hi)
 
 
+def sgemm_entry(ukr, tr, a, sab, sam, sak, b, sbb, sbk, sbn, c, scb, scm, k_len, accumulate, bias, b_lo, b_hi, r_lo,
+                r_hi, j_lo, j_hi):
+    # _blocks with every argument, for its C entry point (driver_address)
+    _blocks(ukr, tr, a, sab, sam, sak, b, sbb, sbk, sbn, c, scb, scm, k_len, accumulate, bias, b_lo, b_hi, r_lo, r_hi,
+            j_lo, j_hi)
+
+
 def sgemm_arrays(ukr, tr, a, b, c, bias, accumulate, b_lo, b_hi, r_lo, r_hi, j_lo, j_hi):
     _arrays(ukr, tr, a, b, c, bias, accumulate, b_lo, b_hi, r_lo, r_hi, j_lo, j_hi)
 
@@ -215,6 +222,39 @@ _lock = threading.Lock()
 def driver():
     """The compiled address-based driver (`sgemm_blocks`), or None where the micro-kernel or Numba is missing."""
     return _compiled()["blocks"]
+
+
+def driver_address() -> int:
+    """The address of a C entry point to the driver (sgemm_entry, its arguments all int64), for compiled kernels that
+    call it through sgemm_intrinsics.call_driver instead of linking it: a kernel that links the driver has LLVM
+    optimise the driver's code again inside it, 3-5 s a kernel while the kernel cache is empty. 0 where Numba or the
+    micro-kernel is missing."""
+    if "entry" not in _drivers:
+        with _lock:
+            if "entry" not in _drivers:
+                try:
+                    _drivers["entry"] = _entry() if driver() is not None else (0, None)
+                except Exception:  # noqa: BLE001 - a Numba that cannot build it: the callers take their other paths
+                    _drivers["entry"] = (0, None)
+    return _drivers["entry"][0]
+
+
+def _entry() -> tuple:
+    """(address, CFunc) of sgemm_entry as a C entry point, compiled once (or loaded from the kernel cache)."""
+    from numba import types
+    from numba.core.ccallback import CFunc
+
+    from ember.graph.codegen import cache
+    from ember.graph.codegen.numba_cpu import numba_cache_path
+
+    module = cache.load_source(SOURCE)
+    signature = ((types.int64,) * 22, types.void)
+    entry = CFunc(module.sgemm_entry, signature, locals={}, options={"error_model": "numpy"})
+    entry.enable_caching()
+    if entry._cache.cache_path != numba_cache_path(module):  # a locator picked another folder: never load from there
+        entry = CFunc(module.sgemm_entry, signature, locals={}, options={"error_model": "numpy"})
+    entry.compile()
+    return entry.address, entry  # the CFunc keeps its code alive
 
 
 def _compiled() -> dict:

@@ -61,3 +61,11 @@ def call_transpose(typingctx, tr, src, lds, dst, ldd):
 def call_deinterleave(typingctx, fn, src, count, even, odd):
     """fn(src, count, even, odd), the pair split at address `fn`; src, even and odd are addresses."""
     return _call_at("pipp")
+
+
+@intrinsic
+def call_driver(typingctx, drv, ukr, tr, a, sab, sam, sak, b, sbb, sbk, sbn, c, scb, scm, k_len, accumulate, bias, b_lo,
+                b_hi, r_lo, r_hi, j_lo, j_hi):
+    """The GEMM driver's C entry point at address `drv` (sgemm_compiled.driver_address) with sgemm_blocks' arguments,
+    all int64: a kernel calling it so compiles without the driver's code."""
+    return _call_at("i" * 22)

@@ -305,17 +305,21 @@ def output_tiles(M, plane_stride, th, tw, out, lo, hi):
                 output_tile(M, q0 + tx, S, of, ob + y * OW + j, OW, whole, j + 1 < OW, y + 1 < OH)
 '''
 
-# conv3x3's forward as one kernel per thread: input tiles, the 16 products on Ember's GEMM driver (pasted before it,
-# from sgemm_compiled.SOURCE) and output tiles for a block of tile rows at a time, so a block's transformed input
+# The GEMM driver's entry point, called through its address (sgemm_compiled.driver_address)
+_DRIVER_IMPORT = '''
+from ember.ops.sgemm_intrinsics import call_driver
+'''
+
+# conv3x3's forward as one kernel per thread: input tiles, the 16 products on Ember's GEMM driver and output tiles for a block of tile rows at a time, so a block's transformed input
 # and products stay in the core's cache between the three steps, and a split runs no Python (batch_threads.run_kernel)
 _TILE_ROWS_SOURCE = '''
 
 
-def conv3x3_tile_rows(ukr, tr, x, pt, pl, th, tw, U, su, out, rows_per_block, pad, work, plane, lo, hi):
+def conv3x3_tile_rows(drv, ukr, tr, x, pt, pl, th, tw, U, su, out, rows_per_block, pad, work, plane, lo, hi):
     # conv3x3's output for the batch's tile rows [lo, hi) (tile row r: sample r // th, row r % th), in blocks of at
     # most rows_per_block tile rows: the block's input tiles, V[k*SV + c*T + t] = (B^T d B)[k // 4, k % 4], into
-    # work; M[k] = U[k] @ V[k] for the 16 planes (U: 16 planes of O x C, su apart) on the GEMM driver (ukr, tr: its
-    # micro-kernel's and transposing copy's addresses) into the rest of work; and out's 2x2 tiles, (A^T m A).
+    # work; M[k] = U[k] @ V[k] for the 16 planes (U: 16 planes of O x C, su apart) on the GEMM driver (drv: its entry
+    # point; ukr, tr: its micro-kernel's and transposing copy's) into the rest of work; and out's 2x2 tiles, (A^T m A).
     # plane: a zeroed (2*rows_per_block + 2, 2*tw + 2) scratch image whose border columns stay zero (the padding)
     N, C, H, W = x.shape
     O, OH, OW = out.shape[1], out.shape[2], out.shape[3]
@@ -353,8 +357,8 @@ def conv3x3_tile_rows(ukr, tr, x, pt, pl, th, tw, U, su, out, rows_per_block, pa
                         input_tile(pf, 2 * ty * PW, PW, 2 * tx, work, q0 + tx, SV)
                 r += ty1 - ty0
         m = 16 * SV  # the products' 16 planes of O x T follow the input tiles' in work
-        _blocks(ukr, tr, U.ctypes.data, su, C, 1, work.ctypes.data, SV, T, 1, work.ctypes.data + 4 * m, SM, T, C, 0, 0,
-                0, 16, 0, O, 0, T)
+        call_driver(drv, ukr, tr, U.ctypes.data, su, C, 1, work.ctypes.data, SV, T, 1, work.ctypes.data + 4 * m, SM, T,
+                    C, 0, 0, 0, 16, 0, O, 0, T)
         for o in range(O):
             r = r0
             while r < r1:
@@ -371,17 +375,18 @@ def conv3x3_tile_rows(ukr, tr, x, pt, pl, th, tw, U, su, out, rows_per_block, pa
                         output_tile(work, q0 + tx, SM, of, ob + y * OW + j, OW, whole, j + 1 < OW, y + 1 < OH)
                 r += ty1 - ty0
 '''
-_TILE_ROWS_KERNEL_SOURCE = sgemm_compiled.SOURCE + _TILE_SOURCE + _TILE_ROWS_SOURCE
+_TILE_ROWS_KERNEL_SOURCE = _TILE_SOURCE + _DRIVER_IMPORT + _TILE_ROWS_SOURCE
 
 # weight_grad3x3's sum over a range of samples as one kernel per thread, as conv3x3_tile_rows is for the forward
 _WEIGHT_GRAD_SOURCE = '''
 
 
-def conv3x3_weight_grad_samples(ukr, tr, x, g, pt, pl, th, tw, samples_per_block, pad, total, part, work, plane, lo,
-                                hi):
+def conv3x3_weight_grad_samples(drv, ukr, tr, x, g, pt, pl, th, tw, samples_per_block, pad, total, part, work, plane,
+                                lo, hi):
     # total (16, O, C) = sum over the samples [lo, hi) of Z[k] @ V[k]^T, a block of samples_per_block samples at a
     # time: V[k*SV + c*T + t] their input tiles and Z[k*SZ + o*T + t] their output-gradient tiles in work, each
-    # block's 16 products on the GEMM driver (ukr, tr: its micro-kernel's and transposing copy's addresses) into part
+    # block's 16 products on the GEMM driver (drv, ukr, tr: its entry point's, micro-kernel's and transposing copy's
+    # addresses) into part
     # and added (the first straight into total); plane: a zeroed (2*th + 2, 2*tw + 2) scratch image
     N, C, H, W = x.shape
     O, OH, OW = g.shape[1], g.shape[2], g.shape[3]
@@ -403,13 +408,13 @@ def conv3x3_weight_grad_samples(ukr, tr, x, g, pt, pl, th, tw, samples_per_block
                 map_gradient_tiles(gf, (n * O + o) * OH * OW, OH, OW, th, tw, work,
                                    16 * SV + o * T + (n - s0) * th * tw, SZ)
         into = total if s0 == lo else part
-        _blocks(ukr, tr, work.ctypes.data + 4 * 16 * SV, SZ, T, 1, work.ctypes.data, SV, 1, T, into.ctypes.data, O * C,
-                C, T, 0, 0, 0, 16, 0, O, 0, C)
+        call_driver(drv, ukr, tr, work.ctypes.data + 4 * 16 * SV, SZ, T, 1, work.ctypes.data, SV, 1, T, into.ctypes.data,
+                    O * C, C, T, 0, 0, 0, 16, 0, O, 0, C)
         if s0 != lo:
             for i in range(tf.size):
                 tf[i] += qf[i]
 '''
-_WEIGHT_GRAD_KERNEL_SOURCE = sgemm_compiled.SOURCE + _TILE_SOURCE + _WEIGHT_GRAD_SOURCE
+_WEIGHT_GRAD_KERNEL_SOURCE = _TILE_SOURCE + _DRIVER_IMPORT + _WEIGHT_GRAD_SOURCE
 
 # Where im2col stays faster (2-thread AVX-512 machine, against this module's kernels): fewer than 8 channels
 # (the GEMMs' inner dimension too short for BLAS), and too few tiles to repay transforming the weight
@@ -493,8 +498,9 @@ def conv3x3(x: np.ndarray, w: np.ndarray, padding) -> np.ndarray:
         size = 16 * ((c + o) * rows * tw + 2 * _PLANE_PAD)
         work = batch_threads.workspace(len(parts) * size, np.float32).reshape(len(parts), size)
         planes = np.zeros((len(parts), 2 * rows + 2, 2 * tw + 2), np.float32)
-        batch_threads.run_kernel(tile_rows, parts, (microkernel_address(), transpose_address(), x, pt, pl, th, tw, u,
-                                                    su, out, rows, _PLANE_PAD), parted=(work, planes))
+        batch_threads.run_kernel(tile_rows, parts, (sgemm_compiled.driver_address(), microkernel_address(),
+                                                    transpose_address(), x, pt, pl, th, tw, u, su, out, rows,
+                                                    _PLANE_PAD), parted=(work, planes))
         return out
     weights(w, u, su, 0, o)
     u = _planes(u, su, o, c)
@@ -511,7 +517,7 @@ def conv3x3(x: np.ndarray, w: np.ndarray, padding) -> np.ndarray:
 
 def _tile_rows_kernel():
     """conv3x3_tile_rows compiled, where Ember's GEMM takes float32 products here (gemm.enabled()), else None."""
-    if not gemm.enabled():
+    if not gemm.enabled() or not sgemm_compiled.driver_address():
         return None
     return kernel_for(_TILE_ROWS_KERNEL_SOURCE, "conv3x3_tile_rows", np, np.float32, MIN_ELEMENTS)
 
@@ -540,8 +546,8 @@ def weight_grad3x3(x: np.ndarray, g: np.ndarray, padding) -> np.ndarray:
         size = 16 * ((c + o) * t + 2 * _PLANE_PAD)
         work = batch_threads.workspace(len(parts) * size, np.float32).reshape(len(parts), size)
         totals = np.empty((len(parts), 16, o, c), np.float32)
-        batch_threads.run_kernel(samples, parts, (microkernel_address(), transpose_address(), x, g, pt, pl, th, tw,
-                                                  step, _PLANE_PAD),
+        batch_threads.run_kernel(samples, parts, (sgemm_compiled.driver_address(), microkernel_address(),
+                                                  transpose_address(), x, g, pt, pl, th, tw, step, _PLANE_PAD),
                                  parted=(totals, np.empty_like(totals), work,
                                          np.zeros((len(parts), 2 * th + 2, 2 * tw + 2), np.float32)))
         total = totals[0]
@@ -569,6 +575,6 @@ def weight_grad3x3(x: np.ndarray, g: np.ndarray, padding) -> np.ndarray:
 
 def _weight_grad_kernel():
     """conv3x3_weight_grad_samples compiled, where Ember's GEMM takes float32 products here, else None."""
-    if not gemm.enabled():
+    if not gemm.enabled() or not sgemm_compiled.driver_address():
         return None
     return kernel_for(_WEIGHT_GRAD_KERNEL_SOURCE, "conv3x3_weight_grad_samples", np, np.float32, MIN_ELEMENTS)
