@@ -5,8 +5,10 @@ scratch (im2col restricted to those rows) and multiplies the weight by them on E
 output. The patches of a block stay in the core's cache between the copy and the product, instead of a whole
 image's patches (ResNet-18's 7x7 stem: 7.4 MB) going out to memory and back, and the split runs no Python, so its
 helper thread never waits for the GIL (batch_threads.run_kernel). Used by conv2d for float32 samples one at a time
-whose output rows conv._rows_pay splits, where Ember's GEMM takes float32 products (gemm.enabled()); the values are
-im2col + GEMM's: each output is the GEMM driver's in-order sum over the same patch rows.
+whose output rows conv._rows_pay splits, and in the same way for its split by channel halves
+(conv._forward_by_channel_halves), where Ember's GEMM takes float32 products (gemm.enabled()). The values are the
+Python paths': each output is the GEMM driver's in-order sum over the same patch rows. The driver is called through
+its C entry point (sgemm_compiled.driver_address), so these kernels compile without it.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from ember.ops import batch_threads, gemm, sgemm_compiled
 from ember.ops.compiled import MIN_ELEMENTS, kernel_for
 from ember.ops.sgemm_microkernel import microkernel_address, transpose_address
 
-_ROWS_SOURCE = '''
+_SOURCE = '''
 import numpy as np
 from numba import njit
 
@@ -98,7 +100,6 @@ def conv_channel_halves(drv, ukr, tr, x, w, kh, kw, sh, sw, pt, pl, dh, dw, oh, 
         call_driver(drv, ukr, tr, w.ctypes.data + 4 * c0 * kh * kw, 0, K, 1, cols.ctypes.data, 0, L, 1,
                     partial.ctypes.data + 4 * k * O * L, 0, L, (c1 - c0) * kh * kw, 0, 0, 0, 1, 0, O, 0, L)
 '''
-_KERNEL_SOURCE = _ROWS_SOURCE
 
 # Patches per block, kept in the core's cache between im2col and the product: ResNet-18's (1, 64, 56, 56) by 3x3
 # stride 2 took 433, 400, 382-398 and 385 us with 256 KB, 512 KB, 1 MB and 2 MB blocks, its 7x7 stem 865-896 us up
@@ -111,7 +112,7 @@ def _kernel(name: str = "conv_output_rows"):
     None."""
     if not gemm.enabled() or not sgemm_compiled.driver_address():
         return None
-    return kernel_for(_KERNEL_SOURCE, name, np, np.float32, MIN_ELEMENTS)
+    return kernel_for(_SOURCE, name, np, np.float32, MIN_ELEMENTS)
 
 
 def available() -> bool:
