@@ -221,18 +221,17 @@ w, U, plane_stride, lo, hi):
                 U[q + (4 * i + 3) * S] = t2
 
 
-def input_tiles(x, pt, pl, th, tw, V, plane_stride, plane, lo, hi):
-    # V[k*plane_stride + c*T + t] = (B^T d B)[k // 4, k % 4] of the 4x4 tile d at (2*ty - pt, 2*tx - pl), for the
-    # images n*C + c in [lo, hi); plane: a zeroed (2*th + 2, 2*tw + 2) scratch image whose border stays zero
-    # (the padding)
+def input_tiles(x, pt, pl, th, tw, V, plane_stride, plane):
+    # V[k*plane_stride + c*T + t] = (B^T d B)[k // 4, k % 4] of the 4x4 tile d at (2*ty - pt, 2*tx - pl);
+    # plane: a zeroed (2*th + 2, 2*tw + 2) scratch image whose border stays zero (the padding)
     N, C, H, W = x.shape
     T = N * th * tw
     xf = x.reshape(-1)
     pf = plane.reshape(-1)
-    for image in range(lo, hi):
-        n = image // C
-        c = image - n * C
-        image_tiles(xf, image * H * W, H, W, pt, pl, th, tw, pf, plane.shape[1], V, c * T + n * th * tw, plane_stride)
+    for n in range(N):
+        for c in range(C):
+            image_tiles(xf, (n * C + c) * H * W, H, W, pt, pl, th, tw, pf, plane.shape[1], V, c * T + n * th * tw,
+                        plane_stride)
 
 
 def gradient_tiles(g, th, tw, Z, plane_stride):
@@ -285,24 +284,22 @@ def weight_from_tiles(D, gw):
             gw[o, c, 2, 2] = (b2 + c2) * 0.5 + d2
 
 
-def output_tiles(M, plane_stride, th, tw, out, lo, hi):
-    # out[n, o, 2*ty + i, 2*tx + j] = (A^T m A)[i, j], m[k // 4, k % 4] = M[k*plane_stride + o*T + t], for the
-    # maps n*O + o in [lo, hi)
+def output_tiles(M, plane_stride, th, tw, out):
+    # out[n, o, 2*ty + i, 2*tx + j] = (A^T m A)[i, j], m[k // 4, k % 4] = M[k*plane_stride + o*T + t]
     N, O, OH, OW = out.shape
     T = N * th * tw
     S = plane_stride
     of = out.reshape(-1)
-    for image in range(lo, hi):
-        n = image // O
-        o = image - n * O
-        ob = image * OH * OW
-        for ty in range(th):
-            y = 2 * ty
-            q0 = o * T + (n * th + ty) * tw
-            whole = y + 1 < OH and OW % 2 == 0  # every tile of this row lies inside the image
-            for tx in range(tw):
-                j = 2 * tx
-                output_tile(M, q0 + tx, S, of, ob + y * OW + j, OW, whole, j + 1 < OW, y + 1 < OH)
+    for n in range(N):
+        for o in range(O):
+            ob = (n * O + o) * OH * OW
+            for ty in range(th):
+                y = 2 * ty
+                q0 = o * T + (n * th + ty) * tw
+                whole = y + 1 < OH and OW % 2 == 0  # every tile of this row lies inside the image
+                for tx in range(tw):
+                    j = 2 * tx
+                    output_tile(M, q0 + tx, S, of, ob + y * OW + j, OW, whole, j + 1 < OW, y + 1 < OH)
 '''
 
 # The GEMM driver's entry point, called through its address (sgemm_compiled.driver_address)
@@ -458,20 +455,25 @@ def _planes(flat: np.ndarray, stride: int, rows: int, tiles: int) -> np.ndarray:
     return flat.reshape(16, stride)[:, : rows * tiles].reshape(16, rows, tiles)
 
 
+def _samples_per_block(c: int, other_rows: int, tiles: int) -> int:
+    """Samples of `tiles` tiles each per block of 16 planes of (c + other_rows) x tiles values (_BLOCK_BYTES)."""
+    return max(1, _BLOCK_BYTES // (16 * (c + other_rows) * tiles * 4), -(-_MIN_BLOCK_TILES // tiles))
+
+
 def _input_blocks(x, pt, pl, th, tw, other_rows: int, a: int, b: int):
     """Samples a..b of `x` a block at a time, in the calling thread's workspace: per block (lo, hi, tiles, V,
     rest, stride), V (16, C, tiles) the block's transformed input tiles, `rest` the workspace's flat remainder
     for 16 planes of other_rows x tiles values `stride` apart (the other operand of the block's GEMMs)."""
     c = x.shape[1]
     tiles_in = kernel_for(_SOURCE, "input_tiles", np, np.float32, MIN_ELEMENTS)
-    step = max(1, _BLOCK_BYTES // (16 * (c + other_rows) * th * tw * 4), -(-_MIN_BLOCK_TILES // (th * tw)))
+    step = _samples_per_block(c, other_rows, th * tw)
     plane = np.zeros((2 * th + 2, 2 * tw + 2), np.float32)  # its border stays zero: the padding
     for lo in range(a, b, step):
         hi = min(b, lo + step)
         t = (hi - lo) * th * tw
         sv, sw = c * t + _PLANE_PAD, other_rows * t + _PLANE_PAD
         buf = batch_threads.workspace(16 * (sv + sw), np.float32)
-        tiles_in(x[lo:hi], pt, pl, th, tw, buf[: 16 * sv], sv, plane, 0, (hi - lo) * c)
+        tiles_in(x[lo:hi], pt, pl, th, tw, buf[: 16 * sv], sv, plane)
         yield lo, hi, t, _planes(buf[: 16 * sv], sv, c, t), buf[16 * sv:], sw
 
 
@@ -509,7 +511,7 @@ def conv3x3(x: np.ndarray, w: np.ndarray, padding) -> np.ndarray:
     def chunk(a, b):
         for lo, hi, t, v, m, sm in _input_blocks(x, pt, pl, th, tw, o, a, b):
             gemm.matmul(u, v, out=_planes(m, sm, o, t))
-            tiles_out(m, sm, th, tw, out[lo:hi], 0, (hi - lo) * o)
+            tiles_out(m, sm, th, tw, out[lo:hi])
 
     batch_threads.run(chunk, n, 2.25 * 2 * 16 * o * c * n * th * tw)
     return out
@@ -541,7 +543,7 @@ def weight_grad3x3(x: np.ndarray, g: np.ndarray, padding) -> np.ndarray:
     samples = _weight_grad_kernel()
     if samples is not None:
         parts = batch_threads.kernel_chunks(n, 2 * 16 * o * c * n * th * tw)
-        step = max(1, _BLOCK_BYTES // (16 * (c + o) * th * tw * 4), -(-_MIN_BLOCK_TILES // (th * tw)))
+        step = _samples_per_block(c, o, th * tw)
         t = min(step, -(-n // len(parts))) * th * tw  # the most tiles a block holds
         size = 16 * ((c + o) * t + 2 * _PLANE_PAD)
         work = batch_threads.workspace(len(parts) * size, np.float32).reshape(len(parts), size)
