@@ -317,7 +317,9 @@ def sgemm(a: np.ndarray, b: np.ndarray, out: np.ndarray, accumulate: bool = Fals
     ("relu",) or ("clamp", lo, hi): each output row r then becomes row * scale[r] + shift[r] and goes through the
     activation, with channel_affine's values, while it is in cache."""
     if affine is not None:
-        return _sgemm_affine(a, b, out, bias, affine)
+        if accumulate or bias is not None:  # the epilogue is applied to each chunk's first and only product
+            raise ValueError("sgemm: an affine epilogue cannot be combined with accumulate or a bias row")
+        return _sgemm_affine(a, b, out, affine)
     fn, ukr, tr, result = _compiled()["arrays"], microkernel_address(), transpose_address(), out
     if bias is None:
         bias = _NO_BIAS
@@ -354,7 +356,7 @@ def _split_axis(b, batch: int, m: int, n: int) -> tuple:
 _NO_BIAS = np.empty(0, np.float32)  # sgemm_arrays' bias row when there is none
 
 
-def _sgemm_affine(a, b, out, bias, affine):
+def _sgemm_affine(a, b, out, affine):
     """sgemm with its `affine` epilogue: sgemm_affine_chunk on each chunk of the split sgemm would make."""
     scale, shift, activation = affine
     mode = _AFFINE_MODES[None if activation is None else activation[0]]
@@ -365,7 +367,7 @@ def _sgemm_affine(a, b, out, bias, affine):
     batch, m, k_len = a.shape
     n = b.shape[2]
     flops = 2.0 * batch * m * n * k_len
-    head = (microkernel_address(), transpose_address(), a, b, out, _NO_BIAS if bias is None else bias, 0)
+    head = (microkernel_address(), transpose_address(), a, b, out, _NO_BIAS, 0)
     tail = (np.ascontiguousarray(scale, np.float32), np.ascontiguousarray(shift, np.float32), bounds, mode)
     if not batch_threads.worth_splitting(flops):
         _affine_chunk_kernel()(*head, 0, *tail, 0, batch)

@@ -161,6 +161,30 @@ def test_rows_do_not_depend_on_the_split(shape, monkeypatch):
     np.testing.assert_array_equal(row[0, 0], whole[-1, -1])
 
 
+@pytest.mark.parametrize("activation", [None, ("relu",), ("clamp", -0.5, 6.0)])
+@pytest.mark.parametrize("shape", [
+    (1, 24, 40, 300), (1, 8, 9, 3), (3, 40, 33, 200),  # one chunk
+    (1, 96, 64, 3136), (1, 24, 96, 3136), (4, 24, 64, 2048),  # split by rows, by columns, by batch (two workers)
+])
+def test_an_affine_epilogue_gives_channel_affines_values(shape, activation):
+    """sgemm(..., affine=(scale, shift, activation)): each row r * scale[r] + shift[r], then the activation, bit for
+    bit what channel_affine's NumPy kernel gives on the plain product, NaN kept, on one chunk and split ones."""
+    from ember.ops.channel_affine import _channel_affine_op
+
+    batch, m, k, n = shape
+    rng = np.random.default_rng(9)
+    a, b = rng.standard_normal((batch, m, k), np.float32), rng.standard_normal((batch, k, n), np.float32)
+    a[0, 0, 0] = np.nan  # a NaN row through the activation
+    scale, shift = rng.standard_normal(m).astype(np.float32), rng.standard_normal(m).astype(np.float32)
+    plain, got = np.empty((batch, m, n), np.float32), np.empty((batch, m, n), np.float32)
+    sgemm(a, b, plain)
+    sgemm(a, b, got, affine=(scale, shift, activation))
+    want = np.stack([_channel_affine_op.kernel(np, p[None], scale, shift, activation)[0] for p in plain])
+    np.testing.assert_array_equal(got, want)
+    with pytest.raises(ValueError, match="affine epilogue cannot be combined"):
+        sgemm(a, b, got, accumulate=True, affine=(scale, shift, activation))
+
+
 def test_matmul_chooses_by_dtype_size_layout_and_aliasing(own_gemm):
     rng = np.random.default_rng(5)
     a, b = rng.standard_normal((64, 256), np.float32), rng.standard_normal((256, 128), np.float32)
