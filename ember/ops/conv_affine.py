@@ -4,7 +4,7 @@ Only the jit makes it (graph/passes/fold_activation.py), after autodiff, where a
 output is read by a channel_affine alone: the compiled depthwise kernel, or Ember's GEMM for a pointwise convolution
 (sgemm's `affine` epilogue, on each chunk's rows while they are in cache), applies the scale, shift and activation
 as it writes the output, so the activations are written once instead of written and then read and written again
-(MobileNetV2 at batch 1 has seventeen depthwise and thirty-five pointwise layers followed by a batch norm). Its
+(MobileNetV2 has seventeen depthwise and thirty-four pointwise layers followed by a batch norm). Its
 values are conv2d's followed by channel_affine's: the kernels round the same way, and where they do not run the two
 ops' own kernels do.
 """

@@ -338,9 +338,10 @@ def test_the_joined_op_matches_torch():
     np.testing.assert_allclose(got, want.clamp(0, 6).numpy(), rtol=1e-5, atol=1e-5)
 
 
-def test_jitted_mobilenet_block_with_joined_depthwise_layers_equals_eager_as_its_state_changes():
+def test_jitted_mobilenet_block_with_joined_layers_equals_eager_as_its_state_changes():
     """An inverted residual (1x1 -> BN -> ReLU6 -> depthwise -> BN -> ReLU6 -> 1x1 -> BN): in eval mode each
-    convolution and its batch norm are one node; the depthwise weight is the weight that changes."""
+    convolution and its batch norm are one node; every convolution's weight and both kinds of batch norm state
+    change between calls."""
     import ember as em
 
     em.manual_seed(0)
@@ -352,8 +353,13 @@ def test_jitted_mobilenet_block_with_joined_depthwise_layers_equals_eager_as_its
     def check_events(call, names):  # the depthwise layer and both pointwise ones, each with its batch norm
         assert names.count("conv2d_affine") == (3 if call < 4 else 0), names
 
-    _jitted_eval_equals_eager_as_state_changes(model, em.randn(2, 8, 48, 48), model[4],
-                                               lambda: model[3].weight.mul_(-1.5), check_events)
+    def change_weights():
+        for conv in (model[0], model[3], model[6]):
+            conv.weight.mul_(-1.5)
+        model[1].running_var.mul_(0.5)  # a pointwise layer's batch norm: its statistics and its affine
+        model[7].bias.add_(0.25)
+
+    _jitted_eval_equals_eager_as_state_changes(model, em.randn(2, 8, 48, 48), model[4], change_weights, check_events)
 
 
 def test_the_joined_op_exports_to_onnx_with_the_same_values():
