@@ -4,7 +4,8 @@ A layer projects the inputs of all time steps with one matmul. LSTM (without pro
 then run each direction as one fused op over the whole sequence (lstm_layer, gru_layer), forward and
 backward. RNN layers and projected LSTMs loop over time with one matmul with the hidden weights and a
 fused step per time step, which autograd differentiates; there the two directions of a bidirectional
-layer run in the same loop, as a batch of two.
+layer run in the same loop, as a batch of two. A PackedSequence input (nn.utils.rnn) runs each time step on
+the sequences that reach it (rnn_packed.py); the step itself is rnn_step.cell_step in both loops.
 """
 
 from __future__ import annotations
@@ -17,10 +18,13 @@ import ember as em
 from ember.nn import functional as F
 from ember.nn import init
 from ember.nn.modules.module import Module
+from ember.nn.modules.rnn_packed import run_packed
+from ember.nn.modules.rnn_step import cell_step, rnn_step
 from ember.nn.parameter import Parameter
+from ember.nn.utils.rnn import PackedSequence
 from ember.ops.creation_ops import zeros_like_shape
 from ember.ops.gru_layer import gru_layer_states
-from ember.ops.recurrent import gru_cell, lstm_cell
+from ember.ops.recurrent import gru_cell
 from ember.ops.recurrent_layer import lstm_layer_states
 from ember.ops.split import split, unbind
 from ember.tensor import Tensor
@@ -60,20 +64,6 @@ def _layers_fused(mode: str, xws: list, ws: list, states: list):
     out = em.cat(outs, -1) if two else outs[0]
     finals = [hs_last, cs_last] if mode == "LSTM" else [hs_last]
     return out, [em.stack(f, 0) if two else f[0] for f in finals]
-
-
-def _lstm_step(pre: Tensor, c: Tensor, hidden: int) -> tuple[Tensor, Tensor]:
-    """(h, c) from the gate pre-activations in PyTorch's order [i, f, g, o] and the previous cell state."""
-    return lstm_cell(pre, c)  # one fused op forward and backward (ember/ops/recurrent.py)
-
-
-def _gru_step(x_rz: Tensor, x_n: Tensor, gh: Tensor, h: Tensor, hidden: int) -> Tensor:
-    """New h from the input projections (r|z, n) and the hidden projection gh = W_hh h + b_hh."""
-    return gru_cell(x_rz, x_n, gh, h)  # one fused op forward and backward (ember/ops/recurrent.py)
-
-
-def _rnn_step(pre: Tensor, relu: bool) -> Tensor:
-    return em.relu(pre) if relu else em.tanh(pre)
 
 
 # --- sequence layers --------------------------------------------------------------------------
@@ -192,31 +182,34 @@ class RNNBase(Module):
         if input.shape[1 - batch_dim] == 0:  # a symbolic length (a traced dynamic shape) is not an int and passes
             raise RuntimeError(f"{self._name()}: Expected sequence length to be larger than 0 in RNN, got input of "
                                f"shape {tuple(input.shape)}")
+        return input, self._initial_states(input, batch, hx, cell, batched), batched
+
+    def _initial_states(self, like: Tensor, batch, hx, cell: bool, batched: bool = True) -> list:
+        """The (layers*dirs, batch, H) initial states: zeros when hx is None, else hx (and cx) checked and batched."""
         layers = self.num_layers * (2 if self.bidirectional else 1)
         real_hidden = self.proj_size if self.proj_size > 0 else self.hidden_size
         shapes = [(layers, batch, real_hidden)] + ([(layers, batch, self.hidden_size)] if cell else [])
         if hx is None:
             # zeros through an op on the input, so a traced batch size stays symbolic (ONNX, dynamic jit)
-            states = [zeros_like_shape(input, s) for s in shapes]
-        else:
-            states = list(hx) if cell else [hx]
-            if cell and len(states) != 2:
-                raise ValueError("LSTM: hx must be a tuple (h_0, c_0)")
-            if not batched:
-                if any(s.ndim != 2 for s in states):
-                    dims = ", ".join(f"{s.ndim}-D" for s in states)
-                    raise RuntimeError(f"For unbatched 2-D input, hx{' and cx' if cell else ''} should also be "
-                                       f"2-D but got ({dims}) tensor{'s' if cell else ''}")
-                states = [s.unsqueeze(1) for s in states]
-            elif any(s.ndim != 3 for s in states):
+            return [zeros_like_shape(like, s) for s in shapes]
+        states = list(hx) if cell else [hx]
+        if cell and len(states) != 2:
+            raise ValueError("LSTM: hx must be a tuple (h_0, c_0)")
+        if not batched:
+            if any(s.ndim != 2 for s in states):
                 dims = ", ".join(f"{s.ndim}-D" for s in states)
-                raise RuntimeError(f"For batched 3-D input, hx{' and cx' if cell else ''} should also be 3-D but "
-                                   f"got ({dims}) tensor{'s' if cell else ''}")
-            for k, (s, shape) in enumerate(zip(states, shapes)):
-                if tuple(s.shape) != shape:
-                    what = "hidden[0]" if k == 0 and cell else ("hidden[1]" if cell else "hidden")
-                    raise RuntimeError(f"Expected {what} size {shape}, got {tuple(s.shape)}")
-        return input, states, batched
+                raise RuntimeError(f"For unbatched 2-D input, hx{' and cx' if cell else ''} should also be "
+                                   f"2-D but got ({dims}) tensor{'s' if cell else ''}")
+            states = [s.unsqueeze(1) for s in states]
+        elif any(s.ndim != 3 for s in states):
+            dims = ", ".join(f"{s.ndim}-D" for s in states)
+            raise RuntimeError(f"For batched 3-D input, hx{' and cx' if cell else ''} should also be 3-D but "
+                               f"got ({dims}) tensor{'s' if cell else ''}")
+        for k, (s, shape) in enumerate(zip(states, shapes)):
+            if tuple(s.shape) != shape:
+                what = "hidden[0]" if k == 0 and cell else ("hidden[1]" if cell else "hidden")
+                raise RuntimeError(f"Expected {what} size {shape}, got {tuple(s.shape)}")
+        return states
 
     # --- the time loop -------------------------------------------------------------------
     def _weights(self, layer: int, direction: int) -> tuple:
@@ -225,10 +218,16 @@ class RNNBase(Module):
         return tuple(get(f"{base}_l{layer}{suffix}") for base in
                      ("weight_ih", "weight_hh", "bias_ih", "bias_hh", "weight_hr"))
 
-    def _run(self, input: Tensor, states: list) -> tuple[Tensor, list]:
-        """The whole stack on a 3-D input; states are (layers*dirs, N, H) tensors. Returns (output, finals)."""
+    def _run(self, input: Tensor, states: list, run_layer=None) -> tuple[Tensor, list]:
+        """The whole stack on a 3-D input; states are (layers*dirs, N, H) tensors. Returns (output, finals).
+
+        `run_layer(layer, x, init_states)` runs one layer (default: over a padded input, `_run_layer`).
+        """
         dirs = 2 if self.bidirectional else 1
         tdim = 1 if self.batch_first else 0
+        if run_layer is None:
+            def run_layer(layer, x, init_states):
+                return self._run_layer(layer, x, init_states, dirs, tdim)
         # per layer: (N, H) states for one direction, (2, N, H) for two
         per_layer = [unbind(s, 0) if dirs == 1 else
                      unbind(s.reshape((self.num_layers, 2) + tuple(s.shape[1:])), 0) for s in states]
@@ -236,7 +235,7 @@ class RNNBase(Module):
         x = input
         for layer in range(self.num_layers):
             init_states = [p[layer] for p in per_layer]
-            x, last = self._run_layer(layer, x, init_states, dirs, tdim)
+            x, last = run_layer(layer, x, init_states)
             for f, s in zip(finals, last):
                 f.append(s)
             if self.dropout > 0 and self.training and layer < self.num_layers - 1:
@@ -255,7 +254,6 @@ class RNNBase(Module):
     def _run_layer(self, layer: int, x: Tensor, init_states: list, dirs: int, tdim: int):
         """One layer (both directions) over the whole sequence; returns (output, final states)."""
         mode = self.mode
-        hidden = self.hidden_size
         ws = [self._weights(layer, d) for d in range(dirs)]
         if mode in ("LSTM", "GRU") and ws[0][4] is None:
             # the fused layers run time-major: a batch-first input is transposed before its projection (a copy
@@ -278,39 +276,19 @@ class RNNBase(Module):
             w_hr = None if ws[0][4] is None else em.stack([ws[0][4], ws[1][4]], 0).transpose(1, 2)
             b_hh = None if ws[0][3] is None else em.stack([ws[0][3], ws[1][3]], 0).unsqueeze(1)
             hidden_proj = em.matmul  # (2, N, H) @ (2, H, G), w already transposed
-        outs = []
-        if mode == "LSTM":
-            h, c = init_states
-            for xt in unbind(xw, tdim):
-                h, c = _lstm_step(hidden_proj(h, w_hh) + xt, c, hidden)
-                if w_hr is not None:
-                    h = hidden_proj(h, w_hr)
-                outs.append(h)
-            last = [h, c]
-        elif mode == "GRU":
-            (h,) = init_states
-            x_rz, x_n = split(xw, (2 * hidden, hidden), -1)
-            for xt_rz, xt_n in zip(unbind(x_rz, tdim), unbind(x_n, tdim)):
-                gh = hidden_proj(h, w_hh)
-                if b_hh is not None:
-                    gh = gh + b_hh
-                h = _gru_step(xt_rz, xt_n, gh, h, hidden)
-                outs.append(h)
-            last = [h]
-        else:
-            (h,) = init_states
-            relu = mode == "RNN_RELU"
-            for xt in unbind(xw, tdim):
-                h = _rnn_step(hidden_proj(h, w_hh) + xt, relu)
-                outs.append(h)
-            last = [h]
+        outs, states = [], init_states
+        for xt in unbind(xw, tdim):
+            states = cell_step(mode, xt, states, w_hh, b_hh, w_hr, hidden_proj)
+            outs.append(states[0])
         out = em.stack(outs, tdim)
         if dirs == 2:
             fwd, bwd = unbind(out, 0)
             out = em.cat([fwd, em.flip(bwd, (tdim - 1,))], -1)
-        return out, last
+        return out, states
 
-    def _forward(self, input: Tensor, hx, cell: bool):
+    def _forward(self, input, hx, cell: bool):
+        if isinstance(input, PackedSequence):
+            return run_packed(self, input, hx, cell)
         input, states, batched = self._prepare(input, hx, cell)
         out, finals = self._run(input, states)
         if not batched:
@@ -435,7 +413,7 @@ class RNNCell(RNNCellBase):
         if self.nonlinearity not in ("tanh", "relu"):
             raise RuntimeError(f"Unknown nonlinearity: {self.nonlinearity}")
         gi, gh = self._projections(input, h)
-        h = _rnn_step(gi + gh, self.nonlinearity == "relu")
+        h = rnn_step(gi + gh, self.nonlinearity == "relu")
         return h if batched else h.squeeze(0)
 
 
@@ -465,5 +443,5 @@ class GRUCell(RNNCellBase):
         input, (h,), batched = self._batch(input, [hx])
         gi, gh = self._projections(input, h)
         x_rz, x_n = split(gi, (2 * self.hidden_size, self.hidden_size), -1)
-        h = _gru_step(x_rz, x_n, gh, h, self.hidden_size)
+        h = gru_cell(x_rz, x_n, gh, h)
         return h if batched else h.squeeze(0)
