@@ -1,7 +1,7 @@
 """A DCGAN-style GAN on the MNIST sample: ConvTranspose2d generator, strided-conv discriminator with
 BatchNorm and LeakyReLU, BCEWithLogits losses; writes a PNG grid of generated digits.
 
-Run: python examples/dcgan_mnist.py [--epochs 8] [--out gan_samples.png]
+Run: python examples/dcgan_mnist.py [--epochs 8] [--out runs/dcgan_mnist]
 The figure reported: how many of 256 generated digits a LeNet-5 trained on the real digits
 classifies with confidence above 0.9, and how many of the ten classes they cover.
 """
@@ -16,7 +16,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from image_grid import save_grid  # noqa: E402
+from image_grid import save_samples  # noqa: E402
 
 import ember as em  # noqa: E402
 from ember import nn  # noqa: E402
@@ -56,17 +56,23 @@ def judge(x_train, y_train, epochs: int = 3):
     return model.eval()
 
 
-def main(argv=None) -> dict:
-    """Train the GAN; report recognisable samples and classes covered; save a grid of samples."""
+def parser() -> argparse.ArgumentParser:
+    """The command line: training settings and where the samples go."""
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--epochs", type=int, default=8)
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--latent", type=int, default=32)
     p.add_argument("--lr", type=float, default=1e-3)
-    p.add_argument("--out", default="gan_samples.png", help="PNG grid of 64 samples ('' for none)")
+    p.add_argument("--out", default=os.path.join("runs", "dcgan_mnist"), metavar="DIR",
+                   help="folder for samples.png, a grid of 64 samples (default: runs/dcgan_mnist; '' for none)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--no-progress", action="store_true")
-    args = p.parse_args(argv)
+    return p
+
+
+def main(argv=None) -> dict:
+    """Train the GAN; report recognisable samples and classes covered; save a grid of samples."""
+    args = parser().parse_args(argv)
     t0 = time.perf_counter()
     em.manual_seed(args.seed)
     train, _ = em.datasets.mnist_sample()
@@ -102,8 +108,8 @@ def main(argv=None) -> dict:
     result = {"recognisable": float(confident.float().mean().item()), "classes": len(classes),
               "seconds": time.perf_counter() - t0}
     if args.out:
-        save_grid(args.out, samples[:64].reshape(64, 28, 28).numpy())
-        print(f"wrote 64 samples to {os.path.abspath(args.out)}")
+        path = save_samples(args.out, samples[:64].reshape(64, 28, 28).numpy())
+        print(f"wrote 64 samples to {os.path.abspath(path)}")
     print(f"final: {result['recognisable'] * 100:.1f}% of 256 generated digits recognised with confidence > 0.9, "
           f"covering {len(classes)} of 10 classes  ({result['seconds']:.1f}s)")
     return result

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import struct
 import zlib
 
@@ -40,3 +41,11 @@ def save_grid(path: str, images: np.ndarray, nrow: int = 8) -> None:
     if images.ndim == 4:
         images = images[:, 0]
     save_png(path, grid(images, nrow))
+
+
+def save_samples(folder: str, images: np.ndarray, name: str = "samples.png") -> str:
+    """save_grid into `folder` (created if missing) as `name`; returns the file's path."""
+    os.makedirs(folder, exist_ok=True)
+    path = os.path.join(folder, name)
+    save_grid(path, images)
+    return path

