@@ -103,7 +103,10 @@ def make_scheduler(name: str, optimizer, peak_lr: float, total_steps: int):
 
     if name == "onecycle":
         # The peak comes from the run's settings, never from the optimizer's current (maybe annealed) lr.
-        return em.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=peak_lr, total_steps=total_steps)
+        # Momentum cycles against the lr where the optimizer has one (Adagrad has none: PyTorch refuses to cycle it).
+        cycle = any(k in optimizer.defaults for k in ("momentum", "betas"))
+        return em.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=peak_lr, total_steps=total_steps,
+                                                cycle_momentum=cycle)
     if name == "cosine":
         return em.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=total_steps)
     if name == "none":

@@ -105,7 +105,7 @@ def _read_spec(out: str, flag: str) -> dict | None:
 
 def _spec(args) -> tuple[str, dict, bool]:
     """The output folder, the study's description, and whether the study already exists."""
-    given = _given_space(args)
+    given, defaulted = _given_space(args), []
     if args.resume:
         if args.out and os.path.abspath(args.out) != os.path.abspath(args.resume):
             raise spaces.SpaceError(f"--out {args.out}: --resume {args.resume} writes to its own folder")
@@ -123,6 +123,8 @@ def _spec(args) -> tuple[str, dict, bool]:
     else:
         out = args.out or os.path.join("runs", time.strftime("tune-%Y%m%d-%H%M%S"))
         saved = _read_spec(out, "--out")
+        grid = (args.sampler or (saved or {}).get("sampler")) == "grid"
+        given, defaulted = spaces.with_default_search(given, grid)
         if saved is not None:
             have, want = _normal(spaces.from_mapping(saved["space"], SPEC)), _normal(given)
             diff = [k for k in spaces.KEYS if have[k] != want[k]]
@@ -133,7 +135,7 @@ def _spec(args) -> tuple[str, dict, bool]:
                                         "--out")
         elif os.path.isfile(out):
             raise spaces.SpaceError(f"--out {out}: is a file, not a folder")
-    spec = dict(saved or {"space": spaces.to_mapping(given)})
+    spec = dict(saved or {"space": spaces.to_mapping(given), "default_search": defaulted})
     spaces.check(spaces.from_mapping(spec["space"], SPEC))
     for key, default in (("trials", DEFAULT_TRIALS), ("pruner", "median"), ("startup_trials", DEFAULT_STARTUP),
                          ("sampler", "tpe"), ("sampler_seed", None)):
@@ -221,8 +223,9 @@ def _header(out, spec, space, existing, before, stale, jobs) -> None:
         again = f"; {stale} interrupted trial(s) will be redone" if stale else ""
         print(f"continuing the study in {out}: {before} of {spec['trials']} trials done{again}")
     where = "in this process" if jobs == 1 else f"in {jobs} processes"
-    print(f"tuning ({what}): {spaces.describe(space)}; {spec['trials']} trials {where}, {spec['sampler']} sampler, "
-          f"{spec['pruner']} pruner; writing {out}", flush=True)
+    how = "no range or choices given, so the default search: " if spec.get("default_search") else ""
+    print(f"tuning ({what}): {how}{spaces.describe(space)}; {spec['trials']} trials {where}, {spec['sampler']} "
+          f"sampler, {spec['pruner']} pruner; writing {out}", flush=True)
 
 
 def _report(out, spec, space, s, elapsed: float, interrupted: bool) -> int:

