@@ -19,11 +19,22 @@ class CommandError(Exception):
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse with its errors on one line (no usage dump): `ember train: error: ...`, exit status 2."""
+    """argparse with its errors on one line (no usage dump): `ember train: error: ...`, exit status 2.
+
+    Flags are never abbreviated: a prefix such as `--data` must not be taken for `--dataset`.
+    """
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str):
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
+
+DATA_HELP = ("where mnist, fashion_mnist and cifar10 are read from: the folder holding the data set's files, or "
+             "one holding its folder (mnist, fashion-mnist, cifar10) (default: $EMBER_DATA/<folder>, else "
+             "~/.ember/data/<folder>; Ember never downloads)")
 
 _TRAIN_DESCRIPTION = (
     "Train an image classifier from ember.models on a data set, writing a checkpoint after every epoch, "
@@ -47,7 +58,8 @@ def _parser() -> argparse.ArgumentParser:
                    help=f"the model (default: {d['model']}): {recipe.supported_models_text()}")
     t.add_argument("--dataset", choices=recipe.DATASETS,
                    help=f"the data set (default: {d['dataset']}); mnist_sample and digits ship with the `datasets` "
-                   "extra, mnist, fashion_mnist and cifar10 are read from $EMBER_DATA/<name>")
+                   "extra, mnist, fashion_mnist and cifar10 are read from files (see --data)")
+    t.add_argument("--data", metavar="DIR", help=DATA_HELP)
     t.add_argument("--epochs", type=int_at_least(1), metavar="N",
                    help=f"total epochs of the run (default: {d['epochs']}; with --resume, the run's own, and a "
                    "larger number extends a finished run)")
@@ -101,8 +113,10 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--num-classes", type=int_at_least(1), metavar="N",
                    help="number of classes (default: the model's own)")
 
-    e = sub.add_parser("export", help="write a zoo model as an ONNX file", description="Export a model of "
-                       "ember.models to ONNX (see docs/onnx.md); needs the onnx extra.")
+    e = sub.add_parser("export", help="write a checkpoint's model (or a zoo model) as an ONNX file",
+                       description="Export to ONNX (see docs/onnx.md; needs the onnx extra): `ember export "
+                       "runs/x/checkpoint.safetensors` writes the model that checkpoint records, with its weights, to "
+                       "runs/x/checkpoint.onnx; `ember export --model NAME --out FILE` writes a model of ember.models.")
     from ember.onnx.cli import add_arguments as add_export_arguments
 
     add_export_arguments(e)
@@ -218,6 +232,7 @@ def train_main(args, callbacks=()) -> int:
         return 0
     try:
         recipe.check_model(config["model"], config["dataset"])
+        recipe.check_data(args.data, [config["dataset"]])
     except ValueError as e:
         raise CommandError(str(e)) from None
     device = _check_device(args.device)
@@ -239,6 +254,12 @@ def train_main(args, callbacks=()) -> int:
         _remove_empty(created)  # only while still empty: after an early error, or Ctrl-C before any checkpoint
 
 
+def run_modes(args) -> str:
+    """The run header's note of the flags that change how steps run: ", --jit --amp", or ""."""
+    on = [flag for flag, value in (("--jit", args.jit), ("--amp", args.amp)) if value]
+    return f", {' '.join(on)}" if on else ""
+
+
 def _train(args, config: dict, state: dict | None, mode: str | None, device, out: str, ckpt: str,
            extra_callbacks=()) -> int:
     import ember as em
@@ -248,10 +269,8 @@ def _train(args, config: dict, state: dict | None, mode: str | None, device, out
     # A resumed run builds everything exactly as the first one did (same seed, same draws), then fit
     # puts the checkpoint's state, random streams included, on top.
     rng_state.seed_all(config["seed"])
-    train_set, test_set = recipe.load_dataset(config["dataset"], config["limit"], config["augment"])
-    in_shape = tuple(test_set[0][0].shape)  # the test set: no random transform draws for this
-    model = em.models.get_model(config["model"], num_classes=recipe.NUM_CLASSES, in_channels=in_shape[0],
-                                input_size=in_shape)
+    train_set, test_set = recipe.load_dataset(config["dataset"], config["limit"], config["augment"], args.data)
+    model = recipe.build_model(config["model"], config["dataset"])
     model.to(device)
     optimizer = recipe.make_optimizer(config["optimizer"], model.parameters(), config["lr"])
     gen = em.Generator().manual_seed(config["seed"])

@@ -30,11 +30,20 @@ def find(folders: Sequence[Path], filename: str, gz: bool) -> Path | None:
     return None
 
 
+class MissingDataError(FileNotFoundError):
+    """A data set's files are not in the folder it read; `explain(how)` words the advice for another caller."""
+
+    def __init__(self, dataset: str, folder: Path, missing: Sequence[str], hint: str, name: str) -> None:
+        self.dataset, self.folder, self.missing, self.hint, self.name = dataset, folder, list(missing), hint, name
+        super().__init__(self.explain(f"pass root=..., or set EMBER_DATA so that $EMBER_DATA/{name} holds them"))
+
+    def explain(self, how: str) -> str:
+        """The message, ending with `how` to point the reader at the files (root=... for the Python API)."""
+        return (f"{self.dataset}: missing {', '.join(self.missing)} in {self.folder}. Ember never downloads data: "
+                f"{self.hint} and put the files in that folder, {how}.")
+
+
 def missing_files_error(dataset: str, folder: Path, missing: Sequence[str], hint: str,
-                        name: str) -> FileNotFoundError:
+                        name: str) -> MissingDataError:
     """A FileNotFoundError naming the missing files and where to put them."""
-    listed = ", ".join(missing)
-    return FileNotFoundError(
-        f"{dataset}: missing {listed} in {folder}. Ember never downloads data: {hint} and put the files in "
-        f"that folder, pass root=..., or set EMBER_DATA so that $EMBER_DATA/{name} holds them."
-    )
+    return MissingDataError(dataset, folder, missing, hint, name)

@@ -45,8 +45,8 @@ class _EpochLoader:
 
 
 def _rank_main(args) -> int:
-    import ember as em
     import ember.distributed as dist
+    from ember.cli import run_modes
     from ember.data import DataLoader
     from ember.distributed.checkpoint import load_on_main
     from ember.train import LRSchedulerCallback, fit, recipe, rng_state, settings
@@ -67,6 +67,7 @@ def _rank_main(args) -> int:
     else:
         config = settings.fresh(given)
     recipe.check_model(config["model"], config["dataset"])
+    recipe.check_data(args.data, [config["dataset"]])
     rng_state.seed_all(config["seed"])
     box = [args.out or (os.path.dirname(os.path.abspath(args.resume)) if args.resume
                         else os.path.join("runs", time.strftime("%Y%m%d-%H%M%S")))]
@@ -74,10 +75,8 @@ def _rank_main(args) -> int:
     out = box[0]
     if main:
         os.makedirs(out, exist_ok=True)
-    train_set, test_set = recipe.load_dataset(config["dataset"], config["limit"], config["augment"])
-    in_shape = tuple(test_set[0][0].shape)
-    model = em.models.get_model(config["model"], num_classes=recipe.NUM_CLASSES, in_channels=in_shape[0],
-                                input_size=in_shape)
+    train_set, test_set = recipe.load_dataset(config["dataset"], config["limit"], config["augment"], args.data)
+    model = recipe.build_model(config["model"], config["dataset"])
     model.to(args.device)
     optimizer = recipe.make_optimizer(config["optimizer"], model.parameters(), config["lr"])
     ddp = dist.DistributedDataParallel(model)
@@ -97,10 +96,10 @@ def _rank_main(args) -> int:
     n_params = sum(p.numel() for p in model.parameters())
     say(f"training {config['model']} ({n_params:,} parameters) on {config['dataset']} data-parallel on {world} "
         f"ranks: {len(train_set)} train / {len(test_set)} test samples, {config['optimizer']}, {config['epochs']} "
-        f"epochs, batch {config['batch_size']} per rank")
+        f"epochs, batch {config['batch_size']} per rank{run_modes(args)}")
     t0 = time.perf_counter()
     history = fit(ddp, train_loader, test_loader, epochs=config["epochs"], optimizer=optimizer, device=args.device,
-                  callbacks=callbacks, progress=main and not args.no_progress, jit=args.jit, resume=state,
+                  callbacks=callbacks, progress=main and not args.no_progress, jit=args.jit, amp=args.amp, resume=state,
                   config=config, log=print if main else None)
     elapsed = time.perf_counter() - t0
     if main:

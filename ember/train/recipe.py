@@ -3,8 +3,15 @@
 from __future__ import annotations
 
 DATASETS = ("mnist_sample", "digits", "mnist", "fashion_mnist", "cifar10")
+# Read from files (--data DIR, else $EMBER_DATA/<folder>, else ~/.ember/data/<folder>); the others ship with the
+# `datasets` extra. The value is the data set's folder under EMBER_DATA.
+FILE_DATASETS = {"mnist": "mnist", "fashion_mnist": "fashion-mnist", "cifar10": "cifar10"}
 RGB_DATASETS = ("cifar10",)
 NUM_CLASSES = 10  # every data set above has ten classes
+# One sample's shape (channels, height, width) as the data sets give it, so that a checkpoint's model
+# can be built again from its settings alone (ember export) without reading the data.
+SAMPLE_SHAPES = {"mnist_sample": (1, 28, 28), "digits": (1, 8, 8), "mnist": (1, 28, 28), "fashion_mnist": (1, 28, 28),
+                 "cifar10": (3, 32, 32)}
 OPTIMIZERS = ("sgd", "adam", "adamw", "rmsprop", "adagrad")
 SCHEDULES = ("onecycle", "cosine", "none")
 
@@ -41,13 +48,60 @@ def check_model(model: str, dataset: str) -> None:
     raise ValueError(f"--model {model}: {why}; ember train trains {supported_models_text()}")
 
 
+def build_model(model: str, dataset: str):
+    """The network `ember train` trains as `model` on `dataset` (ten classes, sized for its images)."""
+    import ember as em
+
+    shape = SAMPLE_SHAPES[dataset]
+    return em.models.get_model(model, num_classes=NUM_CLASSES, in_channels=shape[0], input_size=shape)
+
+
 def default_lr(optimizer: str) -> float:
     """The (peak) learning rate used when --lr is not given."""
     return 3e-3 if optimizer in ("adam", "adamw") else 0.05
 
 
-def load_dataset(name: str, limit: int | None, augment: bool):
-    """The (train, test) datasets of `name`, the first `limit` training and limit/4 test samples if given."""
+def data_root(name: str, data: str | None):
+    """The folder to read data set `name` from with `--data DIR`: DIR/<its folder> when there is one, else DIR."""
+    import os
+
+    if data is None:
+        return None
+    inside = os.path.join(data, FILE_DATASETS[name])
+    return inside if os.path.isdir(inside) else data
+
+
+def check_data(data: str | None, datasets) -> None:
+    """Raise ValueError for a `--data DIR` that is no folder, or that none of `datasets` would read."""
+    import os
+
+    if data is None:
+        return
+    if not os.path.isdir(data):
+        raise ValueError(f"--data {data}: {'is a file, not a folder' if os.path.exists(data) else 'no such folder'}")
+    if not any(d in FILE_DATASETS for d in datasets):
+        shipped = " and ".join(datasets)
+        raise ValueError(f"--data {data}: {shipped} ship{'s' * (len(datasets) == 1)} with Ember (the `datasets` extra) "
+                         f"and read{'s' * (len(datasets) == 1)} no files; --data is for --dataset "
+                         f"{', '.join(list(FILE_DATASETS)[:-1])} or {list(FILE_DATASETS)[-1]}")
+
+
+def load_dataset(name: str, limit: int | None, augment: bool, data: str | None = None):
+    """The (train, test) datasets of `name`, the first `limit` training and limit/4 test samples if given.
+
+    `data` is `--data DIR`: the folder holding the files, or one holding the data set's folder.
+    A missing file is a FileNotFoundError in the command line's words (--data, EMBER_DATA).
+    """
+    from ember.datasets.root import MissingDataError
+
+    try:
+        return _load_dataset(name, limit, augment, data_root(name, data) if name in FILE_DATASETS else None)
+    except MissingDataError as e:
+        how = f"pass --data DIR (the folder that holds them) or set EMBER_DATA so that $EMBER_DATA/{e.name} holds them"
+        raise FileNotFoundError(e.explain(how)) from None
+
+
+def _load_dataset(name: str, limit: int | None, augment: bool, root):
     import ember.datasets as ds
     from ember.data import Subset, TransformDataset
     from ember.data.transforms import RandomCrop, ToTensor
@@ -64,7 +118,7 @@ def load_dataset(name: str, limit: int | None, augment: bool):
         train, test = pair.train, pair.test
     elif name in ("mnist", "fashion_mnist"):
         cls = ds.MNIST if name == "mnist" else ds.FashionMNIST
-        train, test = cls(train=True, transform=ToTensor()), cls(train=False, transform=ToTensor())
+        train, test = cls(root, train=True, transform=ToTensor()), cls(root, train=False, transform=ToTensor())
         if augment:
             train = TransformDataset(train, RandomCrop(28, padding=2))
     else:
@@ -72,8 +126,8 @@ def load_dataset(name: str, limit: int | None, augment: bool):
 
         norm = Normalize((0.4914, 0.4822, 0.4465), (0.247, 0.243, 0.261))
         crops = [RandomCrop(32, padding=4), RandomHorizontalFlip()] if augment else []
-        train = ds.CIFAR10(train=True, transform=Compose([*crops, ToTensor(), norm]))
-        test = ds.CIFAR10(train=False, transform=Compose([ToTensor(), norm]))
+        train = ds.CIFAR10(root, train=True, transform=Compose([*crops, ToTensor(), norm]))
+        test = ds.CIFAR10(root, train=False, transform=Compose([ToTensor(), norm]))
     if limit is not None:
         train = Subset(train, range(min(limit, len(train))))
         test = Subset(test, range(min(max(limit // 4, 1), len(test))))

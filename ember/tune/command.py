@@ -10,7 +10,7 @@ import sys
 import time
 
 from ember.cli_args import int_at_least, positive_float
-from ember.train import settings
+from ember.train import recipe, settings
 from ember.tune import space as spaces
 
 SPEC = "tune.json"
@@ -19,7 +19,7 @@ PRUNERS = ("median", "hyperband", "none")
 SAMPLERS = ("tpe", "random", "grid")
 DEFAULT_TRIALS, DEFAULT_STARTUP = 20, 5
 # How trials run, not what they train: these pass through to every trial and may change on resuming.
-RUNTIME = ("device", "workers", "jit", "amp", "tensorboard")
+RUNTIME = ("device", "workers", "jit", "amp", "tensorboard", "data")
 
 _DESCRIPTION = (
     "Search `ember train`'s settings with Optuna: each setting is fixed (--epochs 3), a list of choices "
@@ -60,6 +60,9 @@ def add_parser(sub) -> argparse.ArgumentParser:
                    help="how trials are proposed (default: tpe; grid: every combination of the choices, once)")
     t.add_argument("--sampler-seed", type=int_at_least(0), metavar="N",
                    help="seed of the sampler (default: none, so each study differs)")
+    from ember.cli import DATA_HELP
+
+    t.add_argument("--data", metavar="DIR", help=DATA_HELP)
     t.add_argument("--device", help="cpu, cpu:N, cuda or cuda:N for every trial (default: cpu)")
     t.add_argument("--workers", type=int_at_least(0), metavar="N", help="DataLoader worker processes of each trial")
     t.add_argument("--jit", action="store_true", default=None, help="trials run compiled training steps")
@@ -148,6 +151,8 @@ def _spec(args) -> tuple[str, dict, bool]:
     for key in RUNTIME:
         if getattr(args, key) is not None:
             runtime[key] = getattr(args, key)
+    if runtime.get("data") is not None:  # trials and the reproducing command work from any folder
+        runtime["data"] = os.path.abspath(runtime["data"])
     spec["runtime"] = runtime
     return out, spec, saved is not None
 
@@ -184,6 +189,8 @@ def tune_main(args) -> int:
     study.optuna()  # a missing extra is reported before any folder is made
     out, spec, existing = _spec(args)
     _check_device(spec["runtime"]["device"])
+    space = spaces.from_mapping(spec["space"], SPEC)
+    recipe.check_data(spec["runtime"].get("data"), spaces.values_of(space, "dataset"))
     if spec["runtime"].get("tensorboard"):
         from ember.utils.tensorboard import SummaryWriter  # noqa: F401  (a missing extra: one line, before any trial)
     os.makedirs(out, exist_ok=True)

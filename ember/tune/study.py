@@ -16,7 +16,7 @@ import time
 import traceback
 import warnings
 
-from ember.train import settings
+from ember.train import recipe, settings
 from ember.tune import results
 from ember.tune import space as spaces
 from ember.tune.reporter import TrialReporter
@@ -128,6 +128,8 @@ def train_argv(config: dict, runtime: dict) -> list[str]:
         argv += ["--limit", str(config["limit"])]
     if not config["augment"]:
         argv.append("--no-augment")
+    if runtime.get("data") and config["dataset"] in recipe.FILE_DATASETS:
+        argv += ["--data", runtime["data"]]
     if runtime.get("device", "cpu") != "cpu":
         argv += ["--device", runtime["device"]]
     if runtime.get("workers"):

@@ -51,3 +51,65 @@ def test_bad_options_give_one_line(tmp_path, capsys, argv, message):
     assert main(["export", "--out", str(tmp_path / "m.onnx"), *argv]) == 2
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1
+
+
+def _train_checkpoint(path, model="mlp", dataset="digits", prefix=""):
+    """A checkpoint as `ember train` writes it (`--nproc` prefixes the weights with "module."): model and settings."""
+    from ember.train import recipe
+
+    em.manual_seed(0)
+    net = recipe.build_model(model, dataset)
+    weights = {prefix + k: v for k, v in net.state_dict().items()}
+    em.save({"model": weights, "config": {"model": model, "dataset": dataset}, "epoch": 1}, str(path))
+    return net.eval()
+
+
+@pytest.mark.parametrize("prefix", ["", "module."])
+def test_export_takes_the_model_from_the_checkpoint_and_writes_beside_it(tmp_path, capsys, prefix):
+    net = _train_checkpoint(tmp_path / "checkpoint.safetensors", "resnet20", "mnist_sample", prefix)
+    assert main(["export", str(tmp_path / "checkpoint.safetensors"), "--dynamic-batch"]) == 0
+    printed = capsys.readouterr().out
+    assert f"wrote {tmp_path / 'checkpoint.onnx'}: resnet20," in printed and "inputs input[batch, 1, 28, 28]" in printed
+    x = em.randn(3, 1, 28, 28)
+    with em.no_grad():
+        want = net(x).numpy()
+    close(ort_session(tmp_path / "checkpoint.onnx").run(["output"], {"input": x.numpy()})[0], want)
+
+
+def test_a_wrong_model_is_one_line_naming_the_checkpoints(tmp_path, capsys):
+    _train_checkpoint(tmp_path / "ckpt.safetensors", "lenet5", "mnist_sample")
+    assert main(["export", str(tmp_path / "ckpt.safetensors"), "--model", "resnet20"]) == 2
+    err = capsys.readouterr().err
+    assert err == (f"ember export: error: --model resnet20: {tmp_path / 'ckpt.safetensors'} holds lenet5 (trained by "
+                   "ember train on mnist_sample), not resnet20; leave --model out to export it\n")
+    assert not (tmp_path / "ckpt.onnx").exists()
+    # A plain state dict names no model: its weights say which zoo model they fit.
+    em.save(em.models.get_model("lenet5").state_dict(), str(tmp_path / "w.safetensors"))
+    for argv, words in [
+        ([], "--model: {w} holds weights but names no model, as an `ember train` checkpoint does; pass --model NAME "
+             "(its weights are those of lenet5)"),
+        (["--model", "resnet20"], "--model resnet20: {w} holds the weights of lenet5, not of resnet20; pass --model "
+                                  "lenet5"),
+        (["--model", "lenet5", "--num-classes", "7"], "--model lenet5: the weights in {w} don't fit lenet5: size "
+                                                      "mismatch for classifier.4.weight"),
+    ]:
+        assert main(["export", str(tmp_path / "w.safetensors"), *argv]) == 2
+        err = capsys.readouterr().err
+        assert words.format(w=tmp_path / "w.safetensors") in err and err.count("\n") == 1, err
+    em.save(em.nn.Linear(3, 2).state_dict(), str(tmp_path / "linear.safetensors"))  # no zoo model's weights
+    assert main(["export", "--model", "mlp", "--out", str(tmp_path / "m.onnx"), str(tmp_path / "linear.safetensors")]) == 2
+    err = capsys.readouterr().err
+    assert (f"--model mlp: the weights in {tmp_path / 'linear.safetensors'} don't fit mlp: 6 of its 6 tensors are "
+            "missing (first: layers.0.weight) and 2 are not its own (first: weight)") in err and err.count("\n") == 1, err
+
+
+@pytest.mark.parametrize("argv, words", [
+    ([], "nothing to export: give a checkpoint (ember export runs/x/checkpoint.safetensors) or a model"),
+    (["--model", "mlp"], "--out FILE is needed without a checkpoint"),
+    (["{tmp}/nope.safetensors"], "{tmp}/nope.safetensors: no such file"),
+    (["{tmp}"], "{tmp}: is a folder; give the checkpoint file"),
+])
+def test_missing_checkpoint_or_out(tmp_path, capsys, argv, words):
+    assert main(["export", *(a.format(tmp=tmp_path) for a in argv)]) == 2
+    err = capsys.readouterr().err
+    assert words.format(tmp=tmp_path) in err and err.count("\n") == 1, err

@@ -1,5 +1,6 @@
 """The `ember` command end to end on a few hundred samples."""
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -31,6 +32,10 @@ def test_train_writes_checkpoint_metrics_and_curves_and_resumes(tmp_path):
     assert r.returncode == 0, r.stderr
     assert "extending the finished 2-epoch run" in r.stdout
     assert json.loads((out / "metrics.json").read_text())["epoch"] == [1, 2, 3]
+    if importlib.util.find_spec("onnx") is not None:  # the checkpoint names its model: no --model, no --out
+        r = _run("export", str(out / "checkpoint.safetensors"))
+        assert r.returncode == 0, r.stderr
+        assert f"wrote {out / 'checkpoint.onnx'}: lenet5," in r.stdout and (out / "checkpoint.onnx").exists()
 
 
 def test_summary_prints_the_table():
