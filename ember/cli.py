@@ -299,7 +299,10 @@ def _train(args, config: dict, state: dict | None, mode: str | None, device, out
         callbacks.insert(0, TensorBoardLogger(args.tensorboard, val_name="test"))
     n_params = sum(p.numel() for p in model.parameters())
     print(f"training {config['model']} ({n_params:,} parameters) on {config['dataset']}: {len(train_set)} train / "
-          f"{len(test_set)} test samples, {config['optimizer']}, {config['epochs']} epochs, device {device}")
+          f"{len(test_set)} test samples, {config['optimizer']}, {config['epochs']} epochs, device {device}"
+          f"{run_modes(args)}")
+    if args.tensorboard:
+        print(f"logging to TensorBoard in {args.tensorboard} (view with: tensorboard --logdir {args.tensorboard})")
 
     t0 = time.perf_counter()
     history = fit(model, train_loader, test_loader, epochs=config["epochs"], optimizer=optimizer, device=device,
@@ -317,6 +320,8 @@ def _train(args, config: dict, state: dict | None, mode: str | None, device, out
     acc = history.last("val_accuracy")
     print(f"final test accuracy: {acc * 100:.2f}%  ({elapsed:.1f}s)")
     print(f"wrote {wrote}")
+    if args.tensorboard:
+        print(f"TensorBoard logs in {args.tensorboard}")
     return 0
 
 

@@ -43,13 +43,14 @@ class History:
         with writing(path), open(path, "w") as f:
             json.dump({"epoch": self.epochs, **self.history}, f, indent=2)
 
-    def plot(self, path: str) -> str:
-        """Loss and accuracy curves (train and validation) to a PNG; needs the `plot` extra."""
+    def figure(self):
+        """The loss and accuracy curves (train and validation) as a matplotlib Figure; needs the `plot` extra."""
         try:
             import matplotlib
 
             matplotlib.use("Agg")
             import matplotlib.pyplot as plt
+            from matplotlib.ticker import MaxNLocator
         except ImportError as e:
             raise ImportError("History.plot needs matplotlib: pip install ember[plot]") from e
         panels = [m for m in ("loss", "accuracy") if m in self.history or f"val_{m}" in self.history]
@@ -60,10 +61,21 @@ class History:
                 if key in self.history:
                     ax.plot(self.epochs, self.history[key], style, label=key, markersize=3)
             ax.set_xlabel("epoch")
+            if len(set(self.epochs)) > 1:
+                ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # epochs 1, 2, 3..., never 2.5
+            else:  # one epoch: the locator would fall back to fractions around it
+                ax.set_xticks(self.epochs)
             ax.set_title(m)
             ax.grid(alpha=0.3)
             ax.legend()
         fig.tight_layout()
+        return fig
+
+    def plot(self, path: str) -> str:
+        """Write the curves of figure() to a PNG; needs the `plot` extra."""
+        import matplotlib.pyplot as plt
+
+        fig = self.figure()
         try:
             with writing(path):
                 os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)

@@ -47,3 +47,18 @@ def test_stopped_job_resumes_from_its_last_checkpoint(tmp_path):
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["epoch"] == [1, 2, 3, 4, 5, 6] and len(metrics["val_accuracy"]) == 6, metrics
     assert metrics["val_accuracy"][-1] > 0.8
+
+
+@pytest.mark.slow
+def test_amp_reaches_the_ranks(tmp_path):
+    """--amp with --nproc trains in bfloat16 on every rank, and the header says so."""
+    pytest.importorskip("sklearn")
+    losses = {}
+    for amp in ([], ["--amp"]):
+        out = tmp_path / f"run{len(amp)}"
+        r = ember("train", "--nproc", "2", "--epochs", "1", "--out", str(out), *amp, "--model", "mlp", "--dataset",
+                  "digits", "--limit", "128", "--no-progress", "--batch-size", "32")
+        assert r.returncode == 0, r.stdout
+        assert r.stdout.splitlines()[0].endswith("per rank, --amp" if amp else "per rank"), r.stdout
+        losses[bool(amp)] = json.loads((out / "metrics.json").read_text())["loss"][0]
+    assert losses[True] != losses[False] and abs(losses[True] - losses[False]) < 0.05, losses
