@@ -13,7 +13,6 @@ from ember.v1.array_ops import (
     expand_dims,
     gather,
     one_hot,
-    pad,
     rank,
     reshape,
     shape,
@@ -137,6 +136,7 @@ from ember.v1.math_ops import (
     to_int64,
     truediv,
 )
+from ember.v1.pad_ops import pad
 from ember.v1.session import InteractiveSession, Session, get_default_session
 from ember.v1.state_ops import assign, assign_add, assign_sub, group, identity, no_op, stop_gradient
 from ember.v1.tensor_shape import Dimension, TensorShape, dimension_at_index, dimension_value

@@ -167,21 +167,6 @@ def split(value, num_or_size_splits, axis: int = 0, num=None, name: str = "split
     return list(_em.split(x, [int(s) for s in num_or_size_splits], int(axis)))
 
 
-@tf_op("Pad")
-def pad(tensor, paddings, mode: str = "CONSTANT", name: str | None = None, constant_values=0) -> Tensor:
-    """Padding before and after each axis: paddings[i] = [before, after]."""
-    x = convert_to_tensor(tensor)
-    flat = []
-    for before, after in reversed([tuple(p) for p in paddings]):
-        flat += [int(before), int(after)]
-    mode = mode.upper()
-    if mode == "CONSTANT":
-        return _em.pad(x, flat, value=constant_values)
-    if mode == "REFLECT":
-        return _em.pad(x, flat, mode="reflect")
-    raise NotImplementedError(f"pad: mode {mode!r} is not supported (CONSTANT and REFLECT are)")
-
-
 class DynamicShapeOp(Op):
     """The shape of the input as a 1-D integer tensor, known when the graph runs."""
 

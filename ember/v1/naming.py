@@ -25,7 +25,7 @@ _TF_NAMES = {
     "leaky_relu": "LeakyRelu", "log": "Log", "log1p": "Log1p", "log_softmax": "LogSoftmax",
     "logical_and": "LogicalAnd", "logical_not": "LogicalNot", "logical_or": "LogicalOr",
     "logsumexp": "ReduceLogSumExp", "lt": "Less", "matmul": "MatMul", "max_pool2d": "MaxPool",
-    "maximum": "Maximum", "mean": "Mean", "minimum": "Minimum", "mul": "mul", "ne": "NotEqual", "neg": "Neg",
+    "maximum": "Maximum", "mean": "Mean", "mirror_pad": "MirrorPad", "mirror_pad_grad": "MirrorPadGrad", "minimum": "Minimum", "mul": "mul", "ne": "NotEqual", "neg": "Neg",
     "no_op": "NoOp", "one_hot": "one_hot", "pad": "Pad", "permute": "transpose", "pow": "pow", "prod": "Prod",
     "rank_of": "Rank", "read_variable": "read", "reciprocal": "Reciprocal", "relu": "Relu", "remainder": "mod", "repeat": "Tile",
     "reshape": "Reshape", "round": "Round", "rsqrt": "Rsqrt", "sigmoid": "Sigmoid", "sign": "Sign",

@@ -200,6 +200,8 @@ SHAPES = {
     "getitem_rows": (lambda i: i[X][1:], [None, 3]),
     "split": (lambda i: tf.split(i[X], 3, axis=1)[0], [None, 1]),
     "pad": (lambda i: tf.pad(i[X], [[1, 1], [2, 2]]), [None, 7]),
+    "pad_reflect": (lambda i: tf.pad(i[X], [[0, 0], [2, 2]], "REFLECT"), [None, 7]),
+    "pad_symmetric": (lambda i: tf.pad(i[X], [[1, 1], [3, 3]], "SYMMETRIC"), [None, 9]),
     "shape": (lambda i: tf.shape(i[X]), [2]),
     "size": (lambda i: tf.size(i[X]), []),
     "rank": (lambda i: tf.rank(i[X]), []),
