@@ -7,6 +7,10 @@ class ShapeError(ValueError):
     """An op was given shapes it cannot combine; the message names the op and the shapes."""
 
 
+class IntegerDivisionByZeroError(RuntimeError, ZeroDivisionError):
+    """An integer division or remainder by zero: a RuntimeError as in PyTorch, and a ZeroDivisionError."""
+
+
 class DeviceMismatchError(RuntimeError):
     """An op was given tensors on different devices."""
 

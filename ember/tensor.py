@@ -118,7 +118,11 @@ class Tensor(MathMixin, ReductionMixin, ShapeMixin, IndexingMixin, LinalgMixin, 
     @property
     def shape(self) -> Size:
         data = self._data
-        return size_of(data.shape) if type(data) is np.ndarray else size_as_is(data.shape)
+        if type(data) is np.ndarray:
+            return size_of(data.shape)
+        if isinstance(data, MetaArray) and data.symbolic:  # a graph value: its graph says how its shape reads
+            return data.graph.static_size(data)
+        return size_as_is(data.shape)
 
     def size(self, dim: int | None = None):
         """The shape (an `ember.Size`), or one dimension of it."""

@@ -299,11 +299,7 @@ class Plan:
             try:
                 x = feeds[v]
             except KeyError:
-                name = v.node.name or f"%{v.node.id}"
-                raise ValueError(
-                    f"placeholder {name!r} (shape {fmt_shape(v.shape)}, {v.dtype.name}) is needed for this "
-                    "run but was not fed"
-                ) from None
+                raise UnfedPlaceholderError(v) from None
             env[s] = x if type(x) is np.ndarray else _resolve(x)
         for s, t in self.captures:
             data = t._data
@@ -456,10 +452,24 @@ def _call_into(step: Step, args: list, targets: dict, out):
     return step.kernel_out(np, *args, out=targets[0], **step.attrs)
 
 
+class UnfedPlaceholderError(ValueError):
+    """A run needs a placeholder no value was fed for; `value` is the placeholder."""
+
+    def __init__(self, value: Value) -> None:
+        self.value = value
+        name = value.node.name or f"%{value.node.id}"
+        super().__init__(f"placeholder {name!r} (shape {fmt_shape(value.shape)}, {value.dtype.name}) is needed for "
+                         "this run but was not fed")
+
+
 def _raise_step_error(step, e: Exception):
+    """The error of a failed step: a RuntimeError naming the op and its node (also its `node` attribute), caused
+    by the kernel's own error."""
     node = step.node if step is not None else None
     where = f"{node.op_name} (node %{node.id})" if node is not None else "graph"
-    raise RuntimeError(f"{where} failed while running the graph: {type(e).__name__}: {e}") from e
+    err = RuntimeError(f"{where} failed while running the graph: {type(e).__name__}: {e}")
+    err.node = node
+    raise err from e
 
 
 def _resolve(x):

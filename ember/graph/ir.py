@@ -15,6 +15,7 @@ import numpy as np
 from ember.backends.meta import MetaArray
 from ember.device import Device
 from ember.errors import fmt_shape
+from ember.size import size_as_is
 from ember.symbolic import SymInt
 
 # Node kinds besides "op": where values enter a graph.
@@ -139,6 +140,10 @@ class Graph:
             self._by_name[name] = node
         self.nodes.append(node)
         return node
+
+    def static_size(self, value: Value):
+        """What `Tensor.shape` gives for a value of this graph (ember.v1's graphs give TF's shapes)."""
+        return size_as_is(value.shape)
 
     def unique_name(self, base: str) -> str:
         """base, base_1, base_2, ... : the first not yet used in this graph."""

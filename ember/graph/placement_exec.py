@@ -127,7 +127,10 @@ class PlacedPlan:
                 node = part.origin.get(int(m.group(1)))
                 return f"(node %{node.id} on {dev})" if node is not None else f"{m.group(0)} on {dev}"
 
-            raise RuntimeError(_NODE_REF.sub(original, str(e), count=1)) from e.__cause__
+            err = RuntimeError(_NODE_REF.sub(original, str(e), count=1))
+            step_node = getattr(e, "node", None)
+            err.node = part.origin.get(step_node.id, step_node) if step_node is not None else None
+            raise err from e.__cause__
         raise e
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from ember.autograd import record
 from ember.device import as_device
+from ember.errors import ShapeError
 from ember.graph.ir import CAPTURE, CONSTANT, PLACEHOLDER, VARIABLE, GNode, Value
 from ember.ops._rules import FLOAT_NP
 from ember.tensor import Tensor
@@ -76,7 +77,11 @@ class Replay:
             op, attrs = op.specialize_node(attrs, arrays)
         attrs = self._attrs(attrs)
         device = n.outputs[0].device if n.outputs else next((x._device for x in ins if isinstance(x, Tensor)), None)
-        res = new.add_op(op, arrays, attrs, device or as_device("cpu"), name=n.name)
+        try:
+            res = new.add_op(op, arrays, attrs, device or as_device("cpu"), name=n.name)
+        except ShapeError as e:  # the node's shape rule refuses the new shapes: say which node it was
+            e.node = n
+            raise
         new_node = new.nodes[-1]
         outs = [Tensor._make(v, v.device) for v in (res if isinstance(res, tuple) else (res,))]
         linked = getattr(op, "autograd_inputs", None)

@@ -49,21 +49,22 @@ class GraphMixin:
         return self._graph_value("value_index").index
 
     def get_shape(self):
-        """The static shape as a TensorShape (unknown dimensions are Dimension(None))."""
+        """The static shape as a TensorShape (unknown dimensions are Dimension(None); it may be of unknown rank)."""
         from ember.v1.tensor_shape import TensorShape
 
-        if is_symbolic(self):
-            node = self._data.node
-            if node.kind == "placeholder" and node.attrs.get("shape", ()) is None:
-                return TensorShape(None)  # a placeholder of unknown rank
         return TensorShape(self.shape)
 
     def set_shape(self, shape) -> None:
         """Refine this graph tensor's static shape with `shape` (a ValueError if they disagree)."""
         from ember.v1.tensor_shape import as_shape
 
+        value = self._graph_value("set_shape")
         merged = self.get_shape().merge_with(as_shape(shape))
-        self._graph_value("set_shape").shape = tuple(merged.as_list())
+        refine = getattr(value.graph, "refine_shape", None)
+        if refine is not None:
+            refine(value, merged)
+        elif merged.ndims is not None:
+            value.shape = tuple(merged.as_list())
 
     def consumers(self) -> list:
         """The operations that read this graph tensor."""

@@ -441,9 +441,14 @@ def _dynamic_shape(ctx, node):
 @mapping("element_count")
 def _element_count(ctx, node):
     x = ctx.input(_x(node))
-    dims = list(node.attrs["dims"])
-    sizes = ctx.add("Gather", [ctx.add("Shape", [x]), ctx.ints(dims, "dims")], axis=0) if dims else ctx.const(
-        np.array([1], dtype=np.int64), "one")
+    dims = node.attrs["dims"]  # None: every dimension
+    dims = None if dims is None else list(dims) if isinstance(dims, (tuple, list)) else [dims]
+    if dims is None:
+        sizes = ctx.add("Shape", [x])
+    elif dims:
+        sizes = ctx.add("Gather", [ctx.add("Shape", [x]), ctx.ints(dims, "dims")], axis=0)
+    else:
+        sizes = ctx.const(np.array([1], dtype=np.int64), "one")
     prod = ctx.add("ReduceProd", [sizes], keepdims=0)  # no axes: over the one dimension
     return ctx.cast(prod, np.int64, _out(node).dtype)
 

@@ -7,6 +7,7 @@ import math
 import numpy as np
 
 from ember.autograd.grad_mode import state as grad_state
+from ember.errors import IntegerDivisionByZeroError
 from ember.ops._rules import (
     BOOL_NP,
     FLOAT_NP,
@@ -427,9 +428,9 @@ def _pow_kernel(xp, a, b):
 def _check_int_divisor(name, b):
     # NumPy gives 0 (with a warning) for integer division by zero; PyTorch raises.
     if getattr(b, "dtype", None) is not None and b.dtype.kind in "biu" and not b.all():
-        raise RuntimeError(f"{name}: integer division by zero")
+        raise IntegerDivisionByZeroError(f"{name}: integer division by zero")
     if type(b) is int and b == 0:
-        raise RuntimeError(f"{name}: integer division by zero")
+        raise IntegerDivisionByZeroError(f"{name}: integer division by zero")
 
 
 def _floor_divide(xp, a, b):

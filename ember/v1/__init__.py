@@ -13,7 +13,6 @@ from ember.v1.array_ops import (
     expand_dims,
     gather,
     one_hot,
-    pad,
     rank,
     reshape,
     shape,
@@ -137,9 +136,10 @@ from ember.v1.math_ops import (
     to_int64,
     truediv,
 )
+from ember.v1.pad_ops import pad
 from ember.v1.session import InteractiveSession, Session, get_default_session
 from ember.v1.state_ops import assign, assign_add, assign_sub, group, identity, no_op, stop_gradient
-from ember.v1.tensor_shape import Dimension, TensorShape, dimension_value
+from ember.v1.tensor_shape import Dimension, TensorShape, dimension_at_index, dimension_value
 from ember.v1.variable_scope import AUTO_REUSE, VariableScope, get_variable, get_variable_scope, variable_scope
 from ember.v1.variables import (
     Variable,
@@ -172,7 +172,8 @@ newaxis = None
 
 __all__ = [
     "DType", "Dimension", "GLOBAL_VARIABLES", "Graph", "InteractiveSession", "Operation", "Session",
-    "TRAINABLE_VARIABLES", "Tensor", "TensorShape", "Variable", "assert_variables_initialized", "dimension_value",
+    "TRAINABLE_VARIABLES", "Tensor", "TensorShape", "Variable", "assert_variables_initialized", "dimension_at_index",
+    "dimension_value",
     "get_name_scope", "is_variable_initialized", "GraphKeys", "add_to_collection", "add_to_collections",
     "get_collection", "get_collection_ref", "AUTO_REUSE", "VariableScope", "get_variable", "get_variable_scope",
     "variable_scope", "initializers", "case", "cond", "init_scope", "tuple", "while_loop",

@@ -17,6 +17,7 @@ from ember.v1.constant_ops import constant, static_shape
 from ember.v1.convert import convert_to_tensor, np_dtype, operands
 from ember.v1.math_ops import element_count_op
 from ember.v1.naming import tf_op
+from ember.v1.static_shapes import has_unknown_rank, mark_unknown_rank, unknown_rank_error
 
 
 def _tensors(values) -> list:
@@ -37,6 +38,8 @@ def reshape(tensor, shape, name: str | None = None) -> Tensor:
 def transpose(a, perm=None, name: str | None = None, conjugate: bool = False) -> Tensor:
     """Dimensions permuted by `perm` (default: reversed)."""
     x = convert_to_tensor(a)
+    if perm is None and has_unknown_rank(x):
+        raise unknown_rank_error("transpose (reversing every dimension)", x)
     perm = tuple(reversed(range(x.ndim))) if perm is None else tuple(int(p) for p in perm)
     return _em.permute(x, perm)
 
@@ -74,7 +77,10 @@ def squeeze(input, axis=None, name: str | None = None, squeeze_dims=None) -> Ten
     x = convert_to_tensor(input)
     axis = squeeze_dims if axis is None else axis
     if axis is None:
-        return _em.squeeze(x)
+        out = _em.squeeze(x)
+        if None in tuple(x.shape):  # an unknown size may be 1 and go too: TF's static rank is then unknown
+            mark_unknown_rank(out)
+        return out
     axes = [axis] if isinstance(axis, int) else list(axis)
     for a in sorted((norm_dim("squeeze", a, x.ndim) for a in axes), reverse=True):
         if x.shape[a] not in (1, None):
@@ -161,21 +167,6 @@ def split(value, num_or_size_splits, axis: int = 0, num=None, name: str = "split
     return list(_em.split(x, [int(s) for s in num_or_size_splits], int(axis)))
 
 
-@tf_op("Pad")
-def pad(tensor, paddings, mode: str = "CONSTANT", name: str | None = None, constant_values=0) -> Tensor:
-    """Padding before and after each axis: paddings[i] = [before, after]."""
-    x = convert_to_tensor(tensor)
-    flat = []
-    for before, after in reversed([tuple(p) for p in paddings]):
-        flat += [int(before), int(after)]
-    mode = mode.upper()
-    if mode == "CONSTANT":
-        return _em.pad(x, flat, value=constant_values)
-    if mode == "REFLECT":
-        return _em.pad(x, flat, mode="reflect")
-    raise NotImplementedError(f"pad: mode {mode!r} is not supported (CONSTANT and REFLECT are)")
-
-
 class DynamicShapeOp(Op):
     """The shape of the input as a 1-D integer tensor, known when the graph runs."""
 
@@ -203,10 +194,31 @@ def shape(input, name: str | None = None, out_type=dt.int32) -> Tensor:
 def size(input, name: str | None = None, out_type=dt.int32) -> Tensor:
     """The run-time number of elements of a tensor."""
     x = convert_to_tensor(input)
-    return apply(element_count_op, x, dims=tuple(range(x.ndim)), dtype=np_dtype(out_type))
+    dims = None if has_unknown_rank(x) else tuple(range(x.ndim))
+    return apply(element_count_op, x, dims=dims, dtype=np_dtype(out_type))
+
+
+class RankOfOp(Op):
+    """The number of dimensions of the input, known when the graph runs (for an input of unknown rank)."""
+
+    name = "rank_of"
+    differentiable = False
+    fresh_output = True
+
+    def infer(self, x, dtype):
+        return spec((), dtype)
+
+    def kernel(self, xp, x, dtype):
+        return xp.asarray(x.ndim, dtype=dtype)
+
+
+rank_of_op = register(RankOfOp())
 
 
 @tf_op("Rank")
 def rank(input, name: str | None = None) -> Tensor:
-    """The number of dimensions, as an int32 scalar tensor."""
-    return constant(convert_to_tensor(input).ndim, dtype=dt.int32)
+    """The number of dimensions, as an int32 scalar tensor (a constant where the rank is known statically)."""
+    x = convert_to_tensor(input)
+    if has_unknown_rank(x):
+        return apply(rank_of_op, x, dtype=np.dtype(np.int32))
+    return constant(x.ndim, dtype=dt.int32)

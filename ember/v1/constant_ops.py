@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ember import dtypes as dt
@@ -77,26 +79,40 @@ def placeholder_with_default(input, shape, name: str | None = None) -> Tensor:
 
 
 @tf_op("Const")
-def constant(value, dtype=None, shape=None, name: str = "Const") -> Tensor:
-    """A constant tensor; with `shape`, a scalar is filled out and matching data is reshaped."""
+def constant(value, dtype=None, shape=None, name: str = "Const", verify_shape: bool = False) -> Tensor:
+    """A constant tensor; with `shape`, the values fill it in order and the last one repeats (TF1's rule)."""
     arr = host_array(value, dtype)
     if shape is not None:
-        dims = static_shape(shape, "constant")
-        if None in dims:
-            raise ValueError(f"constant: shape {tuple(shape)} must be fully known")
-        if arr.size == 1:
-            arr = np.full(dims, arr.reshape(()), dtype=arr.dtype)
-        elif arr.size == int(np.prod(dims)):
-            arr = arr.reshape(dims)
-        else:
-            raise ValueError(f"constant: {arr.size} values do not fit shape {dims}")
+        arr = fill_shape(arr, static_shape(shape, "constant"), verify_shape)
     return constant_tensor(arr)
+
+
+def fill_shape(arr: np.ndarray, dims: tuple, verify_shape: bool = False) -> np.ndarray:
+    """`arr`'s values laid out in shape `dims` as TF1's tf.constant lays them: in order, the last value repeated
+    to fill the rest (zeros when there are no values); more values than the shape holds is a ValueError."""
+    if None in dims:
+        raise TypeError(f"constant: shape {list(dims)} must be fully known (TF converts each dimension with int())")
+    if verify_shape and arr.shape != dims:
+        raise TypeError(f"Expected Tensor's shape: {dims}, got {arr.shape}.")
+    size = math.prod(dims)
+    if size == 0:  # TF makes an empty tensor of the shape, whatever the value
+        return np.zeros(dims, dtype=arr.dtype)
+    if arr.size > size:
+        raise ValueError(f"Too many elements provided. Needed at most {size}, but received {arr.size}")
+    if arr.size == size:
+        return arr.reshape(dims)
+    if arr.size == 0:
+        return np.zeros(dims, dtype=arr.dtype)
+    flat = arr.reshape(-1)
+    return np.concatenate([flat, np.full(size - flat.size, flat[-1], dtype=arr.dtype)]).reshape(dims)
 
 
 @tf_op("Fill")
 def fill(dims, value, name: str | None = None) -> Tensor:
-    """A tensor of shape `dims` filled with `value` (its dtype follows the value)."""
+    """A tensor of shape `dims` filled with the scalar `value` (its dtype follows the value)."""
     arr = host_array(value)
+    if arr.ndim != 0:
+        raise ValueError(f"Fill: value must be a scalar (rank 0), got one of shape {list(arr.shape)}")
     return constant(arr, dtype=dt.from_numpy_dtype(arr.dtype), shape=dims)
 
 

@@ -36,9 +36,20 @@ def host_array(value, dtype=None) -> np.ndarray:
     if arr.dtype.kind in "OUS":
         raise TypeError(f"cannot make a tensor from {type(value).__name__} data (dtype {arr.dtype})")
     if dtype is not None:
-        arr = arr.astype(np_dtype(dtype), copy=False)
+        want = np_dtype(dtype)
+        if want.kind in "iu" and arr.dtype.kind == "f" and not isinstance(value, (np.ndarray, np.generic)):
+            # TF refuses Python floats for an integer dtype rather than truncate them (NumPy arrays it casts).
+            raise TypeError(f"Expected {want.name}, got {_first_float(value)!r} of type 'float' instead.")
+        arr = arr.astype(want, copy=False)
     dt.from_numpy_dtype(arr.dtype)  # rejects dtypes Ember does not have, with a clear message
     return arr
+
+
+def _first_float(value):
+    """The first Python float in (possibly nested) list data, as TF's message names it."""
+    if isinstance(value, (list, tuple)):
+        return next((f for f in map(_first_float, value) if f is not None), None)
+    return value if isinstance(value, float) else None
 
 
 def constant_tensor(arr: np.ndarray, name: str | None = None) -> Tensor:

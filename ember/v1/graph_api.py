@@ -11,6 +11,8 @@ from ember.device import Device, as_device, default_device
 from ember.graph import ir
 from ember.tensor import Tensor
 from ember.v1.naming import default_name, type_name
+from ember.v1.static_shapes import add_op_on_unknown_rank
+from ember.v1.tensor_shape import StaticShape, UnknownRankShape
 
 GLOBAL_VARIABLES = "variables"
 TRAINABLE_VARIABLES = "trainable_variables"
@@ -56,6 +58,7 @@ class Graph(ir.Graph):
         self._names_in_use: dict = {}  # lower-cased name -> how many times it was handed out
         self._devices: list = []
         self._finalized = False
+        self.unknown_rank: set = set()  # values whose rank TF would not know (see static_shapes.py)
 
     def unique_name(self, name: str, mark_as_used: bool = True) -> str:
         """`name`, or `name_1`, `name_2`, ...: the first not yet used (TF1's rule, case-insensitive)."""
@@ -83,6 +86,31 @@ class Graph(ir.Graph):
         else:
             self._names_in_use.setdefault(name.lower(), 1)
         return super()._new_node(kind, op, inputs, attrs, name)
+
+    # --- static shapes ------------------------------------------------------------------
+    def placeholder(self, shape, dtype, device, name=None) -> ir.Value:
+        """A value fed at run time; None dimensions are unknown, and shape=None makes its rank unknown."""
+        value = super().placeholder(shape, dtype, device, name)
+        if shape is None:
+            self.unknown_rank.add(value)
+        return value
+
+    def add_op(self, op, inputs, attrs: dict, device, name=None):
+        """Append `op(*inputs, **attrs)`; on an input of unknown rank, with TF's static shape rules for it."""
+        if self.unknown_rank and any(isinstance(x, ir.Value) and x in self.unknown_rank for x in inputs):
+            return add_op_on_unknown_rank(self, op, inputs, attrs, device, name, super().add_op)
+        return super().add_op(op, inputs, attrs, device, name)
+
+    def static_size(self, value: ir.Value) -> StaticShape:
+        """`tensor.shape`: TF's static shape, a tuple of ints and Nones with TensorShape's methods."""
+        return UnknownRankShape(value.shape) if value in self.unknown_rank else StaticShape(value.shape)
+
+    def refine_shape(self, value: ir.Value, shape) -> None:
+        """`set_shape`: the static shape made `shape` (a TensorShape already merged with the old one)."""
+        if shape.ndims is None:
+            return
+        value.shape = tuple(shape.as_list())
+        self.unknown_rank.discard(value)
 
     def describe_tensor(self, t: Tensor, as_str: bool = False) -> str:
         """How a tensor of this graph prints, as in TF1: str() gives Tensor("add:0", shape=(?, 3), dtype=float32),
@@ -232,20 +260,26 @@ class Graph(ir.Graph):
 
     # --- lookup ------------------------------------------------------------------------
     def get_operation_by_name(self, name: str) -> Operation:
-        """The operation (node) called `name`."""
+        """The operation (node) called `name`; TF's KeyError if there is none."""
         try:
             return Operation(self.node(name))
         except KeyError:
-            raise KeyError(f"the graph has no operation named {name!r}") from None
+            raise KeyError(f"The name {name!r} refers to an Operation not in the graph.") from None
 
     def get_tensor_by_name(self, name: str) -> Tensor:
-        """The tensor called 'op_name:index'."""
+        """The tensor called 'op_name:index'; TF's KeyError if there is none, ValueError for an operation's name."""
         op_name, _, index = name.rpartition(":")
         if not op_name or not index.isdigit():
-            raise ValueError(f"tensor names look like 'op_name:0', got {name!r}")
+            what = "refers to an Operation" if name in self._by_name else "looks like an (invalid) Operation name"
+            raise ValueError(f"The name {name!r} {what}, not a Tensor. Tensor names must be of the form "
+                             '"<op_name>:<output_index>".')
+        if op_name not in self._by_name:
+            raise KeyError(f"The name {name!r} refers to a Tensor which does not exist. The operation, {op_name!r}, "
+                           "does not exist in the graph.")
         outputs = self.get_operation_by_name(op_name).outputs
         if int(index) >= len(outputs):
-            raise KeyError(f"operation {op_name!r} has {len(outputs)} output(s); no {name!r}")
+            raise KeyError(f"The name {name!r} refers to a Tensor which does not exist. The operation, {op_name!r}, "
+                           f"exists but only has {len(outputs)} outputs.")
         return outputs[int(index)]
 
     def get_operations(self) -> list:

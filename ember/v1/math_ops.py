@@ -190,7 +190,8 @@ class ElementCountOp(Op):
         return spec((), dtype)
 
     def kernel(self, xp, x, dims, dtype):
-        return xp.asarray(math.prod(x.shape[d] for d in dims), dtype=dtype)
+        sizes = x.shape if dims is None else [x.shape[d] for d in (dims if isinstance(dims, tuple) else (dims,))]
+        return xp.asarray(math.prod(sizes), dtype=dtype)
 
 
 element_count_op = register(ElementCountOp())
@@ -238,10 +239,10 @@ def reduce_mean(input_tensor, axis=None, keepdims=None, name: str | None = None,
     """Mean over `axis` (all axes when None); integer inputs give an integer (truncated) mean, as TF."""
 
     def fn(x, dims, keep):
-        reduced = norm_dims("reduce_mean", dims, x.ndim)
         if x.dtype.category != dt.FLOAT:
             total = _em.sum(x, dim=dims, keepdim=keep)
-            return _em.div(total, _count(x, reduced, total.dtype), rounding_mode="trunc").to(x.dtype)
+            return _em.div(total, _count(x, dims, total.dtype), rounding_mode="trunc").to(x.dtype)
+        reduced = norm_dims("reduce_mean", dims, x.ndim)
         if any(x.shape[d] is None for d in reduced):
             # The count is only known at run time, and Ember's mean needs it when gradients are built.
             return _em.sum(x, dim=dims, keepdim=keep) / _count(x, reduced, x.dtype)
@@ -250,7 +251,8 @@ def reduce_mean(input_tensor, axis=None, keepdims=None, name: str | None = None,
     return _reduce(fn, input_tensor, axis, keepdims, name, reduction_indices, keep_dims)
 
 
-def _count(x: Tensor, dims: tuple, dtype) -> Tensor:
+def _count(x: Tensor, dims, dtype) -> Tensor:
+    """The number of elements of `x` over `dims` (None: all of them), counted when the graph runs."""
     return apply(element_count_op, x, dims=dims, dtype=np_dtype(dtype))
 
 
@@ -302,8 +304,7 @@ def reduce_logsumexp(input_tensor, axis=None, keepdims=None, name: str | None = 
     """log(sum(exp(x))) over `axis`, computed stably."""
 
     def fn(x, dims, keep):
-        dims = norm_dims("reduce_logsumexp", dims, x.ndim)
-        return _em.logsumexp(x, dim=dims, keepdim=keep)
+        return _em.logsumexp(x, dim=dims, keepdim=keep)  # dims as given: None (all) holds for an unknown rank too
 
     return _reduce(fn, input_tensor, axis, keepdims, name, reduction_indices, keep_dims)
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 import functools
 import inspect
 
+from ember.v1.static_shapes import unknown_rank_error
+
 # Ember op name -> TF1's default name for a node made by that op (operators use TF's lower-case names).
 _TF_NAMES = {
     "abs": "Abs", "add": "add", "all": "All", "amax": "Max", "amin": "Min", "any": "Any", "argmax": "ArgMax",
@@ -23,9 +25,9 @@ _TF_NAMES = {
     "leaky_relu": "LeakyRelu", "log": "Log", "log1p": "Log1p", "log_softmax": "LogSoftmax",
     "logical_and": "LogicalAnd", "logical_not": "LogicalNot", "logical_or": "LogicalOr",
     "logsumexp": "ReduceLogSumExp", "lt": "Less", "matmul": "MatMul", "max_pool2d": "MaxPool",
-    "maximum": "Maximum", "mean": "Mean", "minimum": "Minimum", "mul": "mul", "ne": "NotEqual", "neg": "Neg",
+    "maximum": "Maximum", "mean": "Mean", "mirror_pad": "MirrorPad", "mirror_pad_grad": "MirrorPadGrad", "minimum": "Minimum", "mul": "mul", "ne": "NotEqual", "neg": "Neg",
     "no_op": "NoOp", "one_hot": "one_hot", "pad": "Pad", "permute": "transpose", "pow": "pow", "prod": "Prod",
-    "read_variable": "read", "reciprocal": "Reciprocal", "relu": "Relu", "remainder": "mod", "repeat": "Tile",
+    "rank_of": "Rank", "read_variable": "read", "reciprocal": "Reciprocal", "relu": "Relu", "remainder": "mod", "repeat": "Tile",
     "reshape": "Reshape", "round": "Round", "rsqrt": "Rsqrt", "sigmoid": "Sigmoid", "sign": "Sign",
     "sin": "Sin", "softmax": "Softmax", "softplus": "Softplus", "sqrt": "Sqrt", "square": "Square",
     "placeholder_with_default": "PlaceholderWithDefault", "squeeze": "Squeeze", "stop_gradient": "StopGradient", "sub": "sub", "sum": "Sum", "sum_to_size": "Sum",
@@ -56,6 +58,18 @@ def type_name(kind: str, op) -> str:
     return _TF_TYPES.get(op.name) or default_name(kind, op)
 
 
+def _unknown_rank_input(graph, args: list):
+    """The first argument (or item of a list argument) that is a tensor of unknown rank, else None."""
+    if not graph.unknown_rank:
+        return None
+    for a in args:
+        for t in a if isinstance(a, (list, tuple)) else (a,):
+            data = getattr(t, "_data", None)
+            if getattr(data, "symbolic", False) is True and data in graph.unknown_rank:
+                return t
+    return None
+
+
 def tf_op(default: str):
     """Decorator for a public ember.v1 function: its result is named `name` (or `default`) in the graph."""
 
@@ -76,7 +90,13 @@ def tf_op(default: str):
             final = graph.unique_name(graph.prefixed(str(name or default)))
             start = len(graph.nodes)
             with graph.absolute_scope(final):
-                out = fn(*args, **kwargs)
+                try:
+                    out = fn(*args, **kwargs)
+                except (ValueError, IndexError) as e:  # built on a stand-in shape: say the rank is unknown
+                    unknown = _unknown_rank_input(graph, list(args) + list(kwargs.values()))
+                    if unknown is None:
+                        raise
+                    raise unknown_rank_error(default, unknown) from e
             return graph.adopt(out, final, start)
 
         return wrapper

@@ -224,13 +224,18 @@ def latest_checkpoint(checkpoint_dir, latest_filename: str | None = None) -> str
 
 
 def _file_of(ckpt_dir_or_file) -> str:
+    """The file of a checkpoint prefix, or of a folder's newest checkpoint; TF's NotFoundError if there is none."""
     path = os.fspath(ckpt_dir_or_file)
     if os.path.isdir(path):
         latest = latest_checkpoint(path)
         if latest is None:
             raise ValueError(f"Couldn't find 'checkpoint' file or checkpoints in given directory {path}")
         path = latest
-    return checkpoint_file(path)
+    file = checkpoint_file(path)
+    if not os.path.isfile(file):
+        raise NotFoundError(f"Unsuccessful TensorSliceReader constructor: Failed to find any matching files for "
+                            f"{path}")
+    return file
 
 
 def list_variables(ckpt_dir_or_file) -> list:

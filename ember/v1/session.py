@@ -22,7 +22,7 @@ import numpy as np
 
 from ember.device import as_device
 from ember.errors import ShapeError, fmt_shape
-from ember.graph.executor import Plan
+from ember.graph.executor import Plan, UnfedPlaceholderError
 from ember.graph.ir import PLACEHOLDER, Value
 from ember.graph.placement_exec import compile_plan
 from ember.ops.dispatch import is_symbolic
@@ -30,6 +30,7 @@ from ember.tensor import Tensor
 from ember.v1.errors import InvalidArgumentError, OpError
 from ember.v1.graph_api import Graph, Operation, get_default_graph
 from ember.v1.specialize import specialize
+from ember.v1.tensor_shape import TensorShape
 from ember.v1.variable_values import VariableValues, bind
 
 _MAX_PLANS = 64  # compiled plans kept per session (one per fetch/feed signature), least recent dropped
@@ -69,14 +70,16 @@ class Session:
         try:
             compiled = self._compiled(targets, feeds)
         except ShapeError as e:  # the fed shapes do not fit the graph's ops
-            raise InvalidArgumentError(str(e)) from e
+            raise InvalidArgumentError(None, *_located(self.graph, getattr(e, "node", None), str(e))) from e
         plan_feeds = {compiled.feed_values[v]: self._to_device(v, arr) for v, arr in feeds.items()
                       if v in compiled.feed_values}
         try:
             with bind(self.variable_values):
                 arrays = compiled.plan.run(plan_feeds)
+        except UnfedPlaceholderError as e:
+            raise unfed_placeholder_error(self.graph, e.value) from None
         except RuntimeError as e:
-            err = _as_op_error(e)
+            err = as_op_error(self.graph, e)
             if err is e:
                 raise
             raise err from (None if err is e.__cause__ else e.__cause__)
@@ -84,12 +87,16 @@ class Session:
         return _unflatten(struct, results)
 
     def _resolve_fetch(self, x):
-        """A fetch leaf as a graph Value (tensors) or GNode (operations)."""
+        """A fetch leaf as a graph Value (tensors) or GNode (operations); TF's errors for what is not one."""
         if isinstance(x, str):
-            x = self.graph.get_tensor_by_name(x) if ":" in x else self.graph.get_operation_by_name(x)
+            try:
+                x = self.graph.get_tensor_by_name(x) if ":" in x else self.graph.get_operation_by_name(x)
+            except (KeyError, ValueError) as e:
+                raise ValueError(f"Fetch argument {x!r} cannot be interpreted as a Tensor. ({_reason(e)})") from None
         if isinstance(x, Operation):
             if x.node.graph is not self.graph:
-                raise ValueError(f"Operation {x.name!r} is not an element of this session's graph")
+                raise ValueError(f"Fetch argument {x!r} cannot be interpreted as a Tensor. (Operation {x.name!r} is "
+                                 "not an element of this graph.)")
             return x.node
         if isinstance(x, Tensor):
             if not is_symbolic(x):
@@ -97,26 +104,34 @@ class Session:
                     f"Fetch argument of shape {fmt_shape(x.shape)} is a concrete tensor, not a tensor of the graph"
                 )
             if x._data.node.graph is not self.graph:
-                raise ValueError(f"Tensor {x._data!r} is not an element of this session's graph")
+                raise ValueError(f"Fetch argument {x!r} cannot be interpreted as a Tensor. (Tensor {x} is not an "
+                                 "element of this graph.)")
             return x._data
-        raise TypeError(f"Fetch argument {x!r} has invalid type {type(x).__name__}: it must be a tensor or an operation")
+        raise TypeError(f"Fetch argument {x!r} has invalid type {type(x)!r}, must be a string or Tensor. (Can not "
+                        f"convert a {type(x).__name__} into a Tensor or Operation.)")
 
     def _check_feeds(self, feed_dict) -> dict:
-        """Fed Values -> host arrays, checked against the fed tensor's shape and dtype and converted to it."""
+        """Fed Values -> host arrays, checked against the fed tensor's static shape and cast to its dtype."""
         feeds = {}
         for key, value in feed_dict.items():
             v = self._feed_target(key)
-            feeds[v] = check_feed(v, value)
+            feeds[v] = check_feed(v, value, key)
         return feeds
 
     def _feed_target(self, key) -> Value:
+        """The graph Value a feed_dict key names; TF's TypeError for a key that is not a tensor of this graph."""
         if isinstance(key, str):
-            key = self.graph.get_tensor_by_name(key if ":" in key else key + ":0")
+            try:  # TF wants "name:0"; an operation's name is taken to mean its first output
+                key = self.graph.get_tensor_by_name(key if ":" in key else key + ":0")
+            except (KeyError, ValueError) as e:
+                raise TypeError(f"Cannot interpret feed_dict key as Tensor: {_reason(e)}") from None
         if isinstance(key, Tensor) and is_symbolic(key):
             if key._data.node.graph is not self.graph:
-                raise ValueError(f"feed_dict key {key._data!r} is not an element of this session's graph")
+                raise TypeError(f"Cannot interpret feed_dict key as Tensor: Tensor {key} is not an element of this "
+                                "graph.")
             return key._data
-        raise TypeError(f"feed_dict keys must be graph tensors or their names, got {type(key).__name__}")
+        raise TypeError(f"Cannot interpret feed_dict key as Tensor: Can not convert a {type(key).__name__} into a "
+                        "Tensor.")
 
     @staticmethod
     def _to_device(v: Value, arr: np.ndarray):
@@ -204,54 +219,145 @@ class InteractiveSession(Session):
         super().close()
 
 
-def _as_op_error(e: RuntimeError) -> Exception:
-    """The error a failed run raises: TF's own errors show through the executor's wrapping; a kernel that
-    could not use its inputs (shape, index, type or value errors) is an InvalidArgumentError naming the op."""
+def _reason(e: Exception) -> str:
+    """An exception's message without the quotes KeyError puts around it."""
+    return str(e.args[0]) if e.args else str(e)
+
+
+def _users_node(graph, node):
+    """The node of the user's graph a run's node stands for (runs may use a specialised copy of the graph)."""
+    if node is None or node.name is None:
+        return node
+    return graph._by_name.get(node.name, node)
+
+
+def as_op_error(graph, e: RuntimeError) -> Exception:
+    """The error a failed run raises, as TF raises it: the message, then the node it came from ("[[node name]]").
+
+    TF's own errors (raised by Ember's TF kernels) show through the executor's wrapping; an integer division
+    by zero, and a kernel that could not use its inputs (shape, index, type or value errors), are
+    InvalidArgumentErrors. Anything else is Ember's own error, raised as it is.
+    """
     cause = e.__cause__
+    node = getattr(e, "node", None)
     if isinstance(cause, OpError):
-        return cause
+        op, message = _located(graph, node, cause.message)
+        return type(cause)(cause.node_def, cause.op or op, message)
+    if isinstance(cause, ZeroDivisionError):
+        return InvalidArgumentError(None, *_located(graph, node, "Integer division by zero"))
     if isinstance(cause, (ValueError, IndexError, TypeError)):
-        return InvalidArgumentError(str(e))
+        return InvalidArgumentError(None, *_located(graph, node, str(cause)))
     return e
 
 
+def _located(graph, node, message: str) -> tuple:
+    """(the Operation of `node` in the user's graph, or None; `message` with the node appended as TF appends it)."""
+    node = _users_node(graph, node)
+    if node is None:
+        return None, message
+    op = Operation(node)
+    return op, f"{message}\n\t [[node {op.name}]]"
+
+
+def unfed_placeholder_error(graph, value: Value) -> InvalidArgumentError:
+    """TF's error for a placeholder a run needs and no value was fed for, naming it, its dtype and its shape."""
+    node = _users_node(graph, value.node)
+    placeholder = node.outputs[0] if node.outputs else value
+    message = f"You must feed a value for placeholder tensor '{node.name}' with dtype {tf_dtype_name(value.dtype)}"
+    if placeholder not in getattr(graph, "unknown_rank", ()):
+        dims = ",".join("?" if d is None else str(d) for d in placeholder.shape)
+        message += f" and shape [{dims}]"
+    return InvalidArgumentError(None, Operation(node), f"{message}\n\t [[node {node.name}]]")
+
+
 # --- feeds ----------------------------------------------------------------------------------
-def _display_name(v: Value) -> str:
-    return v.node.name or f"%{v.node.id}"
-
-
-def _declared_shape(v: Value):
-    """The shape a fed value must match (None: any rank)."""
-    if v.node.kind == PLACEHOLDER:
-        shape = v.node.attrs["shape"]
-        return None if shape is None else tuple(None if d is None or d == -1 else int(d) for d in shape)
-    return tuple(v.shape)
+def _static_shape(v: Value):
+    """The static shape a fed value must fit (None: any rank), as `tensor.get_shape()` gives it."""
+    return None if v in getattr(v.graph, "unknown_rank", ()) else tuple(v.shape)
 
 
 def _needs_specializing(v: Value) -> bool:
-    shape = _declared_shape(v)
-    return v.node.kind != PLACEHOLDER or shape is None or None in shape
+    shape = _static_shape(v)
+    declared_unknown = v.node.kind == PLACEHOLDER and v.node.attrs["shape"] is None
+    return v.node.kind != PLACEHOLDER or declared_unknown or shape is None or None in shape
 
 
-def check_feed(v: Value, value) -> np.ndarray:
-    """A fed value as a host array of v's dtype; a ValueError naming v if the shape or dtype does not fit."""
-    arr = np.asarray(value.detach() if isinstance(value, Tensor) else value)
-    want = v.dtype
-    what = "placeholder" if v.node.kind == PLACEHOLDER else "tensor"
-    if arr.dtype != want and (arr.dtype.kind in "OUSV" or not np.can_cast(arr.dtype, want, casting="same_kind")):
-        raise InvalidArgumentError(
-            f"Cannot feed value of dtype {arr.dtype.name} for {what} {_display_name(v)!r} of dtype {want.name}: "
-            f"it cannot be converted safely"
+def check_feed(v: Value, value, key=None) -> np.ndarray:
+    """A fed value as a host array of v's dtype, cast as TF casts feeds; TF's errors where it does not fit.
+
+    As TF's Session does, the value is cast to the tensor's dtype (Python floats into float32, ints
+    into a float tensor, float64 arrays into float32) and its shape checked against the tensor's
+    static shape (a ValueError). Where the cast would change a value (a float that is not a whole
+    number into an integer tensor, an integer out of the dtype's range, a number other than 0 and 1
+    into a bool tensor) it is a TypeError: TF truncates or wraps such values silently.
+    """
+    name = f"{v.node.name or f'%{v.node.id}'}:{v.index}"
+    if isinstance(value, Tensor) and is_symbolic(value):
+        raise TypeError(
+            "The value of a feed cannot be a tf.Tensor object. Acceptable feed values include Python scalars, "
+            f"strings, lists, numpy ndarrays, or TensorHandles. For reference, the tensor object was {value} which "
+            f"was passed to the feed with key {key if key is not None else name}."
         )
-    shape = _declared_shape(v)
+    arr = cast_feed(value.detach() if isinstance(value, Tensor) else value, v.dtype, name)
+    shape = _static_shape(v)
     if shape is not None and (
         len(arr.shape) != len(shape) or any(d is not None and d != a for d, a in zip(shape, arr.shape))
     ):
-        raise InvalidArgumentError(
-            f"Cannot feed value of shape {fmt_shape(arr.shape)} for {what} {_display_name(v)!r}, which has shape "
-            f"{fmt_shape(shape)}"
-        )
+        static = str(TensorShape(shape))
+        raise ValueError(f"Cannot feed value of shape {arr.shape!r} for Tensor {name!r}, which has shape {static!r}")
+    return arr
+
+
+def cast_feed(value, want: np.dtype, name: str) -> np.ndarray:
+    """`value` as a C-ordered array of dtype `want` (see check_feed for what is refused)."""
+    try:
+        arr = np.asarray(value)
+        if arr.dtype.kind in "OUSV":  # text or ragged data: NumPy's own conversion, as TF's Session does
+            return np.asarray(arr, dtype=want, order="C")
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"Cannot feed value {_short(value)} for Tensor {name!r} of dtype "
+                         f"{tf_dtype_name(want)}: {e}") from None
+    if arr.dtype != want:
+        lost = _lost_value(arr, want)
+        if lost is not None:
+            raise TypeError(
+                f"Type of feed value {lost!r} (in an array of dtype {arr.dtype.name}) is not compatible with Tensor "
+                f"{name!r} of dtype {tf_dtype_name(want)}: the cast would change it (TF truncates or wraps it "
+                f"silently); convert the data to {want.name} first if that is what you mean"
+            )
     return np.asarray(arr, dtype=want, order="C")
+
+
+def _lost_value(arr: np.ndarray, want: np.dtype):
+    """The first value of `arr` that casting to `want` would change (not merely round), else None."""
+    if want.kind == "b":
+        bad = (arr != 0) & (arr != 1)
+    elif want.kind in "iu" and arr.dtype.kind == "f":
+        info = np.iinfo(want)
+        with np.errstate(invalid="ignore"):
+            bad = ~np.isfinite(arr) | (arr != np.trunc(arr)) | (arr < info.min) | (arr > info.max)
+    elif want.kind in "iu" and arr.dtype.kind in "iu":
+        info = np.iinfo(want)
+        bad = (arr < info.min) | (arr > info.max)
+    else:  # into floats (rounded, as TF does) or from bools (0 and 1 fit anything)
+        return None
+    if not np.any(bad):
+        return None
+    return np.asarray(arr)[np.asarray(bad)].reshape(-1)[0].item()
+
+
+def _short(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+_TF_DTYPE_NAMES = {"float32": "float", "float64": "double", "float16": "half", "object": "string"}
+
+
+def tf_dtype_name(dtype) -> str:
+    """A dtype as TF's messages name it (float32 is "float", float64 "double")."""
+    name = np.dtype(dtype).name
+    return _TF_DTYPE_NAMES.get(name, name)
 
 
 # --- fetch structures ---------------------------------------------------------------------------

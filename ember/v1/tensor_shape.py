@@ -3,11 +3,17 @@
 As in TF1, indexing a shape gives a `Dimension` (`.value` is an int or None; `int(d)` works for a
 known one), `as_list()` gives plain ints and Nones, and comparisons involving an unknown dimension
 are None rather than True or False.
+
+`tensor.shape` of a graph tensor is a `StaticShape`: the same shape as a tuple of ints and Nones
+(what TF 2's `TensorShape` gives when indexed), with every `TensorShape` method besides, so Ember's
+own code, which reads shapes as tuples, and TF programs, which call `shape.as_list()`, both work.
 """
 
 from __future__ import annotations
 
 import operator
+
+from ember.size import Size
 
 
 class Dimension:
@@ -125,6 +131,10 @@ class Dimension:
     def __mod__(self, other):
         return self._arith(other, operator.mod)
 
+    def __truediv__(self, other):
+        raise TypeError(f"unsupported operand type(s) for /: 'Dimension' and '{type(other).__name__}', please use // "
+                        "instead")
+
     def __rmod__(self, other):
         return self._arith(other, operator.mod, True)
 
@@ -163,6 +173,8 @@ class TensorShape:
     def __init__(self, dims) -> None:
         if isinstance(dims, TensorShape):
             dims = dims.dims
+        elif isinstance(dims, StaticShape):
+            dims = None if dims.ndims is None else tuple(dims)
         if dims is None:
             self._dims = None
         elif isinstance(dims, (int, Dimension)) and not isinstance(dims, bool):
@@ -184,7 +196,7 @@ class TensorShape:
 
     def __len__(self) -> int:
         if self._dims is None:
-            raise ValueError("Cannot take the length of a shape with unknown rank.")
+            raise ValueError("Cannot take the length of shape with unknown rank.")
         return len(self._dims)
 
     def __iter__(self):
@@ -194,7 +206,7 @@ class TensorShape:
 
     def __getitem__(self, key):
         if self._dims is None:
-            return TensorShape(None) if isinstance(key, slice) else Dimension(None)
+            return _unknown_slice(key) if isinstance(key, slice) else Dimension(None)
         if isinstance(key, slice):
             return TensorShape(self._dims[key])
         return self._dims[key]
@@ -240,14 +252,22 @@ class TensorShape:
             raise ValueError(f"Shapes {self} and {as_shape(other)} are incompatible")
 
     def merge_with(self, other) -> TensorShape:
-        """The most specific shape compatible with both."""
+        """The most specific shape compatible with both (a ValueError if they are not compatible)."""
         other = as_shape(other)
         if self._dims is None:
             return other
         if other.dims is None:
             return TensorShape(self._dims)
-        self.assert_is_compatible_with(other)
+        if not self.is_compatible_with(other):
+            raise ValueError(f"Shapes {self} and {other} are not compatible")
         return TensorShape([a.merge_with(b) for a, b in zip(self._dims, other.dims)])
+
+    def most_specific_compatible_shape(self, other) -> TensorShape:
+        """The most specific shape both this one and `other` are compatible with (dims that differ are unknown)."""
+        other = as_shape(other)
+        if self._dims is None or other.dims is None or len(self._dims) != len(other.dims):
+            return TensorShape(None)
+        return TensorShape([a.value if a.value == b.value else None for a, b in zip(self._dims, other.dims)])
 
     def concatenate(self, other) -> TensorShape:
         """This shape followed by `other`."""
@@ -256,12 +276,41 @@ class TensorShape:
             return TensorShape(None)
         return TensorShape(self._dims + other.dims)
 
+    def __add__(self, other) -> TensorShape:
+        return self.concatenate(other)
+
+    def __radd__(self, other) -> TensorShape:
+        return as_shape(other).concatenate(self)
+
+    def assert_same_rank(self, other) -> None:
+        """A ValueError if both ranks are known and differ."""
+        other = as_shape(other)
+        if self.ndims is not None and other.ndims is not None and self.ndims != other.ndims:
+            raise ValueError(f"Shapes {self} and {other} must have the same rank")
+
+    def assert_has_rank(self, rank: int) -> None:
+        """A ValueError if the rank is known and is not `rank`."""
+        if self.ndims not in (None, rank):
+            raise ValueError(f"Shape {self} must have rank {rank}")
+
     def with_rank(self, rank: int) -> TensorShape:
         """This shape, checked (and, if unknown, made) to have `rank` dimensions."""
         if self._dims is None:
             return TensorShape([None] * rank)
         if len(self._dims) != rank:
             raise ValueError(f"Shape {self} must have rank {rank}")
+        return self
+
+    def with_rank_at_least(self, rank: int) -> TensorShape:
+        """This shape, checked to have at least `rank` dimensions (an unknown rank passes)."""
+        if self._dims is not None and len(self._dims) < rank:
+            raise ValueError(f"Shape {self} must have rank at least {rank}")
+        return self
+
+    def with_rank_at_most(self, rank: int) -> TensorShape:
+        """This shape, checked to have at most `rank` dimensions (an unknown rank passes)."""
+        if self._dims is not None and len(self._dims) > rank:
+            raise ValueError(f"Shape {self} must have rank at most {rank}")
         return self
 
     def __eq__(self, other):
@@ -291,6 +340,16 @@ class TensorShape:
         return "(" + ", ".join(str(d) for d in self._dims) + ")"
 
 
+def _unknown_slice(key: slice) -> TensorShape:
+    """A slice of a shape of unknown rank, as TF gives it: of known rank only for a slice of non-negative bounds."""
+    if key.step is not None:
+        raise ValueError("Steps are not yet handled")
+    start = 0 if key.start is None else key.start
+    if key.stop is None or start < 0 or key.stop < 0:
+        return TensorShape(None)
+    return TensorShape([None] * max(key.stop - start, 0))
+
+
 def as_shape(shape) -> TensorShape:
     """`shape` (a TensorShape, a list or tuple of sizes, or None) as a TensorShape."""
     return shape if isinstance(shape, TensorShape) else TensorShape(shape)
@@ -299,3 +358,111 @@ def as_shape(shape) -> TensorShape:
 def unknown_shape(rank=None) -> TensorShape:
     """A shape of unknown dimensions (and unknown rank when `rank` is None)."""
     return TensorShape(None if rank is None else [None] * rank)
+
+
+class StaticShape(Size):
+    """`tensor.shape` of a graph tensor: the static shape as a tuple of ints and Nones, with TensorShape's methods.
+
+    Indexing gives ints and None (as TF 2's TensorShape does; `tensor.get_shape()` gives TF1's
+    Dimensions). Of unknown rank (`UnknownRankShape`), `ndims` is None and `as_list()` raises, as
+    in TF; its items are then the placeholder shape graph building works with, not a real rank.
+    """
+
+    __slots__ = ()
+    ndims_known = True
+
+    def __new__(cls, dims=()):
+        return tuple.__new__(cls, dims)
+
+    def as_tensor_shape(self) -> TensorShape:
+        """The same shape as a TensorShape (TF1's Dimensions when indexed)."""
+        return TensorShape(tuple(self) if self.ndims_known else None)
+
+    @property
+    def dims(self):
+        """The Dimensions (None when the rank is unknown)."""
+        return self.as_tensor_shape().dims
+
+    @property
+    def ndims(self):
+        """The rank, or None when unknown."""
+        return len(self) if self.ndims_known else None
+
+    rank = ndims
+
+    def as_list(self) -> list:
+        """The sizes as ints (None for unknown dimensions); a ValueError for an unknown rank."""
+        return self.as_tensor_shape().as_list()
+
+    def is_fully_defined(self) -> bool:
+        """Whether the rank and every dimension are known."""
+        return self.ndims_known and None not in self
+
+    def assert_is_fully_defined(self) -> None:
+        """A ValueError unless the shape is fully defined."""
+        self.as_tensor_shape().assert_is_fully_defined()
+
+    def num_elements(self):
+        """The number of elements, or None unless fully defined."""
+        return self.as_tensor_shape().num_elements()
+
+    def is_compatible_with(self, other) -> bool:
+        """Whether some shape could match both."""
+        return self.as_tensor_shape().is_compatible_with(other)
+
+    def assert_is_compatible_with(self, other) -> None:
+        """A ValueError unless `is_compatible_with(other)`."""
+        self.as_tensor_shape().assert_is_compatible_with(other)
+
+    def merge_with(self, other) -> TensorShape:
+        """The most specific shape compatible with both (a ValueError if they are not compatible)."""
+        return self.as_tensor_shape().merge_with(other)
+
+    def most_specific_compatible_shape(self, other) -> TensorShape:
+        """The most specific shape both this one and `other` are compatible with."""
+        return self.as_tensor_shape().most_specific_compatible_shape(other)
+
+    def concatenate(self, other) -> TensorShape:
+        """This shape followed by `other`."""
+        return self.as_tensor_shape().concatenate(other)
+
+    def assert_same_rank(self, other) -> None:
+        """A ValueError if both ranks are known and differ."""
+        self.as_tensor_shape().assert_same_rank(other)
+
+    def assert_has_rank(self, rank: int) -> None:
+        """A ValueError if the rank is known and is not `rank`."""
+        self.as_tensor_shape().assert_has_rank(rank)
+
+    def with_rank(self, rank: int) -> TensorShape:
+        """This shape, checked (and, if unknown, made) to have `rank` dimensions."""
+        return self.as_tensor_shape().with_rank(rank)
+
+    def with_rank_at_least(self, rank: int) -> TensorShape:
+        """This shape, checked to have at least `rank` dimensions."""
+        return self.as_tensor_shape().with_rank_at_least(rank)
+
+    def with_rank_at_most(self, rank: int) -> TensorShape:
+        """This shape, checked to have at most `rank` dimensions."""
+        return self.as_tensor_shape().with_rank_at_most(rank)
+
+    def __repr__(self) -> str:
+        return repr(self.as_tensor_shape())
+
+    def __str__(self) -> str:
+        return str(self.as_tensor_shape())
+
+
+class UnknownRankShape(StaticShape):
+    """`tensor.shape` of a graph tensor whose rank is unknown (e.g. a placeholder made without a shape)."""
+
+    __slots__ = ()
+    ndims_known = False
+
+
+def dimension_at_index(shape, index: int) -> Dimension:
+    """Dimension `index` of a shape (unknown for a shape of unknown rank), as TF1's `tf.dimension_at_index`."""
+    shape = as_shape(shape)
+    if shape.ndims is None:
+        return Dimension(None)
+    return shape.dims[index]

@@ -282,8 +282,8 @@ def test_creation_functions(graph, sess):
     assert got["range"].tolist() == [2, 5, 8] and got["range"].dtype == np.int32
     np.testing.assert_allclose(got["linspace"], np.linspace(0, 1, 5))
     assert got["const_dtype"].dtype == np.float64
-    with pytest.raises(ValueError, match="do not fit"):
-        tf.constant([1, 2, 3], shape=[2, 2])
+    with pytest.raises(ValueError, match="Too many elements provided. Needed at most 4, but received 5"):
+        tf.constant([1, 2, 3, 4, 5], shape=[2, 2])
 
 
 def test_dtypes_are_embers():

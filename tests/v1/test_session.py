@@ -84,13 +84,13 @@ def test_plans_are_cached_per_fetches_and_fed_shapes(graph, sess):
 # --- errors -----------------------------------------------------------------------------------------------
 def test_unfed_placeholder_is_named(graph, sess):
     x = tf.placeholder(tf.float32, [None, 784], name="images")
-    with pytest.raises(ValueError, match="'images'.*not fed"):
+    with pytest.raises(tf.errors.InvalidArgumentError, match="placeholder tensor 'images' with dtype float"):
         sess.run(x * 2.0)
 
 
 def test_wrong_feed_shape_is_an_error_naming_both_shapes(graph, sess):
     x = tf.placeholder(tf.float32, [None, 784], name="x")
-    with pytest.raises(ValueError, match=r"shape \(3, 783\) for placeholder 'x', which has shape \(\?, 784\)"):
+    with pytest.raises(ValueError, match=r"shape \(3, 783\) for Tensor 'x:0', which has shape '\(\?, 784\)'"):
         sess.run(x, {x: np.zeros((3, 783))})
     with pytest.raises(ValueError, match=r"shape \(784,\)"):
         sess.run(x, {x: np.zeros(784)})
@@ -108,14 +108,14 @@ def test_fed_shapes_that_do_not_combine_name_the_op(graph, sess):
     assert sess.run(z, {x: np.ones((5, 3)), y: np.ones((5, 3))}) == 15.0
 
 
-def test_unsafe_feed_dtype_is_an_error(graph, sess):
+def test_a_feed_the_cast_would_change_is_an_error(graph, sess):
     i = tf.placeholder(tf.int32, [None], name="labels")
-    with pytest.raises(ValueError, match="float64.*'labels'.*int32"):
+    with pytest.raises(TypeError, match="1.5 .*float64.*'labels:0' of dtype int32"):
         sess.run(i, {i: [1.5, 2.0]})
     b = tf.placeholder(tf.bool, [2], name="mask")
-    with pytest.raises(ValueError, match="mask"):
-        sess.run(b, {b: [1, 0]})
-    with pytest.raises(tf.errors.InvalidArgumentError):
+    with pytest.raises(TypeError, match="'mask:0'"):
+        sess.run(b, {b: [2, 0]})
+    with pytest.raises(ValueError, match="'labels:0'"):
         sess.run(i, {i: ["a"]})
 
 
@@ -154,7 +154,7 @@ def test_bad_fetches_and_closed_sessions(graph):
     other = tf.Graph()
     with other.as_default():
         foreign = tf.constant(1.0)
-    with pytest.raises(ValueError, match="not an element of this session's graph"):
+    with pytest.raises(ValueError, match="cannot be interpreted as a Tensor.*is not an element of this graph"):
         sess.run(foreign)
     sess.close()
     with pytest.raises(RuntimeError, match="closed Session"):
