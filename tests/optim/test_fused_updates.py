@@ -1,11 +1,14 @@
 """The compiled one-pass SGD-momentum and Adam updates equal the tensor-op updates bit for bit, and bump versions."""
 
+import itertools
+
 import numpy as np
 import pytest
 
 import ember as em
 from ember.graph import codegen
 from ember.optim import fused
+from ember.optim.adam import adam_update
 from ember.optim.sgd import sgd_update
 
 from .compiled_passes import record_compiled_passes
@@ -165,3 +168,23 @@ def test_the_profiler_sees_the_fused_pass_that_runs_without_it(name, make_opt, f
     assert names.count(name) == fused_params and "lerp" not in names  # one event per fused parameter
     for a, b in zip(*results):
         np.testing.assert_array_equal(a, b)
+
+
+def test_every_structure_of_the_rules_becomes_one_region():
+    """Every combination of the rules' boolean options and state traces to one fused region that reads each tensor
+    and option it needs and writes the tensors the rule updates (what FusedUpdate compiles)."""
+    adam_values = ("lr", "weight_decay", "beta1", "beta2", "eps", "step_size", "bias_correction2_sqrt")
+    for decay, decoupled, maximize, amsgrad in itertools.product([False, True], repeat=4):
+        structure = dict(decay=decay, decoupled=decoupled, maximize=maximize)
+        region, tensors, values, written = fused._trace(adam_update, structure, np.float32,
+                                                        [False] * 4 + [not amsgrad], adam_values)
+        assert tensors == [0, 1, 2, 3] + [4] * amsgrad and written == [0, 2, 3] + [4] * amsgrad
+        assert ("weight_decay" in values) == decay and ("lr" in values) == (decay and decoupled)
+        assert len(region.outputs) == len(written)
+    sgd_values = ("lr", "momentum", "dampening", "weight_decay")
+    for decay, nesterov, maximize, momentum in itertools.product([False, True], repeat=4):
+        structure = dict(decay=decay, nesterov=nesterov, maximize=maximize, first=False)
+        region, tensors, values, written = fused._trace(sgd_update, structure, np.float32,
+                                                        [False, False, not momentum], sgd_values)
+        assert written == ([0, 2] if momentum else [0]) and ("dampening" in values) == momentum
+        assert len(region.outputs) == len(written)
