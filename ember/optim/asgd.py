@@ -3,60 +3,13 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable
 from typing import Any
 
 from ember import ops
 from ember.creation import tensor
 from ember.ops import dispatch
-from ember.optim import implementation
-from ember.optim.optimizer import Optimizer, _effective_grad, _step_counter, _step_value
+from ember.optim.optimizer import Optimizer, ParamsT, _effective_grad, _step_counter, _step_value, defaults_from
 from ember.tensor import Tensor
-
-
-class ASGD(Optimizer):
-    """Averaged SGD (Polyak & Juditsky), PyTorch's formulation.
-
-    p = p * (1 - lambd * eta) - eta * g; the average ax follows p with weight mu; after each step
-    eta = lr / (1 + lambd * lr * t)^alpha and mu = 1 / max(1, t - t0). eta and mu are 0-d state tensors.
-    """
-
-    def __init__(
-        self,
-        params: Iterable[Tensor] | Iterable[dict[str, Any]],
-        lr: float = 1e-2,
-        lambd: float = 1e-4,
-        alpha: float = 0.75,
-        t0: float = 1e6,
-        weight_decay: float = 0,
-        *,
-        maximize: bool = False,
-        foreach: bool | None = None,
-        capturable: bool = False,
-        differentiable: bool = False,
-    ) -> None:
-        defaults = dict(lr=lr, lambd=lambd, alpha=alpha, t0=t0, weight_decay=weight_decay, maximize=maximize)
-        defaults.update(implementation.options(
-            foreach=foreach, capturable=capturable, differentiable=differentiable, has_capturable=True))
-        super().__init__(params, defaults)
-
-    def _check_options(self, options: dict[str, Any]) -> None:
-        self._require_nonneg(options, "lr", "weight_decay")
-
-    def _init_group(self, group: dict[str, Any]) -> None:
-        for p in group["params"]:
-            if p.grad is not None and not self.state[p]:
-                state = self.state[p]
-                state["step"] = _step_counter(p)
-                state["eta"] = tensor(float(group["lr"]), dtype=state["step"].dtype, device=p.device)
-                state["mu"] = _step_counter(p).add_(1)
-                state["ax"] = ops.zeros_like(p)
-
-    def _update(self, group: dict[str, Any], params: list[Tensor], hp: dict[str, Any]) -> None:
-        states = [self.state[p] for p in params]
-        asgd(params, [p.grad for p in params], [s["ax"] for s in states], [s["mu"] for s in states],
-             [s["eta"] for s in states], [s["step"] for s in states], lambd=hp["lambd"], lr=hp["lr"], t0=hp["t0"],
-             alpha=hp["alpha"], weight_decay=hp["weight_decay"], maximize=group["maximize"])
 
 
 def _is_one(mu: Tensor) -> bool:
@@ -99,3 +52,27 @@ def _at_least_one(x):
 def as_tensor_like(value, like: Tensor) -> Tensor:
     """A Python number (eagerly) or a 0-d graph input (in a trace) as a tensor on like's device."""
     return value if isinstance(value, Tensor) else tensor(value, dtype=like.dtype, device=like.device)
+
+
+class ASGD(Optimizer):
+    """Averaged SGD (Polyak & Juditsky), PyTorch's formulation.
+
+    p = p * (1 - lambd * eta) - eta * g; the average ax follows p with weight mu; after each step
+    eta = lr / (1 + lambd * lr * t)^alpha and mu = 1 / max(1, t - t0). eta and mu are 0-d state tensors.
+    """
+
+    _nonnegative = ("lr", "weight_decay")
+    _state = ("step", "eta", "mu", "ax")
+    _functional = staticmethod(asgd)
+
+    def __init__(self, params: ParamsT, lr: float = 1e-2, lambd: float = 1e-4, alpha: float = 0.75, t0: float = 1e6,
+                 weight_decay: float = 0, foreach: bool | None = None, maximize: bool = False,
+                 differentiable: bool = False, capturable: bool = False) -> None:
+        super().__init__(params, defaults_from(locals()))
+
+    def _new_state(self, name: str, param: Tensor, group: dict[str, Any]) -> Tensor:
+        if name == "eta":
+            return _step_counter(param, group["lr"])
+        if name == "mu":
+            return _step_counter(param, 1.0)
+        return super()._new_state(name, param, group)

@@ -1,100 +1,34 @@
-"""One compiled pass per parameter for SGD with momentum and for Adam/AdamW (eager CPU, Numba).
+"""One compiled pass per parameter for an optimizer update, generated from the update's own rule (eager CPU, Numba).
 
-Written in tensor ops, SGD's momentum update is five passes over every parameter-sized array and
-Adam's about a dozen, each op with its own dispatch and temporary. These loops read each array once
-and write the parameter and its state once, with the same operations in the same order and in the
-parameter's dtype (every Python-number option rounded to it first, as NumPy's weak scalars are), so
-the results are bit for bit the unfused ones. They run only where that holds: eager NumPy float32/
-float64 data of one dtype, contiguous and writable, Python-number options, existing state (SGD's
-buffer; Adam without amsgrad); everything else (SGD's first step, jit traces, other devices) takes
-the tensor-op path in sgd.py and adam.py.
+An update rule (`adam_update` in adam.py, `sgd_update` in sgd.py) is written once, in Ember ops on one
+parameter and its state, updated in place. Run as tensor ops it is the unfused update, and under ember.jit
+the traced one. Written that way an Adam step is about a dozen passes over every parameter-sized array, each
+op with its own dispatch and temporary; `FusedUpdate` instead traces the rule once per structure (its boolean
+and None options), dtype and set of state tensors into the graph IR, lowers lerp/addcmul/addcdiv to
+elementary ops, makes the whole program one fused region and renders it with the Numba renderer of fused
+regions: one loop that reads each array once and writes each updated one once. Every value is computed as the
+ops compute it (each number rounded to the array's dtype, as NumPy's weak scalars are, and arithmetic between
+numbers in float64, as Python's), so the results are the tensor ops' bit for bit. The pass runs where that
+holds: eager NumPy float32/float64 data of one dtype and shape, contiguous and writable, options that are
+Python numbers; elsewhere (jit traces, other devices and dtypes) the rule runs as tensor ops.
 """
 
 from __future__ import annotations
 
 import functools
+import operator
 
 import numpy as np
 
+from ember.autograd.grad_mode import no_grad
+from ember.device import as_device
 from ember.ops import dispatch
-from ember.ops.compiled import MIN_ELEMENTS, kernel_for
+from ember.ops.compiled import compile_source
+from ember.optim import implementation
+from ember.tensor import Tensor
 
-
-# Each option combination gets its own loop with the branches resolved in the text: LLVM vectorised none of
-# the loops that branched on options per element (Adam at 64K values: 210 -> 31 us per step). The texts are
-# built once per combination, not per parameter and step.
-@functools.cache
-def _sgd_source(has_wd: bool, maximize: bool, has_keep: bool, nesterov: bool) -> str:
-    if has_wd:  # weight_decay * param, then +/- grad (sgd.py's _effective_grad)
-        grad = "d = p[k] * wd\n        d = d - g[k]" if maximize else "d = p[k] * wd\n        d = d + g[k]"
-    else:
-        grad = "d = -g[k]" if maximize else "d = g[k]"
-    return f'''
-def sgd_momentum(p, g, buf, lr_neg, momentum, keep, wd):
-    for k in range(p.size):
-        {grad}
-        b = buf[k] * momentum
-        b = {"b + d * keep" if has_keep else "b + d"}
-        buf[k] = b
-        p[k] = p[k] + ({"d + b * momentum" if nesterov else "b"}) * lr_neg
-'''
-
-
-@functools.cache
-def _adam_source(mode: int, maximize: bool, small_w: bool) -> str:
-    # mode 0: no weight decay, 1: L2 (weight_decay * param +/- grad), 2: decoupled (param *= decay)
-    if mode == 1:
-        grad = "gv = pv * wd - gv" if maximize else "gv = pv * wd + gv"
-    else:
-        grad = ("pv = pv * decay\n        " if mode == 2 else "") + ("gv = -gv" if maximize else "")
-    lerp = "mv + w1 * diff" if small_w else "gv - diff * one_minus_w1"  # lerp, PyTorch's two forms
-    return f'''
-import numpy as np
-
-
-def adam(p, g, m, v, w1, one_minus_w1, beta2, c2, bc2_sqrt, eps, neg_step, wd, decay):
-    for k in range(p.size):
-        pv = p[k]
-        gv = g[k]
-        {grad}
-        mv = m[k]
-        diff = gv - mv
-        mv = {lerp}
-        m[k] = mv
-        vv = v[k] * beta2
-        vv = c2 * gv * gv + vv  # addcmul: (value * g) * g + v
-        v[k] = vv
-        p[k] = neg_step * mv / (np.sqrt(vv) / bc2_sqrt + eps) + pv  # addcdiv: (value * m) / denom + p
-'''
-
-
-def _flat_arrays(tensors, options):
-    """The tensors' data as flat arrays of one dtype and shape, or, where the compiled pass cannot run, the
-    reason why (a str): not eager (the profiler alone is allowed: the pass records itself), an option that is
-    not a Python number, another device, dtype or layout. The reasons are built only on failure."""
-    if not eager():
-        return "the update is being traced, not run eagerly"
-    if any(type(v) not in (int, float) for v in options):
-        return "its options must be Python numbers, not tensors"
-    return _checked_arrays(tensors)
-
-
-def _checked_arrays(tensors):
-    """_flat_arrays' checks of the tensors themselves (the flat arrays, or why not: a str)."""
-    first = tensors[0]
-    arrays = []
-    for t in tensors:
-        a = t._data
-        if type(a) is not np.ndarray or t._device is not first._device:
-            return f"it needs NumPy-backed tensors on one CPU device, got {t.device}"
-        if a.dtype != first._data.dtype or a.shape != first._data.shape:
-            return (f"the parameter ({first._data.dtype}, shape {tuple(first._data.shape)}) and its gradient and "
-                    f"state ({a.dtype}, shape {tuple(a.shape)}) differ")
-        flags = a.flags
-        if not (flags.c_contiguous and flags.writeable):
-            return f"a tensor of shape {tuple(a.shape)} is not contiguous and writable"
-        arrays.append(a.reshape(-1))
-    return arrays
+_NUMBERS = (int, float)
+_TRACE_SHAPE = (2,)  # the rule is traced on tensors of this shape; the kernel loops over any size
 
 
 def eager() -> bool:
@@ -105,83 +39,184 @@ def eager() -> bool:
 def compiled_available() -> bool:
     """Whether the compiled passes can run at all: Numba installed and EMBER_FUSION_BACKEND not `numpy`."""
     from ember.graph.codegen import get_backend
+
+    return get_backend() != "numpy" and _numba_installed()
+
+
+@functools.cache
+def _numba_installed() -> bool:
     from ember.graph.codegen.numba_cpu import NumbaRenderer
 
-    return get_backend() != "numpy" and NumbaRenderer().available()
+    return NumbaRenderer().available()
 
 
-def unfused_reason(tensors, options) -> str:
+def _flat_data(tensors):
+    """The tensors' data as flat arrays of one dtype and shape (None in the place of a None tensor) and a bitmask
+    of the None places; None where the compiled pass cannot run them (`unfused_reason` says why). Lean: it runs
+    for every parameter at every step."""
+    first = tensors[0]._data
+    device, dtype, shape = tensors[0]._device, first.dtype, first.shape
+    arrays = []
+    absent = 0
+    for t in tensors:
+        if t is None:
+            absent |= 1 << len(arrays)
+            arrays.append(None)
+            continue
+        a = t._data
+        # carray: C-contiguous, aligned and writable
+        if type(a) is not np.ndarray or t._device is not device or a.shape != shape or a.dtype != dtype \
+                or not a.flags.carray:
+            return None
+        arrays.append(a.reshape(-1))
+    return arrays, absent
+
+
+def unfused_reason(tensors, values) -> str:
     """Why the compiled pass did not run for these tensors and options (for fused=True's error)."""
-    found = _flat_arrays(tensors, options)
-    if isinstance(found, str):
-        return found
-    if found[0].dtype not in (np.float32, np.float64):
-        return f"it needs float32 or float64 tensors, got {found[0].dtype}"
+    if not eager():
+        return "the update is being traced, not run eagerly"
+    if any(type(v) not in _NUMBERS for v in values):
+        return "its options must be Python numbers, not tensors"
+    first = tensors[0]
+    for t in tensors:
+        if t is None:
+            continue
+        a = t._data
+        if type(a) is not np.ndarray or t._device is not first._device:
+            return f"it needs NumPy-backed tensors on one CPU device, got {t.device}"
+        if a.dtype != first._data.dtype or a.shape != first._data.shape:
+            return (f"the parameter ({first._data.dtype}, shape {tuple(first._data.shape)}) and its gradient and "
+                    f"state ({a.dtype}, shape {tuple(a.shape)}) differ")
+        if not a.flags.carray:
+            return f"a tensor of shape {tuple(a.shape)} is not contiguous and writable"
+    if first._data.dtype not in (np.float32, np.float64):
+        return f"it needs float32 or float64 tensors, got {first._data.dtype}"
     return "the compiled kernels (the `jit` extra's Numba) are not available"
 
 
-def _run(name: str, fn, *args) -> None:
-    """fn(*args), recorded as one `name` event when the profiler is on (as PyTorch's _fused_adam_ is)."""
-    prof = dispatch.profiled_eager()
-    if prof is None:
-        fn(*args)
-    else:
-        prof.timed(lambda: fn(*args), name, tuple(a.shape for a in args if isinstance(a, np.ndarray)), "eager")
+def _run(profile, name: str, fn, args) -> None:
+    """fn(*args), recorded in `profile` as one `name` event (as PyTorch's _fused_adam_ is)."""
+    profile.timed(lambda: fn(*args), name, tuple(a.shape for a in args if isinstance(a, np.ndarray)), "eager")
 
 
-def _written(*tensors) -> bool:
-    for t in tensors:
-        t._version[0] += 1
-    return True
+class FusedUpdate:
+    """A group's update rule with its structure fixed, applied one parameter at a time.
+
+    `update(*tensors, **values)` runs `rule(*tensors, **values, **structure)` for one parameter: as one compiled
+    pass generated from the rule where it can run, else as the rule's tensor ops. `tensors` come first in the
+    rule's order (the parameter first; None for state it does not have), `values` are its numeric options
+    (Python numbers, or 0-d tensors under ember.jit) and `structure` its boolean ones. `fused`: None tries the
+    compiled pass, True requires it for every eager update (an error names what stops it; `name` is the
+    optimizer's), False never tries. `event` names the pass in the profiler.
+    """
+
+    def __init__(self, name: str, event: str, rule, fused: bool | None, **structure) -> None:
+        self.name, self.event, self.rule, self.fused, self.structure = name, event, rule, fused, structure
+        # Found once per group and step: the kernels of this structure (None: none to run), the profiler.
+        try_compiled = fused is not False and eager() and compiled_available()
+        self.kernels = _kernels(rule, tuple(structure.items())) if try_compiled else None
+        self.profile = dispatch.profiled_eager()
+
+    def __call__(self, *tensors, **values) -> None:
+        kernels = self.kernels
+        if kernels is not None:
+            found = _flat_data(tensors)
+            if found is not None:
+                arrays, absent = found
+                key = (arrays[0].dtype, absent)
+                kernel = kernels.get(key)
+                if kernel is None:
+                    kernel = kernels[key] = _Kernel.generate(self.rule, self.structure, arrays, tuple(values))
+                if kernel.fn is not None and kernel.run(self, tensors, arrays, values):
+                    return
+        if self.fused and eager():
+            raise implementation.fused_failed(self.name, unfused_reason(tensors, values.values()))
+        self.rule(*tensors, **values, **self.structure)
 
 
-def sgd_momentum_pass(*, lr, momentum, dampening, weight_decay, nesterov, maximize):
-    """`update(p, grad, buf) -> bool`, which applies one parameter's SGD-with-momentum update to p and buf in one
-    compiled pass (False where it cannot run), or None where no parameter's pass can run (not eager, options
-    that are not Python numbers). Made once per group and step: what does not depend on the parameter (the
-    loop's text, its compiled function and the options in each dtype) is found once, not per parameter (a tiny
-    MLP's six parameters: 36 -> 22 us a step)."""
-    if not eager() or any(type(v) not in (int, float) for v in (lr, momentum, dampening, weight_decay)):
-        return None
-    keep = 1 - dampening
-    source = _sgd_source(weight_decay != 0, bool(maximize), keep != 1, bool(nesterov))
-    by_dtype: dict = {}  # dtype -> (compiled loop, options in that dtype)
+@functools.cache
+def _kernels(rule, structure: tuple) -> dict:
+    """The kernels generated from `rule` with `structure` so far: (dtype, bitmask of the None tensors) -> _Kernel."""
+    return {}
 
-    def update(p, grad, buf) -> bool:
-        arrays = _checked_arrays((p, grad, buf))
-        if isinstance(arrays, str):
-            return False
+
+class _Kernel:
+    """One compiled pass (None where it cannot be made) and which tensors and values it takes, in its order:
+    the size, the updated tensors whose old value the rule does not read, the tensors it reads, the values."""
+
+    def __init__(self, fn, outputs=(), tensors=(), values=(), written=()) -> None:
+        self.fn = fn
+        self.arrays = _picker(list(outputs) + list(tensors))  # outputs: updated tensors the rule does not read
+        self.values = _picker(values)
+        self.written = written  # positions of every tensor the rule updates
+
+    def run(self, update: FusedUpdate, tensors, arrays, values) -> bool:
+        """One parameter's update by the compiled pass (False, having done nothing, where a value it reads is not a
+        Python number)."""
+        numbers = self.values(values)
+        for v in numbers:
+            if type(v) is not float:
+                if type(v) is not int:
+                    return False
+                numbers = tuple(map(float, numbers))  # one Numba type for every number
+                break
+        if update.profile is None:
+            self.fn(arrays[0].size, *self.arrays(arrays), *numbers)
+        else:
+            _run(update.profile, update.event, self.fn, (arrays[0].size, *self.arrays(arrays), *numbers))
+        for i in self.written:
+            tensors[i]._version[0] += 1
+        return True
+
+    @classmethod
+    def generate(cls, rule, structure: dict, arrays: list, names: tuple) -> _Kernel:
+        """The compiled pass of `rule` with `structure` for arrays like `arrays` (None: a tensor the call does not
+        have) and the numeric options `names`; its `fn` is None for dtypes other than float32 and float64."""
         dtype = arrays[0].dtype
-        found = by_dtype.get(dtype)
-        if found is None:
-            # every size, as Adam's: one call replaces five ops (an MLP's biases: 2.77 -> 2.71 ms per step)
-            fn = kernel_for(source, "sgd_momentum", np, dtype, MIN_ELEMENTS)
-            cast = dtype.type  # Python numbers act in the array's dtype, as NumPy's weak scalars do
-            found = by_dtype[dtype] = fn, (cast(-lr), cast(momentum), cast(keep), cast(weight_decay))
-        fn, options = found
-        if fn is None:
-            return False
-        _run("fused_sgd_momentum", fn, *arrays, *options)
-        return _written(p, buf)
+        if dtype not in (np.float32, np.float64):
+            return cls(None)
+        region, tensors, values, written = _trace(rule, structure, dtype, [a is None for a in arrays], names)
+        alias = [(k, tensors.index(i)) for k, i in enumerate(written) if i in tensors]
+        outputs = [i for i in written if i not in tensors]
+        from ember.graph.codegen.numba_cpu import kernel_source
 
-    return update
+        scalars = tuple(range(len(tensors), len(tensors) + len(values)))
+        source = kernel_source(region, 1, (False,), scalars, tuple(alias))
+        return cls(compile_source(source, "kernel"), outputs, tensors, values, written)
 
 
-def adam_step(p, grad, exp_avg, exp_avg_sq, *, step: float, beta1, beta2, lr, weight_decay, eps, maximize: bool,
-              decoupled: bool) -> bool:
-    """Apply one Adam (AdamW with `decoupled`) update in one compiled pass; False where it cannot run."""
-    arrays = _flat_arrays((p, grad, exp_avg, exp_avg_sq), (beta1, beta2, lr, weight_decay, eps))
-    if isinstance(arrays, str):
-        return False
-    cast = arrays[0].dtype.type
-    w1 = cast(1 - beta1)
-    mode = 0 if weight_decay == 0 else (2 if decoupled else 1)
-    # every size: one call replaces a dozen ops
-    fn = kernel_for(_adam_source(mode, bool(maximize), bool(abs(w1) < 0.5)), "adam", np, arrays[0].dtype,
-                    MIN_ELEMENTS)
-    if fn is None:
-        return False
-    _run("fused_adam", fn, *arrays, w1, cast(1) - w1, cast(beta2), cast(1 - beta2),
-         cast((1 - beta2**step) ** 0.5), cast(eps), cast(-(lr / (1 - beta1**step))), cast(weight_decay),
-         cast(1 - lr * weight_decay))
-    return _written(p, exp_avg, exp_avg_sq)
+def _picker(keys: list):
+    """A function from a sequence or dict to the tuple of its entries at `keys` (operator.itemgetter, always a
+    tuple)."""
+    if len(keys) == 1:
+        key = keys[0]
+        return lambda found: (found[key],)
+    return operator.itemgetter(*keys) if keys else lambda found: ()
+
+
+def _trace(rule, structure: dict, dtype, absent: list, names: tuple) -> tuple:
+    """`rule` traced on placeholders (tensors of `dtype`, None where `absent`; 0-d float64 values `names`) as one
+    fused region: (region, positions of the tensors it reads, names of the values it reads (its inputs: those
+    tensors, then those values), positions of the tensors it updates (its outputs, in this order))."""
+    from ember.graph.build import GraphBuilder
+    from ember.graph.ir import Graph
+    from ember.graph.passes import cse, dce, fusion, lower_pointwise
+
+    graph = Graph("optimizer_update")
+    cpu = as_device("cpu")
+    placeholders = [None if gone else graph.placeholder(_TRACE_SHAPE, dtype, cpu) for gone in absent]
+    holders = [graph.placeholder((), np.float64, cpu) for _ in names]
+    tensors = [None if v is None else Tensor._make(v, cpu) for v in placeholders]
+    with no_grad(), GraphBuilder(graph):
+        rule(*tensors, **{name: Tensor._make(v, cpu) for name, v in zip(names, holders)}, **structure)
+    written = [i for i, t in enumerate(tensors) if t is not None and t._data is not placeholders[i]]
+    outputs = [tensors[i]._data for i in written]
+    inputs = [("t", i, v) for i, v in enumerate(placeholders) if v is not None]
+    inputs += [("v", name, v) for name, v in zip(names, holders)]
+    for run in (lower_pointwise.run, cse.run, dce.run):  # lerp/addcmul/addcdiv as elementary ops, as ember.jit
+        graph, outputs, vmap = run(graph, outputs)
+        inputs = [(kind, ref, vmap[v]) for kind, ref, v in inputs if v in vmap]
+    region, read = fusion.whole_region(graph, outputs, [v for _, _, v in inputs])
+    read = [(kind, ref) for kind, ref, v in inputs if v in read]
+    return (region, [ref for kind, ref in read if kind == "t"], [ref for kind, ref in read if kind == "v"], written)

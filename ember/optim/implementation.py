@@ -1,10 +1,12 @@
 """PyTorch's switches between implementations of one optimizer update: `foreach`, `fused`, `capturable` and
-`differentiable`, accepted with PyTorch's names so that PyTorch code constructs Ember's optimizers unchanged.
+`differentiable`, accepted with PyTorch's names so that PyTorch code constructs Ember's optimizers unchanged
+(each optimizer takes the ones PyTorch's takes, and records them among its defaults).
 
-- `fused`: None (the default) runs the compiled pass of `optim/fused.py` where it can and the tensor ops
-  elsewhere; True requires the compiled pass for every eager update it covers (an error names what stops it);
-  False always runs the tensor ops. Both give the same values bit for bit. Only SGD, Adam and AdamW have a
-  compiled pass; under `ember.jit` the update is traced as tensor ops, which the jit fuses itself.
+- `fused`: None (the default) runs the compiled pass of `optim/fused.py` (generated from the update's rule)
+  where it can and the tensor ops elsewhere; True requires the compiled pass for every eager update it covers
+  (an error names what stops it); False always runs the tensor ops. Both give the same values bit for bit.
+  Only SGD (with momentum, from its second step) and Adam/AdamW have a compiled pass; under `ember.jit` the
+  update is traced as tensor ops, which the jit fuses itself.
 - `foreach`: PyTorch's multi-tensor kernels. Ember has no separate multi-tensor path (its update is one
   compiled pass per parameter where it can run), so the option is checked and recorded but changes nothing.
 - `capturable` (CUDA graph capture) and `differentiable` (autograd through the update) are not supported:
@@ -14,17 +16,6 @@
 from __future__ import annotations
 
 from typing import Any
-
-
-def options(foreach=None, fused=None, capturable=False, differentiable=False, *, has_fused: bool = False,
-            has_capturable: bool = False) -> dict[str, Any]:
-    """The implementation switches an optimizer records among its defaults (those PyTorch gives it)."""
-    found = {"foreach": foreach, "differentiable": differentiable}
-    if has_fused:
-        found["fused"] = fused
-    if has_capturable:
-        found["capturable"] = capturable
-    return found
 
 
 def check(name: str, group: dict[str, Any], fused_kernel: bool) -> None:

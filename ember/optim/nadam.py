@@ -2,67 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import Any
 
-from ember import ops
-from ember.optim import implementation
-from ember.optim.adam import Adam
-from ember.optim.optimizer import Optimizer, _effective_grad, _nonzero, _step_counter, _step_value
+from ember.optim.optimizer import Optimizer, ParamsT, _decayed_grad, _step_counter, _step_value, defaults_from
 from ember.tensor import Tensor
-
-
-class NAdam(Optimizer):
-    """NAdam, PyTorch's formulation.
-
-    mu_t = beta1 * (1 - 0.5 * 0.96^(t * momentum_decay)); the running product of the mu_t weighs the
-    gradient and the first moment separately: p -= lr * ((1 - mu_t) / (1 - prod_t) * g
-    + mu_{t+1} / (1 - prod_{t+1}) * m) / (sqrt(v / (1 - beta2^t)) + eps). `decoupled_weight_decay`
-    decays the parameters directly (NAdamW).
-    """
-
-    def __init__(
-        self,
-        params: Iterable[Tensor] | Iterable[dict[str, Any]],
-        lr: float = 2e-3,
-        betas: tuple[float, float] = (0.9, 0.999),
-        eps: float = 1e-8,
-        weight_decay: float = 0,
-        momentum_decay: float = 4e-3,
-        decoupled_weight_decay: bool = False,
-        *,
-        maximize: bool = False,
-        foreach: bool | None = None,
-        capturable: bool = False,
-        differentiable: bool = False,
-    ) -> None:
-        defaults = dict(lr=lr, betas=tuple(float(b) for b in betas), eps=eps, weight_decay=weight_decay,
-                        momentum_decay=momentum_decay, decoupled_weight_decay=decoupled_weight_decay,
-                        maximize=maximize)
-        defaults.update(implementation.options(
-            foreach=foreach, capturable=capturable, differentiable=differentiable, has_capturable=True))
-        super().__init__(params, defaults)
-
-    def _check_options(self, options: dict[str, Any]) -> None:
-        Adam._check_options(self, options)
-        self._require_nonneg(options, "momentum_decay")
-
-    def _init_group(self, group: dict[str, Any]) -> None:
-        for p in group["params"]:
-            if p.grad is not None and not self.state[p]:
-                state = self.state[p]
-                state["step"] = _step_counter(p)
-                state["mu_product"] = _step_counter(p).add_(1)  # a 0-d tensor of the step's dtype, as PyTorch
-                state["exp_avg"] = ops.zeros_like(p)
-                state["exp_avg_sq"] = ops.zeros_like(p)
-
-    def _update(self, group: dict[str, Any], params: list[Tensor], hp: dict[str, Any]) -> None:
-        states = [self.state[p] for p in params]
-        beta1, beta2 = hp["betas"]
-        nadam(params, [p.grad for p in params], [s["exp_avg"] for s in states], [s["exp_avg_sq"] for s in states],
-              [s["mu_product"] for s in states], [s["step"] for s in states], beta1=beta1, beta2=beta2, lr=hp["lr"],
-              weight_decay=hp["weight_decay"], momentum_decay=hp["momentum_decay"], eps=hp["eps"],
-              decoupled_weight_decay=group["decoupled_weight_decay"], maximize=group["maximize"])
 
 
 def as_state_scalar(value, state: Tensor):
@@ -82,11 +25,7 @@ def nadam(params, grads, exp_avgs, exp_avg_sqs, mu_products, state_steps, *, bet
         step_t.add_(1)
         step = _step_value(step_t)
         bias_correction2 = 1 - beta2**step
-        if _nonzero(weight_decay) and decoupled_weight_decay:
-            p.mul_(1 - lr * weight_decay)
-            grad = -grads[i] if maximize else grads[i]
-        else:
-            grad = _effective_grad(p, grads[i], weight_decay, maximize)
+        grad = _decayed_grad(p, grads[i], lr, weight_decay, maximize, decoupled_weight_decay)
         mu = beta1 * (1.0 - 0.5 * (0.96 ** (step * momentum_decay)))
         mu_next = beta1 * (1.0 - 0.5 * (0.96 ** ((step + 1) * momentum_decay)))
         mu_product.mul_(as_state_scalar(mu, mu_product))
@@ -100,3 +39,26 @@ def nadam(params, grads, exp_avgs, exp_avg_sqs, mu_products, state_steps, *, bet
         p.addcdiv_(exp_avg, denom, value=(-lr * mu_next) / (1.0 - prod_next))
 
 
+class NAdam(Optimizer):
+    """NAdam, PyTorch's formulation.
+
+    mu_t = beta1 * (1 - 0.5 * 0.96^(t * momentum_decay)); the running product of the mu_t weighs the
+    gradient and the first moment separately: p -= lr * ((1 - mu_t) / (1 - prod_t) * g
+    + mu_{t+1} / (1 - prod_{t+1}) * m) / (sqrt(v / (1 - beta2^t)) + eps). `decoupled_weight_decay`
+    decays the parameters directly (NAdamW).
+    """
+
+    _nonnegative = ("lr", "eps", "weight_decay", "momentum_decay")
+    _state = ("step", "mu_product", "exp_avg", "exp_avg_sq")
+    _functional = staticmethod(nadam)
+
+    def __init__(self, params: ParamsT, lr: float = 2e-3, betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
+                 weight_decay: float = 0, momentum_decay: float = 4e-3, decoupled_weight_decay: bool = False, *,
+                 foreach: bool | None = None, maximize: bool = False, capturable: bool = False,
+                 differentiable: bool = False) -> None:
+        super().__init__(params, defaults_from(locals()))
+
+    def _new_state(self, name: str, param: Tensor, group: dict[str, Any]) -> Tensor:
+        if name == "mu_product":  # a 0-d tensor of the step's dtype, as PyTorch's
+            return _step_counter(param, 1.0)
+        return super()._new_state(name, param, group)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import inspect
 import warnings
 from collections import defaultdict
 from collections.abc import Callable, Iterable
@@ -10,6 +11,7 @@ from copy import deepcopy
 from itertools import chain
 from typing import Any
 
+from ember import ops
 from ember.autograd.grad_mode import enable_grad, no_grad
 from ember.autograd.zero_grad import zero_grads
 from ember.creation import tensor
@@ -34,18 +36,33 @@ _SET_MESSAGE = ("optimizer parameters need to be organized in ordered collection
                 "tensors in sets changes between runs; use a list instead")
 
 
+ParamsT = Iterable[Tensor] | Iterable[dict[str, Any]]  # what an optimizer optimizes (PyTorch's name)
+
+
 class Optimizer:
     """Base class of all optimizers, with PyTorch's interface.
 
     `params` is an iterable of tensors (or of `(name, tensor)` pairs), or of dicts that each
-    define a parameter group; a group's own options override `defaults`. Subclasses implement
-    `step`, run their updates under `ember.no_grad()`, and may override `_check_options` to
-    validate hyperparameters (it is called for the defaults and for every group added).
+    define a parameter group; a group's own options override `defaults`. A subclass says what is its
+    own and the base class does the rest: its options (the constructor's arguments, `defaults_from`), the
+    ones that must not be negative (`_nonnegative`; `_check_options` adds other rules, and `betas` are
+    checked wherever they appear), its per-parameter state (`_state`, `_optional_state`, `_new_state`) and
+    its update, PyTorch's functional form (`_functional`), which `step` calls under `ember.no_grad()` with
+    the state lists and the group's options. An optimizer with another kind of step overrides `step`.
     """
 
     _fused_kernel = False  # whether fused=True has a compiled update to run (optim/fused.py)
+    _nonnegative: tuple[str, ...] = ()  # options that must be >= 0
+    # The state made for a parameter at its first step with a gradient, in PyTorch's order: a step count for
+    # "step", zeros like the parameter for the rest (unless `_new_state` says otherwise); and the state made
+    # only while an option is on (name -> option), such as Adam's max_exp_avg_sq with amsgrad.
+    _state: tuple[str, ...] = ()
+    _optional_state: dict[str, str] = {}
+    # The update of a group, PyTorch's functional form: (params, grads, state lists by `_argument` name, options
+    # by keyword); a staticmethod. None: the subclass overrides `_update` or `step`.
+    _functional = None
 
-    def __init__(self, params: Iterable[Tensor] | Iterable[dict[str, Any]], defaults: dict[str, Any]) -> None:
+    def __init__(self, params: ParamsT, defaults: dict[str, Any]) -> None:
         self._check_options(defaults)
         implementation.check(type(self).__name__, defaults, self._fused_kernel)
         self.defaults = defaults
@@ -76,6 +93,14 @@ class Optimizer:
     # --- hyperparameters -----------------------------------------------------------------
     def _check_options(self, options: dict[str, Any]) -> None:
         """Raise ValueError for an invalid hyperparameter (subclasses extend this)."""
+        self._require_nonneg(options, *self._nonnegative)
+        betas = options.get("betas")
+        if betas is not None:
+            if len(betas) != 2:
+                raise self._invalid("betas", betas, "a pair (beta1, beta2)")
+            for i, beta in enumerate(betas):
+                if not 0.0 <= beta < 1.0:
+                    raise self._invalid(f"beta parameter at index {i}", beta, "0 <= beta < 1")
 
     def _invalid(self, what: str, value: Any, expected: str) -> ValueError:
         return ValueError(f"{type(self).__name__}: invalid {what}: {value} (expected {expected})")
@@ -155,11 +180,32 @@ class Optimizer:
 
     def _init_group(self, group: dict[str, Any]) -> None:
         """Create the missing state of the group's parameters that have gradients."""
+        for p in group["params"]:
+            if p.grad is not None:
+                self._init_state(p, group)
+
+    def _init_state(self, param: Tensor, group: dict[str, Any]) -> None:
+        """Create the state `param` lacks: `_state`, and the `_optional_state` whose option is on."""
+        state = self.state[param]
+        for name in self._state:
+            if name not in state:
+                state[name] = self._new_state(name, param, group)
+        for name, option in self._optional_state.items():
+            if group[option] and name not in state:
+                state[name] = self._new_state(name, param, group)
+
+    def _new_state(self, name: str, param: Tensor, group: dict[str, Any]) -> Tensor:
+        """A parameter's fresh state `name`: a step count for "step", else zeros like the parameter."""
+        return _step_counter(param) if name == "step" else ops.zeros_like(param)
 
     def _update(self, group: dict[str, Any], params: list[Tensor], hp: dict[str, Any]) -> None:
-        """Update `params` (a group's parameters that have gradients); `hp` holds the group's options
-        as numbers, or under ember.jit as 0-d tensors on the parameters' device (`hyperparameters`)."""
-        raise NotImplementedError(f"{type(self).__name__} implements neither step() nor _update()")
+        """Update `params` (a group's parameters that have gradients) by `_functional`; `hp` holds the group's
+        options as numbers, or under ember.jit as 0-d tensors on the parameters' device (`hyperparameters`)."""
+        if self._functional is None:
+            raise NotImplementedError(f"{type(self).__name__} implements neither step(), _update() nor _functional")
+        states = [self.state[p] for p in params]
+        lists = {_argument(name): [s.get(name) for s in states] for name in (*self._state, *self._optional_state)}
+        self._functional(params, [p.grad for p in params], **lists, **_keyword_options(self._functional, hp))
 
     @staticmethod
     def _eval_closure(closure: Callable[[], Any] | None) -> Any:
@@ -251,6 +297,40 @@ class Optimizer:
             lines.extend(f"    {k}: {group[k]}" for k in sorted(group) if k not in ("params", "param_names"))
         lines.append(")")
         return "\n".join(lines)
+
+
+def defaults_from(arguments: dict[str, Any]) -> dict[str, Any]:
+    """An optimizer's defaults from its constructor's arguments (`locals()` first thing in `__init__`): all but
+    `self` and `params`, with `betas` as a tuple of floats. So a constructor's signature is the one list of its
+    options, with PyTorch's names, order and defaults (the implementation switches among them: those PyTorch's
+    optimizer takes, optim/implementation.py)."""
+    options = {k: v for k, v in arguments.items() if k not in ("self", "params", "__class__")}
+    if "betas" in options:
+        options["betas"] = tuple(float(b) for b in options["betas"])
+    return options
+
+
+def _argument(state: str) -> str:
+    """The functional form's argument taking the list of a state, by PyTorch's names: `exp_avgs` for `exp_avg`,
+    `state_steps` and `state_sums` for `step` and `sum`."""
+    return f"state_{state}s" if state in ("step", "sum") else f"{state}s"
+
+
+@functools.cache
+def _keywords(functional) -> tuple[str, ...]:
+    return tuple(name for name, p in inspect.signature(functional).parameters.items() if p.kind is p.KEYWORD_ONLY)
+
+
+def _keyword_options(functional, options: dict[str, Any]) -> dict[str, Any]:
+    """The functional form's keyword arguments from the group's options of the same names (`beta1` and `beta2`
+    from `betas`); one a group lacks (a switch an old state dict did not have) keeps its default."""
+    found = {}
+    for name in _keywords(functional):
+        if name in options:
+            found[name] = options[name]
+        elif name in ("beta1", "beta2") and "betas" in options:
+            found[name] = options["betas"][0 if name == "beta1" else 1]
+    return found
 
 
 def _counted(step):
@@ -357,19 +437,32 @@ def _sqrt(x):
     return x**0.5 if isinstance(x, float) else x.sqrt()
 
 
-def _effective_grad(param: Tensor, grad: Tensor, weight_decay, maximize: bool) -> Tensor:
-    """The gradient an update uses: negated for `maximize`, plus `weight_decay * param` (L2 penalty).
+def _effective_grad(param: Tensor, grad: Tensor, weight_decay, maximize: bool, decay: bool | None = None) -> Tensor:
+    """The gradient an update uses: negated for `maximize`, plus `weight_decay * param` (L2 penalty) where `decay`
+    (None: where weight_decay is non-zero, a guard under ember.jit).
 
     Returns `grad` itself when neither applies, else one fresh tensor the caller may overwrite.
     """
-    if _nonzero(weight_decay):
+    if _nonzero(weight_decay) if decay is None else decay:
         # weight_decay * param, then +/- grad: the same roundings as PyTorch's grad.add(param, alpha=wd).
         out = param.mul(weight_decay)
         return out.sub_(grad) if maximize else out.add_(grad)
     return -grad if maximize else grad
 
 
-def _step_counter(param: Tensor) -> Tensor:
-    """A fresh step count for `param`: a 0-dim tensor, float32 unless float64 is the default (as
-    PyTorch), on the parameter's device (where a compiled step reads it)."""
-    return tensor(0.0, dtype=float64 if get_default_dtype() == float64 else float32, device=param.device)
+def _decayed_grad(param: Tensor, grad: Tensor, lr, weight_decay, maximize: bool, decoupled: bool,
+                  decay: bool | None = None) -> Tensor:
+    """`_effective_grad`, or with `decoupled` weight decay the parameter decayed in place instead (p *= 1 - lr *
+    weight_decay, as AdamW) and the gradient only negated for `maximize`; `decay` as there."""
+    if decay is None:
+        decay = _nonzero(weight_decay)
+    if decay and decoupled:
+        param.mul_(1 - lr * weight_decay)
+        return -grad if maximize else grad
+    return _effective_grad(param, grad, weight_decay, maximize, decay=decay)
+
+
+def _step_counter(param: Tensor, value: float = 0.0) -> Tensor:
+    """A fresh step count for `param` (or other 0-d state of its dtype holding `value`): float32 unless float64
+    is the default (as PyTorch), on the parameter's device (where a compiled step reads it)."""
+    return tensor(float(value), dtype=float64 if get_default_dtype() == float64 else float32, device=param.device)

@@ -2,66 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Any
-
-from ember import ops
-from ember.optim import implementation
-from ember.optim.optimizer import Optimizer, _effective_grad, _nonzero, _step_counter
-from ember.tensor import Tensor
-
-
-class RMSprop(Optimizer):
-    """RMSprop, PyTorch's formulation.
-
-    v = alpha * v + (1 - alpha) * g^2; with `centered`, the running mean gbar of g is tracked and
-    v - gbar^2 is used; the step is g / (sqrt(v) + eps), through a momentum buffer when momentum > 0.
-    """
-
-    def __init__(
-        self,
-        params: Iterable[Tensor] | Iterable[dict[str, Any]],
-        lr: float = 1e-2,
-        alpha: float = 0.99,
-        eps: float = 1e-8,
-        weight_decay: float = 0,
-        momentum: float = 0,
-        centered: bool = False,
-        *,
-        maximize: bool = False,
-        foreach: bool | None = None,
-        capturable: bool = False,
-        differentiable: bool = False,
-    ) -> None:
-        defaults = dict(lr=lr, alpha=alpha, eps=eps, weight_decay=weight_decay, momentum=momentum,
-                        centered=centered, maximize=maximize)
-        defaults.update(implementation.options(
-            foreach=foreach, capturable=capturable, differentiable=differentiable, has_capturable=True))
-        super().__init__(params, defaults)
-
-    def _check_options(self, options: dict[str, Any]) -> None:
-        self._require_nonneg(options, "lr", "eps", "momentum", "weight_decay", "alpha")
-
-    def _init_group(self, group: dict[str, Any]) -> None:
-        for p in group["params"]:
-            if p.grad is None:
-                continue
-            state = self.state[p]
-            if not state:
-                state["step"] = _step_counter(p)
-                state["square_avg"] = ops.zeros_like(p)
-            # Created on first use, so turning momentum or centering on later (e.g. by OneCycleLR) works.
-            if group["momentum"] > 0 and "momentum_buffer" not in state:
-                state["momentum_buffer"] = ops.zeros_like(p)
-            if group["centered"] and "grad_avg" not in state:
-                state["grad_avg"] = ops.zeros_like(p)
-
-    def _update(self, group: dict[str, Any], params: list[Tensor], hp: dict[str, Any]) -> None:
-        states = [self.state[p] for p in params]
-        rmsprop(params, [p.grad for p in params], [s["square_avg"] for s in states], [s.get("grad_avg") for s in states],
-                [s.get("momentum_buffer") for s in states], [s["step"] for s in states], lr=hp["lr"], alpha=hp["alpha"], eps=hp["eps"],
-                weight_decay=hp["weight_decay"], momentum=hp["momentum"], centered=group["centered"],
-                maximize=group["maximize"])
+from ember.optim.optimizer import Optimizer, ParamsT, _effective_grad, _nonzero, defaults_from
 
 
 def rmsprop(params, grads, square_avgs, grad_avgs, momentum_buffers, state_steps, *, lr, alpha, eps, weight_decay,
@@ -88,3 +29,22 @@ def rmsprop(params, grads, square_avgs, grad_avgs, momentum_buffers, state_steps
             p.add_(buf, alpha=-lr)
         else:
             p.addcdiv_(grad, avg, value=-lr)
+
+
+class RMSprop(Optimizer):
+    """RMSprop, PyTorch's formulation.
+
+    v = alpha * v + (1 - alpha) * g^2; with `centered`, the running mean gbar of g is tracked and
+    v - gbar^2 is used; the step is g / (sqrt(v) + eps), through a momentum buffer when momentum > 0.
+    """
+
+    _nonnegative = ("lr", "eps", "momentum", "weight_decay", "alpha")
+    _state = ("step", "square_avg")
+    # Made on first use, so turning momentum or centering on later (e.g. by OneCycleLR) works.
+    _optional_state = {"momentum_buffer": "momentum", "grad_avg": "centered"}
+    _functional = staticmethod(rmsprop)
+
+    def __init__(self, params: ParamsT, lr: float = 1e-2, alpha: float = 0.99, eps: float = 1e-8,
+                 weight_decay: float = 0, momentum: float = 0, centered: bool = False, capturable: bool = False,
+                 foreach: bool | None = None, maximize: bool = False, differentiable: bool = False) -> None:
+        super().__init__(params, defaults_from(locals()))

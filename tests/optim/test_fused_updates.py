@@ -1,38 +1,31 @@
 """The compiled one-pass SGD-momentum and Adam updates equal the tensor-op updates bit for bit, and bump versions."""
 
+import itertools
+
 import numpy as np
 import pytest
 
 import ember as em
 from ember.graph import codegen
 from ember.optim import fused
+from ember.optim.adam import adam_update
+from ember.optim.sgd import sgd_update
+
+from .compiled_passes import record_compiled_passes
 
 pytest.importorskip("numba")
 
 
-def _train(backend, dtype, monkeypatch, hook: str, model, make_opt, state_keys, vary):
-    """Six steps of `model` under `make_opt` on one fusion backend, calling `vary(group)` between steps as a
-    scheduler would; returns (parameters and optimizer state, whether the compiled update `hook` ran)."""
-    calls = []
-    real = getattr(fused, hook.rsplit(".", 1)[1])
-
-    def counted(*args, **kw):
-        ran = real(*args, **kw)
-        if callable(ran):  # a group's pass (sgd_momentum_pass): count what its updates did
-            def update(*a):
-                calls.append(ran(*a))
-                return calls[-1]
-
-            return update
-        calls.append(ran)
-        return ran
-
-    monkeypatch.setattr(hook, counted)
+def _train(backend, dtype, monkeypatch, model, make_opt, vary):
+    """Six steps of `model` under `make_opt` on one fusion backend, calling `vary(group, step)` between steps as a
+    scheduler would, and editing the parameters in place; returns (parameters and optimizer state, whether a
+    compiled pass ran)."""
+    calls = record_compiled_passes(monkeypatch)
     model = model.to(dtype)
     opt = make_opt(model.parameters())
     rng = np.random.default_rng(0)
     width = model[0].in_features
-    for _ in range(6):
+    for step in range(6):
         x = em.tensor(rng.standard_normal((16, width))).to(dtype)
         y = em.tensor(rng.integers(0, 10, 16))
         opt.zero_grad()
@@ -42,22 +35,27 @@ def _train(backend, dtype, monkeypatch, hook: str, model, make_opt, state_keys, 
             opt.step()
         finally:
             codegen.set_backend(None)
-        vary(opt.param_groups[0])
+        vary(opt.param_groups[0], step)
+        if step == 2:
+            with em.no_grad():  # an in-place edit between steps, as a weight clipping or re-initialisation makes
+                model[0].weight.mul_(0.5)
     state = [p.detach().numpy().copy() for p in model.parameters()]
-    state += [opt.state[p][k].numpy().copy() for p in model.parameters() for k in state_keys]
-    return state, any(calls)
+    state += [value.numpy().copy() for p in model.parameters() for value in opt.state[p].values()]
+    return state, bool(calls)
 
 
-def _vary_sgd(group):
+def _vary_sgd(group, step):
     group["lr"] *= 0.7  # the options change between steps, as OneCycleLR changes lr and momentum
     group["momentum"] = 0.95 - group["momentum"] / 10
+    if step == 3:  # weight decay switched on (or off) mid-run
+        group["weight_decay"] = 1e-2 if group["weight_decay"] == 0 else 0
 
 
 def _train_sgd(backend, dtype, monkeypatch, **options):
     em.manual_seed(0)
     model = em.nn.Sequential(em.nn.Linear(300, 200), em.nn.ReLU(), em.nn.Linear(200, 10))
-    return _train(backend, dtype, monkeypatch, "ember.optim.sgd.sgd_momentum_pass", model,
-                  lambda ps: em.optim.SGD(ps, lr=0.05, momentum=0.9, **options), ("momentum_buffer",), _vary_sgd)
+    return _train(backend, dtype, monkeypatch, model,
+                  lambda ps: em.optim.SGD(ps, lr=0.05, momentum=0.9, **options), _vary_sgd)
 
 
 @pytest.mark.parametrize("dtype", [em.float32, em.float64])
@@ -72,51 +70,68 @@ def test_fused_sgd_equals_the_tensor_ops(dtype, options, monkeypatch):
         np.testing.assert_array_equal(g, w)
 
 
-def _sgd_step(p, g, buf, **options):
-    """One compiled SGD-with-momentum update, as sgd() makes it (False where it cannot run)."""
-    update = fused.sgd_momentum_pass(**{"momentum": 0.9, "dampening": 0.0, "weight_decay": 0.0, "nesterov": False,
-                                        "maximize": False, **options})
-    return update is not None and update(p, g, buf)
+def _sgd_momentum_update():
+    """A group's SGD-with-momentum update, as sgd() makes it for the steps after the first."""
+    return fused.FusedUpdate("SGD", "fused_sgd_momentum", sgd_update, None, first=False, decay=False, nesterov=False,
+                             maximize=False)
 
 
-def test_fused_sgd_bumps_versions_and_declines_what_it_cannot_do():
+def _compiled_sgd_step(monkeypatch, p, g, buf, lr=0.1, update=None) -> bool:
+    """One SGD-with-momentum update of p and buf (by `update`, else a new group's); whether the compiled pass
+    made it."""
+    with monkeypatch.context() as patch:
+        calls = record_compiled_passes(patch)
+        (update or _sgd_momentum_update())(p, g, buf, lr=lr, momentum=0.9, dampening=0, weight_decay=0)
+    return bool(calls)
+
+
+def test_fused_sgd_bumps_versions_and_declines_what_it_cannot_do(monkeypatch):
     p = em.zeros(200, 100)
     g, buf = em.ones(200, 100), em.ones(200, 100)
-    before = (p._version[0], buf._version[0])
-    assert _sgd_step(p, g, buf, lr=0.1)
-    assert (p._version[0], buf._version[0]) == (before[0] + 1, before[1] + 1)
+    before = (p._version[0], g._version[0], buf._version[0])
+    assert _compiled_sgd_step(monkeypatch, p, g, buf)
+    assert (p._version[0], g._version[0], buf._version[0]) == (before[0] + 1, before[1], before[2] + 1)
     np.testing.assert_allclose(p.numpy(), -0.1 * (0.9 + 1.0), rtol=1e-6)
-    # a tensor learning rate, another dtype, or a strided gradient: the tensor-op path runs instead
-    assert fused.sgd_momentum_pass(lr=em.tensor(0.1), momentum=0.9, dampening=0.0, weight_decay=0.0,
-                                   nesterov=False, maximize=False) is None
-    assert not _sgd_step(p, g.double(), buf, lr=0.1)
-    assert not _sgd_step(p, em.ones(100, 200).t(), buf, lr=0.1)
-    # one pass for parameters of two dtypes: each dtype's loop and options in that dtype
-    update = fused.sgd_momentum_pass(lr=0.1, momentum=0.9, dampening=0.0, weight_decay=0.0, nesterov=False,
-                                     maximize=False)
+    # a tensor learning rate, another dtype, or a strided gradient: the tensor ops run instead, with the same rule
+    for args, lr in [((p, g, buf), em.tensor(0.1)), ((p, g.double(), buf), 0.1), ((p, em.ones(100, 200).t(), buf), 0.1)]:
+        want = [t.numpy().copy() for t in (p, buf)]
+        want[1] = want[1] * np.float32(0.9) + args[1].numpy().astype(np.float32)
+        want[0] = want[0] + want[1] * np.float32(-0.1)
+        assert not _compiled_sgd_step(monkeypatch, *args, lr=lr)
+        np.testing.assert_allclose(p.numpy(), want[0], rtol=1e-6)
+        np.testing.assert_allclose(buf.numpy(), want[1], rtol=1e-6)
+    # one group's update over parameters of two dtypes: each dtype's loop, the options in that dtype; an integer
+    # learning rate is a number like any other
+    update = _sgd_momentum_update()
     q, h, qbuf = em.zeros(3, dtype=em.float64), em.ones(3, dtype=em.float64), em.ones(3, dtype=em.float64)
-    assert update(q, h, qbuf) and update(p, g, buf)
+    assert _compiled_sgd_step(monkeypatch, q, h, qbuf, update=update)
+    assert _compiled_sgd_step(monkeypatch, p, g, buf, update=update)
     np.testing.assert_array_equal(q.numpy(), np.full(3, -0.1 * (0.9 + 1.0)))
     assert q.numpy().dtype == np.float64
+    assert _compiled_sgd_step(monkeypatch, q, h, qbuf, lr=1, update=update)
+    np.testing.assert_array_equal(q.numpy(), np.full(3, -0.1 * (0.9 + 1.0) - (0.9 * 1.9 + 1.0)))
 
 
-def _vary_adam(group):
+def _vary_adam(group, step):
     group["lr"] *= 0.8  # OneCycleLR changes lr and beta1 between steps
     group["betas"] = (0.95 - group["betas"][0] / 10, group["betas"][1])
+    if step == 3:  # weight decay switched on (or off) mid-run
+        group["weight_decay"] = 1e-2 if group["weight_decay"] == 0 else 0
 
 
 def _train_adam(backend, dtype, monkeypatch, decoupled, **options):
     em.manual_seed(0)
     model = em.nn.Sequential(em.nn.Linear(30, 20), em.nn.Tanh(), em.nn.Linear(20, 10))
     cls = em.optim.AdamW if decoupled else em.optim.Adam
-    return _train(backend, dtype, monkeypatch, "ember.optim.adam.adam_step", model,
-                  lambda ps: cls(ps, lr=0.01, **options), ("exp_avg", "exp_avg_sq", "step"), _vary_adam)
+    return _train(backend, dtype, monkeypatch, model,
+                  lambda ps: cls(ps, lr=0.01, **options), _vary_adam)
 
 
 @pytest.mark.parametrize("dtype", [em.float32, em.float64])
 @pytest.mark.parametrize("decoupled,options", [
     (False, {}), (False, {"weight_decay": 1e-2}), (False, {"maximize": True, "betas": (0.3, 0.9)}),
     (True, {}), (True, {"weight_decay": 0.1, "maximize": True}), (False, {"betas": (0.6, 0.99), "eps": 1e-3}),
+    (False, {"amsgrad": True}), (True, {"amsgrad": True, "maximize": True}),
 ])
 def test_fused_adam_equals_the_tensor_ops(dtype, decoupled, options, monkeypatch):
     want, fused_ran = _train_adam("numpy", dtype, monkeypatch, decoupled, **options)
@@ -153,3 +168,23 @@ def test_the_profiler_sees_the_fused_pass_that_runs_without_it(name, make_opt, f
     assert names.count(name) == fused_params and "lerp" not in names  # one event per fused parameter
     for a, b in zip(*results):
         np.testing.assert_array_equal(a, b)
+
+
+def test_every_structure_of_the_rules_becomes_one_region():
+    """Every combination of the rules' boolean options and state traces to one fused region that reads each tensor
+    and option it needs and writes the tensors the rule updates (what FusedUpdate compiles)."""
+    adam_values = ("lr", "weight_decay", "beta1", "beta2", "eps", "step_size", "bias_correction2_sqrt")
+    for decay, decoupled, maximize, amsgrad in itertools.product([False, True], repeat=4):
+        structure = dict(decay=decay, decoupled=decoupled, maximize=maximize)
+        region, tensors, values, written = fused._trace(adam_update, structure, np.float32,
+                                                        [False] * 4 + [not amsgrad], adam_values)
+        assert tensors == [0, 1, 2, 3] + [4] * amsgrad and written == [0, 2, 3] + [4] * amsgrad
+        assert ("weight_decay" in values) == decay and ("lr" in values) == (decay and decoupled)
+        assert len(region.outputs) == len(written)
+    sgd_values = ("lr", "momentum", "dampening", "weight_decay")
+    for decay, nesterov, maximize, momentum in itertools.product([False, True], repeat=4):
+        structure = dict(decay=decay, nesterov=nesterov, maximize=maximize, first=False)
+        region, tensors, values, written = fused._trace(sgd_update, structure, np.float32,
+                                                        [False, False, not momentum], sgd_values)
+        assert written == ([0, 2] if momentum else [0]) and ("dampening" in values) == momentum
+        assert len(region.outputs) == len(written)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import inspect
+
 import numpy as np
 import pytest
 import torch
@@ -391,3 +393,15 @@ def test_lbfgs_refuses_groups_missing_closures_and_jit() -> None:
 def test_sparse_adam_says_that_sparse_gradients_do_not_exist() -> None:
     with pytest.raises(NotImplementedError, match="SparseAdam needs sparse gradients.*use ember.optim.Adam"):
         optim.SparseAdam([em.zeros(2, requires_grad=True)])
+
+
+@pytest.mark.parametrize("name", ["SGD", "Adam", "AdamW", "Adagrad", "RMSprop", "Adadelta", "Adamax", "NAdam", "RAdam",
+                                  "ASGD", "LBFGS"])
+def test_constructors_take_pytorchs_arguments(name: str) -> None:
+    """The same arguments as PyTorch's optimizer, in its order, positional or keyword-only as there, with its
+    defaults: a call written for PyTorch's constructor means the same here."""
+
+    def arguments(cls):
+        return [(k, p.kind, p.default) for k, p in inspect.signature(cls.__init__).parameters.items()]
+
+    assert arguments(getattr(optim, name)) == arguments(getattr(torch.optim, name))

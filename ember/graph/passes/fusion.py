@@ -243,6 +243,35 @@ def _merge_scalar_regions(a: _Analysis, regions: list, assigned: set) -> list:
     return [r for r in regions if r[0][0].id not in merged_ids] + merged
 
 
+def whole_region(graph: Graph, outputs: list, order: list) -> tuple:
+    """Every op of `graph` as one Region, and the values it reads: those of `order` it needs, in that order. Its
+    outputs are `outputs` in their order (each computed by an op of the graph, all of one shape).
+
+    For a small program generated once, such as an optimizer's per-parameter update (optim/fused.py). Its
+    0-d arithmetic joins the loop too: the renderer reads 0-d inputs as single values, and the compiler hoists
+    what depends on them alone out of the loop. Raises ValueError naming what cannot join."""
+    a = _Analysis(graph, outputs)
+    members = [n for n in graph.nodes if n.kind == "op"]
+    for n in members:
+        if n.id not in a.cand:
+            raise ValueError(f"{n.op.name} (node %{n.id}) cannot be part of a fused elementwise kernel")
+    ids = {n.id for n in members}
+    for v in outputs:
+        if not isinstance(v, Value) or v.node.id not in ids:
+            raise ValueError(f"output {v!r} is not computed by an op of the graph")
+    if len({v.shape for v in outputs}) != 1:
+        raise ValueError(f"the outputs have several shapes: {[v.shape for v in outputs]}")
+    region, inputs, replaced = _build_region(a, members, None)
+    missing = [v for v in inputs if v not in order]
+    if missing:
+        raise ValueError(f"the program reads {missing[0]!r}, which is not among the inputs given")
+    wanted = [v for v in order if v in inputs]
+    moved = {("in", inputs.index(v)): Arg("in", k) for k, v in enumerate(wanted)}
+    instrs = [ins._replace(args=tuple(moved.get(tuple(x), x) for x in ins.args)) for ins in region.instrs]
+    outs = [region.outputs[replaced.index(v)] for v in outputs]
+    return Region([(v.dtype, len(v.shape)) for v in wanted], instrs, outs), wanted
+
+
 def run(graph: Graph, outputs: list) -> tuple:
     """A copy of `graph` where each fusible region is one fused_elementwise node."""
     a, found = find_regions(graph, outputs)

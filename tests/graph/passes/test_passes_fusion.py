@@ -171,3 +171,29 @@ def test_zero_dim_chains_stay_apart_when_one_needs_the_other_through_an_outside_
     assert sum(n.op_name == F for n in opt.graph.nodes) >= 2
     feeds = {s._data: np.float32(0.25), w._data: _x((3, 3)) * 0.1}
     assert_same(run(g, outs, feeds), run_optimized(g, outs, feeds, ["fusion"])[0], rtol=1e-5)
+
+
+def test_whole_region_takes_every_op_with_its_zero_dim_work_and_the_inputs_in_the_order_given():
+    """One region for a whole small program (an optimizer's update): its 0-d arithmetic computed in the loop,
+    its inputs in the order asked for, its outputs in the order asked for; a program that cannot be one region
+    is refused with the op named."""
+    from ember.graph.codegen import run_region
+    from ember.graph.passes.fusion import whole_region
+
+    g = Graph()
+    p, grad = sym(g, (6,), name="p"), sym(g, (6,), name="g")
+    lr = sym(g, (), np.float64, name="lr")
+    new_grad = grad * 0.5
+    new_p = p - new_grad * (lr * 2)
+    region, inputs = whole_region(g, values(new_p, new_grad), values(lr, grad, p))
+    assert inputs == values(lr, grad, p)
+    feeds = [np.float64(0.1), _x((6,)), _x((6,))]
+    got = run_region(region, feeds)
+    want = run(g, values(new_p, new_grad), dict(zip(values(lr, grad, p), feeds)))
+    assert_same(got, want)
+    with pytest.raises(ValueError, match="not among the inputs given"):
+        whole_region(g, values(new_p), values(p, grad))
+    h = Graph()
+    x = sym(h, (3, 3))
+    with pytest.raises(ValueError, match="matmul .* cannot be part of a fused elementwise kernel"):
+        whole_region(h, values((x @ x) + 1), values(x))
