@@ -1,8 +1,13 @@
-"""Shared timing helpers for the benchmarks: best-of-N wall time per call."""
+"""Shared timing helpers for the benchmarks: best-of-N wall time per call. Importing this tunes the process as
+`ember train` does (ember.kernels.tune_process), so the benchmarks time what training runs."""
 
 from __future__ import annotations
 
 import time
+
+from ember.kernels import tune_process
+
+tune_process()
 
 
 def best_time(fn, *, repeat: int = 5, min_time: float = 0.05) -> float:
@@ -64,18 +69,8 @@ def fmt_ms(seconds: float) -> str:
 
 
 def machine_line() -> str:
-    """The CPU (model name and family, from /proc/cpuinfo where there is one) and NumPy's BLAS kernels: the
-    two facts that moved these ratios most between machines."""
-    from ember.ops.cblas import openblas_kernels
+    """The CPU and NumPy's BLAS kernels (the two facts that moved these ratios most between machines), and whether
+    OPENBLAS_CORETYPE forces the kernels: benchmark with it unset, as users run."""
+    from ember.kernels.machine import describe
 
-    cpu = ""
-    try:
-        with open("/proc/cpuinfo") as f:
-            fields = [line.split(":", 1) for line in f.read().split("\n\n")[0].splitlines() if ":" in line]
-        info = {key.strip(): value.strip() for key, value in fields}
-        cpu = f"{info.get('model name', '?')} (family {info.get('cpu family', '?')}, model {info.get('model', '?')})"
-    except OSError:
-        import platform
-
-        cpu = platform.processor() or platform.machine()
-    return f"cpu {cpu}; numpy BLAS {openblas_kernels()}"
+    return describe()

@@ -1,4 +1,4 @@
-"""float32 GEMM speed: Ember's own kernel (ember.ops.gemm) vs NumPy's BLAS vs PyTorch, on the products the
+"""float32 GEMM speed: Ember's own kernel (ember.kernels.gemm) vs NumPy's BLAS vs PyTorch, on the products the
 benchmark models compute.
 
 Run: python benchmarks/gemm.py [--threads N]
@@ -18,8 +18,8 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from _timing import interleaved, machine_line  # noqa: E402
 
-from ember.ops import gemm  # noqa: E402
-from ember.ops.sgemm_compiled import sgemm  # noqa: E402
+from ember.kernels import gemm  # noqa: E402
+from ember.kernels.sgemm import sgemm  # noqa: E402
 
 # (where it comes from, M, K, N, B transposed)
 SHAPES = [

@@ -1,5 +1,6 @@
 """Ember: a deep-learning framework — tensors on devices, autograd, eager and graph execution."""
 
+from ember import config as _config
 from ember import dtypes as _dtypes
 from ember.dtypes import (
     DType as dtype,
@@ -118,7 +119,9 @@ _LAZY_SUBMODULES = (
 )
 
 
-_RUNTIME_NAMES = ("checkpoint", "set_num_threads", "get_num_threads", "set_async", "is_async", "synchronize")
+_RUNTIME_NAMES = ("checkpoint", "set_num_interop_threads", "get_num_interop_threads", "set_async", "is_async",
+                  "synchronize")
+_KERNEL_NAMES = ("set_num_threads", "get_num_threads")
 
 
 def __getattr__(name: str):
@@ -143,6 +146,10 @@ def __getattr__(name: str):
         from ember import runtime as _runtime
 
         return getattr(_runtime, name)
+    if name in _KERNEL_NAMES:
+        from ember.kernels import parallel
+
+        return getattr(parallel, name)
     if name == "compile":
         from ember.compiler import compile
 
@@ -154,11 +161,7 @@ def __getattr__(name: str):
     raise AttributeError(f"module 'ember' has no attribute {name!r}")
 
 
-# NumPy's OpenBLAS threads sleep 0.2 ms after a GEMM instead of spinning 0.1 s beside Ember's own threads
-# (unless OPENBLAS_THREAD_TIMEOUT is set): see ops/batch_threads.py.
-ops.batch_threads.shorten_blas_spin()
-
-if __import__("os").environ.get("EMBER_ASYNC", "0") not in ("", "0"):  # async eager mode from the start
+if _config.ASYNC.get():  # EMBER_ASYNC=1: asynchronous eager mode from the start
     from ember.runtime.async_eager import set_async as _set_async
 
     _set_async(True)

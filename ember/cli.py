@@ -367,6 +367,10 @@ def main(argv=None) -> int:
     prog = f"ember {args.command}"
     args.argv = list(sys.argv[1:] if argv is None else argv)
     try:
+        if args.command in ("train", "tune"):
+            from ember.kernels import tune_process
+
+            tune_process()  # a training process: freed blocks kept for reuse, BLAS's threads asleep soon after a GEMM
         if args.command == "train":
             return train_main(args)
         if args.command == "tune":

@@ -23,11 +23,11 @@ import time
 
 import numpy as np
 
+from ember import config
 from ember.backends.meta import MetaArray
 from ember.errors import DataDependentError, fmt_shape
 from ember.graph.ir import CAPTURE, CONSTANT, PLACEHOLDER, VARIABLE, Value
 from ember.runtime import profiler as _profiler
-from ember.runtime.settings import settings as _settings
 from ember.symbolic import bind
 
 _PARALLEL_MIN_WORK = 1 << 21  # estimated bytes touched below which the engine's overhead dominates
@@ -91,7 +91,7 @@ class Plan:
         for node in nodes:
             self._compile(node)
         self.out_slots = [self._slot_for_output(v) for v in self.outputs]
-        policy = _settings.remat if remat is None else remat
+        policy = config.REMAT.get() if remat is None else remat
         if policy:
             from ember.runtime.remat import rematerialize
 
@@ -232,9 +232,9 @@ class Plan:
         """
         env = self._load(feeds)
         if memory is None:
-            memory = _settings.memory
+            memory = config.MEMORY_PLAN.get()
         if parallel is None:
-            parallel = _settings.parallel
+            parallel = config.PARALLEL.get()
         trial = None
         if parallel == "auto":
             parallel = self._parallel_helps()
@@ -325,7 +325,8 @@ class Plan:
                 else:
                     out = _call(step, args, outs[k] if outs is not None else None)
                 if rec is not None:
-                    rec.record(step.name, "graph", step.in_shapes, step.backend.device, t0, _profiler.now() - t0)
+                    rec.record(step.name, "graph", step.in_shapes, step.backend.device, t0, _profiler.now() - t0,
+                               _profiler.chosen_algorithm(step.name))
                 if step.multi:
                     for s, o in zip(step.out_slots, out):
                         env[s] = o
@@ -341,9 +342,9 @@ class Plan:
     # --- parallel ------------------------------------------------------------------------------
     def _parallel_helps(self) -> bool:
         """Whether the engine is worth it: threads to spare, independent branches, enough work."""
-        from ember.runtime.threads import get_num_threads
+        from ember.runtime.threads import get_num_interop_threads
 
-        if get_num_threads() < 2:
+        if get_num_interop_threads() < 2:
             return False
         if self._parallel_gain is None:
             self._parallel_gain = _parallel_gain(self)

@@ -11,16 +11,9 @@ try:
 except ImportError:  # SciPy is optional
     _scipy_erf = None
 
-_math_erf = np.frompyfunc(math.erf, 1, 1)
+from ember.kernels.erf import _ERF_P, _ERFCX_Q  # the fits the compiled erf uses too
 
-# Minimax fits (weighted least squares for relative error, fitted in float64 against SciPy): on |x| < 1,
-# erf(x) = x * P(x^2) (relative error 1.2e-9); on [1, 4], erfc(x) = exp(-x^2) * Q(1 / (1 + x/2)) (2.7e-8).
-# Beyond 4, erfc < 1.6e-8 and erf rounds to +-1 in float32, so |x| is capped there (which also sends
-# inf to +-1; NaN stays NaN through every step).
-_ERF_P = (7.8542213528331499e-05, -8.0103113763946299e-04, 5.1883425131073330e-03, -2.6853820906446460e-02,
-          1.1283585412697331e-01, -3.7612625857538745e-01, 1.1283791657386324e+00)
-_ERFCX_Q = (-0.0590784675632904, -0.04083483074687827, 0.38357496578636713, 0.11438370197228526,
-            0.3261220780833322, 0.2745127121562837, 0.00053659564302803)
+_math_erf = np.frompyfunc(math.erf, 1, 1)
 
 
 def _horner(coefs, v):
@@ -63,7 +56,7 @@ def erf(xp, x):
 
         return cupy_erf(x)
     if x.dtype == np.float32:
-        from ember.ops.erf_compiled import erf_compiled  # the same values in two passes, with the jit extra
+        from ember.kernels.erf import erf_compiled  # the same values in two passes, with the jit extra
 
         out = erf_compiled(xp, x)
         return _erf_float32(x) if out is None else out

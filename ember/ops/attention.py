@@ -16,7 +16,7 @@ import numpy as np
 from ember.autograd.grad_mode import state as grad_state
 from ember.dtypes import bool_
 from ember.errors import ShapeError, fmt_shape
-from ember.ops import attention_compiled, batch_threads, gemm
+from ember.kernels import attention, gemm
 from ember.ops._rules import FLOAT_NP, spec
 from ember.ops.dispatch import apply
 from ember.ops.opmath import rounded, upcast
@@ -42,7 +42,7 @@ def _weights(xp, q, k, mask, scale: float, causal: bool, out, softmax=None):
         else:
             s += upcast(mask).astype(s.dtype, copy=False)
     if softmax is not None:
-        softmax(attention_compiled.rows(s), causal)
+        softmax(attention.rows(s), causal)
         return s
     if causal:  # a masked copy over the blocked half: 10x faster than assigning through a boolean index
         xp.copyto(s, s.dtype.type(-np.inf), where=_causal_blocked(xp, s.shape[-2], s.shape[-1]))
@@ -65,21 +65,6 @@ def safe_softmax(scores):
 
     nowhere = (scores == float("-inf")).all(-1, keepdim=True)
     return softmax(scores.masked_fill(nowhere, 0.0), -1).masked_fill(nowhere, 0.0)
-
-
-# Attention is independent per batch index, and its many small GEMMs and softmax passes run on one core:
-# from 64K score values up (a (16, 4, 64, 64) causal transformer's: 1.09 -> 0.71 ms forward here) the
-# first batch axis is split over the batch threads. Each chunk writes its slice of preallocated outputs.
-_SPLIT_MIN = 1 << 16
-
-
-def _by_first_axis(xp, work, shape, scores: int) -> None:
-    """work(a, b) for chunks a:b of the first batch axis of `shape` (the whole when there is none; a GPU's
-    kernels are queued from one thread)."""
-    if len(shape) < 3 or xp is not np:
-        work(0, None)
-        return
-    batch_threads.run_if(work, shape[0], scores >= _SPLIT_MIN)
 
 
 def _chunk(mask, ndim: int, a: int, b):
@@ -131,13 +116,13 @@ class ScaledDotProductAttentionOp(Op):
         q, k, v = upcast(q), upcast(k), upcast(v)
         p = xp.empty(q.shape[:-1] + (k.shape[-2],), q.dtype)
         out = _laid_out_like(xp, q, q.shape[:-1] + (v.shape[-1],), q.dtype)
-        softmax = attention_compiled.kernel("softmax_rows", xp, p.dtype, p.size)  # one path for every chunk
+        softmax = attention.kernel("softmax_rows", xp, p.dtype, p.size)  # one path for every chunk
 
         def work(a, b):
             _weights(xp, q[a:b], k[a:b], _chunk(mask, q.ndim, a, b), scale, causal, out=p[a:b], softmax=softmax)
             gemm.matmul(p[a:b], v[a:b], out=out[a:b], xp=xp)
 
-        _by_first_axis(xp, work, q.shape, p.size)
+        attention.by_batch(xp, work, q.shape, p.size)
         return rounded(out, dtype), p
 
     def vjp(self, ctx, g_out, g_p=None):
@@ -169,7 +154,7 @@ class ScaledDotProductAttentionBackwardOp(Op):
         q, k, v, g = upcast(q), upcast(k), upcast(v), upcast(g).astype(p.dtype, copy=False)
         dq, dk, dv = (_laid_out_like(xp, a, a.shape, p.dtype) for a in (q, k, v))
         sc = p.dtype.type(scale)
-        grad_rows = attention_compiled.kernel("softmax_grad_rows", xp, p.dtype, p.size)
+        grad_rows = attention.kernel("softmax_grad_rows", xp, p.dtype, p.size)
         if grad_rows is not None:
             p = np.ascontiguousarray(p)
 
@@ -178,7 +163,7 @@ class ScaledDotProductAttentionBackwardOp(Op):
             gemm.matmul(_swap(pa), ga, out=dv[a:b], xp=xp)
             dp = gemm.matmul(ga, _swap(v[a:b]), xp=xp)
             if grad_rows is not None:
-                grad_rows(attention_compiled.rows(dp), attention_compiled.rows(pa))
+                grad_rows(attention.rows(dp), attention.rows(pa))
             else:
                 dp -= _row_sums(xp, dp * pa)
                 dp *= pa  # now the scores' gradient
@@ -187,7 +172,7 @@ class ScaledDotProductAttentionBackwardOp(Op):
             gemm.matmul(_swap(dp), q[a:b], out=dk[a:b], xp=xp)
             dk[a:b] *= sc
 
-        _by_first_axis(xp, work, q.shape, p.size)
+        attention.by_batch(xp, work, q.shape, p.size)
         return rounded(dq, dtype), rounded(dk, dtype), rounded(dv, dtype)
 
 

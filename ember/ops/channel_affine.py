@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from ember.errors import ShapeError, fmt_shape
-from ember.ops import batch_norm_compiled
+from ember.kernels import batch_norm
 from ember.ops._rules import channel_shape, result_dtype, spec
 from ember.ops.dispatch import apply
 from ember.ops.opmath import opmath, upcast, upcast_tensor
@@ -107,7 +107,7 @@ class ChannelAffineOp(Op):
         return spec(tuple(x.shape), result_dtype(*(a for a in (x, scale, shift) if a is not None)))
 
     def kernel(self, xp, x, scale, shift, activation=None):
-        fast = batch_norm_compiled.channel_affine(xp, x, scale, shift, activation)
+        fast = batch_norm.channel_affine(xp, x, scale, shift, activation)
         if fast is not None:
             return fast
         shape = channel_shape(x.ndim, x.shape[1])

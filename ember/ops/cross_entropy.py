@@ -15,7 +15,7 @@ import numpy as np
 
 from ember.autograd.grad_mode import state as grad_state
 from ember.errors import ShapeError, fmt_shape
-from ember.ops import cross_entropy_compiled
+from ember.kernels import cross_entropy as cross_entropy_kernels
 from ember.ops._rules import SINGLE_DOUBLE_NP, spec
 from ember.ops.activation import _log_softmax_backward_op, _log_softmax_op
 from ember.ops.dispatch import apply
@@ -49,7 +49,7 @@ class CrossEntropyOp(Op):
 
     def kernel(self, xp, logits, target, ignore_index, reduction):
         _check(self.name, logits, target)
-        rows = cross_entropy_compiled.kernel("cross_entropy_rows", logits.dtype) if xp is np else None
+        rows = cross_entropy_kernels.kernel("cross_entropy_rows", logits.dtype) if xp is np else None
         if rows is not None and logits.size:
             return _compiled_forward(rows, logits, target, ignore_index, reduction)
         logp = _log_softmax_op.kernel(xp, logits, 1)
@@ -92,7 +92,7 @@ class CrossEntropyBackwardOp(Op):
         return spec(logp.shape, logp.dtype)
 
     def kernel(self, xp, g, logp, target, total, ignore_index, reduction):
-        grad_rows = cross_entropy_compiled.kernel("cross_entropy_grad_rows", logp.dtype) if xp is np else None
+        grad_rows = cross_entropy_kernels.kernel("cross_entropy_grad_rows", logp.dtype) if xp is np else None
         if grad_rows is not None and g.dtype == logp.dtype:
             if reduction == "mean":
                 scale = g / total if total else np.zeros((), logp.dtype)  # every target ignored: no gradient

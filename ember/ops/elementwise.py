@@ -8,6 +8,8 @@ import numpy as np
 
 from ember.autograd.grad_mode import state as grad_state
 from ember.errors import IntegerDivisionByZeroError
+from ember.kernels.gelu import gelu_compiled
+from ember.kernels.numba_loader import MIN_ELEMENTS
 from ember.ops._rules import (
     BOOL_NP,
     FLOAT_NP,
@@ -21,9 +23,7 @@ from ember.ops._rules import (
     spec,
 )
 from ember.ops._special import erf as _erf
-from ember.ops.compiled import MIN_ELEMENTS
 from ember.ops.dispatch import apply, apply_binary, apply_unary
-from ember.ops.gelu_compiled import gelu_compiled
 from ember.ops.registry import OPS, Op, register
 
 
@@ -217,9 +217,9 @@ tanh = _unary("tanh", None, lambda c, g: g * (1.0 - c.output * c.output), ufunc=
 sigmoid = _unary("sigmoid", _sigmoid_kernel, lambda c, g: g * (c.output * (1.0 - c.output)), save_output=True)
 def _relu_kernel(xp, x):
     if x.size >= MIN_ELEMENTS:  # checked first: small tensors skip the compiled path's checks altogether
-        from ember.ops import batch_norm_compiled
+        from ember.kernels import batch_norm
 
-        fast = batch_norm_compiled.relu(xp, x)
+        fast = batch_norm.relu(xp, x)
         if fast is not None:
             return fast
     return xp.maximum(x, _zero(xp, x.dtype))
@@ -227,9 +227,9 @@ def _relu_kernel(xp, x):
 
 def _relu_into(x, out):
     if x.size >= MIN_ELEMENTS and out.flags.c_contiguous and out.shape == x.shape:
-        from ember.ops import batch_norm_compiled
+        from ember.kernels import batch_norm
 
-        if batch_norm_compiled.relu(np, x, into=out) is not None:
+        if batch_norm.relu(np, x, into=out) is not None:
             return out
     return np.maximum(x, _zero(np, x.dtype), out=out)
 
@@ -577,9 +577,9 @@ _where_op = register(WhereOp())
 
 
 def _relu_backward_kernel(xp, g, out):
-    from ember.ops import batch_norm_compiled
+    from ember.kernels import batch_norm
 
-    fast = batch_norm_compiled.relu_backward(xp, g, out)
+    fast = batch_norm.relu_backward(xp, g, out)
     if fast is not None:
         return fast
     mask = ~(out <= 0)  # NaN in out passes g, as PyTorch's threshold_backward
@@ -596,11 +596,11 @@ relu_backward = _binary("relu_backward", _relu_backward_kernel,
 
 def _relu_backward_out(xp, g, out_, *, out):
     """relu_backward into `out` (a planned buffer, maybe g's own) where the compiled kernel runs."""
-    from ember.ops import batch_norm_compiled
+    from ember.kernels import batch_norm
 
     if type(out) is np.ndarray and out.flags.c_contiguous and out.shape == getattr(g, "shape", None) \
             and out.dtype == getattr(g, "dtype", None):
-        done = batch_norm_compiled.relu_backward(xp, g, out_, into=out)
+        done = batch_norm.relu_backward(xp, g, out_, into=out)
         if done is not None:
             return done
     return OPS["relu_backward"].kernel(xp, g, out_)

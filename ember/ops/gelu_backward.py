@@ -13,9 +13,9 @@ from __future__ import annotations
 import math
 
 from ember.errors import ShapeError, fmt_shape
+from ember.kernels.gelu import gelu_backward_compiled
 from ember.ops._rules import spec
 from ember.ops._special import erf
-from ember.ops.gelu_compiled import gelu_backward_compiled
 from ember.ops.opmath import rounded, upcast
 from ember.ops.registry import Op, register
 

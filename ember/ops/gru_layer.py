@@ -19,10 +19,10 @@ import numpy as np
 
 from ember.autograd.grad_mode import state as grad_state
 from ember.errors import ShapeError, fmt_shape
-from ember.ops import batch_threads, gemm
+from ember.kernels import gemm
+from ember.kernels.gru import GRU
 from ember.ops._rules import FLOAT_NP, spec
 from ember.ops.dispatch import apply
-from ember.ops.gru_compiled import backward_loop_kernel, forward_loop_kernel, step_backward_kernel, step_forward_kernel
 from ember.ops.opmath import opmath, rounded, upcast
 from ember.ops.registry import Op, register
 
@@ -75,14 +75,14 @@ class GRULayerOp(Op):
         pre = xp.empty(xw.shape[1:], xw.dtype)
         w_t = xp.ascontiguousarray(w_hh.T)  # BLAS runs these small products faster on a contiguous operand
         h0 = xp.ascontiguousarray(h0)
-        loop = forward_loop_kernel(xp, xw.dtype, xw.size)
+        loop = GRU.forward_loop(xp, xw.dtype, xw.size)
         if loop is not None:  # the whole time loop compiled, its GEMMs NumPy's BLAS called from inside
             batch_major = not xw.flags.c_contiguous and xw.transpose(1, 0, 2).flags.c_contiguous
             xs = xw.transpose(1, 0, 2) if batch_major else xp.ascontiguousarray(xw)
             args = (xs, batch_major, h0, w_t, b, hs, gates, ghn, pre)
-            batch_threads.run(lambda n0, n1: loop(*args, n0, n1), batch, 2.0 * xw.size * (three_h // 3))
+            GRU.run_loop(self.name, loop, args, batch, 2.0 * xw.size * (three_h // 3))
             return _outputs(xp, hs, gates, ghn, h0, dtype)
-        step = step_forward_kernel(xp, xw.dtype, xw.size)
+        step = GRU.noted_steps(self.name, GRU.step_forward(xp, xw.dtype, xw.size))
         h = h0
         for t in range(steps):
             xp.matmul(h, w_t, out=pre)
@@ -148,12 +148,12 @@ class GRULayerBackwardOp(Op):
         dz, dw, dh = (xp.zeros(h0.shape, work) for _ in range(3))  # the state's gradient is dz + dw
         if gh is not None:  # the last state's own gradient: the last step's incoming one, through dz
             dz[...] = upcast(gh)
-        loop = backward_loop_kernel(xp, work, gates.size)
+        loop = GRU.backward_loop(xp, work, gates.size)
         if loop is not None:  # the whole time loop compiled, its GEMMs NumPy's BLAS called from inside
             args = (ghs, has_ghs, w_hh, h0, hs, gates, ghn, dxw, dgh, dz, dw, dh)
-            batch_threads.run(lambda n0, n1: loop(*args, n0, n1), h0.shape[0], 2.0 * gates.size * h0.shape[1])
+            GRU.run_loop(self.name, loop, args, h0.shape[0], 2.0 * gates.size * h0.shape[1])
         else:
-            step = step_backward_kernel(xp, work, gates.size)
+            step = GRU.noted_steps(self.name, GRU.step_backward(xp, work, gates.size))
             run = step if step is not None else partial(_backward_step, xp)
             for t in range(gates.shape[0] - 1, -1, -1):
                 run(dz, dw, ghs[t if has_ghs else 0], has_ghs, gates[t], ghn[t], h0 if t == 0 else hs[t - 1], dh,

@@ -10,7 +10,7 @@ import string
 import numpy as np
 
 from ember.errors import ShapeError, fmt_shape
-from ember.ops import gemm
+from ember.kernels import gemm
 from ember.ops._rules import binary_dtype, broadcast_shapes, spec
 from ember.ops.dispatch import apply, apply_binary
 from ember.ops.opmath import LOW_FLOAT_NP, rounded, upcast

@@ -5,7 +5,7 @@ batch_norm (training statistics) and layer_norm normalise and apply the affine t
 kernel, and return their statistics for the backward pass and the running averages. batch_norm's
 gradient is the op batch_norm_backward (gx, gw, gb in one kernel, two passes over x and gy) unless
 create_graph records it, when it is written in Ember ops so that it differentiates again. With Numba,
-batch_norm's forward and backward kernels are compiled loops (ember.ops.batch_norm_compiled).
+batch_norm's forward and backward kernels are compiled loops (ember.kernels.batch_norm).
 float16/bfloat16 inputs are computed in float32 (see ember.ops.opmath) and the results rounded
 once; the statistics outputs stay float32, so gradients are not computed from rounded statistics.
 nll_loss picks -w[t] * logp[n, t] for class-index targets in one kernel. Its gradient is the op
@@ -21,9 +21,10 @@ import numpy as np
 
 from ember.autograd.grad_mode import state as grad_state
 from ember.errors import ShapeError, fmt_shape
-from ember.ops import batch_norm_compiled, dispatch, gemm
+from ember.kernels import batch_norm, gemm
+from ember.kernels.blas import BIAS_PREFILL_MIN, linear_with_bias
+from ember.ops import dispatch
 from ember.ops._rules import FLOAT_NP, binary_dtype, channel_shape, spec
-from ember.ops.cblas import BIAS_PREFILL_MIN, linear_with_bias
 from ember.ops.dispatch import apply
 from ember.ops.elementwise import zeros_like_grad
 from ember.ops.opmath import LOW_FLOAT_NP, opmath, rounded, upcast, upcast_tensor
@@ -70,7 +71,7 @@ class BatchNormOp(Op):
 
     def kernel(self, xp, x, w, b, eps, activation=None):
         _check_activation(activation)  # the dispatcher's fast path calls kernels without infer
-        fast = batch_norm_compiled.batch_norm_forward(xp, x, w, b, eps, then_relu=activation is not None)
+        fast = batch_norm.batch_norm_forward(xp, x, w, b, eps, then_relu=activation is not None)
         if fast is not None:
             return fast
         if activation is not None:  # relu's own kernel after: the unfolded graph's values
@@ -132,7 +133,7 @@ class BatchNormBackwardOp(Op):
 
     def kernel(self, xp, x, w, mean, var, gy, gmean, gvar, relu_out=None, *, eps):
         _check_relu_out(x, gy, relu_out)
-        fast = batch_norm_compiled.batch_norm_backward(xp, x, w, mean, var, gy, gmean, gvar, eps, relu_out)
+        fast = batch_norm.batch_norm_backward(xp, x, w, mean, var, gy, gmean, gvar, eps, relu_out)
         if fast is not None:
             return fast
         if relu_out is not None:  # relu's own backward kernel first: the unfolded graph's values
@@ -249,9 +250,9 @@ class LayerNormOp(Op):
         return spec(tuple(x.shape), x.dtype), spec(stat, opmath(x.dtype)), spec(stat, opmath(x.dtype))
 
     def kernel(self, xp, x, w, b, ndims, eps):
-        from ember.ops.layer_norm_compiled import layer_norm_compiled
+        from ember.kernels import layer_norm
 
-        fast = layer_norm_compiled(xp, x, w, b, ndims, eps)  # float32/float64 with the jit extra
+        fast = layer_norm.forward(xp, x, w, b, ndims, eps)  # float32/float64 with the jit extra
         if fast is not None:
             return fast
         dtype = x.dtype
@@ -277,7 +278,7 @@ class LayerNormOp(Op):
 
         ndims = ctx.attrs["ndims"]
         if gy is not None and gmean is None and grstd is None and not grad_state.enabled:
-            from ember.ops.layer_norm_compiled import layer_norm_backward_op  # one op (no graph of it recorded)
+            from ember.ops.layer_norm_backward import layer_norm_backward_op  # one op (no graph of it recorded)
 
             gx, gw, gb = apply(layer_norm_backward_op, ctx.input(0), ctx.input(1), ctx.output_at(1), ctx.output_at(2),
                                gy, ndims=ndims)

@@ -18,16 +18,11 @@ import numpy as np
 
 from ember.autograd.grad_mode import state as grad_state
 from ember.errors import ShapeError, fmt_shape
-from ember.ops import batch_threads, gemm
+from ember.kernels import gemm
+from ember.kernels.lstm import LSTM
 from ember.ops._rules import FLOAT_NP, spec
 from ember.ops.dispatch import apply
 from ember.ops.opmath import opmath, rounded, upcast
-from ember.ops.recurrent_compiled import (
-    backward_loop_kernel,
-    forward_loop_kernel,
-    step_backward_kernel,
-    step_forward_kernel,
-)
 from ember.ops.registry import Op, register
 
 
@@ -80,14 +75,14 @@ class LSTMLayerOp(Op):
         tanh_cs = xp.empty((steps,) + c0.shape, xw.dtype)
         h = h0
         w_t = xp.ascontiguousarray(w_hh.T)  # BLAS runs these small products ~25% faster on a contiguous operand
-        loop = forward_loop_kernel(xp, xw.dtype, xw.size)
+        loop = LSTM.forward_loop(xp, xw.dtype, xw.size)
         if loop is not None:  # the whole time loop compiled, its GEMMs NumPy's BLAS called from inside
             batch_major = not xw.flags.c_contiguous and xw.transpose(1, 0, 2).flags.c_contiguous
             xs = xw.transpose(1, 0, 2) if batch_major else np.ascontiguousarray(xw)
             args = (xs, batch_major, np.ascontiguousarray(h0), w_t, hs, gates, cs, tanh_cs, np.empty(xw.shape[1:], xw.dtype))
-            batch_threads.run(lambda n0, n1: loop(*args, n0, n1), xw.shape[1], 2.0 * xw.size * hidden)
+            LSTM.run_loop(self.name, loop, args, xw.shape[1], 2.0 * xw.size * hidden)
             return _outputs(xp, hs, gates, cs, tanh_cs, h0, dtype)
-        compiled = step_forward_kernel(xp, xw.dtype, xw.size)
+        compiled = LSTM.noted_steps(self.name, LSTM.step_forward(xp, xw.dtype, xw.size))
         if compiled is not None:
             pre = xp.empty(xw.shape[1:], xw.dtype)
             for t in range(steps):
@@ -151,15 +146,15 @@ class LSTMLayerBackwardOp(Op):
         dpre = xp.empty(gates.shape, work)
         dh = xp.zeros(h0.shape, work) if gh is None else xp.array(gh, dtype=work)  # the last step's, on entry
         dc = xp.zeros(c0.shape, work) if gc is None else xp.array(gc, dtype=work)
-        loop = backward_loop_kernel(xp, work, gates.size)
+        loop = LSTM.backward_loop(xp, work, gates.size)
         if loop is not None:  # the whole time loop compiled, its GEMMs NumPy's BLAS called from inside
             args = (xp.zeros((1, 1, 1), work) if ghs is None else xp.ascontiguousarray(ghs), ghs is not None,
                     xp.ascontiguousarray(w_hh), *(xp.ascontiguousarray(a) for a in (gates, cs, tanh_cs)), dpre, dh, dc)
-            batch_threads.run(lambda n0, n1: loop(*args, n0, n1), gates.shape[1], 2.0 * gates.size * hidden)
+            LSTM.run_loop(self.name, loop, args, gates.shape[1], 2.0 * gates.size * hidden)
             return self._finish(xp, dpre, dh, dc, h_prev, dtype)
         tmp = xp.empty_like(dc)
         tanh_c = tanh_cs
-        compiled = step_backward_kernel(xp, work, gates.size)
+        compiled = LSTM.noted_steps(self.name, LSTM.step_backward(xp, work, gates.size))
         for t in range(steps - 1, -1, -1):
             if ghs is not None:
                 dh += ghs[t]

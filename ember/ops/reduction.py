@@ -8,7 +8,7 @@ from functools import partial
 import numpy as np
 
 from ember.errors import ShapeError, fmt_shape
-from ember.ops import batch_norm_compiled
+from ember.kernels import batch_norm
 from ember.ops._rules import BOOL_NP, FLOAT_NP, INT64_NP, norm_dims, spec
 from ember.ops.dispatch import apply, apply_unary
 from ember.ops.opmath import FLOAT32_NP, LOW_FLOAT_NP, opmath, rounded, upcast, upcast_tensor
@@ -82,7 +82,7 @@ class SumOp(Reduction):
             return xp.asarray(rounded(acc.sum(axis=axis, keepdims=keepdim), out_dtype))
         if xp is np:  # ndarray.sum is np.add.reduce behind a Python wrapper (0.1-0.2 us a call)
             if axis is not None and len(axis) > 1 and out_dtype == x.dtype:  # per channel (a bias gradient)?
-                out = batch_norm_compiled.channel_sum(xp, x, axis, keepdim)
+                out = batch_norm.channel_sum(xp, x, axis, keepdim)
                 if out is not None:
                     return out
             return np.asarray(np.add.reduce(x, axis, out_dtype, None, keepdim))

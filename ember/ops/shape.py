@@ -7,7 +7,7 @@ import math
 import numpy as np
 
 from ember.errors import ShapeError, fmt_shape
-from ember.ops import batch_norm_compiled
+from ember.kernels import batch_norm
 from ember.ops._rules import FLOAT_NP, norm_dim, result_dtype, spec
 from ember.ops.dispatch import apply, apply_unary
 from ember.ops.opmath import opmath, rounded, upcast
@@ -336,7 +336,7 @@ class SumToSizeOp(Op):
         axes, lead = self._axes(x.shape, tuple(shape))
         if not axes:
             return xp.asarray(x).reshape(shape)
-        out = batch_norm_compiled.channel_sum(xp, x, axes, True) if lead == 0 else None  # to (1, C, 1, 1)?
+        out = batch_norm.channel_sum(xp, x, axes, True) if lead == 0 else None  # to (1, C, 1, 1)?
         if out is not None:
             return out
         # float16/bfloat16 (broadcast gradients) are summed in float32 and rounded once

@@ -22,8 +22,8 @@ import numpy as np
 
 from ember.autograd.grad_mode import no_grad
 from ember.device import as_device
+from ember.kernels.numba_loader import compile_source, compiled_allowed
 from ember.ops import dispatch
-from ember.ops.compiled import compile_source
 from ember.optim import implementation
 from ember.tensor import Tensor
 
@@ -38,16 +38,7 @@ def eager() -> bool:
 
 def compiled_available() -> bool:
     """Whether the compiled passes can run at all: Numba installed and EMBER_FUSION_BACKEND not `numpy`."""
-    from ember.graph.codegen import get_backend
-
-    return get_backend() != "numpy" and _numba_installed()
-
-
-@functools.cache
-def _numba_installed() -> bool:
-    from ember.graph.codegen.numba_cpu import NumbaRenderer
-
-    return NumbaRenderer().available()
+    return compiled_allowed()
 
 
 def _flat_data(tensors):

@@ -19,10 +19,10 @@ from ember.runtime.settings import (
     set_parallel,
     set_remat,
 )
-from ember.runtime.threads import get_num_threads, set_num_threads
+from ember.runtime.threads import get_num_interop_threads, set_num_interop_threads
 
 __all__ = [
-    "EngineError", "checkpoint", "checkpoint_sequential", "empty_cache", "get_engine", "get_num_threads", "get_parallel", "get_remat",
-    "memory_planning_enabled", "set_eager_pool", "set_memory_planning", "set_num_threads", "set_parallel",
+    "EngineError", "checkpoint", "checkpoint_sequential", "empty_cache", "get_engine", "get_num_interop_threads", "get_parallel", "get_remat",
+    "memory_planning_enabled", "set_eager_pool", "set_memory_planning", "set_num_interop_threads", "set_parallel",
     "set_remat", "stats", "wait_for_all", "set_async", "is_async", "synchronize",
 ]

@@ -16,7 +16,7 @@ import os
 import threading
 
 from ember.runtime import profiler as _profiler
-from ember.runtime.threads import get_num_threads
+from ember.runtime.threads import get_num_interop_threads
 
 
 class EngineError(RuntimeError):
@@ -291,13 +291,13 @@ _engine_lock = threading.Lock()
 
 
 def get_engine() -> Engine:
-    """The process-wide engine (created on first use with get_num_threads() workers)."""
+    """The process-wide engine (created on first use with get_num_interop_threads() workers)."""
     eng = _engine[0]
     if eng is None:
         with _engine_lock:
             eng = _engine[0]
             if eng is None:
-                eng = _engine[0] = Engine(get_num_threads())
+                eng = _engine[0] = Engine(get_num_interop_threads())
     return eng
 
 

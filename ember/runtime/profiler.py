@@ -1,7 +1,8 @@
 """The profiler: `with em.profiler.profile() as prof:` records every kernel run, eager or graph.
 
-Each event has the op's name, its input shapes, the device, the thread, a start time and a
-duration. `prof.table()` summarises by op; `prof.export_chrome_trace(path)` writes the Chrome
+Each event has the op's name, the algorithm its kernel chose (ember.kernels.selection: "winograd", "im2col +
+one GEMM", ...), its input shapes, the device, the thread, a start time and a duration. `prof.table()`
+summarises by op and algorithm; `prof.export_chrome_trace(path)` writes the Chrome
 trace format that Perfetto and chrome://tracing open, with one row per thread, so kernels the
 engine runs in parallel show side by side.
 """
@@ -15,6 +16,7 @@ import time
 
 from ember.backends.meta import is_symbolic
 from ember.interpreter import Interpreter, push, remove
+from ember.kernels import selection
 
 now = time.perf_counter_ns  # the profiler's clock (integer nanoseconds)
 
@@ -37,19 +39,27 @@ class ProfilingInterpreter(Interpreter):
     def run(self, op, inputs, arrays, attrs, device):
         if device.type == "meta" or any(is_symbolic(a) for a in arrays):  # no kernel runs: nothing to time
             return self.below.run(op, inputs, arrays, attrs, device)
+        selection.take_choices()
         t0 = now()
         out = self.below.run(op, inputs, arrays, attrs, device)
-        self.profile.record(op.name, "eager", arrays, device, t0, now() - t0)
+        self.profile.record(op.name, "eager", arrays, device, t0, now() - t0, chosen_algorithm(op.name))
         return out
+
+
+def chosen_algorithm(op_name: str) -> str | None:
+    """The algorithm(s) the kernel of `op_name` chose in this thread since the last call ("a + b" for several)."""
+    names = [algorithm for op, algorithm, _ in selection.take_choices() if op == op_name]
+    return " + ".join(dict.fromkeys(names)) or None
 
 
 class Event:
     """One recorded kernel (or user range)."""
 
-    __slots__ = ("name", "cat", "shapes", "device", "tid", "thread", "start_ns", "dur_ns")
+    __slots__ = ("name", "cat", "shapes", "device", "tid", "thread", "start_ns", "dur_ns", "algorithm")
 
-    def __init__(self, name, cat, shapes, device, tid, thread, start_ns, dur_ns) -> None:
+    def __init__(self, name, cat, shapes, device, tid, thread, start_ns, dur_ns, algorithm=None) -> None:
         self.name = name
+        self.algorithm = algorithm
         self.cat = cat
         self.shapes = shapes
         self.device = device
@@ -67,7 +77,8 @@ class Event:
         return self.start_ns < other.end_ns and other.start_ns < self.end_ns
 
     def __repr__(self) -> str:
-        return f"<Event {self.name} [{self.cat}] {self.dur_ns / 1e3:.1f}us on {self.thread}>"
+        by = f" by {self.algorithm}" if self.algorithm else ""
+        return f"<Event {self.name}{by} [{self.cat}] {self.dur_ns / 1e3:.1f}us on {self.thread}>"
 
 
 def shapes_of(arrays) -> tuple:
@@ -90,6 +101,7 @@ class Profile:
         self._prev = state.active
         state.active = self
         self._eager = ProfilingInterpreter(self)
+        selection.listening[0] += 1  # kernels note the algorithm they choose
         push(self._eager)  # eager ops of this thread are timed; plans record their kernels themselves
         return self
 
@@ -101,14 +113,16 @@ class Profile:
                 engine.wait_for_all()  # kernels still queued belong to this session
         finally:
             state.active = self._prev
+            selection.listening[0] -= 1
             remove(self._eager)
 
-    def record(self, name: str, cat: str, arrays, device, start_ns: int, dur_ns: int) -> None:
-        """Add one event for the calling thread (`arrays`: inputs or precomputed shapes)."""
+    def record(self, name: str, cat: str, arrays, device, start_ns: int, dur_ns: int, algorithm=None) -> None:
+        """Add one event for the calling thread (`arrays`: inputs or precomputed shapes; `algorithm`: what its
+        kernel chose)."""
         if type(arrays) is not tuple or (arrays and type(arrays[0]) is not tuple):
             arrays = shapes_of(arrays) if self.record_shapes and arrays is not None else ()
         th = threading.current_thread()
-        self.events.append(Event(name, cat, arrays, str(device), th.native_id, th.name, start_ns, dur_ns))
+        self.events.append(Event(name, cat, arrays, str(device), th.native_id, th.name, start_ns, dur_ns, algorithm))
 
     def timed(self, fn, name: str, info, cat: str, device="cpu"):
         """Run fn() and record it; `info` is the inputs (or their shapes)."""
@@ -120,13 +134,19 @@ class Profile:
 
     # --- summaries ---------------------------------------------------------------------------
     def key_averages(self) -> list:
-        """Rows (name, calls, total_ns, mean_ns, share) by op, most time first (user ranges excluded)."""
+        """Rows (name, calls, total_ns, mean_ns, share) by op, most time first (user ranges excluded); an op that
+        ran by several algorithms has a row for each, named "op [algorithm]"."""
         agg: dict = {}
+        algorithms: dict = {}
+        for e in self.events:
+            if e.cat != "range":
+                algorithms.setdefault(e.name, set()).add(e.algorithm)
         for e in self.events:
             if e.cat == "range":
                 continue
-            calls, total = agg.get(e.name, (0, 0))
-            agg[e.name] = (calls + 1, total + e.dur_ns)
+            name = e.name if len(algorithms[e.name]) < 2 else f"{e.name} [{e.algorithm or 'default'}]"
+            calls, total = agg.get(name, (0, 0))
+            agg[name] = (calls + 1, total + e.dur_ns)
         grand = sum(t for _, t in agg.values()) or 1
         rows = [(n, c, t, t / c, t / grand) for n, (c, t) in agg.items()]
         rows.sort(key=lambda r: -r[2])
@@ -164,7 +184,8 @@ class Profile:
             trace.append({
                 "name": e.name, "cat": e.cat, "ph": "X", "pid": pid, "tid": e.tid,
                 "ts": (e.start_ns - self._t0) / 1e3, "dur": e.dur_ns / 1e3,
-                "args": {"shapes": [list(s) for s in e.shapes], "device": e.device},
+                "args": {"shapes": [list(s) for s in e.shapes], "device": e.device,
+                         **({"algorithm": e.algorithm} if e.algorithm else {})},
             })
         for tid, name in threads.items():
             trace.append({"name": "thread_name", "ph": "M", "pid": pid, "tid": tid, "args": {"name": name}})

@@ -1,33 +1,28 @@
-"""How many worker threads the dependency engine runs (`em.set_num_threads` / `em.get_num_threads`)."""
+"""How many worker threads the dependency engine runs: independent ops at once (`em.set_num_interop_threads` /
+`em.get_num_interop_threads`, as PyTorch's). The threads inside one op are the other setting,
+`em.set_num_threads` (ember.kernels.parallel)."""
 
 from __future__ import annotations
 
-import os
+from ember import config
+
+_num_threads: list = []
 
 
-def _default_threads() -> int:
-    env = os.environ.get("EMBER_NUM_THREADS")
-    if env:
-        try:
-            return max(1, int(env))
-        except ValueError:
-            pass
-    return max(1, min(os.cpu_count() or 1, 8))
-
-
-_num_threads = [_default_threads()]
-
-
-def get_num_threads() -> int:
+def get_num_interop_threads() -> int:
     """The number of engine worker threads (independent kernels that may run at once)."""
+    if not _num_threads:
+        from ember.kernels.parallel import cores
+
+        _num_threads.append(config.NUM_INTEROP_THREADS.get() or max(1, min(cores(), 8)))
     return _num_threads[0]
 
 
-def set_num_threads(n: int) -> None:
+def set_num_interop_threads(n: int) -> None:
     """Set the number of engine worker threads; waits for queued work before resizing the pool."""
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise ValueError(f"set_num_threads: expected a positive int, got {n!r}")
-    if n == _num_threads[0]:
+        raise ValueError(f"set_num_interop_threads: expected a positive int, got {n!r}")
+    if n == get_num_interop_threads():
         return
     from ember.runtime import engine
 

@@ -66,9 +66,9 @@ def test_jit_sgd_step_copies_no_float_tensor_back(name):
     plan's buffers add no copy per step. The int64 batch counters too: their 0-d adds join the step's
     merged 0-d region, whose kernel writes into them.
     Runs in order: the parallel engine (tried by plans with independent branches) still copies back."""
-    from ember.runtime.settings import set_parallel, settings
+    from ember.runtime.settings import get_parallel, set_parallel
 
-    old = settings.parallel
+    old = get_parallel()
     set_parallel(False)
     try:
         _check_no_copy_back(name)

@@ -173,11 +173,11 @@ def test_causal_attention_ignores_non_finite_future_keys_like_torch():
     (None, None), ((8, 1, 64, 64), "bool"), ((1, 4, 64, 64), "float"), ((64, 64), "bool"), ((8, 4, 64, 64), "float"),
 ])
 @pytest.mark.parametrize("causal", [False, True])
-def test_attention_split_over_threads_matches_torch_and_the_unsplit_kernel(monkeypatch, mask_shape, mask_kind, causal):
+def test_attention_split_over_threads_matches_torch_and_the_unsplit_kernel(thresholds, mask_shape, mask_kind, causal):
     """Scores of 8 x 4 x 64 x 64 values are split over the batch threads by the first batch axis, each
     chunk taking its part of a per-batch mask (or all of a broadcast one): forward and gradients match
     PyTorch, and bit for bit the same op run unsplit."""
-    from ember.ops import attention
+    from ember.kernels import attention
 
     if mask_kind is not None and causal:
         pytest.skip("PyTorch takes either a mask or is_causal")
@@ -189,7 +189,7 @@ def test_attention_split_over_threads_matches_torch_and_the_unsplit_kernel(monke
         mask[..., 0] = True  # every row attends somewhere
     elif mask_kind == "float":
         mask = rng.standard_normal(mask_shape).astype(np.float32)
-    assert q.shape[0] * 4 * 64 * 64 >= attention._SPLIT_MIN  # split wherever there are two cores
+    assert q.shape[0] * 4 * 64 * 64 >= attention.ATTENTION["split_min_scores"]  # split wherever there are two cores
 
     def run():
         ts = [em.tensor(a, requires_grad=True) for a in (q, k, v)]
@@ -199,7 +199,7 @@ def test_attention_split_over_threads_matches_torch_and_the_unsplit_kernel(monke
         return [out.detach().numpy()] + [t.grad.numpy() for t in ts]
 
     split = run()
-    monkeypatch.setattr(attention, "_SPLIT_MIN", 1 << 40)
+    thresholds(attention.ATTENTION, split_min_scores=1 << 40)
     whole = run()
     for a, b in zip(split, whole):
         np.testing.assert_array_equal(a, b)
@@ -214,10 +214,10 @@ def test_attention_split_over_threads_matches_torch_and_the_unsplit_kernel(monke
 @pytest.mark.parametrize("case", ["causal", "bool mask, a row attending nowhere", "float mask", "NaN and far-off scores",
                                   "causal, non-finite future keys"])
 def test_compiled_softmax_rows_match_the_numpy_path_and_torch(monkeypatch, case):
-    """float32 scores of 16K values and more take attention_compiled's row kernels (forward and gradient): values
+    """float32 scores of 16K values and more take attention's row kernels (forward and gradient): values
     and gradients match PyTorch and the NumPy path, NaN rows included, and masked weights are exactly 0."""
     pytest.importorskip("numba")
-    from ember.ops import attention_compiled
+    from ember.kernels import attention
 
     rng = np.random.default_rng(1)
     q, k, v, g = (rng.standard_normal((4, 4, 64, 16)).astype(np.float32) for _ in range(4))
@@ -234,7 +234,7 @@ def test_compiled_softmax_rows_match_the_numpy_path_and_torch(monkeypatch, case)
     else:
         k[:, :, 40] = np.inf
         k[:, :, 50, 0] = np.nan
-    assert attention_compiled.kernel("softmax_rows", np, np.dtype(np.float32), 4 * 4 * 64 * 64) is not None
+    assert attention.kernel("softmax_rows", np, np.dtype(np.float32), 4 * 4 * 64 * 64) is not None
 
     def run():
         ts = [em.tensor(a, requires_grad=True) for a in (q, k, v)]
@@ -244,7 +244,7 @@ def test_compiled_softmax_rows_match_the_numpy_path_and_torch(monkeypatch, case)
         return [out.detach().numpy()] + [t.grad.numpy() for t in ts]
 
     compiled = run()
-    monkeypatch.setattr(attention_compiled, "kernel", lambda *a: None)
+    monkeypatch.setattr(attention, "kernel", lambda *a: None)
     numpy_path = run()
     tq, tk, tv = (torch.tensor(a, requires_grad=True) for a in (q, k, v))
     out = torch.nn.functional.scaled_dot_product_attention(

@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from ember.ops import batch_threads, cblas
+from ember.kernels import blas, parallel
 
 
 def loop_vs_steps_check(batch: int, gates: int, hidden: int):
     """assert(looped, stepped) for a layer of `gates` * `hidden` gate rows over `batch` samples. Where a thread's
     rows fit one small-matrix GEMM call both paths run the same BLAS kernel, so they are equal bit for bit; split
-    into several calls (cblas.sgemm_rows) the backward's sums over K = gates * hidden round differently. So do
+    into several calls (blas.sgemm_rows) the backward's sums over K = gates * hidden round differently. So do
     they where OpenBLAS's kernels round a row by where it falls in the call (its Haswell kernels, which
     OPENBLAS_CORETYPE=Haswell forces on AVX-512 machines, have no small-matrix kernels)."""
-    split = -(-batch // batch_threads.workers()) * gates * hidden * hidden > cblas.SMALL_GEMM_MAX
+    split = -(-batch // parallel.get_num_threads()) * gates * hidden * hidden > blas.SMALL_GEMM_MAX
     exact = not split and _rows_round_alike(batch, gates * hidden, hidden)
 
     def same(looped, stepped):

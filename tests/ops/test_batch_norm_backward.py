@@ -238,16 +238,16 @@ def test_relu_into_a_planned_buffer_even_its_own_input(backend, shape):
     assert not np.signbit(got.flat[1])
 
 
-def test_batch_norm_split_over_threads_equals_one_thread_and_matches_torch(monkeypatch):
-    """From batch_norm_compiled._SPLIT_MIN values batch norm's channels are split over the batch threads: the
+def test_batch_norm_split_over_threads_equals_one_thread_and_matches_torch(monkeypatch, thresholds):
+    """From BATCH_NORM's split_min values batch norm's channels are split over the batch threads: the
     results equal the one-thread kernels bit for bit and match PyTorch (relu's compiled backward included)."""
     pytest.importorskip("numba")
-    from ember.ops import batch_norm_compiled
+    from ember.kernels import batch_norm
 
     rng = np.random.default_rng(0)
     x = rng.standard_normal((8, 16, 32, 32)).astype(np.float32)
     g = rng.standard_normal(x.shape).astype(np.float32)
-    assert x.size >= batch_norm_compiled._SPLIT_MIN
+    assert x.size >= batch_norm.BATCH_NORM["split_min"]
 
     def run():
         tx = em.tensor(x, requires_grad=True)
@@ -257,8 +257,7 @@ def test_batch_norm_split_over_threads_equals_one_thread_and_matches_torch(monke
         return [y.detach().numpy(), tx.grad.numpy(), bn.weight.grad.numpy(), bn.bias.grad.numpy()]
 
     split = run()
-    monkeypatch.setattr(batch_norm_compiled, "_SPLIT_MIN", 1 << 40)
-    monkeypatch.setattr(batch_norm_compiled, "_NATIVE_SPLIT_MIN", 1 << 40)
+    thresholds(batch_norm.BATCH_NORM, split_min=1 << 40, native_split_min=1 << 40)
     for a, b in zip(split, run()):
         np.testing.assert_array_equal(a, b)
     tx = torch.tensor(x, requires_grad=True)

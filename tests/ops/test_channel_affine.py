@@ -9,7 +9,7 @@ import torch
 
 import ember as em
 from ember.graph import codegen
-from ember.ops import batch_norm_compiled
+from ember.kernels import batch_norm
 from ember.ops.channel_affine import _channel_affine_op, channel_affine
 
 
@@ -25,16 +25,16 @@ def _numpy_affine(x, scale, shift):
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("parts", ["scale_shift", "scale", "shift"])
 @pytest.mark.parametrize("split", [False, True])
-def test_compiled_pass_equals_numpy_product_and_sum(dtype, parts, split, monkeypatch):
+def test_compiled_pass_equals_numpy_product_and_sum(dtype, parts, split, thresholds):
     pytest.importorskip("numba")
     if split:  # rows over the batch threads
-        monkeypatch.setattr(batch_norm_compiled, "_AFFINE_SPLIT_MIN", 0)
+        thresholds(batch_norm.CHANNEL_AFFINE, split_min=0)
     rng = np.random.default_rng(0)
     x = rng.standard_normal((3, 7, 33, 29)).astype(dtype)  # 20K values: the compiled path
     x.reshape(-1)[:3] = [np.nan, -0.0, np.inf]
     scale = rng.standard_normal(7).astype(dtype) if "scale" in parts else None
     shift = rng.standard_normal(7).astype(dtype) if "shift" in parts else None
-    fast = batch_norm_compiled.channel_affine(np, x, scale, shift)
+    fast = batch_norm.channel_affine(np, x, scale, shift)
     assert fast is not None
     ref = _numpy_affine(x, scale, shift)
     np.testing.assert_array_equal(fast, ref)
@@ -52,7 +52,7 @@ def test_per_channel_sum_is_one_compiled_pass_accumulating_in_float64(dtype, sha
     x = (rng.standard_normal(shape) + 3.0).astype(dtype)
     axes = (0,) + tuple(range(2, x.ndim))
     exact = x.astype(np.float64).sum(axis=axes)
-    fast = batch_norm_compiled.channel_sum(np, x, axes, False)
+    fast = batch_norm.channel_sum(np, x, axes, False)
     assert fast is not None and fast.dtype == dtype and fast.shape == (shape[1],)
     if dtype == np.float32:
         np.testing.assert_array_equal(fast, exact.astype(dtype))  # float64 totals, rounded once
@@ -62,8 +62,8 @@ def test_per_channel_sum_is_one_compiled_pass_accumulating_in_float64(dtype, sha
     assert kept.shape == (1, shape[1]) + (1,) * (x.ndim - 2)
     np.testing.assert_array_equal(kept.reshape(-1), fast)
     np.testing.assert_array_equal(em.tensor(x).sum_to_size(*kept.shape).numpy(), kept)
-    assert batch_norm_compiled.channel_sum(np, x[:, :, ::2], axes, False) is None  # not contiguous: NumPy's reduce
-    assert batch_norm_compiled.channel_sum(np, x, axes[:-1], False) is None  # not every other dim
+    assert batch_norm.channel_sum(np, x[:, :, ::2], axes, False) is None  # not contiguous: NumPy's reduce
+    assert batch_norm.channel_sum(np, x, axes[:-1], False) is None  # not every other dim
 
 
 def test_conv_bias_is_one_pass_and_its_gradient_one_sum():

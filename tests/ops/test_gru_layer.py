@@ -45,7 +45,7 @@ def test_a_layer_large_enough_for_the_compiled_loops_matches_torch(backend, bias
     torch = pytest.importorskip("torch")
     pytest.importorskip("numba")
     from ember.graph import codegen
-    from ember.ops import gru_compiled
+    from ember.kernels import gru
 
     torch.manual_seed(0)
     t = torch.nn.GRU(16, 64, num_layers=2, bias=bias, batch_first=True, bidirectional=True)
@@ -54,8 +54,8 @@ def test_a_layer_large_enough_for_the_compiled_loops_matches_torch(backend, bias
     rng = np.random.default_rng(1)
     x = rng.standard_normal((8, 12, 16)).astype(np.float32)
     h0 = rng.standard_normal((4, 8, 64)).astype(np.float32) * 0.5
-    assert gru_compiled.forward_loop_kernel(np, np.dtype(np.float32), 8 * 12 * 3 * 64) is not None or \
-        gru_compiled.step_forward_kernel(np, np.dtype(np.float32), 8 * 12 * 3 * 64) is not None
+    assert gru.GRU.forward_loop(np, np.dtype(np.float32), 8 * 12 * 3 * 64) is not None or \
+        gru.GRU.step_forward(np, np.dtype(np.float32), 8 * 12 * 3 * 64) is not None
     tx, th0 = torch.tensor(x, requires_grad=True), torch.tensor(h0, requires_grad=True)
     to, th = t(tx, th0)
     (to.sum() + (th ** 2).sum()).backward()
@@ -80,6 +80,7 @@ def test_the_compiled_time_loop_equals_the_step_by_step_path(monkeypatch, batch_
     """The forward's and the backward's whole time loops compiled (their GEMMs NumPy's OpenBLAS called from
     inside, the batch split over threads) give the per-step path's values bit for bit, for time-major and
     batch-first (strided) input projections, with and without the states' gradients."""
+    from ember.kernels import gru
     pytest.importorskip("numba")
     from ember.ops import gru_layer as layer
 
@@ -89,7 +90,7 @@ def test_the_compiled_time_loop_equals_the_step_by_step_path(monkeypatch, batch_
     h0 = rng.standard_normal((n, h)).astype(np.float32) * 0.5
     w = (rng.standard_normal((3 * h, h)) * 0.1).astype(np.float32)
     b = rng.standard_normal(3 * h).astype(np.float32)
-    if layer.forward_loop_kernel(np, np.float32, xw.size) is None:
+    if gru.GRU.forward_loop(np, np.float32, xw.size) is None:
         pytest.skip("NumPy's BLAS is not a bundled OpenBLAS")
     same = loop_vs_steps_check(n, 3, h)
 
@@ -99,9 +100,9 @@ def test_the_compiled_time_loop_equals_the_step_by_step_path(monkeypatch, batch_
     gh = rng.standard_normal(h0.shape).astype(np.float32)  # the last state's own gradient
     cases = ((ghs, None), (None, None), (ghs, gh), (None, gh))
     grads = [backward(np, h0, w, *looped[:3], *g) for g in cases]
-    monkeypatch.setattr(layer, "forward_loop_kernel", lambda *a: None)
-    monkeypatch.setattr(layer, "backward_loop_kernel", lambda *a: None)
-    assert layer.step_forward_kernel(np, np.float32, xw.size) is not None  # the per-step path runs compiled steps
+    monkeypatch.setattr(gru.GRU, "forward_loop", lambda *a: None)
+    monkeypatch.setattr(gru.GRU, "backward_loop", lambda *a: None)
+    assert gru.GRU.step_forward(np, np.float32, xw.size) is not None  # the per-step path runs compiled steps
     stepped = layer._gru_layer_op.kernel(np, xw, h0, w, b)
     for a, c in zip(looped, stepped):
         same(a, c)

@@ -40,15 +40,15 @@ def test_a_layer_large_enough_for_the_compiled_step_matches_torch(backend):
     torch = pytest.importorskip("torch")
     pytest.importorskip("numba")
     from ember.graph import codegen
-    from ember.ops import recurrent_compiled
+    from ember.kernels import lstm
 
     torch.manual_seed(0)
     t = torch.nn.LSTM(16, 64, batch_first=True)
     e = em.nn.LSTM(16, 64, batch_first=True)
     e.load_state_dict({k: em.tensor(v.detach().numpy()) for k, v in t.state_dict().items()})
     x = np.random.default_rng(1).standard_normal((8, 12, 16)).astype(np.float32)
-    assert recurrent_compiled.step_backward_kernel(np, np.dtype(np.float32), 8 * 12 * 4 * 64) is not None
-    assert recurrent_compiled.step_forward_kernel(np, np.dtype(np.float32), 8 * 12 * 4 * 64) is not None
+    assert lstm.LSTM.step_backward(np, np.dtype(np.float32), 8 * 12 * 4 * 64) is not None
+    assert lstm.LSTM.step_forward(np, np.dtype(np.float32), 8 * 12 * 4 * 64) is not None
     tx = torch.tensor(x, requires_grad=True)
     to, (th, tc) = t(tx)
     (to.sum() + (th ** 2).sum() + (tc ** 3).sum()).backward()
@@ -73,6 +73,7 @@ def test_the_compiled_time_loop_equals_the_step_by_step_path(monkeypatch, batch_
     batch-first (strided) input projections, with and without gradients of the hidden states, the last cell and the
     last hidden state."""
     pytest.importorskip("numba")
+    from ember.kernels import lstm
     from ember.ops import recurrent_layer
 
     rng = np.random.default_rng(2)
@@ -80,7 +81,7 @@ def test_the_compiled_time_loop_equals_the_step_by_step_path(monkeypatch, batch_
     xw = xw.transpose(1, 0, 2) if batch_first else xw
     h0, c0 = (rng.standard_normal((n, h)).astype(np.float32) * 0.5 for _ in range(2))
     w = (rng.standard_normal((4 * h, h)) * 0.1).astype(np.float32)
-    if recurrent_layer.forward_loop_kernel(np, np.float32, xw.size) is None:
+    if lstm.LSTM.forward_loop(np, np.float32, xw.size) is None:
         pytest.skip("NumPy's BLAS is not a bundled OpenBLAS")
     same = loop_vs_steps_check(n, 4, h)
 
@@ -91,8 +92,8 @@ def test_the_compiled_time_loop_equals_the_step_by_step_path(monkeypatch, batch_
     backward = recurrent_layer._lstm_layer_backward_op.kernel
     cases = ((ghs, gc, None), (ghs, None, gh), (None, gc, None), (None, None, gh))
     grads = [backward(np, h0, c0, w, looped[0], *looped[2:5], *g) for g in cases]
-    monkeypatch.setattr(recurrent_layer, "forward_loop_kernel", lambda *a: None)
-    monkeypatch.setattr(recurrent_layer, "backward_loop_kernel", lambda *a: None)
+    monkeypatch.setattr(lstm.LSTM, "forward_loop", lambda *a: None)
+    monkeypatch.setattr(lstm.LSTM, "backward_loop", lambda *a: None)
     stepped = recurrent_layer._lstm_layer_op.kernel(np, xw, h0, c0, w)
     for a, b in zip(looped, stepped):
         same(a, b)

@@ -129,11 +129,11 @@ def test_waiting_inside_a_kernel_is_refused(eng):
     assert errors and "deadlock" in errors[0]
 
 
-def test_set_num_threads():
-    before = em.get_num_threads()
+def test_set_num_interop_threads_sizes_the_engine():
+    before = em.get_num_interop_threads()
     try:
-        em.set_num_threads(3)
-        assert em.get_num_threads() == 3
+        em.set_num_interop_threads(3)
+        assert em.get_num_interop_threads() == 3
         eng = em.runtime.get_engine()
         out = []
         v = eng.new_var()
@@ -141,9 +141,9 @@ def test_set_num_threads():
         eng.wait_for_all()
         assert out[0].startswith("ember-engine-") and eng.n_threads == 3
         with pytest.raises(ValueError):
-            em.set_num_threads(0)
+            em.set_num_interop_threads(0)
     finally:
-        em.set_num_threads(before)
+        em.set_num_interop_threads(before)
 
 
 def test_a_failing_step_of_a_parallel_graph_run_names_the_op():

@@ -11,7 +11,7 @@ from ember.graph.executor import Plan
 from ember.ops import dispatch
 from ember.ops._rules import spec
 from ember.ops.registry import OPS, Op, register
-from ember.runtime import set_num_threads
+from ember.runtime import set_num_interop_threads
 
 from ._graphs import sym
 
@@ -81,8 +81,8 @@ def _mxnet_graph(add_op=None):
 
 
 def test_mxnet_example_gives_12_through_the_engine():
-    before = em.get_num_threads()
-    set_num_threads(2)
+    before = em.get_num_interop_threads()
+    set_num_interop_threads(2)
     try:
         g, ones, outs = _mxnet_graph()
         plan = Plan(g, outs)
@@ -103,7 +103,7 @@ def test_mxnet_example_gives_12_through_the_engine():
         finally:
             em.runtime.set_parallel("auto")
     finally:
-        set_num_threads(before)
+        set_num_interop_threads(before)
 
 
 class _RendezvousAdd(Op):
@@ -124,8 +124,8 @@ RENDEZVOUS = OPS.get(_RendezvousAdd.name) or register(_RendezvousAdd())
 
 
 def test_mxnet_branches_b_and_c_run_concurrently():
-    before = em.get_num_threads()
-    set_num_threads(2)
+    before = em.get_num_interop_threads()
+    set_num_interop_threads(2)
     _RendezvousAdd.barrier = threading.Barrier(2, timeout=10)
     try:
         g, ones, outs = _mxnet_graph(RENDEZVOUS)
@@ -139,13 +139,13 @@ def test_mxnet_branches_b_and_c_run_concurrently():
         mul = [e for e in prof.events if e.name == "mul"]
         assert mul[-1].start_ns >= max(b.end_ns, c.end_ns)  # D waited for both branches
     finally:
-        set_num_threads(before)
+        set_num_interop_threads(before)
         _RendezvousAdd.barrier = None
 
 
 def test_independent_branches_show_on_separate_trace_rows(tmp_path):
-    before = em.get_num_threads()
-    set_num_threads(2)
+    before = em.get_num_interop_threads()
+    set_num_interop_threads(2)
     _RendezvousAdd.barrier = threading.Barrier(2, timeout=10)
     try:
         g, ones, outs = _mxnet_graph(RENDEZVOUS)
@@ -157,7 +157,7 @@ def test_independent_branches_show_on_separate_trace_rows(tmp_path):
         names = {e["args"]["name"] for e in trace if e["ph"] == "M" and e["name"] == "thread_name"}
         assert any(n.startswith("ember-engine-") for n in names)
     finally:
-        set_num_threads(before)
+        set_num_interop_threads(before)
         _RendezvousAdd.barrier = None
 
 

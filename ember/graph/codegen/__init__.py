@@ -9,18 +9,18 @@ needed (reading the environment cost 0.85 us, on every fused region's and compil
 
 from __future__ import annotations
 
-import os
 import threading
 
 import numpy as np
 
+from ember import config
 from ember.graph.codegen import numba_cpu
-from ember.graph.codegen.cache import cache_dir, stats
 from ember.graph.codegen.fused_op import FUSED, FUSED_GROUP, FusedElementwise, FusedGroup
 from ember.graph.codegen.numba_cpu import NumbaRenderer
 from ember.graph.codegen.numpy_fallback import NumpyRenderer
 from ember.graph.codegen.region import Arg, Instr, Reduce, Region
 from ember.graph.codegen.renderer import Renderer, common_shape
+from ember.kernels.cache import cache_dir, stats
 
 __all__ = [
     "Arg", "Instr", "Reduce", "Region", "Renderer", "FusedElementwise", "FUSED", "FusedGroup", "FUSED_GROUP",
@@ -41,32 +41,23 @@ SMALL_REGION_COMPILED_OPS = 4
 STRIDED = "auto-strided"  # the "auto" choice for a call whose operands broadcast (see run_region)
 _numba = NumbaRenderer()
 _numpy = NumpyRenderer()
-_backend: str | None = None
 _lock = threading.Lock()
 
 
-_from_env: str | None = None  # $EMBER_FUSION_BACKEND as read (None: not yet)
-
-
 def set_backend(name: str | None) -> None:
-    """Choose the renderer for fused kernels built from now on ("auto", "numba", "numpy"; None: the env var,
-    read again)."""
-    global _backend, _from_env
-    if name is not None and name not in BACKENDS:
+    """Choose the renderer for fused kernels built from now on ("auto", "numba", "numpy"; None: back to
+    EMBER_FUSION_BACKEND); the same setting governs the hand-written compiled kernels (config.KERNELS)."""
+    if name is None:
+        config.KERNELS.reset()
+        return
+    if name not in BACKENDS:
         raise ValueError(f"unknown fusion backend {name!r}; expected one of {', '.join(BACKENDS)}")
-    _backend = name
-    _from_env = None
+    config.KERNELS.set(name)
 
 
 def get_backend() -> str:
     """The renderer setting in force: set_backend, else $EMBER_FUSION_BACKEND, else "auto"."""
-    global _from_env
-    if _backend:
-        return _backend
-    if _from_env is None:
-        name = os.environ.get("EMBER_FUSION_BACKEND", "auto").strip().lower() or "auto"
-        _from_env = name if name in BACKENDS else "auto"
-    return _from_env
+    return config.KERNELS.get()
 
 
 def choose_renderer(region: Region, strided: bool = False) -> Renderer:
@@ -95,7 +86,7 @@ def run_region(region: Region, arrays, outs=None) -> list:
                 np.copyto(o, r)
             return head + list(outs)
         return results
-    setting = _backend or get_backend()
+    setting = config.KERNELS.get()
     if setting == "auto":
         largest, contiguous = 0, True
         for a in arrays:
@@ -124,7 +115,7 @@ def run_group(region: Region, members: int, arrays, targets: dict | None = None)
     outs = [None] * (members * n_out)
     for p, a in (targets or {}).items():
         outs[p] = a
-    if (_backend or get_backend()) != "numpy" and _numba.available() and _numba.supports(region):
+    if config.KERNELS.get() != "numpy" and _numba.available() and _numba.supports(region):
         done = numba_cpu.run_group(region, members, arrays, list(outs))
         if done is not None:
             return done

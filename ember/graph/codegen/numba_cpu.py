@@ -13,16 +13,16 @@ is used only in the folder `cache` has checked (see there why).
 from __future__ import annotations
 
 import math
-import os
 import re
 import threading
 
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-from ember.graph.codegen import cache
 from ember.graph.codegen.region import Region
 from ember.graph.codegen.renderer import Kernel, Renderer, common_shape, fits, literal, operand_dtype
+from ember.kernels.numba_loader import compiled_function, jitted, numba_available
+from ember.kernels.numba_loader import count_compiles as _count
 from ember.ops.registry import OPS
 
 MAX_RANK = 4
@@ -325,65 +325,6 @@ def coalesce(shape: tuple, tags: list, strides_list: list) -> tuple:
     return [m[0] for m in merged], [m[1] for m in merged], [[m[2][k] for m in merged] for k in range(len(strides_list))]
 
 
-_seen: dict = {}  # id(dispatcher) -> (hits, misses) already counted
-_jit_lock = threading.Lock()
-
-
-def numba_cache_path(module) -> str | None:
-    """The `__pycache__` Numba should cache `module`'s kernel in, or None when its cache must stay off."""
-    from numba.core import config
-
-    if getattr(module, "__file__", None) is None:
-        return None  # no checked folder: the kernel lives in memory only
-    if getattr(config, "CACHE_DIR", "") or getattr(config, "CACHE_LOCATOR_CLASSES", ""):
-        return None  # Numba would read its cache from a folder Ember has not checked
-    return os.path.join(os.path.dirname(module.__file__), "__pycache__")
-
-
-def jitted(text: str):
-    """The Numba dispatcher of generated kernel source, shared by every region with that source."""
-    from numba import njit
-
-    module = cache.load_source(text)
-    with _jit_lock:
-        fn = module.__dict__.get("jitted_kernel")
-        if fn is None:
-            path = numba_cache_path(module)
-            fn = njit(cache=path is not None, error_model="numpy", nogil=True)(module.kernel)
-            if path is not None and fn.stats.cache_path != path:
-                fn.disable_caching()  # a locator picked another folder: never load index files from there
-            module.jitted_kernel = fn
-        return fn
-
-
-def compiled_function(text: str, name: str, **options):
-    """The Numba dispatcher of function `name` in `text` (hand-written kernel source, e.g. im2col), compiled
-    and cached on disk like the generated ones (unless `cache=False`); `options` go to `numba.njit`."""
-    from numba import njit
-
-    module = cache.load_source(text)
-    attr = f"jitted_{name}"
-    with _jit_lock:
-        fn = module.__dict__.get(attr)
-        if fn is None:
-            path = numba_cache_path(module) if options.pop("cache", True) else None
-            # NumPy's error model: x / 0 is inf, not a ZeroDivisionError check that stops vectorising
-            options = {"error_model": "numpy", **options}
-            fn = njit(cache=path is not None, nogil=True, **options)(module.__dict__[name])
-            if path is not None and fn.stats.cache_path != path:
-                fn.disable_caching()
-            module.__dict__[attr] = fn
-        return fn
-
-
-def _count(fn) -> None:
-    hits, misses = sum(fn.stats.cache_hits.values()), sum(fn.stats.cache_misses.values())
-    old_hits, old_misses = _seen.get(id(fn), (0, 0))
-    cache.stats["numba_cache_hits"] += hits - old_hits
-    cache.stats["numba_compiled"] += misses - old_misses
-    _seen[id(fn)] = (hits, misses)
-
-
 _UNSEEN = object()
 
 
@@ -648,17 +589,9 @@ class NumbaRenderer(Renderer):
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._available: bool | None = None
 
     def available(self) -> bool:
-        if self._available is None:
-            try:  # imported only when a fused region is first built
-                import numba  # noqa: F401
-            except Exception:  # noqa: BLE001 - missing or broken: the NumPy renderer takes over
-                self._available = False
-            else:
-                self._available = True
-        return self._available
+        return numba_available()
 
     def supports(self, region: Region) -> bool:
         """Whether every op and dtype of the region has a Numba form (decided once per region)."""

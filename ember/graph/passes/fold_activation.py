@@ -116,7 +116,7 @@ def _affine_convs(graph: Graph, users: dict, waited: set, kept: set) -> dict:
     """channel_affine node id -> the conv2d node whose output it alone reads, where the two can be one conv2d_affine
     whose kernel joins them (a scale and a shift, one dtype throughout: a depthwise convolution in float32 or
     float64, or a float32 pointwise one that conv2d runs as a GEMM on its input)."""
-    from ember.ops.conv import pointwise_takes_batch
+    from ember.kernels.conv import pointwise_takes_batch
 
     found = {}
     for node in graph.nodes:

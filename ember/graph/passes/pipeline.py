@@ -13,8 +13,7 @@ fresh arrays.
 
 from __future__ import annotations
 
-import os
-
+from ember import config
 from ember.graph.ir import Graph, Value
 from ember.graph.passes import (
     algebraic,
@@ -102,7 +101,7 @@ def get_default_passes() -> tuple:
     """The passes used when none are given: set_default_passes, else $EMBER_PASSES, else DEFAULT_PASSES."""
     if _default is not None:
         return _default
-    env = os.environ.get("EMBER_PASSES")
+    env = config.PASSES.get()
     if env is not None:
         return _parse(env)
     return DEFAULT_PASSES

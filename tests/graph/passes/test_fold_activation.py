@@ -316,12 +316,12 @@ def test_a_depthwise_conv_read_twice_a_grouped_conv_and_a_shift_alone_are_not_jo
 
 
 def test_the_joined_op_without_the_compiled_kernel_gives_the_same_values(monkeypatch):
-    from ember.ops import depthwise_compiled
+    from ember.kernels.conv import depthwise
 
     shape, dtype = (2, 8, 40, 40), np.float32
     g, placeholders, y = _depthwise_graph(shape, dtype, ACTIVATIONS["relu6"])
     feeds = _depthwise_feeds(placeholders, shape, dtype)
-    monkeypatch.setattr(depthwise_compiled, "kernel_for", lambda *a, **k: None)  # the NumPy convolution, both ways
+    monkeypatch.setattr(depthwise, "kernel_for", lambda *a, **k: None)  # the NumPy convolution, both ways
     got, graph = run_optimized(g, values(y), feeds, ["fusion"])
     assert [n.op_name for n in graph.nodes if n.kind == "op"] == ["conv2d_affine"]
     np.testing.assert_array_equal(got[0], run(g, values(y), feeds)[0])

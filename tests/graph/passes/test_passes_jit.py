@@ -22,9 +22,13 @@ def test_passes_setting_forms():
 
 
 def test_process_default_and_environment(monkeypatch):
+    from ember import config
+
     monkeypatch.setenv("EMBER_PASSES", "dce,cse")
     assert get_default_passes() == ("dce", "cse")
     monkeypatch.setenv("EMBER_PASSES", "none")
+    assert get_default_passes() == ("dce", "cse")  # the environment is read once, on first use
+    config.reset("passes")
     assert get_default_passes() == ()
     set_default_passes(["fusion"])
     try:
@@ -32,6 +36,7 @@ def test_process_default_and_environment(monkeypatch):
     finally:
         set_default_passes(None)
     monkeypatch.delenv("EMBER_PASSES")
+    config.reset("passes")
     assert get_default_passes() == DEFAULT_PASSES
 
 

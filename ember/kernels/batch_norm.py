@@ -1,0 +1,445 @@
+"""Batch norm's training forward and backward, its eval-mode per-channel scale and shift (`channel_affine`), and
+ReLU's forward and backward, as compiled kernels (Numba, `jit` extra).
+
+Channel by channel, the statistics pass and the output pass read the same slice of x (and gy), which
+still sits in cache for the second pass, so each kernel costs about one trip through memory where the
+NumPy kernels in nn_extra.py make six to eight, each with a temporary. Sums accumulate in float64.
+Without Numba (or with EMBER_FUSION_BACKEND=numpy) the callers use their NumPy kernels.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ember.kernels import parallel
+from ember.kernels.numba_loader import MIN_ELEMENTS, kernel_for
+from ember.kernels.selection import Table, compiled_or_numpy, note
+
+# Loops are written per channel over (N, C, M) views: x[n, c, :] is one contiguous run of M values.
+# For M = 1 ((N, C), or trailing dims of size 1) the *_rows kernels sum whole rows instead. Inputs are C-contiguous (a broadcast
+# gradient, e.g. of a sum, is copied once).
+_SOURCE = '''
+import math
+
+import numpy as np
+
+
+def bn_forward(x, w, b, eps, relu, y, mean, var, c0, c1):
+    # channels c0..c1; relu: the output then goes through relu's select (the jit's folded BN + ReLU)
+    N, C, M = x.shape
+    cnt = N * M
+    for c in range(c0, c1):
+        s = 0.0
+        for n in range(N):
+            for m in range(M):
+                s += x[n, c, m]
+        mu = s / cnt
+        q = 0.0
+        for n in range(N):
+            for m in range(M):
+                d = x[n, c, m] - mu
+                q += d * d
+        v = q / cnt
+        mean[c] = mu
+        var[c] = v
+        # the output pass in x's dtype: float32 data runs twice as many lanes as float64 would
+        t = x.dtype.type
+        k = t(w[c] / math.sqrt(v + eps))
+        sh = t(b[c])
+        mu_t = t(mu)
+        if relu:
+            z = t(0)
+            for n in range(N):
+                for m in range(M):
+                    v = (x[n, c, m] - mu_t) * k + sh
+                    y[n, c, m] = v if (v > z or v != v) else z
+            continue
+        for n in range(N):
+            for m in range(M):
+                y[n, c, m] = (x[n, c, m] - mu_t) * k + sh
+
+
+def bn_backward(x, gy, mean, invstd, w, gmean, gvar, relu_out, gx, gw, gb, c0, c1):
+    # channels c0..c1; relu_out (x's shape, or empty): gy is first passed through relu's backward at relu_out
+    # (the jit's folded BN + ReLU), zero where relu_out <= 0
+    N, C, M = x.shape
+    cnt = N * M
+    masked = relu_out.size > 0
+    z = gy.dtype.type(0)
+    for c in range(c0, c1):
+        mu = np.float64(mean[c])
+        sg = 0.0
+        sgx = 0.0
+        if masked:
+            for n in range(N):
+                for m in range(M):
+                    g = z if relu_out[n, c, m] <= 0 else gy[n, c, m]
+                    sg += g
+                    sgx += g * (x[n, c, m] - mu)
+        else:
+            for n in range(N):
+                for m in range(M):
+                    g = gy[n, c, m]
+                    sg += g
+                    sgx += g * (x[n, c, m] - mu)
+        istd = np.float64(invstd[c])
+        gb[c] = sg
+        gw[c] = sgx * istd
+        k = istd * w[c]
+        # gx = k * (gy - mean(gy) - xhat * mean(gy * xhat)) plus the statistics outputs' gradients
+        a = -k * istd * istd * sgx / cnt + 2.0 * gvar[c] / cnt
+        sh = -k * sg / cnt + gmean[c] / cnt
+        t = x.dtype.type
+        k_t, a_t, sh_t, mu_t = t(k), t(a), t(sh), mean[c]
+        if masked:
+            for n in range(N):
+                for m in range(M):
+                    g = z if relu_out[n, c, m] <= 0 else gy[n, c, m]
+                    gx[n, c, m] = k_t * g + a_t * (x[n, c, m] - mu_t) + sh_t
+            continue
+        for n in range(N):
+            for m in range(M):
+                gx[n, c, m] = k_t * gy[n, c, m] + a_t * (x[n, c, m] - mu_t) + sh_t
+
+
+def bn_forward_rows(x, w, b, eps, y, mean, var):
+    # (N, C): channel by channel would stride through memory, so sum whole rows into per-channel arrays
+    N, C = x.shape
+    s = np.zeros(C)
+    for n in range(N):
+        for c in range(C):
+            s[c] += x[n, c]
+    s /= N
+    q = np.zeros(C)
+    for n in range(N):
+        for c in range(C):
+            d = x[n, c] - s[c]
+            q[c] += d * d
+    q /= N
+    k = np.empty(C, x.dtype)
+    sh = np.empty(C, x.dtype)
+    mu = np.empty(C, x.dtype)
+    for c in range(C):
+        mean[c] = s[c]
+        var[c] = q[c]
+        mu[c] = s[c]
+        k[c] = w[c] / math.sqrt(q[c] + eps)
+        sh[c] = b[c]
+    for n in range(N):
+        for c in range(C):
+            y[n, c] = (x[n, c] - mu[c]) * k[c] + sh[c]
+
+
+def bn_backward_rows(x, gy, mean, invstd, w, gmean, gvar, gx, gw, gb):
+    N, C = x.shape
+    sg = np.zeros(C)
+    sgx = np.zeros(C)
+    for n in range(N):
+        for c in range(C):
+            g = gy[n, c]
+            sg[c] += g
+            sgx[c] += g * (x[n, c] - mean[c])
+    k = np.empty(C, x.dtype)
+    a = np.empty(C, x.dtype)
+    sh = np.empty(C, x.dtype)
+    for c in range(C):
+        istd = np.float64(invstd[c])
+        gb[c] = sg[c]
+        gw[c] = sgx[c] * istd
+        kc = istd * w[c]
+        k[c] = kc
+        a[c] = -kc * istd * istd * sgx[c] / N + 2.0 * gvar[c] / N
+        sh[c] = -kc * sg[c] / N + gmean[c] / N
+    for n in range(N):
+        for c in range(C):
+            gx[n, c] = k[c] * gy[n, c] + a[c] * (x[n, c] - mean[c]) + sh[c]
+
+
+# channel_affine's loops are written out per activation, not one loop with a mode: clip(x, -inf, inf) and
+# clip(x, 0, inf) give the plain and relu values bit for bit, but their NaN-keeping selects ran 1.4-1.9x slower
+# ((1, 576, 14, 14): 10 us plain and relu, 18-19 us as a clip).
+def channel_affine(x, scale, shift, out, r0, r1):
+    # rows r0..r1 of the (N * C, M) view; the product and the sum rounded separately, as NumPy's two passes
+    C = scale.size
+    M = np.uint64(x.shape[1])
+    for r in range(r0, r1):
+        s = scale[r % C]
+        b = shift[r % C]
+        for m in range(M):
+            out[r, m] = x[r, m] * s + b
+
+
+def channel_affine_relu(x, scale, shift, out, r0, r1):
+    # relu(x * scale + shift): relu_forward's select on channel_affine's value
+    C = scale.size
+    M = np.uint64(x.shape[1])
+    z = out.dtype.type(0)
+    for r in range(r0, r1):
+        s = scale[r % C]
+        b = shift[r % C]
+        for m in range(M):
+            v = x[r, m] * s + b
+            out[r, m] = v if (v > z or v != v) else z
+
+
+def channel_affine_clip(x, scale, shift, bounds, out, r0, r1):
+    # np.clip(x * scale + shift, lo, hi) for (lo, hi) = bounds (x's dtype): its max then min, NaN kept
+    C = scale.size
+    M = np.uint64(x.shape[1])
+    lo, hi = bounds[0], bounds[1]
+    for r in range(r0, r1):
+        s = scale[r % C]
+        b = shift[r % C]
+        for m in range(M):
+            v = x[r, m] * s + b
+            v = v if (v > lo or v != v) else lo
+            out[r, m] = v if (v < hi or v != v) else hi
+
+
+def channel_scale(x, scale, out, r0, r1):
+    C = scale.size
+    M = np.uint64(x.shape[1])
+    for r in range(r0, r1):
+        s = scale[r % C]
+        for m in range(M):
+            out[r, m] = x[r, m] * s
+
+
+def channel_sum(x, out):
+    # sum over (N, M) per channel of an (N, C, M) view, sample by sample so that x is read in order; each run of M
+    # values is summed in float64 (vectorised partial sums) and added to its channel's float64 total
+    N, C, M = x.shape
+    acc = np.zeros(C)
+    for n in range(N):
+        for c in range(C):
+            s = 0.0
+            for m in range(M):
+                s += x[n, c, m]
+            acc[c] += s
+    for c in range(C):
+        out[c] = acc[c]
+
+
+def relu_forward(x, out):
+    # np.maximum(x, 0)'s values (NaN kept, -0.0 and negatives to +0.0) as one vectorised select: NumPy's
+    # maximum ran 193 us over (32, 16, 32, 32) float32 here, where an add takes 46.
+    # In place (a memory plan's buffer reused, out is x) the loop stores through x itself: LLVM must otherwise
+    # assume the two arrays overlap at other indices, and its run-time overlap check, which fails for the same
+    # array, ran the scalar loop (an MLP's (128, 512) ReLU: 23 against 4 us)
+    z = x.dtype.type(0)
+    if x.ctypes.data == out.ctypes.data:
+        for i in range(np.uint64(x.size)):
+            v = x[i]
+            x[i] = v if (v > z or v != v) else z
+        return
+    for i in range(np.uint64(x.size)):
+        v = x[i]
+        out[i] = v if (v > z or v != v) else z
+
+
+def relu_backward(g, out, gx):
+    # Unsigned indices and g read unconditionally make the loop a vectorised select; with a signed index,
+    # Numba's negative-index wraparound kept a branch per value (3.2 ms against 0.07 ms over 0.5 M values
+    # of random sign). One thread: the loop is memory-bound. gx may be g or out (a planned in-place buffer):
+    # those loops store through that input, as relu_forward's, to stay vectorised
+    z = g.dtype.type(0)
+    if gx.ctypes.data == g.ctypes.data:
+        for i in range(np.uint64(g.size)):
+            gi = g[i]
+            g[i] = z if out[i] <= 0 else gi
+        return
+    if gx.ctypes.data == out.ctypes.data:
+        for i in range(np.uint64(g.size)):
+            gi = g[i]
+            out[i] = z if out[i] <= 0 else gi
+        return
+    for i in range(np.uint64(g.size)):
+        gi = g[i]
+        gx[i] = z if out[i] <= 0 else gi  # NaN in out passes g, as PyTorch's threshold_backward
+'''
+
+
+
+_FLOAT32_64 = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+def _kernel(name: str, dtype):
+    """The compiled function `name` for `dtype`, or None (no Numba, or the NumPy backend is chosen)."""
+    # every size: one compiled call costs less than the NumPy kernels' several passes, even for tiny inputs;
+    # 'reassoc' lets the sums vectorise (several partial sums); NaN and inf still propagate.
+    return kernel_for(_SOURCE, name, np, dtype, MIN_ELEMENTS, fastmath={"reassoc"})
+
+
+def _usable(xp, *arrays) -> bool:
+    a = arrays[0]
+    return (xp is np and a.dtype in _FLOAT32_64
+            and all(type(t) is np.ndarray and t.dtype == a.dtype and t.shape == a.shape for t in arrays))
+
+
+_AMD_VM = "AMD EPYC (family 26), 2 cores, OpenBLAS held to Haswell kernels, 2026-11-27"
+BATCH_NORM = Table("batch_norm", measured_on=_AMD_VM, values={
+    "split_min": (1 << 17, "from this many values the channels are split over the threads (ResNet-20's (32, 16, 32, "
+                           "32): forward 0.155 -> 0.139 ms, backward 0.188 -> 0.160; the passes are mostly "
+                           "memory-bound)"),
+    "native_split_min": (1 << 16, "... from this many where the workers run compiled chunks without the GIL ((16, 16, "
+                                  "16, 16): forward 19 -> 17 us, backward 26 -> 21; 32K values 7-10% slower)"),
+})
+CHANNEL_AFFINE = Table("channel_affine", measured_on=_AMD_VM, values={
+    "split_min": (1 << 21, "the scale-and-shift pass is memory-bound: a split pays from this many values ((32, 64, "
+                           "56, 56) 1.27 -> 0.93 ms; (32, 16, 32, 32) 49 -> 81 us split)"),
+})
+compiled_or_numpy("batch_norm", "compiled channels", "training mode, NumPy float32/float64 arrays of one dtype, Numba: "
+                  "one pass for the statistics and one for the output per channel, channels split from split_min")
+compiled_or_numpy("batch_norm_backward", "compiled channels", "as batch_norm's")
+compiled_or_numpy("channel_affine", "compiled rows", "float32/float64, at least 16384 values, Numba: scale, shift "
+                  "and activation in one pass, rows split from split_min")
+compiled_or_numpy("channel_sum", "compiled pass", "a sum over every dim but the channels of 16384+ contiguous "
+                  "float32/float64 values (a convolution's bias gradient), Numba")
+compiled_or_numpy("relu", "compiled pass", "16384+ float32/float64 values, Numba (the caller checks the size)")
+compiled_or_numpy("relu_backward", "compiled pass", "as relu's")
+
+
+def _per_channel(p, c: int, dtype, fill: float):
+    """A (C,) float64 array of a per-channel parameter (or `fill` for None)."""
+    return np.full(c, fill) if p is None else np.asarray(p, dtype=np.float64).reshape(c)
+
+
+def _channel_chunks(x) -> list:
+    """x's channels in chunks for parallel.run_kernel: split from BATCH_NORM's thresholds, else one."""
+    least = BATCH_NORM["native_split_min" if parallel.native() else "split_min"]
+    return parallel.chunks(x.shape[1]) if x.size >= least else [(0, x.shape[1])]
+
+
+def batch_norm_forward(xp, x, w, b, eps: float, then_relu: bool = False):
+    """(y, mean, biased var) of training-mode batch norm, y through relu with `then_relu` (the jit's folded BN +
+    ReLU), or None where the NumPy kernel must run."""
+    if not _usable(xp, x):
+        return None
+    c = x.shape[1]
+    rows = x.size == x.shape[0] * c
+    fn = _kernel("bn_forward_rows" if rows else "bn_forward", x.dtype)
+    if fn is None:
+        return None
+    note("batch_norm", "compiled channels")
+    y = np.empty(x.shape, x.dtype)
+    mean, var = np.empty(c, x.dtype), np.empty(c, x.dtype)
+    shape = (x.shape[0], c) if rows else (x.shape[0], c, -1)
+    head = (np.ascontiguousarray(x).reshape(shape), _per_channel(w, c, x.dtype, 1.0), _per_channel(b, c, x.dtype, 0.0),
+            float(eps))
+    if rows:
+        fn(*head, y.reshape(shape), mean, var)
+        if then_relu and relu(xp, y, into=y) is None:  # (N, C): relu's own kernel after, in place
+            return None
+    else:
+        parallel.run_kernel(fn, _channel_chunks(x), head + (bool(then_relu), y.reshape(shape), mean, var))
+    return y, mean, var
+
+
+def batch_norm_backward(xp, x, w, mean, var, gy, gmean, gvar, eps: float, relu_out=None):
+    """(gx, gw, gb) of training-mode batch norm, gy first through relu's backward at `relu_out` where given (the
+    jit's folded BN + ReLU), or None where the NumPy kernel must run."""
+    if gy is None or not _usable(xp, x, gy) or mean.dtype != x.dtype or var.dtype != x.dtype:
+        return None
+    if relu_out is not None and not _usable(xp, x, relu_out):
+        return None
+    c = x.shape[1]
+    rows = x.size == x.shape[0] * c
+    fn = _kernel("bn_backward_rows" if rows else "bn_backward", x.dtype)
+    if fn is None:
+        return None
+    note("batch_norm_backward", "compiled channels")
+    if rows and relu_out is not None:  # (N, C): relu's own backward kernel first
+        gy, relu_out = relu_backward(xp, gy, relu_out), None
+    invstd = 1.0 / np.sqrt(var.astype(np.float64) + eps)
+    gx = np.empty(x.shape, x.dtype)
+    gw, gb = np.empty(c, x.dtype), np.empty(c, x.dtype)
+    shape = (x.shape[0], c) if rows else (x.shape[0], c, -1)
+    head = (np.ascontiguousarray(x).reshape(shape), np.ascontiguousarray(gy).reshape(shape), mean, invstd,
+            _per_channel(w, c, x.dtype, 1.0), _per_channel(gmean, c, x.dtype, 0.0), _per_channel(gvar, c, x.dtype, 0.0))
+    tail = (gx.reshape(shape), gw, gb)
+    if rows:
+        fn(*head, *tail)
+    else:
+        mask = _NO_MASK[x.dtype] if relu_out is None else np.ascontiguousarray(relu_out).reshape(shape)
+        parallel.run_kernel(fn, _channel_chunks(x), head + (mask,) + tail)
+    return gx, gw, gb
+
+
+_NO_MASK = {np.dtype(t): np.empty((0, 0, 0), t) for t in (np.float32, np.float64)}  # bn_backward's relu_out: none
+
+
+def channel_affine(xp, x, scale, shift, activation=None):
+    """x * scale + shift per channel (dim 1; scale or shift may be None), then `activation` (None, ("relu",) or
+    ("clamp", lo, hi)), in one pass, rows split over the threads from CHANNEL_AFFINE's split_min; or None
+    where the NumPy kernel must run (below MIN_ELEMENTS values, NumPy's two calls cost less than a compiled one)."""
+    if (x.size < MIN_ELEMENTS or x.ndim < 2 or not _usable(xp, x)
+            or (scale is not None and (type(scale) is not np.ndarray or scale.dtype != x.dtype))
+            or (shift is not None and (type(shift) is not np.ndarray or shift.dtype != x.dtype))
+            or (activation is not None and (shift is None or activation[0] not in ("relu", "clamp")))):
+        return None
+    if scale is None:  # a shift alone (a convolution's bias): x * 1 is x exactly, so x * 1 + shift is x + shift
+        scale = np.ones(x.shape[1], x.dtype)
+    name = "channel_scale" if shift is None else "channel_affine"
+    if activation is not None:
+        name = "channel_affine_relu" if activation[0] == "relu" else "channel_affine_clip"
+    fn = _kernel(name, x.dtype)
+    if fn is None:
+        return None
+    note("channel_affine", "compiled rows")
+    rows = x.shape[0] * x.shape[1]
+    out = np.empty(x.shape, x.dtype)
+    args = [np.ascontiguousarray(x).reshape(rows, -1), np.ascontiguousarray(scale)]
+    if shift is not None:
+        args.append(np.ascontiguousarray(shift))
+    if activation is not None and activation[0] == "clamp":
+        args.append(np.array(activation[1:3], x.dtype))
+    args.append(out.reshape(rows, -1))
+    # from the same size on the native pool: MobileNetV2 at batch 1 ran no faster splitting from 256K values
+    parallel.run_kernel(fn, parallel.chunks(rows) if x.size >= CHANNEL_AFFINE["split_min"] else [(0, rows)], tuple(args))
+    return out
+
+
+# A convolution's bias gradient, NumPy's add.reduce over (0, 2, 3): 55 us on (64, 6, 28, 28) float32, 23 us here.
+def channel_sum(xp, x, axis, keepdim: bool):
+    """x summed over every dim but dim 1 (`axis` those dims, in order) in one compiled pass, accumulated in float64
+    and rounded once, or None where NumPy's reduce must run."""
+    if (x.size < MIN_ELEMENTS or x.ndim < 3 or axis != (0,) + tuple(range(2, x.ndim)) or not _usable(xp, x)
+            or not x.flags.c_contiguous):
+        return None
+    fn = _kernel("channel_sum", x.dtype)
+    if fn is None:
+        return None
+    note("channel_sum", "compiled pass")
+    c = x.shape[1]
+    out = np.empty(c, x.dtype)
+    fn(x.reshape(x.shape[0], c, -1), out)
+    return out.reshape((1, c) + (1,) * (x.ndim - 2)) if keepdim else out
+
+
+def relu(xp, x, into=None):
+    """np.maximum(x, 0) in one compiled pass (into a C-contiguous `into` of x's shape and dtype), or None
+    where the NumPy kernel must run. Worth it from MIN_ELEMENTS values: below, NumPy's one call costs less
+    (relu's kernels in elementwise.py check the size before they call this)."""
+    if not _usable(xp, x):
+        return None
+    fn = _kernel("relu_forward", x.dtype)
+    if fn is None:
+        return None
+    note("relu", "compiled pass")
+    out = np.empty(x.shape, x.dtype) if into is None else into
+    fn(np.ascontiguousarray(x).reshape(-1), out.reshape(-1))
+    return out
+
+
+def relu_backward(xp, g, out, into=None):
+    """g where out > 0 else 0 in one pass (into a C-contiguous `into` of g's shape and dtype, which may be g
+    itself), or None where the NumPy kernel must run."""
+    if not _usable(xp, g, out):
+        return None
+    fn = _kernel("relu_backward", g.dtype)
+    if fn is None:
+        return None
+    note("relu_backward", "compiled pass")
+    gx = np.empty(g.shape, g.dtype) if into is None else into
+    fn(np.ascontiguousarray(g).reshape(-1), np.ascontiguousarray(out).reshape(-1), gx.reshape(-1))
+    return gx

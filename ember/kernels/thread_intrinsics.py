@@ -1,0 +1,80 @@
+"""Numba intrinsics for threads that hand work over without the GIL (thread_pool.py): atomic loads
+and stores of int64 counters, `sched_yield`, the futex system call, and a call through a C function's address.
+Imported only by the generated kernel sources, so importing Ember needs no Numba."""
+
+from __future__ import annotations
+
+from llvmlite import ir
+from numba import types
+from numba.core import cgutils
+from numba.extending import intrinsic
+
+_I64 = ir.IntType(64)
+
+
+def _slot(context, builder, array_type, array, index):
+    data = context.make_array(array_type)(context, builder, array).data
+    return builder.gep(builder.bitcast(data, _I64.as_pointer()), [index])
+
+
+@intrinsic
+def load(typingctx, counters, index):
+    """counters[index] (int64), an atomic sequentially consistent load: never hoisted out of a loop, and the writes
+    made before the counter was raised are visible after it."""
+    def codegen(context, builder, sig, args):
+        return builder.load_atomic(_slot(context, builder, sig.args[0], *args), "seq_cst", 8)
+
+    return types.int64(counters, types.intp), codegen
+
+
+@intrinsic
+def store(typingctx, counters, index, value):
+    """counters[index] = value, an atomic sequentially consistent store."""
+    def codegen(context, builder, sig, args):
+        builder.store_atomic(args[2], _slot(context, builder, sig.args[0], args[0], args[1]), "seq_cst", 8)
+        return context.get_dummy_value()
+
+    return types.void(counters, types.intp, types.int64), codegen
+
+
+@intrinsic
+def sched_yield(typingctx):
+    """The OS call that lets another runnable thread have this core."""
+    def codegen(context, builder, sig, args):
+        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.IntType(32), []), "sched_yield")
+        builder.call(fn, [])
+        return context.get_dummy_value()
+
+    return types.void(), codegen
+
+
+@intrinsic
+def futex(typingctx, number, counters, index, op, value):
+    """syscall(number, &counters[index] (its low 32 bits), op, value, NULL): wait while those bits equal value, or
+    wake the threads waiting on them."""
+    def codegen(context, builder, sig, args):
+        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(_I64, [_I64], var_arg=True), "syscall")
+        address = builder.ptrtoint(_slot(context, builder, sig.args[1], args[1], args[2]), _I64)
+        builder.call(fn, [args[0], address, args[3], args[4], ir.Constant(_I64, 0)])
+        return context.get_dummy_value()
+
+    return types.void(types.int64, counters, types.intp, types.int64, types.int64), codegen
+
+
+@intrinsic
+def call_task(typingctx, fn, arg):
+    """The C function at address fn, int64(int64), called with arg: its result."""
+    def codegen(context, builder, sig, args):
+        target = builder.inttoptr(args[0], ir.FunctionType(_I64, [_I64]).as_pointer())
+        return builder.call(target, [args[1]])
+
+    return types.int64(types.int64, types.int64), codegen
+
+
+@intrinsic
+def address(typingctx, value):
+    """The int64 `value` as a void pointer (for carray)."""
+    def codegen(context, builder, sig, args):
+        return builder.inttoptr(args[0], ir.IntType(8).as_pointer())
+
+    return types.voidptr(types.int64), codegen

@@ -1,0 +1,469 @@
+"""The one pool of worker threads that `parallel` splits work over.
+
+Where Numba runs on Linux (x86-64 or AArch64), each worker is a compiled loop that never holds the GIL: it polls
+its control row's `posted` counter (yielding the core between polls) and, past a budget, sleeps on a futex, so a
+hand-off costs about a microsecond and an idle worker nothing. A post is either a compiled kernel's chunk, which
+the loop calls through a C entry point (a Numba cfunc given the address of an argument block the caller filled:
+no GIL at all), or a Python task, for which the loop returns to its thread, which takes the GIL, runs the task and
+enters the loop again. The caller runs the first chunk itself and then waits for the workers' `done` counters in
+compiled code, without the GIL, so the workers can run Python. Elsewhere (no Numba, another platform) the
+workers are plain threads woken through a condition, and compiled kernels' chunks run as Python tasks.
+
+A compiled kernel runs on the GIL-free path when every argument is an aligned array in the machine's byte order
+(any strides), a bool, an int or a float, and its last two arguments are the chunk's [start, stop). Per (kernel,
+argument kinds) a cfunc is generated that rebuilds the arrays from the block (carray, as_strided for a strided
+one) and calls the kernel, with a compiled launcher that fills the blocks; both are compiled once and cached on
+disk like the kernels. Where a kernel raises, its cfunc's wrapper prints the exception and returns 0 (a C entry
+point cannot pass it on), and the split runs again as Python tasks, where the exception reaches the caller.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import sys
+import threading
+import time
+
+import numpy as np
+
+IDLE_POLL_US = 300  # how long an idle worker polls for the next post before it sleeps
+RESULT_POLL_US = 2000  # how long the caller polls for the workers' chunks before it sleeps
+_FUTEX_SYSCALL = {"x86_64": 202, "aarch64": 98}.get(platform.machine())
+
+_LOOPS = '''
+from numba import njit
+
+from ember.kernels.thread_intrinsics import call_task, futex, load, sched_yield, store
+
+
+# a worker's control row: counters, the posted chunk, and whether its task failed; two cache lines
+POSTED, DONE, FN, ARG, STOP, WORKER_ASLEEP, CALLER_ASLEEP, FAILED, ROW = 0, 1, 2, 3, 4, 5, 6, 7, 16
+FUTEX_WAIT, FUTEX_WAKE = 128, 129  # the process-private forms
+
+
+@njit(nogil=True, cache=True)
+def _wait(ctl, i, value, asleep, polls, futex_nr):
+    # until ctl[i] >= value: `polls` polls, then sleeps on the futex with ctl[asleep] raised for the waker
+    for _ in range(polls):
+        if load(ctl, i) >= value:
+            return
+        sched_yield()
+    while True:
+        store(ctl, asleep, 1)
+        now = load(ctl, i)
+        if now >= value:
+            break
+        futex(futex_nr, ctl, i, FUTEX_WAIT, now & 0xFFFFFFFF)
+    store(ctl, asleep, 0)
+
+
+@njit(nogil=True, cache=True)
+def _raise(ctl, i, value, asleep, futex_nr):
+    # ctl[i] = value, waking the thread that sleeps on it
+    store(ctl, i, value)
+    if load(ctl, asleep):
+        futex(futex_nr, ctl, i, FUTEX_WAKE, 0x7FFFFFFF)
+
+
+def serve(ctl, row, seen, polls, futex_nr):
+    # a worker: runs each compiled chunk posted to row `row`; returns the post's number when it is a Python task
+    # (FN 0), for the thread to run and report with done(), or -1 when STOP is raised
+    base = row * ROW
+    while True:
+        seen += 1
+        _wait(ctl, base + POSTED, seen, base + WORKER_ASLEEP, polls, futex_nr)
+        if load(ctl, base + STOP):
+            return -1
+        fn = ctl[base + FN]
+        if fn == 0:
+            return seen
+        if call_task(fn, ctl[base + ARG]) == 0:  # a task returns 1, or 0 where its kernel raised
+            ctl[base + FAILED] = 1
+        _raise(ctl, base + DONE, seen, base + CALLER_ASLEEP, futex_nr)
+
+
+def done(ctl, row, seen, futex_nr):
+    # a worker's Python task `seen` has finished
+    base = row * ROW
+    _raise(ctl, base + DONE, seen, base + CALLER_ASLEEP, futex_nr)
+
+
+def post_python(ctl, workers, futex_nr):
+    # a Python task to each of workers 0..workers-1
+    for w in range(workers):
+        base = w * ROW
+        ctl[base + FN] = 0
+        _raise(ctl, base + POSTED, ctl[base + POSTED] + 1, base + WORKER_ASLEEP, futex_nr)
+
+
+def wait_all(ctl, workers, polls, futex_nr):
+    # until workers 0..workers-1 have finished their last post (the GIL released meanwhile)
+    for w in range(workers):
+        base = w * ROW
+        _wait(ctl, base + DONE, ctl[base + POSTED], base + CALLER_ASLEEP, polls, futex_nr)
+
+
+def split(ctl, fn, blocks, block_bytes, parts, polls, futex_nr):
+    # fn's chunks 1..parts-1 on workers 0..parts-2 (chunk k's block at blocks + k * block_bytes), chunk 0 here: the
+    # number of chunks whose kernel raised
+    for w in range(parts - 1):
+        base = w * ROW
+        ctl[base + FN] = fn
+        ctl[base + ARG] = blocks + (w + 1) * block_bytes
+        _raise(ctl, base + POSTED, ctl[base + POSTED] + 1, base + WORKER_ASLEEP, futex_nr)
+    failed = 1 if call_task(fn, blocks) == 0 else 0
+    for w in range(parts - 1):
+        base = w * ROW
+        _wait(ctl, base + DONE, ctl[base + POSTED], base + CALLER_ASLEEP, polls, futex_nr)
+        failed += ctl[base + FAILED]
+        ctl[base + FAILED] = 0
+    return failed
+
+
+def stop(ctl, workers, futex_nr):
+    # every worker returns from serve
+    for w in range(workers):
+        base = w * ROW
+        store(ctl, base + STOP, 1)
+        _raise(ctl, base + POSTED, ctl[base + POSTED] + 1, base + WORKER_ASLEEP, futex_nr)
+
+
+def spin(ctl, polls):
+    # `polls` polls of a counter that never moves: how fast this machine polls
+    for _ in range(polls):
+        if load(ctl, 0) > 0:
+            return
+        sched_yield()
+'''
+
+# Per (kernel, argument kinds): `task`, a chunk's C entry point, rebuilds the kernel's arguments from an int64
+# block (floats stored as their bits); `launch` fills one block per chunk from the arguments themselves (in
+# compiled code: reading an address from Python costs a microsecond an array) and runs the split.
+_CHUNK = '''
+import sys
+
+import numpy as np
+from numba import carray, njit
+from numpy.lib.stride_tricks import as_strided
+
+from ember.kernels.thread_intrinsics import address
+
+kernel = sys.modules[{module!r}].{attr}
+split = sys.modules[{loops!r}].jitted_split
+
+
+def task(block):
+    # 1; where the kernel raises, the cfunc's wrapper prints the exception and returns 0
+    a = carray(address(block), {size}, np.int64)
+    f = carray(address(block), {size}, np.float64)
+    kernel({arguments})
+    return 1
+
+
+@njit(nogil=True, cache=True)
+def launch(ctl, fn, chunks, polls, futex, {parameters}):
+    # the number of chunks whose kernel raised
+    parts = chunks.shape[0]
+    block = np.empty((parts, {size}), np.int64)
+    f = block.view(np.float64)
+    for k in range(parts):
+        a = block[k]
+{packing}
+        a[{size} - 2] = chunks[k, 0]
+        a[{size} - 1] = chunks[k, 1]
+    return split(ctl, fn, block.ctypes.data, {size} * 8, parts, polls, futex)
+'''
+
+_ROW_WORDS = 16  # _LOOPS' ROW
+_LOOP_SIGNATURES = {"serve": "int64(int64[::1], int64, int64, int64, int64)",
+                    "done": "void(int64[::1], int64, int64, int64)",
+                    "post_python": "void(int64[::1], int64, int64)",
+                    "wait_all": "void(int64[::1], int64, int64, int64)",
+                    "split": "int64(int64[::1], int64, int64, int64, int64, int64, int64)",
+                    "stop": "void(int64[::1], int64, int64)",
+                    "spin": "void(int64[::1], int64)"}
+
+
+def native_available() -> bool:
+    """Whether this platform can run GIL-free workers (Linux futexes on x86-64 or AArch64, and Numba)."""
+    from ember.kernels.numba_loader import compiled_allowed
+
+    return sys.platform.startswith("linux") and _FUTEX_SYSCALL is not None and compiled_allowed()
+
+
+def _plain(a: np.ndarray) -> bool:
+    """Whether the block can carry `a`: aligned, in the machine's byte order."""
+    return a.flags.aligned and a.dtype.isnative
+
+
+def _kinds(head: tuple, parted: tuple, strided: bool = False):
+    """The kinds of the arguments (an array's dtype character and dims, "p"-prefixed in parted, "s"-prefixed where
+    not C-contiguous, or with `strided` wherever it has two dims or more; a scalar's "b", "i" or "f"), or None for
+    one the block cannot carry (a misaligned or byte-swapped array, a strided parted one, a float32 scalar, an
+    object)."""
+    kinds = []
+    for v in head:
+        t = type(v)
+        if t is np.ndarray:
+            if not _plain(v):
+                return None
+            plain = v.flags.c_contiguous and not (strided and v.ndim > 1)
+            kinds.append((v.dtype.char if plain else "s" + v.dtype.char, v.ndim))
+        elif t is bool or t is np.bool_:
+            kinds.append("b")
+        elif t is int or t is np.int64:
+            kinds.append("i")
+        elif t is float or t is np.float64:
+            kinds.append("f")
+        else:
+            return None
+    for p in parted:
+        if type(p) is not np.ndarray or not _plain(p) or not p.flags.c_contiguous:
+            return None
+        kinds.append(("p" + p.dtype.char, p.ndim))
+    return tuple(kinds)
+
+
+def _chunk_source(kernel, kinds) -> str:
+    """_CHUNK for `kernel` and argument `kinds`: arrays as address then shape, a parted array as its row k's."""
+    arguments, packing, parameters, at = [], [], [], 0
+    for i, kind in enumerate(kinds):
+        p = f"p{i}"
+        parameters.append(p)
+        if kind in ("b", "i", "f"):
+            arguments.append({"b": f"a[{at}] != 0", "i": f"a[{at}]", "f": f"f[{at}]"}[kind])
+            packing.append({"b": f"a[{at}] = 1 if {p} else 0", "i": f"a[{at}] = {p}", "f": f"f[k, {at}] = {p}"}[kind])
+            at += 1
+            continue
+        code, ndim = kind
+        skip = 1 if code[:-1] == "p" else 0  # a parted array's first dim is the chunk
+        dims = range(skip, ndim)
+        dtype = np.dtype(code[-1])
+        name = "bool_" if dtype == np.bool_ else dtype.name
+        shape = "".join(f"a[{at + 1 + d}], " for d in range(len(dims)))
+        row = f" + k * {p}.strides[0]" if skip else ""
+        packing.append(f"a[{at}] = {p}.ctypes.data{row}")
+        packing += [f"a[{at + 1 + d}] = {p}.shape[{dim}]" for d, dim in enumerate(dims)]
+        if code[:-1] == "s":  # strided: its strides (bytes) follow its shape, and it is a view of its first value
+            strides = "".join(f"a[{at + 1 + ndim + d}], " for d in range(ndim))
+            arguments.append(f"as_strided(carray(address(a[{at}]), (1,), np.{name}), ({shape}), ({strides}))")
+            packing += [f"a[{at + 1 + ndim + d}] = {p}.strides[{d}]" for d in range(ndim)]
+            at += 1 + 2 * ndim
+            continue
+        arguments.append(f"carray(address(a[{at}]), ({shape}), np.{name})")
+        at += 1 + len(dims)
+    arguments += [f"a[{at}]", f"a[{at + 1}]"]
+    module = kernel.py_func.__module__
+    attr = next(k for k, v in sys.modules[module].__dict__.items() if v is kernel)
+    from ember.kernels.cache import load_source
+
+    return _CHUNK.format(module=module, attr=attr, loops=load_source(_LOOPS).__name__, size=at + 2,
+                         arguments=", ".join(arguments), parameters=", ".join(parameters),
+                         packing="\n".join(" " * 8 + line for line in packing))
+
+
+_chunks: dict = {}
+_chunks_lock = threading.Lock()
+
+
+def _reset_after_fork() -> None:
+    global _chunks_lock
+    _chunks_lock = threading.Lock()  # a thread of the parent may have held it at the fork
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_reset_after_fork)
+
+
+def _compiled(kernel, kinds):
+    """(task address, launch) for `kernel` and argument `kinds`, compiled (or loaded from disk) once; None where
+    that failed before."""
+    key = (id(kernel), kinds)
+    found = _chunks.get(key)
+    if found is not None and found[0] is kernel:
+        return None if found[1] is None else (found[1], found[2])
+    from numba import types
+    from numba.core.caching import NullCache
+    from numba.core.ccallback import CFunc
+
+    from ember.kernels import cache
+    from ember.kernels.numba_loader import numba_cache_path
+
+    signature = ((types.int64,), types.int64)
+    with _chunks_lock:
+        module = cache.load_source(_chunk_source(kernel, kinds))
+        task = CFunc(module.task, signature, locals={}, options={"error_model": "numpy"})
+        # a kernel kept off the disk (it calls a ctypes function) keeps its callers off it too
+        path = numba_cache_path(module) if not isinstance(kernel._cache, NullCache) else None
+        if path is not None:
+            task.enable_caching()
+            if task._cache.cache_path != path:  # a locator picked another folder: never load from there
+                task = CFunc(module.task, signature, locals={}, options={"error_model": "numpy"})
+        task.compile()
+        launch = module.launch
+        if path is None or launch.stats.cache_path != path:
+            launch.disable_caching()
+        _chunks[key] = (kernel, task.address, launch, task)  # the CFunc keeps its code alive
+    return task.address, launch
+
+
+class Pool:
+    """`n` worker threads. run(tasks) runs Python tasks, try_run_kernel() a compiled kernel's chunks; the caller
+    always takes the first chunk. One split at a time: a concurrent or nested one runs its chunks in the caller."""
+
+    def __init__(self, n: int) -> None:
+        self.workers = n
+        self.native = False
+        self._busy = threading.Lock()
+        self._tasks: list = [None] * n
+        self._results: list = [None] * n
+        if native_available():
+            try:
+                self._start_native()
+                self.native = True
+            except Exception:  # noqa: BLE001 - an LLVM or platform without these intrinsics: plain threads
+                self.native = False
+        if not self.native:
+            self._cond = threading.Condition()
+            self._posted = [0] * n
+            self._done = [0] * n
+            self._stopping = False
+        self._threads = [threading.Thread(target=self._serve_native if self.native else self._serve_python,
+                                          args=(w,), name=f"ember-worker-{w}", daemon=True) for w in range(n)]
+        for t in self._threads:
+            t.start()
+
+    def _start_native(self) -> None:
+        from ember.kernels.numba_loader import compiled_function
+
+        # compiled here, for the argument types they are called with, so that a failure shows before a thread starts
+        loops = {name: compiled_function(_LOOPS, name, signature_or_function=signature)
+                 for name, signature in _LOOP_SIGNATURES.items()}
+        self._loop_serve, self._loop_done, self._post_python = loops["serve"], loops["done"], loops["post_python"]
+        self._wait_all, self._stop = loops["wait_all"], loops["stop"]
+        raw = np.zeros(self.workers * _ROW_WORDS + 8, np.int64)  # rows on their own cache lines: 64-byte aligned
+        skip = (-raw.ctypes.data % 64) // 8
+        self._ctl = raw[skip:skip + self.workers * _ROW_WORDS]
+        per_us = _polls_per_us(loops["spin"])
+        self._idle_polls = max(1, int(IDLE_POLL_US * per_us))
+        self._result_polls = max(1, int(RESULT_POLL_US * per_us))
+
+    # --- Python tasks ---------------------------------------------------------------------------------------------
+    def run(self, tasks: list) -> list:
+        """Results of the zero-argument callables `tasks` (in order), the first run by the caller; the first error
+        of any task is raised once every task has finished."""
+        helpers = len(tasks) - 1
+        if helpers == 0 or helpers > self.workers or not self._busy.acquire(blocking=False):
+            return [t() for t in tasks]
+        try:
+            for w in range(helpers):
+                self._tasks[w] = tasks[w + 1]
+            self._post(helpers)
+            try:
+                first = tasks[0]()
+            finally:
+                self._await(helpers)
+                outcomes = self._results[:helpers]
+                for w in range(helpers):  # hold no task (and the arrays it closes over) past this split
+                    self._tasks[w] = self._results[w] = None
+            results = [first]
+            for ok, value in outcomes:
+                if not ok:
+                    raise value
+                results.append(value)
+            return results
+        finally:
+            self._busy.release()
+
+    def _post(self, helpers: int) -> None:
+        if self.native:
+            self._post_python(self._ctl, helpers, _FUTEX_SYSCALL)
+            return
+        with self._cond:
+            for w in range(helpers):
+                self._posted[w] += 1
+            self._cond.notify_all()
+
+    def _await(self, helpers: int) -> None:
+        if self.native:
+            self._wait_all(self._ctl, helpers, self._result_polls, _FUTEX_SYSCALL)  # without the GIL
+            return
+        with self._cond:
+            while any(self._done[w] < self._posted[w] for w in range(helpers)):
+                self._cond.wait()
+
+    def _run_task(self, w: int) -> None:
+        try:
+            self._results[w] = (True, self._tasks[w]())
+        except BaseException as e:  # noqa: BLE001 - raised again in the caller
+            self._results[w] = (False, e)
+
+    def _serve_native(self, w: int) -> None:
+        seen = 0
+        while True:
+            seen = self._loop_serve(self._ctl, w, seen, self._idle_polls, _FUTEX_SYSCALL)  # releases the GIL
+            if seen < 0:
+                return
+            self._run_task(w)
+            self._loop_done(self._ctl, w, seen, _FUTEX_SYSCALL)
+
+    def _serve_python(self, w: int) -> None:
+        seen = 0
+        while True:
+            with self._cond:
+                while self._posted[w] <= seen and not self._stopping:
+                    self._cond.wait()
+                if self._stopping:
+                    return
+                seen = self._posted[w]
+            self._run_task(w)
+            with self._cond:
+                self._done[w] = seen
+                self._cond.notify_all()
+
+    # --- compiled kernels -----------------------------------------------------------------------------------------
+    def try_run_kernel(self, kernel, head: tuple, parted: tuple, chunks: np.ndarray, strided: bool = False) -> bool:
+        """kernel(*head, *(p[k] for p in parted), start, stop) for each chunk k, [start, stop) = chunks[k], chunk 0
+        in the caller, all without the GIL; False (and nothing run) where the pool has no GIL-free workers, is busy,
+        or an argument cannot be carried. `strided`: head's arrays of two dims or more are passed as strided views
+        even where contiguous (one task for every layout, for a kernel compiled for "A" arrays)."""
+        if not self.native or len(chunks) - 1 > self.workers:
+            return False
+        kinds = _kinds(head, parted, strided)
+        if kinds is None or not self._busy.acquire(blocking=False):
+            return False
+        try:
+            compiled = _compiled(kernel, kinds)
+            if compiled is None:
+                return False
+            fn, launch = compiled
+            # a kernel that raised (its exception cannot cross the C entry point): False, so that the caller runs
+            # the chunks again as Python tasks, where the exception reaches it
+            return launch(self._ctl, fn, chunks, self._result_polls, _FUTEX_SYSCALL, *head, *parted) == 0
+        except Exception:  # noqa: BLE001 - a task Numba could not build: these kinds run as Python tasks from now on
+            _chunks[(id(kernel), kinds)] = (kernel, None, None, None)
+            return False
+        finally:
+            self._busy.release()
+
+    def close(self) -> None:
+        """Stop the workers (their loops return) and wait for them."""
+        if self.native:
+            self._stop(self._ctl, self.workers, _FUTEX_SYSCALL)
+        else:
+            with self._cond:
+                self._stopping = True
+                self._cond.notify_all()
+        for t in self._threads:
+            t.join()
+
+
+def _polls_per_us(spin) -> float:
+    """How many polls of a counter this machine makes per microsecond (the idle and result budgets are in us)."""
+    counters = np.zeros(1, np.int64)
+    spin(counters, 1)  # warm
+    polls = 20_000
+    start = time.perf_counter()
+    spin(counters, polls)
+    return polls / max((time.perf_counter() - start) * 1e6, 1e-3)

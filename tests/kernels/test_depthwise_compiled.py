@@ -1,0 +1,61 @@
+"""Compiled depthwise convolution (Numba): forward, input and weight gradients against PyTorch and the NumPy path."""
+
+import numpy as np
+import pytest
+
+import ember as em
+from ember.graph import codegen
+from ember.kernels.conv import depthwise
+from ember.kernels.numba_loader import kernel_for
+
+pytest.importorskip("numba")
+torch = pytest.importorskip("torch")
+
+CASES = [  # x shape, multiplier, kernel, stride, padding, dilation
+    ((4, 8, 30, 30), 1, (3, 3), 1, 1, 1),  # MobileNet's stride-1 layer
+    ((4, 8, 31, 29), 1, (3, 3), 2, 1, 1),  # its stride-2 layer, odd sizes
+    ((3, 6, 33, 35), 2, (5, 3), (2, 1), (2, 0), (1, 2)),  # two filters per channel, asymmetric everything
+    ((2, 16, 40, 24), 3, (3, 3), 3, 0, 2),
+    ((4, 16, 33, 34), 1, (3, 3), 2, 3, 1),  # padding wider than the kernel: whole rows and columns of zeros
+    ((4, 16, 27, 26), 1, (1, 4), (3, 2), (1, 2), (1, 2)),  # a one-row kernel, stride phases in both directions
+    ((32, 96, 28, 28), 1, (3, 3), 1, 1, 1),  # enough work (43 MFLOP) to split the planes over the batch threads
+]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("backend", ["numba", "numpy"])
+@pytest.mark.parametrize("x_shape,m,k,stride,padding,dilation", CASES)
+def test_depthwise_matches_torch(dtype, backend, x_shape, m, k, stride, padding, dilation):
+    rng = np.random.default_rng(0)
+    c = x_shape[1]
+    x = rng.standard_normal(x_shape).astype(dtype)
+    w = rng.standard_normal((c * m, 1) + k).astype(dtype)
+    assert kernel_for(depthwise._SOURCE, "depthwise_forward", np, x.dtype, x.size) is not None
+    tx, tw = torch.tensor(x, requires_grad=True), torch.tensor(w, requires_grad=True)
+    ty = torch.nn.functional.conv2d(tx, tw, stride=stride, padding=padding, dilation=dilation, groups=c)
+    g = rng.standard_normal(tuple(ty.shape)).astype(dtype)
+    ty.backward(torch.tensor(g))
+    try:
+        codegen.set_backend(backend)
+        ex, ew = em.tensor(x, requires_grad=True), em.tensor(w, requires_grad=True)
+        ey = em.nn.functional.conv2d(ex, ew, stride=stride, padding=padding, dilation=dilation, groups=c)
+        ey.backward(em.tensor(g))
+    finally:
+        codegen.set_backend(None)
+    tol = dict(rtol=1e-4, atol=1e-4) if dtype == np.float32 else dict(rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(ey.detach().numpy(), ty.detach().numpy(), **tol)
+    np.testing.assert_allclose(ex.grad.numpy(), tx.grad.numpy(), **tol)
+    np.testing.assert_allclose(ew.grad.numpy(), tw.grad.numpy(), rtol=tol["rtol"], atol=tol["atol"] * 10)
+
+
+@pytest.mark.parametrize("stride", [1, 2])
+def test_depthwise_transposed_matches_torch(stride):
+    """conv_transpose2d with one output channel per group runs the depthwise adjoint kernel."""
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((3, 12, 20, 20)).astype(np.float32)
+    w = rng.standard_normal((12, 1, 3, 3)).astype(np.float32)
+    want = torch.nn.functional.conv_transpose2d(torch.tensor(x), torch.tensor(w), stride=stride, padding=1,
+                                                output_padding=stride - 1, groups=6)
+    got = em.nn.functional.conv_transpose2d(em.tensor(x), em.tensor(w), stride=stride, padding=1,
+                                            output_padding=stride - 1, groups=6)
+    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-4, atol=1e-4)

@@ -1,0 +1,254 @@
+"""The worker pool: Python tasks and compiled kernels' chunks run on the same workers, results in order, errors
+raised in the caller, sleeping workers and callers woken, busy or nested splits run inline, arguments the GIL-free
+path cannot carry run as Python tasks with the same result, and a process that forks or exits while workers poll."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from ember.kernels import parallel, thread_pool
+from ember.kernels.numba_loader import compile_source
+
+_SOURCE = '''
+def scaled(x, counts, scale, flag, offset, out, scratch, lo, hi):
+    # out[i] = +-(x[i, 0] * scale + offset) for i in lo..hi (+ with flag); scratch (the chunk's row) gets lo, hi
+    scratch[0] = lo
+    scratch[1] = hi
+    for i in range(lo, hi):
+        v = x[i, 0] * scale + offset + counts[0]
+        out[i] = v if flag else -v
+
+
+def raises_at(out, bad, lo, hi):
+    # out[lo:hi] = 1, raising ValueError at index `bad`
+    for i in range(lo, hi):
+        if i == bad:
+            raise ValueError("bad index")
+        out[i] = 1.0
+
+
+def slow_second_chunk(out, spins, lo, hi):
+    # out[lo:hi] = 1, after `spins` iterations of busy work in every chunk but the first
+    acc = 0.0
+    if lo > 0:
+        for i in range(spins):
+            acc += (i % 7) * 1e-9
+    for i in range(lo, hi):
+        out[i] = 1.0 + acc * 0.0
+'''
+
+POSTED, DONE, WORKER_ASLEEP, CALLER_ASLEEP = 0, 1, 5, 6  # _LOOPS' control-row slots
+
+
+@pytest.fixture(params=["native", "python"])
+def pool(request, monkeypatch):
+    """A two-worker pool: GIL-free workers (where Numba runs on Linux), or plain threads."""
+    if request.param == "native" and not thread_pool.native_available():
+        pytest.skip("no GIL-free workers on this platform")
+    if request.param == "python":
+        monkeypatch.setattr(thread_pool, "native_available", lambda: False)
+    made = thread_pool.Pool(2)
+    assert made.native is (request.param == "native")
+    yield made
+    made.close()
+    assert not any(t.is_alive() for t in made._threads)
+
+
+def _name():
+    return threading.current_thread().name
+
+
+def test_python_tasks_come_back_in_order_and_run_on_the_workers(pool):
+    for _ in range(50):
+        assert pool.run([lambda k=k: k * k for k in range(3)]) == [0, 1, 4]
+    names = pool.run([_name] * 3)
+    assert names[0] == threading.current_thread().name
+    assert sorted(names[1:]) == ["ember-worker-0", "ember-worker-1"]
+
+
+def test_tasks_run_at_the_same_time(pool):
+    barrier = threading.Barrier(3, timeout=10)  # passes only if all three tasks are running at once
+    assert pool.run([barrier.wait] * 3) is not None
+
+
+def test_an_error_in_any_task_is_raised_in_the_caller_after_all_tasks_finish(pool):
+    finished = []
+
+    def slow():
+        time.sleep(0.05)
+        finished.append(1)
+
+    def bad():
+        raise ValueError("task 2 failed")
+
+    with pytest.raises(ValueError, match="task 2 failed"):
+        pool.run([lambda: None, slow, bad])
+    assert finished == [1]
+    assert pool.run([lambda: 1, lambda: 2]) == [1, 2]  # the workers are free again
+
+
+def test_nested_concurrent_and_oversized_splits_run_inline(pool):
+    inner = []
+
+    def outer_task():
+        inner.append(pool.run([_name, _name]))  # the pool is busy: both in this thread
+        return _name()
+
+    names = pool.run([outer_task, outer_task])
+    for pair, name in zip(inner, names):
+        assert pair == [name, name]
+    assert pool.run([_name] * 4) == [threading.current_thread().name] * 4  # more tasks than workers
+
+
+def test_a_sleeping_worker_and_a_sleeping_caller_are_woken(pool):
+    time.sleep(0.05)  # past IDLE_POLL_US the workers sleep
+    if pool.native:
+        assert pool._ctl[WORKER_ASLEEP] == 1
+    long_task = 3 * thread_pool.RESULT_POLL_US * 1e-6
+    assert pool.run([lambda: "caller", lambda: time.sleep(long_task) or "worker"]) == ["caller", "worker"]
+    if pool.native:
+        assert pool._ctl[CALLER_ASLEEP] == 0
+
+
+def _scaled_case(n=11):
+    x = np.arange(n * 2, dtype=np.float32).reshape(n, 2)
+    counts = np.array([3], np.int64)
+    want = -(x[:, 0].astype(np.float64) * 0.5 + 2 + 3)
+    return x, counts, want
+
+
+@pytest.fixture
+def native_pool():
+    if not thread_pool.native_available():
+        pytest.skip("no GIL-free workers on this platform")
+    made = thread_pool.Pool(2)
+    yield made
+    made.close()
+
+
+def test_every_argument_kind_reaches_a_compiled_kernel_and_each_chunk_its_own_row(native_pool):
+    kernel = compile_source(_SOURCE, "scaled")
+    x, counts, want = _scaled_case()
+    chunks = np.array([(0, 4), (4, 8), (8, 11)], np.int64)
+    out, scratch = np.zeros(11), np.zeros((3, 2), np.int64)
+    done = [int(native_pool._ctl[16 * w + DONE]) for w in range(2)]
+    assert native_pool.try_run_kernel(kernel, (x, counts, 0.5, False, 2, out), (scratch,), chunks)
+    np.testing.assert_array_equal(out, want)
+    assert scratch.tolist() == chunks.tolist()
+    assert [int(native_pool._ctl[16 * w + DONE]) for w in range(2)] == [d + 1 for d in done]  # workers ran 1, 2
+    args = (x, counts, np.float64(0.5), np.bool_(True), np.int64(2), out)
+    assert native_pool.try_run_kernel(kernel, args, (scratch,), chunks)
+    np.testing.assert_array_equal(out, -want)
+
+
+@pytest.mark.parametrize("view", ["transposed", "every second row"])
+def test_strided_arrays_reach_the_kernel_as_the_views_they_are(native_pool, view):
+    kernel = compile_source(_SOURCE, "scaled")
+    x, counts, want = _scaled_case()
+    x = np.ascontiguousarray(x.T).T if view == "transposed" else np.repeat(x, 2, axis=0)[::2]
+    out, scratch = np.zeros(11), np.zeros((2, 2), np.int64)
+    assert native_pool.try_run_kernel(kernel, (x, counts, 0.5, False, 2, out), (scratch,),
+                                      np.array([(0, 5), (5, 11)], np.int64))
+    np.testing.assert_array_equal(out, want)
+
+
+@pytest.mark.parametrize("why", ["float32 scalar", "strided scratch", "busy pool"])
+def test_what_the_block_cannot_carry_runs_as_python_tasks_with_the_same_result(split_everything, why):
+    kernel = compile_source(_SOURCE, "scaled")
+    x, counts, want = _scaled_case()
+    scale, scratch = 0.5, np.zeros((2, 2), np.int64)
+    if why == "float32 scalar":
+        scale = np.float32(0.5)
+    elif why == "strided scratch":
+        scratch = np.zeros((2, 4), np.int64)[:, ::2]
+    assert (thread_pool._kinds((x, counts, scale, False, 2, np.zeros(11)), (scratch,)) is None) is (why != "busy pool")
+    pool = parallel._pool()
+    if why == "busy pool":
+        pool._busy.acquire()
+    try:
+        out = np.zeros(11)
+        parallel.run_kernel(kernel, [(0, 5), (5, 11)], (x, counts, scale, False, 2, out), (scratch,))
+    finally:
+        if why == "busy pool":
+            pool._busy.release()
+    np.testing.assert_array_equal(out, want)
+    assert scratch.tolist() == [[0, 5], [5, 11]]
+
+
+def test_a_task_that_cannot_be_built_runs_as_python_tasks_from_then_on(split_everything, monkeypatch):
+    kernel = compile_source(_SOURCE, "scaled")
+    x, counts, want = _scaled_case()
+    args = (x.astype(np.float64), counts, 0.5, False, 2)  # float64 x: kinds no other test builds
+
+    def broken(kernel, kinds):
+        raise RuntimeError("no LLVM today")
+
+    monkeypatch.setattr(thread_pool, "_chunk_source", broken)
+    for _ in range(2):
+        out, scratch = np.zeros(11), np.zeros((2, 2), np.int64)
+        parallel.run_kernel(kernel, [(0, 5), (5, 11)], args + (out,), (scratch,))
+        np.testing.assert_array_equal(out, want)
+    if parallel.native():
+        assert thread_pool._compiled(kernel, thread_pool._kinds(args + (out,), (scratch,))) is None
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # the cfunc's wrapper prints it
+@pytest.mark.parametrize("bad", [2, 8])  # in the caller's chunk, in the worker's
+def test_an_exception_in_any_chunk_of_a_kernel_reaches_the_caller(split_everything, bad):
+    kernel = compile_source(_SOURCE, "raises_at")
+    with pytest.raises(ValueError, match="bad index"):
+        parallel.run_kernel(kernel, [(0, 5), (5, 10)], (np.zeros(10), bad))
+
+
+def test_thousands_of_kernel_splits_in_a_row_each_run_every_chunk(native_pool):
+    kernel = compile_source(_SOURCE, "scaled")
+    x, counts, want = _scaled_case(64)
+    scratch = np.zeros((2, 2), np.int64)
+    for i in range(3000):
+        out = np.zeros(64)
+        chunks = np.array([(0, 1 + i % 63), (1 + i % 63, 64)], np.int64)
+        assert native_pool.try_run_kernel(kernel, (x, counts, 0.5, False, 2, out), (scratch,), chunks)
+        assert out[0] == want[0] and out[-1] == want[-1]
+
+
+def test_python_tasks_and_kernels_alternate_on_the_same_workers(native_pool):
+    kernel = compile_source(_SOURCE, "slow_second_chunk")
+    for i in range(200):
+        out = np.zeros(8)
+        assert native_pool.try_run_kernel(kernel, (out, i % 3), (), np.array([(0, 4), (4, 8)], np.int64))
+        assert out.tolist() == [1.0] * 8
+        assert native_pool.run([lambda: 1, lambda: 2, lambda: 3]) == [1, 2, 3]
+
+
+_CHILD = """
+import os, sys, time
+import numpy as np
+from ember.kernels import parallel
+parallel.set_num_threads(2)
+assert parallel.parallel_for(4, lambda a, b: (a, b)) == [(0, 2), (2, 4)]
+if sys.argv[1] == "sleep":
+    time.sleep(0.05)  # the workers sleep on their futexes
+pid = os.fork() if sys.argv[1] == "fork" else 0
+if pid == 0:
+    print(parallel.parallel_for(4, lambda a, b: (a, b)), flush=True)  # a forked child makes its own workers
+    if sys.argv[1] == "fork":
+        os._exit(0)
+else:
+    assert os.waitpid(pid, 0)[1] == 0
+print("ok")
+"""
+
+
+@pytest.mark.parametrize("how", ["exit", "sleep", "fork"])
+def test_a_process_forks_or_exits_while_workers_poll_or_sleep(two_threads, how):
+    done = subprocess.run([sys.executable, "-c", _CHILD, how], capture_output=True, text=True, timeout=60,
+                          env=dict(os.environ))
+    assert done.returncode == 0 and "ok" in done.stdout, done.stderr
+    assert "[(0, 2), (2, 4)]" in done.stdout
