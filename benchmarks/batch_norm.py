@@ -22,8 +22,8 @@ import torch  # noqa: E402
 from _timing import best_time, fmt_ms  # noqa: E402
 
 import ember as em  # noqa: E402
+from ember.op import OPS  # noqa: E402
 from ember.ops import nn_extra  # noqa: E402
-from ember.ops.registry import OPS  # noqa: E402
 
 SHAPES = [(32, 16, 32, 32), (32, 32, 16, 16), (32, 64, 8, 8)]
 

@@ -156,7 +156,7 @@ def depth_sweep(quick):
         model = deep_mlp(depth, width)
         seg = max(1, round(math.sqrt(depth)))
         plain = saved_activation_bytes(model(xe))
-        ckpt = saved_activation_bytes(em.runtime.checkpoint_sequential(model, seg, xe))
+        ckpt = saved_activation_bytes(em.utils.checkpoint.checkpoint_sequential(model, seg, xe))
         tmodel = torch.nn.Sequential(*[torch.nn.Linear(width, width) if i % 2 == 0 else torch.nn.ReLU()
                                        for i in range(2 * depth)], torch.nn.Linear(width, 10))
         tplain, _ = torch_saved_bytes(tmodel, xt, 0)

@@ -87,7 +87,7 @@ from ember.typed_tensors import (
     ShortTensor,
 )
 from ember.serialization import load, save
-from ember.utils.dlpack import from_dlpack
+from ember.dlpack import from_dlpack
 
 
 float = float32
@@ -119,7 +119,7 @@ _LAZY_SUBMODULES = (
 )
 
 
-_RUNTIME_NAMES = ("checkpoint", "set_num_interop_threads", "get_num_interop_threads", "set_async", "is_async",
+_RUNTIME_NAMES = ("set_num_interop_threads", "get_num_interop_threads", "set_async", "is_async",
                   "synchronize")
 _KERNEL_NAMES = ("set_num_threads", "get_num_threads")
 
@@ -146,6 +146,10 @@ def __getattr__(name: str):
         from ember import runtime as _runtime
 
         return getattr(_runtime, name)
+    if name == "checkpoint":
+        from ember.utils.checkpoint import checkpoint
+
+        return checkpoint
     if name in _KERNEL_NAMES:
         from ember.kernels import parallel
 

@@ -213,3 +213,15 @@ def table() -> str:
             default = str(int(s.default)) if isinstance(s.default, bool) else str(s.default)
         rows.append(f"| `{s.env}` | `{default}` | {s.doc} |")
     return "\n".join(rows)
+
+
+def main() -> None:
+    """`python -m ember.config`: the settings table (docs/config.md) and each setting's value here."""
+    print(table())
+    print()
+    for s in SETTINGS.values():
+        print(f"{s.env} = {s.get()!r}")
+
+
+if __name__ == "__main__":
+    main()

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from ember import dispatch as _dispatch
 from ember import dtypes as dt
 from ember.backends.meta import MetaArray
 from ember.device import as_device
-from ember.ops import dispatch as _dispatch
 from ember.random import Generator, host_rng
 from ember.symbolic import SymInt
 from ember.tensor import Tensor

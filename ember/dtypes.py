@@ -50,6 +50,7 @@ bfloat16 = DType("bfloat16", _ml_dtypes.bfloat16, FLOAT, 2) if _ml_dtypes is not
 
 ALL_DTYPES = [d for d in (bool_, uint8, int8, int16, int32, int64, float16, bfloat16, float32, float64) if d]
 FLOAT_DTYPES = [d for d in ALL_DTYPES if d.is_floating_point]
+FLOAT_NP = frozenset(d.np for d in FLOAT_DTYPES)  # their NumPy dtypes: the test every float-only rule makes
 
 _BY_NAME = {d.name: d for d in ALL_DTYPES}
 _BY_NAME.update(

@@ -1,7 +1,7 @@
 """The interpreter stack: how ops run in the current thread.
 
-`ember.ops.dispatch.apply` hands every op to the interpreter on top of this thread's stack. The
-bottom one is eager execution (`ember.ops.dispatch.Eager`); others are entered with `with`:
+`ember.dispatch.apply` hands every op to the interpreter on top of this thread's stack. The
+bottom one is eager execution (`ember.dispatch.Eager`); others are entered with `with`:
 graph building (`ember.graph.build.GraphBuilder`, and the `ember.jit` tracer built on it), the
 profiler, async execution and the eager memory pool (`ember.runtime`). Each overrides what it
 changes and hands the rest to the interpreter below it, so they stack: the profiler over async
@@ -34,6 +34,16 @@ class Interpreter:
         """The concrete array behind `tensor`, for `what` (numpy, item, print, ...) to read."""
         return self.below.read(tensor, what)
 
+    def read_grad(self, tensor):
+        """`tensor.grad` as code running under this interpreter sees it (ember.jit's tracer records the read)."""
+        below = self.below
+        return tensor._grad if below is None else below.read_grad(tensor)
+
+    def wrote_grad(self, tensor) -> None:
+        """Code running under this interpreter assigned `tensor.grad` (ember.jit's tracer records the write)."""
+        if self.below is not None:
+            self.below.wrote_grad(tensor)
+
     def prepare(self, op, inputs):
         """New inputs the op must run on instead (moved to a scope's device by graph building, cast
         by autocast), or None to run it as it is; `apply` runs the op again on what this returns."""
@@ -52,7 +62,7 @@ class Interpreter:
 
 
 class _Stack(threading.local):
-    top: Interpreter | None = None  # set to the eager interpreter when ember.ops.dispatch is imported
+    top: Interpreter | None = None  # set to the eager interpreter when ember.dispatch is imported
 
 
 _stack = _Stack()

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import operator
 
+import numpy as np
+
 _new = tuple.__new__
 
 
@@ -79,3 +81,25 @@ def size_as_is(shape) -> Size:
     """A Size of `shape` kept as it is and not shared: graph values' shapes may hold symbolic sizes
     (`ember.symbolic.SymInt`), which a lookup in the cache would compare, and so fix, by value."""
     return _new(Size, tuple(shape))
+
+
+def norm_dim(op: str, dim: int, ndim: int) -> int:
+    """A dim in [-ndim, ndim) made non-negative; an IndexError naming the op otherwise."""
+    n = max(ndim, 1)
+    if not isinstance(dim, (int, np.integer)) or isinstance(dim, bool):
+        raise TypeError(f"{op}: dim must be an int, got {type(dim).__name__}")
+    if not -n <= dim < n:
+        raise IndexError(f"{op}: dimension {dim} is out of range for a tensor of {ndim} dimension(s)")
+    return int(dim) % n
+
+
+def norm_dims(op: str, dim, ndim: int) -> tuple:
+    """None (all dims), an int, or a tuple of ints -> sorted tuple of non-negative dims."""
+    if dim is None:
+        return tuple(range(ndim))
+    if isinstance(dim, (list, tuple)):
+        dims = tuple(norm_dim(op, d, ndim) for d in dim)
+        if len(set(dims)) != len(dims):
+            raise ValueError(f"{op}: dim {tuple(dim)} names a dimension more than once")
+        return tuple(sorted(dims)) if ndim else ()
+    return (norm_dim(op, dim, ndim),) if ndim else ()

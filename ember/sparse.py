@@ -13,8 +13,8 @@ from __future__ import annotations
 import numpy as np
 
 import ember
+from ember import dispatch
 from ember.errors import ShapeError, fmt_shape
-from ember.ops import dispatch
 from ember.ops.opmath import upcast_tensor
 from ember.tensor import Tensor
 

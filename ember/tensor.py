@@ -2,38 +2,14 @@
 
 from __future__ import annotations
 
-import threading
-
 import numpy as np
 
 from ember import dtypes as dt
 from ember.backends.meta import MetaArray
 from ember.device import Device, as_device
 from ember.errors import DeviceMismatchError, ShapeError, fmt_shape
-from ember.mixins import (
-    ArrayAPIMixin,
-    CreationMixin,
-    GraphMixin,
-    IndexingMixin,
-    InplaceMixin,
-    LinalgMixin,
-    MathMixin,
-    ReductionMixin,
-    ShapeMixin,
-)
-from ember.size import Size, size_as_is, size_of
-
-
-class _GradReader(threading.local):
-    """While ember.jit traces on this thread, `tracer` is the Tracer that .grad reads and writes go through
-    (Tracer.read_grad, wrote_grad): a program that read a gradient as it was before the call must read it
-    afresh at every run, and be used only while it exists (or not) as it did then. None otherwise; per
-    thread, so that another thread's eager reads are not taken for the trace's."""
-
-    tracer = None
-
-
-GRAD_READER = _GradReader()
+from ember.interpreter import _stack
+from ember.size import Size, norm_dim, size_as_is, size_of
 
 
 def _check_grad(t, g) -> None:
@@ -52,13 +28,13 @@ def _check_grad(t, g) -> None:
         raise DeviceMismatchError(f"attempting to assign a gradient on {g._device} to a tensor on {t._device}")
 
 
-class Tensor(MathMixin, ReductionMixin, ShapeMixin, IndexingMixin, LinalgMixin, InplaceMixin, CreationMixin,
-             GraphMixin, ArrayAPIMixin):
+class Tensor:
     """An n-dimensional array on one device, with optional gradient tracking.
 
-    The core (data, device, autograd fields, conversions, operators) is here; the methods that
-    delegate to ops are grouped in `ember/mixins/` (math, reductions, shapes, indexing, matrix
-    products, in-place forms, creation and random fills, and TF1's graph-tensor interface).
+    The core (data, device, autograd fields, reading values out) is here; the methods that run ops
+    (operators, conversions, math, reductions, shapes, indexing, matrix products, in-place forms,
+    creation and random fills) are grouped in `ember/mixins/`, which the ops layer installs on this
+    class when it is imported (as JAX sets its Array's methods), since ops build on Tensor.
 
     `Tensor(data)` is the legacy constructor (always the default float dtype); prefer
     `ember.tensor(data, dtype=..., device=..., requires_grad=...)`.
@@ -72,6 +48,7 @@ class Tensor(MathMixin, ReductionMixin, ShapeMixin, IndexingMixin, LinalgMixin, 
                  "__weakref__", "__dict__")
     _post_accumulate_grad_hooks = None  # set by register_post_accumulate_grad_hook
     _grad = None  # .grad's storage (see the property below)
+    name = None  # as torch.Tensor.name; an ember.v1 graph tensor's is its TF1 name (ember/v1/graph_tensor.py)
 
     __array_priority__ = 1000  # so ndarray + Tensor calls Tensor.__radd__
 
@@ -165,19 +142,15 @@ class Tensor(MathMixin, ReductionMixin, ShapeMixin, IndexingMixin, LinalgMixin, 
 
     @property
     def grad(self):
-        """The gradient accumulated by backward (None until then)."""
-        tracer = GRAD_READER.tracer
-        if tracer is None:
-            return self._grad
-        return tracer.read_grad(self)  # ember.jit is tracing: it records what its program read (graph/trace.py)
+        """The gradient accumulated by backward (None until then); read through the interpreter running this
+        thread's ops, so that ember.jit's tracer sees what its program reads (graph/trace.py)."""
+        return _stack.top.read_grad(self)
 
     @grad.setter
     def grad(self, value) -> None:
         if value is not None:
             _check_grad(self, value)
-        tracer = GRAD_READER.tracer
-        if tracer is not None:
-            tracer.wrote_grad(self)
+        _stack.top.wrote_grad(self)
         self._grad = value
 
     @property
@@ -265,7 +238,7 @@ class Tensor(MathMixin, ReductionMixin, ShapeMixin, IndexingMixin, LinalgMixin, 
     # --- data access ---------------------------------------------------------------
     def _require_data(self, what: str):
         """The concrete array behind this tensor, for `what` to read (a clear error when there is none)."""
-        return _ops._dispatch.read(self, what)
+        return _dispatch.read(self, what)
 
     def numpy(self, *, force: bool = False) -> np.ndarray:
         """The data as a NumPy array (shares memory on the CPU)."""
@@ -343,18 +316,6 @@ class Tensor(MathMixin, ReductionMixin, ShapeMixin, IndexingMixin, LinalgMixin, 
             return format(self.item(), spec)
         return repr(self)
 
-    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
-        """A DLPack capsule sharing this tensor's memory (the Array API 2023.12 protocol; ember.utils.dlpack)."""
-        from ember.utils.dlpack import export
-
-        return export(self, stream, max_version, dl_device, copy)
-
-    def __dlpack_device__(self) -> tuple:
-        """(DLPack device type, index): (1, 0) on the CPU, (2, N) on cuda:N."""
-        from ember.utils.dlpack import dlpack_device
-
-        return dlpack_device(self)
-
     # --- autograd --------------------------------------------------------------------
     def backward(self, gradient=None, retain_graph=None, create_graph: bool = False, inputs=None) -> None:
         """Accumulate the gradient of this tensor w.r.t. the graph's leaves into their `.grad`."""
@@ -389,7 +350,7 @@ class Tensor(MathMixin, ReductionMixin, ShapeMixin, IndexingMixin, LinalgMixin, 
         if self._requires_grad and value._data.dtype not in _FLOAT_NP:
             raise RuntimeError(f"Tensor.data: this tensor requires grad, so its data must be floating point, "
                                f"got {value.dtype.name}")
-        if _ops._dispatch.builds_graph(self, value):
+        if _dispatch.builds_graph(self, value):
             raise RuntimeError("Tensor.data = ...: storage cannot be swapped while ember.jit traces or a graph is "
                                "built; update the values in place (copy_) instead")
         self._data = value._data
@@ -402,80 +363,6 @@ class Tensor(MathMixin, ReductionMixin, ShapeMixin, IndexingMixin, LinalgMixin, 
         self._grad_fn = None
         self._requires_grad = False
         return self
-
-    # --- devices and dtypes --------------------------------------------------------
-    def to(self, *args, **kwargs) -> Tensor:
-        """Move and/or cast: to(device), to(dtype), to(device, dtype), to(other_tensor)."""
-        device, dtype, copy = _parse_to_args(self, args, kwargs)
-        out = self
-        if dtype is not None and dtype.np != self._data.dtype:
-            out = _ops.cast(out, dtype)
-        if device is not None and device is not self._device:
-            out = _ops.to_device(out, device)
-        if copy and out is self:
-            out = self.clone()
-        return out
-
-    def cpu(self) -> Tensor:
-        """This tensor on the cpu device."""
-        return self.to("cpu")
-
-    def cuda(self, device=None) -> Tensor:
-        """This tensor on a CUDA device."""
-        return self.to("cuda" if device is None else (f"cuda:{device}" if isinstance(device, int) else device))
-
-    def type(self, dtype=None, non_blocking: bool = False):
-        """The type name ('ember.FloatTensor'), or a cast to `dtype` (a dtype, a typed class or such a name)."""
-        from ember import typed_tensors
-
-        if dtype is None:
-            return typed_tensors.type_name(self)
-        return self.to(typed_tensors.dtype_of_type(dtype))
-
-    def float(self) -> Tensor:
-        return self.to(dt.float32)
-
-    def double(self) -> Tensor:
-        return self.to(dt.float64)
-
-    def half(self) -> Tensor:
-        return self.to(dt.float16)
-
-    def bfloat16(self) -> Tensor:
-        if dt.bfloat16 is None:
-            raise TypeError("bfloat16 needs the ml_dtypes package: pip install ml_dtypes")
-        return self.to(dt.bfloat16)
-
-    def long(self) -> Tensor:
-        return self.to(dt.int64)
-
-    def int(self) -> Tensor:
-        return self.to(dt.int32)
-
-    def short(self) -> Tensor:
-        return self.to(dt.int16)
-
-    def byte(self) -> Tensor:
-        return self.to(dt.uint8)
-
-    def bool(self) -> Tensor:
-        return self.to(dt.bool_)
-
-    def astype(self, dtype) -> Tensor:
-        """A copy cast to dtype (NumPy's name for `.to(dtype, copy=True)`)."""
-        return self.to(dt.as_dtype(dtype), copy=True)
-
-    def type_as(self, other: Tensor) -> Tensor:
-        return self.to(other.dtype)
-
-    # --- indexing ----------------------------------------------------------------------
-    def __getitem__(self, index) -> Tensor:
-        if type(index) in _BASIC_INDEX:  # x[1], x[1:3]: the dispatcher's one-tensor path, one call fewer
-            return _apply_unary(_GETITEM, self, index=(index,))
-        return _ops.getitem(self, index)
-
-    def __setitem__(self, index, value) -> None:
-        _ops.setitem(self, index, value)
 
     # --- in place --------------------------------------------------------------------
     def _check_inplace(self, name: str) -> None:
@@ -514,116 +401,12 @@ class Tensor(MathMixin, ReductionMixin, ShapeMixin, IndexingMixin, LinalgMixin, 
         record = _views.needs_inplace_record(self, result)
         if record and mark is not None:
             _views.protect_saved(self, result, mark)
-        _ops._dispatch.write(self, result, name)
+        _dispatch.write(self, result, name)
         self._version[0] += 1
         if record:
             _views.rebase_after_write(self, result)
         return self
 
-    # --- operators -------------------------------------------------------------------
-    # The four arithmetic operators call the dispatcher's binary path directly (one Python call fewer per op).
-    def __add__(self, other):
-        return _apply_binary(_ADD, self, other)
-
-    def __radd__(self, other):
-        return _apply_binary(_ADD, other, self)
-
-    def __sub__(self, other):
-        return _apply_binary(_SUB, self, other)
-
-    def __rsub__(self, other):
-        return _apply_binary(_SUB, other, self)
-
-    def __mul__(self, other):
-        return _apply_binary(_MUL, self, other)
-
-    def __rmul__(self, other):
-        return _apply_binary(_MUL, other, self)
-
-    def __truediv__(self, other):
-        return _apply_binary(_DIV, self, other)
-
-    def __rtruediv__(self, other):
-        return _apply_binary(_DIV, other, self)
-
-    def __floordiv__(self, other):
-        return _ops.floor_divide(self, other)
-
-    def __rfloordiv__(self, other):
-        return _ops.floor_divide(other, self)
-
-    def __mod__(self, other):
-        return _ops.remainder(self, other)
-
-    def __rmod__(self, other):
-        return _ops.remainder(other, self)
-
-    def __pow__(self, other):
-        return _ops.pow(self, other)
-
-    def __rpow__(self, other):
-        return _ops.pow(other, self)
-
-    def __matmul__(self, other):
-        return _apply_binary(_MATMUL, self, other)
-
-    def __rmatmul__(self, other):
-        return _apply_binary(_MATMUL, other, self)
-
-    def __neg__(self):
-        return _ops.neg(self)
-
-    def __pos__(self):
-        return self
-
-    def __abs__(self):
-        return _ops.abs(self)
-
-    def __invert__(self):
-        return _ops.logical_not(self) if self._data.dtype == np.bool_ else _ops.bitwise_not(self)
-
-    def __and__(self, other):
-        return _ops.logical_and(self, other) if self._data.dtype == np.bool_ else _ops.bitwise_and(self, other)
-
-    def __or__(self, other):
-        return _ops.logical_or(self, other) if self._data.dtype == np.bool_ else _ops.bitwise_or(self, other)
-
-    def __xor__(self, other):
-        return _ops.logical_xor(self, other) if self._data.dtype == np.bool_ else _ops.bitwise_xor(self, other)
-
-    __rand__ = __and__
-    __ror__ = __or__
-    __rxor__ = __xor__
-
-    def __eq__(self, other):
-        return _ops.eq(self, other)
-
-    def __ne__(self, other):
-        return _ops.ne(self, other)
-
-    def __lt__(self, other):
-        return _ops.lt(self, other)
-
-    def __le__(self, other):
-        return _ops.le(self, other)
-
-    def __gt__(self, other):
-        return _ops.gt(self, other)
-
-    def __ge__(self, other):
-        return _ops.ge(self, other)
-
-    @property
-    def T(self) -> Tensor:
-        if self.ndim > 2:
-            return _ops.permute(self, tuple(reversed(range(self.ndim))))
-        return _ops.t(self) if self.ndim == 2 else self
-
-    @property
-    def mT(self) -> Tensor:
-        if self.ndim < 2:
-            raise ValueError(f"mT: tensor must have at least 2 dimensions, got shape {fmt_shape(self.shape)}")
-        return _ops.transpose(self, -2, -1)
 
 
 def _host_data(src):
@@ -634,8 +417,6 @@ def _host_data(src):
 
 
 def _norm_dim(op, dim, ndim):
-    from ember.ops._rules import norm_dim
-
     return norm_dim(op, dim, ndim)
 
 
@@ -648,37 +429,9 @@ def _can_cast(src, dst) -> bool:
     return True
 
 
-def _parse_to_args(t, args, kwargs):
-    device = kwargs.pop("device", None)
-    dtype = kwargs.pop("dtype", None)
-    copy = kwargs.pop("copy", False)
-    kwargs.pop("non_blocking", None)
-    if kwargs:
-        raise TypeError(f"to() got unexpected arguments {sorted(kwargs)}")
-    for a in args:
-        if isinstance(a, Tensor):
-            device, dtype = a._device, a.dtype
-        elif isinstance(a, (str, Device)):
-            device = a
-        elif a is not None:
-            dtype = a
-    return (
-        None if device is None else as_device(device),
-        None if dtype is None else dt.as_dtype(dtype),
-        copy,
-    )
+_FLOAT_NP = dt.FLOAT_NP
 
-
-_FLOAT_NP = frozenset(d.np for d in dt.FLOAT_DTYPES)
-
-from ember import ops as _ops  # noqa: E402  (ops and autograd build on Tensor)
+# dispatch and autograd build on Tensor; Tensor's own methods use them at call time
+from ember import dispatch as _dispatch  # noqa: E402
 from ember.autograd import views as _views  # noqa: E402
 from ember.autograd.grad_mode import state as _grad_state  # noqa: E402
-from ember.ops.dispatch import apply_binary as _apply_binary  # noqa: E402
-from ember.ops.dispatch import apply_unary as _apply_unary  # noqa: E402
-from ember.ops.indexing import _BASIC_TYPES as _BASIC_INDEX  # noqa: E402
-from ember.ops.registry import OPS as _OPS  # noqa: E402
-
-# the operators skip add/sub/div's alpha and rounding-mode handling
-_ADD, _SUB, _MUL, _DIV = _OPS["add"], _OPS["sub"], _OPS["mul"], _OPS["div"]
-_MATMUL, _GETITEM = _OPS["matmul"], _OPS["getitem"]

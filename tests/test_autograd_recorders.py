@@ -11,7 +11,7 @@ import pytest
 
 import ember as em
 from ember.autograd.engine import NO_OPERAND, Node, record_operands
-from ember.ops.registry import OPS
+from ember.op import OPS
 from ember.tensor import Tensor
 
 

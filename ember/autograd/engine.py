@@ -341,9 +341,9 @@ def _collect(roots: list) -> tuple:
 def _fit(g, shape, np_dtype):
     """Reduce a broadcast gradient to the input's shape and cast it to the input's dtype."""
     if g.shape != shape:
-        g = _ops.sum_to_size(g, shape)
+        g = _dispatch.apply(_OPS["sum_to_size"], g, shape=tuple(shape))
     if g._data.dtype != np_dtype:
-        g = g.to(_dt.from_numpy_dtype(np_dtype))
+        g = _dispatch.apply(_OPS["cast"], g, dtype=np_dtype)
     return g
 
 
@@ -532,7 +532,7 @@ def _initial_grad(t, g, what: str):
         data = t._data
         if type(data) is _np.ndarray:  # the common case, without a dispatched op
             return _Tensor._make(_np.ones(data.shape, data.dtype), t._device)
-        return _ops.ones_like(t)
+        return _dispatch.apply(_OPS["full_like"], t, value=1, dtype=None)
     if not isinstance(g, _Tensor):
         g = _Tensor._make(t._device.backend.from_host(_np.asarray(g, dtype=t._data.dtype)), t._device)
     if tuple(g.shape) != tuple(t.shape):
@@ -576,12 +576,14 @@ def retain_node_grad(t) -> None:
     node.retained[t._output_nr] = weakref.ref(t)
 
 
-# Imported last: the tensor and op layers import this module.
+# Imported last: the tensor layer and dispatch import this module. The ops the engine runs itself (reducing a
+# broadcast gradient, casting it, the first gradient of a non-NumPy output) are found by name in the registry,
+# which every op module fills as it is imported: the engine builds on the op contract, not on the op modules.
 import numpy as _np  # noqa: E402
 
-from ember import dtypes as _dt  # noqa: E402
-from ember import ops as _ops  # noqa: E402
+from ember import dispatch as _dispatch  # noqa: E402
 from ember.autograd import hooks as _hooks  # noqa: E402
 from ember.autograd import views as _views  # noqa: E402
+from ember.op import OPS as _OPS  # noqa: E402
 from ember.tensor import _FLOAT_NP  # noqa: E402
 from ember.tensor import Tensor as _Tensor  # noqa: E402

@@ -14,7 +14,7 @@ import numpy as np
 from ember.autograd.engine import Node, record, walk
 from ember.autograd.grad_mode import state as _grad_state
 from ember.backends.meta import MetaArray
-from ember.ops.registry import Op, register
+from ember.op import Op, register
 
 # The `_view_fn` of the outputs of an op that returns several views (split, unbind): like PyTorch,
 # autograd cannot replay a write through one of them, so such a write is an error while it records.
@@ -61,7 +61,7 @@ def view_chain(t):
 
 def replay_view(base, chain):
     """Apply recorded view steps to another tensor of the base's shape."""
-    from ember.ops.dispatch import apply
+    from ember.dispatch import apply
 
     out = base
     for op, attrs, extra in chain:
@@ -78,10 +78,11 @@ class CopySlicesOp(Op):
         return MetaArray(base.shape, base.dtype)
 
     def vjp(self, ctx, g):
-        from ember.ops.shape import clone
+        from ember.dispatch import apply
+        from ember.op import OPS
 
         chain = ctx.attrs["chain"]
-        g_base = clone(g)
+        g_base = apply(OPS["clone"], g)  # the op by name: autograd builds on the op contract, not the op modules
         region = replay_view(g_base, chain)
         g_view = replay_view(g, chain) if ctx.needs_grad(1) else None
         region.zero_() if not region._requires_grad else region.mul_(0.0)

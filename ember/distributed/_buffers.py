@@ -6,8 +6,8 @@ import os
 
 import numpy as np
 
+from ember import dispatch
 from ember.backends.meta import MetaArray
-from ember.ops import dispatch
 from ember.tensor import Tensor
 
 

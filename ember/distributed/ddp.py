@@ -21,6 +21,7 @@ import numpy as np
 from ember.autograd import walk
 from ember.autograd.engine import Node
 from ember.autograd.grad_mode import is_grad_enabled, no_grad
+from ember.dispatch import apply, is_tracing
 from ember.distributed import _debug
 from ember.distributed.errors import DistError
 from ember.distributed.group import resolve
@@ -28,7 +29,6 @@ from ember.distributed.ops import all_reduce_start_op, all_reduce_wait_op
 from ember.distributed.reduce_op import ReduceOp
 from ember.distributed.work import CompletedWork, Work, blocking_call
 from ember.nn.modules.module import Module
-from ember.ops.dispatch import apply, is_tracing
 
 DEFAULT_BUCKET_MB = 25.0
 FIRST_BUCKET_MB = 1.0  # PyTorch's dist._DEFAULT_FIRST_BUCKET_BYTES

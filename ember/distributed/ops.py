@@ -11,10 +11,10 @@ from __future__ import annotations
 import numpy as np
 
 from ember.backends.meta import MetaArray
+from ember.dispatch import apply
 from ember.distributed.reduce_op import ReduceOp
 from ember.distributed.work import wait_requests
-from ember.ops.dispatch import apply
-from ember.ops.registry import Op, register
+from ember.op import Op, register
 
 
 def _on_host(xp, x):

@@ -31,7 +31,7 @@ from ember.graph import placement_exec
 from ember.graph.ir import CAPTURE, CONSTANT, PLACEHOLDER, VARIABLE, Graph, Value
 from ember.graph.placement import RECV_PART, SEND_PART, SIGNAL_PART, WAIT_PART, Part
 from ember.graph.placement_exec import PlacedPlan, part_plan
-from ember.ops.registry import OPS
+from ember.op import OPS
 from ember.runtime.rendezvous import RECV_TIMEOUT, Cancelled, Rendezvous
 
 CONTROL, REPLY, DATA = 21, 22, 23

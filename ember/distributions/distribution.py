@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 import ember as em
-from ember.ops import dispatch
+from ember import dispatch
 from ember.tensor import Tensor
 
 _VALIDATE_DEFAULT = True

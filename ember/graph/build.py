@@ -20,10 +20,10 @@ import numpy as np
 
 from ember.autograd.grad_mode import state as grad_state
 from ember.device import scope_device
+from ember.dispatch import is_symbolic
 from ember.errors import ConcretizationError, fmt_shape
 from ember.graph.ir import Value
 from ember.interpreter import Interpreter
-from ember.ops.dispatch import is_symbolic
 from ember.ops.host_random import _host_random_op as HostRandom
 from ember.ops.transfer_ops import transfer
 from ember.tensor import Tensor

@@ -30,12 +30,12 @@ import numpy as np
 
 from ember import autograd
 from ember.device import scope_device
+from ember.dispatch import apply
 from ember.errors import ShapeError, fmt_shape
 from ember.graph.func_graph import FuncGraphMixin, Subgraph, copy_constant, current_graph
+from ember.op import Op, register
 from ember.ops import transfer_ops
 from ember.ops._rules import FLOAT_NP, spec
-from ember.ops.dispatch import apply
-from ember.ops.registry import Op, register
 from ember.tensor import Tensor
 
 RECORD = np.dtype(object)

@@ -27,6 +27,7 @@ from ember import config
 from ember.backends.meta import MetaArray
 from ember.errors import DataDependentError, fmt_shape
 from ember.graph.ir import CAPTURE, CONSTANT, PLACEHOLDER, VARIABLE, Value
+from ember.kernels import selection
 from ember.runtime import profiler as _profiler
 from ember.symbolic import bind
 
@@ -317,13 +318,17 @@ class Plan:
         their results into (`overrides[k]`: result position -> array) and a profiler when given."""
         step = None
         try:
+            explaining = selection.listening[0] and rec is None  # ember.kernels.explain: what each step ran
             for k, step in enumerate(self.steps):
                 t0 = _profiler.now() if rec is not None else 0
+                before = selection.pending() if explaining else 0
                 args = [env[i] for i in step.in_slots]
                 if overrides and k in overrides:
                     out = _call_into(step, args, overrides[k], outs[k] if outs is not None else None)
                 else:
                     out = _call(step, args, outs[k] if outs is not None else None)
+                if explaining and step.name != "fused region":
+                    selection.ran_default(step.name, before)
                 if rec is not None:
                     rec.record(step.name, "graph", step.in_shapes, step.backend.device, t0, _profiler.now() - t0,
                                _profiler.chosen_algorithm(step.name))

@@ -29,6 +29,8 @@ from collections import OrderedDict
 
 import numpy as np
 
+from ember import dispatch
+from ember.dispatch import is_symbolic, is_tracing  # noqa: F401  (is_tracing: re-exported as ember.is_tracing)
 from ember.errors import ConcretizationError, fmt_shape
 from ember.graph.executor import Plan
 from ember.graph.ir import Graph
@@ -37,8 +39,6 @@ from ember.graph.jit_key import flatten, signature, unflatten
 from ember.graph.passes import optimize as optimize_graph
 from ember.graph.placement_exec import compile_plan
 from ember.graph.trace import Tracer
-from ember.ops import dispatch
-from ember.ops.dispatch import is_symbolic, is_tracing  # noqa: F401  (is_tracing: re-exported as ember.is_tracing)
 from ember.symbolic import SymInt, collecting_guards
 from ember.tensor import Tensor
 

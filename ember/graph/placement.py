@@ -14,7 +14,7 @@ from ember.backends.meta import MetaArray
 from ember.device import Device
 from ember.graph.ir import PLACEHOLDER, GNode, Graph, Value
 from ember.graph.passes.rewrite import Rewriter
-from ember.ops.registry import Op
+from ember.op import Op
 from ember.ops.transfer_ops import copy_array, recv_op, send_op
 from ember.runtime.rendezvous import current
 

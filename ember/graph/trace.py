@@ -10,10 +10,10 @@ import weakref
 import numpy as np
 
 from ember.device import scope_depth
+from ember.dispatch import is_symbolic
 from ember.graph.build import GraphBuilder, concretization_error
 from ember.graph.ir import Graph, Value
-from ember.ops.dispatch import is_symbolic
-from ember.tensor import GRAD_READER, Tensor
+from ember.tensor import Tensor
 
 
 class _GradRead:
@@ -45,16 +45,6 @@ class Tracer(GraphBuilder):
         self.effects: list = []  # Python side effects of the traced code, replayed after every run
         self.scope_base = scope_depth()  # device scopes opened before the trace do not place its ops
         self.grad_reads: dict = {}  # id(tensor) -> _GradRead: see read_grad
-        self._outer_tracer = None
-
-    def __enter__(self):
-        self._outer_tracer = GRAD_READER.tracer
-        GRAD_READER.tracer = self
-        return super().__enter__()
-
-    def __exit__(self, *exc) -> None:
-        GRAD_READER.tracer = self._outer_tracer
-        super().__exit__(*exc)
 
     def _grad_read(self, t: Tensor) -> _GradRead:
         rec = self.grad_reads.get(id(t))

@@ -121,6 +121,18 @@ def compiled_or_numpy(op: str, compiled: str, rule: str, numpy_rule: str = "othe
     return algorithms(op, [Algorithm(compiled, rule, None), Algorithm("numpy", numpy_rule, always)])
 
 
+def pending() -> int:
+    """How many choices this thread has recorded since the last take_choices()."""
+    return len(getattr(_local, "choices", None) or ())
+
+
+def ran_default(op: str, since: int) -> None:
+    """Note that `op` ran its one kernel where nothing was recorded since `pending()` said `since` (a graph
+    plan's steps, which run without an interpreter)."""
+    if pending() == since:
+        record(op, "numpy", "its one kernel")
+
+
 def take_choices() -> list:
     """The (op, algorithm, rule) choices recorded in this thread since the last call, emptied."""
     choices = getattr(_local, "choices", None)
@@ -142,7 +154,7 @@ def document() -> str:
             lines.append(f"Thresholds (measured on {table.measured_on}):")
             lines.append("")
             for name, value, why in table.items():
-                lines.append(f"- `{name}` = {value:g}: {why}" if isinstance(value, (int, float))
-                             else f"- `{name}` = {value}: {why}")
+                shown = f"{int(value):,}" if isinstance(value, (int, float)) and float(value).is_integer() else value
+                lines.append(f"- `{name}` = {shown}: {why}")
         lines.append("")
     return "\n".join(lines)

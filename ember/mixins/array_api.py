@@ -3,7 +3,8 @@ the in-place operators PyTorch has beyond `+= -= *= /=`."""
 
 from __future__ import annotations
 
-import ember
+from ember import ops
+from ember.device import Device
 
 
 class ArrayAPIMixin:
@@ -15,55 +16,55 @@ class ArrayAPIMixin:
         """The Array API namespace for this array (`ember.array_api`)."""
         if api_version not in (None, "2021.12", "2022.12", "2023.12", "2024.12"):
             raise ValueError(f"__array_namespace__: unsupported api_version {api_version!r}; Ember has 2024.12")
-        import ember.array_api
+        from ember import array_api  # the namespace builds on Tensor: imported when first asked for
 
-        return ember.array_api
+        return array_api
 
     def to_device(self, device, /, *, stream=None):
         """A copy on device (self when it is there already)."""
         if stream is not None:
             raise ValueError("to_device: streams are not supported")
-        device = ember.device(device) if isinstance(device, str) else device
-        return self if device == self.device else ember.to_device(self, device)
+        device = Device(device) if isinstance(device, str) else device
+        return self if device == self.device else ops.to_device(self, device)
 
     def __lshift__(self, other):
-        return ember.bitwise_left_shift(self, other)
+        return ops.bitwise_left_shift(self, other)
 
     def __rlshift__(self, other):
-        return ember.bitwise_left_shift(other, self)
+        return ops.bitwise_left_shift(other, self)
 
     def __rshift__(self, other):
-        return ember.bitwise_right_shift(self, other)
+        return ops.bitwise_right_shift(self, other)
 
     def __rrshift__(self, other):
-        return ember.bitwise_right_shift(other, self)
+        return ops.bitwise_right_shift(other, self)
 
     def __ifloordiv__(self, other):
-        return self._inplace("floor_divide_", ember.floor_divide, other)
+        return self._inplace("floor_divide_", ops.floor_divide, other)
 
     def __imod__(self, other):
-        return self._inplace("remainder_", ember.remainder, other)
+        return self._inplace("remainder_", ops.remainder, other)
 
     def __ipow__(self, other):
-        return self._inplace("pow_", ember.pow, other)
+        return self._inplace("pow_", ops.pow, other)
 
     def __iand__(self, other):
-        return self._inplace("bitwise_and_", ember.bitwise_and, other)
+        return self._inplace("bitwise_and_", ops.bitwise_and, other)
 
     def __ior__(self, other):
-        return self._inplace("bitwise_or_", ember.bitwise_or, other)
+        return self._inplace("bitwise_or_", ops.bitwise_or, other)
 
     def __ixor__(self, other):
-        return self._inplace("bitwise_xor_", ember.bitwise_xor, other)
+        return self._inplace("bitwise_xor_", ops.bitwise_xor, other)
 
     def __ilshift__(self, other):
-        return self._inplace("bitwise_left_shift_", ember.bitwise_left_shift, other)
+        return self._inplace("bitwise_left_shift_", ops.bitwise_left_shift, other)
 
     def __irshift__(self, other):
-        return self._inplace("bitwise_right_shift_", ember.bitwise_right_shift, other)
+        return self._inplace("bitwise_right_shift_", ops.bitwise_right_shift, other)
 
     def __imatmul__(self, other):
-        return self._inplace("matmul_", ember.matmul, other)
+        return self._inplace("matmul_", ops.matmul, other)
 
     def __complex__(self) -> complex:
         return complex(self.item())

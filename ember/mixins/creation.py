@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 
-import ember
+from ember import creation, dispatch
+from ember import random as random_state
+from ember.autograd import grad_mode
 
 
 class CreationMixin:
@@ -15,22 +17,22 @@ class CreationMixin:
 
     def new_full(self, size, fill_value, *, dtype=None, device=None, requires_grad=False):
         """A tensor of `size` filled with `fill_value`, with this tensor's dtype and device by default."""
-        return ember.creation.full(tuple(size), fill_value, dtype=dtype or self.dtype, device=device or self.device,
+        return creation.full(tuple(size), fill_value, dtype=dtype or self.dtype, device=device or self.device,
                                    requires_grad=requires_grad)
 
     def new_zeros(self, *size, dtype=None, device=None, requires_grad=False):
         """Zeros of `size`, with this tensor's dtype and device by default."""
-        return self.new_full(ember.creation._size(size), 0, dtype=dtype, device=device, requires_grad=requires_grad)
+        return self.new_full(creation._size(size), 0, dtype=dtype, device=device, requires_grad=requires_grad)
 
     def new_ones(self, *size, dtype=None, device=None, requires_grad=False):
         """Ones of `size`, with this tensor's dtype and device by default."""
-        return self.new_full(ember.creation._size(size), 1, dtype=dtype, device=device, requires_grad=requires_grad)
+        return self.new_full(creation._size(size), 1, dtype=dtype, device=device, requires_grad=requires_grad)
 
     new_empty = new_zeros
 
     def new_tensor(self, data, *, dtype=None, device=None, requires_grad=False):
         """A new tensor from data, with this tensor's dtype and device by default."""
-        return ember.creation.tensor(data, dtype=dtype or self.dtype, device=device or self.device,
+        return creation.tensor(data, dtype=dtype or self.dtype, device=device or self.device,
                                      requires_grad=requires_grad)
 
     # --- random fills ----------------------------------------------------------------------
@@ -42,9 +44,9 @@ class CreationMixin:
 
     def _fill_random(self, draw, generator=None):
         """Write host-drawn random values into self in place (no autograd history)."""
-        sample = ember.creation._random(self.device, tuple(self.shape), self._data.dtype, draw, False, generator)
+        sample = creation._random(self.device, tuple(self.shape), self._data.dtype, draw, False, generator)
         if self._requires_grad and self._grad_fn is None:
-            with ember.autograd.grad_mode.no_grad():
+            with grad_mode.no_grad():
                 return self.copy_(sample)
         return self.copy_(sample)
 
@@ -53,8 +55,8 @@ class CreationMixin:
         data = self._data
         if (type(data) is not np.ndarray or data.dtype not in (np.float32, np.float64) or not data.flags.c_contiguous
                 or not data.flags.writeable or self._device.type != "cpu"
-                or (ember.autograd.grad_mode.state.enabled and self._requires_grad and self._grad_fn is not None)
-                or not ember.ops.dispatch.eager_now()):
+                or (grad_mode.state.enabled and self._requires_grad and self._grad_fn is not None)
+                or not dispatch.eager_now()):
             return False
         fill(data)
         self._version[0] += 1
@@ -72,7 +74,7 @@ class CreationMixin:
             return out
 
         def into(out):
-            ember.random.host_rng(generator).standard_normal(out=out, dtype=out.dtype)
+            random_state.host_rng(generator).standard_normal(out=out, dtype=out.dtype)
             scale(out)
 
         if self._fill_in_place(into):
@@ -89,7 +91,7 @@ class CreationMixin:
             return out
 
         def into(out):
-            ember.random.host_rng(generator).random(out=out, dtype=out.dtype)
+            random_state.host_rng(generator).random(out=out, dtype=out.dtype)
             scale(out)
 
         if self._fill_in_place(into):

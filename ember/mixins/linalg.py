@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import ember
+from ember import ops
 from ember.mixins.op_method import op_method
 
 
@@ -21,18 +21,18 @@ class LinalgMixin:
 
     def inverse(self):
         """`ember.inverse(self)`."""
-        return ember.ops.inverse(self)
+        return ops.inverse(self)
 
     def det(self):
         """`ember.det(self)`."""
-        return ember.ops.det(self)
+        return ops.det(self)
 
     def logdet(self):
         """`ember.logdet(self)`."""
-        return ember.ops.logdet(self)
+        return ops.logdet(self)
 
     def slogdet(self):
         """`ember.slogdet(self)`."""
-        return ember.ops.slogdet(self)
+        return ops.slogdet(self)
 
     pinverse = op_method()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import ember
+from ember import ops
 from ember.mixins.op_method import op_method
 
 
@@ -74,29 +74,29 @@ class MathMixin:
 
     def lgamma(self):
         """`ember.lgamma(self)`."""
-        return ember.ops.lgamma(self)
+        return ops.lgamma(self)
 
     def digamma(self):
         """`ember.digamma(self)`."""
-        return ember.ops.digamma(self)
+        return ops.digamma(self)
 
     def polygamma(self, n: int):
         """`ember.polygamma(n, self)` (PyTorch's method puts n first too)."""
-        return ember.ops.polygamma(n, self)
+        return ops.polygamma(n, self)
 
     def erfc(self):
         """`ember.erfc(self)`."""
-        return ember.ops.erfc(self)
+        return ops.erfc(self)
 
     def erfinv(self):
         """`ember.erfinv(self)`."""
-        return ember.ops.erfinv(self)
+        return ops.erfinv(self)
 
     logit = op_method()
 
     def xlogy(self, other):
         """`ember.xlogy(self, other)`."""
-        return ember.ops.xlogy(self, other)
+        return ops.xlogy(self, other)
 
     isclose = op_method()
     allclose = op_method()
@@ -115,4 +115,4 @@ class MathMixin:
 
     def where(self, condition, other):
         """`ember.where(condition, self, other)`."""
-        return ember.ops.where(condition, self, other)
+        return ops.where(condition, self, other)

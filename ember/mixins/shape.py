@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import ember
+from ember import ops
 from ember.mixins.op_method import op_method
 
 
@@ -47,12 +47,12 @@ class ShapeMixin:
 
     def view_as(self, other):
         """A view with `other`'s shape."""
-        return ember.ops.view(self, tuple(other.shape))
+        return ops.view(self, tuple(other.shape))
 
     def reshape_as(self, other):
         """Reshaped to `other`'s shape."""
-        return ember.ops.reshape(self, tuple(other.shape))
+        return ops.reshape(self, tuple(other.shape))
 
     def ravel(self):
         """The tensor flattened to 1-D (a view where possible)."""
-        return ember.ops.reshape(self, (-1,))
+        return ops.reshape(self, (-1,))

@@ -12,10 +12,10 @@ import numpy as np
 from ember.autograd.grad_mode import no_grad
 from ember.backends.meta import MetaArray
 from ember.device import as_device
+from ember.dispatch import is_symbolic
 from ember.graph.ir import Graph, Value
 from ember.graph.passes import optimize
 from ember.graph.trace import Tracer
-from ember.ops.dispatch import is_symbolic
 from ember.symbolic import SymInt, bind, collecting_guards
 from ember.tensor import Tensor
 

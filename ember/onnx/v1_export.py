@@ -10,7 +10,7 @@ from ember.onnx.trace import Traced
 
 
 def _value(sess, x, what: str):
-    from ember.ops.dispatch import is_symbolic
+    from ember.dispatch import is_symbolic
     from ember.tensor import Tensor
 
     if isinstance(x, str):

@@ -2,13 +2,12 @@
 
 import warnings as _warnings
 
-from ember.ops import dispatch as _dispatch  # noqa: F401
 from ember.ops.activation import log_softmax, softmax
 from ember.ops.closeness import allclose, isclose
 from ember.ops.conv import conv2d, conv_transpose2d
 from ember.ops.creation_ops import arange_like, empty_like, full_like, ones_like, zeros_like, zeros_like_shape
 from ember.ops.device_ops import to_device
-from ember.ops.dispatch import apply
+from ember.dispatch import apply
 from ember.ops.elementwise import (
     abs, add, atan2, bitwise_and, bitwise_not, bitwise_or, bitwise_xor, ceil, clamp, clamp_max, clamp_min, clip,
     cos, div, divide, elu, eq, erf, exp, exp2, expm1, floor, floor_divide, fmod, frac, ge, gelu, greater,
@@ -33,7 +32,7 @@ from ember.ops.reduction import (
     all, amax, amin, any, argmax, argmin, count_nonzero, equal, logsumexp, max, mean, min, norm, prod, std, std_mean,
     sum, var, var_mean,
 )
-from ember.ops.registry import OPS, Op
+from ember.op import OPS, Op
 from ember.ops.scatter_reduce import index_reduce, scatter_reduce, segment_reduce
 from ember.ops.shape import (
     broadcast_tensors, broadcast_to, cast, cat, clone, concat, concatenate, contiguous, diagonal, expand,
@@ -46,6 +45,12 @@ from ember.ops.sorting import argsort, cumprod, cumsum, kthvalue, msort, sort, t
 from ember.ops.special import digamma, erfc, erfinv, lgamma, logit, polygamma, xlogy
 
 __all__ = [name for name in dir() if not name.startswith("_")]
+
+# Tensor's methods run these ops: they are put on the class now that the ops exist (ember/mixins)
+from ember.mixins import install as _install_methods  # noqa: E402
+from ember.tensor import Tensor as _Tensor  # noqa: E402
+
+_install_methods(_Tensor)
 
 # PyTorch gives IEEE results quietly (log(0) = -inf, 0/0 = nan, inf * 0 = nan); NumPy warns. Only the
 # floating-point warnings NumPy raises inside Ember's own kernels (modules named ember..., and the

@@ -8,10 +8,12 @@ import numpy as np
 
 from ember import dtypes as dt
 from ember.backends.meta import MetaArray as Spec
+from ember.dtypes import FLOAT_NP  # noqa: F401 - every op's float test, named here with the other rules
 from ember.errors import ShapeError, fmt_shape
+from ember.size import norm_dim, norm_dims  # noqa: F401 - the ops' dim rules, named here with the other rules
 
 _FLOAT_KINDS = frozenset("fV")  # V: ml_dtypes' bfloat16 reports kind 'V'
-FLOAT_NP = frozenset(d.np for d in dt.FLOAT_DTYPES)
+
 BOOL_NP = np.dtype(np.bool_)
 INT64_NP = np.dtype(np.int64)
 # The dtypes NumPy computes in natively: the direct and compiled kernels' fast paths take these.
@@ -58,28 +60,6 @@ def broadcast_shapes(op: str, *shapes) -> tuple:
                 )
         out.append(size)
     return tuple(out)
-
-
-def norm_dim(op: str, dim: int, ndim: int) -> int:
-    """A dim in [-ndim, ndim) made non-negative; an IndexError naming the op otherwise."""
-    n = max(ndim, 1)
-    if not isinstance(dim, (int, np.integer)) or isinstance(dim, bool):
-        raise TypeError(f"{op}: dim must be an int, got {type(dim).__name__}")
-    if not -n <= dim < n:
-        raise IndexError(f"{op}: dimension {dim} is out of range for a tensor of {ndim} dimension(s)")
-    return int(dim) % n
-
-
-def norm_dims(op: str, dim, ndim: int) -> tuple:
-    """None (all dims), an int, or a tuple of ints -> sorted tuple of non-negative dims."""
-    if dim is None:
-        return tuple(range(ndim))
-    if isinstance(dim, (list, tuple)):
-        dims = tuple(norm_dim(op, d, ndim) for d in dim)
-        if len(set(dims)) != len(dims):
-            raise ValueError(f"{op}: dim {tuple(dim)} names a dimension more than once")
-        return tuple(sorted(dims)) if ndim else ()
-    return (norm_dim(op, dim, ndim),) if ndim else ()
 
 
 _RESULT_CACHE: dict = {}

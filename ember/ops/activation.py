@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from ember.dispatch import apply, apply_unary
+from ember.op import Op, register
 from ember.ops._rules import SINGLE_DOUBLE_NP, binary_dtype, float_of, norm_dim, spec
-from ember.ops.dispatch import apply, apply_unary
 from ember.ops.opmath import rounded, upcast, upcast_tensor
-from ember.ops.registry import Op, register
 
 
 def _shifted(x, d):

@@ -14,13 +14,13 @@ from __future__ import annotations
 import numpy as np
 
 from ember.autograd.grad_mode import state as grad_state
+from ember.dispatch import apply
 from ember.dtypes import bool_
 from ember.errors import ShapeError, fmt_shape
 from ember.kernels import attention, gemm
+from ember.op import Op, register
 from ember.ops._rules import FLOAT_NP, spec
-from ember.ops.dispatch import apply
 from ember.ops.opmath import rounded, upcast
-from ember.ops.registry import Op, register
 
 
 def _swap(x):

@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from ember.dispatch import apply
 from ember.errors import ShapeError, fmt_shape
 from ember.kernels import batch_norm
+from ember.op import OPS, Op, register
 from ember.ops._rules import channel_shape, result_dtype, spec
-from ember.ops.dispatch import apply
 from ember.ops.opmath import opmath, upcast, upcast_tensor
-from ember.ops.registry import OPS, Op, register
 
 
 class BatchNormScaleShiftOp(Op):

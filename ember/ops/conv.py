@@ -8,13 +8,13 @@ are multiplied and summed in float32 and each result is rounded once.
 
 from __future__ import annotations
 
+from ember.dispatch import apply
 from ember.errors import ShapeError, fmt_shape
 from ember.kernels import conv as conv_kernels
+from ember.op import Op, register
 from ember.ops._rules import binary_dtype, spec
 from ember.ops.channel_affine import channel_affine
-from ember.ops.dispatch import apply
 from ember.ops.opmath import rounded, upcast
-from ember.ops.registry import Op, register
 
 
 def _pair(v, name):

@@ -11,9 +11,9 @@ where they do not run the two ops' own kernels do.
 from __future__ import annotations
 
 from ember.kernels.conv import affine
+from ember.op import Op, register
 from ember.ops.channel_affine import _channel_affine_op
 from ember.ops.conv import _conv2d_op
-from ember.ops.registry import Op, register
 
 
 class Conv2dAffineOp(Op):

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from ember.dispatch import apply
 from ember.errors import ShapeError, fmt_shape
+from ember.op import Op, register
 from ember.ops._rules import result_dtype, spec
-from ember.ops.dispatch import apply
 from ember.ops.opmath import rounded, upcast
-from ember.ops.registry import Op, register
 
 _MODES = ("full", "valid", "same")
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from ember.dispatch import apply, apply_unary
+from ember.op import Op, register
 from ember.ops._rules import is_plus_zero, spec
-from ember.ops.dispatch import apply, apply_unary
-from ember.ops.registry import Op, register
 
 
 class FullLikeOp(Op):

@@ -14,13 +14,13 @@ from __future__ import annotations
 import numpy as np
 
 from ember.autograd.grad_mode import state as grad_state
+from ember.dispatch import apply
 from ember.errors import ShapeError, fmt_shape
 from ember.kernels import cross_entropy as cross_entropy_kernels
+from ember.op import Op, register
 from ember.ops._rules import SINGLE_DOUBLE_NP, spec
 from ember.ops.activation import _log_softmax_backward_op, _log_softmax_op
-from ember.ops.dispatch import apply
 from ember.ops.nn_extra import _nll_loss_backward_op, _nll_loss_op
-from ember.ops.registry import Op, register
 
 
 def _check(op: str, logits, target) -> None:

@@ -7,9 +7,9 @@ import numpy as np
 from ember.autograd.engine import record
 from ember.autograd.grad_mode import state as grad_state
 from ember.backends.meta import MetaArray
+from ember.dispatch import current, is_symbolic
 from ember.errors import DataDependentError
-from ember.ops.dispatch import current, is_symbolic
-from ember.ops.registry import Op, register
+from ember.op import Op, register
 
 
 class ToDeviceOp(Op):

@@ -7,9 +7,11 @@ import math
 import numpy as np
 
 from ember.autograd.grad_mode import state as grad_state
+from ember.dispatch import apply, apply_binary, apply_unary
 from ember.errors import IntegerDivisionByZeroError
 from ember.kernels.gelu import gelu_compiled
 from ember.kernels.numba_loader import MIN_ELEMENTS
+from ember.op import OPS, Op, register
 from ember.ops._rules import (
     BOOL_NP,
     FLOAT_NP,
@@ -23,8 +25,6 @@ from ember.ops._rules import (
     spec,
 )
 from ember.ops._special import erf as _erf
-from ember.ops.dispatch import apply, apply_binary, apply_unary
-from ember.ops.registry import OPS, Op, register
 
 
 # --- unary ---------------------------------------------------------------------------

@@ -14,10 +14,10 @@ import math
 
 from ember.errors import ShapeError, fmt_shape
 from ember.kernels.gelu import gelu_backward_compiled
+from ember.op import Op, register
 from ember.ops._rules import spec
 from ember.ops._special import erf
 from ember.ops.opmath import rounded, upcast
-from ember.ops.registry import Op, register
 
 _INV_SQRT_2 = 1.0 / math.sqrt(2.0)
 _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)

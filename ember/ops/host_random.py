@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ember.op import Op, register
 from ember.ops._rules import spec
-from ember.ops.registry import Op, register
 
 
 class HostRandomOp(Op):

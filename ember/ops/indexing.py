@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import numpy as np
 
+from ember import dispatch
 from ember.autograd.grad_mode import state as grad_state
 from ember.backends.meta import MetaArray
+from ember.dispatch import apply, apply_unary
 from ember.errors import DataDependentError, DeviceMismatchError, ShapeError, fmt_shape
 from ember.kernels.row_reduce import reduce_into_rows
-from ember.ops import dispatch
+from ember.op import Op, register
 from ember.ops._rules import BOOL_NP, FLOAT_NP, INT64_NP, binary_dtype, norm_dim, spec
-from ember.ops.dispatch import apply, apply_unary
-from ember.ops.registry import Op, register
 from ember.symbolic import carry_symbols, has_symbols, values_of
 
 # --- index templates ---------------------------------------------------------------

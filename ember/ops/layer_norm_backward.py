@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from ember.errors import ShapeError, fmt_shape
 from ember.kernels import layer_norm
+from ember.op import Op, register
 from ember.ops._rules import spec
 from ember.ops.opmath import opmath, rounded, upcast
-from ember.ops.registry import Op, register
 
 
 class LayerNormBackwardOp(Op):

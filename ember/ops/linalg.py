@@ -9,12 +9,12 @@ import string
 
 import numpy as np
 
+from ember.dispatch import apply, apply_binary
 from ember.errors import ShapeError, fmt_shape
 from ember.kernels import gemm
+from ember.op import Op, register
 from ember.ops._rules import binary_dtype, broadcast_shapes, spec
-from ember.ops.dispatch import apply, apply_binary
 from ember.ops.opmath import LOW_FLOAT_NP, rounded, upcast
-from ember.ops.registry import Op, register
 
 
 def matmul_shape(op: str, a, b) -> tuple:

@@ -14,11 +14,11 @@ from collections import namedtuple
 import numpy as np
 
 from ember import dtypes as dt
+from ember.dispatch import apply
 from ember.errors import LinAlgError, ShapeError, fmt_shape
+from ember.op import Op, register
 from ember.ops._rules import FLOAT_NP, INT64_NP, broadcast_shapes, spec
-from ember.ops.dispatch import apply
 from ember.ops.opmath import rounded, upcast
-from ember.ops.registry import Op, register
 
 
 # --- shape and dtype checks shared by the rules and the kernels ------------------------------------------------

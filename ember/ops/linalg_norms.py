@@ -11,13 +11,13 @@ import math
 import numpy as np
 
 from ember import dtypes as dt
+from ember.dispatch import apply
 from ember.errors import ShapeError, fmt_shape
+from ember.op import Op, register
 from ember.ops._rules import norm_dims, spec
-from ember.ops.dispatch import apply
 from ember.ops.linalg_decomp import check_float, svdvals
 from ember.ops.opmath import rounded, upcast
 from ember.ops.reduction import reduced_shape, unreduce
-from ember.ops.registry import Op, register
 
 _INF = math.inf
 

@@ -19,16 +19,16 @@ import math
 
 import numpy as np
 
+from ember import dispatch
 from ember.autograd.grad_mode import state as grad_state
+from ember.dispatch import apply
 from ember.errors import ShapeError, fmt_shape
 from ember.kernels import batch_norm, gemm
 from ember.kernels.blas import BIAS_PREFILL_MIN, linear_with_bias
-from ember.ops import dispatch
+from ember.op import OPS, Op, register
 from ember.ops._rules import FLOAT_NP, binary_dtype, channel_shape, spec
-from ember.ops.dispatch import apply
 from ember.ops.elementwise import zeros_like_grad
 from ember.ops.opmath import LOW_FLOAT_NP, opmath, rounded, upcast, upcast_tensor
-from ember.ops.registry import OPS, Op, register
 from ember.tensor import Tensor
 
 _REDUCTIONS = ("none", "mean", "sum")

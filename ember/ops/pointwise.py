@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from ember.dispatch import apply
+from ember.op import Op, register
 from ember.ops._rules import FLOAT_NP, broadcast_shapes, result_dtype, shape_of, spec
-from ember.ops.dispatch import apply
-from ember.ops.registry import Op, register
 
 _FLOAT32 = np.dtype(np.float32)
 

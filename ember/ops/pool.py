@@ -10,12 +10,12 @@ import math
 
 import numpy as np
 
+from ember.dispatch import apply
 from ember.errors import ShapeError, fmt_shape
 from ember.kernels.pooling import LOCAL_INDEX, max_pool2d_backward_compiled, max_pool2d_compiled
+from ember.op import Op, register
 from ember.ops._rules import FLOAT_NP, spec
-from ember.ops.dispatch import apply
 from ember.ops.opmath import rounded, upcast
-from ember.ops.registry import Op, register
 
 
 def _pair(v):

@@ -16,8 +16,8 @@ import numpy as np
 from ember.backends.meta import MetaArray
 from ember.device import as_device
 from ember.errors import ShapeError, fmt_shape
+from ember.op import Op, register
 from ember.ops._rules import FLOAT_NP, spec
-from ember.ops.registry import Op, register
 from ember.random import host_rng
 from ember.tensor import Tensor
 

@@ -13,11 +13,11 @@ from __future__ import annotations
 import numpy as np
 
 from ember.autograd.grad_mode import state as grad_state
+from ember.dispatch import apply
 from ember.errors import ShapeError, fmt_shape
+from ember.op import Op, register
 from ember.ops._rules import FLOAT_NP, binary_dtype, spec
-from ember.ops.dispatch import apply
 from ember.ops.opmath import rounded, upcast
-from ember.ops.registry import Op, register
 
 
 def _gates(xp, pre, hidden: int):

@@ -17,13 +17,13 @@ from __future__ import annotations
 import numpy as np
 
 from ember.autograd.grad_mode import state as grad_state
+from ember.dispatch import apply
 from ember.errors import ShapeError, fmt_shape
 from ember.kernels import gemm
 from ember.kernels.lstm import LSTM
+from ember.op import Op, register
 from ember.ops._rules import FLOAT_NP, spec
-from ember.ops.dispatch import apply
 from ember.ops.opmath import opmath, rounded, upcast
-from ember.ops.registry import Op, register
 
 
 def _check(xw, h0, c0, w_hh, what: str, dtypes: bool = True):

@@ -7,12 +7,12 @@ from functools import partial
 
 import numpy as np
 
+from ember.dispatch import apply, apply_unary
 from ember.errors import ShapeError, fmt_shape
 from ember.kernels import batch_norm
+from ember.op import Op, register
 from ember.ops._rules import BOOL_NP, FLOAT_NP, INT64_NP, norm_dims, spec
-from ember.ops.dispatch import apply, apply_unary
 from ember.ops.opmath import FLOAT32_NP, LOW_FLOAT_NP, opmath, rounded, upcast, upcast_tensor
-from ember.ops.registry import Op, register
 
 
 def reduced_shape(shape, dims, keepdim):
@@ -448,7 +448,7 @@ _mean_op = register(MeanOp())
 _prod_op = register(ProdOp())
 _var_op = register(VarOp())
 _lse_op = register(LogSumExpOp())
-from ember.ops.registry import register  # noqa: E402
+from ember.op import register  # noqa: E402
 
 _amax_op = register(_MaxMinAll("amax", "max"))
 _amin_op = register(_MaxMinAll("amin", "min"))

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from ember.dispatch import apply
 from ember.errors import ShapeError, fmt_shape
 from ember.kernels.row_reduce import reduce_into_rows, single_axis_rows
+from ember.op import Op, register
 from ember.ops._rules import FLOAT_NP, INT64_NP, norm_dim, spec
 from ember.ops.creation_ops import _full_like_op
-from ember.ops.dispatch import apply
 from ember.ops.indexing import (
     _along_dim_index,
     _bounds,
@@ -27,7 +28,6 @@ from ember.ops.indexing import (
     scatter_add,
 )
 from ember.ops.opmath import rounded, upcast
-from ember.ops.registry import Op, register
 
 REDUCES = ("sum", "prod", "mean", "amax", "amin")
 _UFUNC = {"sum": "add", "mean": "add", "prod": "multiply", "amax": "maximum", "amin": "minimum"}

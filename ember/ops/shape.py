@@ -6,12 +6,12 @@ import math
 
 import numpy as np
 
+from ember.dispatch import apply, apply_unary
 from ember.errors import ShapeError, fmt_shape
 from ember.kernels import batch_norm
+from ember.op import Op, register
 from ember.ops._rules import FLOAT_NP, norm_dim, result_dtype, spec
-from ember.ops.dispatch import apply, apply_unary
 from ember.ops.opmath import opmath, rounded, upcast
-from ember.ops.registry import Op, register
 
 
 def _known_numel(shape):
@@ -687,7 +687,7 @@ class TriangleOp(Op):
         return (apply(self, g, diagonal=ctx.attrs.get("diagonal", 0)),)
 
 
-from ember.ops.registry import register  # noqa: E402
+from ember.op import register  # noqa: E402
 
 _tril_op = register(TriangleOp("tril"))
 _triu_op = register(TriangleOp("triu"))

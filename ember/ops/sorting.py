@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from ember.dispatch import apply
 from ember.errors import ShapeError
+from ember.op import Op, register
 from ember.ops._rules import FLOAT_NP, INT64_NP, norm_dim, spec
-from ember.ops.dispatch import apply
 from ember.ops.opmath import opmath, rounded, upcast
-from ember.ops.registry import Op, register
 
 
 def _scatter_back(ctx, g, dim):

@@ -12,10 +12,10 @@ import math
 
 import numpy as np
 
+from ember.dispatch import apply
+from ember.op import Op, register
 from ember.ops._rules import broadcast_shapes, float_of, result_dtype, shape_of, spec
-from ember.ops.dispatch import apply
 from ember.ops.opmath import rounded, upcast
-from ember.ops.registry import Op, register
 
 _SQRT_2PI = math.sqrt(2 * math.pi)
 _SQRT_PI = math.sqrt(math.pi)

@@ -10,10 +10,10 @@ output of a function returning several views), and without autograd the write re
 
 from __future__ import annotations
 
+from ember.dispatch import apply
 from ember.errors import ShapeError, fmt_shape
+from ember.op import Op
 from ember.ops._rules import norm_dim, spec
-from ember.ops.dispatch import apply
-from ember.ops.registry import Op
 
 
 class SplitOp(Op):

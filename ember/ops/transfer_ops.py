@@ -14,7 +14,7 @@ import numpy as np
 from ember.autograd.engine import record
 from ember.autograd.grad_mode import state as grad_state
 from ember.backends.meta import MetaArray
-from ember.ops.registry import Op, register
+from ember.op import Op, register
 
 _keys = itertools.count()
 
@@ -74,7 +74,7 @@ recv_op = register(RecvOp())
 
 def transfer(x, dst):
     """`x` on device `dst` through a send node on x's device and a recv node on dst (differentiable)."""
-    from ember.ops.dispatch import apply, current, is_symbolic
+    from ember.dispatch import apply, current, is_symbolic
     from ember.tensor import Tensor
 
     src = x._device

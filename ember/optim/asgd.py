@@ -5,9 +5,8 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from ember import ops
+from ember import dispatch, ops
 from ember.creation import tensor
-from ember.ops import dispatch
 from ember.optim.optimizer import Optimizer, ParamsT, _effective_grad, _step_counter, _step_value, defaults_from
 from ember.tensor import Tensor
 

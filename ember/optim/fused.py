@@ -20,10 +20,10 @@ import operator
 
 import numpy as np
 
+from ember import dispatch
 from ember.autograd.grad_mode import no_grad
 from ember.device import as_device
 from ember.kernels.numba_loader import compile_source, compiled_allowed
-from ember.ops import dispatch
 from ember.optim import implementation
 from ember.tensor import Tensor
 

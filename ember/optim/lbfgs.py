@@ -5,9 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from ember import ops
+from ember import dispatch, ops
 from ember.autograd.grad_mode import enable_grad, no_grad
-from ember.ops import dispatch
 from ember.optim.optimizer import Optimizer
 from ember.tensor import Tensor
 

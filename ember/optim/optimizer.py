@@ -11,12 +11,11 @@ from copy import deepcopy
 from itertools import chain
 from typing import Any
 
-from ember import ops
+from ember import dispatch, ops
 from ember.autograd.grad_mode import enable_grad, no_grad
 from ember.autograd.zero_grad import zero_grads
 from ember.creation import tensor
 from ember.dtypes import float32, float64, get_default_dtype
-from ember.ops import dispatch
 from ember.optim import implementation
 from ember.tensor import Tensor
 

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ember import ops
-from ember.ops import dispatch
+from ember import dispatch, ops
 from ember.optim.fused import FusedUpdate
 from ember.optim.optimizer import Optimizer, ParamsT, _effective_grad, _keyword_options, _nonzero, defaults_from
 from ember.tensor import Tensor

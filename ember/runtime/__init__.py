@@ -7,7 +7,6 @@ autograd, ops and backends, and reaches the graph layer only lazily (checkpoint 
 
 from __future__ import annotations
 
-from ember.autograd.checkpoint import checkpoint, checkpoint_sequential
 from ember.runtime.allocator import empty_cache, set_eager_pool, stats
 from ember.runtime.async_eager import is_async, set_async, synchronize
 from ember.runtime.engine import EngineError, get_engine, wait_for_all
@@ -22,7 +21,7 @@ from ember.runtime.settings import (
 from ember.runtime.threads import get_num_interop_threads, set_num_interop_threads
 
 __all__ = [
-    "EngineError", "checkpoint", "checkpoint_sequential", "empty_cache", "get_engine", "get_num_interop_threads", "get_parallel", "get_remat",
+    "EngineError", "empty_cache", "get_engine", "get_num_interop_threads", "get_parallel", "get_remat",
     "memory_planning_enabled", "set_eager_pool", "set_memory_planning", "set_num_interop_threads", "set_parallel",
     "set_remat", "stats", "wait_for_all", "set_async", "is_async", "synchronize",
 ]

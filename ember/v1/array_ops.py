@@ -8,9 +8,9 @@ import numpy as np
 
 import ember as _em
 from ember import dtypes as dt
+from ember.dispatch import apply
+from ember.op import Op, register
 from ember.ops._rules import norm_dim, spec
-from ember.ops.dispatch import apply
-from ember.ops.registry import Op, register
 from ember.tensor import Tensor
 from ember.v1.check_ops import check_indices
 from ember.v1.constant_ops import constant, static_shape

@@ -17,6 +17,7 @@ import numpy as np
 from ember import dtypes as dt
 from ember.graph.build import GraphBuilder
 from ember.tensor import Tensor
+from ember.v1.graph_tensor import GraphTensor
 
 # Ember op -> TF1's op type, for the ops whose operands must not mix integers and floats.
 _ARITHMETIC = {
@@ -67,7 +68,12 @@ def tf_dtype_rules(op, inputs):
 
 
 class V1Builder(GraphBuilder):
-    """The graph builder of ember.v1 graphs: TF1's dtype rules, then placement."""
+    """The graph builder of ember.v1 graphs: TF1's dtype rules, then placement; its outputs are GraphTensors."""
+
+    def outputs(self, tensors) -> None:
+        super().outputs(tensors)
+        for t in tensors:
+            t.__class__ = GraphTensor  # the same slots: TF1's interface on a tensor of this graph
 
     def prepare(self, op, inputs):
         prepared = tf_dtype_rules(op, inputs)

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from ember.dispatch import apply
+from ember.op import Op, register
 from ember.ops._rules import spec
-from ember.ops.dispatch import apply
-from ember.ops.registry import Op, register
 from ember.tensor import Tensor
 from ember.v1.errors import FailedPreconditionError, InvalidArgumentError
 

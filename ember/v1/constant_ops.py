@@ -8,13 +8,14 @@ import numpy as np
 
 from ember import dtypes as dt
 from ember import ops as _ops
+from ember.dispatch import apply
+from ember.op import Op, register
 from ember.ops import random_ops
 from ember.ops._rules import spec
-from ember.ops.dispatch import apply
-from ember.ops.registry import Op, register
 from ember.tensor import Tensor
 from ember.v1.convert import constant_tensor, convert_to_tensor, host_array, is_symbolic, np_dtype
 from ember.v1.graph_api import get_default_graph
+from ember.v1.graph_tensor import GraphTensor
 from ember.v1.naming import tf_op
 from ember.v1.tensor_shape import Dimension, TensorShape
 
@@ -46,7 +47,7 @@ def placeholder(dtype, shape=None, name: str | None = None) -> Tensor:
     device = graph.device
     dims = None if shape is None else static_shape(shape, "placeholder")
     value = graph.placeholder(dims, np_dtype(dtype), device, name=graph.scoped_name(name or "Placeholder"))
-    t = Tensor._make(value, device)
+    t = GraphTensor._make(value, device)
     if t.is_floating_point():
         t.requires_grad_(True)  # so every op on it is recorded and gradients() can reach it
     return t
@@ -166,7 +167,7 @@ def random_tensor(op, shape, dtype, seed=None, like: Tensor | None = None, **par
     attrs = dict(shape=dims, dtype=np_dtype(dtype), seed=None if op_seed is None else random_ops.SeedStream(op_seed),
                  **params)
     value = graph.add_op(op, [like._data] if like is not None else [], attrs, device)
-    return Tensor._make(value, device)
+    return GraphTensor._make(value, device)
 
 
 def _scaled(t: Tensor, scale, shift) -> Tensor:

@@ -5,9 +5,10 @@ from __future__ import annotations
 import numpy as np
 
 from ember import dtypes as dt
-from ember.ops.dispatch import is_symbolic as _is_symbolic
+from ember.dispatch import is_symbolic as _is_symbolic
 from ember.tensor import Tensor
 from ember.v1.graph_api import get_default_graph
+from ember.v1.graph_tensor import GraphTensor
 
 
 def is_symbolic(x) -> bool:
@@ -58,7 +59,7 @@ def constant_tensor(arr: np.ndarray, name: str | None = None) -> Tensor:
     device = graph.device
     value = graph.constant(device.backend.from_host(np.asarray(arr, order="C")), device,
                            name=graph.scoped_name(name) if name else None)
-    return Tensor._make(value, device)
+    return GraphTensor._make(value, device)
 
 
 def convert_to_tensor(value, dtype=None, name: str | None = None, dtype_hint=None) -> Tensor:
@@ -72,7 +73,7 @@ def convert_to_tensor(value, dtype=None, name: str | None = None, dtype_hint=Non
                 )
             return value
         graph = get_default_graph()
-        out = Tensor._make(graph.capture(value), value._device)
+        out = GraphTensor._make(graph.capture(value), value._device)
         return out.to(dt.as_dtype(dtype)) if dtype is not None and value._data.dtype != np_dtype(dtype) else out
     from ember.v1.graph_api import Operation
 

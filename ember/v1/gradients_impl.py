@@ -15,10 +15,10 @@ from ember import autograd
 from ember import ops as _ops
 from ember.autograd import Node, walk
 from ember.autograd.grad_mode import enable_grad
+from ember.op import Op, register
 from ember.ops._rules import spec
-from ember.ops.registry import Op, register
-from ember.tensor import Tensor
 from ember.v1.convert import convert_to_tensor, is_symbolic
+from ember.v1.graph_tensor import GraphTensor
 
 
 @dataclass
@@ -110,7 +110,7 @@ def _deferred(ys: list, xs: list, reason: str) -> list:
             continue
         value = graph.add_op(deferred_gradient_op, [y._data for y in ys],
                              {"shape": tuple(x.shape), "dtype": x._data.dtype, "reason": reason}, x._device)
-        out.append(Tensor._make(value, x._device))
+        out.append(GraphTensor._make(value, x._device))
     return out
 
 

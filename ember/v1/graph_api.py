@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from ember.device import Device, as_device, default_device
 from ember.graph import ir
 from ember.tensor import Tensor
+from ember.v1.graph_tensor import GraphTensor
 from ember.v1.naming import default_name, type_name
 from ember.v1.static_shapes import add_op_on_unknown_rank
 from ember.v1.tensor_shape import StaticShape, UnknownRankShape
@@ -219,7 +220,7 @@ class Graph(ir.Graph):
         """Name `name` the node a public function made its result with; a result it did not make
         (node id < start: TF's functions also return some inputs unchanged, e.g. a cast to the same dtype) keeps
         its name."""
-        from ember.ops.dispatch import is_symbolic
+        from ember.dispatch import is_symbolic
 
         if isinstance(out, Operation):
             node = out.node
@@ -352,11 +353,11 @@ class Operation:
 
     @property
     def outputs(self) -> list:
-        return [Tensor._make(v, v.device) for v in self.node.outputs]
+        return [GraphTensor._make(v, v.device) for v in self.node.outputs]
 
     @property
     def inputs(self) -> list:
-        return [Tensor._make(v, v.device) for v in self.node.value_inputs()]
+        return [GraphTensor._make(v, v.device) for v in self.node.value_inputs()]
 
     @property
     def control_inputs(self) -> list:

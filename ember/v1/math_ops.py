@@ -6,9 +6,9 @@ import math
 
 import ember as _em
 from ember import dtypes as dt
+from ember.dispatch import apply
+from ember.op import Op, register
 from ember.ops._rules import norm_dims, spec
-from ember.ops.dispatch import apply
-from ember.ops.registry import Op, register
 from ember.tensor import Tensor
 from ember.v1.convert import convert_to_tensor, np_dtype, operands
 from ember.v1.naming import tf_op

@@ -7,8 +7,8 @@ import math
 import numpy as np
 
 import ember as _em
+from ember.dispatch import apply
 from ember.ops import random_ops
-from ember.ops.dispatch import apply
 from ember.tensor import Tensor
 from ember.v1.array_ops import gather, one_hot, squeeze
 from ember.v1.check_ops import check_indices

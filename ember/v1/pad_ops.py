@@ -13,10 +13,10 @@ import numpy as np
 
 import ember as _em
 from ember import dtypes as dt
+from ember.dispatch import apply
 from ember.errors import ShapeError, fmt_shape
+from ember.op import Op, register
 from ember.ops._rules import spec
-from ember.ops.dispatch import apply
-from ember.ops.registry import Op, register
 from ember.tensor import Tensor
 from ember.v1.convert import convert_to_tensor, is_symbolic
 from ember.v1.errors import InvalidArgumentError

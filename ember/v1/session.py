@@ -21,11 +21,11 @@ from typing import Any
 import numpy as np
 
 from ember.device import as_device
+from ember.dispatch import is_symbolic
 from ember.errors import ShapeError, fmt_shape
 from ember.graph.executor import Plan, UnfedPlaceholderError
 from ember.graph.ir import PLACEHOLDER, Value
 from ember.graph.placement_exec import compile_plan
-from ember.ops.dispatch import is_symbolic
 from ember.tensor import Tensor
 from ember.v1.errors import InvalidArgumentError, OpError
 from ember.v1.graph_api import Graph, Operation, get_default_graph

@@ -6,14 +6,15 @@ other ops here are `stateful`: later graph passes must never prune, merge or fol
 
 from __future__ import annotations
 
+from ember.dispatch import apply
 from ember.errors import ShapeError, fmt_shape
+from ember.op import Op, register
 from ember.ops._rules import spec
-from ember.ops.dispatch import apply
-from ember.ops.registry import Op, register
 from ember.ops.transfer_ops import transfer
 from ember.tensor import Tensor
 from ember.v1.convert import convert_to_tensor, graph_for, in_default_graph
 from ember.v1.graph_api import Operation, as_node, get_default_graph
+from ember.v1.graph_tensor import GraphTensor
 from ember.v1.naming import tf_op
 
 
@@ -106,7 +107,7 @@ def read_variable(var) -> Tensor:
     graph = graph_for(var)
     source = in_default_graph(var) if graph is not var._data.graph else var
     value = graph.add_op(read_variable_op, [], {"variable": var, "linked": source._data}, var._device)
-    return link_gradient(read_variable_op, Tensor._make(value, var._device), (source,))
+    return link_gradient(read_variable_op, GraphTensor._make(value, var._device), (source,))
 
 
 class NoOp(Op):
@@ -165,7 +166,7 @@ def _assign(op, ref, value) -> Tensor:
         value = transfer(value, var._device)
     graph = graph_for(var)
     out = graph.add_op(op, [value._data], {"variable": var}, var._device)
-    return Tensor._make(out, var._device)
+    return GraphTensor._make(out, var._device)
 
 
 @tf_op("Assign")

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from ember.dispatch import apply
 from ember.graph import ir
+from ember.op import Op, register
 from ember.ops._rules import spec
-from ember.ops.dispatch import apply
-from ember.ops.registry import Op, register
 from ember.tensor import Tensor
 from ember.utils import event_file
 from ember.v1.convert import convert_to_tensor

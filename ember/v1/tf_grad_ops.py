@@ -14,8 +14,8 @@ from __future__ import annotations
 import numpy as np
 
 import ember as _em
+from ember.op import Op, register
 from ember.ops._rules import binary_dtype, broadcast_shapes, shape_of, spec
-from ember.ops.registry import Op, register
 
 
 class _TieToXOp(Op):

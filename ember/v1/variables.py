@@ -5,12 +5,13 @@ from __future__ import annotations
 import numpy as np
 
 from ember.errors import fmt_shape
+from ember.op import Op, register
 from ember.ops._rules import spec
-from ember.ops.registry import Op, register
 from ember.tensor import Tensor
 from ember.v1 import variable_values
 from ember.v1.convert import convert_to_tensor, is_symbolic
 from ember.v1.graph_api import GLOBAL_VARIABLES, TRAINABLE_VARIABLES, Operation, get_default_graph
+from ember.v1.graph_tensor import GraphTensor
 from ember.v1.naming import tf_op
 from ember.v1.state_ops import assign, assign_add, assign_sub, assign_value, group
 from ember.v1.tensor_shape import TensorShape
@@ -263,7 +264,7 @@ def report_uninitialized_variables(var_list=None, name: str = "report_uninitiali
     graph = get_default_graph()
     variables = tuple(global_variables() if var_list is None else var_list)
     value = graph.add_op(report_uninitialized_op, [], {"variables": variables}, graph.device)
-    return Tensor._make(value, graph.device)
+    return GraphTensor._make(value, graph.device)
 
 
 @tf_op("IsVariableInitialized")
@@ -271,7 +272,7 @@ def is_variable_initialized(variable, name: str | None = None) -> Tensor:
     """A bool tensor: whether `variable` holds a value when it runs."""
     graph = get_default_graph()
     value = graph.add_op(is_initialized_op, [], {"variable": variable}, graph.device)
-    return Tensor._make(value, graph.device)
+    return GraphTensor._make(value, graph.device)
 
 
 @tf_op("assert_variables_initialized")

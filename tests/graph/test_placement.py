@@ -13,8 +13,8 @@ from ember.graph.executor import Plan
 from ember.graph.ir import Graph
 from ember.graph.placement import node_device, partition
 from ember.graph.placement_exec import PlacedPlan
+from ember.op import OPS, Op, register
 from ember.ops._rules import spec
-from ember.ops.registry import OPS, Op, register
 from ember.runtime.rendezvous import Cancelled, Rendezvous
 
 CPU, CPU1 = em.device("cpu"), em.device("cpu:1")

@@ -55,8 +55,8 @@ def _bn_scale_shift(L, mean, var, w, b):
 
 
 def _log_softmax_backward(g, y, d):
+    from ember.dispatch import apply
     from ember.ops.activation import _log_softmax_backward_op
-    from ember.ops.dispatch import apply
 
     return apply(_log_softmax_backward_op, g, y, dim=d)
 

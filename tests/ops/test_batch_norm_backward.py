@@ -77,7 +77,7 @@ def test_fused_op_equals_the_composite_rule(backend, dtype, shape):
     gmean, gvar = em.tensor(r.standard_normal(shape[1]), dtype=stat), em.tensor(r.standard_normal(shape[1]), dtype=stat)
     with em.no_grad():
         _, mean, var = batch_norm_train(x, w, None)
-        from ember.ops.dispatch import apply
+        from ember.dispatch import apply
         from ember.ops.nn_extra import _batch_norm_backward_op
 
         fused = apply(_batch_norm_backward_op, x, w, mean, var, gy, gmean, gvar, eps=1e-5)
@@ -207,7 +207,7 @@ def test_jit_graph_has_the_one_op_gradients():
 @pytest.mark.parametrize("shape", [(7, 3), (64, 128)])
 def test_relu_backward_into_a_planned_buffer_even_its_own_input(backend, shape):
     """The out= kernel the jit's memory planner uses: into a fresh buffer, into g's or into out's."""
-    from ember.ops.registry import OPS
+    from ember.op import OPS
 
     op = OPS["relu_backward"]
     r = np.random.default_rng(5)
@@ -223,7 +223,7 @@ def test_relu_backward_into_a_planned_buffer_even_its_own_input(backend, shape):
 def test_relu_into_a_planned_buffer_even_its_own_input(backend, shape):
     """relu's out= kernel into a fresh buffer and over its own input (the compiled kernel's in-place loop):
     NumPy's maximum's values, NaN kept and -0.0 made +0.0."""
-    from ember.ops.registry import OPS
+    from ember.op import OPS
 
     op = OPS["relu"]
     x = np.random.default_rng(6).standard_normal(shape).astype(np.float32)
@@ -271,7 +271,7 @@ def test_batch_norm_split_over_threads_equals_one_thread_and_matches_torch(monke
 def test_the_jit_only_batch_norm_attributes_refuse_what_they_cannot_compute():
     """batch_norm folds relu alone; batch_norm_backward's relu output needs an output gradient of the input's
     shape: each refused in one line naming the op and what was given."""
-    from ember.ops.dispatch import apply
+    from ember.dispatch import apply
     from ember.ops.nn_extra import _batch_norm_backward_op, _batch_norm_op
 
     x, w = em.randn(4, 3, 5), em.ones(3)

@@ -46,7 +46,7 @@ def test_one_op_equals_the_composite_rule(backend, dtype, shape, ndims, affine):
 
 
 def test_shape_error_names_the_op():
-    from ember.ops.dispatch import apply
+    from ember.dispatch import apply
     from ember.ops.layer_norm_backward import layer_norm_backward_op
 
     x = em.ones(4, 6)

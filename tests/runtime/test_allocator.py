@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import ember as em
-from ember.ops import dispatch
+from ember import dispatch
 from ember.runtime.allocator import CachingAllocator, size_class
 
 

@@ -99,7 +99,7 @@ def test_checkpointed_chain_saves_fewer_tensors():
     for b in blocks:
         h = b(h)
     plain = saved_bytes(h)
-    h = em.runtime.checkpoint_sequential(blocks, 6, x)
+    h = em.utils.checkpoint.checkpoint_sequential(blocks, 6, x)
     assert saved_bytes(h) < plain / 2
 
 

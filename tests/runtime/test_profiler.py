@@ -6,11 +6,11 @@ import threading
 import numpy as np
 
 import ember as em
+from ember import dispatch
 from ember.graph import Graph
 from ember.graph.executor import Plan
-from ember.ops import dispatch
+from ember.op import OPS, Op, register
 from ember.ops._rules import spec
-from ember.ops.registry import OPS, Op, register
 from ember.runtime import set_num_interop_threads
 
 from ._graphs import sym

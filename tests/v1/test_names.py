@@ -63,9 +63,9 @@ def test_tensor_introspection(graph):
 def test_concrete_tensors_have_no_graph_identity():
     t = em.ones(2)
     assert t.name is None  # as torch.Tensor.name
-    with pytest.raises(AttributeError, match="only tensors of a graph"):
+    with pytest.raises(AttributeError):  # TF1's interface is the graph tensors' (ember.v1.GraphTensor)
         _ = t.op
-    with pytest.raises(AttributeError, match="only tensors of a graph"):
+    with pytest.raises(AttributeError):
         _ = t.graph
 
 

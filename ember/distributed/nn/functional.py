@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+from ember.dispatch import apply
 from ember.distributed.group import resolve
 from ember.distributed.ops import all_reduce_op, broadcast_op
 from ember.distributed.reduce_op import ReduceOp, as_reduce_op
-from ember.ops.dispatch import apply
 
 
 def all_reduce(tensor, op=ReduceOp.SUM, group=None):

@@ -21,6 +21,7 @@ from ember.graph.codegen.numpy_fallback import NumpyRenderer
 from ember.graph.codegen.region import Arg, Instr, Reduce, Region
 from ember.graph.codegen.renderer import Renderer, common_shape
 from ember.kernels.cache import cache_dir, stats
+from ember.kernels.selection import Algorithm, algorithms, always, listening, record
 
 __all__ = [
     "Arg", "Instr", "Reduce", "Region", "Renderer", "FusedElementwise", "FUSED", "FusedGroup", "FUSED_GROUP",
@@ -58,6 +59,14 @@ def set_backend(name: str | None) -> None:
 def get_backend() -> str:
     """The renderer setting in force: set_backend, else $EMBER_FUSION_BACKEND, else "auto"."""
     return config.KERNELS.get()
+
+
+algorithms("fused region", [
+    Algorithm("numba", f"setting numba, or auto where the region's program runs cheaper compiled: largest operand of "
+              f"{SMALL_REGION:,} values or more, or {SMALL_REGION_COMPILED_OPS}+ ops, contiguous operands (Numba's "
+              "loop over strided views is scalar)", None),
+    Algorithm("numpy", "otherwise: the region's ops as NumPy calls (no Numba, setting numpy, small or strided)", always),
+])
 
 
 def choose_renderer(region: Region, strided: bool = False) -> Renderer:
@@ -103,7 +112,12 @@ def run_region(region: Region, arrays, outs=None) -> list:
         fn = _build(region, setting)
     results = fn(arrays, outs)
     if results is None:  # the renderer cannot handle this layout (too many dims after merging)
-        results = _build(region, "numpy")(arrays, outs)
+        setting = "numpy"
+        results = _build(region, setting)(arrays, outs)
+    if listening[0]:
+        renderer = region.compiled.get(("renderer", setting), "numpy")
+        record("fused region", renderer, f"a region of {len(region.instrs)} ops; kernels setting {config.KERNELS.get()}, "
+               f"chosen for these operands: {setting}")
     return results
 
 
@@ -134,4 +148,5 @@ def _build(region: Region, setting: str):
             renderer = choose_renderer(region, setting == STRIDED) if setting != "numpy" else _numpy
             fn = region.compiled.get(renderer.name) or renderer.build(region)
             region.compiled[renderer.name] = region.compiled[("setting", setting)] = fn
+            region.compiled[("renderer", setting)] = renderer.name
         return fn

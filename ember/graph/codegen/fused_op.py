@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ember.ops.registry import Op
+from ember.op import Op
 
 
 class FusedElementwise(Op):

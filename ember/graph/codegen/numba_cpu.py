@@ -23,7 +23,7 @@ from ember.graph.codegen.region import Region
 from ember.graph.codegen.renderer import Kernel, Renderer, common_shape, fits, literal, operand_dtype
 from ember.kernels.numba_loader import compiled_function, jitted, numba_available
 from ember.kernels.numba_loader import count_compiles as _count
-from ember.ops.registry import OPS
+from ember.op import OPS
 
 MAX_RANK = 4
 _DTYPES = frozenset(np.dtype(d) for d in (

@@ -13,7 +13,7 @@ import numpy as np
 
 from ember.graph.codegen.region import Region
 from ember.graph.codegen.renderer import Kernel, Renderer, operand_dtype
-from ember.ops.registry import OPS
+from ember.op import OPS
 
 CHUNK = 1 << 16  # elements per chunk: a few buffers of this size stay in L2
 

@@ -14,8 +14,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from ember.op import OPS
 from ember.ops._rules import broadcast_shapes
-from ember.ops.registry import OPS
 
 
 class Arg(NamedTuple):

@@ -14,7 +14,7 @@ import numpy as np
 
 from ember.graph.ir import CONSTANT, Graph, Value
 from ember.graph.passes.rewrite import Rewriter, host_value, same_spec, static_shape, users_of
-from ember.ops.registry import OPS
+from ember.op import OPS
 
 
 def _constant_all(x, target) -> bool:

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from ember.graph.ir import Graph, Value
 from ember.graph.passes.rewrite import Rewriter, control_targets, same_spec
+from ember.op import OPS
 from ember.ops._rules import SINGLE_DOUBLE_NP
-from ember.ops.registry import OPS
 
 _LOWERED = ("lerp", "addcmul", "addcdiv")
 

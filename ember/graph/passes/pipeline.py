@@ -25,7 +25,7 @@ from ember.graph.passes import (
     horizontal,
     lower_pointwise,
 )
-from ember.ops.registry import OPS
+from ember.op import OPS
 
 PASSES = {  # name -> pass: (graph, outputs) -> (new graph, new outputs, old value -> new value)
     "dce": dce.run,

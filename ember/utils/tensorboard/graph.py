@@ -76,7 +76,7 @@ class _Scopes:
 
     @staticmethod
     def _count() -> int:
-        from ember.ops.dispatch import current_tracer
+        from ember.dispatch import current_tracer
 
         tracer = current_tracer()
         return len(tracer.graph.nodes) if tracer is not None else 0

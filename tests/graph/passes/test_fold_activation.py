@@ -125,7 +125,7 @@ def test_training_batch_norm_kernels_with_relu_give_the_unfolded_values(shape, d
     batch_norm_backward(relu_backward(g, relu_out)), bit for bit: NaN, -0.0 and exact zeros in the relu output
     (NaN passes the gradient, zeros stop it) and statistics gradients included."""
     import ember.ops.nn_extra  # noqa: F401  (registers batch_norm and its backward)
-    from ember.ops.registry import OPS
+    from ember.op import OPS
 
     rng = np.random.default_rng(7)
     c = shape[1]

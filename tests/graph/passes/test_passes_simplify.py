@@ -7,7 +7,7 @@ from passes_util import assert_same, op_count, run, run_optimized, sym, values
 import ember as em
 from ember.graph import CONSTANT, Graph
 from ember.graph.passes import constant_folding, cse, dce, optimize
-from ember.ops.registry import Op
+from ember.op import Op
 
 RNG = np.random.default_rng(0)
 

@@ -1,24 +1,26 @@
-"""Graph-tensor methods (TF1's `Tensor` interface): name, op, graph, static shape, consumers, eval.
+"""`GraphTensor`: the tensors of ember.v1 graphs, an `ember.Tensor` with TF1's interface (name, op, graph, static
+shape, consumers, eval).
 
-They describe a tensor of a graph (an `ember.v1` graph, or one `ember.jit` is tracing). A concrete
-tensor has no name (`name` is None, as in PyTorch) and no op or graph.
+TF1's methods live here, not on the core Tensor (as ember.numpy's ndarray keeps NumPy's): the graph builder of
+ember.v1 graphs (V1Builder) gives its outputs this class, and ember.v1 makes its placeholders, constants and
+variable reads with it. A concrete value read out of a session is a plain tensor again.
 """
 
 from __future__ import annotations
 
 from ember.backends.meta import is_symbolic
+from ember.tensor import Tensor
 
 
-class GraphMixin:
-    """TF1's introspection of graph tensors on `ember.Tensor`."""
+class GraphTensor(Tensor):
+    """A tensor of an ember.v1 graph: an `ember.Tensor` with TF1's `Tensor` interface."""
 
     __slots__ = ()
 
     def _graph_value(self, what: str):
         if not is_symbolic(self):
             raise AttributeError(
-                f"{what}: only tensors of a graph (ember.v1, or a function ember.jit traces) have it; "
-                "this tensor is concrete"
+                f"{what}: only tensors of an ember.v1 graph have it; this tensor is concrete"
             )
         return self._data
 

@@ -13,13 +13,13 @@ an argument. The random-number state is restored for the recomputation, so dropo
 
 from __future__ import annotations
 
+from ember import dispatch
 from ember import random as _random
 from ember.autograd.engine import Node, record, walk
 from ember.autograd.grad_mode import enable_grad, no_grad
 from ember.autograd.grad_mode import state as grad_state
 from ember.backends.meta import MetaArray
-from ember.ops import dispatch
-from ember.ops.registry import Op, register
+from ember.op import Op, register
 from ember.tensor import Tensor
 
 

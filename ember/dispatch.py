@@ -17,9 +17,9 @@ from ember.autograd.engine import NO_OPERAND, record, record_operands
 from ember.autograd.grad_mode import state as grad_state
 from ember.autograd.views import link_view
 from ember.backends.meta import MetaArray, is_symbolic
+from ember.dtypes import FLOAT_NP
 from ember.errors import ConcretizationError, DataDependentError, DeviceMismatchError, ShapeError, fmt_shape
 from ember.interpreter import Interpreter
-from ember.ops._rules import FLOAT_NP
 from ember.tensor import Tensor
 
 _stack = _interpreter._stack
