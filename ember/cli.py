@@ -50,7 +50,7 @@ _TRAIN_DESCRIPTION = (
 def _parser() -> argparse.ArgumentParser:
     p = _Parser(prog="ember", description="Ember: train and inspect networks.")
     p.add_argument("--version", action="version", version=f"ember {__version__}")
-    sub = p.add_subparsers(dest="command", required=True, metavar="{train,tune,run,summary,export}")
+    sub = p.add_subparsers(dest="command", required=True, metavar="{train,tune,run,summary,export,kernels}")
 
     t = sub.add_parser("train", help="train a model on a data set", description=_TRAIN_DESCRIPTION)
     d = settings.DEFAULTS
@@ -120,7 +120,35 @@ def _parser() -> argparse.ArgumentParser:
     from ember.onnx.cli import add_arguments as add_export_arguments
 
     add_export_arguments(e)
+
+    k = sub.add_parser("kernels", help="print this machine and which kernel each op runs when (docs/kernels.md)",
+                       description="This machine as Ember's kernel layer sees it (CPU, instruction sets, cores, "
+                       "NumPy's BLAS and its kernels, Numba), and every op's algorithms with the rule each runs "
+                       "under and the thresholds (ember.kernels.selection). For one program, ember.kernels.explain.")
+    k.add_argument("--doc", action="store_true", help="only the tables, as docs/kernels.md holds them")
     return p
+
+
+def kernels_document() -> str:
+    """Every op's algorithms and thresholds as Markdown (the kernel modules register them when imported)."""
+    import ember.ops  # noqa: F401 - the ops import every kernel module they choose from
+    from ember.graph import codegen  # noqa: F401 - the fused regions' renderers
+    from ember.kernels import selection
+    from ember.kernels.conv import affine  # noqa: F401 - the jit's joined convolution
+    from ember.optim import fused  # noqa: F401 - the optimizers' compiled updates
+
+    return selection.document()
+
+
+def kernels_main(args) -> int:
+    """`ember kernels`: the machine line and the selection tables."""
+    from ember.kernels import machine
+
+    if not args.doc:
+        print(machine.describe())
+        print()
+    print(kernels_document(), end="")
+    return 0
 
 
 def _check_device(name: str):
@@ -385,6 +413,8 @@ def main(argv=None) -> int:
             from ember.onnx.cli import export_main
 
             return export_main(args)
+        if args.command == "kernels":
+            return kernels_main(args)
         return summary_main(args)
     except CommandError as e:
         msg = str(e)

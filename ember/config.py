@@ -9,6 +9,7 @@ list as the Markdown table in docs/config.md.
 
 from __future__ import annotations
 
+import contextlib
 import os
 
 _UNREAD = object()
@@ -199,6 +200,29 @@ def outside(name: str) -> str | None:
     OPENBLAS_THREAD_TIMEOUT, launchers' rank variables), read now; None when unset or empty."""
     value = os.environ.get(name, "").strip()
     return value or None
+
+
+def set_outside(name: str, value: str) -> None:
+    """Set an environment variable Ember does not own, for this process's libraries and the processes it starts
+    (tune_process's OPENBLAS_THREAD_TIMEOUT)."""
+    os.environ[name] = value
+
+
+@contextlib.contextmanager
+def outside_for_children(values: dict, unless_set: bool = True):
+    """Within the block, the environment variables `values` (not Ember's own) hold for the processes started in
+    it, unless the user set any of them (`unless_set`); the environment is as it was after the block."""
+    saved = {k: os.environ.get(k) for k in values}
+    if not (unless_set and any(v is not None for v in saved.values())):
+        os.environ.update(values)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 def table() -> str:

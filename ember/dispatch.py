@@ -219,13 +219,9 @@ def profiled_eager():
     """The recording profile when ops in this thread run eager kernels under the profiler alone, else None:
     a fast path that bypasses the ops (a fused optimizer pass) may then run and record itself."""
     top = _stack.top
-    if type(top) is Eager:  # the common answer, without the import below
+    if type(top) is Eager:  # the common answer
         return None
-    from ember.runtime.profiler import ProfilingInterpreter
-
-    if type(top) is ProfilingInterpreter and type(top.below) is Eager:
-        return top.profile
-    return None
+    return top.profile if top.records_eager_kernels and type(top.below) is Eager else None
 
 
 def apply_unary(op, x, **attrs):

@@ -20,6 +20,7 @@ class Interpreter:
     symbolic = False  # True: ops become graph nodes (their outputs are values, not arrays)
     tracer = None  # the ember.jit trace being recorded, if this interpreter records one
     casts_inputs = False  # True: `prepare` casts inputs (autocast), also for graphs built above it
+    records_eager_kernels = False  # True: the profiler's, whose `profile` records kernels run beside the ops
     below: Interpreter | None = None
 
     def run(self, op, inputs, arrays, attrs, device):

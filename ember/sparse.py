@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import numpy as np
 
-import ember
-from ember import dispatch
-from ember.errors import ShapeError, fmt_shape
+from ember import creation, dispatch
+from ember import dtypes as dt
+from ember.errors import DataDependentError, DeviceMismatchError, ShapeError, fmt_shape
 from ember.ops.opmath import upcast_tensor
 from ember.tensor import Tensor
 
@@ -116,13 +116,13 @@ class SparseCOOTensor:
         unique, inverse = np.unique(linear, return_inverse=True)
         new_idx = np.stack(np.unravel_index(unique, sparse_shape)).astype(np.int64).reshape(len(sparse_shape), -1)
         dev = self._vals.device
-        zeros = ember.zeros(len(unique), *self._vals.shape[1:], dtype=self.dtype, device=dev)
-        vals = zeros.index_add(0, ember.tensor(inverse.reshape(-1), device=dev), self._vals)
-        return SparseCOOTensor(ember.tensor(new_idx, device=dev), vals, self._shape, coalesced=True)
+        zeros = creation.zeros(len(unique), *self._vals.shape[1:], dtype=self.dtype, device=dev)
+        vals = zeros.index_add(0, creation.tensor(inverse.reshape(-1), device=dev), self._vals)
+        return SparseCOOTensor(creation.tensor(new_idx, device=dev), vals, self._shape, coalesced=True)
 
     def to_dense(self) -> Tensor:
         """The dense tensor (repeated coordinates add up); gradients flow back to the values."""
-        zeros = ember.zeros(*self._shape, dtype=self.dtype, device=self.device)
+        zeros = creation.zeros(*self._shape, dtype=self.dtype, device=self.device)
         coords = tuple(self._idx[k] for k in range(self.sparse_dim()))
         return zeros.index_put(coords, self._vals, accumulate=True)
 
@@ -151,7 +151,7 @@ class SparseCOOTensor:
 def _as_tensor(x, dtype=None, device=None) -> Tensor:
     if isinstance(x, Tensor):
         return x if dtype is None and device is None else x.to(device=device or x.device, dtype=dtype or x.dtype)
-    return ember.tensor(x, dtype=dtype, device=device)
+    return creation.tensor(x, dtype=dtype, device=device)
 
 
 def sparse_coo_tensor(indices, values, size=None, *, dtype=None, device=None, requires_grad: bool = False,
@@ -166,7 +166,7 @@ def sparse_coo_tensor(indices, values, size=None, *, dtype=None, device=None, re
     indices = _as_tensor(indices, device=values.device)
     if indices.dtype.is_floating_point or indices.dtype.name == "bool":
         raise TypeError(f"sparse_coo_tensor: indices must be an int64 tensor, got {indices.dtype.name}")
-    indices = indices.to(dtype=ember.int64)
+    indices = indices.to(dtype=dt.int64)
     if indices.ndim != 2:
         raise ShapeError(f"sparse_coo_tensor: indices must be 2-D (sparse_dim, nnz), got shape {fmt_shape(indices.shape)}")
     if values.ndim < 1:
@@ -183,7 +183,7 @@ def sparse_coo_tensor(indices, values, size=None, *, dtype=None, device=None, re
         raise ValueError(f"sparse_coo_tensor: found negative index {int(coords[k].min())} for dim {k}")
     if size is None:
         if coords is None:
-            raise ember.DataDependentError("sparse_coo_tensor: without size the shape depends on the indices' values")
+            raise DataDependentError("sparse_coo_tensor: without size the shape depends on the indices' values")
         size = tuple(int(coords[k].max()) + 1 if nnz else 0 for k in range(sparse_dim)) + tuple(values.shape[1:])
     size = tuple(int(s) for s in size)
     if len(size) != sparse_dim + values.ndim - 1:
@@ -222,13 +222,13 @@ def mm(sparse: SparseCOOTensor, dense: Tensor) -> Tensor:
         raise TypeError(f"sparse.mm: the sparse values are {sparse.dtype.name} and the dense matrix is "
                         f"{dense.dtype.name}; both must have the same dtype")
     if dense.device != sparse.device:
-        raise ember.DeviceMismatchError(f"sparse.mm: the sparse tensor is on {sparse.device} and the dense one on "
+        raise DeviceMismatchError(f"sparse.mm: the sparse tensor is on {sparse.device} and the dense one on "
                                         f"{dense.device}")
     rows, cols = sparse._idx[0], sparse._idx[1]
     # Each stored entry (r, c, v) adds v * dense[c] to row r: a gather, a scale and a scatter-add,
     # accumulated in float32 for float16/bfloat16 like every other product.
     vals, d = upcast_tensor(sparse._vals), upcast_tensor(dense)
-    out = ember.zeros(n, dense.shape[1], dtype=d.dtype, device=d.device)
+    out = creation.zeros(n, dense.shape[1], dtype=d.dtype, device=d.device)
     out = out.index_add(0, rows, vals.unsqueeze(1) * d.index_select(0, cols))
     return out if out.dtype == dense.dtype else out.to(dense.dtype)
 

@@ -6,13 +6,12 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
+from ember import config
+
 
 def default_root(name: str) -> Path:
-    """`$EMBER_DATA/<name>` when EMBER_DATA is set, else `~/.ember/data/<name>`."""
-    base = os.environ.get("EMBER_DATA")
-    if base:
-        return Path(base).expanduser() / name
-    return Path("~/.ember/data").expanduser() / name
+    """`$EMBER_DATA/<name>` when EMBER_DATA is set, else `~/.ember/data/<name>` (config.DATA)."""
+    return Path(config.DATA.get()) / name
 
 
 def resolve_root(root: str | os.PathLike | None, name: str) -> Path:

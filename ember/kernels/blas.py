@@ -88,7 +88,7 @@ def shorten_spin(log2_cycles: int = SPIN_CYCLES_LOG2) -> bool:
         return False
     for lib in _openblas_libraries():
         if hasattr(lib, "openblas_read_env") and hasattr(lib, "blas_thread_shutdown_"):
-            os.environ["OPENBLAS_THREAD_TIMEOUT"] = str(log2_cycles)
+            config.set_outside("OPENBLAS_THREAD_TIMEOUT", str(log2_cycles))
             lib.openblas_read_env()
             lib.blas_thread_shutdown_()
             return True

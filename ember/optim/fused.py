@@ -24,6 +24,7 @@ from ember import dispatch
 from ember.autograd.grad_mode import no_grad
 from ember.device import as_device
 from ember.kernels.numba_loader import compile_source, compiled_allowed
+from ember.kernels.selection import compiled_or_numpy, listening, note
 from ember.optim import implementation
 from ember.tensor import Tensor
 
@@ -91,6 +92,12 @@ def _run(profile, name: str, fn, args) -> None:
     profile.timed(lambda: fn(*args), name, tuple(a.shape for a in args if isinstance(a, np.ndarray)), "eager")
 
 
+for _event in ("fused_sgd_momentum", "fused_adam"):
+    compiled_or_numpy(_event, "compiled pass", "eager NumPy float32/float64 data of one dtype, contiguous and "
+                      "writable, Python-number options, existing state, Numba: one pass per parameter generated from "
+                      "the optimizer's rule", "otherwise: the rule's tensor ops")
+
+
 class FusedUpdate:
     """A group's update rule with its structure fixed, applied one parameter at a time.
 
@@ -120,6 +127,8 @@ class FusedUpdate:
                 if kernel is None:
                     kernel = kernels[key] = _Kernel.generate(self.rule, self.structure, arrays, tuple(values))
                 if kernel.fn is not None and kernel.run(self, tensors, arrays, values):
+                    if listening[0]:
+                        note(self.event, "compiled pass")
                     return
         if self.fused and eager():
             raise implementation.fused_failed(self.name, unfused_reason(tensors, values.values()))

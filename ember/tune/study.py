@@ -16,6 +16,7 @@ import time
 import traceback
 import warnings
 
+from ember import config
 from ember.train import recipe, settings
 from ember.tune import results
 from ember.tune import space as spaces
@@ -261,22 +262,13 @@ def run_parallel(out: str, spec: dict, jobs: int) -> list[int]:
     import multiprocessing
 
     ctx = multiprocessing.get_context("spawn")  # a fresh interpreter: no forked threads or locks
-    saved = {k: os.environ.get(k) for k in _THREAD_VARS}
     threads = str(max(1, (os.cpu_count() or 1) // jobs))  # share the cores instead of oversubscribing them
-    if not any(k in os.environ for k in _THREAD_VARS):  # one set by the user rules
-        os.environ.update(dict.fromkeys(_THREAD_VARS, threads))
-    try:
+    with config.outside_for_children(dict.fromkeys(_THREAD_VARS, threads)):  # one the user set rules
         ready = ctx.Barrier(jobs)
         procs = [ctx.Process(target=_worker_main, args=(out, spec, i, ready), name=f"ember-tune-{i}")
                  for i in range(jobs)]
         for p in procs:
             p.start()
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
     try:
         for p in procs:
             p.join()

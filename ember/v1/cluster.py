@@ -9,8 +9,6 @@ graph parts other processes place here until every worker is done.
 
 from __future__ import annotations
 
-import os
-
 
 class ClusterSpec:
     """Jobs and their tasks: {"ps": [addresses], "worker": [addresses]} (or {job: {task: address}})."""
@@ -71,9 +69,9 @@ class Server:
             if unknown:
                 raise ValueError(f"Server: jobs {unknown} are not supported; under MPI the jobs are 'worker' and 'ps'")
             want = {job: spec.num_tasks(job) if job in spec.jobs else 0 for job in ("worker", "ps")}
-            flag = os.environ.get("EMBER_NUM_SERVERS", "")
-            if want["worker"] + want["ps"] != size or flag not in ("", "0", str(want["ps"])):
-                have = f"{size} ranks" + (f" with --servers {flag}" if flag not in ("", "0") else "")
+            flag = config.NUM_SERVERS.get()
+            if want["worker"] + want["ps"] != size or flag not in (0, want["ps"]):
+                have = f"{size} ranks" + (f" with --servers {flag}" if flag else "")
                 raise ValueError(
                     f"Server: the cluster has {want['worker']} worker and {want['ps']} ps tasks, but this run has "
                     f"{have}; start it with ember run -n {want['worker'] + want['ps']} --servers {want['ps']}")

@@ -188,7 +188,7 @@ def _node_def(n, name: str, op: str, names: dict) -> NodeDef:
 
 def v1_graph_def(graph) -> GraphDef:
     """The GraphDef of an ember.v1 graph: TF1's node names and op types, as TensorFlow writes them."""
-    from ember.v1.naming import type_name
+    from ember.graph.tf_names import type_name
 
     names = {n.id: n.name or f"{n.op_name}_{n.id}" for n in graph.nodes}
     nodes = [_node_def(n, names[n.id], type_name(n.kind, n.op), names) for n in graph.nodes]
