@@ -131,12 +131,17 @@ def _parser() -> argparse.ArgumentParser:
 
 def kernels_document() -> str:
     """Every op's algorithms and thresholds as Markdown (the kernel modules register them when imported)."""
-    import ember.ops  # noqa: F401 - the ops import every kernel module they choose from
+    import importlib
+    import pkgutil
+
+    import ember.kernels
     from ember.graph import codegen  # noqa: F401 - the fused regions' renderers
     from ember.kernels import selection
-    from ember.kernels.conv import affine  # noqa: F401 - the jit's joined convolution
     from ember.optim import fused  # noqa: F401 - the optimizers' compiled updates
 
+    for found in pkgutil.walk_packages(ember.kernels.__path__, "ember.kernels."):  # each registers its algorithms
+        if found.name not in ("ember.kernels.thread_intrinsics", "ember.kernels.sgemm_intrinsics"):  # need Numba
+            importlib.import_module(found.name)
     return selection.document()
 
 

@@ -141,20 +141,16 @@ def take_choices() -> list:
 
 
 def document() -> str:
-    """Every op's algorithms (name and rule, in order of preference) and thresholds, as Markdown."""
-    lines = []
-    for op in sorted(set(ALGORITHMS) | set(TABLES)):
-        lines.append(f"**{op}**")
-        lines.append("")
-        for k, algorithm in enumerate(ALGORITHMS.get(op, []), 1):
-            lines.append(f"{k}. `{algorithm.name}`: {algorithm.rule}")
-        table = TABLES.get(op)
-        if table is not None:
-            lines.append("")
-            lines.append(f"Thresholds (measured on {table.measured_on}):")
-            lines.append("")
-            for name, value, why in table.items():
-                shown = f"{int(value):,}" if isinstance(value, (int, float)) and float(value).is_integer() else value
-                lines.append(f"- `{name}` = {shown}: {why}")
-        lines.append("")
-    return "\n".join(lines)
+    """Every op's algorithms (in order of preference, with the rule each runs under) and thresholds (with the
+    machine they were measured on), as two Markdown tables."""
+    rows = ["| op | algorithm | runs where |", "|---|---|---|"]
+    for op in sorted(ALGORITHMS):
+        for k, algorithm in enumerate(ALGORITHMS[op], 1):
+            rows.append(f"| {op if k == 1 else ''} | {k}. `{algorithm.name}` | {algorithm.rule} |")
+    rows += ["", "| op | threshold | value | why | measured on |", "|---|---|---|---|---|"]
+    for op in sorted(TABLES):
+        table = TABLES[op]
+        for k, (name, value, why) in enumerate(table.items()):
+            shown = f"{int(value):,}" if isinstance(value, (int, float)) and float(value).is_integer() else value
+            rows.append(f"| {op if k == 0 else ''} | `{name}` | {shown} | {why} | {table.measured_on if k == 0 else ''} |")
+    return "\n".join(rows) + "\n"

@@ -9,6 +9,8 @@ graph parts other processes place here until every worker is done.
 
 from __future__ import annotations
 
+from ember import config as settings  # `config` is Server's argument, as in TF
+
 
 class ClusterSpec:
     """Jobs and their tasks: {"ps": [addresses], "worker": [addresses]} (or {job: {task: address}})."""
@@ -69,7 +71,7 @@ class Server:
             if unknown:
                 raise ValueError(f"Server: jobs {unknown} are not supported; under MPI the jobs are 'worker' and 'ps'")
             want = {job: spec.num_tasks(job) if job in spec.jobs else 0 for job in ("worker", "ps")}
-            flag = config.NUM_SERVERS.get()
+            flag = settings.NUM_SERVERS.get()
             if want["worker"] + want["ps"] != size or flag not in (0, want["ps"]):
                 have = f"{size} ranks" + (f" with --servers {flag}" if flag else "")
                 raise ValueError(

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import ember as em
+from ember import config
 from ember.data import DataLoader
 from ember.data.transforms import ToTensor
 from ember.datasets import (
@@ -177,6 +178,7 @@ def test_mnist_default_root_from_env_and_home(tmp_path, monkeypatch):
     assert len(MNIST()) == 3
     monkeypatch.delenv("EMBER_DATA")
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    config.reset("data")  # settings are read once, on first use
     assert default_root("mnist") == tmp_path / "home" / ".ember" / "data" / "mnist"
     _write_mnist(tmp_path / "home" / ".ember" / "data" / "mnist", n_train=4)
     assert len(MNIST()) == 4
