@@ -9,8 +9,8 @@ What a compiled program depends on, and how each is handled (docs/architecture.m
 - tensors and NumPy arrays among the arguments: graph inputs, keyed by shape and dtype;
 - other arguments, the Python scalars of reachable modules (`training`, `p`, `eps`, ...), which
   parameters, buffers, tensor and function attributes, children and hooks they hold, and the scalars,
-  tensors and functions the function reads from its closure and globals (objects by identity): part of
-  the cache key (a change retraces);
+  tensors and functions the function (its comprehensions, lambdas and inner functions too) reads from its
+  closure and globals (objects by identity): part of the cache key (a change retraces);
 - optimizer hyperparameters (every number in `param_groups`, which schedulers change): graph
   inputs read at every call; their zero-ness and the boolean options are guards (a change retraces).
 
