@@ -457,9 +457,23 @@ def _call_into(step: Step, args: list, targets: dict, out):
 
 
 def _raise_step_error(step, e: Exception):
+    """Raise a kernel's error naming the graph node, as an error of the same class where it can be remade from a
+    message (an IndexError stays an IndexError under jit, as eagerly), else as a RuntimeError."""
     node = step.node if step is not None else None
     where = f"{node.op_name} (node %{node.id})" if node is not None else "graph"
-    raise RuntimeError(f"{where} failed while running the graph: {type(e).__name__}: {e}") from e
+    raise same_class_error(e, f"{where} failed while running the graph: {type(e).__name__}: {e}") from e
+
+
+def same_class_error(e: Exception, message: str) -> Exception:
+    """An error of e's class with `message` when that class is a built-in one or ember's own (whose constructors
+    take one message), else a RuntimeError."""
+    cls = type(e)
+    if cls.__module__ in ("builtins", "ember.errors") and cls not in (KeyError, UnicodeError):
+        try:
+            return cls(message)
+        except TypeError:  # a class whose constructor wants more
+            pass
+    return RuntimeError(message)
 
 
 def _resolve(x):

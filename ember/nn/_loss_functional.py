@@ -7,6 +7,7 @@ import warnings
 
 import ember as em
 from ember.amp.state import autocast_function
+from ember.errors import DtypeError
 from ember.ops.cross_entropy import cross_entropy as _fused_cross_entropy
 from ember.ops.cross_entropy import fused_applies as _fused_cross_entropy_applies
 from ember.ops.nn_extra import nll_loss as _nll
@@ -142,13 +143,19 @@ def poisson_nll_loss(input: Tensor, target: Tensor, log_input: bool = True, full
 
 
 # --- classification ------------------------------------------------------------------------------
+def _check_class_target(op: str, target: Tensor) -> None:
+    """Class indices are int64 (or uint8) as PyTorch takes them: an int32 or bool target is refused, not read."""
+    if target.dtype not in (em.int64, em.uint8):
+        raise DtypeError(f"{op}: target must hold class indices as int64 (or uint8), got {target.dtype.name} "
+                         f"of shape {tuple(target.shape)}")
+
+
 @autocast_function("fp32")
 def nll_loss(input: Tensor, target: Tensor, weight: Tensor | None = None, size_average=None,
              ignore_index: int = -100, reduce=None, reduction: str = "mean") -> Tensor:
     """-input[n, target[n]] (weighted), for log-probabilities input (N, C, ...) and class indices target."""
     reduction = _reduction(size_average, reduce, reduction)
-    if target.is_floating_point():
-        raise TypeError(f"nll_loss: target must hold class indices (an integer tensor), got {target.dtype}")
+    _check_class_target("nll_loss", target)
     unbatched = input.ndim == 1
     if unbatched:
         if target.ndim != 0:
@@ -183,6 +190,8 @@ def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None, s
     reduction = _reduction(size_average, reduce, reduction)
     if not 0.0 <= label_smoothing <= 1.0:
         raise ValueError(f"label_smoothing must be between 0.0 and 1.0. Got: {label_smoothing}")
+    if not (target.is_floating_point() and tuple(target.shape) == tuple(input.shape)):
+        _check_class_target("cross_entropy", target)  # a float target of another shape is not probabilities
     if _fused_cross_entropy_applies(input, target, weight, label_smoothing):
         return _fused_cross_entropy(input, target, ignore_index, reduction)  # log_softmax and nll_loss as one op
     class_dim = 0 if input.ndim == 1 else 1

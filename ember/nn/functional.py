@@ -32,6 +32,7 @@ from ember.nn._tuples import _pair, _single
 from ember.ops.attention import safe_softmax as _safe_softmax
 from ember.ops.attention import scaled_dot_product_attention as _fused_attention
 from ember.ops.channel_affine import batch_norm_scale_shift, channel_affine
+from ember.ops.indexing import index_select
 from ember.ops.nn_extra import batch_norm_train as _fused_batch_norm
 from ember.ops.nn_extra import layer_norm as _fused_layer_norm
 from ember.ops.nn_extra import linear as _fused_linear
@@ -503,7 +504,7 @@ def _embedding_renorm_(weight: Tensor, input: Tensor, max_norm: float, norm_type
     """Rescale, in place, the referenced rows whose norm exceeds max_norm (PyTorch's embedding_renorm_)."""
     rows = em.tensor(np.unique(np.asarray(input.detach())), device=weight.device)
     with em.no_grad():
-        picked = em.index_select(weight, 0, rows)
+        picked = index_select(weight, 0, rows, caller="embedding")
         norms = em.norm(picked, norm_type, 1, True)
         scale = em.where(norms > max_norm, max_norm / (norms + 1e-7), 1.0)
         weight[rows] = picked * scale
@@ -519,7 +520,7 @@ def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None, max
     padding_idx = _norm_padding_idx(padding_idx, weight.shape[0])
     if max_norm is not None:
         _embedding_renorm_(weight, input, max_norm, norm_type)
-    out = em.index_select(weight, 0, input.reshape(-1)).reshape(tuple(input.shape) + (weight.shape[1],))
+    out = index_select(weight, 0, input.reshape(-1), caller="embedding").reshape(tuple(input.shape) + (weight.shape[1],))
     if padding_idx is not None and out.requires_grad:
         # Same values; the gradient only flows to rows other than padding_idx.
         out = em.where((input != padding_idx).unsqueeze(-1), out, out.detach())
