@@ -10,6 +10,8 @@ from ember.amp.state import autocast_function
 from ember.errors import DtypeError
 from ember.ops.cross_entropy import cross_entropy as _fused_cross_entropy
 from ember.ops.cross_entropy import fused_applies as _fused_cross_entropy_applies
+from ember.ops.loss_domain import binary_cross_entropy as _binary_cross_entropy
+from ember.ops.loss_domain import gaussian_variance as _gaussian_variance
 from ember.ops.nn_extra import nll_loss as _nll
 from ember.tensor import Tensor
 
@@ -88,10 +90,11 @@ def smooth_l1_loss(input: Tensor, target: Tensor, size_average=None, reduce=None
     _warn_size(input, target)
     if beta < 0:
         raise ValueError("smooth_l1_loss does not support negative values for beta.")
-    d = em.abs(input - target)
+    diff = input - target
+    d = em.abs(diff)
     if beta == 0.0:
         return _reduce(d, reduction)
-    return _reduce(em.where(d < beta, (0.5 / beta) * d * d, d - 0.5 * beta), reduction)
+    return _reduce(em.where(d >= beta, d - 0.5 * beta, (0.5 / beta) * _square_inside(diff, d, beta)), reduction)
 
 
 @autocast_function("fp32")
@@ -100,9 +103,18 @@ def huber_loss(input: Tensor, target: Tensor, reduction: str = "mean", delta: fl
     """0.5 d^2 where |d| < delta, else delta (|d| - 0.5 delta)."""
     reduction = _reduction(None, None, reduction)
     _warn_size(input, target)
-    d = em.abs(input - target)
-    loss = em.where(d < delta, 0.5 * d * d, delta * (d - 0.5 * delta))
+    diff = input - target
+    d = em.abs(diff)
+    loss = em.where(d >= delta, delta * (d - 0.5 * delta), 0.5 * _square_inside(diff, d, delta))
     return _weighted(loss, weight, reduction, False)
+
+
+def _square_inside(diff: Tensor, d: Tensor, bound: float) -> Tensor:
+    """diff^2 where |diff| < bound (or diff is NaN), and 0 elsewhere: the branch `where` does not pick must have a
+    finite gradient too, or an infinite diff gives inf * 0 = NaN (PyTorch's gradient there is +-1, or +-delta);
+    a NaN diff keeps the quadratic branch, whose gradient is NaN as PyTorch's."""
+    inside = em.where(d >= bound, 0.0, diff)
+    return inside * inside
 
 
 @autocast_function("fp32")
@@ -117,9 +129,8 @@ def gaussian_nll_loss(input: Tensor, target: Tensor, var: Tensor | float, full: 
             var = var.unsqueeze(-1)
         elif not (tuple(input.shape[:-1]) == tuple(var.shape[:-1]) and var.shape[-1] == 1):
             raise ValueError("var is of incorrect size")
-    # clamp the value for stability but let the gradient through unchanged, as PyTorch does
-    floor = em.clamp_min(var.detach(), eps) - var.detach()
-    var = var + floor
+    # negative entries refused; the rest clamped at eps for stability, the gradient let through unchanged
+    var = _gaussian_variance(var, eps)
     loss = 0.5 * (em.log(var) + em.square(input - target) / var)
     if full:
         loss = loss + 0.5 * math.log(2 * math.pi)
@@ -241,7 +252,7 @@ def binary_cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = 
             f"Using a target size ({tuple(target.shape)}) that is different to the input size "
             f"({tuple(input.shape)}) is deprecated. Please ensure they have the same size."
         )
-    loss = -(target * em.clamp_min(em.log(input), -100.0) + (1.0 - target) * em.clamp_min(em.log(1.0 - input), -100.0))
+    loss = _binary_cross_entropy(input, target)  # PyTorch's clamps and finite gradient at 0 and 1 (ops/loss_domain.py)
     if weight is not None:
         loss = loss * weight
     return _reduce(loss, reduction)
@@ -284,9 +295,7 @@ def kl_div(input: Tensor, target: Tensor, size_average=None, reduce=None, reduct
     if log_target:
         loss = em.exp(target) * (target - input)
     else:
-        # x log x with 0 log 0 = 0; the inner where keeps log's gradient finite at 0
-        pos = target > 0
-        loss = em.where(pos, target * em.log(em.where(pos, target, 1.0)), 0.0) - target * input
+        loss = em.xlogy(target, target) - target * input  # 0 log 0 = 0; a negative target gives NaN, as PyTorch
     if reduction == "batchmean":
         return em.sum(loss) / input.shape[0] if input.ndim else em.sum(loss)
     return _reduce(loss, red)

@@ -176,8 +176,12 @@ def _elu_kernel(xp, x, alpha=1.0):
 
 neg = _unary("neg", lambda xp, x: -x if x.dtype != BOOL_NP else _bool_neg(x), lambda c, g: neg(g), ufunc="negative",
              ufunc_kinds="iuf", float_only=False)
-abs = _unary("abs", None, lambda c, g: g * sign(_x(c)), ufunc="absolute", ufunc_kinds="biuf", float_only=False,
-             save_input=True)
+def _abs_grad(ctx, g):
+    x = _x(ctx)
+    return g * where(x != x, 0.0, sign(x))  # sign(NaN) counts as 0, as PyTorch's sgn: l1_loss's gradient there is 0
+
+
+abs = _unary("abs", None, _abs_grad, ufunc="absolute", ufunc_kinds="biuf", float_only=False, save_input=True)
 sign = _unary("sign", lambda xp, x: xp.sign(x) if x.dtype != BOOL_NP else x.copy(), _zero_grad, float_only=False)
 exp = _unary("exp", None, lambda c, g: g * c.output, ufunc="exp", save_output=True)
 exp2 = _unary("exp2", None, lambda c, g: g * c.output * _LN2, ufunc="exp2", save_output=True)
@@ -400,7 +404,8 @@ def _pow_grad(ctx, g):
 def _div_grad(ctx, g):
     b = ctx.input(1)
     ga = g / b if ctx.needs_grad(0) else None
-    gb = -(g * ctx.input(0)) / (b * b) if ctx.needs_grad(1) else None
+    # (a / b) / b as PyTorch: b * b overflows float32 beyond |b| ~ 1.8e19, and an infinite a / b stays infinite
+    gb = -(g * ((ctx.input(0) / b) / b)) if ctx.needs_grad(1) else None
     return ga, gb
 
 
