@@ -457,11 +457,13 @@ def _call_into(step: Step, args: list, targets: dict, out):
 
 
 def _raise_step_error(step, e: Exception):
-    """Raise a kernel's error naming the graph node, as an error of the same class where it can be remade from a
-    message (an IndexError stays an IndexError under jit, as eagerly), else as a RuntimeError."""
+    """Raise a kernel's error naming the graph node, of the class eager execution raises (an op's own
+    IndexError or ValueError stays one under jit; NumPy's other errors become a RuntimeError, as eagerly)."""
     node = step.node if step is not None else None
     where = f"{node.op_name} (node %{node.id})" if node is not None else "graph"
-    raise same_class_error(e, f"{where} failed while running the graph: {type(e).__name__}: {e}") from e
+    message = f"{where} failed while running the graph: {type(e).__name__}: {e}"
+    own = node is not None and (type(e).__module__.startswith("ember") or str(e).startswith(node.op_name + ":"))
+    raise same_class_error(e, message) if own or isinstance(e, IndexError) else RuntimeError(message) from e
 
 
 def same_class_error(e: Exception, message: str) -> Exception:

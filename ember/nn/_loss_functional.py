@@ -33,6 +33,13 @@ def _reduction(size_average, reduce, reduction: str) -> str:
     return reduction
 
 
+def _float_inputs(op: str, *tensors: Tensor) -> None:
+    """Refuse integer and bool inputs to a loss, as PyTorch does, instead of computing in floating point."""
+    for t in tensors:
+        if t is not None and not t.is_floating_point():
+            raise DtypeError(f"{op}: input must be floating point, got {t.dtype.name}")
+
+
 def _reduce(loss: Tensor, reduction: str) -> Tensor:
     if reduction == "mean":
         return em.mean(loss)
@@ -68,6 +75,7 @@ def _weighted(loss: Tensor, weight: Tensor | None, reduction: str, mean_by_weigh
 def mse_loss(input: Tensor, target: Tensor, size_average=None, reduce=None, reduction: str = "mean",
              weight: Tensor | None = None) -> Tensor:
     """(input - target)^2."""
+    _float_inputs("mse_loss", input, target)
     reduction = _reduction(size_average, reduce, reduction)
     _warn_size(input, target)
     return _weighted(em.square(input - target), weight, reduction, True)
@@ -77,6 +85,7 @@ def mse_loss(input: Tensor, target: Tensor, size_average=None, reduce=None, redu
 def l1_loss(input: Tensor, target: Tensor, size_average=None, reduce=None, reduction: str = "mean",
             weight: Tensor | None = None) -> Tensor:
     """|input - target|."""
+    _float_inputs("l1_loss", input, target)
     reduction = _reduction(size_average, reduce, reduction)
     _warn_size(input, target)
     return _weighted(em.abs(input - target), weight, reduction, True)
@@ -86,6 +95,7 @@ def l1_loss(input: Tensor, target: Tensor, size_average=None, reduce=None, reduc
 def smooth_l1_loss(input: Tensor, target: Tensor, size_average=None, reduce=None, reduction: str = "mean",
                    beta: float = 1.0) -> Tensor:
     """0.5 d^2 / beta where |d| < beta, else |d| - 0.5 beta (d = input - target)."""
+    _float_inputs("smooth_l1_loss", input, target)
     reduction = _reduction(size_average, reduce, reduction)
     _warn_size(input, target)
     if beta < 0:
@@ -101,6 +111,7 @@ def smooth_l1_loss(input: Tensor, target: Tensor, size_average=None, reduce=None
 def huber_loss(input: Tensor, target: Tensor, reduction: str = "mean", delta: float = 1.0,
                weight: Tensor | None = None) -> Tensor:
     """0.5 d^2 where |d| < delta, else delta (|d| - 0.5 delta)."""
+    _float_inputs("huber_loss", input, target)
     reduction = _reduction(None, None, reduction)
     _warn_size(input, target)
     diff = input - target
@@ -121,6 +132,7 @@ def _square_inside(diff: Tensor, d: Tensor, bound: float) -> Tensor:
 def gaussian_nll_loss(input: Tensor, target: Tensor, var: Tensor | float, full: bool = False, eps: float = 1e-6,
                       reduction: str = "mean") -> Tensor:
     """0.5 (log var + (input - target)^2 / var) (+ 0.5 log 2 pi with full=True)."""
+    _float_inputs("gaussian_nll_loss", input, target)
     reduction = _reduction(None, None, reduction)
     if not isinstance(var, Tensor):
         var = em.full(tuple(input.shape), float(var), dtype=input.dtype, device=input.device)
@@ -201,6 +213,7 @@ def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None, s
     reduction = _reduction(size_average, reduce, reduction)
     if not 0.0 <= label_smoothing <= 1.0:
         raise ValueError(f"label_smoothing must be between 0.0 and 1.0. Got: {label_smoothing}")
+    _float_inputs("cross_entropy", input)
     if not (target.is_floating_point() and tuple(target.shape) == tuple(input.shape)):
         _check_class_target("cross_entropy", target)  # a float target of another shape is not probabilities
     if _fused_cross_entropy_applies(input, target, weight, label_smoothing):
@@ -263,6 +276,7 @@ def binary_cross_entropy_with_logits(input: Tensor, target: Tensor, weight: Tens
                                      size_average=None, reduce=None, reduction: str = "mean",
                                      pos_weight: Tensor | None = None) -> Tensor:
     """binary_cross_entropy(sigmoid(input), target), computed stably; pos_weight scales the positive term."""
+    _float_inputs("binary_cross_entropy_with_logits", input, target)
     reduction = _reduction(size_average, reduce, reduction)
     if tuple(target.shape) != tuple(input.shape):
         raise ValueError(f"Target size ({tuple(target.shape)}) must be the same as input size ({tuple(input.shape)})")
@@ -281,6 +295,7 @@ def binary_cross_entropy_with_logits(input: Tensor, target: Tensor, weight: Tens
 def kl_div(input: Tensor, target: Tensor, size_average=None, reduce=None, reduction: str = "mean",
            log_target: bool = False) -> Tensor:
     """target * (log target - input) for log-probabilities input; reduction may also be 'batchmean'."""
+    _float_inputs("kl_div", input, target)
     if reduction == "batchmean":
         red = "sum"
     else:
@@ -313,6 +328,7 @@ def margin_ranking_loss(input1: Tensor, input2: Tensor, target: Tensor, margin: 
 def hinge_embedding_loss(input: Tensor, target: Tensor, margin: float = 1.0, size_average=None, reduce=None,
                          reduction: str = "mean") -> Tensor:
     """input where target is 1, max(0, margin - input) where target is -1."""
+    _float_inputs("hinge_embedding_loss", input)
     reduction = _reduction(size_average, reduce, reduction)
     loss = em.where(target != 1, em.clamp_min(margin - input, 0.0), 0.0) + em.where(target != -1, input, 0.0)
     return _reduce(loss, reduction)
@@ -322,6 +338,7 @@ def hinge_embedding_loss(input: Tensor, target: Tensor, margin: float = 1.0, siz
 def soft_margin_loss(input: Tensor, target: Tensor, size_average=None, reduce=None,
                      reduction: str = "mean") -> Tensor:
     """log(1 + exp(-target * input))."""
+    _float_inputs("soft_margin_loss", input)
     reduction = _reduction(size_average, reduce, reduction)
     return _reduce(em.softplus(-target * input), reduction)
 
