@@ -26,6 +26,10 @@ def kind(mode: int) -> str:
     return "not a regular file"
 
 
+def _a(noun: str) -> str:
+    return f"{'an' if noun[:1].lower() in 'aeiou' else 'a'} {noun}"
+
+
 def open_regular(name: str, what: str, error: Callable[[str], Exception], op: str) -> tuple[BinaryIO, int]:
     """The regular file `name` (symbolic links followed) open for binary reading, and its size in bytes.
 
@@ -37,7 +41,7 @@ def open_regular(name: str, what: str, error: Callable[[str], Exception], op: st
     try:
         st = os.stat(name)
         if not stat.S_ISREG(st.st_mode):
-            raise error(f"{name}: is {kind(st.st_mode)}, not a {what}")
+            raise error(f"{name}: is {kind(st.st_mode)}, not {_a(what)}")
         # O_NONBLOCK: should the path become a FIFO after the check, opening it must not wait for a writer.
         fd = os.open(name, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
     except (FileNotFoundError, NotADirectoryError):
@@ -49,7 +53,7 @@ def open_regular(name: str, what: str, error: Callable[[str], Exception], op: st
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
-            raise error(f"{name}: is {kind(st.st_mode)}, not a {what}")
+            raise error(f"{name}: is {kind(st.st_mode)}, not {_a(what)}")
         if hasattr(os, "set_blocking"):
             os.set_blocking(fd, True)
         return os.fdopen(fd, "rb"), st.st_size
