@@ -119,31 +119,40 @@ def _entry_compactor():
     in_order = True
 
     def compact(pairs: list):
-        nonlocal count, pos, in_order
         if len(pairs) == 3:
             (k1, code), (k2, shape), (k3, offsets) = pairs
-            if k1 == "dtype" and k2 == "shape" and k3 == "data_offsets" and type(code) is str \
-                    and type(shape) is list and type(offsets) is list and len(offsets) == 2:
-                dtype = DTYPE_OF.get(code)
-                begin, end = offsets
-                if dtype is None or type(begin) is not int or type(end) is not int or begin < 0 \
-                        or len(shape) > MAX_DIMS:
-                    return dict(pairs)
-                n = dtype.itemsize
-                for d in shape:
-                    if type(d) is not int or d < 0:
-                        return dict(pairs)
-                    n *= d
-                # n > 0 bytes that the offsets span are bytes in the file: NumPy can hold them
-                if n != end - begin or (n == 0 and _nbytes(dtype.itemsize, shape) is None):
-                    return dict(pairs)
-                if begin != pos:
-                    in_order = False
-                pos = end
-                count += 1
-                shape = tuple(shape)
-                return begin, end, dtype, shapes.setdefault(shape, shape)
-        return dict(pairs)
+            if k1 == "dtype" and k2 == "shape" and k3 == "data_offsets":
+                entry = tensor(code, shape, offsets)
+                return dict(pairs) if entry is None else entry
+        obj = dict(pairs)
+        if "dtype" in obj and "shape" in obj and "data_offsets" in obj:  # another writer's order, or other
+            entry = tensor(obj["dtype"], obj["shape"], obj["data_offsets"])  # fields (ignored, as safetensors does)
+            if entry is not None:
+                return entry
+        return obj
+
+    def tensor(code, shape, offsets) -> tuple | None:
+        nonlocal count, pos, in_order
+        if type(code) is not str or type(shape) is not list or type(offsets) is not list or len(offsets) != 2:
+            return None
+        dtype = DTYPE_OF.get(code)
+        begin, end = offsets
+        if dtype is None or type(begin) is not int or type(end) is not int or begin < 0 or len(shape) > MAX_DIMS:
+            return None
+        n = dtype.itemsize
+        for d in shape:
+            if type(d) is not int or d < 0:
+                return None
+            n *= d
+        # n > 0 bytes that the offsets span are bytes in the file: NumPy can hold them
+        if n != end - begin or (n == 0 and _nbytes(dtype.itemsize, shape) is None):
+            return None
+        if begin != pos:
+            in_order = False
+        pos = end
+        count += 1
+        shape = tuple(shape)
+        return begin, end, dtype, shapes.setdefault(shape, shape)
 
     def seen() -> tuple[int, int, bool]:
         return count, pos, in_order
@@ -152,13 +161,11 @@ def _entry_compactor():
 
 
 def _invalid_entry(key: str, e, name: str) -> CheckpointError:
-    """Why a header entry that `_compact_entry` left as a dict is not a valid tensor entry."""
+    """Why a header entry that `_entry_compactor` left as a dict is not a valid tensor entry."""
     try:
         code, shape, (begin, end) = e["dtype"], e["shape"], e["data_offsets"]
     except (TypeError, KeyError, ValueError):
         return _fail(name, f"tensor {key!r} has a malformed header entry: {str(e)[:80]}")
-    if len(e) != 3:
-        return _fail(name, f"tensor {key!r} has a malformed header entry (fields {sorted(e)[:5]}): {str(e)[:80]}")
     dtype = DTYPE_OF.get(code) if isinstance(code, str) else None
     if dtype is None:
         return _fail(name, f"tensor {key!r} has dtype {str(code)[:20]}, which Ember " +

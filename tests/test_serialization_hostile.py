@@ -100,13 +100,21 @@ _HUGE_INT = "1" * 4301  # more digits than Python turns into an int by default
     ('{"a": {"dtype": "F32", "shape": [' + _HUGE_INT + '], "data_offsets": [0, 4]}}', b"\0" * 4, "bad header"),
     ({"a": {"dtype": ["F32"], "shape": [1], "data_offsets": [0, 4]}}, b"\0" * 4, "dtype"),
     ({"a": {"dtype": "F32", "shape": {"0": 1}, "data_offsets": [0, 4]}}, b"\0" * 4, "invalid shape"),
-    ({"a": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4], "extra": 1}}, b"\0" * 4, "malformed header entry"),
+    ({"a": {"dtype": "F32", "shape": [1]}, "b": {"shape": [1], "data_offsets": [0, 4]}}, b"\0" * 4, "malformed"),
     ({"a": {"dtype": "F32", "shape": [True], "data_offsets": [0, 4]}}, b"\0" * 4, "invalid shape"),
     ({"a": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]},
       "b": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}}, b"\0" * 4, "overlaps"),
 ])
 def test_malformed_headers_are_checkpoint_errors(tmp_path, header, data, match):
     _refused(_raw(tmp_path / "bad.safetensors", header, data), match)
+
+
+def test_entries_in_another_field_order_or_with_other_fields_load_as_the_safetensors_package_loads_them(tmp_path):
+    header = {"b": {"data_offsets": [0, 8], "shape": [2], "dtype": "F32"},
+              "a": {"dtype": "I16", "shape": [1], "data_offsets": [8, 10], "note": "ignored"}}
+    path = _raw(tmp_path / "other.safetensors", header, np.array([1.5, 2.5], np.float32).tobytes() + b"\x07\x00")
+    out = em.load(path)
+    assert out["b"].tolist() == [1.5, 2.5] and out["a"].tolist() == [7]
 
 
 _W = {"key": "w", "dtype": "float32", "shape": [4], "crc": safetensors_io.crc32(np.arange(4, dtype=np.float32))}
