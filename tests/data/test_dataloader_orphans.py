@@ -68,7 +68,7 @@ def _session(sid: int) -> list[int]:
     (signal.SIGTERM, "main", "fork", "sleeping"),
     (signal.SIGKILL, "thread", "fork", "sleeping"),
     (signal.SIGKILL, "main", "spawn", "sleeping"),
-    (signal.SIGKILL, "main", "forkserver", "sleeping"),
+    pytest.param(signal.SIGKILL, "main", "forkserver", "sleeping", marks=pytest.mark.slow),  # spawn's path, mostly
     (signal.SIGKILL, "main", "fork", "holding the GIL"),
 ])
 def test_workers_do_not_outlive_a_killed_parent(tmp_path, sig, started_in, context, stuck):
