@@ -21,7 +21,7 @@ import numpy as np
 from ember.autograd import walk
 from ember.autograd.engine import Node
 from ember.autograd.grad_mode import is_grad_enabled, no_grad
-from ember.distributed import _debug
+from ember.distributed import checks
 from ember.distributed.errors import DistError
 from ember.distributed.group import resolve
 from ember.distributed.ops import all_reduce_start_op, all_reduce_wait_op
@@ -190,16 +190,17 @@ class _Reducer:
             flat = ops.cat([g.reshape(-1) for g in grads]) if len(grads) > 1 else grads[0].reshape(-1)
             bucket.graph_start = apply(all_reduce_start_op, flat, group=pg)
             return
-        _debug.check(pg, "DistributedDataParallel", bucket.flat.dtype, bucket.flat.shape)
-        pg.seq += 1
+        seq = pg.enter()
+        # the buckets match by construction (same module on every rank, rank 0's order): compared at DETAIL only
+        checks.check(pg, "DistributedDataParallel", seq, bucket.flat.dtype, bucket.flat.shape, detail_only=True)
         what = "all_reduce (DistributedDataParallel)"
         if bucket is self.buckets[-1]:  # nothing left to overlap with: MPI's faster blocking call
             blocking_call(pg.transport, lambda: pg.transport.allreduce(bucket.flat, ReduceOp.SUM), what,
-                          set(pg.ranks))
+                          set(pg.ranks), (pg, seq))
             bucket.work = CompletedWork(what)
             return
         bucket.work = Work(what, pg.transport, pg.transport.iallreduce(bucket.flat, ReduceOp.SUM),
-                           members=set(pg.ranks))
+                           members=set(pg.ranks), where=(pg, seq))
 
     def _finish(self) -> None:
         """Every bucket started: wait for them in order and write the averaged gradients into .grad."""
@@ -208,10 +209,10 @@ class _Reducer:
         globally_used = None
         if self.find_unused and not is_tracing():
             globally_used = self.used.copy()
-            w = Work("all_reduce (DistributedDataParallel unused parameters)", self.group.transport,
-                     self.group.transport.iallreduce(globally_used, ReduceOp.MAX), members=set(self.group.ranks))
-            self.group.seq += 1
-            w.wait()
+            seq = self.group.enter()
+            Work("all_reduce (DistributedDataParallel unused parameters)", self.group.transport,
+                 self.group.transport.iallreduce(globally_used, ReduceOp.MAX), members=set(self.group.ranks),
+                 where=(self.group, seq)).wait()
         for bucket in self.buckets:
             if is_tracing():
                 reduced = apply(all_reduce_wait_op, bucket.graph_start, group=self.group, divisor=n)
@@ -232,9 +233,9 @@ class _Reducer:
         order = [i for i in self.ready_order if not (i in seen or seen.add(i))]
         order += [i for i in reversed(range(len(self.params))) if i not in seen]
         arr = np.array(order, np.int64)
+        seq = self.group.enter()
         Work("broadcast (DistributedDataParallel bucket order)", self.group.transport,
-             self.group.transport.ibcast(arr, 0), members=set(self.group.ranks)).wait()
-        self.group.seq += 1
+             self.group.transport.ibcast(arr, 0), members=set(self.group.ranks), where=(self.group, seq)).wait()
         self._build(arr.tolist())
 
 
@@ -344,9 +345,10 @@ class DistributedDataParallel(Module):
                         pos += t.numel()
                     continue
                 flat = np.concatenate([_host(t).reshape(-1) for t in group])
-                Work("broadcast (DistributedDataParallel)", self.process_group.transport,
-                     self.process_group.transport.ibcast(flat, 0), members=set(self.process_group.ranks)).wait()
-                self.process_group.seq += 1
+                pg = self.process_group
+                seq = pg.enter()
+                Work("broadcast (DistributedDataParallel)", pg.transport, pg.transport.ibcast(flat, 0),
+                     members=set(pg.ranks), where=(pg, seq)).wait()
                 pos = 0
                 for t in group:
                     _write_data(t, flat[pos:pos + t.numel()])
