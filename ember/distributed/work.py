@@ -121,6 +121,12 @@ class Work:
         self.wait()
         return list(self._result or [])
 
+    def get_future(self):
+        """A Future whose value is the output tensors once the operation completes (PyTorch's Work.get_future)."""
+        from ember.distributed.futures import Future
+
+        return Future._of_work(self)
+
     def __repr__(self) -> str:
         state = "done" if self._done else "pending"
         return f"<Work {self.what} {state}>"
