@@ -9,8 +9,9 @@ itself, and a script uses `ember.distributed.checkpoint.load_latest` (see docs/d
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
+
+from ember.distributed.jobwatch import run_job
 
 RESTART_VARS = ("EMBER_RESTART_COUNT", "EMBER_MAX_RESTARTS", "TORCHELASTIC_RESTART_COUNT",
                 "TORCHELASTIC_MAX_RESTARTS")
@@ -26,15 +27,18 @@ def _say(text: str) -> None:
     print(f"ember run: {text}", file=sys.stderr, flush=True)
 
 
-def run(argv: list, env: dict, max_restarts: int) -> int:
-    """Run the job `argv`, again after each failure up to `max_restarts` times; its final exit status."""
+def run(argv: list, env: dict, max_restarts: int, grace: float) -> int:
+    """Run the job `argv`, again after each failure up to `max_restarts` times; its final exit status.
+
+    `grace`: seconds mpiexec may outlive a reported failure (jobwatch.py).
+    """
     attempt = 0
     while True:
         env = dict(env)
         env.update(EMBER_RESTART_COUNT=str(attempt), EMBER_MAX_RESTARTS=str(max_restarts),
                    TORCHELASTIC_RESTART_COUNT=str(attempt), TORCHELASTIC_MAX_RESTARTS=str(max_restarts))
         try:
-            code = subprocess.call(argv, env=env)
+            code = run_job(argv, env, grace)
         except KeyboardInterrupt:
             return 130
         if code == 0:

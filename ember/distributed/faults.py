@@ -79,8 +79,7 @@ class Watchdog:
                 self._check_silence()
                 self._stop_if_blocked()
                 self._stop_if_unreported()
-                with self._lock:
-                    self._sending = [(req, buf) for req, buf in self._sending if not req.Test()]
+                self._sent()
         except Exception as e:  # noqa: BLE001 - a broken watchdog must say so, never die silently
             print(f"{_prefix(self.rank)} the watchdog stopped: {type(e).__name__}: {e}", file=sys.stderr, flush=True)
 
@@ -88,6 +87,12 @@ class Watchdog:
         buf = np.zeros(1, np.uint8) if payload is None else payload
         with self._lock:
             self._sending.append((self.comm.Isend([buf, self.MPI.BYTE], dest, tag), buf))
+
+    def _sent(self) -> bool:
+        """Whether every send has completed (the completed ones are forgotten)."""
+        with self._lock:
+            self._sending = [(req, buf) for req, buf in self._sending if not req.Test()]
+            return not self._sending
 
     def _beat(self) -> None:
         calls = np.array([v for pair in self._progress() for v in pair], np.int64).view(np.uint8)
@@ -235,6 +240,12 @@ class Watchdog:
         for p in range(self.size):
             if p != self.rank and p not in self.left:
                 self._send(p, BYE)
+        # Read what the peers sent until they have said goodbye too (bounded): a message left unread at
+        # MPI_Finalize makes the network layer warn (UCX: "unexpected tag-receive descriptor").
+        deadline = time.monotonic() + 2 * self.interval
+        while time.monotonic() < deadline and (len(self.left) < self.size - 1 or not self._sent()):
+            self._drain()
+            time.sleep(0.005)
         with self._lock:  # sends still in flight finish on their own; their bytes stay alive until the exit
             for req, buf in self._sending:
                 if not req.Test():

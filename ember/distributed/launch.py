@@ -20,6 +20,7 @@ import sys
 
 from ember.distributed import elastic, hostfile
 from ember.distributed._env import INSTALL
+from ember.distributed.faults import DEFAULT_TIMEOUT
 
 DEFAULT_MASTER_PORT = 29500  # torchrun's
 # Variables the ranks read, which Open MPI passes on only when told to (-x).
@@ -175,4 +176,6 @@ def run_main(args) -> int:
     _check(args)
     with hostfile.translated(args.hostfile, kind) as path:
         argv, env = build_command(args, mpiexec, kind, path)
-        return elastic.run(argv, env, args.max_restarts)
+        # after a rank reports a failure, the others may take a heartbeat timeout to follow; then mpiexec should end
+        silence = args.timeout or float(env.get("EMBER_DISTRIBUTED_TIMEOUT") or DEFAULT_TIMEOUT)
+        return elastic.run(argv, env, args.max_restarts, grace=2 * silence + 10)

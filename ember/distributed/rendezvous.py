@@ -60,7 +60,7 @@ def join(local, MPI, nnodes: int, node: int, addr: str, port: int, restart: int,
 
 def _merge(inter, high: bool):
     merged = inter.Merge(high=high)
-    inter.Free()
+    inter.Disconnect()  # waits for the intercommunicator's own traffic, which Free could leave behind
     return merged
 
 

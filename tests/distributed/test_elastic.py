@@ -48,12 +48,17 @@ def test_a_killed_rank_restarts_the_job_from_its_checkpoint_and_it_ends_as_an_un
     _same(em.load(tmp_path / "a.final"), em.load(tmp_path / "b.final"))
 
 
-def test_restarts_are_bounded():
-    proc = ember("run", "-n", 2, "--max-restarts", 1, "-m", "tests.distributed.programs.hello", "fail", timeout=240)
-    assert proc.returncode != 0
-    assert "(restart 1 of 1)" in proc.stdout and "ember run: the job failed (mpiexec exited with status" in proc.stdout
-    assert "and 1 restart)" in proc.stdout and "(restart 2 of" not in proc.stdout, proc.stdout
-    assert proc.stdout.count("hello 1 of 2 ['fail']") == 2
+def test_restarts_are_bounded_and_logged(capsys):
+    """elastic.run on a command that always fails: started 1 + max_restarts times, each restart said."""
+    from ember.distributed import elastic
+
+    count = "import os; print('attempt', os.environ['EMBER_RESTART_COUNT'], os.environ['TORCHELASTIC_MAX_RESTARTS'])"
+    code = elastic.run([sys.executable, "-c", f"{count}; raise SystemExit(3)"], dict(os.environ), 2, grace=30)
+    err = capsys.readouterr().err
+    assert code == 3
+    assert "restarting it from its last checkpoint (restart 1 of 2)" in err and "(restart 2 of 2)" in err, err
+    assert "ember run: the job failed (mpiexec exited with status 3 and 2 restarts)" in err, err
+    assert elastic.run([sys.executable, "-c", "pass"], dict(os.environ), 2, grace=30) == 0
 
 
 def _rank_pid(root: int, rank: int) -> int | None:
