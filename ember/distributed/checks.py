@@ -66,6 +66,20 @@ def _describe(sig) -> str:
     return text
 
 
+_SIGNATURES: dict = {}  # (what, dtype, shape, root, op) -> its signature with seq 0: a training loop builds each once
+_MAX_SIGNATURES = 4096
+
+
+def _cached_signature(what: str, dtype, shape, root, op) -> np.ndarray:
+    key = (what, dtype, shape, root, op)
+    sig = _SIGNATURES.get(key)
+    if sig is None:
+        if len(_SIGNATURES) >= _MAX_SIGNATURES:
+            _SIGNATURES.clear()
+        sig = _SIGNATURES[key] = _signature(0, what, dtype, shape, root, op)
+    return sig
+
+
 def check(group, what: str, seq: int, dtype=None, shape=None, root=None, op=None, same_shape: bool = True,
           detail_only: bool = False) -> None:
     """Compare this call (collective number `seq` on `group`) with the other ranks'; raise DistError on a mismatch.
@@ -77,15 +91,20 @@ def check(group, what: str, seq: int, dtype=None, shape=None, root=None, op=None
         return
     from ember.distributed.work import blocking_call, wait_requests
 
-    mine = _signature(seq, what, dtype, shape if same_shape else None, root, op)
+    sig = _cached_signature(what, dtype, tuple(shape) if same_shape and shape is not None else None, root, op)
     cols = _WIDTH if group.detail else _CHEAP
-    both = np.concatenate([mine[:cols], -mine[:cols]])
+    both = np.empty(2 * cols, np.int64)
+    both[:cols] = sig[:cols]
+    both[1] = seq
+    np.negative(both[:cols], out=both[cols:])
     where = (group, seq)
-    blocking_call(transport, lambda: transport.allreduce_max(both), what, set(group.ranks), where)
-    if (both[:cols] == -both[cols:]).all():
+    blocking_call(transport, lambda: transport.allreduce_max(both), what, group.members, where)
+    if not np.add(both[:cols], both[cols:]).any():  # max == -max(-x) == min in every column
         return
+    mine = sig.copy()
+    mine[1] = seq
     table = np.empty((transport.size, _WIDTH), np.int64)
-    wait_requests(transport, transport.iallgather(mine, table), f"{what} (check)", set(group.ranks))
+    wait_requests(transport, transport.iallgather(mine, table), f"{what} (check)", group.members)
     rows = "; ".join(f"rank {group.global_rank(r)}: {_describe(table[r])}" for r in range(transport.size))
     raise DistError(f"{what} on rank {group.global_rank(transport.rank)}: the ranks of group {group.name} called "
                     f"mismatched collectives: {rows}")

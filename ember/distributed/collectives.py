@@ -37,7 +37,7 @@ def _enter(pg: ProcessGroup, what: str, dtype=None, shape=None, root=None, op=No
 
 def _start(what: str, pg: ProcessGroup, seq: int, reqs, finish, async_op: bool, result=None):
     """Wrap started requests in a Work; wait for it unless async_op."""
-    work = Work(what, pg.transport, reqs, finish, result, members=set(pg.ranks), where=(pg, seq))
+    work = Work(what, pg.transport, reqs, finish, result, members=pg.members, where=(pg, seq))
     if async_op:
         return work
     work.wait()
@@ -46,7 +46,7 @@ def _start(what: str, pg: ProcessGroup, seq: int, reqs, finish, async_op: bool, 
 
 def _blocking(what: str, pg: ProcessGroup, seq: int, call, finish) -> None:
     """A collective the caller waits for, run as MPI's blocking call (see work.blocking_call)."""
-    blocking_call(pg.transport, call, what, set(pg.ranks), (pg, seq))
+    blocking_call(pg.transport, call, what, pg.members, (pg, seq))
     finish()
 
 
@@ -387,7 +387,7 @@ def barrier(group=None, async_op: bool = False, device_ids=None):
 
 
 def _wait(what, pg, seq, reqs) -> None:
-    Work(what, pg.transport, reqs, members=set(pg.ranks), where=(pg, seq)).wait()
+    Work(what, pg.transport, reqs, members=pg.members, where=(pg, seq)).wait()
 
 
 def broadcast_object_list(object_list, src=None, group=None, device=None, group_src=None) -> None:
@@ -480,7 +480,7 @@ class RecvWork(Work):
         transport = pg.transport
         self._status = transport.MPI.Status() if transport.kind == "mpi" else None
         reqs = transport.irecv(buf.array, source, tag)
-        members = set(pg.ranks) if source is None else {pg.ranks[source]}
+        members = pg.members if source is None else {pg.ranks[source]}
         super().__init__(what, _StatusTransport(transport, self._status), reqs, self._received, [buf.tensor], members)
 
     def _received(self) -> None:

@@ -203,11 +203,11 @@ class _Reducer:
         what = "all_reduce (DistributedDataParallel)"
         if bucket is self.buckets[-1]:  # nothing left to overlap with: MPI's faster blocking call
             blocking_call(pg.transport, lambda: pg.transport.allreduce(bucket.flat, ReduceOp.SUM), what,
-                          set(pg.ranks), (pg, seq))
+                          pg.members, (pg, seq))
             bucket.work = CompletedWork(what)
             return
         bucket.work = Work(what, pg.transport, pg.transport.iallreduce(bucket.flat, ReduceOp.SUM),
-                           members=set(pg.ranks), where=(pg, seq))
+                           members=pg.members, where=(pg, seq))
 
     def _run_comm_hook(self, bucket: _Bucket) -> None:
         """Hand the bucket to the registered hook; keep the Future it returns."""
@@ -245,7 +245,7 @@ class _Reducer:
             globally_used = self.used.copy()
             seq = self.group.enter()
             Work("all_reduce (DistributedDataParallel unused parameters)", self.group.transport,
-                 self.group.transport.iallreduce(globally_used, ReduceOp.MAX), members=set(self.group.ranks),
+                 self.group.transport.iallreduce(globally_used, ReduceOp.MAX), members=self.group.members,
                  where=(self.group, seq)).wait()
         for index, bucket in enumerate(self.buckets):
             if bucket.future is not None:  # a comm hook averaged the bucket itself
@@ -277,7 +277,7 @@ class _Reducer:
         arr = np.array(order, np.int64)
         seq = self.group.enter()
         Work("broadcast (DistributedDataParallel bucket order)", self.group.transport,
-             self.group.transport.ibcast(arr, 0), members=set(self.group.ranks), where=(self.group, seq)).wait()
+             self.group.transport.ibcast(arr, 0), members=self.group.members, where=(self.group, seq)).wait()
         self._build(arr.tolist())
 
 
@@ -399,7 +399,7 @@ class DistributedDataParallel(Module):
                 pg = self.process_group
                 seq = pg.enter()
                 Work("broadcast (DistributedDataParallel)", pg.transport, pg.transport.ibcast(flat, 0),
-                     members=set(pg.ranks), where=(pg, seq)).wait()
+                     members=pg.members, where=(pg, seq)).wait()
                 pos = 0
                 for t in group:
                     _write_data(t, flat[pos:pos + t.numel()])

@@ -24,6 +24,7 @@ class ProcessGroup:
 
     def __init__(self, ranks, transport, name: str, uid: int, check_level: str = checks.INFO) -> None:
         self.ranks = tuple(ranks)
+        self.members = frozenset(self.ranks)
         self.transport = transport  # None on ranks outside the group
         self.name = name
         self.uid = uid  # the same on every rank (groups are made in the same order everywhere)

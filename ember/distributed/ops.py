@@ -40,7 +40,7 @@ class AllReduceOp(Op):
         t = group.transport
         seq = group.enter()
         checks.check(group, "all_reduce", seq, out.dtype, out.shape, op=reduce)
-        wait_requests(t, t.iallreduce(out, reduce), "all_reduce", set(group.ranks), (group, seq))
+        wait_requests(t, t.iallreduce(out, reduce), "all_reduce", group.members, (group, seq))
         if reduce is ReduceOp.AVG:
             np.divide(out, group.size(), out=out, casting="unsafe")
         return _back(xp, out)
@@ -69,7 +69,7 @@ class BroadcastOp(Op):
         t = group.transport
         seq = group.enter()
         checks.check(group, "broadcast", seq, out.dtype, out.shape, root=src)
-        wait_requests(t, t.ibcast(out, src), "broadcast", set(group.ranks), (group, seq))
+        wait_requests(t, t.ibcast(out, src), "broadcast", group.members, (group, seq))
         return _back(xp, out)
 
     def vjp(self, ctx, g):
@@ -145,7 +145,7 @@ class AllReduceWaitOp(Op):
         if pending is None:
             raise RuntimeError("dist_all_reduce_wait: its buffer was not made by dist_all_reduce_start in this run")
         reqs, seq = pending
-        wait_requests(group.transport, reqs, "all_reduce (DistributedDataParallel)", set(group.ranks), (group, seq))
+        wait_requests(group.transport, reqs, "all_reduce (DistributedDataParallel)", group.members, (group, seq))
         if divisor != 1:
             np.divide(buf, divisor, out=buf, casting="unsafe")
         return _back(xp, buf)
