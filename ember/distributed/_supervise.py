@@ -4,7 +4,8 @@ The launcher's mpiexec starts this file (by path, so no package is imported) onc
 killed by a signal cannot report itself; this supervisor prints its rank, pid and the signal, and
 exits non-zero so that mpiexec stops the job. The child dies with its supervisor (PR_SET_PDEATHSIG on
 Linux), and SIGINT/SIGTERM sent to the supervisor are passed on to it, followed by SIGCONT so that a
-stopped (frozen) child acts on them.
+stopped (frozen) child acts on them. The child gets torchrun's variables (RANK, WORLD_SIZE,
+LOCAL_RANK, ...), counted across machines under `ember run --nnodes`.
 """
 
 import os

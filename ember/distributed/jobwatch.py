@@ -50,9 +50,10 @@ def run_job(argv: list, env: dict, grace: float) -> int:
 
 def _pass_on(stream, seen: dict) -> None:
     for raw in iter(stream.readline, b""):
-        sys.stderr.buffer.write(raw)
-        sys.stderr.flush()
         line = raw.decode(errors="replace")
+        out = getattr(sys.stderr, "buffer", None)
+        out.write(raw) if out is not None else sys.stderr.write(line)
+        sys.stderr.flush()
         if seen["failed"] is None and any(marker in line for marker in _FAILED):
             seen["failed"] = time.monotonic()
         if _LOST_HOST in line:

@@ -7,7 +7,8 @@ running as root, more ranks than cores), and starts every rank under a small sup
 servers (ember.distributed.ps) or TF1 `ps` tasks (ember.v1). Across machines without a shared
 launcher, `--nnodes K --node-rank I --master-addr A --master-port P` on each machine joins the
 machines' ranks into one world (torchrun's flags; rendezvous.py). `--max-restarts R` starts a failed
-job again, up to R times (elastic.py). It returns the job's exit status, so a failed rank fails the command.
+job again, up to R times (elastic.py); an mpiexec that outlives a reported failure is stopped
+(jobwatch.py). It returns the job's exit status, so a failed rank fails the command.
 """
 
 from __future__ import annotations
