@@ -4,7 +4,7 @@ When a host is lost, mpiexec may never return: after the surviving ranks have st
 rank), it keeps trying to reach the dead host's process manager. So `ember run` reads mpiexec's error
 output as it passes it on; once a rank has reported a failure (or Hydra an error of its own), mpiexec
 gets `grace` seconds to end before it and what it started here are stopped. Hydra's terse report of a
-lost host is explained in one line.
+lost host is explained in one line. mpiexec is told to stop if `ember run` itself is killed.
 """
 
 from __future__ import annotations
@@ -21,9 +21,20 @@ _FAILED = ("DistBackendError", "ember.distributed:", "ember run: rank", "[mpiexe
 _LOST_HOST = "assert (!closed) failed"  # Hydra: a proxy's connection closed (its host's processes are gone)
 
 
+def _stop_with_parent() -> None:
+    """In mpiexec: get SIGTERM when `ember run` dies (Linux), so a killed command leaves no job behind."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
 def run_job(argv: list, env: dict, grace: float) -> int:
     """mpiexec's exit status (non-zero, and mpiexec stopped, if it outlives a reported failure by `grace` s)."""
-    proc = subprocess.Popen(argv, env=env, stderr=subprocess.PIPE)
+    preexec = _stop_with_parent if sys.platform.startswith("linux") else None
+    proc = subprocess.Popen(argv, env=env, stderr=subprocess.PIPE, preexec_fn=preexec)  # noqa: PLW1509
     seen = {"failed": None, "lost": False}
     reader = threading.Thread(target=_pass_on, args=(proc.stderr, seen), daemon=True)
     reader.start()
