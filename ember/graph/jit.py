@@ -325,6 +325,7 @@ class JitFunction:
             else:
                 outputs.append(after._data if is_symbolic(after) else tracer.lift(after))
                 entry.grad_targets.append((t, "set"))
+        after = None  # the last new gradient, still named here, would count as a tensor kept outside (_escaped)
         if (self.eager_fallback and differentiable and not entry.grad_targets and not for_inspection
                 and not _escaped(tracer)):
             entry.eager = True  # the caller will backpropagate the results: run eagerly, with autograd
