@@ -1,14 +1,18 @@
 """ember.distributed against raw mpi4py, and DDP's overhead, measured in one run.
 
 Run: ember run -n 2 benchmarks/distributed.py     (and -n 3 for the cost model's check)
-     options: --sizes 4K,64K,1M,16M,64M  --models mlp,resnet20  --steps 8  --no-ddp  --torch
+     options: --sizes 4K,64K,1M,16M,64M  --models mlp,resnet20  --steps 8  --no-ddp  --torch  --fp16-hook
+     across hosts: ember run --hostfile hosts benchmarks/distributed.py (docs/distributed.md: the namespace
+     hosts of tests/distributed/netns.py stand in for machines)
 
-1. all_reduce bus bandwidth, Ember (tensor API: nonblocking MPI and a polled wait) vs mpi4py's blocking
-   Allreduce on the same NumPy buffers, interleaved so both see the same machine; ratio = Ember / raw.
+1. all_reduce bus bandwidth, Ember (tensor API: the collective's check, then MPI's blocking Allreduce)
+   vs mpi4py's blocking Allreduce on the same NumPy buffers, interleaved so both see the same machine;
+   ratio = Ember / raw.
 2. DDP step time on N ranks over a single-process step with the same per-rank batch (every rank runs
    the local step at the same time, so both see the same load), with overlap (DDP's buckets) and
    without (one allreduce of all gradients after backward); with --torch, PyTorch's DDP (gloo) on the
-   same architectures beside it, over its own single-process step.
+   same architectures beside it, over its own single-process step; with --fp16-hook, DDP with
+   fp16_compress_hook (half the bytes on the wire).
 3. The ring-allreduce cost model t = 2(N-1)/N * bytes / B + 2(N-1) * a, fitted on this run's large and
    small messages (rank 0 prints B and a; docs/distributed.md compares them across N).
 BLAS runs one thread per rank so ranks do not fight over cores.
@@ -132,7 +136,8 @@ def _time(step, comm, steps: int) -> float:
     return statistics.median(times)
 
 
-def ddp_overhead(name: str, batch: int, steps: int, comm, MPI) -> tuple:  # noqa: N803
+def ddp_overhead(name: str, batch: int, steps: int, comm, MPI, fp16_hook: bool = False) -> tuple:  # noqa: N803
+    """([local, ddp, one allreduce after backward, ddp with fp16_compress_hook (or nan)] s, gradient bytes, buckets)."""
     n = comm.Get_size()
     x, y = _batch(name, batch)
     local = _model(name)
@@ -143,7 +148,14 @@ def ddp_overhead(name: str, batch: int, steps: int, comm, MPI) -> tuple:  # noqa
     params = list(plain.parameters())
     t_once = _time(_step_fn(plain, em.optim.SGD(params, lr=0.01), x, y, _one_allreduce(params, comm, MPI, n)),
                    comm, steps)
-    t = [comm.allreduce(v, op=MPI.MAX) for v in (t_local, t_ddp, t_once)]
+    t_fp16 = float("nan")
+    if fp16_hook:
+        from ember.distributed.algorithms.ddp_comm_hooks.default_hooks import fp16_compress_hook
+
+        hooked = dist.DistributedDataParallel(_model(name))
+        hooked.register_comm_hook(None, fp16_compress_hook)
+        t_fp16 = _time(_step_fn(hooked, em.optim.SGD(hooked.parameters(), lr=0.01), x, y), comm, steps)
+    t = [comm.allreduce(v, op=MPI.MAX) for v in (t_local, t_ddp, t_once, t_fp16)]
     nbytes = sum(p.numel() * 4 for p in params)
     return t, nbytes, len(ddp._reducer.buckets)
 
@@ -212,6 +224,7 @@ def main() -> None:
     p.add_argument("--steps", type=int, default=8)
     p.add_argument("--no-ddp", action="store_true")
     p.add_argument("--torch", action="store_true", help="also time PyTorch's DDP (gloo) on the same models")
+    p.add_argument("--fp16-hook", action="store_true", help="also time DDP with fp16_compress_hook")
     args = p.parse_args()
     dist.init_process_group()
     rank, n = dist.get_rank(), dist.get_world_size()
@@ -234,11 +247,11 @@ def main() -> None:
     if not args.no_ddp:
         say(f"\nDDP step on {n} ranks / single-process step, same per-rank batch {args.batch}")
         say(f"{'model':>10} {'grads':>9} {'buckets':>7} {'local ms':>9} {'ddp ms':>9} {'ratio':>6} "
-            f"{'no-overlap ms':>13} {'ratio':>6}")
+            f"{'no-overlap ms':>13} {'ratio':>6}" + (f" {'fp16-hook ms':>12} {'ratio':>6}" if args.fp16_hook else ""))
         for name in args.models.split(","):
-            (tl, td, to), nbytes, nb = ddp_overhead(name, args.batch, args.steps, comm, MPI)
+            (tl, td, to, th), nbytes, nb = ddp_overhead(name, args.batch, args.steps, comm, MPI, args.fp16_hook)
             say(f"{name:>10} {_fmt_bytes(nbytes):>9} {nb:7d} {tl * 1e3:9.2f} {td * 1e3:9.2f} {td / tl:6.3f} "
-                f"{to * 1e3:13.2f} {to / tl:6.3f}")
+                f"{to * 1e3:13.2f} {to / tl:6.3f}" + (f" {th * 1e3:12.2f} {th / tl:6.3f}" if args.fp16_hook else ""))
         if args.torch:
             say(f"\nPyTorch DDP (gloo) on {n} ranks / its single-process step, same per-rank batch {args.batch}")
             say(f"{'model':>10} {'local ms':>9} {'ddp ms':>9} {'ratio':>6}")

@@ -24,6 +24,9 @@ from ember.errors import (
     ConcretizationError,
     DataDependentError,
     DeviceMismatchError,
+    DomainError,
+    DtypeError,
+    IndexOutOfBoundsError,
     LinAlgError,
     ShapeError,
 )

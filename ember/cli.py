@@ -91,6 +91,8 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--no-progress", action="store_true", help="no progress bar")
     t.add_argument("--nproc", type=int, default=1,
                    help="train data-parallel on this many processes (MPI; see `ember run` and docs/distributed.md)")
+    t.add_argument("--max-restarts", type=int, default=0, metavar="N",
+                   help="with --nproc: when a rank fails, start the job again from its last checkpoint, up to N times")
 
     from ember.tune.command import add_parser as add_tune_parser
 

@@ -15,6 +15,22 @@ class DeviceMismatchError(RuntimeError):
     """An op was given tensors on different devices."""
 
 
+class IndexOutOfBoundsError(IndexError, RuntimeError):
+    """An index tensor holds a position outside the dimension it indexes. An IndexError, and a RuntimeError as
+    PyTorch raises for gather and scatter: code written for either catches it."""
+
+
+class DtypeError(TypeError, NotImplementedError):
+    """An op refuses its input's dtype (an integer tensor to an op defined on floating point, an index tensor of
+    a type it does not take). A TypeError; PyTorch raises RuntimeError or NotImplementedError ("not implemented
+    for 'Long'"), which both catch it too."""
+
+
+class DomainError(ValueError, RuntimeError):
+    """Input values outside an op's domain (binary_cross_entropy's probabilities outside [0, 1]). A ValueError,
+    and a RuntimeError as PyTorch raises."""
+
+
 class DataDependentError(NotImplementedError):
     """An op needs concrete values but its input has none (meta device or a symbolic tensor)."""
 

@@ -23,7 +23,6 @@ import math
 import os
 import secrets
 import socket
-import stat
 import time
 from collections import OrderedDict
 from pathlib import Path
@@ -31,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from ember import safetensors_io
+from ember import regular_file, safetensors_io
 from ember.device import Device, as_device
 from ember.errors import CheckpointError
 from ember.tensor import Tensor
@@ -60,7 +59,7 @@ class _Encoder:
 
     def __init__(self) -> None:
         self.arrays: dict[str, np.ndarray] = {}
-        self._seen: dict[int, dict] = {}  # id(tensor) -> node: a tensor referenced twice is stored once
+        self._seen: dict[int, dict] = {}  # id(tensor or array) -> node: one referenced twice is stored once
         self._keep: list = []  # keep encoded objects alive so their ids stay unique during the walk
 
     def _key(self, path: list) -> str:
@@ -88,6 +87,13 @@ class _Encoder:
         if obj is None or isinstance(obj, (bool, str)):
             return obj
         if isinstance(obj, int):
+            if obj.bit_length() > 14_000:  # near Python's default limit of 4300 digits on int <-> str
+                try:
+                    str(obj)
+                except ValueError:
+                    raise ValueError(f"save: {_where(path)} is an int of {obj.bit_length()} bits, more digits than "
+                                     f"Python writes as text (sys.get_int_max_str_digits()); save it as bytes "
+                                     f"or a str") from None
             return obj
         if isinstance(obj, float):
             return obj if math.isfinite(obj) else {"float": repr(obj)}
@@ -105,8 +111,12 @@ class _Encoder:
             self._seen[id(obj)] = node
             self._keep.append(obj)
             return node
-        if isinstance(obj, np.ndarray):
-            return self._array(obj, path, {"ndarray": None})
+        if isinstance(obj, np.ndarray):  # one array referenced twice is stored once, and loads as one array
+            if id(obj) in self._seen:
+                return self._seen[id(obj)]
+            node = self._seen[id(obj)] = self._array(obj, path, {"ndarray": None})
+            self._keep.append(obj)
+            return node
         if isinstance(obj, np.generic):
             return self._array(np.asarray(obj), path, {"ndarray": None, "scalar": True})
         if isinstance(obj, bytes):
@@ -155,62 +165,91 @@ def _default_device(map_location) -> Any:
 
 
 class _Decoder:
-    """Rebuilds the saved object from the JSON structure and the arrays."""
+    """Rebuilds the saved object from the JSON structure and the arrays, one JSON object at a time as it is parsed.
+
+    `node` is the parser's `object_hook`: each node becomes its value as soon as it is read, so the parsed
+    structure never exists whole beside the result. JSON arrays are the values of `list` nodes (and
+    the items of `dict` nodes) and nothing else: a bare array where a value belongs is an error, told
+    apart from a decoded list by the lists this decoder made (`_lists`).
+    """
 
     def __init__(self, name: str, arrays: dict[str, np.ndarray], device_for) -> None:
         self.name = name
         self.arrays = arrays
         self.device_for = device_for
         self._tensors: dict[str, Tensor] = {}
+        self._checked: dict[str, tuple] = {}  # key -> (array, dtype name, shape, crc): each array checked once
+        self._lists: dict[int, list] = {}  # id -> a list this decoder made (kept, so that its id stays its own)
         self._devices: dict[str, Device] = {}  # saved device name -> target, resolved once
         self._cpu = as_device("cpu")
 
     def fail(self, problem: str) -> CheckpointError:
         return CheckpointError(f"{self.name}: {problem}")
 
-    def decode(self, node: Any) -> Any:
-        if node is None or isinstance(node, (bool, int, float, str)):
-            return node
-        if isinstance(node, dict):
-            if "dict" in node:
-                cls = OrderedDict if node.get("ordered") else dict
-                return cls((self._key(k), self.decode(v)) for k, v in node["dict"])
-            if "list" in node:
-                return [self.decode(v) for v in node["list"]]
-            if "tuple" in node:
-                return tuple(self.decode(v) for v in node["tuple"])
-            if "tensor" in node:
-                return self._tensor(node)
-            if "ndarray" in node:
-                arr = self._array(node)
-                return arr[()] if node.get("scalar") else arr
-            if "float" in node:
-                return float(node["float"])
-            if "bytes" in node:
-                return base64.b64decode(node["bytes"])
+    def result(self, value: Any) -> Any:
+        """The decoded top-level value."""
+        return self._value(value)
+
+    def _value(self, v: Any) -> Any:
+        if type(v) is list and id(v) not in self._lists:
+            raise self.fail(f"the checkpoint structure has a bare JSON array where a value belongs: {str(v)[:80]}")
+        return v
+
+    def node(self, node: dict) -> Any:
+        """The value of one JSON object of the structure (whose own values are decoded already)."""
+        if "dict" in node:
+            cls = OrderedDict if node.get("ordered") else dict
+            return cls(self._item(item) for item in node["dict"])
+        if "list" in node:
+            items = node["list"]
+            if type(items) is not list:
+                raise self.fail(f"the checkpoint structure has a list that is not an array: {str(node)[:80]}")
+            for v in items:
+                self._value(v)
+            self._lists[id(items)] = items
+            return items
+        if "tuple" in node:
+            return tuple(self._value(v) for v in node["tuple"])
+        if "tensor" in node:
+            return self._tensor(node)
+        if "ndarray" in node:
+            arr = self._array(node)
+            return arr[()] if node.get("scalar") else arr
+        if "float" in node and type(node["float"]) is str:
+            return float(node["float"])
+        if "bytes" in node:
+            return base64.b64decode(node["bytes"], validate=True)
         raise self.fail(f"the checkpoint structure has an entry Ember does not know: {str(node)[:80]}")
 
-    def _key(self, node: Any) -> Any:
-        key = self.decode(node)
-        if isinstance(key, (list, dict)) or isinstance(key, np.ndarray):
+    def _item(self, item: Any) -> tuple:
+        if type(item) is not list or id(item) in self._lists or len(item) != 2:
+            raise self.fail(f"the checkpoint structure has a dict item that is not a [key, value] pair: {str(item)[:80]}")
+        key, value = item
+        if isinstance(key, (list, dict, np.ndarray, Tensor)):
             raise self.fail("the checkpoint structure has a dict key that is not a scalar")
-        return key
+        return key, self._value(value)
 
     def _array(self, node: dict) -> np.ndarray:
         key = node.get("key")
-        if key not in self.arrays:
-            raise self.fail(f"the structure names a tensor {key!r} that is not in the file")
+        checked = self._checked.get(key) if type(key) is str else None
+        if checked is not None and checked[1:] == (node.get("dtype"), node.get("shape"), node.get("crc")):
+            return checked[0]  # another reference to an array already checked: the same array
+        if type(key) is not str or key not in self.arrays:
+            raise self.fail(f"the structure names a tensor {str(key)[:80]!r} that is not in the file")
         arr = self.arrays[key]
-        if arr.dtype.name != node.get("dtype") or list(arr.shape) != node.get("shape"):
-            raise self.fail(f"tensor {key!r} is {arr.dtype.name} {list(arr.shape)} in the file but the structure "
-                            f"says {node.get('dtype')} {node.get('shape')}")
-        if _crc(arr) != node.get("crc"):
+        name, shape = _dtype_name(arr.dtype), list(arr.shape)
+        if name != node.get("dtype") or shape != node.get("shape"):
+            raise self.fail(f"tensor {key!r} is {name} {shape} in the file but the structure "
+                            f"says {str(node.get('dtype'))[:20]} {str(node.get('shape'))[:80]}")
+        crc = _crc(arr)
+        if crc != node.get("crc"):
             raise self.fail(f"tensor {key!r} is corrupt: its checksum does not match")
+        self._checked[key] = (arr, name, shape, crc)
         return arr
 
     def _tensor(self, node: dict) -> Tensor:
         key = node.get("key")
-        if key in self._tensors:  # the same tensor saved under two names stays one tensor
+        if type(key) is str and key in self._tensors:  # the same tensor saved under two names stays one tensor
             return self._tensors[key]
         t = self.make_tensor(self._array(node), node)
         self._tensors[key] = t
@@ -232,10 +271,21 @@ class _Decoder:
         if device is not self._cpu:
             t = t.to(device)
         if node.get("requires_grad"):
+            if not t.is_floating_point():
+                raise self.fail(f"tensor {node.get('key')!r} is {_dtype_name(arr.dtype)} but marked as requiring "
+                                f"gradients, which only floating-point tensors can")
             t.requires_grad_(True)
         if node.get("parameter"):
             t = _as_parameter(t)
         return t
+
+
+_NAMES = {dtype: dtype.name for dtype in safetensors_io.DTYPE_OF.values()}  # NumPy's `.name` is slow to compute
+
+
+def _dtype_name(dtype: np.dtype) -> str:
+    name = _NAMES.get(dtype)
+    return name if name is not None else dtype.name
 
 
 def _as_parameter(t: Tensor) -> Tensor:
@@ -375,29 +425,14 @@ def _collector_paused():
             gc.enable()
 
 
-def _not_a_file(name: str, mode: int) -> CheckpointError:
-    kind = ("a folder" if stat.S_ISDIR(mode) else "a named pipe (FIFO)" if stat.S_ISFIFO(mode)
-            else "a socket" if stat.S_ISSOCK(mode) else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
-            else "not a regular file")
-    return CheckpointError(f"{name}: is {kind}, not a checkpoint file")
-
-
 def _read(name: str) -> tuple[dict, dict[str, np.ndarray]]:
     """The metadata and arrays of the checkpoint file `name`, refusing anything but a regular file."""
-    try:
-        st = os.stat(name)
-    except FileNotFoundError:
-        raise FileNotFoundError(f"load: no such checkpoint file: {name}") from None
-    if not stat.S_ISREG(st.st_mode):
-        raise _not_a_file(name, st.st_mode)
-    # O_NONBLOCK: should the path become a FIFO after the check, opening it must not wait for a writer.
-    fd = os.open(name, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
-    st = os.fstat(fd)
-    if not stat.S_ISREG(st.st_mode):
-        os.close(fd)
-        raise _not_a_file(name, st.st_mode)
-    with os.fdopen(fd, "rb") as fh:
-        return safetensors_io.read(fh, st.st_size, name)
+    fh, size = regular_file.open_regular(name, "checkpoint file", CheckpointError, "load")
+    with fh:
+        try:
+            return safetensors_io.read(fh, size, name)
+        except OSError as e:  # an I/O error while reading, or the file shrinking under us
+            raise CheckpointError(f"{name}: can't be read: {e.strerror or e}") from None
 
 
 def _read_stream(fh) -> tuple[dict, dict[str, np.ndarray]]:
@@ -408,12 +443,24 @@ def _read_stream(fh) -> tuple[dict, dict[str, np.ndarray]]:
         start = fh.tell()
         size = fh.seek(0, io.SEEK_END) - start
         fh.seek(start)
-    else:  # a pipe or socket: its length is only known once it is read
-        fh = io.BytesIO(fh.read())
-        size = len(fh.getbuffer())
+    else:  # a pipe or socket: read as far as the header says, then checked to end there
+        size = None
     if not hasattr(fh, "readinto"):
-        fh = io.BufferedReader(fh)
+        fh = _ReadInto(fh)
     return safetensors_io.read(fh, size, name)
+
+
+class _ReadInto:
+    """`read` and `readinto` for a file object that has only `read`."""
+
+    def __init__(self, fh) -> None:
+        self.read = fh.read
+
+    def readinto(self, buf) -> int:
+        """Fill the start of the writable buffer `buf` with the next bytes; how many (0 at the end)."""
+        data = self.read(len(buf))
+        memoryview(buf).cast("B")[:len(data)] = data
+        return len(data)
 
 
 def load(f: str | os.PathLike | io.IOBase, map_location=None, *, weights_only: bool = True) -> Any:
@@ -438,23 +485,23 @@ def load(f: str | os.PathLike | io.IOBase, map_location=None, *, weights_only: b
 def _decode(name: str, device_for, contents: tuple) -> Any:
     meta, arrays = contents
     dec = _Decoder(name, arrays, device_for)
-    raw = meta.get(_STRUCTURE)
+    raw = meta.pop(_STRUCTURE, None)
     if raw is None:
         return dec.plain()
     try:
         version = int(meta.get(_VERSION, "0"))
     except ValueError:
-        raise dec.fail(f"unreadable format version {meta.get(_VERSION)!r}") from None
+        raise dec.fail(f"unreadable format version {meta.get(_VERSION)[:40]!r}") from None
     if version > FORMAT_VERSION:
         raise dec.fail(f"written in checkpoint format {version}, newer than this Ember reads ({FORMAT_VERSION}); "
                        f"upgrade Ember")
     try:
-        structure = json.loads(raw)
-    except (json.JSONDecodeError, RecursionError) as e:
-        raise dec.fail(f"the checkpoint structure is corrupt: {e}") from None
-    try:
-        return dec.decode(structure)
+        return dec.result(json.loads(raw, object_hook=dec.node))
+    except CheckpointError:
+        raise
     except RecursionError:
         raise dec.fail("the checkpoint structure is nested too deeply") from None
-    except (TypeError, ValueError, AttributeError) as e:
-        raise dec.fail(f"the checkpoint structure is malformed: {e}") from None
+    except json.JSONDecodeError as e:
+        raise dec.fail(f"the checkpoint structure is corrupt: {e}") from None
+    except (TypeError, ValueError, AttributeError) as e:  # ValueError: also JSON numbers too long to read
+        raise dec.fail(f"the checkpoint structure is malformed: {str(e)[:200]}") from None

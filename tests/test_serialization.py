@@ -382,7 +382,7 @@ def _raw_file(path, header, data=b""):
     ({"a": {"dtype": "Q9", "shape": [1], "data_offsets": [0, 2]}}, b"\0" * 2, "does not know"),
     ({"a": {"dtype": "F32", "shape": [1]}}, b"\0" * 4, "malformed header entry"),
     ({"__metadata__": {"k": 1}}, b"", "metadata is not a map of strings"),
-    ([1, 2], b"", "not a JSON object"),
+    ([1, 2], b"", r"not an Ember \(safetensors\) checkpoint"),  # a safetensors header starts with "{"
 ])
 def test_malformed_headers_are_named(tmp_path, header, data, message):
     path = tmp_path / "bad.safetensors"

@@ -10,6 +10,7 @@ import time
 import weakref
 from typing import Any
 
+from ember.data.lifeline import Lifeline
 from ember.data.shm import free, sweep, unpack
 from ember.data.worker import ExceptionWrapper, IterableEnd, worker_loop
 
@@ -49,6 +50,7 @@ class WorkerPool:
         self.workers: list = []
         self.index_queues: list = []
         self.result_queue = ctx.Queue()
+        self.lifeline = Lifeline()
         if os.name == "posix":
             # Workers must share the main process's resource tracker, or each would start its own
             # and warn about segments that the main process has already unlinked.
@@ -62,7 +64,8 @@ class WorkerPool:
                 w = ctx.Process(
                     target=worker_loop,
                     args=(wid, num_workers, dataset, is_iterable, auto_collation, collate_fn, drop_last,
-                          base_seed + wid, worker_init_fn, iq, self.result_queue, self.prefix, os.getpid()),
+                          base_seed + wid, worker_init_fn, iq, self.result_queue, self.prefix, self.lifeline.reader,
+                          self.lifeline.kill_with_parent),
                     daemon=True,
                     name=f"ember-dataloader-worker-{wid}",
                 )
@@ -144,6 +147,7 @@ class WorkerPool:
                     w.close()
                 except ValueError:  # still running after kill(): nothing more we can do
                     pass
+            self.lifeline.close()
             sweep(self.prefix)
 
     def _drain(self, timeout: float) -> None:

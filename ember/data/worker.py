@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import itertools
-import multiprocessing
-import os
 import pickle
-import queue
 import random
 import signal
 import traceback
@@ -16,10 +13,8 @@ from typing import Any
 import numpy as np
 
 from ember.data.fetch import make_fetcher
+from ember.data.lifeline import watch
 from ember.data.shm import pack
-
-# How often a waiting worker checks that its parent is still alive.
-POLL_INTERVAL = 0.5
 
 
 @dataclass(frozen=True)
@@ -88,20 +83,14 @@ def seed_worker(seed: int) -> None:
     manual_seed(seed)
 
 
-def _parent_alive(parent_pid: int) -> bool:
-    parent = multiprocessing.parent_process()
-    if parent is not None:
-        return parent.is_alive()
-    return os.getppid() == parent_pid
-
-
 def worker_loop(worker_id: int, num_workers: int, dataset, is_iterable: bool, auto_collation: bool, collate_fn,
                 drop_last: bool, seed: int, init_fn, index_queue, result_queue, shm_prefix: str,
-                parent_pid: int) -> None:
-    """Answer batch requests from index_queue on result_queue until told to stop (None) or orphaned."""
+                lifeline_reader, kill_with_parent: bool) -> None:
+    """Answer batch requests from index_queue on result_queue until told to stop (None); exit when orphaned."""
     global _worker_info
     # Ctrl-C reaches the whole process group; the main process decides how to stop its workers.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    watch(lifeline_reader, kill_with_parent)
     counter = itertools.count()
 
     def name() -> str:
@@ -119,12 +108,7 @@ def worker_loop(worker_id: int, num_workers: int, dataset, is_iterable: bool, au
         init_error = ExceptionWrapper(e, f"in DataLoader worker process {worker_id} while starting up")
 
     while True:
-        try:
-            task = index_queue.get(timeout=POLL_INTERVAL)
-        except queue.Empty:
-            if not _parent_alive(parent_pid):
-                return
-            continue
+        task = index_queue.get()
         if task is None:
             return
         if task[0] == "reset":  # a new epoch with persistent workers: iterable datasets start over

@@ -2,10 +2,13 @@
 
 - process groups and collectives on tensors: `init_process_group`, `all_reduce`, `broadcast`, ...
   (group.py, collectives.py; zero-copy on CPU tensors, nonblocking underneath, `Work` handles);
-- `DistributedDataParallel`, `DistributedSampler`, `SyncBatchNorm` (ddp.py, sampler.py, sync_batchnorm.py);
+- `DistributedDataParallel` with communication hooks (`register_comm_hook`, algorithms/ddp_comm_hooks),
+  `DistributedSampler`, `SyncBatchNorm` (ddp.py, sampler.py, sync_batchnorm.py);
 - a parameter server with MXNet's KVStore verbs (`ember.distributed.ps`);
 - TF1 graphs split across processes (`ember.v1` with `/job:ps/task:0` devices; remote.py);
-- failure detection (faults.py) and the `ember run` launcher (launch.py).
+- checks that the ranks call matching collectives (checks.py), failure and timeout detection
+  (faults.py), and the `ember run` launcher (launch.py: hostfiles, --nnodes via rendezvous.py,
+  --max-restarts via elastic.py).
 
 Nothing here imports mpi4py until a process group needs it; without a launcher a script runs as a
 world of one. See docs/distributed.md.
@@ -34,6 +37,7 @@ from ember.distributed.collectives import (
 )
 from ember.distributed.ddp import DistributedDataParallel
 from ember.distributed.errors import DistBackendError, DistError
+from ember.distributed.grad_bucket import GradBucket
 from ember.distributed.group import (
     GroupMember,
     ProcessGroup,
@@ -57,7 +61,7 @@ from ember.distributed.sync_batchnorm import SyncBatchNorm
 from ember.distributed.work import Work
 
 __all__ = [
-    "DistBackendError", "DistError", "DistributedDataParallel", "DistributedSampler", "SyncBatchNorm", "GroupMember", "ProcessGroup", "ReduceOp", "Work", "all_gather",
+    "DistBackendError", "DistError", "DistributedDataParallel", "GradBucket", "DistributedSampler", "SyncBatchNorm", "GroupMember", "ProcessGroup", "ReduceOp", "Work", "all_gather",
     "all_gather_into_tensor", "all_gather_object", "all_reduce", "all_to_all", "all_to_all_single", "barrier",
     "broadcast", "broadcast_object_list", "destroy_process_group", "gather", "get_backend", "get_global_rank",
     "get_group_rank", "get_process_group_ranks", "get_rank", "get_world_size", "group", "init_process_group",

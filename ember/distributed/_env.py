@@ -21,8 +21,8 @@ _LAUNCHERS = (
 )
 
 
-def launched() -> tuple | None:
-    """(world size, rank) when an MPI launcher started this process, else None."""
+def local_launch() -> tuple | None:
+    """(size, rank) of this process in the launch that started it (one machine's under --nnodes), else None."""
     for size_var, rank_var in _LAUNCHERS:
         size, rank = os.environ.get(size_var), os.environ.get(rank_var)
         if size is not None and rank is not None and size.isdigit() and rank.isdigit():
@@ -30,6 +30,49 @@ def launched() -> tuple | None:
     if os.environ.get("PMIX_RANK", "").isdigit():  # a PMIx launcher that sets no size variable
         return -1, int(os.environ["PMIX_RANK"])
     return None
+
+
+def nodes() -> tuple | None:
+    """(nnodes, node rank, master address, master port, restart) under `ember run --nnodes K` with K > 1."""
+    raw = os.environ.get("EMBER_NNODES", "").strip()
+    if not raw.isdigit() or int(raw) < 2:
+        return None
+    try:
+        node, port = int(os.environ["EMBER_NODE_RANK"]), int(os.environ["MASTER_PORT"])
+        addr = os.environ["MASTER_ADDR"]
+    except (KeyError, ValueError):
+        raise RuntimeError("EMBER_NNODES is set, but EMBER_NODE_RANK, MASTER_ADDR or MASTER_PORT is missing or "
+                           "not a number; start every machine's ranks with ember run --nnodes K --node-rank I "
+                           "--master-addr A --master-port P") from None
+    restart = os.environ.get("EMBER_RESTART_COUNT", "0")
+    return int(raw), node, addr, port, int(restart) if restart.isdigit() else 0
+
+
+def launched() -> tuple | None:
+    """(world size, rank) when a launcher started this process, else None (the whole job's under --nnodes)."""
+    local = local_launch()
+    multi = nodes()
+    if local is None or multi is None or local[0] < 1:
+        return local
+    size, rank = local
+    return multi[0] * size, multi[1] * size + rank
+
+
+def refuse_torchrun_launch() -> None:
+    """A RuntimeError when torchrun's variables say this process is one rank of several without an MPI launcher.
+
+    Such processes were started by torchrun or by hand; MPI cannot join them (MPICH's processes started
+    without mpiexec cannot connect to each other), and going on would train one separate model per process.
+    """
+    size, rank = os.environ.get("WORLD_SIZE", "").strip(), os.environ.get("RANK", "").strip()
+    if not size.isdigit() or int(size) < 2:
+        return
+    where = f"MASTER_ADDR={os.environ['MASTER_ADDR']} " if "MASTER_ADDR" in os.environ else ""
+    raise RuntimeError(
+        f"init_process_group: RANK={rank or '?'} WORLD_SIZE={size} {where}say this process is one of {size} started "
+        f"by torchrun or by hand, but ember.distributed connects its ranks through MPI; start them with "
+        f"`ember run --nproc-per-node {size} script.py` (torchrun's flags: on each of K machines, ember run "
+        "--nnodes K --node-rank I --master-addr A --master-port P --nproc-per-node N script.py)")
 
 
 def uses_mpi() -> bool:

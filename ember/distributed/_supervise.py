@@ -4,7 +4,8 @@ The launcher's mpiexec starts this file (by path, so no package is imported) onc
 killed by a signal cannot report itself; this supervisor prints its rank, pid and the signal, and
 exits non-zero so that mpiexec stops the job. The child dies with its supervisor (PR_SET_PDEATHSIG on
 Linux), and SIGINT/SIGTERM sent to the supervisor are passed on to it, followed by SIGCONT so that a
-stopped (frozen) child acts on them.
+stopped (frozen) child acts on them. The child gets torchrun's variables (RANK, WORLD_SIZE,
+LOCAL_RANK, ...), counted across machines under `ember run --nnodes`.
 """
 
 import os
@@ -16,11 +17,35 @@ import sys
 _RANK_VARS = ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "SLURM_PROCID", "MV2_COMM_WORLD_RANK")
 
 
-def _rank() -> str:
-    for var in _RANK_VARS:
+_SIZE_VARS = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "SLURM_STEP_NUM_TASKS", "MV2_COMM_WORLD_SIZE")
+
+
+def _first(names) -> int | None:
+    for var in names:
         if os.environ.get(var, "").isdigit():
-            return os.environ[var]
-    return "?"
+            return int(os.environ[var])
+    return None
+
+
+def _rank() -> str:
+    """This rank's global rank (node rank * ranks per node + local rank under `ember run --nnodes`)."""
+    local = _first(_RANK_VARS)
+    if local is None:
+        return "?"
+    size = _first(_SIZE_VARS) or 1
+    node = int(os.environ.get("EMBER_NODE_RANK", "0") or 0) if os.environ.get("EMBER_NNODES") else 0
+    return str(node * size + local)
+
+
+def _torchrun_variables() -> dict:
+    """torchrun's variables for the rank (RANK, WORLD_SIZE, LOCAL_RANK, ...): scripts written for it read them."""
+    local, size = _first(_RANK_VARS), _first(_SIZE_VARS)
+    if local is None or size is None:
+        return {}
+    nodes = int(os.environ.get("EMBER_NNODES", "1") or 1)
+    node = int(os.environ.get("EMBER_NODE_RANK", "0") or 0) if nodes > 1 else 0
+    return {"RANK": str(node * size + local), "WORLD_SIZE": str(nodes * size), "LOCAL_RANK": str(local),
+            "LOCAL_WORLD_SIZE": str(size), "GROUP_RANK": str(node), "NODE_RANK": str(node)}
 
 
 def _die_with_parent() -> None:
@@ -38,7 +63,8 @@ def main(argv: list) -> int:
         print("usage: _supervise.py COMMAND [ARGS...]", file=sys.stderr)
         return 2
     preexec = _die_with_parent if sys.platform.startswith("linux") else None
-    child = subprocess.Popen(argv, close_fds=False, preexec_fn=preexec)  # noqa: PLW1509 - PMI's fd must pass on
+    env = {**os.environ, **_torchrun_variables()}
+    child = subprocess.Popen(argv, close_fds=False, preexec_fn=preexec, env=env)  # noqa: PLW1509 - PMI's fd must pass on
 
     def forward(signum, frame):
         try:

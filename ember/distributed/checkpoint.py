@@ -1,7 +1,10 @@
 """Checkpoints in a data-parallel job: rank 0 writes and reads the file, the others wait or receive it.
 
 Every rank holds the same model after DDP's reduction, so one copy on disk is enough; reading it on
-rank 0 alone and broadcasting it also works when only rank 0's machine has the file.
+rank 0 alone and broadcasting it also works when only rank 0's machine has the file. Writes are
+atomic (ember.save renames a finished file into place), so a job killed while saving keeps its last
+checkpoint, and a job that `ember run --max-restarts` starts again resumes from it:
+`state = load_on_main(path, missing_ok=True)` is None on the first attempt.
 """
 
 from __future__ import annotations
@@ -28,12 +31,17 @@ def save_on_main(obj, path, group=None) -> None:
         barrier(group=group)
 
 
-def load_on_main(path, group=None):
-    """`ember.load(path)` on rank 0, sent to every rank (each gets its own copy)."""
+def load_on_main(path, group=None, missing_ok: bool = False):
+    """`ember.load(path)` on rank 0, sent to every rank (each gets its own copy).
+
+    `missing_ok`: None on every rank when rank 0 has no such file (a job's first attempt, before any checkpoint).
+    """
+    import os
+
     from ember.serialization import load
 
     if state.world is None:
-        return load(path)
+        return None if missing_ok and not os.path.exists(path) else load(path)
     from ember.distributed.collectives import broadcast_object_list
 
     pg = resolve(group, "load_on_main")
@@ -41,7 +49,7 @@ def load_on_main(path, group=None):
     error = None
     if pg.rank() == 0:
         try:
-            box[0] = ("ok", load(path))
+            box[0] = ("ok", None if missing_ok and not os.path.exists(path) else load(path))
         except Exception as e:  # noqa: BLE001 - every rank raises it, not only rank 0
             error = e
             box[0] = ("error", f"{type(e).__name__}: {e}")

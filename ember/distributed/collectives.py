@@ -15,7 +15,7 @@ import pickle
 
 import numpy as np
 
-from ember.distributed import _debug
+from ember.distributed import checks
 from ember.distributed._buffers import Buffer, buffer, in_graph
 from ember.distributed.errors import DistError
 from ember.distributed.group import ProcessGroup, resolve, state
@@ -28,20 +28,25 @@ def _me(pg: ProcessGroup) -> int:
     return state.world.rank()
 
 
-def _start(what: str, pg: ProcessGroup, reqs, finish, async_op: bool, result=None):
+def _enter(pg: ProcessGroup, what: str, dtype=None, shape=None, root=None, op=None, same_shape: bool = True) -> int:
+    """Count the collective on the group and compare it with the other ranks' (checks.py); its number."""
+    seq = pg.enter()
+    checks.check(pg, what, seq, dtype, shape, root, op, same_shape)
+    return seq
+
+
+def _start(what: str, pg: ProcessGroup, seq: int, reqs, finish, async_op: bool, result=None):
     """Wrap started requests in a Work; wait for it unless async_op."""
-    pg.seq += 1
-    work = Work(what, pg.transport, reqs, finish, result, members=set(pg.ranks))
+    work = Work(what, pg.transport, reqs, finish, result, members=pg.members, where=(pg, seq))
     if async_op:
         return work
     work.wait()
     return None
 
 
-def _blocking(what: str, pg: ProcessGroup, call, finish) -> None:
+def _blocking(what: str, pg: ProcessGroup, seq: int, call, finish) -> None:
     """A collective the caller waits for, run as MPI's blocking call (see work.blocking_call)."""
-    pg.seq += 1
-    blocking_call(pg.transport, call, what, set(pg.ranks))
+    blocking_call(pg.transport, call, what, pg.members, (pg, seq))
     finish()
 
 
@@ -103,7 +108,7 @@ def all_reduce(tensor, op=ReduceOp.SUM, group=None, async_op: bool = False):
         return CompletedWork(what, [tensor]) if async_op else None
     buf = buffer(tensor, what, "tensor", _me(pg), write=True)
     op = _check_op(op, buf.array.dtype, what, pg)
-    _debug.check(pg, what, buf.array.dtype, buf.array.shape, op=op)
+    seq = _enter(pg, what, buf.array.dtype, buf.array.shape, op=op)
     n = pg.size()
 
     def finish():
@@ -112,8 +117,8 @@ def all_reduce(tensor, op=ReduceOp.SUM, group=None, async_op: bool = False):
         buf.done()
 
     if not async_op:
-        return _blocking(what, pg, lambda: pg.transport.allreduce(buf.array, op), finish)
-    return _start(what, pg, pg.transport.iallreduce(buf.array, op), finish, async_op, [tensor])
+        return _blocking(what, pg, seq, lambda: pg.transport.allreduce(buf.array, op), finish)
+    return _start(what, pg, seq, pg.transport.iallreduce(buf.array, op), finish, async_op, [tensor])
 
 
 def reduce(tensor, dst=None, op=ReduceOp.SUM, group=None, async_op: bool = False, group_dst=None):
@@ -125,7 +130,7 @@ def reduce(tensor, dst=None, op=ReduceOp.SUM, group=None, async_op: bool = False
     root = _root(pg, what, dst, group_dst, "dst")
     buf = buffer(tensor, what, "tensor", _me(pg), write=pg.rank() == root)
     op = _check_op(op, buf.array.dtype, what, pg)
-    _debug.check(pg, what, buf.array.dtype, buf.array.shape, root=root, op=op)
+    seq = _enter(pg, what, buf.array.dtype, buf.array.shape, root=root, op=op)
     mine = pg.rank() == root
     n = pg.size()
 
@@ -135,7 +140,7 @@ def reduce(tensor, dst=None, op=ReduceOp.SUM, group=None, async_op: bool = False
                 _avg(buf.array, n)
             buf.done()
 
-    return _start(what, pg, pg.transport.ireduce(buf.array, root, op), finish, async_op, [tensor])
+    return _start(what, pg, seq, pg.transport.ireduce(buf.array, root, op), finish, async_op, [tensor])
 
 
 def broadcast(tensor, src=None, group=None, async_op: bool = False, group_src=None):
@@ -151,11 +156,12 @@ def broadcast(tensor, src=None, group=None, async_op: bool = False, group_src=No
         graph_broadcast(tensor, root, pg)
         return CompletedWork(what, [tensor]) if async_op else None
     buf = buffer(tensor, what, "tensor", _me(pg), write=True)
-    _debug.check(pg, what, buf.array.dtype, buf.array.shape, root=root)
+    seq = _enter(pg, what, buf.array.dtype, buf.array.shape, root=root)
     receives = pg.rank() != root
     if not async_op:
-        return _blocking(what, pg, lambda: pg.transport.bcast(buf.array, root), lambda: buf.done(receives))
-    return _start(what, pg, pg.transport.ibcast(buf.array, root), lambda: buf.done(receives), async_op, [tensor])
+        return _blocking(what, pg, seq, lambda: pg.transport.bcast(buf.array, root), lambda: buf.done(receives))
+    return _start(what, pg, seq, pg.transport.ibcast(buf.array, root), lambda: buf.done(receives), async_op,
+                  [tensor])
 
 
 def reduce_scatter_tensor(output, input, op=ReduceOp.SUM, group=None, async_op: bool = False):
@@ -174,7 +180,7 @@ def reduce_scatter_tensor(output, input, op=ReduceOp.SUM, group=None, async_op: 
             f"got input {inp.array.dtype.name} {tuple(inp.array.shape)} and output {out.array.dtype.name} "
             f"{tuple(out.array.shape)}")
     op = _check_op(op, out.array.dtype, what, pg)
-    _debug.check(pg, what, out.array.dtype, out.array.shape, op=op)
+    seq = _enter(pg, what, out.array.dtype, out.array.shape, op=op)
 
     def finish():
         if op is ReduceOp.AVG:
@@ -182,7 +188,7 @@ def reduce_scatter_tensor(output, input, op=ReduceOp.SUM, group=None, async_op: 
         out.done()
 
     reqs = pg.transport.ireduce_scatter(inp.array, out.array, [out.array.size] * n, op)
-    return _start(what, pg, reqs, finish, async_op, [output])
+    return _start(what, pg, seq, reqs, finish, async_op, [output])
 
 
 def reduce_scatter(output, input_list, op=ReduceOp.SUM, group=None, async_op: bool = False):
@@ -197,7 +203,7 @@ def reduce_scatter(output, input_list, op=ReduceOp.SUM, group=None, async_op: bo
            for i, t in enumerate(_list(input_list, what, pg, "input_list", pg.size()))]
     _same(ins, out, what, pg, "input_list")
     op = _check_op(op, out.array.dtype, what, pg)
-    _debug.check(pg, what, out.array.dtype, out.array.shape, op=op)
+    seq = _enter(pg, what, out.array.dtype, out.array.shape, op=op)
     send = np.concatenate([b.array.reshape(-1) for b in ins]) if ins else np.empty(0, out.array.dtype)
     n = pg.size()
 
@@ -207,7 +213,7 @@ def reduce_scatter(output, input_list, op=ReduceOp.SUM, group=None, async_op: bo
         out.done()
 
     reqs = pg.transport.ireduce_scatter(send, out.array, [out.array.size] * n, op)
-    return _start(what, pg, reqs, finish, async_op, [output])
+    return _start(what, pg, seq, reqs, finish, async_op, [output])
 
 
 # --- gathers and scatters ----------------------------------------------------------------------------
@@ -226,8 +232,8 @@ def all_gather_into_tensor(output_tensor, input_tensor, group=None, async_op: bo
             f"{what} on rank {me}: output_tensor must hold world size ({n}) times input_tensor's elements with the "
             f"same dtype; got output {out.array.dtype.name} {tuple(out.array.shape)} and input "
             f"{inp.array.dtype.name} {tuple(inp.array.shape)}")
-    _debug.check(pg, what, inp.array.dtype, inp.array.shape)
-    return _start(what, pg, pg.transport.iallgather(inp.array, out.array), out.done, async_op, [output_tensor])
+    seq = _enter(pg, what, inp.array.dtype, inp.array.shape)
+    return _start(what, pg, seq, pg.transport.iallgather(inp.array, out.array), out.done, async_op, [output_tensor])
 
 
 def all_gather(tensor_list, tensor, group=None, async_op: bool = False):
@@ -241,7 +247,7 @@ def all_gather(tensor_list, tensor, group=None, async_op: bool = False):
     outs = [buffer(t, what, f"tensor_list[{i}]", me, write=True)
             for i, t in enumerate(_list(tensor_list, what, pg, "tensor_list", pg.size()))]
     _same(outs, inp, what, pg, "tensor_list")
-    _debug.check(pg, what, inp.array.dtype, inp.array.shape)
+    seq = _enter(pg, what, inp.array.dtype, inp.array.shape)
     recv = np.empty((pg.size(),) + inp.array.shape, inp.array.dtype)
 
     def finish():
@@ -249,7 +255,7 @@ def all_gather(tensor_list, tensor, group=None, async_op: bool = False):
             b.array[...] = recv[i]
             b.done()
 
-    return _start(what, pg, pg.transport.iallgather(inp.array, recv), finish, async_op, list(tensor_list))
+    return _start(what, pg, seq, pg.transport.iallgather(inp.array, recv), finish, async_op, list(tensor_list))
 
 
 def gather(tensor, gather_list=None, dst=None, group=None, async_op: bool = False, group_dst=None):
@@ -271,7 +277,7 @@ def gather(tensor, gather_list=None, dst=None, group=None, async_op: bool = Fals
         _same(outs, inp, what, pg, "gather_list")
     elif gather_list:
         raise ValueError(f"{what} on rank {me}: gather_list must not be given on a rank other than dst ({dst})")
-    _debug.check(pg, what, inp.array.dtype, inp.array.shape, root=root)
+    seq = _enter(pg, what, inp.array.dtype, inp.array.shape, root=root)
     recv = np.empty((pg.size(),) + inp.array.shape, inp.array.dtype) if mine else None
 
     def finish():
@@ -279,7 +285,8 @@ def gather(tensor, gather_list=None, dst=None, group=None, async_op: bool = Fals
             b.array[...] = recv[i]
             b.done()
 
-    return _start(what, pg, pg.transport.igather(inp.array, recv, root), finish, async_op, list(gather_list or []))
+    return _start(what, pg, seq, pg.transport.igather(inp.array, recv, root), finish, async_op,
+                  list(gather_list or []))
 
 
 def scatter(tensor, scatter_list=None, src=None, group=None, async_op: bool = False, group_src=None):
@@ -301,8 +308,8 @@ def scatter(tensor, scatter_list=None, src=None, group=None, async_op: bool = Fa
         send = np.stack([b.array for b in ins]) if ins else None
     elif scatter_list:
         raise ValueError(f"{what} on rank {me}: scatter_list must not be given on a rank other than src ({src})")
-    _debug.check(pg, what, out.array.dtype, out.array.shape, root=root)
-    return _start(what, pg, pg.transport.iscatter(send, out.array, root), out.done, async_op, [tensor])
+    seq = _enter(pg, what, out.array.dtype, out.array.shape, root=root)
+    return _start(what, pg, seq, pg.transport.iscatter(send, out.array, root), out.done, async_op, [tensor])
 
 
 def all_to_all(output_tensor_list, input_tensor_list, group=None, async_op: bool = False):
@@ -321,7 +328,7 @@ def all_to_all(output_tensor_list, input_tensor_list, group=None, async_op: bool
     if len(dtypes) > 1:
         raise ValueError(f"{what} on rank {me}: all tensors must have one dtype, got {sorted(d.name for d in dtypes)}")
     dtype = dtypes.pop()
-    _debug.check(pg, what, dtype, None, same_shape=False)
+    seq = _enter(pg, what, dtype, None, same_shape=False)
     send = np.concatenate([b.array.reshape(-1) for b in ins])
     rcounts = [b.array.size for b in outs]
     recv = np.empty(sum(rcounts), dtype)
@@ -334,7 +341,7 @@ def all_to_all(output_tensor_list, input_tensor_list, group=None, async_op: bool
             b.done()
 
     reqs = pg.transport.ialltoallv(send, [b.array.size for b in ins], recv, rcounts)
-    return _start(what, pg, reqs, finish, async_op, list(output_tensor_list))
+    return _start(what, pg, seq, reqs, finish, async_op, list(output_tensor_list))
 
 
 def all_to_all_single(output, input, output_split_sizes=None, input_split_sizes=None, group=None,
@@ -363,9 +370,9 @@ def all_to_all_single(output, input, output_split_sizes=None, input_split_sizes=
             raise ValueError(f"{what} on rank {me}: {arg}_split_sizes {list(splits)} must have {n} entries adding "
                              f"up to {arg}'s {rows} rows")
         counts.append([int(s) * row for s in splits])
-    _debug.check(pg, what, out.array.dtype, None, same_shape=False)
+    seq = _enter(pg, what, out.array.dtype, None, same_shape=False)
     reqs = pg.transport.ialltoallv(inp.array, counts[0], out.array, counts[1])
-    return _start(what, pg, reqs, out.done, async_op, [output])
+    return _start(what, pg, seq, reqs, out.done, async_op, [output])
 
 
 # --- synchronisation and objects -----------------------------------------------------------------------
@@ -375,12 +382,12 @@ def barrier(group=None, async_op: bool = False, device_ids=None):
     pg = resolve(group, what)
     if not pg.is_member:
         return None
-    _debug.check(pg, what)
-    return _start(what, pg, pg.transport.ibarrier(), None, async_op)
+    seq = _enter(pg, what)
+    return _start(what, pg, seq, pg.transport.ibarrier(), None, async_op)
 
 
-def _wait(what, pg, reqs) -> None:
-    Work(what, pg.transport, reqs, members=set(pg.ranks)).wait()
+def _wait(what, pg, seq, reqs) -> None:
+    Work(what, pg.transport, reqs, members=pg.members, where=(pg, seq)).wait()
 
 
 def broadcast_object_list(object_list, src=None, group=None, device=None, group_src=None) -> None:
@@ -392,14 +399,13 @@ def broadcast_object_list(object_list, src=None, group=None, device=None, group_
     if not isinstance(object_list, list):
         raise TypeError(f"{what} on rank {_me(pg)}: object_list must be a list, got {type(object_list).__name__}")
     root = _root(pg, what, src, group_src, "src")
-    _debug.check(pg, what, None, (len(object_list),), root=root)
+    seq = _enter(pg, what, None, (len(object_list),), root=root)
     mine = pg.rank() == root
     blobs = [pickle.dumps(o) for o in object_list] if mine else []
     sizes = np.array([len(b) for b in blobs] if mine else [0] * len(object_list), np.int64)
-    _wait(what, pg, pg.transport.ibcast(sizes, root))
+    _wait(what, pg, seq, pg.transport.ibcast(sizes, root))
     data = np.frombuffer(b"".join(blobs), np.uint8).copy() if mine else np.empty(int(sizes.sum()), np.uint8)
-    _wait(what, pg, pg.transport.ibcast(data, root))
-    pg.seq += 1
+    _wait(what, pg, seq, pg.transport.ibcast(data, root))
     if not mine:
         pos = 0
         for i, s in enumerate(sizes.tolist()):
@@ -416,13 +422,12 @@ def all_gather_object(object_list, obj, group=None) -> None:
         return None
     n = pg.size()
     _list(object_list, what, pg, "object_list", n)
-    _debug.check(pg, what)
+    seq = _enter(pg, what)
     blob = np.frombuffer(pickle.dumps(obj), np.uint8).copy()
     sizes = np.empty(n, np.int64)
-    _wait(what, pg, pg.transport.iallgather(np.array([blob.size], np.int64), sizes))
+    _wait(what, pg, seq, pg.transport.iallgather(np.array([blob.size], np.int64), sizes))
     data = np.empty(int(sizes.sum()), np.uint8)
-    _wait(what, pg, pg.transport.iallgatherv(blob, data, sizes.tolist()))
-    pg.seq += 1
+    _wait(what, pg, seq, pg.transport.iallgatherv(blob, data, sizes.tolist()))
     pos = 0
     for i, s in enumerate(sizes.tolist()):
         object_list[i] = pickle.loads(data[pos:pos + s].tobytes())
@@ -475,7 +480,7 @@ class RecvWork(Work):
         transport = pg.transport
         self._status = transport.MPI.Status() if transport.kind == "mpi" else None
         reqs = transport.irecv(buf.array, source, tag)
-        members = set(pg.ranks) if source is None else {pg.ranks[source]}
+        members = pg.members if source is None else {pg.ranks[source]}
         super().__init__(what, _StatusTransport(transport, self._status), reqs, self._received, [buf.tensor], members)
 
     def _received(self) -> None:

@@ -10,6 +10,9 @@ so communication overlaps the rest of the backward pass. The hook that completes
 waits for all of them and writes the averaged gradients back into `.grad`, so they are there when
 `backward()` returns. Under ember.jit the same hooks build graph nodes: a start and a wait per bucket
 (ops.all_reduce_start_op/all_reduce_wait_op), which the dependency engine overlaps with the remaining steps.
+`register_comm_hook(state, hook)` replaces a bucket's allreduce with the hook's own communication
+(algorithms/ddp_comm_hooks: fp16/bf16 compression): it gets a GradBucket and returns a Future of the
+averaged buffer.
 """
 
 from __future__ import annotations
@@ -22,8 +25,10 @@ from ember.autograd import walk
 from ember.autograd.engine import Node
 from ember.autograd.grad_mode import is_grad_enabled, no_grad
 from ember.dispatch import apply, is_tracing
-from ember.distributed import _debug
+from ember.distributed import checks
 from ember.distributed.errors import DistError
+from ember.distributed.futures import Future
+from ember.distributed.grad_bucket import GradBucket
 from ember.distributed.group import resolve
 from ember.distributed.ops import all_reduce_start_op, all_reduce_wait_op
 from ember.distributed.reduce_op import ReduceOp
@@ -49,11 +54,13 @@ class _Bucket:
         self.pending = len(params)
         self.work: Work | None = None
         self.graph_start = None  # under ember.jit: the symbolic result of this bucket's start node
+        self.future: Future | None = None  # with a comm hook: the hook's future of the averaged buffer
 
     def reset(self) -> None:
         self.pending = len(self.params)
         self.work = None
         self.graph_start = None
+        self.future = None
 
 
 def _assign_buckets(params: list, first_cap: float, cap: float) -> list:
@@ -90,6 +97,7 @@ class _Reducer:
         self.marked_unused = False
         self._is_ready: dict = {}
         self.used = np.zeros(len(params), np.int32)
+        self.comm_hook = None  # (state, hook) from register_comm_hook
         self.handles = [p.register_post_accumulate_grad_hook(self._hook) for p in params]
 
     def _build(self, order: list) -> None:
@@ -128,8 +136,8 @@ class _Reducer:
         """PyTorch's error when the previous backward left buckets unreduced (a parameter got no gradient)."""
         if not (self.expect and self.started):
             return
-        missing = [self.index[id(p)] for b in self.buckets for p in b.params if b.work is None and b.graph_start is None
-                   and self._not_ready(p)]
+        missing = [self.index[id(p)] for b in self.buckets for p in b.params
+                   if b.work is None and b.graph_start is None and b.future is None and self._not_ready(p)]
         self.expect = False
         raise DistError(
             "Expected to have finished reduction in the prior iteration before starting a new one. This error "
@@ -183,23 +191,50 @@ class _Reducer:
 
     def _launch(self, bucket: _Bucket) -> None:
         pg = self.group
-        if is_tracing():
-            from ember import ops
-
-            grads = [q.grad if q.grad is not None else ops.zeros_like(q) for q in bucket.params]
-            flat = ops.cat([g.reshape(-1) for g in grads]) if len(grads) > 1 else grads[0].reshape(-1)
-            bucket.graph_start = apply(all_reduce_start_op, flat, group=pg)
+        if self.comm_hook is not None:
+            self._run_comm_hook(bucket)
             return
-        _debug.check(pg, "DistributedDataParallel", bucket.flat.dtype, bucket.flat.shape)
-        pg.seq += 1
+        if is_tracing():
+            bucket.graph_start = apply(all_reduce_start_op, _traced_flat(bucket), group=pg)
+            return
+        seq = pg.enter()
+        # the buckets match by construction (same module on every rank, rank 0's order): compared at DETAIL only
+        checks.check(pg, "DistributedDataParallel", seq, bucket.flat.dtype, bucket.flat.shape, detail_only=True)
         what = "all_reduce (DistributedDataParallel)"
         if bucket is self.buckets[-1]:  # nothing left to overlap with: MPI's faster blocking call
             blocking_call(pg.transport, lambda: pg.transport.allreduce(bucket.flat, ReduceOp.SUM), what,
-                          set(pg.ranks))
+                          pg.members, (pg, seq))
             bucket.work = CompletedWork(what)
             return
         bucket.work = Work(what, pg.transport, pg.transport.iallreduce(bucket.flat, ReduceOp.SUM),
-                           members=set(pg.ranks))
+                           members=pg.members, where=(pg, seq))
+
+    def _run_comm_hook(self, bucket: _Bucket) -> None:
+        """Hand the bucket to the registered hook; keep the Future it returns."""
+        from ember.creation import from_numpy
+
+        state, hook = self.comm_hook
+        index = self.buckets.index(bucket)
+        flat = _traced_flat(bucket) if is_tracing() else from_numpy(bucket.flat)  # the bucket's memory, not a copy
+        fut = hook(state, GradBucket(index, flat, bucket.params, bucket.offsets, bucket is self.buckets[-1]))
+        if not isinstance(fut, Future):
+            raise TypeError(f"DistributedDataParallel: the comm hook {getattr(hook, '__name__', hook)!r} returned "
+                            f"{type(fut).__name__}; it must return a Future of the bucket's averaged buffer "
+                            "(e.g. dist.all_reduce(..., async_op=True).get_future())")
+        bucket.future = fut
+
+    def _hooked(self, bucket: _Bucket, index: int):
+        """The averaged buffer a comm hook's future gave for `bucket`: its host array, or (traced) the tensor."""
+        value = bucket.future.wait()
+        bucket.future = None
+        if isinstance(value, (list, tuple)) and len(value) == 1:  # a Work's future: its output tensors
+            value = value[0]
+        numel = bucket.flat.size
+        if not hasattr(value, "numel") or value.numel() != numel:
+            got = f"a tensor of {value.numel()} elements" if hasattr(value, "numel") else type(value).__name__
+            raise DistError(f"DistributedDataParallel on rank {self.group.rank()}: the comm hook's future for bucket "
+                            f"{index} gave {got}; it must give the bucket's buffer ({numel} elements)")
+        return value.reshape(-1) if is_tracing() else _host(value).reshape(-1)
 
     def _finish(self) -> None:
         """Every bucket started: wait for them in order and write the averaged gradients into .grad."""
@@ -208,11 +243,19 @@ class _Reducer:
         globally_used = None
         if self.find_unused and not is_tracing():
             globally_used = self.used.copy()
-            w = Work("all_reduce (DistributedDataParallel unused parameters)", self.group.transport,
-                     self.group.transport.iallreduce(globally_used, ReduceOp.MAX), members=set(self.group.ranks))
-            self.group.seq += 1
-            w.wait()
-        for bucket in self.buckets:
+            seq = self.group.enter()
+            Work("all_reduce (DistributedDataParallel unused parameters)", self.group.transport,
+                 self.group.transport.iallreduce(globally_used, ReduceOp.MAX), members=self.group.members,
+                 where=(self.group, seq)).wait()
+        for index, bucket in enumerate(self.buckets):
+            if bucket.future is not None:  # a comm hook averaged the bucket itself
+                reduced = self._hooked(bucket, index)
+                for p, off in zip(bucket.params, bucket.offsets):
+                    if is_tracing():
+                        p.grad = reduced[off:off + p.numel()].reshape(p.shape).to(p.dtype)
+                    elif globally_used is None or globally_used[self.index[id(p)]]:
+                        _write_grad(p, reduced[off:off + p.numel()], 1)
+                continue
             if is_tracing():
                 reduced = apply(all_reduce_wait_op, bucket.graph_start, group=self.group, divisor=n)
                 bucket.graph_start = None  # a symbolic tensor kept after the trace would count as state made by it
@@ -232,10 +275,19 @@ class _Reducer:
         order = [i for i in self.ready_order if not (i in seen or seen.add(i))]
         order += [i for i in reversed(range(len(self.params))) if i not in seen]
         arr = np.array(order, np.int64)
+        seq = self.group.enter()
         Work("broadcast (DistributedDataParallel bucket order)", self.group.transport,
-             self.group.transport.ibcast(arr, 0), members=set(self.group.ranks)).wait()
-        self.group.seq += 1
+             self.group.transport.ibcast(arr, 0), members=self.group.members, where=(self.group, seq)).wait()
         self._build(arr.tolist())
+
+
+def _traced_flat(bucket: _Bucket):
+    """Under ember.jit: the bucket's gradients concatenated (symbolic), zeros for a parameter without one."""
+    from ember import ops
+
+    grads = [q.grad if q.grad is not None else ops.zeros_like(q) for q in bucket.params]
+    # a tensor of its own, not a view of a gradient: a comm hook may write into it (buffer.copy_)
+    return ops.cat([g.reshape(-1) for g in grads]) if len(grads) > 1 else grads[0].reshape(-1).clone()
 
 
 def _tensors(obj):
@@ -344,9 +396,10 @@ class DistributedDataParallel(Module):
                         pos += t.numel()
                     continue
                 flat = np.concatenate([_host(t).reshape(-1) for t in group])
-                Work("broadcast (DistributedDataParallel)", self.process_group.transport,
-                     self.process_group.transport.ibcast(flat, 0), members=set(self.process_group.ranks)).wait()
-                self.process_group.seq += 1
+                pg = self.process_group
+                seq = pg.enter()
+                Work("broadcast (DistributedDataParallel)", pg.transport, pg.transport.ibcast(flat, 0),
+                     members=pg.members, where=(pg, seq)).wait()
                 pos = 0
                 for t in group:
                     _write_data(t, flat[pos:pos + t.numel()])
@@ -366,6 +419,19 @@ class DistributedDataParallel(Module):
         else:
             reducer.expect = False
         return out
+
+    def register_comm_hook(self, state, hook) -> None:
+        """Reduce each gradient bucket with `hook(state, bucket)` instead of the allreduce (PyTorch's method).
+
+        The hook gets a GradBucket and returns a Future whose value is the bucket's averaged buffer (the hook
+        divides by the world size itself); see ember.distributed.algorithms.ddp_comm_hooks.default_hooks.
+        """
+        if not callable(hook):
+            raise TypeError(f"register_comm_hook: hook must be callable (state, bucket) -> Future, got "
+                            f"{type(hook).__name__}")
+        if self._reducer.comm_hook is not None:
+            raise RuntimeError("register_comm_hook or register_builtin_comm_hook can only be called once.")
+        self._reducer.comm_hook = (state, hook)
 
     @contextlib.contextmanager
     def no_sync(self):

@@ -11,7 +11,7 @@ import datetime
 import os
 import time
 
-from ember.distributed import _env, faults
+from ember.distributed import _env, checks, faults, rendezvous
 from ember.distributed.errors import DistBackendError, DistError
 from ember.distributed.transport import MPITransport, SelfTransport
 
@@ -22,14 +22,23 @@ INIT_WAIT = 300.0  # seconds init_process_group waits for every rank of the job 
 class ProcessGroup:
     """A set of ranks that run collectives together (PyTorch's ProcessGroup)."""
 
-    def __init__(self, ranks, transport, name: str, debug: bool = False) -> None:
+    def __init__(self, ranks, transport, name: str, uid: int, check_level: str = checks.INFO) -> None:
         self.ranks = tuple(ranks)
+        self.members = frozenset(self.ranks)
         self.transport = transport  # None on ranks outside the group
         self.name = name
+        self.uid = uid  # the same on every rank (groups are made in the same order everywhere)
         self._index = {r: i for i, r in enumerate(self.ranks)}
-        self.seq = 0  # collectives called on this group (the debug check compares it across ranks)
-        # The debug check exchanges signatures on a communicator of its own (made now: it is collective).
-        self.debug_transport = transport.dup() if debug and transport is not None else None
+        self.seq = 0  # collectives called on this group: the checks compare it, the heartbeats report it
+        self.detail = check_level == checks.DETAIL
+        # The checks exchange fingerprints on a communicator of their own (made now: it is collective).
+        wanted = check_level != checks.OFF and transport is not None and transport.kind == "mpi"
+        self.check_transport = transport.dup() if wanted else None
+
+    def enter(self) -> int:
+        """Count one more collective on this group; its number (1 for the first)."""
+        self.seq += 1
+        return self.seq
 
     def rank(self) -> int:
         """This process's rank in the group (-1 outside it)."""
@@ -58,10 +67,10 @@ class ProcessGroup:
         return self.ranks[group_rank]
 
     def free(self) -> None:
-        for t in (self.transport, self.debug_transport):
+        for t in (self.transport, self.check_transport):
             if t is not None:
                 t.free()
-        self.transport = self.debug_transport = None
+        self.transport = self.check_transport = None
 
     def __repr__(self) -> str:
         return f"<ProcessGroup {self.name} ranks={list(self.ranks)}>"
@@ -71,9 +80,14 @@ class _State:
     def __init__(self) -> None:
         self.world: ProcessGroup | None = None
         self.groups: list = []
-        self.debug = False
+        self.made = 0  # groups made so far (their uids)
+        self.check_level = checks.INFO
         self.world_transport = None  # MPI: the duplicate of COMM_WORLD that groups are made from
         self.timeout = faults.DEFAULT_TIMEOUT
+
+    def progress(self) -> list:
+        """[(uid, collectives called)] of this rank's groups, for the heartbeats (faults.py)."""
+        return [(g.uid, g.seq) for g in list(self.groups) if g.is_member]
 
 
 state = _State()
@@ -89,19 +103,16 @@ def _seconds(timeout) -> float | None:
     raise ValueError(f"init_process_group: timeout must be a positive number of seconds or a timedelta, got {timeout!r}")
 
 
-def _debug_from_env() -> bool:
-    return os.environ.get("EMBER_DISTRIBUTED_DEBUG", "").strip().lower() not in ("", "0", "off", "false", "no")
-
-
 def init_process_group(backend: str | None = None, init_method: str | None = None, timeout=None,
                        world_size: int = -1, rank: int = -1, store=None, group_name: str = "", pg_options=None,
                        device_id=None) -> None:
     """Join the job's default process group (every rank calls this once; PyTorch's signature).
 
-    The MPI launcher connects the ranks, so `init_method` and `store` are not needed. `timeout`
-    (seconds or a timedelta; default $EMBER_DISTRIBUTED_TIMEOUT, else 20 s) is how long another rank
-    may stay silent before the operations waiting on it fail naming it. Outside a launcher the
-    process is a world of one, which runs any script unchanged.
+    The MPI launcher connects the ranks, so `init_method` and `store` are not needed (`ember run
+    --nnodes` joins several machines' launches). `timeout` (seconds or a timedelta; default
+    $EMBER_DISTRIBUTED_TIMEOUT) is how long another rank may stay silent (default 20 s) and how long a
+    collective may wait (default 30 min, PyTorch's) before the job fails naming the ranks. Outside a
+    launcher the process is a world of one, which runs any script unchanged.
     """
     if state.world is not None:
         raise RuntimeError("trying to initialize the default process group twice!")
@@ -109,8 +120,11 @@ def init_process_group(backend: str | None = None, init_method: str | None = Non
         raise ValueError(f"init_process_group: unknown backend {backend!r}; ember.distributed runs on MPI "
                          "('mpi'; PyTorch's 'gloo' and 'nccl' are accepted and also run on MPI)")
     env_timeout = os.environ.get("EMBER_DISTRIBUTED_TIMEOUT")
-    secs = _seconds(timeout) or (_seconds(float(env_timeout)) if env_timeout else None) or faults.DEFAULT_TIMEOUT
-    launched = _env.launched()
+    given = _seconds(timeout) or (_seconds(float(env_timeout)) if env_timeout else None)
+    secs = given or faults.DEFAULT_TIMEOUT
+    level = checks.level()
+    if _env.launched() is None:
+        _env.refuse_torchrun_launch()
     if not _env.uses_mpi():
         if world_size not in (-1, 1) or rank not in (-1, 0):
             raise RuntimeError(
@@ -120,24 +134,31 @@ def init_process_group(backend: str | None = None, init_method: str | None = Non
     else:
         MPI = _env.mpi()
         comm = MPI.COMM_WORLD
-        size, me = comm.Get_size(), comm.Get_rank()
-        if launched is not None and launched[0] > 1 and size == 1:
+        local = _env.local_launch()
+        if local is not None and local[0] > 1 and comm.Get_size() == 1:
             raise RuntimeError(
-                f"init_process_group: the launcher started {launched[0]} processes but MPI sees a world of one; "
+                f"init_process_group: the launcher started {local[0]} processes but MPI sees a world of one; "
                 "mpi4py was probably built for another MPI than the launcher's mpiexec (use the mpiexec that "
                 "comes with the MPI mpi4py uses, e.g. `ember run`)")
+        nodes = _env.nodes()
+        if nodes is not None:  # `ember run --nnodes K` on each machine: join the machines' worlds into one
+            comm = rendezvous.join(comm, MPI, *nodes, wait=max(INIT_WAIT, secs))
+        size, me = comm.Get_size(), comm.Get_rank()
         if world_size not in (-1, size) or rank not in (-1, me):
             raise ValueError(f"init_process_group(world_size={world_size}, rank={rank}): the MPI launcher started "
                              f"this process as rank {me} of {size}")
         transport = MPITransport(comm, MPI)
         transport = MPITransport(transport.dup_comm(), MPI)
-    state.debug = _debug_from_env()
+    state.check_level = level
     state.timeout = secs
     state.world_transport = transport
-    world = ProcessGroup(range(transport.size), transport, group_name or "WORLD", state.debug)
+    world = ProcessGroup(range(transport.size), transport, group_name or "WORLD", 0, level)
+    state.made = 1
     if transport.kind == "mpi":
         _init_barrier(transport)
-        faults.install(faults.Watchdog(transport.dup_comm(), transport.MPI, secs))
+        collective_timeout = given or faults.DEFAULT_COLLECTIVE_TIMEOUT
+        faults.install(faults.Watchdog(transport.dup_comm(), transport.MPI, secs, collective_timeout,
+                                       state.progress))
     state.world = world
     state.groups = [world]
 
@@ -266,7 +287,8 @@ def new_group(ranks=None, timeout=None, backend=None, pg_options=None, use_local
         comm = wt.comm.Create(wt.comm.Get_group().Incl(members))
         transport = MPITransport(comm, MPI) if comm != MPI.COMM_NULL else None
     name = group_desc or f"group{len(state.groups)}"
-    group = ProcessGroup(members, transport, name, state.debug)
+    group = ProcessGroup(members, transport, name, state.made, state.check_level)
+    state.made += 1
     state.groups.append(group)
     return group
 

@@ -12,6 +12,7 @@ import numpy as np
 
 from ember.backends.meta import MetaArray
 from ember.dispatch import apply
+from ember.distributed import checks
 from ember.distributed.reduce_op import ReduceOp
 from ember.distributed.work import wait_requests
 from ember.op import Op, register
@@ -37,8 +38,9 @@ class AllReduceOp(Op):
     def kernel(self, xp, x, group, reduce):
         out = _on_host(xp, x)
         t = group.transport
-        group.seq += 1
-        wait_requests(t, t.iallreduce(out, reduce), "all_reduce", set(group.ranks))
+        seq = group.enter()
+        checks.check(group, "all_reduce", seq, out.dtype, out.shape, op=reduce)
+        wait_requests(t, t.iallreduce(out, reduce), "all_reduce", group.members, (group, seq))
         if reduce is ReduceOp.AVG:
             np.divide(out, group.size(), out=out, casting="unsafe")
         return _back(xp, out)
@@ -65,8 +67,9 @@ class BroadcastOp(Op):
     def kernel(self, xp, x, group, src):
         out = _on_host(xp, x)
         t = group.transport
-        group.seq += 1
-        wait_requests(t, t.ibcast(out, src), "broadcast", set(group.ranks))
+        seq = group.enter()
+        checks.check(group, "broadcast", seq, out.dtype, out.shape, root=src)
+        wait_requests(t, t.ibcast(out, src), "broadcast", group.members, (group, seq))
         return _back(xp, out)
 
     def vjp(self, ctx, g):
@@ -97,7 +100,7 @@ def graph_broadcast(tensor, src: int, group) -> None:
 
 
 # --- a bucket's allreduce split in two, so the graph engine can run other steps in between ---------------
-_PENDING: dict = {}  # id(buffer) -> the requests reducing it (started by all_reduce_start_op, awaited by all_reduce_wait_op)
+_PENDING: dict = {}  # id(buffer) -> (the requests reducing it, collective number) (started by all_reduce_start_op, awaited by all_reduce_wait_op)
 
 
 class AllReduceStartOp(Op):
@@ -116,8 +119,9 @@ class AllReduceStartOp(Op):
 
     def kernel(self, xp, x, group):
         buf = _on_host(xp, x)
-        group.seq += 1
-        _PENDING[id(buf)] = group.transport.iallreduce(buf, ReduceOp.SUM)
+        seq = group.enter()
+        checks.check(group, "DistributedDataParallel", seq, buf.dtype, buf.shape, detail_only=True)
+        _PENDING[id(buf)] = (group.transport.iallreduce(buf, ReduceOp.SUM), seq)
         return buf
 
     def vjp(self, ctx, g):
@@ -137,10 +141,11 @@ class AllReduceWaitOp(Op):
         return MetaArray(buf.shape, buf.dtype)
 
     def kernel(self, xp, buf, group, divisor):
-        reqs = _PENDING.pop(id(buf), None)
-        if reqs is None:
+        pending = _PENDING.pop(id(buf), None)
+        if pending is None:
             raise RuntimeError("dist_all_reduce_wait: its buffer was not made by dist_all_reduce_start in this run")
-        wait_requests(group.transport, reqs, "all_reduce (DistributedDataParallel)", set(group.ranks))
+        reqs, seq = pending
+        wait_requests(group.transport, reqs, "all_reduce (DistributedDataParallel)", group.members, (group, seq))
         if divisor != 1:
             np.divide(buf, divisor, out=buf, casting="unsafe")
         return _back(xp, buf)

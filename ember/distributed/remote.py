@@ -62,11 +62,26 @@ def local_task() -> tuple | None:
 
 
 def resolve_device(spec) -> Device:
-    """A device name with a job: this process's own devices become local ones (/job:worker/task:1 -> cpu)."""
+    """A device name with a job: this process's own devices become local ones (/job:worker/task:1 -> cpu).
+
+    A name without a task (`/job:worker`, replica_device_setter's default worker_device) means this
+    process's own task when it belongs to that job, as TensorFlow fills a partial device name from the
+    session's task; otherwise task 0.
+    """
     dev = Device(spec)
-    if dev.job is not None and local_task() == (dev.job, dev.task):
+    if dev.job is None:
+        return dev
+    me = local_task()
+    if me is not None and me[0] == dev.job and not _names_task(str(spec)):
+        return Device(f"{dev.type}:{dev.index}")
+    if me == (dev.job, dev.task):
         return Device(f"{dev.type}:{dev.index}")
     return dev
+
+
+def _names_task(spec: str) -> bool:
+    """Whether a device name says which task (`/job:ps/task:1`), not only the job (`/job:ps`)."""
+    return any(part.strip().lower().startswith("task:") for part in spec.split("/"))
 
 
 def _rank_of(dev: Device) -> int:

@@ -1,10 +1,12 @@
 """`ember train --nproc N`: the main job, data-parallel on N ranks (DistributedDataParallel).
 
-Outside a launcher it starts itself again under `ember run -n N`. Inside, every rank builds the same
-model and optimizer, reads its share of each epoch (DistributedSampler), and fit() runs as usual on
-the DDP-wrapped model; rank 0 alone prints and writes the metrics and fit's checkpoint (the DDP
-module's state, keys prefixed "module." as in PyTorch). `--resume` reads the checkpoint on rank 0,
-sends it to the others, and fit continues the run exactly (scheduler, optimizer and random streams).
+Outside a launcher it starts itself again under `ember run -n N` (with `--max-restarts`). Inside,
+every rank builds the same model and optimizer, reads its share of each epoch (DistributedSampler),
+and fit() runs as usual on the DDP-wrapped model; rank 0 alone prints and writes the metrics and
+fit's checkpoint (the DDP module's state, keys prefixed "module." as in PyTorch). `--resume` reads
+the checkpoint on rank 0, sends it to the others, and fit continues the run exactly (scheduler,
+optimizer and random streams). A job that `ember run --max-restarts` started again resumes from the
+checkpoint in its --out folder the same way, so it ends with the weights of an uninterrupted run.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import argparse
 import os
 import time
 
-from ember.distributed import _env
+from ember.distributed import _env, elastic
 
 
 def train_main(args) -> int:
@@ -21,12 +23,25 @@ def train_main(args) -> int:
     if _env.launched() is None:
         if args.nproc < 1:
             raise ValueError(f"ember train: --nproc must be at least 1, got {args.nproc}")
-        from ember.distributed.launch import run_main
+        from ember.distributed.launch import add_arguments, run_main
 
-        run_args = argparse.Namespace(nproc=args.nproc, hostfile=None, servers=0, timeout=None, mpiexec=None,
-                                      module="ember", program=list(args.argv))
+        argv = list(args.argv)
+        if args.max_restarts and not args.out and not args.resume:  # a restart must find the first attempt's folder
+            argv += ["--out", os.path.join("runs", time.strftime("%Y%m%d-%H%M%S"))]
+        parser = argparse.ArgumentParser(prog="ember run")
+        add_arguments(parser)
+        run_args = parser.parse_args(["-n", str(args.nproc), "--max-restarts", str(args.max_restarts), "-m", "ember",
+                                      *argv])
         return run_main(run_args)
     return _rank_main(args)
+
+
+def _restarted_from(args) -> str | None:
+    """The checkpoint a restarted job (ember run --max-restarts) resumes from, if the first attempt wrote one."""
+    if elastic.restart_count() == 0 or args.resume:
+        return None
+    ckpt = os.path.join(args.out, "checkpoint.safetensors")
+    return ckpt if os.path.exists(ckpt) else None
 
 
 class _EpochLoader:
@@ -59,17 +74,28 @@ def _rank_main(args) -> int:
     say = print if main else (lambda *a, **k: None)
     given = {k: getattr(args, k) for k in settings.DEFAULTS}
     state, mode = None, None
-    if args.resume:
-        state = load_on_main(args.resume)
-        config, mode = settings.resumed(given, state["config"], int(state["epoch"]), args.resume)
+    if elastic.restart_count() and not (args.out or args.resume):
+        raise ValueError("ember train: a job that ember run --max-restarts starts again needs --out (the folder of "
+                         "the checkpoint it resumes from)")
+    box = [_restarted_from(args) if main else None]  # rank 0's file system decides for every rank
+    dist.broadcast_object_list(box, src=0)
+    restarted = box[0]
+    resume = args.resume or restarted
+    if resume:
+        state = load_on_main(resume)
+        config, mode = settings.resumed(given, state["config"], int(state["epoch"]), resume)
+        if mode == settings.DONE and restarted:
+            say(f"restart {elastic.restart_count()}: {resume} already has every epoch; nothing to do")
+            dist.destroy_process_group()
+            return 0
         if mode != settings.CONTINUE:
-            raise ValueError(f"ember train --nproc: --resume {args.resume} can only continue an unfinished run")
+            raise ValueError(f"ember train --nproc: --resume {resume} can only continue an unfinished run")
     else:
         config = settings.fresh(given)
     recipe.check_model(config["model"], config["dataset"])
     recipe.check_data(args.data, [config["dataset"]])
     rng_state.seed_all(config["seed"])
-    box = [args.out or (os.path.dirname(os.path.abspath(args.resume)) if args.resume
+    box = [args.out or (os.path.dirname(os.path.abspath(resume)) if resume
                         else os.path.join("runs", time.strftime("%Y%m%d-%H%M%S")))]
     dist.broadcast_object_list(box, src=0)  # one output folder, rank 0's clock
     out = box[0]
@@ -92,7 +118,8 @@ def _rank_main(args) -> int:
     if scheduler is not None:
         callbacks.append(LRSchedulerCallback(scheduler, per="batch"))
     if state is not None:
-        say(f"resumed from {args.resume} at epoch {done}")
+        why = f"restart {elastic.restart_count()}: " if restarted else ""
+        say(f"{why}resumed from {resume} at epoch {done}")
     n_params = sum(p.numel() for p in model.parameters())
     say(f"training {config['model']} ({n_params:,} parameters) on {config['dataset']} data-parallel on {world} "
         f"ranks: {len(train_set)} train / {len(test_set)} test samples, {config['optimizer']}, {config['epochs']} "

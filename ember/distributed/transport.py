@@ -208,6 +208,10 @@ class MPITransport:
     def bcast(self, buf, root) -> None:
         self.comm.Bcast(self._t(buf), root)
 
+    def allreduce_max(self, buf) -> None:
+        """The elementwise maximum over the ranks, in place (the collectives' checks: a few int64s)."""
+        self.comm.Allreduce(self.MPI.IN_PLACE, [buf, self.MPI.INT64_T], self.MPI.MAX)
+
     def ireduce(self, buf, root, op):
         if self.rank == root:
             return [self.comm.Ireduce(self.MPI.IN_PLACE, self._t(buf), self._op(op, buf.dtype), root)]

@@ -13,22 +13,24 @@ from ember.distributed import faults
 from ember.distributed.errors import DistBackendError
 
 
-def wait_requests(transport, reqs, what: str, members=None) -> None:
+def wait_requests(transport, reqs, what: str, members=None, where=None) -> None:
     """Block until every request in `reqs` is complete; a peer's failure raises DistBackendError.
 
     The wait itself is MPI's (`Waitall`, in C, with the GIL released): it makes progress at full speed
-    and leaves the CPU to the other threads.
+    and leaves the CPU to the other threads. `where`, (group, collective number), puts a collective's
+    wait under the collective timeout.
     """
     if transport.test_all(reqs):
         return
-    blocking_call(transport, lambda: transport.wait_all(reqs), what, members)
+    blocking_call(transport, lambda: transport.wait_all(reqs), what, members, where)
 
 
-def blocking_call(transport, call, what: str, members=None) -> None:
+def blocking_call(transport, call, what: str, members=None, where=None) -> None:
     """Run `call`, a blocking MPI call, under the watchdog's eye.
 
     The watchdog thread knows what the main thread waits for; if a peer it needs fails or leaves
-    meanwhile, the watchdog reports the error this call would raise and stops the process, since MPI
+    meanwhile, or a collective (`where` = (group, collective number)) waits past the collective
+    timeout, the watchdog reports the error this call would raise and stops the process, since MPI
     cannot abandon a started operation. A failure known before the call is raised here, catchable.
     """
     wd = faults.current()
@@ -38,7 +40,7 @@ def blocking_call(transport, call, what: str, members=None) -> None:
             call()
             return
         wd.check(what, members, since)
-        wd.blocked = (what, members, since)
+        wd.blocked = (what, members, since, where)
         try:
             call()
         finally:
@@ -60,13 +62,14 @@ class Work:
     world size for AVG, copies staged data back to the device, marks tensors as written).
     """
 
-    def __init__(self, what: str, transport, reqs, finish=None, result=None, members=None) -> None:
+    def __init__(self, what: str, transport, reqs, finish=None, result=None, members=None, where=None) -> None:
         self.what = what
         self._transport = transport
         self._reqs = list(reqs)
         self._finish = finish
         self._result = result
         self._members = members
+        self._where = where  # (group, collective number) of a collective
         self._done = False
         self._error: BaseException | None = None
 
@@ -98,7 +101,7 @@ class Work:
             raise self._error
         if not self._done:
             try:
-                wait_requests(self._transport, self._reqs, self.what, self._members)
+                wait_requests(self._transport, self._reqs, self.what, self._members, self._where)
             except BaseException as e:
                 self._error = e
                 raise
@@ -117,6 +120,12 @@ class Work:
         """The output tensors of the operation (after waiting for it)."""
         self.wait()
         return list(self._result or [])
+
+    def get_future(self):
+        """A Future whose value is the output tensors once the operation completes (PyTorch's Work.get_future)."""
+        from ember.distributed.futures import Future
+
+        return Future._of_work(self)
 
     def __repr__(self) -> str:
         state = "done" if self._done else "pending"

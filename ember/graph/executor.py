@@ -469,13 +469,28 @@ class UnfedPlaceholderError(ValueError):
 
 
 def _raise_step_error(step, e: Exception):
-    """The error of a failed step: a RuntimeError naming the op and its node (also its `node` attribute), caused
-    by the kernel's own error."""
+    """Raise a kernel's error naming the graph node (also its `node` attribute), of the class eager execution
+    raises (an op's own IndexError or ValueError stays one under jit; NumPy's other errors become a RuntimeError, as
+    eagerly)."""
     node = step.node if step is not None else None
     where = f"{node.op_name} (node %{node.id})" if node is not None else "graph"
-    err = RuntimeError(f"{where} failed while running the graph: {type(e).__name__}: {e}")
+    message = f"{where} failed while running the graph: {type(e).__name__}: {e}"
+    own = node is not None and (type(e).__module__.startswith("ember") or str(e).startswith(node.op_name + ":"))
+    err = same_class_error(e, message) if own or isinstance(e, IndexError) else RuntimeError(message)
     err.node = node
     raise err from e
+
+
+def same_class_error(e: Exception, message: str) -> Exception:
+    """An error of e's class with `message` when that class is a built-in one or ember's own (whose constructors
+    take one message), else a RuntimeError."""
+    cls = type(e)
+    if cls.__module__ in ("builtins", "ember.errors") and cls not in (KeyError, UnicodeError):
+        try:
+            return cls(message)
+        except TypeError:  # a class whose constructor wants more
+            pass
+    return RuntimeError(message)
 
 
 def _resolve(x):

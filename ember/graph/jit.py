@@ -9,10 +9,15 @@ What a compiled program depends on, and how each is handled (docs/architecture.m
 - tensors and NumPy arrays among the arguments: graph inputs, keyed by shape and dtype;
 - other arguments, the Python scalars of reachable modules (`training`, `p`, `eps`, ...), which
   parameters, buffers, tensor and function attributes, children and hooks they hold, and the scalars,
-  tensors and functions the function reads from its closure and globals (objects by identity): part of
-  the cache key (a change retraces);
+  tensors and functions the function (its comprehensions, lambdas and inner functions too) reads from its
+  closure and globals (objects by identity): part of the cache key (a change retraces);
 - optimizer hyperparameters (every number in `param_groups`, which schedulers change): graph
   inputs read at every call; their zero-ness and the boolean options are guards (a change retraces).
+
+A call whose function raises an error it would raise eagerly (not one tracing alone causes, such as reading a
+symbolic value in Python) leaves the state eager code leaves: what ran before the error (a batch norm's
+counter, a parameter update, new gradients) is run as a program once, then the error is raised; nothing is
+cached.
 
 Optimizers create their state outside the trace (as concrete tensors the graph captures), so the
 first trace of a training step is already its steady state. Entries are kept in a bounded LRU
@@ -30,8 +35,8 @@ from collections import OrderedDict
 import numpy as np
 
 from ember import dispatch
-from ember.dispatch import is_symbolic, is_tracing  # noqa: F401  (is_tracing: re-exported as ember.is_tracing)
-from ember.errors import ConcretizationError, fmt_shape
+from ember.dispatch import is_symbolic
+from ember.errors import ConcretizationError, DataDependentError, fmt_shape
 from ember.graph.executor import Plan
 from ember.graph.ir import Graph
 from ember.graph.jit_dynamic import SIZE, DynamicProgram, batch_leaves, generalise, size_of
@@ -83,6 +88,7 @@ class _Compiled:
         self.retrace = False
         self.optimized: Graph | None = None  # the graph after the optimizer passes
         self.eager = False  # (eager_fallback) calls with this signature run the function eagerly
+        self.failure: BaseException | None = None  # the error the traced function raised (never cached)
 
     def guards_hold(self) -> bool:
         """Whether every guard still reads the value it had at trace time."""
@@ -144,15 +150,25 @@ class JitFunction:
                 ran = self._run_dynamic(key, args, kwargs, leaves, struct)
                 if ran is not None:
                     return ran[0]
-            entry = self._trace(args, kwargs, leaves, struct)
+            entry = self._trace_to_store(args, kwargs, leaves, struct)
             self._store(key, entry)
         elif entry.retrace:
             entries.remove(entry)
-            entry = self._trace(args, kwargs, leaves, struct)
+            entry = self._trace_to_store(args, kwargs, leaves, struct)
             self._store(key, entry)
         if entry.eager:
             return self.fn(*args, **kwargs)
         return self._run(entry, leaves)
+
+    def _trace_to_store(self, args, kwargs, leaves, struct) -> _Compiled:
+        """A program for this call; when the function raised, what it did before the error is run and the
+        error raised (nothing is cached: the next call traces again)."""
+        entry = self._trace(args, kwargs, leaves, struct)
+        if entry.failure is not None:
+            failure, entry.failure = entry.failure, None
+            self._run(entry, leaves)  # an error here came first in the function, and is raised instead, as eagerly
+            raise failure
+        return entry
 
     def entries(self) -> list:
         """The compiled programs in the cache, least recently used first."""
@@ -248,18 +264,42 @@ class JitFunction:
             sym_leaves.append(s)
             entry.placeholders.append(v)
         sym_args, sym_kwargs = unflatten(struct, sym_leaves)
+        failure = None
+        result = [None]  # emptied by _finish_trace: no frame but its own may hold the outputs (see _escaped)
         with tracer:
             try:
-                out = self.fn(*sym_args, **sym_kwargs)
+                result[0] = self.fn(*sym_args, **sym_kwargs)
             except BaseException as e:
-                _restore_grads(tracer)  # a failed trace leaves no symbolic .grad on real tensors
                 if self.eager_fallback and isinstance(e, ConcretizationError):
+                    _restore_grads(tracer)  # a failed trace leaves no symbolic .grad on real tensors
                     traceback.clear_frames(e.__traceback__)  # their locals are not state kept outside
                     if not _escaped(tracer):
                         entry.eager = True
                         return entry
-                raise
+                    raise
+                if for_inspection or symbolic_leaves or not _raised_as_eagerly(e):
+                    _restore_grads(tracer)
+                    raise
+                failure = e
+        del sym_args, sym_kwargs
+        if failure is None:
+            return self._finish_trace(entry, tracer, result, leaves, sym_leaves, for_inspection, optimize)
+        # The function raised, as it would have eagerly, after changing state (a batch norm's counter, a
+        # parameter, .grad): the program of what ran before the error is run once, then the error raised.
+        try:
+            entry = self._finish_trace(entry, tracer, result, leaves, sym_leaves, failed=True)
+        except Exception:  # noqa: BLE001 - what came before the error cannot be run: the error is the news
+            _restore_grads(tracer)
+            raise failure from None
+        entry.failure = failure
+        return entry
 
+    def _finish_trace(self, entry: _Compiled, tracer: Tracer, result: list, leaves, sym_leaves,
+                      for_inspection=False, optimize=False, failed=False) -> _Compiled:
+        """Make `entry`'s program from a trace that ran to its end, `result` holding what the function returned
+        (or, `failed`, to an error: a program of the state changes that came before it)."""
+        graph = entry.graph
+        out = result.pop()
         out_leaves: list = []
         entry.out_struct = flatten(out, out_leaves)
         if not all(isinstance(x, Tensor) for x in out_leaves):  # an array argument returned as it is
@@ -272,7 +312,7 @@ class JitFunction:
         # output too, copied into the caller's tensor after each run, as eager and torch.compile leave it.
         arg_values = [(i, s._data) for i, (x, s) in enumerate(zip(leaves, sym_leaves))
                       if isinstance(x, Tensor) and s._data is not entry.placeholders[i]]
-        del out, out_leaves, sym_args, sym_kwargs, sym_leaves
+        del out, out_leaves, sym_leaves
 
         # New .grad values of captured tensors become outputs; the real tensors are untouched now.
         for _tid, (t, before) in list(tracer.grad_before.items()):
@@ -285,6 +325,7 @@ class JitFunction:
             else:
                 outputs.append(after._data if is_symbolic(after) else tracer.lift(after))
                 entry.grad_targets.append((t, "set"))
+        after = None  # the last new gradient, still named here, would count as a tensor kept outside (_escaped)
         if (self.eager_fallback and differentiable and not entry.grad_targets and not for_inspection
                 and not _escaped(tracer)):
             entry.eager = True  # the caller will backpropagate the results: run eagerly, with autograd
@@ -313,7 +354,7 @@ class JitFunction:
         for r in escaped:
             outputs.append(r()._data)
         entry.escaped = escaped
-        if escaped and not for_inspection:
+        if escaped and not for_inspection and not failed:
             # Tensors made inside the function and kept outside it (state a later call creates): they
             # are materialised after this run and the steady state is traced on the next call.
             self._retraces += 1
@@ -395,6 +436,13 @@ def _cpu():
     from ember.device import as_device
 
     return as_device("cpu")
+
+
+def _raised_as_eagerly(e: BaseException) -> bool:
+    """Whether an error raised while tracing is one the function raises eagerly too (so what ran before it
+    must take effect, as eagerly): not an interrupt, nor an error tracing alone causes (a Python read of a
+    value only the graph knows, an op that needs values)."""
+    return isinstance(e, Exception) and not isinstance(e, (ConcretizationError, DataDependentError))
 
 
 def _restore_grads(tracer: Tracer) -> None:

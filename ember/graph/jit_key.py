@@ -7,8 +7,10 @@ every call, like a tensor. Every other argument is keyed by value, so it must be
 
 from __future__ import annotations
 
+import dis
 import functools
-from types import BuiltinFunctionType, FunctionType, MethodType
+import weakref
+from types import BuiltinFunctionType, CodeType, FunctionType, MethodType
 
 import numpy as np
 
@@ -121,9 +123,38 @@ def _outside_key(value):
     return None
 
 
+# Opcodes that read a name from the globals: LOAD_NAME in class bodies and module code, and its 3.12 form.
+_GLOBAL_LOADS = frozenset({"LOAD_GLOBAL", "LOAD_NAME", "LOAD_FROM_DICT_OR_GLOBALS"})
+_GLOBAL_READS: dict = {}  # id(code) -> (weakref to the code, its global_reads)
+
+
+def _scan_global_reads(code: CodeType, names: dict) -> None:
+    for ins in dis.get_instructions(code):
+        if ins.opname in _GLOBAL_LOADS:
+            names[ins.argval] = None
+    for const in code.co_consts:
+        if isinstance(const, CodeType):
+            _scan_global_reads(const, names)
+
+
+def global_reads(code: CodeType) -> tuple:
+    """The global names a code object reads, its nested code included (comprehensions, generator expressions,
+    lambdas, inner functions), in first-read order. Not `co_names`, which also lists attribute names: `opt.step()`
+    does not read a global `step`."""
+    held = _GLOBAL_READS.get(id(code))
+    if held is not None and held[0]() is code:
+        return held[1]
+    names: dict = {}
+    _scan_global_reads(code, names)
+    reads = tuple(names)
+    key = id(code)
+    _GLOBAL_READS[key] = (weakref.ref(code, lambda _, key=key: _GLOBAL_READS.pop(key, None)), reads)
+    return reads
+
+
 def reachable(fn, args) -> tuple[list, list]:
-    """The nn.Modules a function reaches directly (bound self, closure cells, globals it names,
-    arguments), and the (name, key) pairs of the scalars, tensors and functions it reads from its closure
+    """The nn.Modules a function reaches directly (bound self, closure cells, globals it or its nested code
+    reads, arguments), and the (name, key) pairs of the scalars, tensors and functions it reads from its closure
     and globals (`_outside_key`)."""
     try:
         from ember.nn import Module
@@ -147,7 +178,7 @@ def reachable(fn, args) -> tuple[list, list]:
             scalars.append((name, key))
     if code is not None:
         glob = getattr(fn, "__globals__", {})
-        for name in code.co_names:
+        for name in global_reads(code):
             if name in glob:
                 value = glob[name]
                 roots.append(value)

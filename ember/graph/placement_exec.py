@@ -15,7 +15,7 @@ import queue
 import re
 import threading
 
-from ember.graph.executor import Plan
+from ember.graph.executor import Plan, same_class_error
 from ember.graph.placement import devices_of, partition
 from ember.runtime.rendezvous import Cancelled, Rendezvous, bind
 
@@ -120,14 +120,14 @@ class PlacedPlan:
         """Raise the error that stopped the run (not the cancellations it caused), naming the original node."""
         causes = [(d, e) for d, e in errors if not isinstance(e.__cause__ or e, Cancelled)]
         dev, e = (causes or errors)[0]
-        if type(e) is RuntimeError and e.__cause__ is not None:
+        if e.__cause__ is not None and _NODE_REF.search(str(e)):  # a kernel's error, as the executor raised it
             part = self.parts[dev]
 
             def original(m) -> str:
                 node = part.origin.get(int(m.group(1)))
                 return f"(node %{node.id} on {dev})" if node is not None else f"{m.group(0)} on {dev}"
 
-            err = RuntimeError(_NODE_REF.sub(original, str(e), count=1))
+            err = same_class_error(e, _NODE_REF.sub(original, str(e), count=1))
             step_node = getattr(e, "node", None)
             err.node = part.origin.get(step_node.id, step_node) if step_node is not None else None
             raise err from e.__cause__

@@ -7,8 +7,11 @@ import warnings
 
 import ember as em
 from ember.amp.state import autocast_function
+from ember.errors import DtypeError
 from ember.ops.cross_entropy import cross_entropy as _fused_cross_entropy
 from ember.ops.cross_entropy import fused_applies as _fused_cross_entropy_applies
+from ember.ops.loss_domain import binary_cross_entropy as _binary_cross_entropy
+from ember.ops.loss_domain import gaussian_variance as _gaussian_variance
 from ember.ops.nn_extra import nll_loss as _nll
 from ember.tensor import Tensor
 
@@ -28,6 +31,13 @@ def _reduction(size_average, reduce, reduction: str) -> str:
     if reduction not in ("none", "mean", "sum"):
         raise ValueError(f"{reduction} is not a valid value for reduction")
     return reduction
+
+
+def _float_inputs(op: str, *tensors: Tensor) -> None:
+    """Refuse integer and bool inputs to a loss, as PyTorch does, instead of computing in floating point."""
+    for t in tensors:
+        if t is not None and not t.is_floating_point():
+            raise DtypeError(f"{op}: input must be floating point, got {t.dtype.name}")
 
 
 def _reduce(loss: Tensor, reduction: str) -> Tensor:
@@ -65,6 +75,7 @@ def _weighted(loss: Tensor, weight: Tensor | None, reduction: str, mean_by_weigh
 def mse_loss(input: Tensor, target: Tensor, size_average=None, reduce=None, reduction: str = "mean",
              weight: Tensor | None = None) -> Tensor:
     """(input - target)^2."""
+    _float_inputs("mse_loss", input, target)
     reduction = _reduction(size_average, reduce, reduction)
     _warn_size(input, target)
     return _weighted(em.square(input - target), weight, reduction, True)
@@ -74,6 +85,7 @@ def mse_loss(input: Tensor, target: Tensor, size_average=None, reduce=None, redu
 def l1_loss(input: Tensor, target: Tensor, size_average=None, reduce=None, reduction: str = "mean",
             weight: Tensor | None = None) -> Tensor:
     """|input - target|."""
+    _float_inputs("l1_loss", input, target)
     reduction = _reduction(size_average, reduce, reduction)
     _warn_size(input, target)
     return _weighted(em.abs(input - target), weight, reduction, True)
@@ -83,31 +95,44 @@ def l1_loss(input: Tensor, target: Tensor, size_average=None, reduce=None, reduc
 def smooth_l1_loss(input: Tensor, target: Tensor, size_average=None, reduce=None, reduction: str = "mean",
                    beta: float = 1.0) -> Tensor:
     """0.5 d^2 / beta where |d| < beta, else |d| - 0.5 beta (d = input - target)."""
+    _float_inputs("smooth_l1_loss", input, target)
     reduction = _reduction(size_average, reduce, reduction)
     _warn_size(input, target)
     if beta < 0:
         raise ValueError("smooth_l1_loss does not support negative values for beta.")
-    d = em.abs(input - target)
+    diff = input - target
+    d = em.abs(diff)
     if beta == 0.0:
         return _reduce(d, reduction)
-    return _reduce(em.where(d < beta, (0.5 / beta) * d * d, d - 0.5 * beta), reduction)
+    return _reduce(em.where(d >= beta, d - 0.5 * beta, (0.5 / beta) * _square_inside(diff, d, beta)), reduction)
 
 
 @autocast_function("fp32")
 def huber_loss(input: Tensor, target: Tensor, reduction: str = "mean", delta: float = 1.0,
                weight: Tensor | None = None) -> Tensor:
     """0.5 d^2 where |d| < delta, else delta (|d| - 0.5 delta)."""
+    _float_inputs("huber_loss", input, target)
     reduction = _reduction(None, None, reduction)
     _warn_size(input, target)
-    d = em.abs(input - target)
-    loss = em.where(d < delta, 0.5 * d * d, delta * (d - 0.5 * delta))
+    diff = input - target
+    d = em.abs(diff)
+    loss = em.where(d >= delta, delta * (d - 0.5 * delta), 0.5 * _square_inside(diff, d, delta))
     return _weighted(loss, weight, reduction, False)
+
+
+def _square_inside(diff: Tensor, d: Tensor, bound: float) -> Tensor:
+    """diff^2 where |diff| < bound (or diff is NaN), and 0 elsewhere: the branch `where` does not pick must have a
+    finite gradient too, or an infinite diff gives inf * 0 = NaN (PyTorch's gradient there is +-1, or +-delta);
+    a NaN diff keeps the quadratic branch, whose gradient is NaN as PyTorch's."""
+    inside = em.where(d >= bound, 0.0, diff)
+    return inside * inside
 
 
 @autocast_function("fp32")
 def gaussian_nll_loss(input: Tensor, target: Tensor, var: Tensor | float, full: bool = False, eps: float = 1e-6,
                       reduction: str = "mean") -> Tensor:
     """0.5 (log var + (input - target)^2 / var) (+ 0.5 log 2 pi with full=True)."""
+    _float_inputs("gaussian_nll_loss", input, target)
     reduction = _reduction(None, None, reduction)
     if not isinstance(var, Tensor):
         var = em.full(tuple(input.shape), float(var), dtype=input.dtype, device=input.device)
@@ -116,9 +141,8 @@ def gaussian_nll_loss(input: Tensor, target: Tensor, var: Tensor | float, full: 
             var = var.unsqueeze(-1)
         elif not (tuple(input.shape[:-1]) == tuple(var.shape[:-1]) and var.shape[-1] == 1):
             raise ValueError("var is of incorrect size")
-    # clamp the value for stability but let the gradient through unchanged, as PyTorch does
-    floor = em.clamp_min(var.detach(), eps) - var.detach()
-    var = var + floor
+    # negative entries refused; the rest clamped at eps for stability, the gradient let through unchanged
+    var = _gaussian_variance(var, eps)
     loss = 0.5 * (em.log(var) + em.square(input - target) / var)
     if full:
         loss = loss + 0.5 * math.log(2 * math.pi)
@@ -142,13 +166,19 @@ def poisson_nll_loss(input: Tensor, target: Tensor, log_input: bool = True, full
 
 
 # --- classification ------------------------------------------------------------------------------
+def _check_class_target(op: str, target: Tensor) -> None:
+    """Class indices are int64 (or uint8) as PyTorch takes them: an int32 or bool target is refused, not read."""
+    if target.dtype not in (em.int64, em.uint8):
+        raise DtypeError(f"{op}: target must hold class indices as int64 (or uint8), got {target.dtype.name} "
+                         f"of shape {tuple(target.shape)}")
+
+
 @autocast_function("fp32")
 def nll_loss(input: Tensor, target: Tensor, weight: Tensor | None = None, size_average=None,
              ignore_index: int = -100, reduce=None, reduction: str = "mean") -> Tensor:
     """-input[n, target[n]] (weighted), for log-probabilities input (N, C, ...) and class indices target."""
     reduction = _reduction(size_average, reduce, reduction)
-    if target.is_floating_point():
-        raise TypeError(f"nll_loss: target must hold class indices (an integer tensor), got {target.dtype}")
+    _check_class_target("nll_loss", target)
     unbatched = input.ndim == 1
     if unbatched:
         if target.ndim != 0:
@@ -183,6 +213,9 @@ def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None, s
     reduction = _reduction(size_average, reduce, reduction)
     if not 0.0 <= label_smoothing <= 1.0:
         raise ValueError(f"label_smoothing must be between 0.0 and 1.0. Got: {label_smoothing}")
+    _float_inputs("cross_entropy", input)
+    if not (target.is_floating_point() and tuple(target.shape) == tuple(input.shape)):
+        _check_class_target("cross_entropy", target)  # a float target of another shape is not probabilities
     if _fused_cross_entropy_applies(input, target, weight, label_smoothing):
         return _fused_cross_entropy(input, target, ignore_index, reduction)  # log_softmax and nll_loss as one op
     class_dim = 0 if input.ndim == 1 else 1
@@ -232,7 +265,7 @@ def binary_cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = 
             f"Using a target size ({tuple(target.shape)}) that is different to the input size "
             f"({tuple(input.shape)}) is deprecated. Please ensure they have the same size."
         )
-    loss = -(target * em.clamp_min(em.log(input), -100.0) + (1.0 - target) * em.clamp_min(em.log(1.0 - input), -100.0))
+    loss = _binary_cross_entropy(input, target)  # PyTorch's clamps and finite gradient at 0 and 1 (ops/loss_domain.py)
     if weight is not None:
         loss = loss * weight
     return _reduce(loss, reduction)
@@ -243,6 +276,7 @@ def binary_cross_entropy_with_logits(input: Tensor, target: Tensor, weight: Tens
                                      size_average=None, reduce=None, reduction: str = "mean",
                                      pos_weight: Tensor | None = None) -> Tensor:
     """binary_cross_entropy(sigmoid(input), target), computed stably; pos_weight scales the positive term."""
+    _float_inputs("binary_cross_entropy_with_logits", input, target)
     reduction = _reduction(size_average, reduce, reduction)
     if tuple(target.shape) != tuple(input.shape):
         raise ValueError(f"Target size ({tuple(target.shape)}) must be the same as input size ({tuple(input.shape)})")
@@ -261,6 +295,7 @@ def binary_cross_entropy_with_logits(input: Tensor, target: Tensor, weight: Tens
 def kl_div(input: Tensor, target: Tensor, size_average=None, reduce=None, reduction: str = "mean",
            log_target: bool = False) -> Tensor:
     """target * (log target - input) for log-probabilities input; reduction may also be 'batchmean'."""
+    _float_inputs("kl_div", input, target)
     if reduction == "batchmean":
         red = "sum"
     else:
@@ -275,9 +310,7 @@ def kl_div(input: Tensor, target: Tensor, size_average=None, reduce=None, reduct
     if log_target:
         loss = em.exp(target) * (target - input)
     else:
-        # x log x with 0 log 0 = 0; the inner where keeps log's gradient finite at 0
-        pos = target > 0
-        loss = em.where(pos, target * em.log(em.where(pos, target, 1.0)), 0.0) - target * input
+        loss = em.xlogy(target, target) - target * input  # 0 log 0 = 0; a negative target gives NaN, as PyTorch
     if reduction == "batchmean":
         return em.sum(loss) / input.shape[0] if input.ndim else em.sum(loss)
     return _reduce(loss, red)
@@ -295,6 +328,7 @@ def margin_ranking_loss(input1: Tensor, input2: Tensor, target: Tensor, margin: 
 def hinge_embedding_loss(input: Tensor, target: Tensor, margin: float = 1.0, size_average=None, reduce=None,
                          reduction: str = "mean") -> Tensor:
     """input where target is 1, max(0, margin - input) where target is -1."""
+    _float_inputs("hinge_embedding_loss", input)
     reduction = _reduction(size_average, reduce, reduction)
     loss = em.where(target != 1, em.clamp_min(margin - input, 0.0), 0.0) + em.where(target != -1, input, 0.0)
     return _reduce(loss, reduction)
@@ -304,6 +338,7 @@ def hinge_embedding_loss(input: Tensor, target: Tensor, margin: float = 1.0, siz
 def soft_margin_loss(input: Tensor, target: Tensor, size_average=None, reduce=None,
                      reduction: str = "mean") -> Tensor:
     """log(1 + exp(-target * input))."""
+    _float_inputs("soft_margin_loss", input)
     reduction = _reduction(size_average, reduce, reduction)
     return _reduce(em.softplus(-target * input), reduction)
 

@@ -11,6 +11,7 @@ import numpy as np
 
 import ember as em
 from ember.amp.state import autocast_function
+from ember.errors import DtypeError
 from ember.nn._loss_functional import (  # noqa: F401  (re-exported: F.<loss> is the public name)
     binary_cross_entropy,
     binary_cross_entropy_with_logits,
@@ -29,9 +30,11 @@ from ember.nn._loss_functional import (  # noqa: F401  (re-exported: F.<loss> is
     soft_margin_loss,
 )
 from ember.nn._tuples import _pair, _single
+from ember.ops._rules import refuse_bool, require_float
 from ember.ops.attention import safe_softmax as _safe_softmax
 from ember.ops.attention import scaled_dot_product_attention as _fused_attention
 from ember.ops.channel_affine import batch_norm_scale_shift, channel_affine
+from ember.ops.indexing import index_select
 from ember.ops.nn_extra import batch_norm_train as _fused_batch_norm
 from ember.ops.nn_extra import layer_norm as _fused_layer_norm
 from ember.ops.nn_extra import linear as _fused_linear
@@ -43,6 +46,18 @@ one_hot = em.one_hot
 
 
 # --- activations ------------------------------------------------------------------------
+def _float_input(op: str, *tensors: Tensor) -> None:
+    """Refuse integer and bool tensors where PyTorch has no integer kernel (its NotImplementedError "not
+    implemented for 'Long'"), rather than compute in floating point or truncate back to integers."""
+    for t in tensors:
+        require_float(op, t.dtype.np)
+
+
+def _no_bool(op: str, t: Tensor) -> None:
+    if t.dtype == em.bool:
+        raise DtypeError(f"{op}: not defined for bool tensors")
+
+
 def _maybe_inplace(input: Tensor, out: Tensor, inplace: bool) -> Tensor:
     """Write out into input for inplace=True when no gradient is recorded through it.
 
@@ -66,11 +81,14 @@ def relu_(input: Tensor) -> Tensor:
 
 def relu6(input: Tensor, inplace: bool = False) -> Tensor:
     """min(max(x, 0), 6)."""
-    return _maybe_inplace(input, em.clamp(input, 0.0, 6.0), inplace)
+    return hardtanh(input, 0.0, 6.0, inplace)
 
 
 def hardtanh(input: Tensor, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = False) -> Tensor:
-    """x clamped to [min_val, max_val]."""
+    """x clamped to [min_val, max_val] (an integer tensor stays one for whole-number bounds, as in PyTorch)."""
+    _no_bool("hardtanh", input)
+    if not input.is_floating_point() and float(min_val).is_integer() and float(max_val).is_integer():
+        min_val, max_val = int(min_val), int(max_val)
     return _maybe_inplace(input, em.clamp(input, min_val, max_val), inplace)
 
 
@@ -90,11 +108,13 @@ _SELU_SCALE = 1.0507009873554804934193349852946
 
 def selu(input: Tensor, inplace: bool = False) -> Tensor:
     """scale * elu(x, alpha) with the self-normalising constants."""
+    _float_input("selu", input)
     return _maybe_inplace(input, em.elu(input, alpha=_SELU_ALPHA) * _SELU_SCALE, inplace)
 
 
 def celu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
     """max(0, x) + min(0, alpha * (exp(x / alpha) - 1))."""
+    _float_input("celu", input)
     return _maybe_inplace(input, em.elu(input / alpha) * alpha, inplace)
 
 
@@ -110,16 +130,19 @@ def silu(input: Tensor, inplace: bool = False) -> Tensor:
 
 def mish(input: Tensor, inplace: bool = False) -> Tensor:
     """x * tanh(softplus(x))."""
+    _float_input("mish", input)
     return _maybe_inplace(input, input * em.tanh(em.softplus(input)), inplace)
 
 
 def hardsigmoid(input: Tensor, inplace: bool = False) -> Tensor:
     """relu6(x + 3) / 6."""
+    _float_input("hardsigmoid", input)
     return _maybe_inplace(input, em.clamp(input + 3.0, 0.0, 6.0) / 6.0, inplace)
 
 
 def hardswish(input: Tensor, inplace: bool = False) -> Tensor:
     """x * relu6(x + 3) / 6."""
+    _float_input("hardswish", input)
     return _maybe_inplace(input, input * (em.clamp(input + 3.0, 0.0, 6.0) / 6.0), inplace)
 
 
@@ -135,6 +158,7 @@ def tanh(input: Tensor) -> Tensor:
 
 def logsigmoid(input: Tensor) -> Tensor:
     """log(sigmoid(x)), computed stably."""
+    _float_input("logsigmoid", input)
     return -em.softplus(-input)
 
 
@@ -145,6 +169,7 @@ def softplus(input: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tenso
 
 def softsign(input: Tensor) -> Tensor:
     """x / (1 + |x|)."""
+    _no_bool("softsign", input)
     return input / (em.abs(input) + 1.0)
 
 
@@ -160,6 +185,7 @@ def threshold(input: Tensor, threshold: float, value: float, inplace: bool = Fal
 
 def prelu(input: Tensor, weight: Tensor) -> Tensor:
     """x for x > 0, weight * x otherwise (weight per channel, dim 1)."""
+    _float_input("prelu", input, weight)
     if weight.numel() != 1 and input.ndim >= 2:
         weight = weight.reshape((1, -1) + (1,) * (input.ndim - 2))
     return em.where(input > 0, input, input * weight)
@@ -167,6 +193,7 @@ def prelu(input: Tensor, weight: Tensor) -> Tensor:
 
 def glu(input: Tensor, dim: int = -1) -> Tensor:
     """a * sigmoid(b), where a and b are the two halves of input along dim."""
+    _float_input("glu", input)
     if input.shape[dim] % 2:
         raise RuntimeError(f"glu: halving dimension must be even, but dimension {dim} is size {input.shape[dim]}")
     a, b = em.chunk(input, 2, dim)
@@ -190,11 +217,13 @@ def log_softmax(input: Tensor, dim: int | None = None, _stacklevel: int = 3, dty
 
 def normalize(input: Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12) -> Tensor:
     """x / max(||x||_p, eps) along dim."""
+    _float_input("normalize", input)
     return input / em.clamp_min(em.norm(input, p, dim, True), eps)
 
 
 def cosine_similarity(x1: Tensor, x2: Tensor, dim: int = 1, eps: float = 1e-8) -> Tensor:
     """Cosine of the angle between x1 and x2 along dim (each norm clamped to eps)."""
+    _float_input("cosine_similarity", x1, x2)
     n1 = em.clamp_min(em.norm(x1, 2, dim, True), eps)
     n2 = em.clamp_min(em.norm(x2, 2, dim, True), eps)
     return em.sum((x1 / n1) * (x2 / n2), dim)
@@ -208,6 +237,7 @@ def pairwise_distance(x1: Tensor, x2: Tensor, p: float = 2.0, eps: float = 1e-6,
 # --- linear and convolution ------------------------------------------------------------------
 def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     """x @ weight.T + bias."""
+    refuse_bool("linear", input, weight)
     if weight.ndim == 2:
         return _fused_linear(input, weight, bias)
     out = em.matmul(input, weight.T)
@@ -229,6 +259,7 @@ def conv2d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride=1, 
 def conv1d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride=1, padding=0, dilation=1,
            groups: int = 1) -> Tensor:
     """1-D cross-correlation over (N, C, L) input (run as conv2d with a unit height)."""
+    refuse_bool("conv1d", input, weight)
     if weight.ndim != 3:
         raise ValueError(f"conv1d: expected a 3-D weight (out, in/groups, k), got shape {tuple(weight.shape)}")
     if input.ndim not in (2, 3):
@@ -249,6 +280,7 @@ def conv_transpose2d(input: Tensor, weight: Tensor, bias: Tensor | None = None, 
 def conv_transpose1d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride=1, padding=0,
                      output_padding=0, groups: int = 1, dilation=1) -> Tensor:
     """Transposed 1-D convolution (run as conv_transpose2d with a unit height)."""
+    refuse_bool("conv_transpose1d", input, weight)
     out = em.conv_transpose2d(input.unsqueeze(-2), weight.unsqueeze(2), bias, (1, _single(stride)[0]),
                               (0, _single(padding)[0]), (0, _single(output_padding)[0]), groups,
                               (1, _single(dilation)[0]))
@@ -290,16 +322,19 @@ def avg_pool1d(input: Tensor, kernel_size, stride=None, padding=0, ceil_mode: bo
 
 def adaptive_avg_pool2d(input: Tensor, output_size) -> Tensor:
     """Average pooling to a fixed (H, W) output size."""
+    _float_input("adaptive_avg_pool2d", input)
     return em.adaptive_avg_pool2d(input, output_size)
 
 
 def adaptive_avg_pool1d(input: Tensor, output_size) -> Tensor:
     """Average pooling of the last dim to a fixed length."""
+    _float_input("adaptive_avg_pool1d", input)
     return em.adaptive_avg_pool2d(input.unsqueeze(-2), (1, _single(output_size)[0])).squeeze(-2)
 
 
 def adaptive_max_pool2d(input: Tensor, output_size, return_indices: bool = False) -> Tensor:
     """Max pooling to a fixed (H, W) output size (PyTorch's start/end window rule)."""
+    _float_input("adaptive_max_pool2d", input)
     if return_indices:
         raise NotImplementedError("adaptive_max_pool2d: return_indices=True is not supported")
     oh, ow = _pair(output_size)
@@ -326,6 +361,7 @@ def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor |
     In training, running_mean/running_var (if given) are updated in place with `momentum`, the
     variance stored unbiased, as PyTorch does.
     """
+    _float_input("batch_norm", input)
     if input.ndim < 2:
         raise ValueError(f"batch_norm: expected at least 2-D input (N, C, ...), got shape {tuple(input.shape)}")
     c = input.shape[1]
@@ -370,6 +406,7 @@ def _check_normalized_shape(input: Tensor, normalized_shape) -> tuple:
 def layer_norm(input: Tensor, normalized_shape, weight: Tensor | None = None, bias: Tensor | None = None,
                eps: float = 1e-5) -> Tensor:
     """Normalise over the trailing `normalized_shape` dims, then scale and shift."""
+    _float_input("layer_norm", input)
     dims = _check_normalized_shape(input, normalized_shape)
     return _fused_layer_norm(input, len(dims), weight, bias, eps)[0]
 
@@ -383,6 +420,7 @@ def _machine_eps(dtype) -> float:
 
 def rms_norm(input: Tensor, normalized_shape, weight: Tensor | None = None, eps: float | None = None) -> Tensor:
     """x / sqrt(mean(x^2) + eps) over the trailing dims, times weight."""
+    _float_input("rms_norm", input)
     dims = _check_normalized_shape(input, normalized_shape)
     if eps is None:
         eps = _machine_eps(input.dtype)
@@ -396,6 +434,7 @@ def rms_norm(input: Tensor, normalized_shape, weight: Tensor | None = None, eps:
 def group_norm(input: Tensor, num_groups: int, weight: Tensor | None = None, bias: Tensor | None = None,
                eps: float = 1e-5) -> Tensor:
     """Normalise over groups of channels (and all spatial positions) per sample."""
+    _float_input("group_norm", input)
     if input.ndim < 2:
         raise ValueError(f"group_norm: expected at least 2-D input (N, C, ...), got shape {tuple(input.shape)}")
     n, c = input.shape[0], input.shape[1]
@@ -415,6 +454,7 @@ def instance_norm(input: Tensor, running_mean: Tensor | None = None, running_var
                   weight: Tensor | None = None, bias: Tensor | None = None, use_input_stats: bool = True,
                   momentum: float = 0.1, eps: float = 1e-5) -> Tensor:
     """Normalise each channel of each sample over its spatial positions."""
+    _float_input("instance_norm", input)
     if not use_input_stats:
         return batch_norm(input, running_mean, running_var, weight, bias, False, momentum, eps)
     dims = tuple(range(2, input.ndim))
@@ -463,6 +503,7 @@ def dropout(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool 
     _check_p(p)
     if not training or p == 0.0:
         return input
+    _float_input("dropout", input)  # a scaled integer would be truncated
     return _dropout_with_mask_shape(input, p, tuple(input.shape), inplace)
 
 
@@ -503,7 +544,7 @@ def _embedding_renorm_(weight: Tensor, input: Tensor, max_norm: float, norm_type
     """Rescale, in place, the referenced rows whose norm exceeds max_norm (PyTorch's embedding_renorm_)."""
     rows = em.tensor(np.unique(np.asarray(input.detach())), device=weight.device)
     with em.no_grad():
-        picked = em.index_select(weight, 0, rows)
+        picked = index_select(weight, 0, rows, caller="embedding")
         norms = em.norm(picked, norm_type, 1, True)
         scale = em.where(norms > max_norm, max_norm / (norms + 1e-7), 1.0)
         weight[rows] = picked * scale
@@ -519,7 +560,7 @@ def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None, max
     padding_idx = _norm_padding_idx(padding_idx, weight.shape[0])
     if max_norm is not None:
         _embedding_renorm_(weight, input, max_norm, norm_type)
-    out = em.index_select(weight, 0, input.reshape(-1)).reshape(tuple(input.shape) + (weight.shape[1],))
+    out = index_select(weight, 0, input.reshape(-1), caller="embedding").reshape(tuple(input.shape) + (weight.shape[1],))
     if padding_idx is not None and out.requires_grad:
         # Same values; the gradient only flows to rows other than padding_idx.
         out = em.where((input != padding_idx).unsqueeze(-1), out, out.detach())
@@ -541,6 +582,7 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
     if not query.dtype == key.dtype == value.dtype:  # PyTorch refuses to promote here too (a RuntimeError)
         raise RuntimeError(f"scaled_dot_product_attention: expected query, key and value of one dtype, got "
                         f"{query.dtype}, {key.dtype} and {value.dtype}")
+    _float_input("scaled_dot_product_attention", query)
     L, S = query.shape[-2], key.shape[-2]
     if enable_gqa and query.ndim >= 3 and key.shape[-3] != query.shape[-3]:
         rep = query.shape[-3] // key.shape[-3]
@@ -592,6 +634,9 @@ def interpolate(input: Tensor, size=None, scale_factor=None, mode: str = "neares
     """Resize the spatial dims: mode 'nearest', 'nearest-exact', 'linear', 'bilinear' or 'trilinear'."""
     if antialias:
         raise NotImplementedError("interpolate: antialias=True is not supported")
+    if not (input.is_floating_point() or (input.dtype == em.uint8 and mode in ("nearest", "nearest-exact"))):
+        # PyTorch resizes uint8 images too, rounding linear modes; ember copies uint8 pixels (nearest) only
+        raise DtypeError(f"interpolate: mode {mode!r} needs a floating-point input, got {input.dtype.name}")
     spatial = input.ndim - 2
     if spatial < 1:
         raise ValueError(f"interpolate: expected at least 3-D input (N, C, ...), got shape {tuple(input.shape)}")

@@ -34,6 +34,16 @@ def adopt(t: Tensor) -> Tensor:
     return t
 
 
+def _numpy_index(index):
+    """An index with NumPy's meaning for integer arrays of any width: positions (as int64), where a Tensor index of
+    uint8 is a mask (PyTorch's rule) and of int8/int16 is refused."""
+    items = index if isinstance(index, tuple) else (index,)
+    if not any(isinstance(i, Tensor) and i._data.dtype.kind in "iu" and i._data.dtype.itemsize < 4 for i in items):
+        return index
+    fixed = tuple(i.long() if isinstance(i, Tensor) and i._data.dtype.kind in "iu" else i for i in items)
+    return fixed if isinstance(index, tuple) else fixed[0]
+
+
 def _axis(axis, kw: dict):
     """NumPy's axis/keepdims, also accepting PyTorch's dim/keepdim (for code written against Tensor)."""
     dim = kw.pop("dim", None)
@@ -171,7 +181,10 @@ class ndarray(Tensor):  # noqa: N801 - NumPy's name
 
     # --- indexing ---------------------------------------------------------------------------------------------
     def __getitem__(self, index):
-        return adopt(Tensor.__getitem__(self, index))
+        return adopt(Tensor.__getitem__(self, _numpy_index(index)))
+
+    def __setitem__(self, index, value):
+        Tensor.__setitem__(self, _numpy_index(index), value)
 
     def __iter__(self):
         if not self.ndim:

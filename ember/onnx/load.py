@@ -11,8 +11,12 @@ import os
 
 import numpy as np
 
-from ember.onnx import ops_from_onnx_rnn  # noqa: F401  (registers LSTM and GRU)
+from ember.onnx import (
+    model_file,
+    ops_from_onnx_rnn,  # noqa: F401  (registers LSTM and GRU)
+)
 from ember.onnx._deps import require_onnx
+from ember.onnx.inputs import InputSpec
 from ember.onnx.ops_from_onnx import FROM_ONNX, HOST, T
 from ember.tensor import Tensor
 
@@ -20,18 +24,17 @@ from ember.tensor import Tensor
 class ONNXProgram:
     """A loaded ONNX graph: call it with the inputs (positionally or by name) to get Ember tensors."""
 
-    def __init__(self, model, jit: bool = False) -> None:
+    def __init__(self, model, jit: bool = False, name: str = "<ModelProto>") -> None:
         onnx = require_onnx()
         from onnx import helper, numpy_helper
 
+        model = model_file.checked(onnx, model, name)
         graph = model.graph
-        for imp in model.opset_import:
-            if imp.domain not in ("", "ai.onnx"):
-                raise NotImplementedError(f"ember.onnx.load: operator set domain {imp.domain!r} is not supported "
-                                          "(only the default ONNX domain is)")
-        self.opset = next((i.version for i in model.opset_import if i.domain in ("", "ai.onnx")), None)
-        self.constants = {t.name: numpy_helper.to_array(t) for t in graph.initializer}
-        self.input_names = [i.name for i in graph.input if i.name not in self.constants]
+        self.opset = next(i.version for i in model.opset_import if i.domain in ("", "ai.onnx"))
+        self.constants = {t.name: model_file.tensor_array(numpy_helper, t, f"initializer {t.name!r}")
+                          for t in graph.initializer}
+        self._inputs = [InputSpec(i, helper) for i in graph.input if i.name not in self.constants]
+        self.input_names = [i.name for i in self._inputs]
         self.output_names = [o.name for o in graph.output]
         self._params = {}  # initializer name -> Tensor, made once so jit captures the same tensors
         self._nodes = []
@@ -39,7 +42,8 @@ class ONNXProgram:
             if n.op_type not in FROM_ONNX:
                 raise NotImplementedError(f"ember.onnx.load: ONNX op '{n.op_type}' (node {n.name or '<unnamed>'!r}) "
                                           "is not supported; see docs/onnx.md for the ops that load")
-            attrs = {a.name: _attr(helper, numpy_helper, a) for a in n.attribute}
+            where = f"node {n.name or '<unnamed>'!r} ({n.op_type}) attribute"
+            attrs = {a.name: _attr(helper, numpy_helper, a, f"{where} {a.name!r}") for a in n.attribute}
             attrs["_n_outputs"] = len(n.output)
             self._nodes.append((n.op_type, n.name, list(n.input), list(n.output), attrs))
         self._onnx = onnx
@@ -77,7 +81,8 @@ class ONNXProgram:
         missing = [n for n in self.input_names if n not in feeds]
         if missing:
             raise TypeError(f"ember.onnx.load: missing input(s) {', '.join(missing)}")
-        return {k: T(np.asarray(v)) if not isinstance(v, Tensor) else v for k, v in feeds.items()}
+        checked = {spec.name: spec.check(feeds[spec.name]) for spec in self._inputs}
+        return {k: v if isinstance(v, Tensor) else T(v) for k, v in checked.items()}
 
     def _param(self, name: str) -> Tensor:
         t = self._params.get(name)
@@ -130,7 +135,9 @@ def _with_node(e: Exception, msg: str) -> Exception:
         return RuntimeError(msg)
 
 
-def _attr(helper, numpy_helper, a):
+def _attr(helper, numpy_helper, a, where: str):
+    if a.type == a.TENSOR:
+        return model_file.tensor_array(numpy_helper, a.t, where)
     value = helper.get_attribute_value(a)
     if isinstance(value, bytes):
         return value.decode()
@@ -144,18 +151,15 @@ def _attr(helper, numpy_helper, a):
 def load(path_or_model, jit: bool = False) -> ONNXProgram:
     """Load an ONNX model (a file name, bytes, or a ModelProto) as an Ember callable; jit=True traces it with ember.jit."""
     onnx = require_onnx()
-    try:
-        if isinstance(path_or_model, (str, os.PathLike)):
-            model = onnx.load(os.fspath(path_or_model))
-        elif isinstance(path_or_model, (bytes, bytearray)):
-            model = onnx.load_from_string(bytes(path_or_model))
-        else:
-            model = path_or_model
-    except OSError:
-        raise
-    except Exception as e:  # protobuf's DecodeError and kin: say which file is not a model
-        what = os.fspath(path_or_model) if isinstance(path_or_model, (str, os.PathLike)) else "the bytes given"
-        raise ValueError(f"ember.onnx.load: {what} is not an ONNX model ({type(e).__name__}: {e})") from None
-    if not isinstance(model, onnx.ModelProto):
-        raise TypeError(f"ember.onnx.load: expected a file name, bytes or an onnx.ModelProto, got {type(model).__name__}")
-    return ONNXProgram(model, jit=jit)
+    if isinstance(path_or_model, (str, os.PathLike)):
+        name = os.fspath(path_or_model)
+        model = model_file.read(onnx, name)
+    elif isinstance(path_or_model, (bytes, bytearray)):
+        name = "<bytes>"
+        model = model_file.parse(onnx, bytes(path_or_model), name)
+    elif isinstance(path_or_model, onnx.ModelProto):
+        name, model = "<ModelProto>", path_or_model
+    else:
+        raise TypeError(f"ember.onnx.load: expected a file name, bytes or an onnx.ModelProto, got "
+                        f"{type(path_or_model).__name__}")
+    return ONNXProgram(model, jit=jit, name=name)

@@ -145,6 +145,8 @@ def _clip(ins, a):
         lo = float(np.asarray(lo)) if x.dtype.is_floating_point else int(np.asarray(lo))
     if hi is not None and not isinstance(hi, Tensor):
         hi = float(np.asarray(hi)) if x.dtype.is_floating_point else int(np.asarray(hi))
+    if lo is None and hi is None:  # both bounds optional in ONNX: no bound, no change
+        return x
     return em.clamp(x, lo, hi)
 
 

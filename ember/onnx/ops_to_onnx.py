@@ -703,6 +703,25 @@ def _cross_entropy(ctx, node):
     return [loss, logp, ctx.add("ReduceSum", [kept], keepdims=0)]
 
 
+@mapping("binary_cross_entropy")
+def _binary_cross_entropy(ctx, node):
+    """(t - 1) max(log(1 - p), -100) - t max(log(p), -100); ONNX checks no range, and has no log1p."""
+    p, t = node.inputs
+    dt = _out(node).dtype
+    p, t = ctx.input(p, dt), ctx.input(t, dt)
+    floor = _scalar(ctx, -100.0, dt)
+    log_p = ctx.add("Max", [ctx.add("Log", [p]), floor])
+    log_q = ctx.add("Max", [ctx.add("Log", [ctx.add("Sub", [_scalar(ctx, 1.0, dt), p])]), floor])
+    return ctx.add("Sub", [ctx.add("Mul", [ctx.add("Sub", [t, _scalar(ctx, 1.0, dt)]), log_q]),
+                           ctx.add("Mul", [t, log_p])])
+
+
+@mapping("gaussian_nll_variance")
+def _gaussian_nll_variance(ctx, node):
+    dt = _out(node).dtype
+    return ctx.add("Max", [ctx.input(_x(node), dt), _scalar(ctx, node.attrs["eps"], dt)])
+
+
 # --- indexing ----------------------------------------------------------------------------
 @mapping("getitem")
 def _getitem(ctx, node):

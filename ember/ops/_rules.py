@@ -8,9 +8,8 @@ import numpy as np
 
 from ember import dtypes as dt
 from ember.backends.meta import MetaArray as Spec
-from ember.dtypes import FLOAT_NP  # noqa: F401 - every op's float test, named here with the other rules
-from ember.errors import ShapeError, fmt_shape
-from ember.size import norm_dim, norm_dims  # noqa: F401 - the ops' dim rules, named here with the other rules
+from ember.dtypes import FLOAT_NP
+from ember.errors import DtypeError, ShapeError, fmt_shape
 
 _FLOAT_KINDS = frozenset("fV")  # V: ml_dtypes' bfloat16 reports kind 'V'
 
@@ -23,6 +22,20 @@ SINGLE_DOUBLE_NP = (np.dtype(np.float32), np.dtype(np.float64))
 def is_float(np_dtype) -> bool:
     """Whether a NumPy dtype is one of Ember's floating types."""
     return np_dtype in FLOAT_NP
+
+
+def require_float(op: str, dtype, what: str = "input") -> None:
+    """Refuse a dtype other than floating point where the op is defined on floating point only, as PyTorch does
+    ("not implemented for 'Long'"), rather than compute in the integer dtype and truncate."""
+    if np.dtype(dtype) not in FLOAT_NP:
+        raise DtypeError(f"{op}: {what} must be floating point, got {np.dtype(dtype).name}")
+
+
+def refuse_bool(op: str, *tensors) -> None:
+    """Refuse bool tensors where PyTorch has no bool kernel (matrix products, convolution, max pooling)."""
+    for t in tensors:
+        if t is not None and t.dtype == dt.bool_:
+            raise DtypeError(f"{op}: not defined for bool tensors")
 
 
 def is_plus_zero(v) -> bool:

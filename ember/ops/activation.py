@@ -6,7 +6,7 @@ import numpy as np
 
 from ember.dispatch import apply, apply_unary
 from ember.op import Op, register
-from ember.ops._rules import SINGLE_DOUBLE_NP, binary_dtype, float_of, norm_dim, spec
+from ember.ops._rules import SINGLE_DOUBLE_NP, binary_dtype, float_of, norm_dim, require_float, spec
 from ember.ops.opmath import rounded, upcast, upcast_tensor
 
 
@@ -23,6 +23,7 @@ class _SoftmaxBase(Op):
     save_outputs = (0,)
 
     def infer(self, x, dim):
+        require_float(self.name, x.dtype)  # PyTorch's too: an integer input needs dtype= to say which float
         norm_dim(self.name, dim, len(x.shape))
         return spec(x.shape, float_of(x.dtype))
 
@@ -31,6 +32,7 @@ class _SoftmaxBase(Op):
         return xp is np and x.dtype in SINGLE_DOUBLE_NP and x.ndim > 0 and x.size > 0
 
     def _prep(self, xp, x, dim):
+        require_float(self.name, x.dtype)
         x = upcast(x.astype(float_of(x.dtype), copy=False))
         d = norm_dim(self.name, dim, x.ndim) if x.ndim else None
         m = xp.max(x, axis=d, keepdims=True) if x.size else x

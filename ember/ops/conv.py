@@ -12,7 +12,7 @@ from ember.dispatch import apply
 from ember.errors import ShapeError, fmt_shape
 from ember.kernels import conv as conv_kernels
 from ember.op import Op, register
-from ember.ops._rules import binary_dtype, spec
+from ember.ops._rules import binary_dtype, refuse_bool, spec
 from ember.ops.channel_affine import channel_affine
 from ember.ops.opmath import rounded, upcast
 
@@ -205,6 +205,7 @@ def _padding4(padding, kernel_hw, dilation, stride, op):
 
 def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups: int = 1):
     """2-D cross-correlation over NCHW input with an (out, in/groups, kh, kw) weight."""
+    refuse_bool("conv2d", input, weight)
     if len(weight.shape) != 4:
         raise ShapeError(f"conv2d: expected a 4-D weight, got shape {fmt_shape(weight.shape)}")
     squeeze = input.ndim == 3
@@ -222,6 +223,7 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups: in
 
 def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups: int = 1, dilation=1):
     """Transposed 2-D convolution (the gradient of conv2d w.r.t. its input)."""
+    refuse_bool("conv_transpose2d", input, weight)
     squeeze = input.ndim == 3
     if squeeze:
         input = input.unsqueeze(0)

@@ -15,7 +15,7 @@ import numpy as np
 
 from ember.autograd.grad_mode import state as grad_state
 from ember.dispatch import apply
-from ember.errors import ShapeError, fmt_shape
+from ember.errors import DtypeError, ShapeError, fmt_shape
 from ember.kernels import cross_entropy as cross_entropy_kernels
 from ember.op import Op, register
 from ember.ops._rules import SINGLE_DOUBLE_NP, spec
@@ -28,7 +28,7 @@ def _check(op: str, logits, target) -> None:
         raise ShapeError(f"{op}: expected logits (N, C) and targets (N,), got {fmt_shape(logits.shape)} and "
                          f"{fmt_shape(target.shape)}")
     if np.dtype(logits.dtype) not in SINGLE_DOUBLE_NP or np.dtype(target.dtype).kind not in "iu":
-        raise TypeError(f"{op}: expected float32/float64 logits and integer targets, got {logits.dtype} and "
+        raise DtypeError(f"{op}: expected float32/float64 logits and integer targets, got {logits.dtype} and "
                         f"{target.dtype}")
 
 

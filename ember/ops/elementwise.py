@@ -8,7 +8,7 @@ import numpy as np
 
 from ember.autograd.grad_mode import state as grad_state
 from ember.dispatch import apply, apply_binary, apply_unary
-from ember.errors import IntegerDivisionByZeroError
+from ember.errors import DtypeError, IntegerDivisionByZeroError
 from ember.kernels.gelu import gelu_compiled
 from ember.kernels.numba_loader import MIN_ELEMENTS
 from ember.op import OPS, Op, register
@@ -21,6 +21,7 @@ from ember.ops._rules import (
     default_float,
     float_of,
     is_plus_zero,
+    require_float,
     shape_of,
     spec,
 )
@@ -40,8 +41,10 @@ class UnaryOp(Op):
     fresh_output = True
 
     def __init__(self, name, fn=None, grad=None, *, ufunc=None, ufunc_kinds="f", into=None, float_only=True,
-                 save_input=False, save_output=False, bool_result=False):
+                 save_input=False, save_output=False, bool_result=False, refuses=None):
         self.name = name
+        # "int": defined on floating point only (PyTorch: not implemented for integer tensors), "bool": not on bool
+        self.refuses = refuses
         self.into = into  # (x, out) -> the result computed into out, or None when it cannot
         self.ufunc = ufunc
         self.ufunc_kinds = ufunc_kinds
@@ -70,10 +73,20 @@ class UnaryOp(Op):
             return BOOL_NP
         return float_of(dtype) if self.float_only else dtype
 
+    def _check(self, dtype) -> None:
+        if self.refuses == "int":
+            require_float(self.name, dtype)
+        elif self.refuses == "bool" and dtype == BOOL_NP:
+            raise DtypeError(f"{self.name}: not defined for bool tensors")
+
     def infer(self, x, **attrs):
+        if self.refuses:
+            self._check(x.dtype)
         return spec(x.shape, self._dtype(x.dtype))
 
     def kernel(self, xp, x, **attrs):
+        if self.refuses:
+            self._check(x.dtype)
         if self.float_only and x.dtype not in FLOAT_NP:
             x = x.astype(default_float())
         out = self.fn(xp, x, **attrs)
@@ -177,8 +190,13 @@ def _elu_kernel(xp, x, alpha=1.0):
 
 neg = _unary("neg", lambda xp, x: -x if x.dtype != BOOL_NP else _bool_neg(x), lambda c, g: neg(g), ufunc="negative",
              ufunc_kinds="iuf", float_only=False)
-abs = _unary("abs", None, lambda c, g: g * sign(_x(c)), ufunc="absolute", ufunc_kinds="biuf", float_only=False,
-             save_input=True)
+def _abs_grad(ctx, g):
+    x = _x(ctx)
+    return g * where(x != x, 0.0, sign(x))  # sign(NaN) counts as 0, as PyTorch's sgn: l1_loss's gradient there is 0
+
+
+abs = _unary("abs", None, _abs_grad, ufunc="absolute", ufunc_kinds="biuf", float_only=False, save_input=True,
+             refuses="bool")
 sign = _unary("sign", lambda xp, x: xp.sign(x) if x.dtype != BOOL_NP else x.copy(), _zero_grad, float_only=False)
 exp = _unary("exp", None, lambda c, g: g * c.output, ufunc="exp", save_output=True)
 exp2 = _unary("exp2", None, lambda c, g: g * c.output * _LN2, ufunc="exp2", save_output=True)
@@ -235,12 +253,14 @@ def _relu_into(x, out):
 
 
 relu = _unary("relu", _relu_kernel, lambda c, g: relu_backward(g, c.output), float_only=False, save_output=True,
-              into=_int_or_float(_relu_into))
+              into=_int_or_float(_relu_into), refuses="bool")
 
 
 def _relu_op_kernel(xp, x):
     """relu's whole kernel (UnaryOp.kernel's dtype rules keep every dtype as it is for relu): one Python call
     where the generic path made three, on the hottest activation of eager training."""
+    if x.dtype == BOOL_NP:
+        OPS["relu"]._check(x.dtype)
     if x.size >= MIN_ELEMENTS or xp is not np:
         return _relu_kernel(xp, x)
     z = _ZEROS.get(x.dtype)
@@ -250,21 +270,22 @@ def _relu_op_kernel(xp, x):
 OPS["relu"].kernel = _relu_op_kernel
 leaky_relu = _unary("leaky_relu", _leaky_relu_kernel,
                     lambda c, g: where(_x(c) > 0, g, g * c.attrs.get("negative_slope", 0.01)), save_input=True,
-                    params=("negative_slope",))
+                    params=("negative_slope",), refuses="int")
 elu = _unary("elu", _elu_kernel,
              lambda c, g: where(_x(c) > 0, g, g * (c.output + c.attrs.get("alpha", 1.0))),
-             save_input=True, save_output=True, params=("alpha",))
-gelu = _unary("gelu", _gelu_kernel, _gelu_grad, save_input=True)
-silu = _unary("silu", lambda xp, x: x * _sigmoid_kernel(xp, x), _silu_grad, save_input=True)
-softplus = _unary("softplus", _softplus_kernel, _softplus_grad, save_input=True, params=("beta", "threshold"))
+             save_input=True, save_output=True, params=("alpha",), refuses="int")
+gelu = _unary("gelu", _gelu_kernel, _gelu_grad, save_input=True, refuses="int")
+silu = _unary("silu", lambda xp, x: x * _sigmoid_kernel(xp, x), _silu_grad, save_input=True, refuses="int")
+softplus = _unary("softplus", _softplus_kernel, _softplus_grad, save_input=True, params=("beta", "threshold"),
+                  refuses="int")
 erf = _unary("erf", _erf, lambda c, g: g * (_TWO_OVER_SQRT_PI * exp(-(_x(c) * _x(c)))), save_input=True)
 reciprocal = _unary("reciprocal", lambda xp, x: 1 / x, lambda c, g: -(g * c.output * c.output), save_output=True,
                     into=lambda x, out: np.true_divide(1, x, out=out) if x.dtype.kind == "f" else None)
-floor = _unary("floor", lambda xp, x: xp.floor(x), _zero_grad, float_only=False)
-ceil = _unary("ceil", lambda xp, x: xp.ceil(x), _zero_grad, float_only=False)
-trunc = _unary("trunc", lambda xp, x: xp.trunc(x), _zero_grad, float_only=False)
-round = _unary("round", lambda xp, x: xp.round(x), _zero_grad, float_only=False)
-frac = _unary("frac", lambda xp, x: x - xp.trunc(x), lambda c, g: g)
+floor = _unary("floor", lambda xp, x: xp.floor(x), _zero_grad, float_only=False, refuses="bool")
+ceil = _unary("ceil", lambda xp, x: xp.ceil(x), _zero_grad, float_only=False, refuses="bool")
+trunc = _unary("trunc", lambda xp, x: xp.trunc(x), _zero_grad, float_only=False, refuses="bool")
+round = _unary("round", lambda xp, x: xp.round(x), _zero_grad, float_only=False, refuses="bool")
+frac = _unary("frac", lambda xp, x: x - xp.trunc(x), lambda c, g: g, refuses="int")
 logical_not = _unary("logical_not", ufunc="logical_not", ufunc_kinds="biuf", bool_result=True, float_only=False)
 bitwise_not = _unary("bitwise_not", ufunc="invert", ufunc_kinds="biu", float_only=False)
 isnan = _unary("isnan", ufunc="isnan", ufunc_kinds="biuf", bool_result=True, float_only=False)
@@ -273,7 +294,7 @@ isfinite = _unary("isfinite", ufunc="isfinite", ufunc_kinds="biuf", bool_result=
 
 
 def _bool_neg(x):
-    raise TypeError("neg: negation of a bool tensor is not supported; use logical_not or ~")
+    raise DtypeError("neg: negation of a bool tensor is not supported; use logical_not or ~")
 
 
 def zeros_like_grad(g):
@@ -326,7 +347,7 @@ class BinaryOp(Op):
     def _dtype(self, a, b):
         dtype = binary_dtype(a, b)
         if self.no_bool and (_is_bool(a) or _is_bool(b)):
-            raise TypeError(
+            raise DtypeError(
                 f"{self.name}: subtraction with a bool tensor is not supported; use ~ or logical_not() to "
                 "invert a mask, ^ or logical_xor() for two masks"
             )
@@ -335,7 +356,7 @@ class BinaryOp(Op):
         if self.result == "bool":
             return dtype, BOOL_NP
         if self.result == "int" and dtype in FLOAT_NP:
-            raise TypeError(f"{self.name}: not defined for floating-point tensors")
+            raise DtypeError(f"{self.name}: not defined for floating-point tensors")
         return dtype, dtype
 
     def infer(self, a, b):
@@ -401,7 +422,8 @@ def _pow_grad(ctx, g):
 def _div_grad(ctx, g):
     b = ctx.input(1)
     ga = g / b if ctx.needs_grad(0) else None
-    gb = -(g * ctx.input(0)) / (b * b) if ctx.needs_grad(1) else None
+    # (a / b) / b as PyTorch: b * b overflows float32 beyond |b| ~ 1.8e19, and an infinite a / b stays infinite
+    gb = -(g * ((ctx.input(0) / b) / b)) if ctx.needs_grad(1) else None
     return ga, gb
 
 
@@ -466,12 +488,27 @@ def _is_one(alpha) -> bool:
 
 def add(input, other, *, alpha=1):
     """input + alpha * other, with broadcasting."""
-    return _add(input, other if _is_one(alpha) else mul(other, alpha))
+    if _is_one(alpha):
+        return _add(input, other)
+    _check_alpha("add", input, other, alpha)
+    return _add(input, mul(other, alpha))
 
 
 def sub(input, other, *, alpha=1):
     """input - alpha * other, with broadcasting."""
-    return _sub(input, other if _is_one(alpha) else mul(other, alpha))
+    if _is_one(alpha):
+        return _sub(input, other)
+    _check_alpha("sub", input, other, alpha)
+    return _sub(input, mul(other, alpha))
+
+
+def _check_alpha(op: str, input, other, alpha) -> None:
+    """A float alpha with integer tensors is an error, as in PyTorch: the result would change dtype or truncate."""
+    from ember.tensor import Tensor
+
+    if isinstance(alpha, float) and all(not isinstance(t, Tensor) or t.dtype.np not in FLOAT_NP for t in (input, other)):
+        raise DtypeError(f"{op}: for integer tensors (here {input.dtype.name}) alpha must not be a floating-point "
+                         f"number, got {alpha}")
 
 
 def div(input, other, *, rounding_mode=None):

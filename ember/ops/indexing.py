@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
 from ember import dispatch
 from ember.autograd.grad_mode import state as grad_state
 from ember.backends.meta import MetaArray
 from ember.dispatch import apply, apply_unary
-from ember.errors import DataDependentError, DeviceMismatchError, ShapeError, fmt_shape
+from ember.errors import (
+    DataDependentError,
+    DeviceMismatchError,
+    DtypeError,
+    IndexOutOfBoundsError,
+    ShapeError,
+    fmt_shape,
+)
 from ember.kernels.row_reduce import reduce_into_rows
 from ember.op import Op, register
 from ember.ops._rules import BOOL_NP, FLOAT_NP, INT64_NP, binary_dtype, norm_dim, spec
@@ -21,8 +30,9 @@ from ember.symbolic import carry_symbols, has_symbols, values_of
 _BASIC_TYPES = frozenset((int, slice, type(None), type(Ellipsis)))
 
 
-def encode_index(x, index):
-    """Split a user index into (template, tensors) with lists/arrays turned into tensors."""
+def encode_index(x, index, op: str = "getitem"):
+    """Split a user index into (template, tensors) with lists/arrays turned into tensors (`op`: the name errors
+    carry)."""
     from ember.tensor import Tensor
 
     if not isinstance(index, tuple):
@@ -42,17 +52,30 @@ def encode_index(x, index):
                 arr = np.asarray(item)
                 if arr.dtype.kind not in "biu":
                     raise IndexError(
-                        f"getitem: only integers, slices, None, ..., and integer or bool arrays are valid "
+                        f"{op}: only integers, slices, None, ..., and integer or bool arrays are valid "
                         f"indices, got {type(item).__name__} of dtype {arr.dtype}"
                     )
                 if arr.dtype.kind == "u":
                     arr = arr.astype(np.int64)
                 item = Tensor._make(x._device.backend.from_host(arr), x._device)
-            elif item._data.dtype.kind not in "biu":
-                raise IndexError(f"getitem: tensors used as indices must be integer or bool, got {item.dtype}")
+            else:
+                item = _tensor_index(item, op)
             template.append(("t", len(tensors)))
             tensors.append(item)
     return tuple(template), tensors
+
+
+def _tensor_index(item, op: str):
+    """A tensor used as an index, by PyTorch's rule: int64 and int32 hold positions (negative ones count from the
+    end), bool is a mask, uint8 is a mask too (deprecated, with PyTorch's warning); other dtypes are refused."""
+    kind, size = item._data.dtype.kind, item._data.dtype.itemsize
+    if kind == "b" or (kind == "i" and size >= 4):
+        return item
+    if kind == "u" and size == 1:
+        warnings.warn("indexing with dtype uint8 is now deprecated, please use a dtype bool instead.",
+                      UserWarning, stacklevel=4)
+        return item != 0
+    raise IndexError(f"{op}: tensors used as indices must be int64, int32, uint8 or bool, got {item.dtype}")
 
 
 def _int_or_none(v):
@@ -244,7 +267,11 @@ def getitem(x, index):
 
 def index_put(x, index, values, accumulate: bool = False):
     """A copy of x with x[index] set to (or increased by) values."""
-    template, tensors = encode_index(x, index)
+    return _index_put(x, index, values, accumulate, "index_put")
+
+
+def _index_put(x, index, values, accumulate: bool, op: str):
+    template, tensors = encode_index(x, index, op)
     return apply(_index_put_op, x, values, *tensors, index=template, accumulate=accumulate)
 
 
@@ -258,10 +285,10 @@ def setitem(x, index, value) -> None:
     symbolic = (dispatch.current().symbolic or dispatch.is_symbolic(x)
                 or (isinstance(value, Tensor) and dispatch.is_symbolic(value)))
     if needs_graph or symbolic:
-        x._assign_result("setitem", index_put(x, index, value))
+        x._assign_result("setitem", _index_put(x, index, value, False, "setitem"))
         return
     x._check_inplace("setitem")
-    template, tensors = encode_index(x, index)
+    template, tensors = encode_index(x, index, "setitem")
     arrays = [t._data for t in tensors]
     vals = value._data if isinstance(value, Tensor) else value
     if isinstance(x._data, MetaArray) or isinstance(vals, MetaArray):
@@ -295,17 +322,27 @@ def _check_setitem(x, vals, arrays, template) -> None:
 
 
 # --- along-dim ops -------------------------------------------------------------------------
-def _check_index_tensor(op, index):
-    if index.dtype.kind not in "iu":
-        raise TypeError(f"{op}: index must be an integer tensor, got {index.dtype}")
+_POSITION_DTYPES = (INT64_NP, np.dtype(np.int32))
 
 
-def _bounds(xp, op, index, size, dim):
+def _check_index_tensor(op, index, dtypes=_POSITION_DTYPES):
+    """An index tensor of positions must be int64 or int32 (`dtypes`), as in PyTorch: a float or bool index is a
+    mistake, and a narrower integer type has no meaning NumPy and PyTorch agree on."""
+    if index.dtype not in dtypes:
+        wanted = " or ".join(np.dtype(d).name for d in dtypes)
+        raise DtypeError(f"{op}: index must be an {wanted} tensor, got {np.dtype(index.dtype).name}")
+
+
+def _bounds(xp, op, index, size, dim, wrap: bool = False):
+    """Every position in [0, size) (in [-size, size) where negative ones count from the end, `wrap`). PyTorch's
+    gather, scatter, index_select, index_add and embedding refuse negative positions; a -1 that NumPy would take as
+    the last row is the padding sentinel of some data pipelines, not a wish for the last row."""
     if index.size and not isinstance(index, MetaArray):
         lo, hi = int(index.min()), int(index.max())
-        if lo < -size or hi >= size:
-            bad = lo if lo < -size else hi
-            raise IndexError(f"{op}: index {bad} is out of bounds for dimension {dim} with size {size}")
+        low = -size if wrap else 0
+        if lo < low or hi >= size:
+            bad = lo if lo < low else hi
+            raise IndexOutOfBoundsError(f"{op}: index {bad} is out of bounds for dimension {dim} with size {size}")
 
 
 def _along_dim_index(xp, index, dim):
@@ -336,18 +373,20 @@ class GatherOp(Op):
     name = "gather"
     fresh_output = True
     save_inputs = (1,)
+    wraps = False  # negative positions are errors
+    index_dtypes = _POSITION_DTYPES
 
     def infer(self, x, index, dim):
-        _check_index_tensor(self.name, index)
+        _check_index_tensor(self.name, index, self.index_dtypes)
         _check_along(self.name, x, dim, index)
         return spec(index.shape, x.dtype)
 
     def kernel(self, xp, x, index, dim):
-        _check_index_tensor(self.name, index)
+        _check_index_tensor(self.name, index, self.index_dtypes)
         d = _check_along(self.name, x, dim, index)
+        _bounds(xp, self.name, index, x.shape[d] if x.ndim else 1, d, wrap=self.wraps)
         if x.ndim == 0:
             return x.reshape(index.shape).copy()
-        _bounds(xp, self.name, index, x.shape[d], d)
         return x[_along_dim_index(xp, index, d)]
 
     def vjp(self, ctx, g):
@@ -363,6 +402,27 @@ _gather_op = register(GatherOp())
 def gather(input, dim: int, index):
     """out[i][j] = input[index[i][j]][j] (dim 0): values picked along `dim`."""
     return apply(_gather_op, input, index, dim=dim)
+
+
+class TakeAlongDimOp(GatherOp):
+    """gather of an int64 index whose negative positions count from the end (PyTorch's take_along_dim)."""
+
+    name = "take_along_dim"
+    wraps = True
+    index_dtypes = (INT64_NP,)
+
+    def vjp(self, ctx, g):
+        from ember.ops.creation_ops import zeros_like_shape
+        from ember.ops.elementwise import where
+
+        index, dim = ctx.input(1), ctx.attrs["dim"]
+        shape = ctx.in_shape(0)
+        size = shape[norm_dim(self.name, dim, len(shape))] if shape else 1
+        positions = where(index < 0, index + size, index)
+        return scatter_add(zeros_like_shape(g, shape), dim, positions, g), None
+
+
+_take_along_dim_op = register(TakeAlongDimOp())
 
 
 class _ScatterBase(Op):
@@ -461,22 +521,22 @@ class IndexSelectOp(Op):
     fresh_output = True
     save_inputs = (1,)
 
-    def infer(self, x, index, dim):
-        _check_index_tensor(self.name, index)
+    def infer(self, x, index, dim, caller="index_select"):
+        _check_index_tensor(caller, index)
         if len(index.shape) > 1:
-            raise ShapeError(f"index_select: index must be 1-D, got shape {fmt_shape(index.shape)}")
-        d = norm_dim(self.name, dim, len(x.shape))
+            raise ShapeError(f"{caller}: index must be 1-D, got shape {fmt_shape(index.shape)}")
+        d = norm_dim(caller, dim, len(x.shape))
         shape = list(x.shape)
         if shape:
             shape[d] = index.shape[0] if index.shape else 1
         return spec(tuple(shape), x.dtype)
 
-    def kernel(self, xp, x, index, dim):
-        self.infer(x, index, dim)
-        d = norm_dim(self.name, dim, x.ndim)
+    def kernel(self, xp, x, index, dim, caller="index_select"):
+        self.infer(x, index, dim, caller)
+        d = norm_dim(caller, dim, x.ndim)
+        _bounds(xp, caller, index, x.shape[d] if x.ndim else 1, d)
         if x.ndim == 0:
             return x.copy()
-        _bounds(xp, self.name, index, x.shape[d], d)
         return xp.take(x, index.reshape(-1), axis=d)
 
     def vjp(self, ctx, g):
@@ -489,8 +549,10 @@ class IndexSelectOp(Op):
 _index_select_op = register(IndexSelectOp())
 
 
-def index_select(input, dim: int, index):
-    """The slices of input at positions `index` (1-D) along `dim`."""
+def index_select(input, dim: int, index, *, caller: str = "index_select"):
+    """The slices of input at positions `index` (1-D) along `dim` (`caller`: the op errors name, as embedding)."""
+    if caller != "index_select":
+        return apply(_index_select_op, input, index, dim=dim, caller=caller)
     return apply(_index_select_op, input, index, dim=dim)
 
 
@@ -610,20 +672,24 @@ class OneHotOp(Op):
     differentiable = False
 
     def infer(self, x, num_classes):
-        if x.dtype != INT64_NP and x.dtype.kind not in "iu":
-            raise TypeError(f"one_hot: input must be an integer tensor, got {x.dtype}")
+        _check_one_hot_input(x)
         if num_classes < 0:
             raise DataDependentError("one_hot: num_classes=-1 needs the input's values; pass num_classes")
         return spec(tuple(x.shape) + (num_classes,), INT64_NP)
 
     def kernel(self, xp, x, num_classes):
-        if x.dtype.kind not in "iu":
-            raise TypeError(f"one_hot: input must be an integer tensor, got {x.dtype}")
+        _check_one_hot_input(x)
         if num_classes < 0:
             num_classes = int(x.max()) + 1 if x.size else 0
         if x.size and (int(x.min()) < 0 or int(x.max()) >= num_classes):
-            raise IndexError(f"one_hot: class values must be in [0, {num_classes}), got {int(x.min())}..{int(x.max())}")
+            raise IndexOutOfBoundsError(f"one_hot: class values must be in [0, {num_classes}), got "
+                                        f"{int(x.min())}..{int(x.max())}")
         return (x[..., None] == xp.arange(num_classes)).astype(np.int64)
+
+
+def _check_one_hot_input(x) -> None:
+    if x.dtype != INT64_NP:  # PyTorch takes int64 class labels only
+        raise DtypeError(f"one_hot: input must be an int64 tensor of class labels, got {np.dtype(x.dtype).name}")
 
 
 _one_hot_op = register(OneHotOp())
@@ -634,10 +700,26 @@ def one_hot(tensor, num_classes: int = -1):
     return apply(_one_hot_op, tensor, num_classes=int(num_classes))
 
 
-def take_along_dim(input, indices, dim: int):
-    """gather with broadcasting of indices (PyTorch's take_along_dim)."""
-    return gather(input, dim, indices)
+def take_along_dim(input, indices, dim: int | None = None):
+    """Values of input at `indices` along `dim`, input and indices broadcast against each other in the other
+    dims; negative indices count from the end. dim=None: positions in the flattened input (PyTorch's
+    take_along_dim)."""
+    if dim is None:  # PyTorch's flat form is gather itself: int32 indices too, negative ones refused
+        return gather(input.reshape(-1), 0, indices.reshape(-1))
+    if input.ndim != indices.ndim:
+        raise ShapeError(f"take_along_dim: input and indices must have the same number of dimensions, got input "
+                         f"{fmt_shape(input.shape)} and indices {fmt_shape(indices.shape)}")
+    from ember.ops._rules import broadcast_shapes
+
+    d = norm_dim("take_along_dim", dim, input.ndim)
+    rest = broadcast_shapes("take_along_dim", tuple(1 if k == d else n for k, n in enumerate(input.shape)),
+                            tuple(1 if k == d else n for k, n in enumerate(indices.shape)))
+    x_shape = rest[:d] + (input.shape[d],) + rest[d + 1:]
+    i_shape = rest[:d] + (indices.shape[d],) + rest[d + 1:]
+    x = input if tuple(input.shape) == x_shape else input.expand(*x_shape)
+    i = indices if tuple(indices.shape) == i_shape else indices.expand(*i_shape)
+    return apply(_take_along_dim_op, x, i, dim=d)
 
 
 __all__ = ["getitem", "setitem", "index_put", "gather", "scatter", "scatter_add", "index_select", "index_add",
-           "masked_fill", "masked_select", "nonzero", "argwhere", "one_hot", "binary_dtype"]
+           "masked_fill", "masked_select", "nonzero", "argwhere", "one_hot", "take_along_dim", "binary_dtype"]

@@ -13,7 +13,7 @@ from ember.dispatch import apply, apply_binary
 from ember.errors import ShapeError, fmt_shape
 from ember.kernels import gemm
 from ember.op import Op, register
-from ember.ops._rules import binary_dtype, broadcast_shapes, spec
+from ember.ops._rules import binary_dtype, broadcast_shapes, refuse_bool, spec
 from ember.ops.opmath import LOW_FLOAT_NP, rounded, upcast
 
 
@@ -103,6 +103,7 @@ _matmul_op = register(MatMulOp())
 
 def matmul(input, other):
     """Matrix product with NumPy's rules: 1-D vectors, 2-D matrices, broadcast batches."""
+    refuse_bool("matmul", input, other)
     return apply_binary(_matmul_op, input, other)
 
 

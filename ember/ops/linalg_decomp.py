@@ -15,7 +15,7 @@ import numpy as np
 
 from ember import dtypes as dt
 from ember.dispatch import apply
-from ember.errors import LinAlgError, ShapeError, fmt_shape
+from ember.errors import DtypeError, LinAlgError, ShapeError, fmt_shape
 from ember.op import Op, register
 from ember.ops._rules import FLOAT_NP, INT64_NP, broadcast_shapes, spec
 from ember.ops.opmath import rounded, upcast
@@ -25,7 +25,7 @@ from ember.ops.opmath import rounded, upcast
 def check_float(op: str, dtype) -> None:
     """linalg works on floating-point matrices only (as PyTorch)."""
     if dtype not in FLOAT_NP:
-        raise TypeError(f"{op}: expected a floating point tensor as input, got {dt.from_numpy_dtype(dtype).name}")
+        raise DtypeError(f"{op}: expected a floating point tensor as input, got {dt.from_numpy_dtype(dtype).name}")
 
 
 def check_matrix(op: str, shape, square: bool = True, name: str = "A") -> None:

@@ -22,11 +22,11 @@ import numpy as np
 from ember import dispatch
 from ember.autograd.grad_mode import state as grad_state
 from ember.dispatch import apply
-from ember.errors import ShapeError, fmt_shape
+from ember.errors import DtypeError, ShapeError, fmt_shape
 from ember.kernels import batch_norm, gemm
 from ember.kernels.blas import BIAS_PREFILL_MIN, linear_with_bias
 from ember.op import OPS, Op, register
-from ember.ops._rules import FLOAT_NP, binary_dtype, channel_shape, spec
+from ember.ops._rules import FLOAT_NP, binary_dtype, channel_shape, require_float, spec
 from ember.ops.elementwise import zeros_like_grad
 from ember.ops.opmath import LOW_FLOAT_NP, opmath, rounded, upcast, upcast_tensor
 from ember.tensor import Tensor
@@ -64,13 +64,13 @@ class BatchNormOp(Op):
         for name, p in (("weight", w), ("bias", b)):
             if p is not None and tuple(p.shape) != (c,):
                 raise ShapeError(f"batch_norm: {name} must have shape ({c},), got {fmt_shape(p.shape)}")
-        if x.dtype not in FLOAT_NP:
-            raise TypeError(f"batch_norm: input must be floating point, got {x.dtype}")
+        require_float("batch_norm", x.dtype)
         stat = opmath(x.dtype)
         return spec(tuple(x.shape), x.dtype), spec((c,), stat), spec((c,), stat)
 
     def kernel(self, xp, x, w, b, eps, activation=None):
         _check_activation(activation)  # the dispatcher's fast path calls kernels without infer
+        require_float("batch_norm", x.dtype)
         fast = batch_norm.batch_norm_forward(xp, x, w, b, eps, then_relu=activation is not None)
         if fast is not None:
             return fast
@@ -244,8 +244,7 @@ class LayerNormOp(Op):
         for name, p in (("weight", w), ("bias", b)):
             if p is not None and tuple(p.shape) != tail:
                 raise ShapeError(f"layer_norm: {name} must have shape {fmt_shape(tail)}, got {fmt_shape(p.shape)}")
-        if x.dtype not in FLOAT_NP:
-            raise TypeError(f"layer_norm: input must be floating point, got {x.dtype}")
+        require_float("layer_norm", x.dtype)
         stat = tuple(x.shape[: len(x.shape) - ndims]) + (1,) * ndims
         return spec(tuple(x.shape), x.dtype), spec(stat, opmath(x.dtype)), spec(stat, opmath(x.dtype))
 
@@ -255,6 +254,7 @@ class LayerNormOp(Op):
         fast = layer_norm.forward(xp, x, w, b, ndims, eps)  # float32/float64 with the jit extra
         if fast is not None:
             return fast
+        require_float("layer_norm", x.dtype)
         dtype = x.dtype
         x, w, b = upcast(x), None if w is None else upcast(w), None if b is None else upcast(b)
         axes = tuple(range(x.ndim - ndims, x.ndim))
@@ -449,9 +449,9 @@ def _check(op: str, logp, target, weight, reduction: str) -> None:
     if reduction not in _REDUCTIONS:
         raise ValueError(f"{op}: {reduction} is not a valid value for reduction")
     if logp.dtype not in FLOAT_NP:
-        raise TypeError(f"{op}: input must be floating point, got {logp.dtype}")
+        raise DtypeError(f"{op}: input must be floating point, got {logp.dtype}")
     if target.dtype.kind not in "iu":
-        raise TypeError(f"{op}: target must hold class indices (an integer tensor), got {target.dtype}")
+        raise DtypeError(f"{op}: target must hold class indices (an integer tensor), got {target.dtype}")
     if len(logp.shape) < 2:
         raise ShapeError(f"{op}: expected input of shape (N, C, ...), got {fmt_shape(logp.shape)}")
     expected = (logp.shape[0],) + tuple(logp.shape[2:])

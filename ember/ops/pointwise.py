@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from ember.dispatch import apply
+from ember.errors import DtypeError
 from ember.op import Op, register
 from ember.ops._rules import FLOAT_NP, broadcast_shapes, result_dtype, shape_of, spec
 
@@ -31,7 +32,7 @@ def _coefficient(c, dtype):
 
 def _check_value(op: str, dtype, value) -> None:
     if dtype.kind in "iub" and isinstance(value, float):
-        raise TypeError(f"{op}: for integer tensors (here {dtype.name}) the value must not be a floating-point number")
+        raise DtypeError(f"{op}: for integer tensors (here {dtype.name}) the value must not be a floating-point number")
 
 
 def _operands(op: str, *tensors):
@@ -49,7 +50,7 @@ class LerpOp(Op):
     def infer(self, start, end, weight):
         shape, dtype = _operands("lerp", start, end)
         if dtype not in FLOAT_NP:
-            raise TypeError(f"lerp: expected floating-point tensors, got {dtype.name}")
+            raise DtypeError(f"lerp: expected floating-point tensors, got {dtype.name}")
         if hasattr(weight, "shape"):
             shape = broadcast_shapes("lerp", shape, tuple(weight.shape))
         return spec(shape, dtype)
@@ -130,7 +131,7 @@ class AddcdivOp(_AddcBase):
     def infer(self, x, t1, t2, value):
         out = super().infer(x, t1, t2, value)
         if out.dtype not in FLOAT_NP:
-            raise TypeError(f"addcdiv: integer division of tensors is not supported, got {out.dtype.name}; use floats")
+            raise DtypeError(f"addcdiv: integer division of tensors is not supported, got {out.dtype.name}; use floats")
         return out
 
     def vjp(self, ctx, g):

@@ -11,10 +11,10 @@ import math
 import numpy as np
 
 from ember.dispatch import apply
-from ember.errors import ShapeError, fmt_shape
+from ember.errors import DtypeError, ShapeError, fmt_shape
 from ember.kernels.pooling import LOCAL_INDEX, max_pool2d_backward_compiled, max_pool2d_compiled
 from ember.op import Op, register
-from ember.ops._rules import FLOAT_NP, spec
+from ember.ops._rules import FLOAT_NP, refuse_bool, spec
 from ember.ops.opmath import rounded, upcast
 
 
@@ -152,6 +152,7 @@ def _norm_pool_args(kernel_size, stride, padding, dilation):
 def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode: bool = False,
                return_indices: bool = False):
     """Max over kernel windows; with return_indices also the flat (h*W + w) input positions."""
+    refuse_bool("max_pool2d", input)
     kernel, stride, padding, dilation = _norm_pool_args(kernel_size, stride, padding, dilation)
     squeeze = input.ndim == 3
     if squeeze:
@@ -187,7 +188,7 @@ class AvgPool2dOp(Op):
     def infer(self, x, kernel, stride, padding, ceil_mode, count_include_pad, divisor_override):
         oh, ow = _geometry(self.name, x, kernel, stride, padding, (1, 1), ceil_mode)
         if x.dtype not in FLOAT_NP:
-            raise TypeError(f"avg_pool2d: input must be floating point, got {x.dtype}")
+            raise DtypeError(f"avg_pool2d: input must be floating point, got {x.dtype}")
         return spec((x.shape[0], x.shape[1], oh, ow), x.dtype)
 
     def kernel(self, xp, x, kernel, stride, padding, ceil_mode, count_include_pad, divisor_override):

@@ -15,7 +15,7 @@ import numpy as np
 
 from ember.backends.meta import MetaArray
 from ember.device import as_device
-from ember.errors import ShapeError, fmt_shape
+from ember.errors import DtypeError, ShapeError, fmt_shape
 from ember.op import Op, register
 from ember.ops._rules import FLOAT_NP, spec
 from ember.random import host_rng
@@ -83,7 +83,7 @@ class RandomOp(Op):
     def infer(self, *like, shape, dtype, seed=None, **params):
         dtype = np.dtype(dtype)
         if self.float_only and dtype not in FLOAT_NP:
-            raise TypeError(f"{self.name}: dtype must be floating point, got {dtype.name}")
+            raise DtypeError(f"{self.name}: dtype must be floating point, got {dtype.name}")
         return spec(_resolve_shape(self.name, shape, like[0] if like else None), dtype)
 
     def kernel(self, xp, *like, shape, dtype, seed=None, **params):

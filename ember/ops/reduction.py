@@ -8,10 +8,10 @@ from functools import partial
 import numpy as np
 
 from ember.dispatch import apply, apply_unary
-from ember.errors import ShapeError, fmt_shape
+from ember.errors import DtypeError, ShapeError, fmt_shape
 from ember.kernels import batch_norm
 from ember.op import Op, register
-from ember.ops._rules import BOOL_NP, FLOAT_NP, INT64_NP, norm_dims, spec
+from ember.ops._rules import BOOL_NP, FLOAT_NP, INT64_NP, norm_dims, require_float, spec
 from ember.ops.opmath import FLOAT32_NP, LOW_FLOAT_NP, opmath, rounded, upcast, upcast_tensor
 
 
@@ -101,7 +101,7 @@ class MeanOp(Reduction):
         if dtype_out is not None:
             return dtype_out
         if dtype not in FLOAT_NP:
-            raise TypeError(
+            raise DtypeError(
                 f"mean: input dtype must be floating point, got {np.dtype(dtype).name}; cast with .float() first"
             )
         return dtype
@@ -371,7 +371,7 @@ class VarOp(Reduction):
 
     def out_dtype(self, dtype, correction=1):
         if dtype not in FLOAT_NP:
-            raise TypeError(f"{self.name}: input dtype must be floating point, got {np.dtype(dtype).name}")
+            raise DtypeError(f"{self.name}: input dtype must be floating point, got {np.dtype(dtype).name}")
         return dtype
 
     def kernel(self, xp, x, dim=None, keepdim=False, correction=1):
@@ -655,6 +655,7 @@ def equal(input, other) -> bool:
 
 def norm(input, p=2, dim=None, keepdim: bool = False):
     """Vector p-norm over `dim` (p = 1, 2, inf or any positive number); float16/bfloat16 compute in float32."""
+    require_float("norm", input.dtype.np)
     x = upcast_tensor(input)  # squares of float16 values above 256 would overflow
     out = _norm(x, p, dim, keepdim)
     return out if x is input else out.to(input.dtype)

@@ -118,10 +118,10 @@ class ScatterReduceOp(Op):
     save_inputs = (0, 1, 2)
     save_outputs = (0,)
 
-    def infer(self, x, index, src, dim, reduce, include_self=True):
-        _check_reduce(self.name, reduce)
-        _check_index_tensor(self.name, index)
-        _check_along(self.name, x, dim, index)
+    def infer(self, x, index, src, dim, reduce, include_self=True, caller="scatter_reduce"):
+        _check_reduce(caller, reduce)
+        _check_index_tensor(caller, index)
+        _check_along(caller, x, dim, index)
         if src.dtype != x.dtype:
             raise TypeError(f"{self.name}: expected self.dtype to be equal to src.dtype, got {np.dtype(x.dtype).name} "
                             f"and {np.dtype(src.dtype).name}")
@@ -134,10 +134,10 @@ class ScatterReduceOp(Op):
                                  f"{fmt_shape(src.shape)} at dimension {k}")
         return spec(x.shape, x.dtype)
 
-    def kernel(self, xp, x, index, src, dim, reduce, include_self=True):
-        self.infer(x, index, src, dim, reduce, include_self)
-        d = norm_dim(self.name, dim, x.ndim)
-        _bounds(xp, self.name, index, x.shape[d] if x.ndim else 1, d)
+    def kernel(self, xp, x, index, src, dim, reduce, include_self=True, caller="scatter_reduce"):
+        self.infer(x, index, src, dim, reduce, include_self, caller)
+        d = norm_dim(caller, dim, x.ndim)
+        _bounds(xp, caller, index, x.shape[d] if x.ndim else 1, d)
         idx = _along_dim_index(xp, index, d) if x.ndim else ()
         src = src[tuple(slice(0, s) for s in index.shape)]
         exact = reduce in ("amax", "amin")  # picks, not sums: no wider accumulator needed
@@ -222,9 +222,14 @@ def _pad_to(t, shape: tuple):
     return pad(t, tuple(widths))
 
 
-def scatter_reduce(input, dim: int, index, src, reduce: str, *, include_self: bool = True):
-    """A copy of input with src reduced ('sum', 'prod', 'mean', 'amax', 'amin') into it at `index` along `dim`."""
-    _check_reduce("scatter_reduce", reduce)
+def scatter_reduce(input, dim: int, index, src, reduce: str, *, include_self: bool = True,
+                   caller: str = "scatter_reduce"):
+    """A copy of input with src reduced ('sum', 'prod', 'mean', 'amax', 'amin') into it at `index` along `dim`
+    (`caller`: the op errors name, as index_reduce)."""
+    _check_reduce(caller, reduce)
+    if caller != "scatter_reduce":
+        return apply(_scatter_reduce_op, input, index, src, dim=dim, reduce=reduce, include_self=bool(include_self),
+                     caller=caller)
     return apply(_scatter_reduce_op, input, index, src, dim=dim, reduce=reduce, include_self=bool(include_self))
 
 
@@ -242,7 +247,7 @@ def index_reduce(input, dim: int, index, source, reduce: str, *, include_self: b
         raise ShapeError(f"index_reduce: source has shape {fmt_shape(source.shape)}, expected {fmt_shape(expected)} "
                          f"for input {fmt_shape(input.shape)} and {index.shape[0]} indices along dim {dim}")
     full = index.reshape(*[-1 if k == d else 1 for k in range(nd)]).expand(*source.shape)
-    return scatter_reduce(input, d, full, source, reduce, include_self=include_self)
+    return scatter_reduce(input, d, full, source, reduce, include_self=include_self, caller="index_reduce")
 
 
 # --- segments -------------------------------------------------------------------------------------------

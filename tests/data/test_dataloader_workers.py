@@ -202,6 +202,9 @@ def test_persistent_workers_reuse_processes_and_keep_the_order():
 def test_keyboard_interrupt_stops_workers():
     loader = DataLoader(Samples(sleep_at=2), batch_size=1, num_workers=2)
     pids = set()
+    # A shell that starts the suite in the background (or under nohup) may hand it SIGINT ignored;
+    # Ctrl-C must still raise here, so the test sets the disposition it is about.
+    inherited = signal.signal(signal.SIGINT, signal.default_int_handler)
     timer = threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT))
     timer.start()
     try:
@@ -210,6 +213,7 @@ def test_keyboard_interrupt_stops_workers():
                 pids.add(batch["pid"][0].item())
     finally:
         timer.cancel()
+        signal.signal(signal.SIGINT, inherited)
     _assert_clean(pids)
 
 

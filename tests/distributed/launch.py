@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import socket
 import subprocess
 import sys
 
@@ -53,3 +54,18 @@ def check(proc: subprocess.CompletedProcess) -> str:
     """The output of a job that must have succeeded (its output in the assertion message otherwise)."""
     assert proc.returncode == 0, f"exit status {proc.returncode}:\n{proc.stdout[-8000:]}"
     return proc.stdout
+
+
+def free_port() -> int:
+    """A TCP port nobody listens on now (for a rendezvous)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def nodes_command(nnodes: int, node: int, port: int, program: str, *args, nproc: int = 1, addr: str = "127.0.0.1",
+                  restarts: int = 0) -> list:
+    """The `ember run --nnodes` command of one machine (a list for subprocess)."""
+    return [sys.executable, "-m", "ember", "run", "--nnodes", str(nnodes), "--node-rank", str(node), "--master-addr",
+            addr, "--master-port", str(port), "-n", str(nproc), "--max-restarts", str(restarts),
+            os.path.join(PROGRAMS, program), *map(str, args)]

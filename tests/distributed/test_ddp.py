@@ -18,7 +18,8 @@ def test_ddp_equals_single_process_training_jitted_and_eager():
             for opt in ("sgd", "adam"):
                 for accum in (1, 2):
                     assert f"rank {r}: ddp == single process: norm={norm} opt={opt} accum={accum}" in out
-        for what in ("norm=None parallel=False", "norm=sync parallel=False", "norm=None parallel=True"):
+        for what in ("norm=None parallel=False opt=sgd", "norm=sync parallel=False opt=sgd",
+                     "norm=None parallel=True opt=sgd", "norm=None parallel=False opt=plain_sgd"):
             assert f"rank {r}: jitted ddp == eager ddp: {what}" in out
         assert f"rank {r}: unused parameters" in out and f"rank {r}: sampler" in out
 

@@ -11,8 +11,8 @@ from tests.distributed.launch import requires_mpi, run
 pytestmark = requires_mpi
 
 
-def _job(mode):
-    proc = run(2, "faults.py", mode, timeout=120, EMBER_DISTRIBUTED_TIMEOUT=3)
+def _job(mode, n=2):
+    proc = run(n, "faults.py", mode, timeout=120, EMBER_DISTRIBUTED_TIMEOUT=3)
     assert proc.returncode != 0, proc.stdout
     assert "should not happen" not in proc.stdout
     assert "ember run: the job failed" in proc.stdout
@@ -44,3 +44,14 @@ def test_a_rank_that_leaves_early_fails_the_operations_waiting_on_it():
 def test_a_rank_busy_outside_mpi_is_stopped_by_its_watchdog(mode):
     out = _job(mode)
     assert "[rank 0] ember.distributed: stopping: rank 1 failed: ValueError: rank 1 failed while rank 0 computes" in out
+
+
+def test_a_collective_waiting_past_the_timeout_fails_on_every_rank_naming_the_ranks_not_arrived():
+    """Rank 1 loops in Python and rank 2 is deadlocked: both keep their heartbeats, so only the collective's own
+    timeout (PyTorch's meaning of init_process_group(timeout=...)) can end the wait."""
+    out = _job("stuck", n=3)
+    head = "all_reduce (collective #2 on group WORLD) timed out: rank 0 waited "
+    assert f"DistBackendError: all_reduce on rank 0: {head}" in out, out
+    assert "(timeout 3 s), and rank(s) 1, 2 did not call it (rank 1 is at #1, rank 2 is at #1)" in out, out
+    for r in (1, 2):  # the ranks that never arrived stop too, saying why
+        assert f"[rank {r}] ember.distributed: stopping: {head}" in out, out

@@ -114,3 +114,16 @@ def test_checkpoint_helpers_and_ddp_in_a_world_of_one(world, tmp_path):
     assert state["epoch"] == 3 and state["w"].tolist() == net.weight.tolist()
     with pytest.raises(FileNotFoundError):
         load_on_main(tmp_path / "missing.safetensors")
+
+
+def test_pytorchs_import_paths_name_the_same_classes():
+    import ember.nn as nn
+    from ember.nn.parallel import DistributedDataParallel
+
+    assert DistributedDataParallel is dist.DistributedDataParallel
+    assert nn.parallel.DistributedDataParallel is dist.DistributedDataParallel
+    assert nn.SyncBatchNorm is dist.SyncBatchNorm
+    net = nn.SyncBatchNorm.convert_sync_batchnorm(nn.Sequential(nn.Linear(2, 3), nn.BatchNorm1d(3)))
+    assert type(net[1]) is nn.SyncBatchNorm
+    with pytest.raises(AttributeError, match="no attribute 'DataParalel'"):
+        nn.parallel.DataParalel  # noqa: B018

@@ -56,6 +56,22 @@ def test_replica_device_setter_puts_variables_on_ps_tasks_round_robin_and_ops_on
             sess.run(y)
 
 
+def test_a_device_naming_only_the_job_is_this_processs_own_task(clean):
+    """replica_device_setter's default worker_device is "/job:worker": on worker 1 its ops are worker 1's."""
+    remote.declare_task("worker", 1)
+    g = tf.Graph()
+    with g.as_default(), tf.device(tf.train.replica_device_setter(ps_tasks=1)):
+        v = tf.Variable(np.zeros(2, np.float32), name="v")
+        y = v + 1.0
+    assert str(v.device) == "/job:ps/task:0" and str(y.device) == "cpu"
+    with g.as_default():
+        with tf.device("/job:ps"):  # another job without a task: its task 0
+            z = v * 2.0
+        with tf.device("/job:worker/task:0"):  # another task of this job, named
+            w = v * 3.0
+    assert str(z.device) == "/job:ps/task:0" and str(w.device) == "/job:worker/task:0"
+
+
 def test_a_local_server_makes_this_process_worker_zero(clean):
     server = tf.train.Server.create_local_server()
     assert (server.job_name, server.task_index) == ("worker", 0)

@@ -16,6 +16,7 @@ pytestmark = [requires_mpi, pytest.mark.filterwarnings("ignore")]
 ARGS = ["--model", "mlp", "--dataset", "digits", "--limit", "600", "--no-progress", "--batch-size", "32"]
 
 
+@pytest.mark.slow  # about 45 s; test_elastic's default test resumes a data-parallel job from its checkpoint
 def test_stopped_job_resumes_from_its_last_checkpoint(tmp_path):
     pytest.importorskip("sklearn")
     out = tmp_path / "run"

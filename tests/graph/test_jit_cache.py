@@ -432,3 +432,69 @@ def test_step_count_advances_under_jit():
     for _ in range(5):
         step()
     assert opt._step_count == 5
+
+
+OFFSET = 1.0
+
+
+def _in_listcomp(x):
+    return [x * OFFSET for _ in range(1)][0]
+
+
+def _in_genexpr(x):
+    return sum(x * OFFSET for _ in range(1))
+
+
+def _in_lambda(x):
+    return (lambda t: t * OFFSET)(x)
+
+
+def _in_inner_function_comprehension(x):
+    def inner(t):
+        return {k: t * OFFSET for k in range(1)}[0]  # two levels down
+
+    return inner(x)
+
+
+@pytest.mark.parametrize("fn", [_in_listcomp, _in_genexpr, _in_lambda, _in_inner_function_comprehension])
+def test_globals_read_in_comprehensions_lambdas_and_inner_functions_are_part_of_the_key(fn):
+    """Nested code (a comprehension, a generator expression, a lambda, a comprehension in an inner function)
+    reads globals too: rebinding one must rebuild the program, as for a global the function reads itself."""
+    global OFFSET
+    f = em.jit(fn)
+    x = em.ones(1)
+    assert f(x).item() == 1
+    try:
+        OFFSET = 3.0
+        assert f(x).item() == 3
+    finally:
+        OFFSET = 1.0
+    assert f(x).item() == 1
+    assert f.trace_count == 2  # the program for OFFSET = 1 was kept
+
+
+step = 0  # a module-level loop counter that shares its name with the optimizer's method
+
+
+def test_an_attribute_named_like_a_changing_global_is_not_keyed():
+    """`opt.step()` names the attribute `step`, not the global `step`: a training loop counting in a global `step`
+    must not rebuild the program at every call (co_names lists both; only LOAD_GLOBAL reads a global)."""
+    global step
+    model = em.nn.Linear(3, 2)
+    opt = em.optim.SGD(model.parameters(), lr=0.1)
+
+    @em.jit
+    def train_step(x):
+        opt.zero_grad()
+        loss = model(x).sum()
+        loss.backward()
+        opt.step()
+        return loss
+
+    x = em.ones(4, 3)
+    try:
+        for step in range(200):  # noqa: B007 - the global is the point
+            train_step(x)
+    finally:
+        step = 0
+    assert train_step.trace_count == 1

@@ -96,6 +96,9 @@ CASES = {
     "cross_entropy": (lambda x: F.cross_entropy(x, em.tensor([0, 2, 1, 1])[:1].expand(x.shape[0]))
                       + F.cross_entropy(x * 2, em.tensor([2, 0, 1])[:1].expand(x.shape[0]), reduction="sum")
                       + F.cross_entropy(x, em.tensor([1, 0, 1])[:1].expand(x.shape[0]), reduction="none").sum(), (3,)),
+    "binary_cross_entropy": (lambda x: F.binary_cross_entropy(em.sigmoid(x), em.sigmoid(x.flip(1)), reduction="none")
+                             + F.binary_cross_entropy(em.sigmoid(x), (x > 0).float()), (5,)),
+    "gaussian_nll_loss": (lambda x: F.gaussian_nll_loss(x, x.flip(1), x.abs(), reduction="none"), (5,)),
     "attention_causal": (lambda x: F.scaled_dot_product_attention(x, x * 0.5, x.flip(1), is_causal=True), (5, 4)),
     "attention_masks": (lambda x: F.scaled_dot_product_attention(x, x, x, attn_mask=em.tril(em.ones(5, 5)).bool())
                         + F.scaled_dot_product_attention(x, x, x, attn_mask=em.ones(5, 5) * 0.3, scale=0.2), (5, 4)),

@@ -210,7 +210,11 @@ def test_interrupted_process_resumes_to_the_same_run(tmp_path):
     full, stopped = tmp_path / "full", tmp_path / "stopped"
     r = subprocess.run([*args, "--out", str(full)], capture_output=True, text=True, env=env, timeout=300)
     assert r.returncode == 0, r.stderr
-    proc = subprocess.Popen([*args, "--out", str(stopped)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    # The child takes Ctrl-C as an interactive shell gives it, whatever disposition this process inherited
+    # (a background job or nohup starts with SIGINT ignored, and Python keeps it ignored in its children).
+    interactive = [sys.executable, "-c", "import signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
+                   "from ember.cli import main; sys.exit(main())", *args[3:]]
+    proc = subprocess.Popen([*interactive, "--out", str(stopped)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, env=env)
     while not (stopped / CKPT).exists() and proc.poll() is None:
         time.sleep(0.02)

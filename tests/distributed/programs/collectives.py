@@ -163,7 +163,7 @@ def main():
     assert dist.get_process_group_ranks(sub) == [0, n - 1]
     dist.barrier()
     errors(r, n)
-    debug_mode(r, n)
+    mismatches(r, n)
     dist.destroy_process_group()
     assert not dist.is_initialized()
     print(f"rank {r}: {checks} collective checks passed", flush=True)
@@ -203,22 +203,43 @@ def errors(r, n):
     dist.barrier()
 
 
-def debug_mode(r, n):
-    """EMBER_DISTRIBUTED_DEBUG=1: mismatched shapes, dtypes and ops fail on every rank, naming each rank's call."""
+def mismatches(r, n):
+    """Mismatched collectives fail on every rank, naming each rank's call (never MPI's abort or mixed data).
+
+    Sizes, dtypes and ops are compared always; shapes with the same size only at EMBER_DISTRIBUTED_DEBUG=DETAIL.
+    The group stays usable: the check runs before any data moves.
+    """
     dist.destroy_process_group()
-    os.environ["EMBER_DISTRIBUTED_DEBUG"] = "1"
-    dist.init_process_group()
-    t = em.ones(3)
-    dist.all_reduce(t)
-    assert t.tolist() == [float(n)] * 3
-    expect(dist.DistError, ["all_reduce on rank", "mismatched", "rank 0: all_reduce #1 float32 shape (1,)",
-                            "rank 1: all_reduce #1 float32 shape (2,)"],
-           lambda: dist.all_reduce(em.ones(r + 1)))
-    expect(dist.DistError, ["mismatched", "rank 0: all_reduce #1 float64", "rank 1: all_reduce #1 float32"],
-           lambda: dist.all_reduce(em.ones(2, dtype=em.float64 if r == 0 else em.float32)))
-    expect(dist.DistError, ["mismatched", "rank 0: all_reduce #1", "rank 1: broadcast #1"],
-           lambda: dist.all_reduce(em.ones(2)) if r == 0 else dist.broadcast(em.ones(2), src=0))
+    for level in ("INFO", "DETAIL"):
+        os.environ["EMBER_DISTRIBUTED_DEBUG"] = level
+        dist.init_process_group()
+        t = em.ones(3)
+        dist.all_reduce(t)
+        assert t.tolist() == [float(n)] * 3
+        expect(dist.DistError, ["all_reduce on rank", "mismatched", "rank 0: all_reduce #2 float32 shape (3,)",
+                                "rank 1: all_reduce #2 float32 shape (5,)"],
+               lambda: dist.all_reduce(em.ones(3 if r == 0 else 5)))
+        expect(dist.DistError, ["mismatched", "rank 0: all_reduce #3 float32 shape (3,)",
+                                "rank 1: all_reduce #3 float64 shape (3,)"],
+               lambda: dist.all_reduce(em.ones(3, dtype=em.float32 if r == 0 else em.float64)))
+        expect(dist.DistError, ["mismatched", "rank 0: all_reduce #4", "rank 1: broadcast #4"],
+               lambda: dist.all_reduce(em.ones(2)) if r == 0 else dist.broadcast(em.ones(2), src=0))
+        expect(dist.DistError, ["mismatched", "rank 0: all_gather_into_tensor #5 float32 shape (2,)",
+                                "rank 1: all_gather_into_tensor #5 float32 shape (1,)"],
+               lambda: dist.all_gather_into_tensor(em.zeros(n * (2 if r == 0 else 1)), em.ones(2 if r == 0 else 1)))
+        swapped = em.ones((2, 3) if r == 0 else (3, 2))
+        if level == "DETAIL":
+            expect(dist.DistError, ["rank 0: all_reduce #6 float32 shape (2, 3)", "rank 1: all_reduce #6 float32 "
+                                    "shape (3, 2)"], lambda: dist.all_reduce(swapped))
+        else:  # the same number of elements: PyTorch's default mode runs it too
+            dist.all_reduce(swapped)
+            assert swapped.sum().item() == 6.0 * n
+        t = em.ones(3)
+        dist.all_reduce(t)
+        assert t.tolist() == [float(n)] * 3
+        dist.destroy_process_group()
     os.environ.pop("EMBER_DISTRIBUTED_DEBUG")
+    dist.init_process_group()
 
 
 if __name__ == "__main__":

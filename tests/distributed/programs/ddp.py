@@ -34,6 +34,8 @@ def model(norm, seed=0):
 def optimizer(name, params):
     if name == "sgd":
         return em.optim.SGD(params, lr=0.1, momentum=0.9)
+    if name == "plain_sgd":  # no optimizer state: the step stores only the reduced gradients
+        return em.optim.SGD(params, lr=0.1)
     return em.optim.Adam(params, lr=0.01)
 
 
@@ -116,16 +118,17 @@ def main():
                         np.testing.assert_allclose(b.numpy(), rb.numpy(), rtol=1e-6, atol=1e-9, err_msg=f"{what} {name}")
                 print(f"rank {r}: ddp == single process: {what}", flush=True)
     # a jitted DDP step (allreduce start/wait nodes in the graph) equals the eager step
-    for norm, parallel in ((None, False), ("sync", False), (None, True)):
-        eager = ddp_run(norm, "sgd", 2, r, n, steps=5)
+    for norm, parallel, opt_name in ((None, False, "sgd"), ("sync", False, "sgd"), (None, True, "sgd"),
+                                     (None, False, "plain_sgd")):
+        eager = ddp_run(norm, opt_name, 2, r, n, steps=6)
         set_parallel(parallel)  # True: every step through the dependency engine, reductions beside compute
         try:
-            jitted = ddp_run(norm, "sgd", 2, r, n, jit=True, steps=5)
+            jitted = ddp_run(norm, opt_name, 2, r, n, jit=True, steps=6)
         finally:
             set_parallel("auto")
         for p, q in zip(eager.parameters(), jitted.parameters()):
             np.testing.assert_allclose(p.detach().numpy(), q.detach().numpy(), rtol=1e-12, atol=1e-14)
-        print(f"rank {r}: jitted ddp == eager ddp: norm={norm} parallel={parallel}", flush=True)
+        print(f"rank {r}: jitted ddp == eager ddp: norm={norm} parallel={parallel} opt={opt_name}", flush=True)
     unused(r, n)
     sampler(r, n)
     dist.destroy_process_group()

@@ -3,6 +3,7 @@
 import os
 import signal
 import sys
+import threading
 import time
 
 import ember as em
@@ -24,6 +25,11 @@ if r == 1:
         sys.exit(0)
     if mode == "busy":
         raise ValueError("rank 1 failed while rank 0 computes")
+    if mode == "stuck":  # an endless loop in Python: its watchdog keeps beating
+        while True:
+            sum(range(1000))
+if r == 2 and mode == "stuck":  # a deadlock (a data loader waiting on itself): alive, beating, never arriving
+    threading.Event().wait()
 if r == 0 and mode == "busy":  # never waits on MPI again: its watchdog must stop it
     end = time.monotonic() + 120
     while time.monotonic() < end:

@@ -73,7 +73,8 @@ def distributed():
         return
     task = server.task_index
     xs, ys, xt, yt = data()
-    with tf.device(tf.train.replica_device_setter(worker_device=f"/job:worker/task:{task}", cluster=cluster)):
+    # the default worker_device, "/job:worker", is this worker's own task on every worker (as in TensorFlow)
+    with tf.device(tf.train.replica_device_setter(cluster=cluster)):
         x, y, train, accuracy, w = model()
     assert str(w.device) == "/job:ps/task:0" and str(x.device) == "cpu", (w.device, x.device)
     if task == 0:

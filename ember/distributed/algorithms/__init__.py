@@ -1,0 +1,1 @@
+"""Algorithms on top of DistributedDataParallel (PyTorch's torch.distributed.algorithms): communication hooks."""
