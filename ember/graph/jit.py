@@ -35,7 +35,7 @@ from collections import OrderedDict
 import numpy as np
 
 from ember import dispatch
-from ember.dispatch import is_symbolic
+from ember.dispatch import is_symbolic, is_tracing  # noqa: F401  (is_tracing: re-exported as ember.is_tracing)
 from ember.errors import ConcretizationError, DataDependentError, fmt_shape
 from ember.graph.executor import Plan
 from ember.graph.ir import Graph

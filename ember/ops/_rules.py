@@ -8,8 +8,9 @@ import numpy as np
 
 from ember import dtypes as dt
 from ember.backends.meta import MetaArray as Spec
-from ember.dtypes import FLOAT_NP
+from ember.dtypes import FLOAT_NP  # noqa: F401 - every op's float test, named here with the other rules
 from ember.errors import DtypeError, ShapeError, fmt_shape
+from ember.size import norm_dim, norm_dims  # noqa: F401 - the ops' dim rules, named here with the other rules
 
 _FLOAT_KINDS = frozenset("fV")  # V: ml_dtypes' bfloat16 reports kind 'V'
 
