@@ -7,8 +7,10 @@ import os
 import sys
 import time
 
-from ember import __version__
+from ember import __version__, creation, models, serialization
+from ember import random as ember_random
 from ember.cli_args import int_at_least, positive_float
+from ember.models.summary import summary
 from ember.train import recipe, rng_state, settings
 
 CHECKPOINT = "checkpoint.safetensors"
@@ -159,7 +161,6 @@ def kernels_main(args) -> int:
 
 
 def _check_device(name: str):
-    import ember as em
     from ember.device import as_device
 
     try:
@@ -169,14 +170,13 @@ def _check_device(name: str):
     if device.type == "meta":
         raise CommandError("--device meta: the meta device holds shapes only, so nothing can be trained on it")
     try:
-        em.zeros(1, device=device)
+        creation.zeros(1, device=device)
     except (ImportError, RuntimeError) as e:
         raise CommandError(f"--device {name}: {e}") from None
     return device
 
 
 def _load_checkpoint(path: str) -> dict:
-    import ember as em
 
     if os.path.isdir(path):
         raise CommandError(f"--resume {path}: is a folder; give the checkpoint file, "
@@ -184,7 +184,7 @@ def _load_checkpoint(path: str) -> dict:
     if not os.path.exists(path):
         raise CommandError(f"--resume {path}: no such file")
     try:
-        state = em.load(path)
+        state = serialization.load(path)
     except (OSError, RuntimeError, ValueError) as e:
         msg = getattr(e, "strerror", None) or str(e)
         msg = msg.removeprefix(f"{path}: ")  # em.load's errors start with the file's name
@@ -297,7 +297,6 @@ def run_modes(args) -> str:
 
 def _train(args, config: dict, state: dict | None, mode: str | None, device, out: str, ckpt: str,
            extra_callbacks=()) -> int:
-    import ember as em
     from ember.data import DataLoader
     from ember.train import LRSchedulerCallback, ModelCheckpoint, fit
 
@@ -308,7 +307,7 @@ def _train(args, config: dict, state: dict | None, mode: str | None, device, out
     model = recipe.build_model(config["model"], config["dataset"])
     model.to(device)
     optimizer = recipe.make_optimizer(config["optimizer"], model.parameters(), config["lr"])
-    gen = em.Generator().manual_seed(config["seed"])
+    gen = ember_random.Generator().manual_seed(config["seed"])
     train_loader = DataLoader(train_set, batch_size=config["batch_size"], shuffle=True, num_workers=args.workers,
                               generator=gen)
     test_loader = DataLoader(test_set, batch_size=256, num_workers=args.workers)
@@ -375,17 +374,17 @@ def summary_main(args) -> int:
     import ember as em
 
     name = args.model
-    if name not in em.models.list_models():
+    if name not in models.list_models():
         raise CommandError(f"--model {name}: unknown model; ember.models has {', '.join(em.models.list_models())}")
     kwargs = {}
     if args.num_classes is not None:
-        if "num_classes" not in em.models.registry.model_arguments(name):
+        if "num_classes" not in models.registry.model_arguments(name):
             raise CommandError(f"--num-classes: {name} has no class count to set")
         kwargs["num_classes"] = args.num_classes
-    shape = _parse_shape(args.input) if args.input else em.models.default_input_size(name)
-    model = em.models.get_model(name, **kwargs)
+    shape = _parse_shape(args.input) if args.input else models.default_input_size(name)
+    model = models.get_model(name, **kwargs)
     try:
-        table = em.summary(model, shape)
+        table = summary(model, shape)
     except (ValueError, TypeError) as e:
         raise CommandError(f"--input {args.input or shape}: {name} can't take this input: {e}") from None
     print(table)

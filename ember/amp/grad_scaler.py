@@ -12,6 +12,10 @@ from enum import Enum
 
 import numpy as np
 
+from ember import creation, dtypes, ops
+from ember.autograd import grad_mode
+from ember.tensor import Tensor
+
 
 class _Stage(Enum):
     READY = 0
@@ -44,10 +48,8 @@ class GradScaler:
         """outputs (a tensor, or lists/tuples of them) multiplied by the current scale."""
         if not self._enabled:
             return outputs
-        import ember as em
-
-        if isinstance(outputs, em.Tensor):
-            return outputs * em.tensor(self._scale, dtype=em.float32, device=outputs.device)
+        if isinstance(outputs, Tensor):
+            return outputs * creation.tensor(self._scale, dtype=dtypes.float32, device=outputs.device)
         if isinstance(outputs, (list, tuple)):
             return type(outputs)(self.scale(o) for o in outputs)
         raise TypeError(f"GradScaler.scale: outputs must be a Tensor or an iterable of Tensors, got {type(outputs).__name__}")
@@ -64,19 +66,18 @@ class GradScaler:
             raise RuntimeError("unscale_() has already been called on this optimizer since the last update().")
         if st["stage"] is _Stage.STEPPED:
             raise RuntimeError("unscale_() is being called after step().")
-        import ember as em
 
         inv_scale = float(np.float32(1.0 / np.float64(self._scale)))  # PyTorch: reciprocal in double, then float
         found = False
-        with em.no_grad():
+        with grad_mode.no_grad():
             for group in optimizer.param_groups:
                 for p in group["params"]:
                     if p.grad is None:
                         continue
                     g = p.grad
-                    if g.dtype == em.float16:  # PyTorch's rule: scaled float16 gradients are already lossy
+                    if g.dtype == dtypes.float16:  # PyTorch's rule: scaled float16 gradients are already lossy
                         raise ValueError("Attempting to unscale FP16 gradients.")
-                    if not found and not bool(em.isfinite(g).all()):
+                    if not found and not bool(ops.isfinite(g).all()):
                         found = True
                     g.mul_(inv_scale)
         st["found_inf"] = 1.0 if found else 0.0

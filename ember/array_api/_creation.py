@@ -6,9 +6,13 @@ import math
 
 import numpy as np
 
-import ember
+from ember import creation, dtypes, ops
 from ember.array_api._dtypes import _check_dtype
 from ember.array_api._helpers import check_array
+from ember.device import Device
+from ember.dlpack import from_dlpack as _from_dlpack
+from ember.dtypes import DType
+from ember.tensor import Tensor
 
 
 def _dtype(fn, dtype):
@@ -23,32 +27,32 @@ def _infer_dtype(obj):
         if isinstance(o, (list, tuple)):
             for v in o:
                 walk(v)
-        elif isinstance(o, ember.Tensor):
+        elif isinstance(o, Tensor):
             kinds.add(o.dtype)
         else:
             kinds.add(type(o))
 
     walk(obj)
-    if any(isinstance(k, ember.dtype) for k in kinds):
+    if any(isinstance(k, DType) for k in kinds):
         out = None
         for k in kinds:
-            k = k if isinstance(k, ember.dtype) else _check_dtype("asarray", k)
-            out = k if out is None else ember.promote_types(out, k)
+            k = k if isinstance(k, DType) else _check_dtype("asarray", k)
+            out = k if out is None else dtypes.promote_types(out, k)
         return out
     if complex in kinds:
         raise TypeError("array_api.asarray: Ember has no complex dtypes")
     if not kinds or float in kinds or any(issubclass(k, float) for k in kinds if isinstance(k, type)):
-        return ember.get_default_dtype()
+        return dtypes.get_default_dtype()
     if kinds and kinds <= {bool, np.bool_}:
-        return ember.bool
-    return ember.int64
+        return dtypes.bool_
+    return dtypes.int64
 
 
 def asarray(obj, /, *, dtype=None, device=None, copy=None):
     """An array from an array, nested sequences of scalars, a scalar or a buffer; copy=False never copies."""
     dtype = _dtype("asarray", dtype)
-    if isinstance(obj, ember.Tensor):
-        same = (dtype is None or obj.dtype is dtype) and (device is None or ember.device(device) == obj.device)
+    if isinstance(obj, Tensor):
+        same = (dtype is None or obj.dtype is dtype) and (device is None or Device(device) == obj.device)
         if same and not copy:
             return obj
         if copy is False:
@@ -61,25 +65,25 @@ def asarray(obj, /, *, dtype=None, device=None, copy=None):
         if copy is False and (dtype is not None and arr.dtype != dtype.np or device not in (None, "cpu")):
             raise ValueError("array_api.asarray: copy=False, but a dtype or device change needs a copy")
         if copy is False:
-            return ember.from_numpy(arr)
-        return ember.tensor(arr.copy() if copy else arr, dtype=dtype, device=device)
+            return creation.from_numpy(arr)
+        return creation.tensor(arr.copy() if copy else arr, dtype=dtype, device=device)
     if copy is False:
         raise ValueError("array_api.asarray: copy=False needs an array or a buffer; Python objects are always copied")
     if dtype is None:
         dtype = _infer_dtype(obj)
     if isinstance(obj, (list, tuple)) and _has_tensor(obj):
         obj = _to_host(obj)
-    if dtype.category != ember.dtypes.FLOAT:  # a float that does not fit would be silently truncated
+    if dtype.category != dtypes.FLOAT:  # a float that does not fit would be silently truncated
         _check_ints(obj, dtype)
-    return ember.tensor(np.array(obj, dtype=dtype.np), dtype=dtype, device=device)
+    return creation.tensor(np.array(obj, dtype=dtype.np), dtype=dtype, device=device)
 
 
 def _has_tensor(obj) -> bool:
-    return any(isinstance(o, ember.Tensor) or (isinstance(o, (list, tuple)) and _has_tensor(o)) for o in obj)
+    return any(isinstance(o, Tensor) or (isinstance(o, (list, tuple)) and _has_tensor(o)) for o in obj)
 
 
 def _to_host(obj):
-    if isinstance(obj, ember.Tensor):
+    if isinstance(obj, Tensor):
         return obj.tolist()
     if isinstance(obj, (list, tuple)):
         return [_to_host(o) for o in obj]
@@ -87,7 +91,7 @@ def _to_host(obj):
 
 
 def _check_ints(obj, dtype):
-    info = np.iinfo(dtype.np) if dtype.category == ember.dtypes.INT else None
+    info = np.iinfo(dtype.np) if dtype.category == dtypes.INT else None
 
     def walk(o):
         if isinstance(o, (list, tuple)):
@@ -105,23 +109,23 @@ def _shape(fn, shape):
 
 def empty(shape, *, dtype=None, device=None):
     """An uninitialised array."""
-    return ember.empty(*_shape("empty", shape), dtype=_dtype("empty", dtype), device=device)
+    return creation.empty(*_shape("empty", shape), dtype=_dtype("empty", dtype), device=device)
 
 
 def zeros(shape, *, dtype=None, device=None):
     """An array of zeros."""
-    return ember.zeros(*_shape("zeros", shape), dtype=_dtype("zeros", dtype), device=device)
+    return creation.zeros(*_shape("zeros", shape), dtype=_dtype("zeros", dtype), device=device)
 
 
 def ones(shape, *, dtype=None, device=None):
     """An array of ones."""
-    return ember.ones(*_shape("ones", shape), dtype=_dtype("ones", dtype), device=device)
+    return creation.ones(*_shape("ones", shape), dtype=_dtype("ones", dtype), device=device)
 
 
 def full(shape, fill_value, *, dtype=None, device=None):
     """An array filled with fill_value (its dtype from fill_value when dtype is None)."""
     dtype = _dtype("full", dtype) or _infer_dtype([fill_value])
-    return ember.full(_shape("full", shape), fill_value, dtype=dtype, device=device)
+    return creation.full(_shape("full", shape), fill_value, dtype=dtype, device=device)
 
 
 def _like(fn, factory, x, dtype, device, *args):
@@ -158,29 +162,29 @@ def arange(start, /, stop=None, step=1, *, dtype=None, device=None):
     if step == 0:
         raise ValueError("array_api.arange: step must not be zero")
     if dtype is None:
-        dtype = ember.get_default_dtype() if any(isinstance(v, float) for v in (start, stop, step)) else ember.int64
+        dtype = dtypes.get_default_dtype() if any(isinstance(v, float) for v in (start, stop, step)) else dtypes.int64
     n = max(math.ceil((stop - start) / step), 0)
     # start + i * step computed in the result dtype's NumPy type, so the length is the standard's
     data = (np.arange(n, dtype=np.float64 if dtype.is_floating_point else np.int64) * step + start).astype(dtype.np)
-    return ember.tensor(data, dtype=dtype, device=device)
+    return creation.tensor(data, dtype=dtype, device=device)
 
 
 def eye(n_rows, n_cols=None, /, *, k=0, dtype=None, device=None):
     """Ones on the k-th diagonal, zeros elsewhere."""
-    dtype = _dtype("eye", dtype) or ember.get_default_dtype()
+    dtype = _dtype("eye", dtype) or dtypes.get_default_dtype()
     data = np.eye(n_rows, n_cols, k=k, dtype=dtype.np)
-    return ember.tensor(data, dtype=dtype, device=device)
+    return creation.tensor(data, dtype=dtype, device=device)
 
 
 def linspace(start, stop, /, num, *, dtype=None, device=None, endpoint=True):
     """num evenly spaced values from start to stop (stop excluded when endpoint=False)."""
     if isinstance(start, complex) or isinstance(stop, complex):
         raise TypeError("array_api.linspace: Ember has no complex dtypes")
-    dtype = _dtype("linspace", dtype) or ember.get_default_dtype()
+    dtype = _dtype("linspace", dtype) or dtypes.get_default_dtype()
     if endpoint:
-        return ember.linspace(start, stop, num, dtype=dtype, device=device)
+        return creation.linspace(start, stop, num, dtype=dtype, device=device)
     data = np.linspace(start, stop, num, endpoint=False, dtype=np.float64).astype(dtype.np)
-    return ember.tensor(data, dtype=dtype, device=device)
+    return creation.tensor(data, dtype=dtype, device=device)
 
 
 def meshgrid(*arrays, indexing="xy"):
@@ -199,20 +203,20 @@ def meshgrid(*arrays, indexing="xy"):
             axis = 1 - i
         view = [1] * len(arrays)
         view[axis] = a.shape[0]
-        out.append(ember.broadcast_to(ember.reshape(a, tuple(view)), tuple(shape)))
+        out.append(ops.broadcast_to(ops.reshape(a, tuple(view)), tuple(shape)))
     return out
 
 
 def tril(x, /, *, k=0):
     """The lower triangle of the last two axes (k shifts the diagonal)."""
-    return ember.tril(check_array("tril", x), k)
+    return ops.tril(check_array("tril", x), k)
 
 
 def triu(x, /, *, k=0):
     """The upper triangle of the last two axes."""
-    return ember.triu(check_array("triu", x), k)
+    return ops.triu(check_array("triu", x), k)
 
 
 def from_dlpack(x, /, *, device=None, copy=None):
     """An array sharing the memory of anything with `__dlpack__` (copy=True copies; device= moves it)."""
-    return ember.from_dlpack(x, device=device, copy=copy)
+    return _from_dlpack(x, device=device, copy=copy)

@@ -6,8 +6,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-import ember
 from ember import dtypes as _dt
+from ember.tensor import Tensor
 
 bool = _dt.bool_  # noqa: A001  (the standard's name)
 int8, int16, int32, int64, uint8 = _dt.int8, _dt.int16, _dt.int32, _dt.int64, _dt.uint8
@@ -63,7 +63,7 @@ def result_type(*arrays_and_dtypes):
     """The dtype the standard's promotion gives for these arrays, dtypes and Python scalars."""
     dtypes, scalars = [], []
     for x in arrays_and_dtypes:
-        if isinstance(x, ember.Tensor):
+        if isinstance(x, Tensor):
             dtypes.append(x.dtype)
         elif isinstance(x, (int, float, complex)) and not isinstance(x, _dt.DType):
             scalars.append(x)
@@ -86,7 +86,7 @@ def result_type(*arrays_and_dtypes):
 
 def can_cast(from_, to, /) -> bool:
     """Whether the standard's promotion rules allow from_ to become to."""
-    src = from_.dtype if isinstance(from_, ember.Tensor) else _check_dtype("can_cast", from_)
+    src = from_.dtype if isinstance(from_, Tensor) else _check_dtype("can_cast", from_)
     dst = _check_dtype("can_cast", to)
     if src is dst:
         return True
@@ -119,7 +119,7 @@ class iinfo_object:
 
 def finfo(type, /) -> finfo_object:  # noqa: A002  (the standard's parameter name)
     """Limits of a floating-point dtype (or an array's dtype)."""
-    dtype = type.dtype if isinstance(type, ember.Tensor) else _check_dtype("finfo", type)
+    dtype = type.dtype if isinstance(type, Tensor) else _check_dtype("finfo", type)
     if dtype not in (float32, float64):
         raise TypeError(f"array_api.finfo: expected a real floating dtype, got {dtype}")
     f = np.finfo(dtype.np)
@@ -128,7 +128,7 @@ def finfo(type, /) -> finfo_object:  # noqa: A002  (the standard's parameter nam
 
 def iinfo(type, /) -> iinfo_object:  # noqa: A002
     """Limits of an integer dtype (or an array's dtype)."""
-    dtype = type.dtype if isinstance(type, ember.Tensor) else _check_dtype("iinfo", type)
+    dtype = type.dtype if isinstance(type, Tensor) else _check_dtype("iinfo", type)
     if dtype not in _KINDS["integral"]:
         raise TypeError(f"array_api.iinfo: expected an integer dtype, got {dtype}")
     i = np.iinfo(dtype.np)

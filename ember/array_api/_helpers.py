@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-import ember
 from ember.array_api._dtypes import promote
+from ember.tensor import Tensor
 
 _SCALARS = (int, float, bool)
 
 
 def check_array(fn: str, x):
     """x, or a TypeError naming fn when it is not an array."""
-    if not isinstance(x, ember.Tensor):
+    if not isinstance(x, Tensor):
         raise TypeError(f"array_api.{fn}: expected an array, got {type(x).__name__}")
     return x
 
@@ -19,11 +19,11 @@ def promote_pair(fn: str, x1, x2):
     """The two operands with the standard's promotion applied (PyTorch's rules let a 0-d array of a
     wider dtype lose to a 1-d one, so both arrays are cast to the one result dtype first). A Python
     scalar stays as it is: Ember's rule for an array with a scalar of its kind is the standard's."""
-    if not isinstance(x1, ember.Tensor):
-        if not isinstance(x2, ember.Tensor):
+    if not isinstance(x1, Tensor):
+        if not isinstance(x2, Tensor):
             raise TypeError(f"array_api.{fn}: at least one argument must be an array")
         check_scalar(fn, x1)
-    elif not isinstance(x2, ember.Tensor):
+    elif not isinstance(x2, Tensor):
         check_scalar(fn, x2)
     elif x1.dtype is not x2.dtype:
         dtype = promote(fn, x1.dtype, x2.dtype)

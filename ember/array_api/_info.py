@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import ember
+from ember import cuda, dtypes
 from ember.array_api import _dtypes as d
+from ember.device import Device
 
 
 class Info:
@@ -15,18 +16,18 @@ class Info:
 
     def default_device(self):
         """The device arrays are created on when none is given."""
-        return ember.device("cpu")
+        return Device("cpu")
 
     def devices(self):
         """The devices this process can use."""
-        out = [ember.device("cpu")]
-        if ember.cuda.is_available():
-            out += [ember.device(f"cuda:{i}") for i in range(ember.cuda.device_count())]
+        out = [Device("cpu")]
+        if cuda.is_available():
+            out += [Device(f"cuda:{i}") for i in range(cuda.device_count())]
         return out
 
     def default_dtypes(self, *, device=None):
         """The default dtypes of Python floats and ints, and of indices."""
-        return {"real floating": ember.get_default_dtype(), "complex floating": None, "integral": d.int64,
+        return {"real floating": dtypes.get_default_dtype(), "complex floating": None, "integral": d.int64,
                 "indexing": d.int64}
 
     def dtypes(self, *, device=None, kind=None):

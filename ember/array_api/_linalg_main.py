@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import ember
+from ember import ops
 from ember.array_api._helpers import check_array, promote_pair
 
 
@@ -10,7 +10,7 @@ def matmul(x1, x2, /):
     """The matrix product with broadcasting over batch axes (1-d operands as vectors)."""
     check_array("matmul", x1)
     check_array("matmul", x2)
-    return ember.matmul(*promote_pair("matmul", x1, x2))
+    return ops.matmul(*promote_pair("matmul", x1, x2))
 
 
 def matrix_transpose(x, /):
@@ -18,7 +18,7 @@ def matrix_transpose(x, /):
     check_array("matrix_transpose", x)
     if x.ndim < 2:
         raise ValueError(f"array_api.matrix_transpose: needs at least 2 dimensions, got shape {tuple(x.shape)}")
-    return ember.swapaxes(x, -1, -2)
+    return ops.swapaxes(x, -1, -2)
 
 
 def tensordot(x1, x2, /, *, axes=2):
@@ -26,7 +26,7 @@ def tensordot(x1, x2, /, *, axes=2):
     x1, x2 = promote_pair("tensordot", check_array("tensordot", x1), check_array("tensordot", x2))
     if not isinstance(axes, int):
         axes = tuple(tuple(a) for a in axes)
-    return ember.tensordot(x1, x2, dims=axes)
+    return ops.tensordot(x1, x2, dims=axes)
 
 
 def vecdot(x1, x2, /, *, axis=-1):
@@ -37,4 +37,4 @@ def vecdot(x1, x2, /, *, axis=-1):
                          f"{tuple(x2.shape)}")
     if x1.shape[axis] != x2.shape[axis]:
         raise ValueError(f"array_api.vecdot: sizes along axis {axis} differ: {tuple(x1.shape)} vs {tuple(x2.shape)}")
-    return ember.sum(x1 * x2, dim=axis, dtype=x1.dtype)
+    return ops.sum(x1 * x2, dim=axis, dtype=x1.dtype)

@@ -2,19 +2,20 @@
 
 from __future__ import annotations
 
-import ember
+from ember import creation, dtypes, errors, ops
 from ember.array_api._dtypes import result_type
 from ember.array_api._helpers import check_array, norm_axes
+from ember.tensor import Tensor
 
 
 def broadcast_arrays(*arrays):
     """The arrays broadcast to one shape."""
-    return list(ember.broadcast_tensors(*arrays))
+    return list(ops.broadcast_tensors(*arrays))
 
 
 def broadcast_to(x, /, shape):
     """x broadcast to shape."""
-    return ember.broadcast_to(check_array("broadcast_to", x), tuple(shape))
+    return ops.broadcast_to(check_array("broadcast_to", x), tuple(shape))
 
 
 def _same_dtype(fn, arrays):
@@ -27,18 +28,18 @@ def concat(arrays, /, *, axis=0):
     """The arrays joined along axis (axis=None flattens them first)."""
     arrays = _same_dtype("concat", arrays)
     if axis is None:
-        return ember.cat([ember.reshape(a, (-1,)) for a in arrays], 0)
-    return ember.cat(arrays, axis)
+        return ops.cat([ops.reshape(a, (-1,)) for a in arrays], 0)
+    return ops.cat(arrays, axis)
 
 
 def stack(arrays, /, *, axis=0):
     """The arrays joined along a new axis."""
-    return ember.stack(_same_dtype("stack", arrays), axis)
+    return ops.stack(_same_dtype("stack", arrays), axis)
 
 
 def unstack(x, /, *, axis=0):
     """The slices of x along axis, as a tuple."""
-    return tuple(ember.unbind(check_array("unstack", x), axis))
+    return tuple(ops.unbind(check_array("unstack", x), axis))
 
 
 def expand_dims(x, /, axis=0):
@@ -56,7 +57,7 @@ def expand_dims(x, /, axis=0):
     shape, it = [], iter(x.shape)
     for i in range(n):
         shape.append(1 if i in new else next(it))
-    return ember.reshape(x, tuple(shape))
+    return ops.reshape(x, tuple(shape))
 
 
 def squeeze(x, /, axis):
@@ -66,32 +67,32 @@ def squeeze(x, /, axis):
     for a in axes:
         if x.shape[a] != 1:
             raise ValueError(f"array_api.squeeze: axis {a} has size {x.shape[a]}, not 1 (shape {tuple(x.shape)})")
-    return ember.reshape(x, tuple(d for i, d in enumerate(x.shape) if i not in axes))
+    return ops.reshape(x, tuple(d for i, d in enumerate(x.shape) if i not in axes))
 
 
 def flip(x, /, *, axis=None):
     """x with the order of elements reversed along axis (all axes by default)."""
     check_array("flip", x)
     axes = norm_axes("flip", axis, x.ndim)
-    return ember.flip(x, axes) if axes else ember.clone(x)
+    return ops.flip(x, axes) if axes else ops.clone(x)
 
 
 def roll(x, /, shift, *, axis=None):
     """x with elements shifted along axis, wrapping around (flattened when axis is None)."""
     check_array("roll", x)
     if axis is None:
-        return ember.reshape(ember.roll(ember.reshape(x, (-1,)), shift, 0), x.shape)
-    return ember.roll(x, shift, axis)
+        return ops.reshape(ops.roll(ops.reshape(x, (-1,)), shift, 0), x.shape)
+    return ops.roll(x, shift, axis)
 
 
 def permute_dims(x, /, axes):
     """x with its axes reordered."""
-    return ember.permute(check_array("permute_dims", x), tuple(axes))
+    return ops.permute(check_array("permute_dims", x), tuple(axes))
 
 
 def moveaxis(x, source, destination, /):
     """x with the source axes moved to destination."""
-    return ember.movedim(check_array("moveaxis", x), source, destination)
+    return ops.movedim(check_array("moveaxis", x), source, destination)
 
 
 def reshape(x, /, shape, *, copy=None):
@@ -99,24 +100,24 @@ def reshape(x, /, shape, *, copy=None):
     check_array("reshape", x)
     shape = tuple(shape)
     if copy:
-        return ember.reshape(ember.clone(x), shape)
+        return ops.reshape(ops.clone(x), shape)
     if copy is False:
-        return ember.view(x, shape)
-    return ember.reshape(x, shape)
+        return ops.view(x, shape)
+    return ops.reshape(x, shape)
 
 
 def tile(x, repetitions, /):
     """x repeated `repetitions` times along each axis."""
-    return ember.tile(check_array("tile", x), tuple(repetitions))
+    return ops.tile(check_array("tile", x), tuple(repetitions))
 
 
 def repeat(x, repeats, /, *, axis=None):
     """Each element repeated `repeats` times (an int or a 1-d array) along axis (flattened when None)."""
     check_array("repeat", x)
     if axis is None:
-        x, axis = ember.reshape(x, (-1,)), 0
+        x, axis = ops.reshape(x, (-1,)), 0
     axis = norm_axes("repeat", axis, x.ndim)[0]
-    counts = repeats.tolist() if isinstance(repeats, ember.Tensor) else repeats
+    counts = repeats.tolist() if isinstance(repeats, Tensor) else repeats
     n = x.shape[axis]
     if isinstance(counts, int):
         counts = [counts] * n
@@ -126,8 +127,8 @@ def repeat(x, repeats, /, *, axis=None):
         raise ValueError(f"array_api.repeat: {len(counts)} repeats for an axis of size {n}")
     if any(c < 0 for c in counts):
         raise ValueError("array_api.repeat: repeats must be non-negative")
-    index = ember.tensor([i for i, c in enumerate(counts) for _ in range(c)], dtype=ember.int64, device=x.device)
-    return ember.index_select(x, axis, index)
+    index = creation.tensor([i for i, c in enumerate(counts) for _ in range(c)], dtype=dtypes.int64, device=x.device)
+    return ops.index_select(x, axis, index)
 
 
 def broadcast_shapes(*shapes):
@@ -136,5 +137,5 @@ def broadcast_shapes(*shapes):
 
     try:
         return _bs("broadcast_shapes", *[tuple(s) for s in shapes]) if shapes else ()
-    except ember.ShapeError as e:
+    except errors.ShapeError as e:
         raise ValueError(str(e)) from None

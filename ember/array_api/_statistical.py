@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import builtins
 
-import ember
+from ember import creation, dtypes, ops
 from ember.array_api._dtypes import _check_dtype
 from ember.array_api._helpers import check_array, norm_axes
 
@@ -13,7 +13,7 @@ def _reduce(fn_name, fn, x, axis, keepdims, **kw):
     check_array(fn_name, x)
     axes = norm_axes(fn_name, axis, x.ndim)
     if x.ndim and not axes:  # axis=() reduces nothing (PyTorch's dim=() would reduce everything)
-        return fn(ember.unsqueeze(x, 0), dim=0, keepdim=False, **kw)
+        return fn(ops.unsqueeze(x, 0), dim=0, keepdim=False, **kw)
     if not x.ndim:
         return fn(x, **kw)
     return fn(x, dim=axes, keepdim=keepdims, **kw)
@@ -23,8 +23,8 @@ def _acc_dtype(x, dtype):
     """The standard's accumulator dtype: the given one, else ints widen to int64 and floats stay."""
     if dtype is not None:
         return _check_dtype("sum", dtype)
-    if x.dtype is ember.bool or x.dtype.category == ember.dtypes.INT:
-        return ember.int64
+    if x.dtype is dtypes.bool_ or x.dtype.category == dtypes.INT:
+        return dtypes.int64
     return x.dtype
 
 
@@ -32,7 +32,7 @@ def sum(x, /, *, axis=None, dtype=None, keepdims=False):  # noqa: A001
     """The sum over axis (ints accumulate in int64 unless dtype says otherwise)."""
     check_array("sum", x)
     acc = _acc_dtype(x, dtype)
-    return _reduce("sum", ember.sum, x.to(acc), axis, keepdims, dtype=acc)
+    return _reduce("sum", ops.sum, x.to(acc), axis, keepdims, dtype=acc)
 
 
 def prod(x, /, *, axis=None, dtype=None, keepdims=False):
@@ -41,53 +41,53 @@ def prod(x, /, *, axis=None, dtype=None, keepdims=False):
     x = x.to(_acc_dtype(x, dtype))
     axes = norm_axes("prod", axis, x.ndim)
     if x.ndim and not axes:
-        return ember.clone(x)
+        return ops.clone(x)
     out = x
     for a in reversed(axes):  # PyTorch's prod reduces one dim at a time
-        out = ember.prod(out, dim=a, keepdim=keepdims, dtype=x.dtype)
-    return out if x.ndim else ember.prod(x, dtype=x.dtype)
+        out = ops.prod(out, dim=a, keepdim=keepdims, dtype=x.dtype)
+    return out if x.ndim else ops.prod(x, dtype=x.dtype)
 
 
 def mean(x, /, *, axis=None, keepdims=False):
     """The arithmetic mean over axis (floating-point arrays)."""
-    return _reduce("mean", ember.mean, x, axis, keepdims)
+    return _reduce("mean", ops.mean, x, axis, keepdims)
 
 
 def max(x, /, *, axis=None, keepdims=False):  # noqa: A001
     """The largest element over axis (NaN propagates)."""
-    return _reduce("max", ember.amax, x, axis, keepdims)
+    return _reduce("max", ops.amax, x, axis, keepdims)
 
 
 def min(x, /, *, axis=None, keepdims=False):  # noqa: A001
     """The smallest element over axis (NaN propagates)."""
-    return _reduce("min", ember.amin, x, axis, keepdims)
+    return _reduce("min", ops.amin, x, axis, keepdims)
 
 
 def var(x, /, *, axis=None, correction=0.0, keepdims=False):
     """The variance over axis with `correction` degrees of freedom removed."""
-    return _reduce("var", ember.var, x, axis, keepdims, correction=correction)
+    return _reduce("var", ops.var, x, axis, keepdims, correction=correction)
 
 
 def std(x, /, *, axis=None, correction=0.0, keepdims=False):
     """The standard deviation over axis with `correction` degrees of freedom removed."""
-    return _reduce("std", ember.std, x, axis, keepdims, correction=correction)
+    return _reduce("std", ops.std, x, axis, keepdims, correction=correction)
 
 
 def all(x, /, *, axis=None, keepdims=False):  # noqa: A001
     """Whether every element over axis is true."""
-    return _bool_reduce("all", ember.all, x, axis, keepdims)
+    return _bool_reduce("all", ops.all, x, axis, keepdims)
 
 
 def any(x, /, *, axis=None, keepdims=False):  # noqa: A001
     """Whether some element over axis is true."""
-    return _bool_reduce("any", ember.any, x, axis, keepdims)
+    return _bool_reduce("any", ops.any, x, axis, keepdims)
 
 
 def _bool_reduce(name, fn, x, axis, keepdims):
     check_array(name, x)
     axes = norm_axes(name, axis, x.ndim)
     if x.ndim and not axes:
-        return x.to(ember.bool)
+        return x.to(dtypes.bool_)
     out = x
     for a in reversed(axes):
         out = fn(out, dim=a, keepdim=keepdims)
@@ -103,22 +103,22 @@ def _cumulative(name: str, scan, start: float, x, axis, dtype, include_initial: 
         axis = 0
     x = x.to(_acc_dtype(x, dtype))
     axis = norm_axes(name, axis, x.ndim)[0]
-    out = scan(x, axis, dtype=x.dtype) if x.shape[axis] else ember.clone(x)  # dtype=: PyTorch widens ints
+    out = scan(x, axis, dtype=x.dtype) if x.shape[axis] else ops.clone(x)  # dtype=: PyTorch widens ints
     if include_initial:
         shape = list(x.shape)
         shape[axis] = 1
-        out = ember.cat([ember.full(shape, start, dtype=x.dtype, device=x.device), out], axis)
+        out = ops.cat([creation.full(shape, start, dtype=x.dtype, device=x.device), out], axis)
     return out
 
 
 def cumulative_sum(x, /, *, axis=None, dtype=None, include_initial=False):
     """Running sums along axis (which may be omitted for 1-d arrays); include_initial prepends a zero."""
-    return _cumulative("cumulative_sum", ember.cumsum, 0, x, axis, dtype, include_initial)
+    return _cumulative("cumulative_sum", ops.cumsum, 0, x, axis, dtype, include_initial)
 
 
 def cumulative_prod(x, /, *, axis=None, dtype=None, include_initial=False):
     """Running products along axis (which may be omitted for 1-d arrays); include_initial prepends a one."""
-    return _cumulative("cumulative_prod", ember.cumprod, 1, x, axis, dtype, include_initial)
+    return _cumulative("cumulative_prod", ops.cumprod, 1, x, axis, dtype, include_initial)
 
 
 def count_nonzero(x, /, *, axis=None, keepdims=False):
@@ -142,7 +142,7 @@ def diff(x, /, *, axis=-1, n=1, prepend=None, append=None):
         x = concat(parts, axis=axis)
     for _ in range(n):
         m = x.shape[axis]
-        hi = ember.narrow(x, axis, 1, builtins.max(m - 1, 0)) if m else x
-        lo = ember.narrow(x, axis, 0, builtins.max(m - 1, 0)) if m else x
-        x = ember.logical_xor(hi, lo) if x.dtype is ember.bool else hi - lo
+        hi = ops.narrow(x, axis, 1, builtins.max(m - 1, 0)) if m else x
+        lo = ops.narrow(x, axis, 0, builtins.max(m - 1, 0)) if m else x
+        x = ops.logical_xor(hi, lo) if x.dtype is dtypes.bool_ else hi - lo
     return x

@@ -9,7 +9,8 @@ batch. Outside training, or in a world of one, it is ordinary BatchNorm.
 
 from __future__ import annotations
 
-import ember as em
+from ember import creation, ops
+from ember.autograd import grad_mode
 from ember.distributed.group import resolve, state
 from ember.distributed.nn.functional import all_reduce
 from ember.nn.modules.batchnorm import _BatchNorm
@@ -43,19 +44,19 @@ class SyncBatchNorm(_BatchNorm):
         c = input.shape[1]
         dims = [0] + list(range(2, input.ndim))
         shape = (1, c) + (1,) * (input.ndim - 2)
-        count = em.full((1,), float(input.numel() // c if c else 0), dtype=input.dtype, device=input.device)
-        totals = all_reduce(em.cat([input.sum(dim=dims), count]), group=pg)
+        count = creation.full((1,), float(input.numel() // c if c else 0), dtype=input.dtype, device=input.device)
+        totals = all_reduce(ops.cat([input.sum(dim=dims), count]), group=pg)
         n = totals[c]
         mean = totals[:c] / n
         centred = input - mean.reshape(shape)
         var = all_reduce((centred * centred).sum(dim=dims), group=pg) / n
-        out = centred * em.rsqrt(var + self.eps).reshape(shape)
+        out = centred * ops.rsqrt(var + self.eps).reshape(shape)
         if self.weight is not None:
             out = out * self.weight.reshape(shape)
         if self.bias is not None:
             out = out + self.bias.reshape(shape)
         if self.track_running_stats and self.running_mean is not None:
-            with em.no_grad():
+            with grad_mode.no_grad():
                 self.running_mean.mul_(1.0 - factor).add_(mean.detach().to(self.running_mean.dtype) * factor)
                 unbiased = (var.detach() * n / (n - 1)).to(self.running_var.dtype)
                 self.running_var.mul_(1.0 - factor).add_(unbiased * factor)
@@ -68,7 +69,7 @@ class SyncBatchNorm(_BatchNorm):
             w = module.weight
             new = cls(module.num_features, module.eps, module.momentum, module.affine, module.track_running_stats,
                       process_group, device=w.device if w is not None else None, dtype=w.dtype if w is not None else None)
-            with em.no_grad():
+            with grad_mode.no_grad():
                 if module.affine:
                     new.weight = Parameter(module.weight.detach().clone(), requires_grad=module.weight.requires_grad)
                     if module.bias is not None:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-import ember as em
+from ember import creation, ops
+from ember.autograd import grad_mode
 from ember.distributions import constraints
 from ember.distributions.distribution import Distribution, as_float_tensor, clamp_probs
 from ember.nn import functional as F
@@ -29,7 +30,7 @@ class Bernoulli(Distribution):
     def __getattr__(self, name: str):
         # The parameter not given is derived on first use (PyTorch's lazy_property).
         if name == "probs":
-            self.__dict__["probs"] = value = em.sigmoid(self.__dict__["logits"])
+            self.__dict__["probs"] = value = ops.sigmoid(self.__dict__["logits"])
             return value
         if name == "logits":
             p = clamp_probs(self.__dict__["probs"])
@@ -52,13 +53,13 @@ class Bernoulli(Distribution):
 
     def sample(self, sample_shape=()) -> Tensor:
         shape = self._extended_shape(sample_shape)
-        with em.no_grad():
-            return em.bernoulli(self.probs.detach().expand(*shape))
+        with grad_mode.no_grad():
+            return creation.bernoulli(self.probs.detach().expand(*shape))
 
     def log_prob(self, value) -> Tensor:
         if self._validate_args:
             self._validate_sample(value)
-        logits, value = em.broadcast_tensors(self.logits, value.to(self.logits.dtype))
+        logits, value = ops.broadcast_tensors(self.logits, value.to(self.logits.dtype))
         return -F.binary_cross_entropy_with_logits(logits, value, reduction="none")
 
     def entropy(self) -> Tensor:

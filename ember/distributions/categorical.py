@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import math
 
-import ember as em
+from ember import creation, dtypes, ops
+from ember.autograd import grad_mode
 from ember.distributions import constraints
 from ember.distributions.distribution import Distribution, as_float_tensor, clamp_probs, finfo
 from ember.tensor import Tensor
@@ -40,7 +41,7 @@ class Categorical(Distribution):
     def __getattr__(self, name: str):
         # The parameter not given is derived on first use (PyTorch's lazy_property).
         if name == "probs":
-            self.__dict__["probs"] = value = em.softmax(self.__dict__["logits"], -1)
+            self.__dict__["probs"] = value = ops.softmax(self.__dict__["logits"], -1)
             return value
         if name == "logits":
             self.__dict__["logits"] = value = clamp_probs(self.__dict__["probs"]).log()
@@ -57,7 +58,7 @@ class Categorical(Distribution):
 
     @property
     def mean(self) -> Tensor:
-        return em.full(self._batch_shape, math.nan, dtype=self.probs.dtype, device=self.probs.device)
+        return creation.full(self._batch_shape, math.nan, dtype=self.probs.dtype, device=self.probs.device)
 
     @property
     def mode(self) -> Tensor:
@@ -65,23 +66,23 @@ class Categorical(Distribution):
 
     @property
     def variance(self) -> Tensor:
-        return em.full(self._batch_shape, math.nan, dtype=self.probs.dtype, device=self.probs.device)
+        return creation.full(self._batch_shape, math.nan, dtype=self.probs.dtype, device=self.probs.device)
 
     def sample(self, sample_shape=()) -> Tensor:
         shape = self._extended_shape(sample_shape)
         n = 1
         for d in shape[: len(shape) - len(self._batch_shape)]:
             n *= d
-        with em.no_grad():
+        with grad_mode.no_grad():
             probs_2d = self.probs.detach().reshape(-1, self._num_events)
-            draws = em.multinomial(probs_2d, n, True).t()  # (n, batch)
+            draws = creation.multinomial(probs_2d, n, True).t()  # (n, batch)
         return draws.reshape(*shape)
 
     def log_prob(self, value) -> Tensor:
         if self._validate_args:
             self._validate_sample(value)
-        value = value.to(em.int64).unsqueeze(-1)
-        value, log_pmf = em.broadcast_tensors(value, self.logits)
+        value = value.to(dtypes.int64).unsqueeze(-1)
+        value, log_pmf = ops.broadcast_tensors(value, self.logits)
         return log_pmf.gather(-1, value[..., :1]).squeeze(-1)
 
     def entropy(self) -> Tensor:
@@ -90,7 +91,7 @@ class Categorical(Distribution):
 
     def enumerate_support(self, expand: bool = True) -> Tensor:
         """The values 0..K-1, shaped (K, *batch_shape) (or (K, 1, ...) without expand)."""
-        values = em.arange(self._num_events, device=self.probs.device).reshape(-1, *([1] * len(self._batch_shape)))
+        values = creation.arange(self._num_events, device=self.probs.device).reshape(-1, *([1] * len(self._batch_shape)))
         return values.expand(self._num_events, *self._batch_shape) if expand else values
 
 

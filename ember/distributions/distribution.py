@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-import ember as em
-from ember import dispatch
+from ember import creation, dispatch, dtypes
+from ember.autograd import grad_mode
 from ember.tensor import Tensor
 
 _VALIDATE_DEFAULT = True
@@ -81,7 +81,7 @@ class Distribution:
 
     def sample(self, sample_shape=()) -> Tensor:
         """Samples of shape sample_shape + batch_shape + event_shape, with no gradient."""
-        with em.no_grad():
+        with grad_mode.no_grad():
             return self.rsample(sample_shape)
 
     def rsample(self, sample_shape=()) -> Tensor:
@@ -125,10 +125,10 @@ class Distribution:
 def as_float_tensor(x, like=None) -> Tensor:
     """A parameter as a floating tensor (numbers take like's dtype, or the default)."""
     if isinstance(x, Tensor):
-        return x if x.dtype.is_floating_point else x.to(em.get_default_dtype())
+        return x if x.dtype.is_floating_point else x.to(dtypes.get_default_dtype())
     dtype = like.dtype if isinstance(like, Tensor) and like.dtype.is_floating_point else None
     device = like.device if isinstance(like, Tensor) else None
-    return em.tensor(float(x), dtype=dtype, device=device)
+    return creation.tensor(float(x), dtype=dtype, device=device)
 
 
 def finfo(dtype):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-import ember as em
+from ember import creation, ops
 from ember.distributions import constraints
 from ember.distributions.distribution import Distribution, as_float_tensor
 from ember.tensor import Tensor
@@ -20,7 +20,7 @@ class Normal(Distribution):
     def __init__(self, loc, scale, validate_args: bool | None = None) -> None:
         like = loc if isinstance(loc, Tensor) else scale
         loc, scale = as_float_tensor(loc, like), as_float_tensor(scale, like)
-        self.loc, self.scale = em.broadcast_tensors(loc, scale)
+        self.loc, self.scale = ops.broadcast_tensors(loc, scale)
         super().__init__(self.loc.shape, (), validate_args)
 
     @property
@@ -41,7 +41,7 @@ class Normal(Distribution):
 
     def rsample(self, sample_shape=()) -> Tensor:
         shape = self._extended_shape(sample_shape)
-        eps = em.randn(*shape, dtype=self.loc.dtype, device=self.loc.device)
+        eps = creation.randn(*shape, dtype=self.loc.dtype, device=self.loc.device)
         return self.loc + eps * self.scale
 
     def log_prob(self, value) -> Tensor:
@@ -54,7 +54,7 @@ class Normal(Distribution):
         """P(X <= value)."""
         if self._validate_args:
             self._validate_sample(value)
-        return 0.5 * (1 + em.erf((value - self.loc) * self.scale.reciprocal() / math.sqrt(2)))
+        return 0.5 * (1 + ops.erf((value - self.loc) * self.scale.reciprocal() / math.sqrt(2)))
 
     def entropy(self) -> Tensor:
         return 0.5 + 0.5 * math.log(2 * math.pi) + self.scale.log()

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import ember as em
-from ember import nn
+from ember import dtypes, nn, ops
 from ember.tensor import Tensor
 
 
@@ -14,7 +13,7 @@ class LSTMClassifier(nn.Module):
     is taken after the whole sequence, so pad sequences on the left (or use equal lengths).
     """
 
-    input_dtypes = (em.int64,)  # token ids; em.summary builds its example input with this dtype
+    input_dtypes = (dtypes.int64,)  # token ids; em.summary builds its example input with this dtype
 
     def __init__(self, vocab_size: int, embed_dim: int = 64, hidden_size: int = 128, num_classes: int = 2,
                  num_layers: int = 1, bidirectional: bool = False, dropout: float = 0.0,
@@ -33,7 +32,7 @@ class LSTMClassifier(nn.Module):
     def forward(self, tokens: Tensor) -> Tensor:
         """Logits (B, num_classes) for token ids (B, T)."""
         _, (h_n, _) = self.lstm(self.embedding(tokens))
-        h = em.cat([h_n[-2], h_n[-1]], dim=1) if self.bidirectional else h_n[-1]
+        h = ops.cat([h_n[-2], h_n[-1]], dim=1) if self.bidirectional else h_n[-1]
         return self.fc(self.dropout(h))
 
 

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-import ember as em
-from ember import nn
+from ember import nn, ops
 from ember.nn import functional as F
 from ember.tensor import Tensor
 
@@ -115,7 +114,7 @@ class MobileNetV2(nn.Module):
     def forward(self, x: Tensor) -> Tensor:
         x = self.features(x)
         x = F.adaptive_avg_pool2d(x, (1, 1))
-        x = em.flatten(x, 1)
+        x = ops.flatten(x, 1)
         return self.classifier(x)
 
 

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import ember as em
-from ember import nn
+from ember import dtypes, nn, ops
 from ember.tensor import Tensor
 
 
@@ -16,7 +15,7 @@ class NCF(nn.Module):
     on implicit feedback. The MLP tower's user and item embeddings are hidden[0] // 2 wide each.
     """
 
-    input_dtypes = (em.int64, em.int64)  # user and item ids; em.summary builds its example inputs with these
+    input_dtypes = (dtypes.int64, dtypes.int64)  # user and item ids; em.summary builds its example inputs with these
 
     def __init__(self, num_users: int, num_items: int, embed_dim: int = 32, hidden: Sequence[int] = (64, 32, 16),
                  dropout: float = 0.0) -> None:
@@ -48,8 +47,8 @@ class NCF(nn.Module):
     def forward(self, user_ids: Tensor, item_ids: Tensor) -> Tensor:
         """Logits (B,) for each (user, item) pair."""
         gmf = self.gmf_user(user_ids) * self.gmf_item(item_ids)
-        mlp = self.mlp(em.cat([self.mlp_user(user_ids), self.mlp_item(item_ids)], dim=-1))
-        return self.predict(em.cat([gmf, mlp], dim=-1)).squeeze(-1)
+        mlp = self.mlp(ops.cat([self.mlp_user(user_ids), self.mlp_item(item_ids)], dim=-1))
+        return self.predict(ops.cat([gmf, mlp], dim=-1)).squeeze(-1)
 
 
 def ncf(num_users: int, num_items: int, embed_dim: int = 32, hidden: Sequence[int] = (64, 32, 16),

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-import ember as em
-from ember import nn
+from ember import nn, ops
 from ember.tensor import Tensor
 
 
@@ -130,7 +129,7 @@ class ResNet(nn.Module):
     def forward(self, x: Tensor) -> Tensor:
         x = self.maxpool(self.relu(self.bn1(self.conv1(x))))
         x = self.layer4(self.layer3(self.layer2(self.layer1(x))))
-        x = em.flatten(self.avgpool(x), 1)
+        x = ops.flatten(self.avgpool(x), 1)
         return self.fc(x)
 
 

@@ -14,11 +14,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import ember as em
-from ember import autograd
-from ember.autograd import Node, walk
+from ember import autograd, creation
+from ember.autograd import Node, grad_mode, walk
 from ember.backends.meta import MetaArray
 from ember.device import as_device
+from ember.dtypes import float32
 from ember.nn import Module, Parameter
 from ember.ops.linalg import parse_einsum
 from ember.tensor import Tensor
@@ -124,13 +124,13 @@ def summary(model: Module, input_size: Any = None, dtypes: Sequence | None = Non
     tracer = _Tracer(work, depth)
     work.train()
     try:
-        with em.enable_grad():
+        with grad_mode.enable_grad():
             output = tracer.run(inputs)
     finally:
         tracer.remove()
         for m, mode in modes:
             m.training = mode
-        with em.no_grad():
+        with grad_mode.no_grad():
             for b, value in kept:
                 b.copy_(value)
 
@@ -180,16 +180,16 @@ def _example_inputs(model: Module, input_size: Any, dtypes: Sequence | None, dev
     out = []
     for i, s in enumerate(specs):
         if isinstance(s, Tensor):
-            out.append(em.empty(tuple(s.shape), dtype=s.dtype, device=device) if device.type == "meta"
+            out.append(creation.empty(tuple(s.shape), dtype=s.dtype, device=device) if device.type == "meta"
                        else s.to(device))
             continue
-        dtype = dtypes[i] if dtypes is not None else em.float32
+        dtype = dtypes[i] if dtypes is not None else float32
         if device.type == "meta":
-            out.append(em.empty(tuple(s), dtype=dtype, device=device))
+            out.append(creation.empty(tuple(s), dtype=dtype, device=device))
         elif dtype.is_floating_point:
-            out.append(em.randn(tuple(s), dtype=dtype, device=device))
+            out.append(creation.randn(tuple(s), dtype=dtype, device=device))
         else:
-            out.append(em.zeros(tuple(s), dtype=dtype, device=device))  # ids: 0 is valid for any table size
+            out.append(creation.zeros(tuple(s), dtype=dtype, device=device))  # ids: 0 is valid for any table size
     return out
 
 
@@ -201,14 +201,14 @@ def _meta_copy(model: Module) -> Module:
     """
     memo: dict[int, Any] = {}
     for p in model.parameters():
-        memo[id(p)] = Parameter(em.empty(tuple(p.shape), dtype=p.dtype, device="meta"),
+        memo[id(p)] = Parameter(creation.empty(tuple(p.shape), dtype=p.dtype, device="meta"),
                                 requires_grad=p.dtype.is_floating_point)
     for b in model.buffers():
-        memo[id(b)] = em.empty(tuple(b.shape), dtype=b.dtype, device="meta")
+        memo[id(b)] = creation.empty(tuple(b.shape), dtype=b.dtype, device="meta")
     for m in model.modules():  # plain tensor attributes (cached masks, tables) would be copied for real
         for v in vars(m).values():
             if isinstance(v, Tensor) and id(v) not in memo:
-                memo[id(v)] = em.empty(tuple(v.shape), dtype=v.dtype, device="meta")
+                memo[id(v)] = creation.empty(tuple(v.shape), dtype=v.dtype, device="meta")
     twin = copy.deepcopy(model, memo)
     for m in twin.modules():  # the user's hooks stay on the real model; they may not expect meta tensors
         for store in ("_forward_hooks", "_forward_hooks_with_kwargs", "_forward_hooks_always_called",

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import math
 
-import ember as em
-from ember import nn
+from ember import creation, dtypes, nn, ops
+from ember import random as ember_random
+from ember.autograd import grad_mode
 from ember.nn import functional as F
 from ember.tensor import Tensor
 
@@ -69,7 +70,7 @@ class Block(nn.Module):
 class TransformerLM(nn.Module):
     """Token + learned position embeddings, n_layer blocks, final LayerNorm, linear head to the vocabulary."""
 
-    input_dtypes = (em.int64,)  # token ids; em.summary builds its example input with this dtype
+    input_dtypes = (dtypes.int64,)  # token ids; em.summary builds its example input with this dtype
 
     def __init__(self, vocab_size: int, block_size: int = 64, n_layer: int = 2, n_head: int = 4, n_embd: int = 128,
                  dropout: float = 0.0, tie_weights: bool = True, bias: bool = True) -> None:
@@ -108,15 +109,15 @@ class TransformerLM(nn.Module):
         t = idx.shape[-1]
         if t > self.block_size:
             raise ValueError(f"transformer_lm: sequence length {t} exceeds block_size {self.block_size}")
-        pos = em.arange(t, dtype=em.int64, device=idx.device)
+        pos = creation.arange(t, dtype=dtypes.int64, device=idx.device)
         x = self.transformer.drop(self.transformer.wte(idx) + self.transformer.wpe(pos))
         for block in self.transformer.h:
             x = block(x)
         return self.lm_head(self.transformer.ln_f(x))
 
-    @em.no_grad()
+    @grad_mode.no_grad()
     def generate(self, idx: Tensor, max_new_tokens: int, temperature: float = 1.0, top_k: int | None = None,
-                 generator: em.Generator | None = None) -> Tensor:
+                 generator: ember_random.Generator | None = None) -> Tensor:
         """Extend idx (B, T) by max_new_tokens sampled tokens; temperature 0 means greedy decoding.
 
         Only the last block_size tokens condition each step. Call model.eval() first when it has dropout.
@@ -125,15 +126,15 @@ class TransformerLM(nn.Module):
             context = idx if idx.shape[1] <= self.block_size else idx[:, -self.block_size:]
             logits = self(context)[:, -1, :]
             if temperature == 0:
-                nxt = em.argmax(logits, dim=-1, keepdim=True)
+                nxt = ops.argmax(logits, dim=-1, keepdim=True)
             else:
                 logits = logits / temperature
                 if top_k is not None:
-                    kth = em.topk(logits, min(top_k, logits.shape[-1]), dim=-1)[0][:, -1:]
+                    kth = ops.topk(logits, min(top_k, logits.shape[-1]), dim=-1)[0][:, -1:]
                     logits = logits.masked_fill(logits < kth, float("-inf"))
                 probs = F.softmax(logits, dim=-1)
-                nxt = em.multinomial(probs, 1, generator=generator)
-            idx = em.cat([idx, nxt.to(idx.dtype)], dim=1)
+                nxt = creation.multinomial(probs, 1, generator=generator)
+            idx = ops.cat([idx, nxt.to(idx.dtype)], dim=1)
         return idx
 
 

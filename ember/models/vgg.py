@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import ember as em
-from ember import nn
+from ember import nn, ops
 from ember.tensor import Tensor
 
 # Channel counts per conv layer; "M" is a 2x2 max-pool (configurations A, D and E of the paper).
@@ -47,7 +46,7 @@ class VGG(nn.Module):
     def forward(self, x: Tensor) -> Tensor:
         x = self.features(x)
         x = self.avgpool(x)
-        x = em.flatten(x, 1)
+        x = ops.flatten(x, 1)
         return self.classifier(x)
 
 

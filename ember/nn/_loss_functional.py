@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import warnings
 
-import ember as em
+from ember import creation, dtypes, ops
 from ember.amp.state import autocast_function
 from ember.errors import DtypeError
 from ember.ops.cross_entropy import cross_entropy as _fused_cross_entropy
@@ -42,9 +42,9 @@ def _float_inputs(op: str, *tensors: Tensor) -> None:
 
 def _reduce(loss: Tensor, reduction: str) -> Tensor:
     if reduction == "mean":
-        return em.mean(loss)
+        return ops.mean(loss)
     if reduction == "sum":
-        return em.sum(loss)
+        return ops.sum(loss)
     return loss
 
 
@@ -66,7 +66,7 @@ def _weighted(loss: Tensor, weight: Tensor | None, reduction: str, mean_by_weigh
         raise ValueError("Weights and input must have the same size.")
     loss = loss * weight
     if reduction == "mean" and mean_by_weight:
-        return em.sum(loss) / em.sum(weight)
+        return ops.sum(loss) / ops.sum(weight)
     return _reduce(loss, reduction)
 
 
@@ -78,7 +78,7 @@ def mse_loss(input: Tensor, target: Tensor, size_average=None, reduce=None, redu
     _float_inputs("mse_loss", input, target)
     reduction = _reduction(size_average, reduce, reduction)
     _warn_size(input, target)
-    return _weighted(em.square(input - target), weight, reduction, True)
+    return _weighted(ops.square(input - target), weight, reduction, True)
 
 
 @autocast_function("fp32")
@@ -88,7 +88,7 @@ def l1_loss(input: Tensor, target: Tensor, size_average=None, reduce=None, reduc
     _float_inputs("l1_loss", input, target)
     reduction = _reduction(size_average, reduce, reduction)
     _warn_size(input, target)
-    return _weighted(em.abs(input - target), weight, reduction, True)
+    return _weighted(ops.abs(input - target), weight, reduction, True)
 
 
 @autocast_function("fp32")
@@ -101,10 +101,10 @@ def smooth_l1_loss(input: Tensor, target: Tensor, size_average=None, reduce=None
     if beta < 0:
         raise ValueError("smooth_l1_loss does not support negative values for beta.")
     diff = input - target
-    d = em.abs(diff)
+    d = ops.abs(diff)
     if beta == 0.0:
         return _reduce(d, reduction)
-    return _reduce(em.where(d >= beta, d - 0.5 * beta, (0.5 / beta) * _square_inside(diff, d, beta)), reduction)
+    return _reduce(ops.where(d >= beta, d - 0.5 * beta, (0.5 / beta) * _square_inside(diff, d, beta)), reduction)
 
 
 @autocast_function("fp32")
@@ -115,8 +115,8 @@ def huber_loss(input: Tensor, target: Tensor, reduction: str = "mean", delta: fl
     reduction = _reduction(None, None, reduction)
     _warn_size(input, target)
     diff = input - target
-    d = em.abs(diff)
-    loss = em.where(d >= delta, delta * (d - 0.5 * delta), 0.5 * _square_inside(diff, d, delta))
+    d = ops.abs(diff)
+    loss = ops.where(d >= delta, delta * (d - 0.5 * delta), 0.5 * _square_inside(diff, d, delta))
     return _weighted(loss, weight, reduction, False)
 
 
@@ -124,7 +124,7 @@ def _square_inside(diff: Tensor, d: Tensor, bound: float) -> Tensor:
     """diff^2 where |diff| < bound (or diff is NaN), and 0 elsewhere: the branch `where` does not pick must have a
     finite gradient too, or an infinite diff gives inf * 0 = NaN (PyTorch's gradient there is +-1, or +-delta);
     a NaN diff keeps the quadratic branch, whose gradient is NaN as PyTorch's."""
-    inside = em.where(d >= bound, 0.0, diff)
+    inside = ops.where(d >= bound, 0.0, diff)
     return inside * inside
 
 
@@ -135,7 +135,7 @@ def gaussian_nll_loss(input: Tensor, target: Tensor, var: Tensor | float, full: 
     _float_inputs("gaussian_nll_loss", input, target)
     reduction = _reduction(None, None, reduction)
     if not isinstance(var, Tensor):
-        var = em.full(tuple(input.shape), float(var), dtype=input.dtype, device=input.device)
+        var = creation.full(tuple(input.shape), float(var), dtype=input.dtype, device=input.device)
     if tuple(var.shape) != tuple(input.shape):
         if tuple(input.shape[:-1]) == tuple(var.shape):
             var = var.unsqueeze(-1)
@@ -143,7 +143,7 @@ def gaussian_nll_loss(input: Tensor, target: Tensor, var: Tensor | float, full: 
             raise ValueError("var is of incorrect size")
     # negative entries refused; the rest clamped at eps for stability, the gradient let through unchanged
     var = _gaussian_variance(var, eps)
-    loss = 0.5 * (em.log(var) + em.square(input - target) / var)
+    loss = 0.5 * (ops.log(var) + ops.square(input - target) / var)
     if full:
         loss = loss + 0.5 * math.log(2 * math.pi)
     return _reduce(loss, reduction)
@@ -155,20 +155,20 @@ def poisson_nll_loss(input: Tensor, target: Tensor, log_input: bool = True, full
     """exp(input) - target * input (log_input) or input - target * log(input + eps)."""
     reduction = _reduction(size_average, reduce, reduction)
     if log_input:
-        loss = em.exp(input) - target * input
+        loss = ops.exp(input) - target * input
     else:
-        loss = input - target * em.log(input + eps)
+        loss = input - target * ops.log(input + eps)
     if full:
-        safe = em.where(target > 1, target, 1.0)
-        stirling = safe * em.log(safe) - safe + 0.5 * em.log(2 * math.pi * safe)
-        loss = loss + em.where(target > 1, stirling, 0.0)
+        safe = ops.where(target > 1, target, 1.0)
+        stirling = safe * ops.log(safe) - safe + 0.5 * ops.log(2 * math.pi * safe)
+        loss = loss + ops.where(target > 1, stirling, 0.0)
     return _reduce(loss, reduction)
 
 
 # --- classification ------------------------------------------------------------------------------
 def _check_class_target(op: str, target: Tensor) -> None:
     """Class indices are int64 (or uint8) as PyTorch takes them: an int32 or bool target is refused, not read."""
-    if target.dtype not in (em.int64, em.uint8):
+    if target.dtype not in (dtypes.int64, dtypes.uint8):
         raise DtypeError(f"{op}: target must hold class indices as int64 (or uint8), got {target.dtype.name} "
                          f"of shape {tuple(target.shape)}")
 
@@ -220,7 +220,7 @@ def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None, s
         return _fused_cross_entropy(input, target, ignore_index, reduction)  # log_softmax and nll_loss as one op
     class_dim = 0 if input.ndim == 1 else 1
     n_classes = input.shape[class_dim]
-    logp = em.log_softmax(input, class_dim)
+    logp = ops.log_softmax(input, class_dim)
     wshape = [1] * input.ndim
     wshape[class_dim] = n_classes
     if target.is_floating_point():
@@ -233,25 +233,25 @@ def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None, s
         if weight is not None:
             prod = prod * weight.reshape(wshape)
         if reduction == "none":
-            return -em.sum(prod, class_dim)
+            return -ops.sum(prod, class_dim)
         if reduction == "sum":
-            return -em.sum(prod)
-        return -em.sum(prod) / (input.numel() // n_classes if input.numel() else float("nan"))
+            return -ops.sum(prod)
+        return -ops.sum(prod) / (input.numel() // n_classes if input.numel() else float("nan"))
     nll = nll_loss(logp, target, weight, None, ignore_index, None, reduction)
     if label_smoothing == 0.0:
         return nll
     ignore = target == ignore_index
     per_class = logp if weight is None else logp * weight.reshape(wshape)
-    smooth = em.where(ignore, 0.0, -em.sum(per_class, class_dim))
+    smooth = ops.where(ignore, 0.0, -ops.sum(per_class, class_dim))
     if reduction == "mean":
         if weight is None:
-            smooth = em.sum(smooth) / em.sum(~ignore)
+            smooth = ops.sum(smooth) / ops.sum(~ignore)
         else:
-            safe = em.where(ignore, 0, target)
-            tw = em.where(ignore, 0.0, em.index_select(weight, 0, safe.reshape(-1)).reshape(tuple(safe.shape)))
-            smooth = em.sum(smooth) / em.sum(tw)
+            safe = ops.where(ignore, 0, target)
+            tw = ops.where(ignore, 0.0, ops.index_select(weight, 0, safe.reshape(-1)).reshape(tuple(safe.shape)))
+            smooth = ops.sum(smooth) / ops.sum(tw)
     elif reduction == "sum":
-        smooth = em.sum(smooth)
+        smooth = ops.sum(smooth)
     return nll * (1.0 - label_smoothing) + smooth * (label_smoothing / n_classes)
 
 
@@ -281,7 +281,7 @@ def binary_cross_entropy_with_logits(input: Tensor, target: Tensor, weight: Tens
     if tuple(target.shape) != tuple(input.shape):
         raise ValueError(f"Target size ({tuple(target.shape)}) must be the same as input size ({tuple(input.shape)})")
     # log(1 + exp(-x)) = softplus(-x): stable for large |x|
-    sp = em.softplus(-input)
+    sp = ops.softplus(-input)
     if pos_weight is None:
         loss = (1.0 - target) * input + sp
     else:
@@ -308,11 +308,11 @@ def kl_div(input: Tensor, target: Tensor, size_average=None, reduce=None, reduct
                 stacklevel=2,
             )
     if log_target:
-        loss = em.exp(target) * (target - input)
+        loss = ops.exp(target) * (target - input)
     else:
-        loss = em.xlogy(target, target) - target * input  # 0 log 0 = 0; a negative target gives NaN, as PyTorch
+        loss = ops.xlogy(target, target) - target * input  # 0 log 0 = 0; a negative target gives NaN, as PyTorch
     if reduction == "batchmean":
-        return em.sum(loss) / input.shape[0] if input.ndim else em.sum(loss)
+        return ops.sum(loss) / input.shape[0] if input.ndim else ops.sum(loss)
     return _reduce(loss, red)
 
 
@@ -321,7 +321,7 @@ def margin_ranking_loss(input1: Tensor, input2: Tensor, target: Tensor, margin: 
                         reduce=None, reduction: str = "mean") -> Tensor:
     """max(0, -target * (input1 - input2) + margin)."""
     reduction = _reduction(size_average, reduce, reduction)
-    return _reduce(em.clamp_min(-target * (input1 - input2) + margin, 0.0), reduction)
+    return _reduce(ops.clamp_min(-target * (input1 - input2) + margin, 0.0), reduction)
 
 
 @autocast_function("fp32")
@@ -330,7 +330,7 @@ def hinge_embedding_loss(input: Tensor, target: Tensor, margin: float = 1.0, siz
     """input where target is 1, max(0, margin - input) where target is -1."""
     _float_inputs("hinge_embedding_loss", input)
     reduction = _reduction(size_average, reduce, reduction)
-    loss = em.where(target != 1, em.clamp_min(margin - input, 0.0), 0.0) + em.where(target != -1, input, 0.0)
+    loss = ops.where(target != 1, ops.clamp_min(margin - input, 0.0), 0.0) + ops.where(target != -1, input, 0.0)
     return _reduce(loss, reduction)
 
 
@@ -340,7 +340,7 @@ def soft_margin_loss(input: Tensor, target: Tensor, size_average=None, reduce=No
     """log(1 + exp(-target * input))."""
     _float_inputs("soft_margin_loss", input)
     reduction = _reduction(size_average, reduce, reduction)
-    return _reduce(em.softplus(-target * input), reduction)
+    return _reduce(ops.softplus(-target * input), reduction)
 
 
 @autocast_function("fp32")
@@ -350,8 +350,8 @@ def cosine_embedding_loss(input1: Tensor, input2: Tensor, target: Tensor, margin
     reduction = _reduction(size_average, reduce, reduction)
     dim = 1 if input1.ndim == 2 else 0
     eps = 1e-12
-    prod = em.sum(input1 * input2, dim)
-    denom = em.sqrt((em.sum(input1 * input1, dim) + eps) * (em.sum(input2 * input2, dim) + eps))
+    prod = ops.sum(input1 * input2, dim)
+    denom = ops.sqrt((ops.sum(input1 * input1, dim) + eps) * (ops.sum(input2 * input2, dim) + eps))
     cos = prod / denom
-    loss = em.where(target == 1, 1.0 - cos, 0.0) + em.where(target == -1, em.clamp_min(cos - margin, 0.0), 0.0)
+    loss = ops.where(target == 1, 1.0 - cos, 0.0) + ops.where(target == -1, ops.clamp_min(cos - margin, 0.0), 0.0)
     return _reduce(loss, reduction)

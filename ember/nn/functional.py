@@ -9,8 +9,9 @@ import math
 
 import numpy as np
 
-import ember as em
+from ember import creation, dtypes, ops
 from ember.amp.state import autocast_function
+from ember.autograd import grad_mode
 from ember.errors import DtypeError
 from ember.nn._loss_functional import (  # noqa: F401  (re-exported: F.<loss> is the public name)
     binary_cross_entropy,
@@ -41,8 +42,8 @@ from ember.ops.nn_extra import linear as _fused_linear
 from ember.ops.opmath import upcast_tensor as _upcast
 from ember.tensor import Tensor
 
-pad = em.pad
-one_hot = em.one_hot
+pad = ops.pad
+one_hot = ops.one_hot
 
 
 # --- activations ------------------------------------------------------------------------
@@ -54,7 +55,7 @@ def _float_input(op: str, *tensors: Tensor) -> None:
 
 
 def _no_bool(op: str, t: Tensor) -> None:
-    if t.dtype == em.bool:
+    if t.dtype == dtypes.bool_:
         raise DtypeError(f"{op}: not defined for bool tensors")
 
 
@@ -64,14 +65,14 @@ def _maybe_inplace(input: Tensor, out: Tensor, inplace: bool) -> Tensor:
     With autograd on, most of these ops save their input for backward, so writing over it would
     invalidate the graph; the out-of-place result is returned instead (same values).
     """
-    if inplace and not (em.is_grad_enabled() and input.requires_grad):
+    if inplace and not (grad_mode.is_grad_enabled() and input.requires_grad):
         return input.copy_(out)
     return out
 
 
 def relu(input: Tensor, inplace: bool = False) -> Tensor:
     """max(x, 0)."""
-    return input.relu_() if inplace else em.relu(input)
+    return input.relu_() if inplace else ops.relu(input)
 
 
 def relu_(input: Tensor) -> Tensor:
@@ -89,17 +90,17 @@ def hardtanh(input: Tensor, min_val: float = -1.0, max_val: float = 1.0, inplace
     _no_bool("hardtanh", input)
     if not input.is_floating_point() and float(min_val).is_integer() and float(max_val).is_integer():
         min_val, max_val = int(min_val), int(max_val)
-    return _maybe_inplace(input, em.clamp(input, min_val, max_val), inplace)
+    return _maybe_inplace(input, ops.clamp(input, min_val, max_val), inplace)
 
 
 def leaky_relu(input: Tensor, negative_slope: float = 0.01, inplace: bool = False) -> Tensor:
     """x for x > 0, negative_slope * x otherwise."""
-    return _maybe_inplace(input, em.leaky_relu(input, negative_slope=negative_slope), inplace)
+    return _maybe_inplace(input, ops.leaky_relu(input, negative_slope=negative_slope), inplace)
 
 
 def elu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
     """x for x > 0, alpha * (exp(x) - 1) otherwise."""
-    return _maybe_inplace(input, em.elu(input, alpha=alpha), inplace)
+    return _maybe_inplace(input, ops.elu(input, alpha=alpha), inplace)
 
 
 _SELU_ALPHA = 1.6732632423543772848170429916717
@@ -109,78 +110,78 @@ _SELU_SCALE = 1.0507009873554804934193349852946
 def selu(input: Tensor, inplace: bool = False) -> Tensor:
     """scale * elu(x, alpha) with the self-normalising constants."""
     _float_input("selu", input)
-    return _maybe_inplace(input, em.elu(input, alpha=_SELU_ALPHA) * _SELU_SCALE, inplace)
+    return _maybe_inplace(input, ops.elu(input, alpha=_SELU_ALPHA) * _SELU_SCALE, inplace)
 
 
 def celu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
     """max(0, x) + min(0, alpha * (exp(x / alpha) - 1))."""
     _float_input("celu", input)
-    return _maybe_inplace(input, em.elu(input / alpha) * alpha, inplace)
+    return _maybe_inplace(input, ops.elu(input / alpha) * alpha, inplace)
 
 
 def gelu(input: Tensor, approximate: str = "none") -> Tensor:
     """x * Phi(x), exactly ('none') or with the tanh approximation."""
-    return em.gelu(input, approximate=approximate)
+    return ops.gelu(input, approximate=approximate)
 
 
 def silu(input: Tensor, inplace: bool = False) -> Tensor:
     """x * sigmoid(x)."""
-    return _maybe_inplace(input, em.silu(input), inplace)
+    return _maybe_inplace(input, ops.silu(input), inplace)
 
 
 def mish(input: Tensor, inplace: bool = False) -> Tensor:
     """x * tanh(softplus(x))."""
     _float_input("mish", input)
-    return _maybe_inplace(input, input * em.tanh(em.softplus(input)), inplace)
+    return _maybe_inplace(input, input * ops.tanh(ops.softplus(input)), inplace)
 
 
 def hardsigmoid(input: Tensor, inplace: bool = False) -> Tensor:
     """relu6(x + 3) / 6."""
     _float_input("hardsigmoid", input)
-    return _maybe_inplace(input, em.clamp(input + 3.0, 0.0, 6.0) / 6.0, inplace)
+    return _maybe_inplace(input, ops.clamp(input + 3.0, 0.0, 6.0) / 6.0, inplace)
 
 
 def hardswish(input: Tensor, inplace: bool = False) -> Tensor:
     """x * relu6(x + 3) / 6."""
     _float_input("hardswish", input)
-    return _maybe_inplace(input, input * (em.clamp(input + 3.0, 0.0, 6.0) / 6.0), inplace)
+    return _maybe_inplace(input, input * (ops.clamp(input + 3.0, 0.0, 6.0) / 6.0), inplace)
 
 
 def sigmoid(input: Tensor) -> Tensor:
     """1 / (1 + exp(-x))."""
-    return em.sigmoid(input)
+    return ops.sigmoid(input)
 
 
 def tanh(input: Tensor) -> Tensor:
     """Hyperbolic tangent."""
-    return em.tanh(input)
+    return ops.tanh(input)
 
 
 def logsigmoid(input: Tensor) -> Tensor:
     """log(sigmoid(x)), computed stably."""
     _float_input("logsigmoid", input)
-    return -em.softplus(-input)
+    return -ops.softplus(-input)
 
 
 def softplus(input: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
     """log(1 + exp(beta * x)) / beta, linear above the threshold."""
-    return em.softplus(input, beta=beta, threshold=threshold)
+    return ops.softplus(input, beta=beta, threshold=threshold)
 
 
 def softsign(input: Tensor) -> Tensor:
     """x / (1 + |x|)."""
     _no_bool("softsign", input)
-    return input / (em.abs(input) + 1.0)
+    return input / (ops.abs(input) + 1.0)
 
 
 def tanhshrink(input: Tensor) -> Tensor:
     """x - tanh(x)."""
-    return input - em.tanh(input)
+    return input - ops.tanh(input)
 
 
 def threshold(input: Tensor, threshold: float, value: float, inplace: bool = False) -> Tensor:
     """x where x > threshold, else value."""
-    return _maybe_inplace(input, em.where(input > threshold, input, value), inplace)
+    return _maybe_inplace(input, ops.where(input > threshold, input, value), inplace)
 
 
 def prelu(input: Tensor, weight: Tensor) -> Tensor:
@@ -188,7 +189,7 @@ def prelu(input: Tensor, weight: Tensor) -> Tensor:
     _float_input("prelu", input, weight)
     if weight.numel() != 1 and input.ndim >= 2:
         weight = weight.reshape((1, -1) + (1,) * (input.ndim - 2))
-    return em.where(input > 0, input, input * weight)
+    return ops.where(input > 0, input, input * weight)
 
 
 def glu(input: Tensor, dim: int = -1) -> Tensor:
@@ -196,42 +197,42 @@ def glu(input: Tensor, dim: int = -1) -> Tensor:
     _float_input("glu", input)
     if input.shape[dim] % 2:
         raise RuntimeError(f"glu: halving dimension must be even, but dimension {dim} is size {input.shape[dim]}")
-    a, b = em.chunk(input, 2, dim)
-    return a * em.sigmoid(b)
+    a, b = ops.chunk(input, 2, dim)
+    return a * ops.sigmoid(b)
 
 
 def softmax(input: Tensor, dim: int | None = None, _stacklevel: int = 3, dtype=None) -> Tensor:
     """exp(x) / sum(exp(x)) along dim."""
-    return em.softmax(input, dim, dtype)
+    return ops.softmax(input, dim, dtype)
 
 
 def softmin(input: Tensor, dim: int | None = None, _stacklevel: int = 3, dtype=None) -> Tensor:
     """softmax(-x) along dim."""
-    return em.softmax(-input, dim, dtype)
+    return ops.softmax(-input, dim, dtype)
 
 
 def log_softmax(input: Tensor, dim: int | None = None, _stacklevel: int = 3, dtype=None) -> Tensor:
     """log(softmax(x)) along dim, computed stably."""
-    return em.log_softmax(input, dim, dtype)
+    return ops.log_softmax(input, dim, dtype)
 
 
 def normalize(input: Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12) -> Tensor:
     """x / max(||x||_p, eps) along dim."""
     _float_input("normalize", input)
-    return input / em.clamp_min(em.norm(input, p, dim, True), eps)
+    return input / ops.clamp_min(ops.norm(input, p, dim, True), eps)
 
 
 def cosine_similarity(x1: Tensor, x2: Tensor, dim: int = 1, eps: float = 1e-8) -> Tensor:
     """Cosine of the angle between x1 and x2 along dim (each norm clamped to eps)."""
     _float_input("cosine_similarity", x1, x2)
-    n1 = em.clamp_min(em.norm(x1, 2, dim, True), eps)
-    n2 = em.clamp_min(em.norm(x2, 2, dim, True), eps)
-    return em.sum((x1 / n1) * (x2 / n2), dim)
+    n1 = ops.clamp_min(ops.norm(x1, 2, dim, True), eps)
+    n2 = ops.clamp_min(ops.norm(x2, 2, dim, True), eps)
+    return ops.sum((x1 / n1) * (x2 / n2), dim)
 
 
 def pairwise_distance(x1: Tensor, x2: Tensor, p: float = 2.0, eps: float = 1e-6, keepdim: bool = False) -> Tensor:
     """||x1 - x2 + eps||_p along the last dim."""
-    return em.norm(x1 - x2 + eps, p, -1, keepdim)
+    return ops.norm(x1 - x2 + eps, p, -1, keepdim)
 
 
 # --- linear and convolution ------------------------------------------------------------------
@@ -240,20 +241,20 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     refuse_bool("linear", input, weight)
     if weight.ndim == 2:
         return _fused_linear(input, weight, bias)
-    out = em.matmul(input, weight.T)
+    out = ops.matmul(input, weight.T)
     return out if bias is None else out + bias
 
 
 def bilinear(input1: Tensor, input2: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     """x1^T A x2 + b for each output feature (weight is (out, in1, in2))."""
-    out = em.einsum("...i,oij,...j->...o", input1, weight, input2)
+    out = ops.einsum("...i,oij,...j->...o", input1, weight, input2)
     return out if bias is None else out + bias
 
 
 def conv2d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride=1, padding=0, dilation=1,
            groups: int = 1) -> Tensor:
     """2-D cross-correlation over (N, C, H, W) input."""
-    return em.conv2d(input, weight, bias, stride, padding, dilation, groups)
+    return ops.conv2d(input, weight, bias, stride, padding, dilation, groups)
 
 
 def conv1d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride=1, padding=0, dilation=1,
@@ -266,7 +267,7 @@ def conv1d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride=1, 
         raise ValueError(f"conv1d: expected 2-D or 3-D input, got shape {tuple(input.shape)}")
     if not isinstance(padding, str):
         padding = (0, _single(padding)[0])
-    out = em.conv2d(input.unsqueeze(-2), weight.unsqueeze(2), bias, (1, _single(stride)[0]), padding,
+    out = ops.conv2d(input.unsqueeze(-2), weight.unsqueeze(2), bias, (1, _single(stride)[0]), padding,
                     (1, _single(dilation)[0]), groups)
     return out.squeeze(-2)
 
@@ -274,14 +275,14 @@ def conv1d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride=1, 
 def conv_transpose2d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride=1, padding=0,
                      output_padding=0, groups: int = 1, dilation=1) -> Tensor:
     """Transposed 2-D convolution (weight is (in, out/groups, kh, kw))."""
-    return em.conv_transpose2d(input, weight, bias, stride, padding, output_padding, groups, dilation)
+    return ops.conv_transpose2d(input, weight, bias, stride, padding, output_padding, groups, dilation)
 
 
 def conv_transpose1d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride=1, padding=0,
                      output_padding=0, groups: int = 1, dilation=1) -> Tensor:
     """Transposed 1-D convolution (run as conv_transpose2d with a unit height)."""
     refuse_bool("conv_transpose1d", input, weight)
-    out = em.conv_transpose2d(input.unsqueeze(-2), weight.unsqueeze(2), bias, (1, _single(stride)[0]),
+    out = ops.conv_transpose2d(input.unsqueeze(-2), weight.unsqueeze(2), bias, (1, _single(stride)[0]),
                               (0, _single(padding)[0]), (0, _single(output_padding)[0]), groups,
                               (1, _single(dilation)[0]))
     return out.squeeze(-2)
@@ -291,14 +292,14 @@ def conv_transpose1d(input: Tensor, weight: Tensor, bias: Tensor | None = None, 
 def max_pool2d(input: Tensor, kernel_size, stride=None, padding=0, dilation=1, ceil_mode: bool = False,
                return_indices: bool = False) -> Tensor | tuple[Tensor, Tensor]:
     """Max over kernel windows (with return_indices, also the flat h*W+w input positions)."""
-    return em.max_pool2d(input, kernel_size, stride, padding, dilation, ceil_mode, return_indices)
+    return ops.max_pool2d(input, kernel_size, stride, padding, dilation, ceil_mode, return_indices)
 
 
 def max_pool1d(input: Tensor, kernel_size, stride=None, padding=0, dilation=1, ceil_mode: bool = False,
                return_indices: bool = False) -> Tensor | tuple[Tensor, Tensor]:
     """Max over windows of the last dim."""
     stride = kernel_size if stride is None or stride == [] or stride == () else stride
-    out = em.max_pool2d(input.unsqueeze(-2), (1, _single(kernel_size)[0]), (1, _single(stride)[0]),
+    out = ops.max_pool2d(input.unsqueeze(-2), (1, _single(kernel_size)[0]), (1, _single(stride)[0]),
                         (0, _single(padding)[0]), (1, _single(dilation)[0]), ceil_mode, return_indices)
     if return_indices:
         return out[0].squeeze(-2), out[1].squeeze(-2)
@@ -308,14 +309,14 @@ def max_pool1d(input: Tensor, kernel_size, stride=None, padding=0, dilation=1, c
 def avg_pool2d(input: Tensor, kernel_size, stride=None, padding=0, ceil_mode: bool = False,
                count_include_pad: bool = True, divisor_override=None) -> Tensor:
     """Mean over kernel windows."""
-    return em.avg_pool2d(input, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
+    return ops.avg_pool2d(input, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
 
 
 def avg_pool1d(input: Tensor, kernel_size, stride=None, padding=0, ceil_mode: bool = False,
                count_include_pad: bool = True) -> Tensor:
     """Mean over windows of the last dim."""
     stride = kernel_size if stride is None or stride == [] or stride == () else stride
-    out = em.avg_pool2d(input.unsqueeze(-2), (1, _single(kernel_size)[0]), (1, _single(stride)[0]),
+    out = ops.avg_pool2d(input.unsqueeze(-2), (1, _single(kernel_size)[0]), (1, _single(stride)[0]),
                         (0, _single(padding)[0]), ceil_mode, count_include_pad)
     return out.squeeze(-2)
 
@@ -323,13 +324,13 @@ def avg_pool1d(input: Tensor, kernel_size, stride=None, padding=0, ceil_mode: bo
 def adaptive_avg_pool2d(input: Tensor, output_size) -> Tensor:
     """Average pooling to a fixed (H, W) output size."""
     _float_input("adaptive_avg_pool2d", input)
-    return em.adaptive_avg_pool2d(input, output_size)
+    return ops.adaptive_avg_pool2d(input, output_size)
 
 
 def adaptive_avg_pool1d(input: Tensor, output_size) -> Tensor:
     """Average pooling of the last dim to a fixed length."""
     _float_input("adaptive_avg_pool1d", input)
-    return em.adaptive_avg_pool2d(input.unsqueeze(-2), (1, _single(output_size)[0])).squeeze(-2)
+    return ops.adaptive_avg_pool2d(input.unsqueeze(-2), (1, _single(output_size)[0])).squeeze(-2)
 
 
 def adaptive_max_pool2d(input: Tensor, output_size, return_indices: bool = False) -> Tensor:
@@ -342,14 +343,14 @@ def adaptive_max_pool2d(input: Tensor, output_size, return_indices: bool = False
     oh = h if oh is None else oh
     ow = w if ow is None else ow
     if h % oh == 0 and w % ow == 0:
-        return em.max_pool2d(input, (h // oh, w // ow))
+        return ops.max_pool2d(input, (h // oh, w // ow))
     rows = []
     for i in range(oh):
         h0, h1 = (i * h) // oh, math.ceil((i + 1) * h / oh)
-        cols = [em.amax(input[..., h0:h1, (j * w) // ow:math.ceil((j + 1) * w / ow)], (-2, -1), True)
+        cols = [ops.amax(input[..., h0:h1, (j * w) // ow:math.ceil((j + 1) * w / ow)], (-2, -1), True)
                 for j in range(ow)]
-        rows.append(em.cat(cols, -1))
-    return em.cat(rows, -2)
+        rows.append(ops.cat(cols, -1))
+    return ops.cat(rows, -2)
 
 
 # --- normalisation --------------------------------------------------------------------------
@@ -375,7 +376,7 @@ def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor |
             raise ValueError(f"Expected more than 1 value per channel when training, got input size {tuple(input.shape)}")
         out, mean, var = _fused_batch_norm(input, weight, bias, eps)
         if running_mean is not None or running_var is not None:
-            with em.no_grad():
+            with grad_mode.no_grad():
                 if running_mean is not None:
                     running_mean.mul_(1.0 - momentum).add_(mean.detach().to(running_mean.dtype) * momentum)
                 if running_var is not None:
@@ -425,7 +426,7 @@ def rms_norm(input: Tensor, normalized_shape, weight: Tensor | None = None, eps:
     if eps is None:
         eps = _machine_eps(input.dtype)
     x = _upcast(input)  # float16/bfloat16 in float32: squares above 65504 overflow float16
-    out = x * em.rsqrt(em.mean(x * x, dims, True) + eps)
+    out = x * ops.rsqrt(ops.mean(x * x, dims, True) + eps)
     if weight is not None:
         out = out * _upcast(weight)
     return out if x is input else out.to(input.dtype)
@@ -459,21 +460,21 @@ def instance_norm(input: Tensor, running_mean: Tensor | None = None, running_var
         return batch_norm(input, running_mean, running_var, weight, bias, False, momentum, eps)
     dims = tuple(range(2, input.ndim))
     x = _upcast(input)  # float16/bfloat16: statistics and the centred input in float32, rounded once at the end
-    mean = em.mean(x, dims, True)
+    mean = ops.mean(x, dims, True)
     xc = x - mean
-    var = em.mean(xc * xc, dims, True)
+    var = ops.mean(xc * xc, dims, True)
     if running_mean is not None or running_var is not None:
         n = 1
         for d in dims:
             n *= input.shape[d]
-        with em.no_grad():
+        with grad_mode.no_grad():
             if running_mean is not None:
-                batch_mean = em.mean(mean.detach(), (0,) + dims) * momentum
+                batch_mean = ops.mean(mean.detach(), (0,) + dims) * momentum
                 running_mean.mul_(1.0 - momentum).add_(batch_mean.to(running_mean.dtype))
             if running_var is not None:
-                batch_var = em.mean(var.detach(), (0,) + dims) * (momentum * n / max(n - 1, 1))
+                batch_var = ops.mean(var.detach(), (0,) + dims) * (momentum * n / max(n - 1, 1))
                 running_var.mul_(1.0 - momentum).add_(batch_var.to(running_var.dtype))
-    out = xc * em.rsqrt(var + eps)
+    out = xc * ops.rsqrt(var + eps)
     shape = (1, input.shape[1]) + (1,) * (input.ndim - 2)
     if weight is not None:
         out = out * _upcast(weight).reshape(shape)
@@ -493,7 +494,7 @@ def _dropout_with_mask_shape(input: Tensor, p: float, mask_shape: tuple, inplace
         out = input * 0.0
     else:
         # a multiply by a 0/scale mask, as PyTorch does (and much faster than a select on the CPU)
-        keep = em.rand(mask_shape, dtype=input.dtype, device=input.device) >= p
+        keep = creation.rand(mask_shape, dtype=input.dtype, device=input.device) >= p
         out = input * (keep.to(input.dtype) * (1.0 / (1.0 - p)))
     return _maybe_inplace(input, out, inplace)
 
@@ -542,11 +543,11 @@ def _norm_padding_idx(padding_idx, num_embeddings: int):
 
 def _embedding_renorm_(weight: Tensor, input: Tensor, max_norm: float, norm_type: float) -> None:
     """Rescale, in place, the referenced rows whose norm exceeds max_norm (PyTorch's embedding_renorm_)."""
-    rows = em.tensor(np.unique(np.asarray(input.detach())), device=weight.device)
-    with em.no_grad():
+    rows = creation.tensor(np.unique(np.asarray(input.detach())), device=weight.device)
+    with grad_mode.no_grad():
         picked = index_select(weight, 0, rows, caller="embedding")
-        norms = em.norm(picked, norm_type, 1, True)
-        scale = em.where(norms > max_norm, max_norm / (norms + 1e-7), 1.0)
+        norms = ops.norm(picked, norm_type, 1, True)
+        scale = ops.where(norms > max_norm, max_norm / (norms + 1e-7), 1.0)
         weight[rows] = picked * scale
 
 
@@ -563,7 +564,7 @@ def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None, max
     out = index_select(weight, 0, input.reshape(-1), caller="embedding").reshape(tuple(input.shape) + (weight.shape[1],))
     if padding_idx is not None and out.requires_grad:
         # Same values; the gradient only flows to rows other than padding_idx.
-        out = em.where((input != padding_idx).unsqueeze(-1), out, out.detach())
+        out = ops.where((input != padding_idx).unsqueeze(-1), out, out.detach())
     return out
 
 
@@ -593,19 +594,19 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
             and tuple(query.shape[:-2]) == tuple(key.shape[:-2]) == tuple(value.shape[:-2])
             and query.is_floating_point()):
         return _fused_attention(query, key, value, attn_mask, scale, is_causal)  # one op (ember/ops/attention.py)
-    scores = em.matmul(query * scale, key.transpose(-2, -1))
+    scores = ops.matmul(query * scale, key.transpose(-2, -1))
     if is_causal:
-        causal = em.tensor(np.tril(np.ones((L, S), dtype=bool)), device=query.device)
+        causal = creation.tensor(np.tril(np.ones((L, S), dtype=bool)), device=query.device)
         scores = scores.masked_fill(~causal, float("-inf"))
     if attn_mask is not None:
-        if attn_mask.dtype == em.bool:
+        if attn_mask.dtype == dtypes.bool_:
             scores = scores.masked_fill(~attn_mask, float("-inf"))
         else:
             scores = scores + attn_mask
     attn = _safe_softmax(scores)  # a query that may attend nowhere gets weights 0, as in PyTorch
     if dropout_p > 0.0:
         attn = dropout(attn, dropout_p, True)
-    return em.matmul(attn, value)
+    return ops.matmul(attn, value)
 
 
 def _repeat_heads(x: Tensor, rep: int) -> Tensor:
@@ -634,7 +635,7 @@ def interpolate(input: Tensor, size=None, scale_factor=None, mode: str = "neares
     """Resize the spatial dims: mode 'nearest', 'nearest-exact', 'linear', 'bilinear' or 'trilinear'."""
     if antialias:
         raise NotImplementedError("interpolate: antialias=True is not supported")
-    if not (input.is_floating_point() or (input.dtype == em.uint8 and mode in ("nearest", "nearest-exact"))):
+    if not (input.is_floating_point() or (input.dtype == dtypes.uint8 and mode in ("nearest", "nearest-exact"))):
         # PyTorch resizes uint8 images too, rounding linear modes; ember copies uint8 pixels (nearest) only
         raise DtypeError(f"interpolate: mode {mode!r} needs a floating-point input, got {input.dtype.name}")
     spatial = input.ndim - 2
@@ -659,13 +660,13 @@ def interpolate(input: Tensor, size=None, scale_factor=None, mode: str = "neares
             dst = np.arange(n_out, dtype=np.float64)
             src = np.floor((dst + 0.5) * ratio) if mode == "nearest-exact" else np.floor(dst * ratio)
             idx = np.minimum(src.astype(np.int64), n_in - 1)
-            out = em.index_select(out, dim, em.tensor(idx, device=input.device))
+            out = ops.index_select(out, dim, creation.tensor(idx, device=input.device))
         elif mode in ("linear", "bilinear", "trilinear"):
             i0, i1, w1 = _linear_indices(n_in, n_out, sc, bool(align_corners))
             wshape = (n_out,) + (1,) * (input.ndim - 1 - dim)
-            w1 = em.tensor(w1.reshape(wshape), dtype=input.dtype, device=input.device)
-            a = em.index_select(out, dim, em.tensor(i0, device=input.device))
-            b = em.index_select(out, dim, em.tensor(i1, device=input.device))
+            w1 = creation.tensor(w1.reshape(wshape), dtype=input.dtype, device=input.device)
+            a = ops.index_select(out, dim, creation.tensor(i0, device=input.device))
+            b = ops.index_select(out, dim, creation.tensor(i1, device=input.device))
             out = a + (b - a) * w1
         else:
             raise NotImplementedError(f"interpolate: mode {mode!r} is not supported")

@@ -7,7 +7,7 @@ layers that use these helpers are in `ember/nn/modules/graph.py`.
 
 from __future__ import annotations
 
-import ember as em
+from ember import creation, ops, sparse
 from ember.errors import ShapeError, fmt_shape
 from ember.sparse import SparseCOOTensor
 from ember.tensor import Tensor
@@ -31,15 +31,15 @@ def add_remaining_self_loops(edge_index: Tensor, edge_weight: Tensor | None = No
     """Edges with one self loop per node: existing loops keep their weight, the others get `fill_value`."""
     n = num_nodes if num_nodes is not None else int(edge_index.max().item()) + 1
     keep = edge_index[0] != edge_index[1]
-    loops = em.arange(n, device=edge_index.device)
-    out_index = em.cat([edge_index[:, keep], em.stack([loops, loops])], dim=1)
+    loops = creation.arange(n, device=edge_index.device)
+    out_index = ops.cat([edge_index[:, keep], ops.stack([loops, loops])], dim=1)
     if edge_weight is None:
         return out_index, None
-    loop_weight = em.full((n,), fill_value, dtype=edge_weight.dtype, device=edge_weight.device)
+    loop_weight = creation.full((n,), fill_value, dtype=edge_weight.dtype, device=edge_weight.device)
     is_loop = ~keep
     if bool(is_loop.any().item()):
         loop_weight = loop_weight.index_put((edge_index[0][is_loop],), edge_weight[is_loop])
-    return out_index, em.cat([edge_weight[keep], loop_weight])
+    return out_index, ops.cat([edge_weight[keep], loop_weight])
 
 
 def gcn_norm(edge_index: Tensor, edge_weight: Tensor | None, num_nodes: int, *, add_self_loops: bool = True,
@@ -49,22 +49,22 @@ def gcn_norm(edge_index: Tensor, edge_weight: Tensor | None, num_nodes: int, *, 
     Degrees are summed at the targets; `improved` gives self loops weight 2. Gradients reach edge_weight.
     """
     if edge_weight is None:
-        edge_weight = em.ones(edge_index.shape[1], dtype=dtype, device=edge_index.device)
+        edge_weight = creation.ones(edge_index.shape[1], dtype=dtype, device=edge_index.device)
     if add_self_loops:
         edge_index, edge_weight = add_remaining_self_loops(edge_index, edge_weight, 2.0 if improved else 1.0,
                                                            num_nodes)
     source, target = edge_index[0], edge_index[1]
-    deg = em.zeros(num_nodes, dtype=edge_weight.dtype, device=edge_weight.device).index_add(0, target, edge_weight)
+    deg = creation.zeros(num_nodes, dtype=edge_weight.dtype, device=edge_weight.device).index_add(0, target, edge_weight)
     inv_sqrt = deg.pow(-0.5)
     inv_sqrt = inv_sqrt.masked_fill(deg == 0, 0.0)  # isolated nodes: no inf
     norm = inv_sqrt[source] * edge_weight * inv_sqrt[target]
-    return em.sparse.sparse_coo_tensor(em.stack([target, source]), norm, (num_nodes, num_nodes))
+    return sparse.sparse_coo_tensor(ops.stack([target, source]), norm, (num_nodes, num_nodes))
 
 
 def segment_softmax(src: Tensor, index: Tensor, num_nodes: int) -> Tensor:
     """Softmax of edge scores `src` (E, ...) over the edges that share a target `index` (E,)."""
     expanded = index.reshape(-1, *([1] * (src.ndim - 1))).expand(*src.shape)
-    base = em.zeros(num_nodes, *src.shape[1:], dtype=src.dtype, device=src.device)
+    base = creation.zeros(num_nodes, *src.shape[1:], dtype=src.dtype, device=src.device)
     # The shift only keeps exp() in range; softmax does not depend on it, so it needs no gradient.
     top = base.scatter_reduce(0, expanded, src.detach(), "amax", include_self=False)
     e = (src - top.index_select(0, index)).exp()
@@ -77,12 +77,12 @@ def aggregate(messages: Tensor, target: Tensor, num_nodes: int, reduce: str = "s
     reduces = {"sum": "sum", "add": "sum", "mean": "mean", "max": "amax", "min": "amin"}
     if reduce not in reduces:
         raise ValueError(f"aggregate: reduce must be one of sum, mean, max or min, got {reduce!r}")
-    base = em.zeros(num_nodes, *messages.shape[1:], dtype=messages.dtype, device=messages.device)
+    base = creation.zeros(num_nodes, *messages.shape[1:], dtype=messages.dtype, device=messages.device)
     if reduces[reduce] == "sum":
         return base.index_add(0, target, messages)
     if reduces[reduce] == "mean":  # a sum and a count: cheaper than a scattered mean, and the same values
-        count = em.zeros(num_nodes, dtype=messages.dtype, device=messages.device).index_add(
-            0, target, em.ones(target.shape[0], dtype=messages.dtype, device=messages.device))
+        count = creation.zeros(num_nodes, dtype=messages.dtype, device=messages.device).index_add(
+            0, target, creation.ones(target.shape[0], dtype=messages.dtype, device=messages.device))
         return base.index_add(0, target, messages) / count.clamp_min(1.0).reshape(-1, *([1] * (messages.ndim - 1)))
     return base.index_reduce(0, target, messages, reduces[reduce], include_self=False)
 

@@ -8,7 +8,8 @@ import warnings
 
 import numpy as np
 
-import ember as em
+from ember import creation, dtypes
+from ember.autograd import grad_mode
 from ember.tensor import Tensor
 
 _LINEAR_FNS = ("linear", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d")
@@ -52,34 +53,34 @@ def _calculate_correct_fan(tensor: Tensor, mode: str) -> int:
     return fan_in if mode == "fan_in" else fan_out
 
 
-@em.no_grad()
+@grad_mode.no_grad()
 def uniform_(tensor: Tensor, a: float = 0.0, b: float = 1.0, generator=None) -> Tensor:
     """Fill with samples from U(a, b)."""
     return tensor.uniform_(a, b, generator=generator)
 
 
-@em.no_grad()
+@grad_mode.no_grad()
 def normal_(tensor: Tensor, mean: float = 0.0, std: float = 1.0, generator=None) -> Tensor:
     """Fill with samples from N(mean, std^2)."""
     return tensor.normal_(mean, std, generator=generator)
 
 
-@em.no_grad()
+@grad_mode.no_grad()
 def trunc_normal_(tensor: Tensor, mean: float = 0.0, std: float = 1.0, a: float = -2.0, b: float = 2.0,
                   generator=None) -> Tensor:
     """Fill with samples from N(mean, std^2) truncated to [a, b] (out-of-range draws are redrawn)."""
-    sample = em.normal(mean, std, tuple(tensor.shape), dtype=em.float64, generator=generator)
+    sample = creation.normal(mean, std, tuple(tensor.shape), dtype=dtypes.float64, generator=generator)
     if not tensor.is_meta:
         values = sample.numpy()
         bad = (values < a) | (values > b)
         while bad.any():
-            redraw = em.normal(mean, std, (int(bad.sum()),), dtype=em.float64, generator=generator).numpy()
+            redraw = creation.normal(mean, std, (int(bad.sum()),), dtype=dtypes.float64, generator=generator).numpy()
             values[bad] = redraw
             bad = (values < a) | (values > b)
     return tensor.copy_(sample)
 
 
-@em.no_grad()
+@grad_mode.no_grad()
 def constant_(tensor: Tensor, val: float) -> Tensor:
     """Fill with one value."""
     return tensor.fill_(val)
@@ -95,15 +96,15 @@ def zeros_(tensor: Tensor) -> Tensor:
     return constant_(tensor, 0.0)
 
 
-@em.no_grad()
+@grad_mode.no_grad()
 def eye_(tensor: Tensor) -> Tensor:
     """Fill a 2-D tensor with the identity matrix."""
     if tensor.ndim != 2:
         raise ValueError("Only tensors with 2 dimensions are supported")
-    return tensor.copy_(em.eye(tensor.shape[0], tensor.shape[1], dtype=tensor.dtype, device=tensor.device))
+    return tensor.copy_(creation.eye(tensor.shape[0], tensor.shape[1], dtype=tensor.dtype, device=tensor.device))
 
 
-@em.no_grad()
+@grad_mode.no_grad()
 def dirac_(tensor: Tensor, groups: int = 1) -> Tensor:
     """Fill a 3-, 4- or 5-D conv weight with the Dirac delta (identity convolution) per group."""
     if tensor.ndim not in (3, 4, 5):
@@ -118,10 +119,10 @@ def dirac_(tensor: Tensor, groups: int = 1) -> Tensor:
     for g in range(groups):
         for d in range(min_dim):
             w[(g * out_per_group + d, d) + centre] = 1
-    return tensor.copy_(em.tensor(w, dtype=tensor.dtype, device=tensor.device))
+    return tensor.copy_(creation.tensor(w, dtype=tensor.dtype, device=tensor.device))
 
 
-@em.no_grad()
+@grad_mode.no_grad()
 def xavier_uniform_(tensor: Tensor, gain: float = 1.0, generator=None) -> Tensor:
     """Glorot uniform: U(-a, a) with a = gain * sqrt(6 / (fan_in + fan_out))."""
     fan_in, fan_out = _calculate_fan_in_and_fan_out(tensor)
@@ -129,7 +130,7 @@ def xavier_uniform_(tensor: Tensor, gain: float = 1.0, generator=None) -> Tensor
     return tensor.uniform_(-a, a, generator=generator)
 
 
-@em.no_grad()
+@grad_mode.no_grad()
 def xavier_normal_(tensor: Tensor, gain: float = 1.0, generator=None) -> Tensor:
     """Glorot normal: N(0, std^2) with std = gain * sqrt(2 / (fan_in + fan_out))."""
     fan_in, fan_out = _calculate_fan_in_and_fan_out(tensor)
@@ -144,7 +145,7 @@ def _kaiming_std(tensor: Tensor, a: float, mode: str, nonlinearity: str) -> floa
     return calculate_gain(nonlinearity, a) / math.sqrt(fan)
 
 
-@em.no_grad()
+@grad_mode.no_grad()
 def kaiming_uniform_(tensor: Tensor, a: float = 0, mode: str = "fan_in", nonlinearity: str = "leaky_relu",
                      generator=None) -> Tensor:
     """He uniform: U(-b, b) with b = gain * sqrt(3 / fan)."""
@@ -155,7 +156,7 @@ def kaiming_uniform_(tensor: Tensor, a: float = 0, mode: str = "fan_in", nonline
     return tensor.uniform_(-bound, bound, generator=generator)
 
 
-@em.no_grad()
+@grad_mode.no_grad()
 def kaiming_normal_(tensor: Tensor, a: float = 0, mode: str = "fan_in", nonlinearity: str = "leaky_relu",
                     generator=None) -> Tensor:
     """He normal: N(0, std^2) with std = gain / sqrt(fan)."""
@@ -165,7 +166,7 @@ def kaiming_normal_(tensor: Tensor, a: float = 0, mode: str = "fan_in", nonlinea
     return tensor.normal_(0.0, std, generator=generator)
 
 
-@em.no_grad()
+@grad_mode.no_grad()
 def orthogonal_(tensor: Tensor, gain: float = 1.0, generator=None) -> Tensor:
     """Fill with a (semi-)orthogonal matrix (the trailing dims are flattened), scaled by gain."""
     if tensor.ndim < 2:
@@ -174,29 +175,29 @@ def orthogonal_(tensor: Tensor, gain: float = 1.0, generator=None) -> Tensor:
         return tensor
     rows = tensor.shape[0]
     cols = tensor.numel() // rows
-    flat = em.randn(rows, cols, dtype=em.float64, generator=generator).numpy()
+    flat = creation.randn(rows, cols, dtype=dtypes.float64, generator=generator).numpy()
     if rows < cols:
         flat = flat.T
     q, r = np.linalg.qr(flat)
     q = q * np.sign(np.diag(r))  # makes the distribution uniform (Haar)
     if rows < cols:
         q = q.T
-    q = em.tensor(q.reshape(tensor.shape) * gain, dtype=tensor.dtype, device=tensor.device)
+    q = creation.tensor(q.reshape(tensor.shape) * gain, dtype=tensor.dtype, device=tensor.device)
     return tensor.copy_(q)
 
 
-@em.no_grad()
+@grad_mode.no_grad()
 def sparse_(tensor: Tensor, sparsity: float, std: float = 0.01, generator=None) -> Tensor:
     """A 2-D tensor from N(0, std^2) with a fraction `sparsity` of each column set to zero."""
     if tensor.ndim != 2:
         raise ValueError("Only tensors with 2 dimensions are supported")
     rows, cols = tensor.shape
     num_zeros = int(math.ceil(sparsity * rows))
-    values = em.normal(0.0, std, (rows, cols), dtype=em.float64, generator=generator).numpy()
+    values = creation.normal(0.0, std, (rows, cols), dtype=dtypes.float64, generator=generator).numpy()
     for c in range(cols):
-        idx = em.randperm(rows, generator=generator).numpy()[:num_zeros]
+        idx = creation.randperm(rows, generator=generator).numpy()[:num_zeros]
         values[idx, c] = 0
-    return tensor.copy_(em.tensor(values, dtype=tensor.dtype, device=tensor.device))
+    return tensor.copy_(creation.tensor(values, dtype=tensor.dtype, device=tensor.device))
 
 
 # Deprecated PyTorch names without the trailing underscore.

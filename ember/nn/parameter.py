@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import ember as em
+from ember import creation
 from ember.tensor import Tensor
 
 
@@ -15,7 +15,7 @@ class Parameter(Tensor):
 
     def __new__(cls, data: Tensor | None = None, requires_grad: bool = True) -> Parameter:
         if data is None:
-            data = em.empty(0)
+            data = creation.empty(0)
         if not isinstance(data, Tensor):
             raise TypeError(f"Parameter: expected a Tensor, got {type(data).__name__}")
         p = cls._make(data._data, data.device)

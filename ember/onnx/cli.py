@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import os
 
+from ember import creation, serialization
+from ember import onnx as ember_onnx
+from ember.device import Device
+
 
 def add_arguments(p) -> None:
     """The options of `ember export`."""
@@ -43,14 +47,12 @@ def _shapes(text: str) -> tuple:
 
 def _read_checkpoint(path: str) -> tuple[dict, dict | None]:
     """(the weights, the `ember train` settings or None) of a checkpoint or state dict file; one-line errors."""
-    import ember as em
-
     if os.path.isdir(path):
         raise ValueError(f"{path}: is a folder; give the checkpoint file, e.g. {os.path.join(path, 'checkpoint.safetensors')}")
     if not os.path.exists(path):
         raise ValueError(f"{path}: no such file")
     try:
-        state = em.load(path)
+        state = serialization.load(path)
     except (OSError, RuntimeError, ValueError) as e:
         msg = (getattr(e, "strerror", None) or str(e)).removeprefix(f"{path}: ")
         raise ValueError(f"{path}: {msg}") from None
@@ -67,12 +69,11 @@ def _read_checkpoint(path: str) -> tuple[dict, dict | None]:
 
 def _models_holding(weights: dict) -> list[str]:
     """The zoo models whose state dict has exactly these names (with these shapes, where some do), built on meta."""
-    import ember as em
     from ember.models import get_model, list_models
 
     by_names, by_shapes = [], []
     for name in list_models():
-        with em.device("meta"):  # shapes only: no memory for the VGGs' weights
+        with Device("meta"):  # shapes only: no memory for the VGGs' weights
             own = get_model(name).state_dict()
         if set(own) == set(weights):
             by_names.append(name)
@@ -139,7 +140,6 @@ def _model_and_input(args, path: str | None):
 
 def export_main(args) -> int:
     """Run `ember export`; returns the exit status."""
-    import ember as em
 
     if args.ckpt and args.checkpoint and args.ckpt != args.checkpoint:
         raise ValueError(f"--checkpoint {args.checkpoint}: a second checkpoint besides {args.ckpt}; give one")
@@ -157,10 +157,10 @@ def export_main(args) -> int:
         raise ValueError(f"--input: {name} takes {len(dtypes)} inputs, got {len(shapes)} shapes")
     if args.dynamic_batch:  # a batch of 1 would trace as broadcastable; any size > 1 gives the same graph
         shapes = tuple((max(s[0], 2),) + tuple(s[1:]) for s in shapes)
-    example = tuple(em.zeros(s, dtype=dtypes[i]) if dtypes else em.randn(*s) for i, s in enumerate(shapes))
+    example = tuple(creation.zeros(s, dtype=dtypes[i]) if dtypes else creation.randn(*s) for i, s in enumerate(shapes))
     names = ["input"] if len(example) == 1 else [f"input_{i}" for i in range(len(example))]
     dynamic = {n: {0: "batch"} for n in names + ["output"]} if args.dynamic_batch else None
-    proto = em.onnx.export(model, example, out, input_names=names, output_names=["output"], dynamic_axes=dynamic,
+    proto = ember_onnx.export(model, example, out, input_names=names, output_names=["output"], dynamic_axes=dynamic,
                            opset_version=args.opset)
     import onnx
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-import ember as em
+from ember import creation, dtypes, ops
 from ember.nn import functional as F
 from ember.tensor import Tensor
 
@@ -34,7 +34,7 @@ def T(x):
     """x as an Ember tensor (NumPy arrays are wrapped)."""
     if x is None or isinstance(x, Tensor):
         return x
-    return em.from_numpy(np.ascontiguousarray(x))
+    return creation.from_numpy(np.ascontiguousarray(x))
 
 
 def ints(x, what: str) -> list:
@@ -51,15 +51,15 @@ def _axis(axis, nd):
 def _dtype(code):
     from onnx.helper import tensor_dtype_to_np_dtype
 
-    return em.dtypes.as_dtype(tensor_dtype_to_np_dtype(code))
+    return dtypes.as_dtype(tensor_dtype_to_np_dtype(code))
 
 
 # --- elementwise ---------------------------------------------------------------------------
 _UNARY = {
-    "Relu": F.relu, "Sigmoid": em.sigmoid, "Tanh": em.tanh, "Exp": em.exp, "Log": em.log, "Sqrt": em.sqrt,
-    "Abs": em.abs, "Neg": em.neg, "Reciprocal": em.reciprocal, "Floor": em.floor, "Ceil": em.ceil, "Erf": em.erf,
-    "Sin": em.sin, "Cos": em.cos, "Tan": em.tan, "Sign": em.sign, "Round": em.round, "Not": em.logical_not,
-    "IsNaN": em.isnan, "BitwiseNot": em.bitwise_not, "Softsign": lambda x: x / (1 + x.abs()), "Identity": lambda x: x,
+    "Relu": F.relu, "Sigmoid": ops.sigmoid, "Tanh": ops.tanh, "Exp": ops.exp, "Log": ops.log, "Sqrt": ops.sqrt,
+    "Abs": ops.abs, "Neg": ops.neg, "Reciprocal": ops.reciprocal, "Floor": ops.floor, "Ceil": ops.ceil, "Erf": ops.erf,
+    "Sin": ops.sin, "Cos": ops.cos, "Tan": ops.tan, "Sign": ops.sign, "Round": ops.round, "Not": ops.logical_not,
+    "IsNaN": ops.isnan, "BitwiseNot": ops.bitwise_not, "Softsign": lambda x: x / (1 + x.abs()), "Identity": lambda x: x,
 }
 _UNARY_NP = {"Neg": np.negative, "Abs": np.abs, "Floor": np.floor, "Ceil": np.ceil, "Sqrt": np.sqrt, "Not": np.logical_not,
              "Identity": lambda x: x, "Sign": np.sign, "Reciprocal": np.reciprocal, "Exp": np.exp, "Log": np.log}
@@ -72,9 +72,9 @@ for _name, _fn in _UNARY.items():
 for _name, _fn in _UNARY_NP.items():
     HOST[_name] = (lambda fn: lambda ins, a: np.asarray(fn(ins[0])))(_fn)
 
-_BINARY = {"BitwiseAnd": em.bitwise_and, "BitwiseOr": em.bitwise_or, "BitwiseXor": em.bitwise_xor, "Add": em.add, "Sub": em.sub, "Mul": em.mul, "Pow": em.pow, "Equal": em.eq, "Less": em.lt,
-           "Greater": em.gt, "LessOrEqual": em.le, "GreaterOrEqual": em.ge, "And": em.logical_and,
-           "Or": em.logical_or, "Xor": em.logical_xor}
+_BINARY = {"BitwiseAnd": ops.bitwise_and, "BitwiseOr": ops.bitwise_or, "BitwiseXor": ops.bitwise_xor, "Add": ops.add, "Sub": ops.sub, "Mul": ops.mul, "Pow": ops.pow, "Equal": ops.eq, "Less": ops.lt,
+           "Greater": ops.gt, "LessOrEqual": ops.le, "GreaterOrEqual": ops.ge, "And": ops.logical_and,
+           "Or": ops.logical_or, "Xor": ops.logical_xor}
 _BINARY_NP = {"Add": np.add, "Sub": np.subtract, "Mul": np.multiply, "Equal": np.equal, "Less": np.less,
               "Greater": np.greater, "And": np.logical_and, "Or": np.logical_or, "Pow": np.power,
               "LessOrEqual": np.less_equal, "GreaterOrEqual": np.greater_equal}
@@ -100,7 +100,7 @@ def _div(ins, a):
     x, y = T(ins[0]), T(ins[1])
     if x.dtype.is_floating_point:
         return x / y
-    return em.div(x, y, rounding_mode="trunc")  # ONNX integer division truncates
+    return ops.div(x, y, rounding_mode="trunc")  # ONNX integer division truncates
 
 
 def _mod_np(ins, a):
@@ -111,7 +111,7 @@ def _mod_np(ins, a):
 @onnx_op("Mod", host=_mod_np)
 def _mod(ins, a):
     x, y = T(ins[0]), T(ins[1])
-    return em.fmod(x, y) if a.get("fmod", 0) else em.remainder(x, y)
+    return ops.fmod(x, y) if a.get("fmod", 0) else ops.remainder(x, y)
 
 
 def _variadic_for(op_type):
@@ -119,7 +119,7 @@ def _variadic_for(op_type):
         xs = [T(x) for x in ins]
         out = xs[0]
         for x in xs[1:]:
-            out = em.maximum(out, x) if op_type == "Max" else em.minimum(out, x) if op_type == "Min" else out + x
+            out = ops.maximum(out, x) if op_type == "Max" else ops.minimum(out, x) if op_type == "Min" else out + x
         return out / len(xs) if op_type == "Mean" else out
 
     return run
@@ -133,7 +133,7 @@ HOST["Min"] = lambda ins, a: np.minimum.reduce(ins)
 
 @onnx_op("Where", host=lambda ins, a: np.where(*ins))
 def _where(ins, a):
-    return em.where(T(ins[0]), T(ins[1]), T(ins[2]))
+    return ops.where(T(ins[0]), T(ins[1]), T(ins[2]))
 
 
 @onnx_op("Clip")
@@ -147,14 +147,14 @@ def _clip(ins, a):
         hi = float(np.asarray(hi)) if x.dtype.is_floating_point else int(np.asarray(hi))
     if lo is None and hi is None:  # both bounds optional in ONNX: no bound, no change
         return x
-    return em.clamp(x, lo, hi)
+    return ops.clamp(x, lo, hi)
 
 
 @onnx_op("IsInf")
 def _isinf(ins, a):
     x = T(ins[0])
     pos, neg = a.get("detect_positive", 1), a.get("detect_negative", 1)
-    out = em.isinf(x)
+    out = ops.isinf(x)
     if not pos:
         out = out & (x < 0)
     if not neg:
@@ -176,7 +176,7 @@ def _elu(ins, a):
 def _selu(ins, a):
     x = T(ins[0])
     alpha, gamma = a.get("alpha", 1.67326319217681884765625), a.get("gamma", 1.05070102214813232421875)
-    return gamma * em.where(x > 0, x, alpha * (em.exp(x) - 1))
+    return gamma * ops.where(x > 0, x, alpha * (ops.exp(x) - 1))
 
 
 @onnx_op("Gelu")
@@ -192,7 +192,7 @@ def _softplus(ins, a):
 @onnx_op("HardSigmoid")
 def _hardsigmoid(ins, a):
     x = T(ins[0])
-    return em.clamp(x * a.get("alpha", 0.2) + a.get("beta", 0.5), 0.0, 1.0)
+    return ops.clamp(x * a.get("alpha", 0.2) + a.get("beta", 0.5), 0.0, 1.0)
 
 
 @onnx_op("HardSwish")
@@ -203,7 +203,7 @@ def _hardswish(ins, a):
 @onnx_op("PRelu")
 def _prelu(ins, a):
     x, slope = T(ins[0]), T(ins[1])
-    return em.where(x >= 0, x, x * slope)
+    return ops.where(x >= 0, x, x * slope)
 
 
 @onnx_op("Cast", host=lambda ins, a: ins[0].astype(_dtype(a["to"]).np))
@@ -264,7 +264,7 @@ def _transpose(ins, a):
 @onnx_op("Concat", host=lambda ins, a: np.concatenate([i for i in ins if i is not None], axis=a["axis"]))
 def _concat(ins, a):
     xs = [T(x) for x in ins if x is not None]
-    return em.cat(xs, dim=a["axis"])
+    return ops.cat(xs, dim=a["axis"])
 
 
 def _unsqueeze_axes(ins, a):
@@ -354,7 +354,7 @@ def _gather(ins, a):
             return x[(slice(None),) * axis + (int(idx),)]
         flat = x.index_select(axis, T(idx.reshape(-1).astype(np.int64)))
     else:
-        idx = em.where(idx < 0, idx + n, idx)
+        idx = ops.where(idx < 0, idx + n, idx)
         flat = x.index_select(axis, idx.reshape(-1).long())
     shape = tuple(x.shape[:axis]) + tuple(idx.shape) + tuple(x.shape[axis + 1:])
     return flat.reshape(shape)
@@ -364,8 +364,8 @@ def _gather(ins, a):
 def _gather_elements(ins, a):
     x, idx = T(ins[0]), T(ins[1])
     axis = _axis(a.get("axis", 0), x.ndim)
-    idx = em.where(idx < 0, idx + int(x.shape[axis]), idx)
-    return em.gather(x, axis, idx.long())
+    idx = ops.where(idx < 0, idx + int(x.shape[axis]), idx)
+    return ops.gather(x, axis, idx.long())
 
 
 @onnx_op("Split")
@@ -380,7 +380,7 @@ def _split(ins, a, n_out=None):
         n = a.get("num_outputs") or a["_n_outputs"]
         size = -(-int(x.shape[axis]) // n)
         sizes = [min(size, int(x.shape[axis]) - i * size) for i in range(n)]
-    return list(em.split(x, sizes, dim=axis))
+    return list(ops.split(x, sizes, dim=axis))
 
 
 def _expand_shape(x_shape, shape):
@@ -456,7 +456,7 @@ FROM_ONNX["Constant"] = HOST["Constant"] = _constant
 def _trilu(ins, a):
     x = T(ins[0])
     k = int(np.asarray(ins[1])) if len(ins) > 1 and ins[1] is not None else 0
-    return em.triu(x, k) if a.get("upper", 1) else em.tril(x, k)
+    return ops.triu(x, k) if a.get("upper", 1) else ops.tril(x, k)
 
 
 # --- reductions ------------------------------------------------------------------------------
@@ -485,7 +485,7 @@ FROM_ONNX["ReduceMax"] = _reduction(lambda x, d, k: x.amax(d, keepdim=k))
 FROM_ONNX["ReduceMin"] = _reduction(lambda x, d, k: x.amin(d, keepdim=k))
 FROM_ONNX["ReduceProd"] = _reduction(lambda x, d, k: x.prod(d, keepdim=k) if len(d) == 1 else
                                      x.reshape(*[s for i, s in enumerate(x.shape) if i not in d], -1).prod(-1))
-FROM_ONNX["ReduceLogSumExp"] = _reduction(lambda x, d, k: em.logsumexp(x, d, keepdim=k))
+FROM_ONNX["ReduceLogSumExp"] = _reduction(lambda x, d, k: ops.logsumexp(x, d, keepdim=k))
 FROM_ONNX["ReduceL2"] = _reduction(lambda x, d, k: (x * x).sum(d, keepdim=k).sqrt())
 HOST["ReduceProd"] = lambda ins, a: np.prod(ins[0], axis=_reduce_axes(ins, a, ins[0].ndim),
                                             keepdims=bool(a.get("keepdims", 1)))
@@ -498,9 +498,9 @@ def _arg_for(op_type):
         keep = bool(a.get("keepdims", 1))
         if a.get("select_last_index", 0):
             x = x.flip(axis)
-            idx = em.argmax(x, axis, keepdim=keep) if op_type == "ArgMax" else em.argmin(x, axis, keepdim=keep)
+            idx = ops.argmax(x, axis, keepdim=keep) if op_type == "ArgMax" else ops.argmin(x, axis, keepdim=keep)
             return int(x.shape[axis]) - 1 - idx
-        return em.argmax(x, axis, keepdim=keep) if op_type == "ArgMax" else em.argmin(x, axis, keepdim=keep)
+        return ops.argmax(x, axis, keepdim=keep) if op_type == "ArgMax" else ops.argmin(x, axis, keepdim=keep)
 
     return run
 
@@ -514,7 +514,7 @@ def _cumsum(ins, a):
     axis = _axis(int(np.asarray(ins[1])), x.ndim)
     if a.get("exclusive", 0) or a.get("reverse", 0):
         raise NotImplementedError("ember.onnx.load: CumSum with exclusive or reverse is not supported")
-    return em.cumsum(x, axis)
+    return ops.cumsum(x, axis)
 
 
 @onnx_op("TopK")
@@ -522,14 +522,14 @@ def _topk(ins, a):
     x = T(ins[0])
     k = ints(ins[1], "TopK k")[0]
     axis = _axis(a.get("axis", -1), x.ndim)
-    values, idx = em.topk(x, k, dim=axis, largest=bool(a.get("largest", 1)), sorted=bool(a.get("sorted", 1)))
+    values, idx = ops.topk(x, k, dim=axis, largest=bool(a.get("largest", 1)), sorted=bool(a.get("sorted", 1)))
     return [values, idx.long()]
 
 
 # --- networks --------------------------------------------------------------------------------
 @onnx_op("MatMul")
 def _matmul(ins, a):
-    return em.matmul(T(ins[0]), T(ins[1]))
+    return ops.matmul(T(ins[0]), T(ins[1]))
 
 
 @onnx_op("Gemm")
@@ -539,7 +539,7 @@ def _gemm(ins, a):
         x = x.t()
     if a.get("transB", 0):
         w = w.t()
-    y = em.matmul(x, w)
+    y = ops.matmul(x, w)
     alpha, beta = a.get("alpha", 1.0), a.get("beta", 1.0)
     if alpha != 1.0:
         y = y * alpha
@@ -551,7 +551,7 @@ def _gemm(ins, a):
 
 @onnx_op("Einsum")
 def _einsum(ins, a):
-    return em.einsum(a["equation"], *[T(x) for x in ins])
+    return ops.einsum(a["equation"], *[T(x) for x in ins])
 
 
 def _spatial_pads(x, pads, nd_spatial, value=0.0):
@@ -691,14 +691,14 @@ FROM_ONNX["Softmax"], FROM_ONNX["LogSoftmax"] = _softmax_for("Softmax"), _softma
 @onnx_op("Dropout")
 def _dropout(ins, a):
     x = T(ins[0])
-    return [x, em.ones_like(x, dtype=em.bool)] if a.get("_n_outputs", 1) > 1 else x
+    return [x, ops.ones_like(x, dtype=dtypes.bool_)] if a.get("_n_outputs", 1) > 1 else x
 
 
 @onnx_op("ScatterElements")
 def _scatter_elements(ins, a):
     x, idx, src = T(ins[0]), T(ins[1]), T(ins[2])
     axis = _axis(a.get("axis", 0), x.ndim)
-    idx = em.where(idx < 0, idx + int(x.shape[axis]), idx).long()
+    idx = ops.where(idx < 0, idx + int(x.shape[axis]), idx).long()
     reduction = a.get("reduction", "none")
     if reduction == "none":
         return x.scatter(axis, idx, src)
@@ -727,10 +727,10 @@ def _softmax_cross_entropy(ins, a):
 @onnx_op("OneHot")
 def _onehot(ins, a):
     idx, depth, values = T(ins[0]).long(), int(np.asarray(ins[1]).reshape(())), T(ins[2])
-    idx = em.where(idx < 0, idx + depth, idx)
+    idx = ops.where(idx < 0, idx + depth, idx)
     hot = F.one_hot(idx, depth)
     axis = a.get("axis", -1)
     if axis != -1:
         hot = hot.movedim(-1, axis)
-    return em.where(hot.bool(), values[1], values[0])
+    return ops.where(hot.bool(), values[1], values[0])
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-import ember as em
+from ember import creation, ops
 from ember.nn import functional as F
 from ember.onnx.ops_from_onnx import T, onnx_op
 
@@ -32,15 +32,15 @@ def _rnn_common(ins, a, op: str, gates: int):
         reverse = direction == "reverse" or d == 1
         wb = b[d, :gates * hidden] if b is not None else None
         rb = b[d, gates * hidden:] if b is not None else None
-        h = h0[d] if h0 is not None else em.zeros(batch, hidden, dtype=x.dtype)
+        h = h0[d] if h0 is not None else creation.zeros(batch, hidden, dtype=x.dtype)
         dirs.append((w[d], r[d], wb, rb, h, reverse))
     return x, steps, hidden, n_dir, dirs
 
 
 def _rnn_outputs(a, ys, hs, cs=None):
-    y = em.stack(ys, dim=1)  # (seq, num_directions, batch, hidden)
-    y_h = em.stack(hs, dim=0)
-    y_c = em.stack(cs, dim=0) if cs is not None else None
+    y = ops.stack(ys, dim=1)  # (seq, num_directions, batch, hidden)
+    y_h = ops.stack(hs, dim=0)
+    y_c = ops.stack(cs, dim=0) if cs is not None else None
     if a.get("layout", 0):
         y, y_h = y.permute(2, 0, 1, 3), y_h.transpose(0, 1)
         y_c = y_c.transpose(0, 1) if y_c is not None else None
@@ -57,16 +57,16 @@ def _lstm(ins, a):
     c0 = T(ins[6]) if len(ins) > 6 and ins[6] is not None else None
     ys, hs, cs = [], [], []
     for d, (w, r, wb, rb, h, reverse) in enumerate(dirs):
-        c = c0[d] if c0 is not None else em.zeros_like(h)
+        c = c0[d] if c0 is not None else ops.zeros_like(h)
         xw = F.linear(x, w, wb)  # every step's input projection at once
         out = [None] * steps
         for t in (range(steps - 1, -1, -1) if reverse else range(steps)):
             g = xw[t] + F.linear(h, r, rb)
             i, o, f, cand = g.chunk(4, dim=-1)  # ONNX's gate order: input, output, forget, cell
-            c = em.sigmoid(f) * c + em.sigmoid(i) * em.tanh(cand)
-            h = em.sigmoid(o) * em.tanh(c)
+            c = ops.sigmoid(f) * c + ops.sigmoid(i) * ops.tanh(cand)
+            h = ops.sigmoid(o) * ops.tanh(c)
             out[t] = h
-        ys.append(em.stack(out, dim=0))
+        ys.append(ops.stack(out, dim=0))
         hs.append(h)
         cs.append(c)
     return _rnn_outputs(a, ys, hs, cs)
@@ -84,11 +84,11 @@ def _gru(ins, a):
         out = [None] * steps
         for t in (range(steps - 1, -1, -1) if reverse else range(steps)):
             xz, xr, xh = xw[t].chunk(3, dim=-1)
-            z = em.sigmoid(xz + F.linear(h, rz, bz))
-            rt = em.sigmoid(xr + F.linear(h, rr, br))
-            n = em.tanh(xh + (rt * F.linear(h, rh, bh) if before else F.linear(rt * h, rh, bh)))
+            z = ops.sigmoid(xz + F.linear(h, rz, bz))
+            rt = ops.sigmoid(xr + F.linear(h, rr, br))
+            n = ops.tanh(xh + (rt * F.linear(h, rh, bh) if before else F.linear(rt * h, rh, bh)))
             h = (1 - z) * n + z * h
             out[t] = h
-        ys.append(em.stack(out, dim=0))
+        ys.append(ops.stack(out, dim=0))
         hs.append(h)
     return _rnn_outputs(a, ys, hs)

@@ -6,7 +6,12 @@ import contextlib
 import os
 import time
 
-import ember as em
+from ember import dtypes, nn, optim, serialization
+from ember.amp.autocast_mode import autocast as autocast_block
+from ember.amp.grad_scaler import GradScaler
+from ember.autograd import grad_mode
+from ember.device import Device
+from ember.graph.jit import jit as jit_compile
 from ember.train.callbacks import Callback
 from ember.train.history import History
 from ember.train.progress import progress_bar as _progress
@@ -26,11 +31,11 @@ def _accuracy_count(logits, y) -> int:
 
 def evaluate(model, loader, loss_fn=None, device="cpu") -> dict:
     """Mean loss and accuracy of `model` over `loader`, without gradients."""
-    loss_fn = loss_fn or em.nn.functional.cross_entropy
+    loss_fn = loss_fn or nn.functional.cross_entropy
     was_training = model.training
     model.eval()
     total, loss_sum, correct = 0, 0.0, 0
-    with em.no_grad():
+    with grad_mode.no_grad():
         for batch in loader:
             x, y = _to(batch, device)
             logits = model(x)
@@ -48,15 +53,15 @@ def _mixed_precision(amp: bool, device, jit: bool):
     """(a context manager factory for the forward pass, a GradScaler or None) for fit's `amp` setting."""
     if not amp:
         return contextlib.nullcontext, None
-    device_type = em.device(device).type if not isinstance(device, em.device) else device.type
+    device_type = Device(device).type if not isinstance(device, Device) else device.type
     if device_type == "cuda":
         if jit:
             raise ValueError("fit: amp on CUDA (float16 with loss scaling) skips steps by their values and can't run "
                              "under jit=True")
-        return (lambda: em.autocast("cuda", dtype=em.float16)), em.amp.GradScaler("cuda")
+        return (lambda: autocast_block("cuda", dtype=dtypes.float16)), GradScaler("cuda")
     if device_type != "cpu":
         raise ValueError(f"fit: amp runs on cpu or cuda, not on {device_type}")
-    return (lambda: em.autocast("cpu", dtype=em.bfloat16)), None
+    return (lambda: autocast_block("cpu", dtype=dtypes.bfloat16)), None
 
 
 def fit(model, train_loader, val_loader=None, *, epochs: int = 1, optimizer=None, loss_fn=None,
@@ -76,13 +81,13 @@ def fit(model, train_loader, val_loader=None, *, epochs: int = 1, optimizer=None
     """
     if not isinstance(epochs, int) or isinstance(epochs, bool) or epochs < 1:
         raise ValueError(f"fit: epochs must be a positive integer, got {epochs!r}")
-    loss_fn = loss_fn or em.nn.functional.cross_entropy
-    optimizer = optimizer or em.optim.SGD(model.parameters(), lr=0.01)
+    loss_fn = loss_fn or nn.functional.cross_entropy
+    optimizer = optimizer or optim.SGD(model.parameters(), lr=0.01)
     callbacks = list(callbacks or [])
     history = History()
     trainer = Trainer(model, optimizer, history, callbacks, train_loader, config)
     if resume is not None:
-        trainer.load_state_dict(em.load(resume) if isinstance(resume, (str, os.PathLike)) else resume)
+        trainer.load_state_dict(serialization.load(resume) if isinstance(resume, (str, os.PathLike)) else resume)
         if trainer.epoch > epochs:
             raise ValueError(f"fit: the checkpoint is at epoch {trainer.epoch}, past epochs={epochs}")
     start_epoch = trainer.epoch + 1
@@ -103,7 +108,7 @@ def fit(model, train_loader, val_loader=None, *, epochs: int = 1, optimizer=None
             scaler.update()
         return loss, logits.argmax(dim=1)
 
-    run_step = em.jit(step) if jit else step
+    run_step = jit_compile(step) if jit else step
     for cb in callbacks:
         cb.on_train_begin(trainer)
     for epoch in range(start_epoch, epochs + 1):

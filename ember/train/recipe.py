@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from ember import models, optim
+
 DATASETS = ("mnist_sample", "digits", "mnist", "fashion_mnist", "cifar10")
 # Read from files (--data DIR, else $EMBER_DATA/<folder>, else ~/.ember/data/<folder>); the others ship with the
 # `datasets` extra. The value is the data set's folder under EMBER_DATA.
@@ -50,10 +52,8 @@ def check_model(model: str, dataset: str) -> None:
 
 def build_model(model: str, dataset: str):
     """The network `ember train` trains as `model` on `dataset` (ten classes, sized for its images)."""
-    import ember as em
-
     shape = SAMPLE_SHAPES[dataset]
-    return em.models.get_model(model, num_classes=NUM_CLASSES, in_channels=shape[0], input_size=shape)
+    return models.get_model(model, num_classes=NUM_CLASSES, in_channels=shape[0], input_size=shape)
 
 
 def default_lr(optimizer: str) -> float:
@@ -136,33 +136,31 @@ def _load_dataset(name: str, limit: int | None, augment: bool, root):
 
 def make_optimizer(name: str, params, lr: float):
     """The optimizer `name` at learning rate `lr` (SGD with momentum 0.9)."""
-    import ember as em
 
     if name == "sgd":
-        return em.optim.SGD(params, lr=lr, momentum=0.9)
+        return optim.SGD(params, lr=lr, momentum=0.9)
     if name == "adam":
-        return em.optim.Adam(params, lr=lr)
+        return optim.Adam(params, lr=lr)
     if name == "adamw":
-        return em.optim.AdamW(params, lr=lr)
+        return optim.AdamW(params, lr=lr)
     if name == "rmsprop":
-        return em.optim.RMSprop(params, lr=lr)
+        return optim.RMSprop(params, lr=lr)
     if name == "adagrad":
-        return em.optim.Adagrad(params, lr=lr)
+        return optim.Adagrad(params, lr=lr)
     raise ValueError(f"--optimizer: unknown optimizer {name!r}; expected one of {', '.join(OPTIMIZERS)}")
 
 
 def make_scheduler(name: str, optimizer, peak_lr: float, total_steps: int):
     """The per-batch schedule `name` over `total_steps` steps peaking at `peak_lr` (None for 'none')."""
-    import ember as em
 
     if name == "onecycle":
         # The peak comes from the run's settings, never from the optimizer's current (maybe annealed) lr.
         # Momentum cycles against the lr where the optimizer has one (Adagrad has none: PyTorch refuses to cycle it).
         cycle = any(k in optimizer.defaults for k in ("momentum", "betas"))
-        return em.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=peak_lr, total_steps=total_steps,
+        return optim.lr_scheduler.OneCycleLR(optimizer, max_lr=peak_lr, total_steps=total_steps,
                                                 cycle_momentum=cycle)
     if name == "cosine":
-        return em.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=total_steps)
+        return optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=total_steps)
     if name == "none":
         return None
     raise ValueError(f"--schedule: unknown schedule {name!r}; expected one of {', '.join(SCHEDULES)}")

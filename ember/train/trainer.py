@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import ember as em
+from ember import serialization
 from ember.train import rng_state
 from ember.train.callbacks import ensure_dir, writing
 from ember.train.history import History
@@ -86,7 +86,7 @@ class Trainer:
         state["epoch"] = epoch
         with writing(path):
             ensure_dir(path)
-            em.save(state, path)
+            serialization.save(state, path)
 
     def end_epoch(self, epoch: int, metrics: dict) -> None:
         """Run the callbacks' on_epoch_end, then write the checkpoints they asked for."""

@@ -131,7 +131,7 @@ def test_full_disk_names_the_file_and_leaves_no_empty_folder(capsys, tmp_path, m
     def full(obj, path):
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
-    monkeypatch.setattr(em, "save", full)
+    monkeypatch.setattr(em.serialization, "save", full)
     out = tmp_path / "runs" / "a"
     line = _error(capsys, "train", "--out", str(out), *FAST)
     assert line.endswith(f"{out / 'checkpoint.safetensors'}: No space left on device")

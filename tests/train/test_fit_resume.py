@@ -51,7 +51,7 @@ def keep_every_epoch(monkeypatch):
         save(obj, path)
         shutil.copy(path, f"{path}.epoch{obj['epoch']}")
 
-    monkeypatch.setattr(em, "save", saving)
+    monkeypatch.setattr(em.serialization, "save", saving)
 
 
 def test_resumed_fit_equals_the_uninterrupted_one(tmp_path, keep_every_epoch):

@@ -58,7 +58,7 @@ def keep_every_epoch(monkeypatch):
         if isinstance(obj, dict) and "epoch" in obj:
             shutil.copy(path, f"{path}.epoch{obj['epoch']}")
 
-    monkeypatch.setattr(em, "save", saving)
+    monkeypatch.setattr(em.serialization, "save", saving)
 
 
 def _stopped_after(run, k, tmp_path):

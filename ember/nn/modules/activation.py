@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-import ember as em
+from ember import creation, ops
+from ember.autograd import grad_mode
 from ember.nn import functional as F
 from ember.nn.modules.module import Module
 from ember.nn.parameter import Parameter
@@ -21,7 +22,7 @@ class ReLU(Module):
         self.inplace = inplace
 
     def forward(self, input: Tensor) -> Tensor:
-        return input.relu_() if self.inplace else em.relu(input)
+        return input.relu_() if self.inplace else ops.relu(input)
 
     def extra_repr(self) -> str:
         return _inplace_str(self.inplace, "")
@@ -116,7 +117,7 @@ class GELU(Module):
         self.approximate = approximate
 
     def forward(self, input: Tensor) -> Tensor:
-        return em.gelu(input, approximate=self.approximate)
+        return ops.gelu(input, approximate=self.approximate)
 
     def extra_repr(self) -> str:
         return f"approximate={self.approximate!r}"
@@ -161,14 +162,14 @@ class Sigmoid(Module):
     """1 / (1 + exp(-x))."""
 
     def forward(self, input: Tensor) -> Tensor:
-        return em.sigmoid(input)
+        return ops.sigmoid(input)
 
 
 class Tanh(Module):
     """Hyperbolic tangent."""
 
     def forward(self, input: Tensor) -> Tensor:
-        return em.tanh(input)
+        return ops.tanh(input)
 
 
 class LogSigmoid(Module):
@@ -230,12 +231,12 @@ class PReLU(Module):
         super().__init__()
         self.num_parameters = num_parameters
         self.init = init
-        self.weight = Parameter(em.empty(num_parameters, device=device, dtype=dtype))
+        self.weight = Parameter(creation.empty(num_parameters, device=device, dtype=dtype))
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
         """Every slope to `init`."""
-        with em.no_grad():
+        with grad_mode.no_grad():
             self.weight.fill_(self.init)
 
     def forward(self, input: Tensor) -> Tensor:
@@ -277,14 +278,14 @@ class Softmax(_SoftmaxBase):
     """exp(x) / sum(exp(x)) along dim."""
 
     def forward(self, input: Tensor) -> Tensor:
-        return em.softmax(input, self.dim)
+        return ops.softmax(input, self.dim)
 
 
 class LogSoftmax(_SoftmaxBase):
     """log(softmax(x)) along dim."""
 
     def forward(self, input: Tensor) -> Tensor:
-        return em.log_softmax(input, self.dim)
+        return ops.log_softmax(input, self.dim)
 
 
 class Softmin(_SoftmaxBase):

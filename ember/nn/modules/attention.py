@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 
-import ember as em
+from ember import creation, dtypes, ops
 from ember.nn import functional as F
 from ember.nn import init
 from ember.nn.modules.linear import Linear
@@ -23,8 +23,8 @@ def _canonical_mask(mask: Tensor | None, name: str, dtype) -> Tensor | None:
     """A bool mask (True = may not attend) as an additive float mask (-inf there); float masks as they are."""
     if mask is None:
         return None
-    if mask.dtype == em.bool:
-        return em.zeros(tuple(mask.shape), dtype=dtype, device=mask.device).masked_fill(mask, float("-inf"))
+    if mask.dtype == dtypes.bool_:
+        return creation.zeros(tuple(mask.shape), dtype=dtype, device=mask.device).masked_fill(mask, float("-inf"))
     if not mask.dtype.is_floating_point:
         raise AssertionError(f"only bool and floating types of {name} are supported")
     return mask.to(dtype)
@@ -73,7 +73,7 @@ def _append_along_seq(x: Tensor, row: Tensor, batch_first: bool) -> Tensor:
     """x (L, N, E) or (N, L, E) with one more position along L: row (1, 1, E) for every batch entry."""
     n = x.shape[0] if batch_first else x.shape[1]
     shape = (n, 1, x.shape[2]) if batch_first else (1, n, x.shape[2])
-    return em.cat([x, row.expand(shape).to(x.dtype)], 1 if batch_first else 0)
+    return ops.cat([x, row.expand(shape).to(x.dtype)], 1 if batch_first else 0)
 
 
 def multi_head_attention_forward(query: Tensor, key: Tensor, value: Tensor, embed_dim_to_check: int, num_heads: int,
@@ -175,8 +175,8 @@ def multi_head_attention_forward(query: Tensor, key: Tensor, value: Tensor, embe
     else:
         (q,), (k,), (v,) = (_heads(t, num_heads, batch_first) for t in (q, k, v))
     if add_zero_attn:
-        zeros = em.zeros((bsz, num_heads, 1, head_dim), dtype=k.dtype, device=k.device)
-        k, v = em.cat([k, zeros], 2), em.cat([v, zeros], 2)
+        zeros = creation.zeros((bsz, num_heads, 1, head_dim), dtype=k.dtype, device=k.device)
+        k, v = ops.cat([k, zeros], 2), ops.cat([v, zeros], 2)
         attn_mask = None if attn_mask is None else F.pad(attn_mask, (0, 1))
         key_padding_mask = None if key_padding_mask is None else F.pad(key_padding_mask, (0, 1))
     src_len = k.shape[2]
@@ -192,13 +192,13 @@ def multi_head_attention_forward(query: Tensor, key: Tensor, value: Tensor, embe
     # --- attention -------------------------------------------------------------------------
     weights = None
     if need_weights:
-        scores = em.matmul(q * math.sqrt(1.0 / head_dim), k.transpose(-2, -1))
+        scores = ops.matmul(q * math.sqrt(1.0 / head_dim), k.transpose(-2, -1))
         if attn_mask is not None:
             scores = scores + attn_mask
-        weights = em.softmax(scores, -1)
+        weights = ops.softmax(scores, -1)
         if dropout_p > 0.0:
             weights = F.dropout(weights, dropout_p, True)
-        out = em.matmul(weights, v)
+        out = ops.matmul(weights, v)
         if average_attn_weights:
             weights = weights.mean(1)
         if not batched:
@@ -240,23 +240,23 @@ class MultiheadAttention(Module):
             raise AssertionError("embed_dim must be divisible by num_heads")
         kw = {"device": device, "dtype": dtype}
         if not self._qkv_same_embed_dim:
-            self.q_proj_weight = Parameter(em.empty(embed_dim, embed_dim, **kw))
-            self.k_proj_weight = Parameter(em.empty(embed_dim, self.kdim, **kw))
-            self.v_proj_weight = Parameter(em.empty(embed_dim, self.vdim, **kw))
+            self.q_proj_weight = Parameter(creation.empty(embed_dim, embed_dim, **kw))
+            self.k_proj_weight = Parameter(creation.empty(embed_dim, self.kdim, **kw))
+            self.v_proj_weight = Parameter(creation.empty(embed_dim, self.vdim, **kw))
             self.register_parameter("in_proj_weight", None)
         else:
-            self.in_proj_weight = Parameter(em.empty(3 * embed_dim, embed_dim, **kw))
+            self.in_proj_weight = Parameter(creation.empty(3 * embed_dim, embed_dim, **kw))
             self.register_parameter("q_proj_weight", None)
             self.register_parameter("k_proj_weight", None)
             self.register_parameter("v_proj_weight", None)
         if bias:
-            self.in_proj_bias = Parameter(em.empty(3 * embed_dim, **kw))
+            self.in_proj_bias = Parameter(creation.empty(3 * embed_dim, **kw))
         else:
             self.register_parameter("in_proj_bias", None)
         self.out_proj = Linear(embed_dim, embed_dim, bias=bias, **kw)
         if add_bias_kv:
-            self.bias_k = Parameter(em.empty(1, 1, embed_dim, **kw))
-            self.bias_v = Parameter(em.empty(1, 1, embed_dim, **kw))
+            self.bias_k = Parameter(creation.empty(1, 1, embed_dim, **kw))
+            self.bias_v = Parameter(creation.empty(1, 1, embed_dim, **kw))
         else:
             self.bias_k = self.bias_v = None
         self.add_zero_attn = add_zero_attn

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-import ember as em
+from ember import creation, dtypes
+from ember.dispatch import is_tracing
 from ember.nn import functional as F
 from ember.nn import init
 from ember.nn.modules.module import Module
@@ -24,18 +25,18 @@ class _NormBase(Module):
         self.affine = affine
         self.track_running_stats = track_running_stats
         if affine:
-            self.weight = Parameter(em.empty(num_features, device=device, dtype=dtype))
+            self.weight = Parameter(creation.empty(num_features, device=device, dtype=dtype))
             if bias:
-                self.bias = Parameter(em.empty(num_features, device=device, dtype=dtype))
+                self.bias = Parameter(creation.empty(num_features, device=device, dtype=dtype))
             else:
                 self.register_parameter("bias", None)
         else:
             self.register_parameter("weight", None)
             self.register_parameter("bias", None)
         if track_running_stats:
-            self.register_buffer("running_mean", em.zeros(num_features, device=device, dtype=dtype))
-            self.register_buffer("running_var", em.ones(num_features, device=device, dtype=dtype))
-            self.register_buffer("num_batches_tracked", em.tensor(0, dtype=em.int64, device=device))
+            self.register_buffer("running_mean", creation.zeros(num_features, device=device, dtype=dtype))
+            self.register_buffer("running_var", creation.ones(num_features, device=device, dtype=dtype))
+            self.register_buffer("num_batches_tracked", creation.tensor(0, dtype=dtypes.int64, device=device))
         else:
             self.register_buffer("running_mean", None)
             self.register_buffer("running_var", None)
@@ -71,7 +72,7 @@ class _NormBase(Module):
             # state dicts from before num_batches_tracked existed start counting at 0
             key = prefix + "num_batches_tracked"
             if key not in state_dict:
-                state_dict[key] = em.tensor(0, dtype=em.int64)
+                state_dict[key] = creation.tensor(0, dtype=dtypes.int64)
         super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
                                       error_msgs)
 
@@ -85,7 +86,7 @@ class _BatchNorm(_NormBase):
             if self.momentum is None:  # cumulative moving average
                 count = self.num_batches_tracked
                 # under ember.jit the count is only known when the graph runs: keep it a (float64) tensor
-                factor = 1.0 / (count.to(em.float64) if em.is_tracing() else float(count))
+                factor = 1.0 / (count.to(dtypes.float64) if is_tracing() else float(count))
         use_batch_stats = self.training or (self.running_mean is None and self.running_var is None)
         track = not self.training or self.track_running_stats
         return F.batch_norm(input, self.running_mean if track else None, self.running_var if track else None,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-import ember as em
+from ember import creation, ops
 from ember.nn import functional as F
 from ember.nn import init
 from ember.nn._tuples import _pair, _reverse_repeat_tuple, _single
@@ -55,9 +55,9 @@ class _ConvNd(Module):
         else:
             self._reversed_padding_repeated_twice = _reverse_repeat_tuple(padding, 2)
         shape = (in_channels, out_channels // groups) if transposed else (out_channels, in_channels // groups)
-        self.weight = Parameter(em.empty(shape + tuple(kernel_size), device=device, dtype=dtype))
+        self.weight = Parameter(creation.empty(shape + tuple(kernel_size), device=device, dtype=dtype))
         if bias:
-            self.bias = Parameter(em.empty(out_channels, device=device, dtype=dtype))
+            self.bias = Parameter(creation.empty(out_channels, device=device, dtype=dtype))
         else:
             self.register_parameter("bias", None)
         self.reset_parameters()
@@ -123,8 +123,8 @@ class Conv2d(_ConvNd):
 
     def forward(self, input: Tensor) -> Tensor:
         if self.padding_mode != "zeros":
-            return em.conv2d(self._padded(input), self.weight, self.bias, self.stride, 0, self.dilation, self.groups)
-        return em.conv2d(input, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
+            return ops.conv2d(self._padded(input), self.weight, self.bias, self.stride, 0, self.dilation, self.groups)
+        return ops.conv2d(input, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
 
 
 class _ConvTransposeNd(_ConvNd):
@@ -185,5 +185,5 @@ class ConvTranspose2d(_ConvTransposeNd):
 
     def forward(self, input: Tensor, output_size=None) -> Tensor:
         op = self._output_padding(input, output_size, 2)
-        return em.conv_transpose2d(input, self.weight, self.bias, self.stride, self.padding, op, self.groups,
+        return ops.conv_transpose2d(input, self.weight, self.bias, self.stride, self.padding, op, self.groups,
                                    self.dilation)

@@ -7,7 +7,7 @@ flow from source to target (see `ember/nn/graph.py`).
 
 from __future__ import annotations
 
-import ember as em
+from ember import creation, ops, sparse
 from ember.nn import functional as F
 from ember.nn import graph, init
 from ember.nn.modules.linear import Linear
@@ -35,7 +35,7 @@ class GCNConv(Module):
         self.improved, self.add_self_loops, self.normalize = improved, add_self_loops, normalize
         self.lin = _glorot_linear(in_channels, out_channels, bias=False)
         if bias:
-            self.bias = Parameter(em.zeros(out_channels))
+            self.bias = Parameter(creation.zeros(out_channels))
         else:
             self.register_parameter("bias", None)
 
@@ -47,9 +47,9 @@ class GCNConv(Module):
             adj = graph.gcn_norm(edge_index, edge_weight, n, add_self_loops=self.add_self_loops,
                                  improved=self.improved, dtype=h.dtype)
         else:
-            w = edge_weight if edge_weight is not None else em.ones(edge_index.shape[1], dtype=h.dtype)
-            adj = em.sparse.sparse_coo_tensor(em.stack([edge_index[1], edge_index[0]]), w, (n, n))
-        out = em.sparse.mm(adj, h)
+            w = edge_weight if edge_weight is not None else creation.ones(edge_index.shape[1], dtype=h.dtype)
+            adj = sparse.sparse_coo_tensor(ops.stack([edge_index[1], edge_index[0]]), w, (n, n))
+        out = sparse.mm(adj, h)
         return out + self.bias if self.bias is not None else out
 
     def extra_repr(self) -> str:
@@ -93,10 +93,10 @@ class GATConv(Module):
         self.in_channels, self.out_channels, self.heads, self.concat = in_channels, out_channels, heads, concat
         self.negative_slope, self.dropout, self.add_self_loops = negative_slope, dropout, add_self_loops
         self.lin = _glorot_linear(in_channels, heads * out_channels, bias=False)
-        self.att_src = Parameter(init.xavier_uniform_(em.empty(1, heads, out_channels)))
-        self.att_dst = Parameter(init.xavier_uniform_(em.empty(1, heads, out_channels)))
+        self.att_src = Parameter(init.xavier_uniform_(creation.empty(1, heads, out_channels)))
+        self.att_dst = Parameter(init.xavier_uniform_(creation.empty(1, heads, out_channels)))
         if bias:
-            self.bias = Parameter(em.zeros(heads * out_channels if concat else out_channels))
+            self.bias = Parameter(creation.zeros(heads * out_channels if concat else out_channels))
         else:
             self.register_parameter("bias", None)
 

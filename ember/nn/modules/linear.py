@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-import ember as em
+from ember import creation
 from ember.nn import functional as F
 from ember.nn import init
 from ember.nn.modules.module import Module
@@ -29,9 +29,9 @@ class Linear(Module):
         super().__init__()
         self.in_features = in_features
         self.out_features = out_features
-        self.weight = Parameter(em.empty(out_features, in_features, device=device, dtype=dtype))
+        self.weight = Parameter(creation.empty(out_features, in_features, device=device, dtype=dtype))
         if bias:
-            self.bias = Parameter(em.empty(out_features, device=device, dtype=dtype))
+            self.bias = Parameter(creation.empty(out_features, device=device, dtype=dtype))
         else:
             self.register_parameter("bias", None)
         self.reset_parameters()
@@ -60,9 +60,9 @@ class Bilinear(Module):
         self.in1_features = in1_features
         self.in2_features = in2_features
         self.out_features = out_features
-        self.weight = Parameter(em.empty(out_features, in1_features, in2_features, device=device, dtype=dtype))
+        self.weight = Parameter(creation.empty(out_features, in1_features, in2_features, device=device, dtype=dtype))
         if bias:
-            self.bias = Parameter(em.empty(out_features, device=device, dtype=dtype))
+            self.bias = Parameter(creation.empty(out_features, device=device, dtype=dtype))
         else:
             self.register_parameter("bias", None)
         self.reset_parameters()

@@ -9,8 +9,11 @@ from typing import NamedTuple
 
 import numpy as np
 
-import ember as em
+from ember import creation, dtypes
+from ember.autograd import grad_mode
 from ember.autograd.zero_grad import zero_grads
+from ember.device import Device
+from ember.dtypes import DType
 from ember.nn.modules import structure
 from ember.nn.modules.structure import TrackedDict, TrackedOrderedDict
 from ember.nn.parameter import Parameter, _swap_storage
@@ -312,7 +315,7 @@ class Module:
         """Transform every parameter (in place, keeping its identity), gradient and buffer."""
         for m in self.children():
             m._apply(fn)
-        with em.no_grad():
+        with grad_mode.no_grad():
             for p in self._parameters.values():
                 if p is None:
                     continue
@@ -350,19 +353,19 @@ class Module:
 
     def float(self) -> Module:
         """Cast floating-point parameters and buffers to float32."""
-        return self.to(em.float32)
+        return self.to(dtypes.float32)
 
     def double(self) -> Module:
         """Cast floating-point parameters and buffers to float64."""
-        return self.to(em.float64)
+        return self.to(dtypes.float64)
 
     def half(self) -> Module:
         """Cast floating-point parameters and buffers to float16."""
-        return self.to(em.float16)
+        return self.to(dtypes.float16)
 
     def bfloat16(self) -> Module:
         """Cast floating-point parameters and buffers to bfloat16."""
-        return self.to(em.bfloat16)
+        return self.to(dtypes.bfloat16)
 
     def type(self, dst_type) -> Module:
         """Cast all parameters and buffers to dst_type."""
@@ -430,7 +433,7 @@ class Module:
                 if local_metadata.get("assign_to_params_buffers", False):
                     self._assign_loaded(name, param, value)
                 else:
-                    with em.no_grad():
+                    with grad_mode.no_grad():
                         param.copy_(value)
             except Exception as e:  # report every failure together, as PyTorch does
                 error_msgs.append(
@@ -619,7 +622,7 @@ def _as_tensor(value) -> Tensor:
         value = value.detach().cpu()
     if not hasattr(value, "__array__") and not isinstance(value, (np.ndarray, np.generic)):
         raise TypeError(f"not a tensor: {type(value)}")
-    return em.tensor(np.asarray(value))
+    return creation.tensor(np.asarray(value))
 
 
 def _parse_to(args: tuple, kwargs: dict):
@@ -632,9 +635,9 @@ def _parse_to(args: tuple, kwargs: dict):
     for a in args:
         if isinstance(a, Tensor):
             device, dtype = a.device, a.dtype
-        elif isinstance(a, (str, em.device)):
+        elif isinstance(a, (str, Device)):
             device = a
-        elif isinstance(a, em.dtype):
+        elif isinstance(a, DType):
             dtype = a
         elif isinstance(a, bool) or a is None:
             continue  # the legacy non_blocking positional

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numbers
 
-import ember as em
+from ember import creation
 from ember.nn import functional as F
 from ember.nn import init
 from ember.nn.modules.module import Module
@@ -14,9 +14,9 @@ from ember.tensor import Tensor
 
 def add_affine_parameters(module: Module, shape, affine: bool, bias: bool, device=None, dtype=None) -> None:
     """Register a normalisation layer's `weight` and `bias` (or None for each, as PyTorch)."""
-    weight = Parameter(em.empty(tuple(shape), device=device, dtype=dtype)) if affine else None
+    weight = Parameter(creation.empty(tuple(shape), device=device, dtype=dtype)) if affine else None
     module.register_parameter("weight", weight)
-    bias_p = Parameter(em.empty(tuple(shape), device=device, dtype=dtype)) if affine and bias else None
+    bias_p = Parameter(creation.empty(tuple(shape), device=device, dtype=dtype)) if affine and bias else None
     module.register_parameter("bias", bias_p)
 
 
@@ -93,7 +93,7 @@ class RMSNorm(Module):
         self.eps = eps
         self.elementwise_affine = elementwise_affine
         if elementwise_affine:
-            self.weight = Parameter(em.empty(self.normalized_shape, device=device, dtype=dtype))
+            self.weight = Parameter(creation.empty(self.normalized_shape, device=device, dtype=dtype))
         else:
             self.register_parameter("weight", None)
         self.reset_parameters()

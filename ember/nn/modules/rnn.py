@@ -14,7 +14,7 @@ import math
 import numbers
 import warnings
 
-import ember as em
+from ember import creation, ops
 from ember.nn import functional as F
 from ember.nn import init
 from ember.nn.modules.module import Module
@@ -52,7 +52,7 @@ def _layers_fused(mode: str, xws: list, ws: list, states: list):
     two = len(xws) == 2
     for d, (xw, w) in enumerate(zip(xws, ws)):
         if d == 1:
-            xw = em.flip(xw, (0,))
+            xw = ops.flip(xw, (0,))
         if mode == "LSTM":
             h0, c0 = (states[0][d], states[1][d]) if two else states
             hs, h, c = lstm_layer_states(xw, h0, c0, w[1])
@@ -60,10 +60,10 @@ def _layers_fused(mode: str, xws: list, ws: list, states: list):
         else:  # the GRU's hidden bias stays in the layer: its n part is scaled by the reset gate
             hs, h = gru_layer_states(xw, states[0][d] if two else states[0], w[1], w[3])
         hs_last.append(h)
-        outs.append(em.flip(hs, (0,)) if d == 1 else hs)
-    out = em.cat(outs, -1) if two else outs[0]
+        outs.append(ops.flip(hs, (0,)) if d == 1 else hs)
+    out = ops.cat(outs, -1) if two else outs[0]
     finals = [hs_last, cs_last] if mode == "LSTM" else [hs_last]
-    return out, [em.stack(f, 0) if two else f[0] for f in finals]
+    return out, [ops.stack(f, 0) if two else f[0] for f in finals]
 
 
 # --- sequence layers --------------------------------------------------------------------------
@@ -124,7 +124,7 @@ class RNNBase(Module):
                 names = []
                 for base, shape in shapes:
                     name = f"{base}_l{layer}{suffix}"
-                    setattr(self, name, Parameter(em.empty(shape, device=device, dtype=dtype)))
+                    setattr(self, name, Parameter(creation.empty(shape, device=device, dtype=dtype)))
                     names.append(name)
                 self._flat_weights_names.extend(names)
                 self._all_weights.append(names)
@@ -240,7 +240,7 @@ class RNNBase(Module):
                 f.append(s)
             if self.dropout > 0 and self.training and layer < self.num_layers - 1:
                 x = F.dropout(x, self.dropout, True)
-        joined = [em.stack(f, 0) if dirs == 1 else em.cat(f, 0) for f in finals]
+        joined = [ops.stack(f, 0) if dirs == 1 else ops.cat(f, 0) for f in finals]
         return x, joined
 
     def _input_projections(self, x: Tensor, ws: list) -> list:
@@ -270,20 +270,20 @@ class RNNBase(Module):
             hidden_proj = F.linear  # h @ w.T
         else:
             # (2, ...): the reverse direction's inputs are flipped in time, so both run forwards
-            xw = em.stack([xws[0], em.flip(xws[1], (tdim,))], 0)
+            xw = ops.stack([xws[0], ops.flip(xws[1], (tdim,))], 0)
             tdim += 1
-            w_hh = em.stack([ws[0][1], ws[1][1]], 0).transpose(1, 2)
-            w_hr = None if ws[0][4] is None else em.stack([ws[0][4], ws[1][4]], 0).transpose(1, 2)
-            b_hh = None if ws[0][3] is None else em.stack([ws[0][3], ws[1][3]], 0).unsqueeze(1)
-            hidden_proj = em.matmul  # (2, N, H) @ (2, H, G), w already transposed
+            w_hh = ops.stack([ws[0][1], ws[1][1]], 0).transpose(1, 2)
+            w_hr = None if ws[0][4] is None else ops.stack([ws[0][4], ws[1][4]], 0).transpose(1, 2)
+            b_hh = None if ws[0][3] is None else ops.stack([ws[0][3], ws[1][3]], 0).unsqueeze(1)
+            hidden_proj = ops.matmul  # (2, N, H) @ (2, H, G), w already transposed
         outs, states = [], init_states
         for xt in unbind(xw, tdim):
             states = cell_step(mode, xt, states, w_hh, b_hh, w_hr, hidden_proj)
             outs.append(states[0])
-        out = em.stack(outs, tdim)
+        out = ops.stack(outs, tdim)
         if dirs == 2:
             fwd, bwd = unbind(out, 0)
-            out = em.cat([fwd, em.flip(bwd, (tdim - 1,))], -1)
+            out = ops.cat([fwd, ops.flip(bwd, (tdim - 1,))], -1)
         return out, states
 
     def _forward(self, input, hx, cell: bool):
@@ -353,11 +353,11 @@ class RNNCellBase(Module):
         self.input_size = input_size
         self.hidden_size = hidden_size
         self.bias = bias
-        self.weight_ih = Parameter(em.empty(num_chunks * hidden_size, input_size, device=device, dtype=dtype))
-        self.weight_hh = Parameter(em.empty(num_chunks * hidden_size, hidden_size, device=device, dtype=dtype))
+        self.weight_ih = Parameter(creation.empty(num_chunks * hidden_size, input_size, device=device, dtype=dtype))
+        self.weight_hh = Parameter(creation.empty(num_chunks * hidden_size, hidden_size, device=device, dtype=dtype))
         if bias:
-            self.bias_ih = Parameter(em.empty(num_chunks * hidden_size, device=device, dtype=dtype))
-            self.bias_hh = Parameter(em.empty(num_chunks * hidden_size, device=device, dtype=dtype))
+            self.bias_ih = Parameter(creation.empty(num_chunks * hidden_size, device=device, dtype=dtype))
+            self.bias_hh = Parameter(creation.empty(num_chunks * hidden_size, device=device, dtype=dtype))
         else:
             self.register_parameter("bias_ih", None)
             self.register_parameter("bias_hh", None)
@@ -428,8 +428,8 @@ class LSTMCell(RNNCellBase):
         input, (h, c), batched = self._batch(input, states)
         gi, gh = self._projections(input, h)
         i, f, g, o = split(gi + gh, self.hidden_size, -1)
-        c = em.sigmoid(f) * c + em.sigmoid(i) * em.tanh(g)
-        h = em.sigmoid(o) * em.tanh(c)
+        c = ops.sigmoid(f) * c + ops.sigmoid(i) * ops.tanh(g)
+        h = ops.sigmoid(o) * ops.tanh(c)
         return (h, c) if batched else (h.squeeze(0), c.squeeze(0))
 
 

@@ -9,7 +9,7 @@ sorted order first, and the final states are put back in batch order.
 
 from __future__ import annotations
 
-import ember as em
+from ember import ops
 from ember.nn import functional as F
 from ember.nn.modules.rnn_step import cell_step
 from ember.nn.utils.rnn import PackedSequence
@@ -48,7 +48,7 @@ def run_packed(module, packed: PackedSequence, hx, cell: bool) -> tuple[PackedSe
             finals.append(last)
         if dirs == 1:
             return outs[0], finals[0]
-        return em.cat(outs, -1), [em.stack([f[k] for f in finals], 0) for k in range(len(finals[0]))]
+        return ops.cat(outs, -1), [ops.stack([f[k] for f in finals], 0) for k in range(len(finals[0]))]
 
     out, finals = module._run(data, states, run_layer)
     if unsorted_indices is not None:
@@ -71,8 +71,8 @@ def _forward_in_time(mode: str, xw, init: list, w: tuple, sizes: list, starts: l
         states = _step(mode, xw[starts[t]:starts[t] + b], states, w)
         outs.append(states[0])
     ended.append(states)
-    finals = [em.cat([e[k] for e in reversed(ended)], 0) for k in range(len(states))]
-    return em.cat(outs, 0), finals
+    finals = [ops.cat([e[k] for e in reversed(ended)], 0) for k in range(len(states))]
+    return ops.cat(outs, 0), finals
 
 
 def _backward_in_time(mode: str, xw, init: list, w: tuple, sizes: list, starts: list):
@@ -82,7 +82,7 @@ def _backward_in_time(mode: str, xw, init: list, w: tuple, sizes: list, starts: 
     for t in reversed(range(len(sizes))):
         b, have = sizes[t], states[0].shape[0]
         if b > have:
-            states = [em.cat([s, s0[have:b]], 0) for s, s0 in zip(states, init)]
+            states = [ops.cat([s, s0[have:b]], 0) for s, s0 in zip(states, init)]
         states = _step(mode, xw[starts[t]:starts[t] + b], states, w)
         outs[t] = states[0]
-    return em.cat(outs, 0), states
+    return ops.cat(outs, 0), states

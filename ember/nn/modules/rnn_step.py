@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import ember as em
+from ember import ops
 from ember.nn import functional as F
 from ember.ops.recurrent import gru_cell, lstm_cell
 from ember.ops.split import split
@@ -11,7 +11,7 @@ from ember.tensor import Tensor
 
 def rnn_step(pre: Tensor, relu: bool) -> Tensor:
     """An Elman step's activation: relu or tanh."""
-    return em.relu(pre) if relu else em.tanh(pre)
+    return ops.relu(pre) if relu else ops.tanh(pre)
 
 
 def cell_step(mode: str, xt: Tensor, states: list, w_hh: Tensor, b_hh: Tensor | None, w_hr: Tensor | None,

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-import ember as em
+from ember import creation
+from ember.autograd import grad_mode
 from ember.nn import functional as F
 from ember.nn import init
 from ember.nn.modules.module import Module
@@ -37,7 +38,7 @@ class Embedding(Module):
         self.scale_grad_by_freq = scale_grad_by_freq
         self.sparse = sparse
         if _weight is None:
-            self.weight = Parameter(em.empty(num_embeddings, embedding_dim, device=device, dtype=dtype),
+            self.weight = Parameter(creation.empty(num_embeddings, embedding_dim, device=device, dtype=dtype),
                                     requires_grad=not _freeze)
             self.reset_parameters()
         else:
@@ -52,7 +53,7 @@ class Embedding(Module):
 
     def _fill_padding_idx_with_zero(self) -> None:
         if self.padding_idx is not None:
-            with em.no_grad():
+            with grad_mode.no_grad():
                 self.weight[self.padding_idx] = 0.0
 
     def forward(self, input: Tensor) -> Tensor:

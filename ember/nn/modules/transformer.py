@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-import ember as em
+from ember import creation, dtypes
 from ember.errors import ConcretizationError, DataDependentError
 from ember.nn import functional as F
 from ember.nn.modules.activation import GELU, ReLU
@@ -37,7 +37,7 @@ def _get_activation_fn(activation: str) -> Callable[[Tensor], Tensor]:
 def generate_square_subsequent_mask(sz: int, device=None, dtype=None) -> Tensor:
     """The (sz, sz) causal mask: -inf above the diagonal, 0 elsewhere (PyTorch's Transformer method)."""
     mask = np.triu(np.full((sz, sz), -np.inf), 1)
-    return em.tensor(mask, dtype=dtype if dtype is not None else em.get_default_dtype(), device=device)
+    return creation.tensor(mask, dtype=dtype if dtype is not None else dtypes.get_default_dtype(), device=device)
 
 
 def _detect_is_causal_mask(mask: Tensor | None, is_causal: bool | None, size: int) -> bool:

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-import ember as em
+from ember import ops
+from ember.autograd import grad_mode
 from ember.tensor import Tensor
 
 
 def parameters_to_vector(parameters: Iterable[Tensor]) -> Tensor:
     """All parameters flattened and concatenated into one 1-D tensor (differentiable)."""
-    return em.cat([p.reshape(-1) for p in parameters])
+    return ops.cat([p.reshape(-1) for p in parameters])
 
 
 def vector_to_parameters(vec: Tensor, parameters: Iterable[Tensor]) -> None:
@@ -20,7 +21,7 @@ def vector_to_parameters(vec: Tensor, parameters: Iterable[Tensor]) -> None:
     if vec.ndim != 1:
         raise ValueError(f"vector_to_parameters: expected a 1-D vector, got shape {tuple(vec.shape)}")
     pointer = 0
-    with em.no_grad():
+    with grad_mode.no_grad():
         for p in parameters:
             n = p.numel()
             p.copy_(vec[pointer:pointer + n].reshape(p.shape))

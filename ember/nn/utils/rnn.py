@@ -15,7 +15,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-import ember as em
+from ember import creation, dtypes, ops
 from ember.tensor import Tensor
 
 __all__ = ["PackedSequence", "invert_permutation", "pack_padded_sequence", "pad_packed_sequence", "pad_sequence",
@@ -41,7 +41,7 @@ class PackedSequence(_PackedFields):
             data, batch_sizes = data[0], data[1]
         if unsorted_indices is None:
             unsorted_indices = invert_permutation(sorted_indices)
-        if not isinstance(batch_sizes, Tensor) or batch_sizes.ndim != 1 or batch_sizes.dtype != em.int64 \
+        if not isinstance(batch_sizes, Tensor) or batch_sizes.ndim != 1 or batch_sizes.dtype != dtypes.int64 \
                 or batch_sizes.device.type != "cpu":
             raise TypeError("PackedSequence: batch_sizes should always be a 1-D int64 tensor on the CPU, got "
                             f"{_describe(batch_sizes)}")
@@ -67,31 +67,31 @@ class PackedSequence(_PackedFields):
 
     def double(self) -> PackedSequence:
         """`data` as float64."""
-        return self.to(em.float64)
+        return self.to(dtypes.float64)
 
     def float(self) -> PackedSequence:
         """`data` as float32."""
-        return self.to(em.float32)
+        return self.to(dtypes.float32)
 
     def half(self) -> PackedSequence:
         """`data` as float16."""
-        return self.to(em.float16)
+        return self.to(dtypes.float16)
 
     def long(self) -> PackedSequence:
         """`data` as int64."""
-        return self.to(em.int64)
+        return self.to(dtypes.int64)
 
     def int(self) -> PackedSequence:
         """`data` as int32."""
-        return self.to(em.int32)
+        return self.to(dtypes.int32)
 
     def short(self) -> PackedSequence:
         """`data` as int16."""
-        return self.to(em.int16)
+        return self.to(dtypes.int16)
 
     def byte(self) -> PackedSequence:
         """`data` as uint8."""
-        return self.to(em.uint8)
+        return self.to(dtypes.uint8)
 
     @property
     def is_cuda(self) -> bool:
@@ -116,7 +116,7 @@ def invert_permutation(permutation: Tensor | None) -> Tensor | None:
     order = np.asarray(permutation.numpy() if permutation.device.type == "cpu" else permutation.cpu().numpy())
     inverse = np.empty_like(order)
     inverse[order] = np.arange(len(order), dtype=order.dtype)
-    return em.tensor(inverse, device=permutation.device)
+    return creation.tensor(inverse, device=permutation.device)
 
 
 def _lengths(lengths, op: str) -> np.ndarray:
@@ -175,15 +175,15 @@ def pack_padded_sequence(input: Tensor, lengths, batch_first: bool = False,
         order, sorted_indices = np.arange(batch), None
     else:
         order = np.argsort(-lengths, kind="stable")
-        sorted_indices = em.tensor(order.astype(np.int64), device=input.device)
+        sorted_indices = creation.tensor(order.astype(np.int64), device=input.device)
     batch_sizes = _batch_sizes(lengths[order])
     t = np.repeat(np.arange(len(batch_sizes)), batch_sizes)  # each packed row's time step ...
     j = np.concatenate([np.arange(b) for b in batch_sizes])  # ... and its place among the sorted sequences
     b = order[j]
     rows = b * steps + t if batch_first else t * batch + b
     flat = input.reshape((steps * batch,) + tuple(input.shape[2:]))
-    data = flat.index_select(0, em.tensor(rows.astype(np.int64), device=input.device))
-    return PackedSequence(data, em.tensor(batch_sizes), sorted_indices, invert_permutation(sorted_indices))
+    data = flat.index_select(0, creation.tensor(rows.astype(np.int64), device=input.device))
+    return PackedSequence(data, creation.tensor(batch_sizes), sorted_indices, invert_permutation(sorted_indices))
 
 
 def pad_packed_sequence(sequence: PackedSequence, batch_first: bool = False, padding_value: float = 0.0,
@@ -212,10 +212,10 @@ def pad_packed_sequence(sequence: PackedSequence, batch_first: bool = False, pad
                     len(data))
     if batch_first:
         rows = rows.T
-    pad = em.full((1,) + tuple(data.shape[1:]), padding_value, dtype=data.dtype, device=data.device)
-    padded = em.cat([data, pad], 0).index_select(0, em.tensor(rows.reshape(-1), device=data.device))
+    pad = creation.full((1,) + tuple(data.shape[1:]), padding_value, dtype=data.dtype, device=data.device)
+    padded = ops.cat([data, pad], 0).index_select(0, creation.tensor(rows.reshape(-1), device=data.device))
     padded = padded.reshape(rows.shape + tuple(data.shape[1:]))
-    return padded, em.tensor(lengths.astype(np.int64))
+    return padded, creation.tensor(lengths.astype(np.int64))
 
 
 def _host(indices: Tensor) -> np.ndarray:
@@ -247,8 +247,8 @@ def pad_sequence(sequences, batch_first: bool = False, padding_value: float = 0.
     if not batch_first:
         rows = rows.T
     s0 = sequences[0]
-    pad = em.full((1,) + trailing, padding_value, dtype=s0.dtype, device=s0.device)
-    stacked = em.cat([*sequences, pad], 0).index_select(0, em.tensor(rows.reshape(-1), device=s0.device))
+    pad = creation.full((1,) + trailing, padding_value, dtype=s0.dtype, device=s0.device)
+    stacked = ops.cat([*sequences, pad], 0).index_select(0, creation.tensor(rows.reshape(-1), device=s0.device))
     return stacked.reshape(rows.shape + trailing)
 
 

@@ -15,7 +15,9 @@ from tensorboard.compat.proto.node_def_pb2 import NodeDef
 from tensorboard.compat.proto.tensor_shape_pb2 import TensorShapeProto
 from tensorboard.compat.proto.versions_pb2 import VersionDef
 
+from ember import creation
 from ember.graph.ir import CAPTURE, CONSTANT, PLACEHOLDER, VARIABLE, Value
+from ember.graph.jit import jit
 
 _TF_TYPES = {"bool": "DT_BOOL", "uint8": "DT_UINT8", "int8": "DT_INT8", "int16": "DT_INT16", "int32": "DT_INT32",
              "int64": "DT_INT64", "float16": "DT_HALF", "bfloat16": "DT_BFLOAT16", "float32": "DT_FLOAT",
@@ -116,15 +118,14 @@ def _inputs_tuple(input_to_model) -> tuple:
 
 def trace(model, input_to_model):
     """(graph, output values, scope of each node id, parameter names by tensor id) of model(*input_to_model)."""
-    import ember as em
     from ember.graph.jit_key import flatten
     from ember.tensor import Tensor
 
-    args = tuple(em.as_tensor(a) if isinstance(a, np.ndarray) else a for a in _inputs_tuple(input_to_model))
+    args = tuple(creation.as_tensor(a) if isinstance(a, np.ndarray) else a for a in _inputs_tuple(input_to_model))
     is_module = hasattr(model, "named_modules") and hasattr(model, "register_forward_hook")
     scopes = _Scopes(model) if is_module else None
     try:
-        graph = em.jit(model).lower(*args)
+        graph = jit(model).lower(*args)
     except (TypeError, ValueError, RuntimeError) as e:
         msg = f"SummaryWriter.add_graph: tracing {type(model).__name__} failed: {e}"
         try:

@@ -38,14 +38,14 @@ def _compress_hook(dtype, process_group, bucket, what: str):
 
 def fp16_compress_hook(process_group, bucket):
     """Allreduce the bucket as float16 (divided by the world size first), cast back to its dtype."""
-    from ember import float16
+    from ember.dtypes import float16
 
     return _compress_hook(float16, process_group, bucket, "fp16_compress_hook")
 
 
 def bf16_compress_hook(process_group, bucket):
     """Allreduce the bucket as bfloat16 (divided by the world size first), cast back to its dtype."""
-    from ember import bfloat16
+    from ember.dtypes import bfloat16
 
     return _compress_hook(bfloat16, process_group, bucket, "bf16_compress_hook")
 
@@ -68,13 +68,13 @@ def _compress_wrapper(dtype, hook):
 
 def fp16_compress_wrapper(hook):
     """`hook` run on a float16 copy of the bucket, its result cast back (fp16_compress_hook = this of allreduce_hook)."""
-    from ember import float16
+    from ember.dtypes import float16
 
     return _compress_wrapper(float16, hook)
 
 
 def bf16_compress_wrapper(hook):
     """`hook` run on a bfloat16 copy of the bucket, its result cast back."""
-    from ember import bfloat16
+    from ember.dtypes import bfloat16
 
     return _compress_wrapper(bfloat16, hook)
