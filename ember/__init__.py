@@ -32,6 +32,7 @@ from ember.errors import (
 )
 from ember.size import Size
 from ember.tensor import Tensor
+from ember.version import __version__
 from ember import ops
 from ember.ops import *  # noqa: F403  (every op is public at the top level, as in PyTorch)
 # torch.linalg's and torch.special's namespaces (not the ember.ops modules of the same names the line above brings)
@@ -101,7 +102,6 @@ int = int32
 short = int16
 cfloat = None
 
-__version__ = "0.1.0"
 
 
 def is_tensor(obj) -> "bool":
@@ -115,6 +115,17 @@ def numel(input: Tensor) -> "int":
 
 
 del _dtypes
+
+def _array_namespace(self, /, *, api_version=None):
+    """The Array API namespace for this array (`ember.array_api`)."""
+    if api_version not in (None, "2021.12", "2022.12", "2023.12", "2024.12"):
+        raise ValueError(f"__array_namespace__: unsupported api_version {api_version!r}; Ember has 2024.12")
+    from ember import array_api  # built on Tensor, so bound here, above both, and imported when first asked for
+
+    return array_api
+
+
+Tensor.__array_namespace__ = _array_namespace
 
 _LAZY_SUBMODULES = (
     "nn", "optim", "data", "datasets", "models", "graph", "v1", "numpy", "profiler", "memory", "train", "runtime",

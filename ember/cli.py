@@ -7,11 +7,12 @@ import os
 import sys
 import time
 
-from ember import __version__, creation, models, serialization
+from ember import creation, models, serialization
 from ember import random as ember_random
 from ember.cli_args import int_at_least, positive_float
 from ember.models.summary import summary
 from ember.train import recipe, rng_state, settings
+from ember.version import __version__
 
 CHECKPOINT = "checkpoint.safetensors"
 
@@ -289,12 +290,6 @@ def train_main(args, callbacks=()) -> int:
         _remove_empty(created)  # only while still empty: after an early error, or Ctrl-C before any checkpoint
 
 
-def run_modes(args) -> str:
-    """The run header's note of the flags that change how steps run: ", --jit --amp", or ""."""
-    on = [flag for flag, value in (("--jit", args.jit), ("--amp", args.amp)) if value]
-    return f", {' '.join(on)}" if on else ""
-
-
 def _train(args, config: dict, state: dict | None, mode: str | None, device, out: str, ckpt: str,
            extra_callbacks=()) -> int:
     from ember.data import DataLoader
@@ -334,7 +329,7 @@ def _train(args, config: dict, state: dict | None, mode: str | None, device, out
     n_params = sum(p.numel() for p in model.parameters())
     print(f"training {config['model']} ({n_params:,} parameters) on {config['dataset']}: {len(train_set)} train / "
           f"{len(test_set)} test samples, {config['optimizer']}, {config['epochs']} epochs, device {device}"
-          f"{run_modes(args)}")
+          f"{settings.run_modes(args)}")
     if args.tensorboard:
         print(f"logging to TensorBoard in {args.tensorboard} (view with: tensorboard --logdir {args.tensorboard})")
 
@@ -371,11 +366,9 @@ def _parse_shape(text: str) -> tuple[int, ...]:
 
 def summary_main(args) -> int:
     """`ember summary`: the model table computed on the meta device."""
-    import ember as em
-
     name = args.model
     if name not in models.list_models():
-        raise CommandError(f"--model {name}: unknown model; ember.models has {', '.join(em.models.list_models())}")
+        raise CommandError(f"--model {name}: unknown model; ember.models has {', '.join(models.list_models())}")
     kwargs = {}
     if args.num_classes is not None:
         if "num_classes" not in models.registry.model_arguments(name):

@@ -97,6 +97,13 @@ def _positive_float(raw: str) -> float:
     return value
 
 
+def _count(raw: str) -> int:
+    value = int(raw)
+    if value < 0:
+        raise ValueError(raw)
+    return value
+
+
 def _word(raw: str) -> str:
     return raw.lower()
 
@@ -105,7 +112,7 @@ def _parallel(raw: str):
     return "auto" if raw.lower() == "auto" else _flag(raw)
 
 
-_PARSERS = {"a flag (0/1)": _flag, "a positive integer": _positive_int, "a positive number of seconds": _positive_float,
+_PARSERS = {"a flag (0/1)": _flag, "a positive integer": _positive_int, "a non-negative integer": _count, "a positive number of seconds": _positive_float,
             "a word": _word, "a path": os.path.expanduser, "a comma-separated list": str}
 
 SETTINGS: dict[str, Setting] = {}
@@ -162,13 +169,31 @@ DISTRIBUTED_TIMEOUT = _declare(
     "EMBER_DISTRIBUTED_TIMEOUT", None, "a positive number of seconds",
     doc="how long a rank may stay silent or a collective wait before the job fails (init_process_group(timeout=))")
 DISTRIBUTED_DEBUG = _declare(
-    "EMBER_DISTRIBUTED_DEBUG", "off", "a word", choices=("off", "info", "detail"),
-    doc="checks of collectives across ranks, as TORCH_DISTRIBUTED_DEBUG: `detail` compares every shape",
-    parse=lambda raw: {"0": "off", "1": "detail", "false": "off", "true": "detail", "no": "off",
-                       "yes": "detail"}.get(raw.lower(), raw.lower()))
+    "EMBER_DISTRIBUTED_DEBUG", "info", "a word", choices=("off", "info", "detail"),
+    doc="checks that the ranks call matching collectives, as TORCH_DISTRIBUTED_DEBUG: `off`, `info` (ops, dtypes "
+        "and sizes) or `detail` (every shape too)",
+    parse=lambda raw: {"0": "off", "false": "off", "no": "off", "1": "detail", "true": "detail", "yes": "detail",
+                       "on": "detail"}.get(raw.lower(), raw.lower()))
 NUM_SERVERS = _declare(
-    "EMBER_NUM_SERVERS", 0, "a positive integer", parse=int,
+    "EMBER_NUM_SERVERS", 0, "a non-negative integer",
     doc="how many ranks of an `ember run` job serve a parameter server (ember.distributed.ps) or are TF1 `ps` tasks")
+NNODES = _declare(
+    "EMBER_NNODES", 1, "a positive integer",
+    doc="set by `ember run --nnodes K` for its ranks: how many machines' launches make up the job")
+NODE_RANK = _declare(
+    "EMBER_NODE_RANK", None, "a non-negative integer",
+    doc="set by `ember run --node-rank I` for its ranks: this machine's place among the `--nnodes` machines")
+
+
+def _torchelastic_restart_count() -> int:
+    raw = outside("TORCHELASTIC_RESTART_COUNT") or "0"
+    return int(raw) if raw.isdigit() else 0
+
+
+RESTART_COUNT = _declare(
+    "EMBER_RESTART_COUNT", _torchelastic_restart_count, "a non-negative integer", shown="0",
+    doc="set by `ember run --max-restarts R` for its ranks: how many times the job has been restarted "
+        "(else torchrun's TORCHELASTIC_RESTART_COUNT)")
 MPI_CUDA_AWARE = _declare(
     "EMBER_MPI_CUDA_AWARE", False, "a flag (0/1)", doc="pass CUDA buffers to MPI directly (a CUDA-aware MPI)")
 

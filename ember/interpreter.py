@@ -53,6 +53,10 @@ class Interpreter:
     def outputs(self, tensors) -> None:
         """Called with the tensors an op made (a tracer remembers them)."""
 
+    def jit_key(self):
+        """What of this interpreter's state a program traced under it depends on (autocast: its dtype), or None."""
+        return None
+
     # --- entering and leaving --------------------------------------------------------------
     def __enter__(self) -> Interpreter:
         push(self)
@@ -98,6 +102,18 @@ def remove(interp: Interpreter) -> None:
     if node is None:
         raise RuntimeError(f"{type(interp).__name__} is not active in this thread")
     node.below = interp.below
+
+
+def jit_keys() -> tuple:
+    """The jit keys of the interpreters active in this thread (Interpreter.jit_key), top first."""
+    keys = []
+    node = _stack.top
+    while node is not None:
+        key = node.jit_key()
+        if key is not None:
+            keys.append(key)
+        node = node.below
+    return tuple(keys)
 
 
 def find(kind) -> Interpreter | None:

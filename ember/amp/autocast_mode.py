@@ -35,6 +35,9 @@ class AutocastInterpreter(Interpreter):
                         return cast
         return self.below.prepare(op, inputs) if self.below is not None else None
 
+    def jit_key(self):
+        return (state.device_type, state.dtype) if state.enabled else None
+
 
 class autocast:
     """`with em.autocast("cpu", dtype=em.bfloat16):` runs the ops inside in mixed precision (PyTorch's `torch.autocast`).

@@ -5,7 +5,8 @@
 - `DistributedDataParallel` with communication hooks (`register_comm_hook`, algorithms/ddp_comm_hooks),
   `DistributedSampler`, `SyncBatchNorm` (ddp.py, sampler.py, sync_batchnorm.py);
 - a parameter server with MXNet's KVStore verbs (`ember.distributed.ps`);
-- TF1 graphs split across processes (`ember.v1` with `/job:ps/task:0` devices; remote.py);
+- the transport under TF1 graphs split across processes (`ember.v1` with `/job:ps/task:0` devices; the
+  graph side is ember/v1/remote.py);
 - checks that the ranks call matching collectives (checks.py), failure and timeout detection
   (faults.py), and the `ember run` launcher (launch.py: hostfiles, --nnodes via rendezvous.py,
   --max-restarts via elastic.py).

@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 
-from ember import dispatch
+from ember import config, dispatch
 from ember.backends.meta import MetaArray
 from ember.tensor import Tensor
 
 
 def cuda_aware() -> bool:
     """Whether MPI may read device memory directly ($EMBER_MPI_CUDA_AWARE=1 for a CUDA-aware MPI)."""
-    return os.environ.get("EMBER_MPI_CUDA_AWARE", "") == "1"
+    return config.get("mpi_cuda_aware")
 
 
 def in_graph(t) -> bool:

@@ -6,8 +6,9 @@ works without the `distributed` extra, and a script run with plain `python` (wor
 
 from __future__ import annotations
 
-import os
 import sys
+
+from ember import config
 
 INSTALL = "pip install 'ember[distributed]' (mpi4py, and the mpich wheel that puts mpiexec on the PATH)"
 LAUNCH = "ember run -n N script.py (or mpiexec -n N python script.py, or srun --mpi=pmix python script.py)"
@@ -24,28 +25,26 @@ _LAUNCHERS = (
 def local_launch() -> tuple | None:
     """(size, rank) of this process in the launch that started it (one machine's under --nnodes), else None."""
     for size_var, rank_var in _LAUNCHERS:
-        size, rank = os.environ.get(size_var), os.environ.get(rank_var)
+        size, rank = config.outside(size_var), config.outside(rank_var)
         if size is not None and rank is not None and size.isdigit() and rank.isdigit():
             return int(size), int(rank)
-    if os.environ.get("PMIX_RANK", "").isdigit():  # a PMIx launcher that sets no size variable
-        return -1, int(os.environ["PMIX_RANK"])
+    pmix = config.outside("PMIX_RANK") or ""
+    if pmix.isdigit():  # a PMIx launcher that sets no size variable
+        return -1, int(pmix)
     return None
 
 
 def nodes() -> tuple | None:
     """(nnodes, node rank, master address, master port, restart) under `ember run --nnodes K` with K > 1."""
-    raw = os.environ.get("EMBER_NNODES", "").strip()
-    if not raw.isdigit() or int(raw) < 2:
+    nnodes = config.get("nnodes")
+    if nnodes < 2:
         return None
-    try:
-        node, port = int(os.environ["EMBER_NODE_RANK"]), int(os.environ["MASTER_PORT"])
-        addr = os.environ["MASTER_ADDR"]
-    except (KeyError, ValueError):
+    node, addr, port = config.get("node_rank"), config.outside("MASTER_ADDR"), config.outside("MASTER_PORT") or ""
+    if node is None or addr is None or not port.isdigit():
         raise RuntimeError("EMBER_NNODES is set, but EMBER_NODE_RANK, MASTER_ADDR or MASTER_PORT is missing or "
                            "not a number; start every machine's ranks with ember run --nnodes K --node-rank I "
-                           "--master-addr A --master-port P") from None
-    restart = os.environ.get("EMBER_RESTART_COUNT", "0")
-    return int(raw), node, addr, port, int(restart) if restart.isdigit() else 0
+                           "--master-addr A --master-port P")
+    return nnodes, node, addr, int(port), config.get("restart_count")
 
 
 def launched() -> tuple | None:
@@ -64,10 +63,10 @@ def refuse_torchrun_launch() -> None:
     Such processes were started by torchrun or by hand; MPI cannot join them (MPICH's processes started
     without mpiexec cannot connect to each other), and going on would train one separate model per process.
     """
-    size, rank = os.environ.get("WORLD_SIZE", "").strip(), os.environ.get("RANK", "").strip()
+    size, rank = config.outside("WORLD_SIZE") or "", config.outside("RANK") or ""
     if not size.isdigit() or int(size) < 2:
         return
-    where = f"MASTER_ADDR={os.environ['MASTER_ADDR']} " if "MASTER_ADDR" in os.environ else ""
+    where = f"MASTER_ADDR={config.outside('MASTER_ADDR')} " if config.outside("MASTER_ADDR") else ""
     raise RuntimeError(
         f"init_process_group: RANK={rank or '?'} WORLD_SIZE={size} {where}say this process is one of {size} started "
         f"by torchrun or by hand, but ember.distributed connects its ranks through MPI; start them with "

@@ -12,15 +12,12 @@ shapes too ((2, 3) against (3, 2)), OFF skips the check (one small allreduce per
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 
+from ember import config
 from ember.distributed.errors import DistError
 
 OFF, INFO, DETAIL = "OFF", "INFO", "DETAIL"
-_LEVELS = {"off": OFF, "0": OFF, "false": OFF, "no": OFF, "": INFO, "info": INFO, "detail": DETAIL, "1": DETAIL,
-           "true": DETAIL, "yes": DETAIL, "on": DETAIL}
 _OPS = ("all_reduce", "broadcast", "reduce", "all_gather", "all_gather_into_tensor", "reduce_scatter",
         "reduce_scatter_tensor", "gather", "scatter", "all_to_all", "all_to_all_single", "barrier",
         "broadcast_object_list", "all_gather_object", "gather_object", "DistributedDataParallel")
@@ -31,11 +28,8 @@ _CHEAP = 6  # the columns compared at INFO (ndim and dims only at DETAIL)
 
 
 def level() -> str:
-    """OFF, INFO (the default) or DETAIL, from $EMBER_DISTRIBUTED_DEBUG."""
-    raw = os.environ.get("EMBER_DISTRIBUTED_DEBUG", "").strip().lower()
-    if raw not in _LEVELS:
-        raise ValueError(f"EMBER_DISTRIBUTED_DEBUG={raw!r}: expected OFF, INFO or DETAIL")
-    return _LEVELS[raw]
+    """OFF, INFO (the default) or DETAIL, from $EMBER_DISTRIBUTED_DEBUG (ember.config)."""
+    return {"off": OFF, "info": INFO, "detail": DETAIL}[config.get("distributed_debug")]
 
 
 def _signature(seq: int, what: str, dtype, shape, root, op) -> np.ndarray:

@@ -7,7 +7,7 @@ is server s (`/job:ps/task:s`). Rank 0 is worker 0, the chief.
 
 from __future__ import annotations
 
-import os
+from ember import config
 
 _declared: list = [None]  # S as a tf.train.ClusterSpec gave it (checked against the run)
 
@@ -21,10 +21,7 @@ def num_servers(world_size: int) -> int:
     """S: as declared by tf.train.Server's cluster, else $EMBER_NUM_SERVERS (`ember run --servers S`), else 0."""
     if _declared[0] is not None:
         return _declared[0]
-    raw = os.environ.get("EMBER_NUM_SERVERS", "0").strip() or "0"
-    if not raw.isdigit():
-        raise ValueError(f"EMBER_NUM_SERVERS must be a non-negative integer, got {raw!r}")
-    s = int(raw)
+    s = config.get("num_servers")
     if s >= world_size and s > 0:
         raise ValueError(f"EMBER_NUM_SERVERS={s} leaves no worker in a world of {world_size} ranks; "
                          "use ember run -n N --servers S with S < N")

@@ -8,9 +8,9 @@ itself, and a script uses `ember.distributed.checkpoint.load_latest` (see docs/d
 
 from __future__ import annotations
 
-import os
 import sys
 
+from ember import config
 from ember.distributed.jobwatch import run_job
 
 RESTART_VARS = ("EMBER_RESTART_COUNT", "EMBER_MAX_RESTARTS", "TORCHELASTIC_RESTART_COUNT",
@@ -19,8 +19,7 @@ RESTART_VARS = ("EMBER_RESTART_COUNT", "EMBER_MAX_RESTARTS", "TORCHELASTIC_RESTA
 
 def restart_count() -> int:
     """How many times `ember run --max-restarts` has restarted this job (0 on the first attempt)."""
-    raw = os.environ.get("EMBER_RESTART_COUNT", os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")).strip()
-    return int(raw) if raw.isdigit() else 0
+    return config.get("restart_count")
 
 
 def _say(text: str) -> None:

@@ -8,9 +8,9 @@ Ember's). Without a launcher a process is a world of one on `SelfTransport` and 
 from __future__ import annotations
 
 import datetime
-import os
 import time
 
+from ember import config
 from ember.distributed import _env, checks, faults, rendezvous
 from ember.distributed.errors import DistBackendError, DistError
 from ember.distributed.transport import MPITransport, SelfTransport
@@ -119,8 +119,7 @@ def init_process_group(backend: str | None = None, init_method: str | None = Non
     if backend is not None and str(backend).split(":")[-1].split(",")[0].lower() not in BACKENDS:
         raise ValueError(f"init_process_group: unknown backend {backend!r}; ember.distributed runs on MPI "
                          "('mpi'; PyTorch's 'gloo' and 'nccl' are accepted and also run on MPI)")
-    env_timeout = os.environ.get("EMBER_DISTRIBUTED_TIMEOUT")
-    given = _seconds(timeout) or (_seconds(float(env_timeout)) if env_timeout else None)
+    given = _seconds(timeout) or _seconds(config.get("distributed_timeout"))
     secs = given or faults.DEFAULT_TIMEOUT
     level = checks.level()
     if _env.launched() is None:

@@ -61,7 +61,6 @@ class _EpochLoader:
 
 def _rank_main(args) -> int:
     import ember.distributed as dist
-    from ember.cli import run_modes
     from ember.data import DataLoader
     from ember.distributed.checkpoint import load_on_main
     from ember.train import LRSchedulerCallback, fit, recipe, rng_state, settings
@@ -123,7 +122,7 @@ def _rank_main(args) -> int:
     n_params = sum(p.numel() for p in model.parameters())
     say(f"training {config['model']} ({n_params:,} parameters) on {config['dataset']} data-parallel on {world} "
         f"ranks: {len(train_set)} train / {len(test_set)} test samples, {config['optimizer']}, {config['epochs']} "
-        f"epochs, batch {config['batch_size']} per rank{run_modes(args)}")
+        f"epochs, batch {config['batch_size']} per rank{settings.run_modes(args)}")
     t0 = time.perf_counter()
     history = fit(ddp, train_loader, test_loader, epochs=config["epochs"], optimizer=optimizer, device=args.device,
                   callbacks=callbacks, progress=main and not args.no_progress, jit=args.jit, amp=args.amp, resume=state,

@@ -14,8 +14,9 @@ from types import BuiltinFunctionType, CodeType, FunctionType, MethodType
 
 import numpy as np
 
-from ember.amp.state import state as autocast_state
+from ember import interpreter
 from ember.autograd.grad_mode import is_grad_enabled
+from ember.graph import module_structure
 from ember.tensor import Tensor
 
 # Python values a function may read from a module or a global and that are keyed by value.
@@ -156,10 +157,7 @@ def reachable(fn, args) -> tuple[list, list]:
     """The nn.Modules a function reaches directly (bound self, closure cells, globals it or its nested code
     reads, arguments), and the (name, key) pairs of the scalars, tensors and functions it reads from its closure
     and globals (`_outside_key`)."""
-    try:
-        from ember.nn import Module
-    except ImportError:  # nn not available: no modules to key on
-        Module = ()
+    Module = module_structure.module_class()
     roots = list(args)
     scalars = []
     self_obj = getattr(fn, "__self__", None)
@@ -203,10 +201,8 @@ def _descendants(roots: list) -> list:
 def module_keys(roots: list, cache: list | None = None) -> tuple:
     """module_key of every module under `roots`. `cache` (a one-item list a jitted function keeps) holds the keys
     last read; they still hold while no module's structure changed since and the same roots are reached
-    (nn/modules/structure.py), which skips reading 2-3 us per module on every call."""
-    from ember.nn.modules import structure
-
-    version = structure.version()  # read first: a change made while the keys are read makes them stale
+    (graph/module_structure.py), which skips reading 2-3 us per module on every call."""
+    version = module_structure.version()  # read first: a change made while the keys are read makes them stale
     ids = tuple(map(id, roots))
     last = cache[0] if cache else None
     if last is not None and last[0] == version and last[1] == ids:
@@ -267,6 +263,6 @@ def signature(fn, args, kwargs, static_argnums, cache: list | None = None) -> tu
         module_keys(modules, cache),
         tuple(scalars),
         is_grad_enabled(),
-        autocast_state.enabled and (autocast_state.device_type, autocast_state.dtype),
+        interpreter.jit_keys(),  # e.g. autocast's dtype
     )
     return key, struct, leaves

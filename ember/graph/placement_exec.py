@@ -22,7 +22,7 @@ from ember.runtime.rendezvous import Cancelled, Rendezvous, bind
 _NODE_REF = re.compile(r"\(node %(\d+)\)")
 
 
-# Set by ember.distributed.remote: process_plan(graph, outputs, extra_nodes) for graphs with devices of other
+# Set by ember.v1.remote: process_plan(graph, outputs, extra_nodes) for graphs with devices of other
 # processes (/job:ps/task:0), whose parts run there and whose send/recv pairs travel over MPI.
 process_plan = [None]
 

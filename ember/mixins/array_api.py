@@ -1,5 +1,5 @@
-"""The Array API standard's methods of `ember.Tensor`: `__array_namespace__`, `to_device`, shifts and
-the in-place operators PyTorch has beyond `+= -= *= /=`."""
+"""The Array API standard's methods of `ember.Tensor`: `to_device`, shifts and the in-place operators PyTorch
+has beyond `+= -= *= /=`."""
 
 from __future__ import annotations
 
@@ -8,17 +8,10 @@ from ember.device import Device
 
 
 class ArrayAPIMixin:
-    """`x.__array_namespace__()` returns `ember.array_api`; the rest are operators it needs."""
+    """The operators the Array API needs beyond PyTorch's (`__array_namespace__` itself is bound by the package
+    root, the one layer above both Tensor and `ember.array_api`)."""
 
     __slots__ = ()
-
-    def __array_namespace__(self, /, *, api_version=None):
-        """The Array API namespace for this array (`ember.array_api`)."""
-        if api_version not in (None, "2021.12", "2022.12", "2023.12", "2024.12"):
-            raise ValueError(f"__array_namespace__: unsupported api_version {api_version!r}; Ember has 2024.12")
-        from ember import array_api  # the namespace builds on Tensor: imported when first asked for
-
-        return array_api
 
     def to_device(self, device, /, *, stream=None):
         """A copy on device (self when it is there already)."""

@@ -188,7 +188,7 @@ def to_onnx(traced: Traced, input_names, output_names, dynamic_axes, opset: int,
 
 
 def _version() -> str:
-    from ember import __version__
+    from ember.version import __version__
 
     return __version__
 

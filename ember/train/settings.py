@@ -17,6 +17,12 @@ _FLAGS = {"model": "--model", "dataset": "--dataset", "batch_size": "--batch-siz
 CONTINUE, EXTEND, DONE = "continue", "extend", "done"
 
 
+def run_modes(args) -> str:
+    """The run header's note of the flags that change how steps run: ", --jit --amp", or ""."""
+    on = [flag for flag, value in (("--jit", args.jit), ("--amp", args.amp)) if value]
+    return f", {' '.join(on)}" if on else ""
+
+
 def fresh(given: dict) -> dict:
     """The settings of a new run: the flags given (not None), else the defaults."""
     config = {k: (given[k] if given.get(k) is not None else v) for k, v in DEFAULTS.items()}

@@ -6,8 +6,8 @@ import builtins
 
 import numpy as np
 
-import ember as _em
 from ember import dtypes as dt
+from ember import ops
 from ember.dispatch import apply
 from ember.op import Op, register
 from ember.ops._rules import norm_dim, spec
@@ -31,7 +31,7 @@ def reshape(tensor, shape, name: str | None = None) -> Tensor:
     """The same values in a new shape; one dimension may be -1."""
     x = convert_to_tensor(tensor)
     dims = tuple(-1 if d is None else d for d in static_shape(shape, "reshape"))
-    return _em.reshape(x, dims)
+    return ops.reshape(x, dims)
 
 
 @tf_op("transpose")
@@ -41,19 +41,19 @@ def transpose(a, perm=None, name: str | None = None, conjugate: bool = False) ->
     if perm is None and has_unknown_rank(x):
         raise unknown_rank_error("transpose (reversing every dimension)", x)
     perm = tuple(reversed(range(x.ndim))) if perm is None else tuple(int(p) for p in perm)
-    return _em.permute(x, perm)
+    return ops.permute(x, perm)
 
 
 @tf_op("concat")
 def concat(values, axis: int, name: str = "concat") -> Tensor:
     """Tensors joined along an existing axis."""
-    return _em.cat(_tensors(values), dim=int(axis))
+    return ops.cat(_tensors(values), dim=int(axis))
 
 
 @tf_op("stack")
 def stack(values, axis: int = 0, name: str = "stack") -> Tensor:
     """Tensors of one shape joined along a new axis."""
-    return _em.stack(_tensors(values), dim=int(axis))
+    return ops.stack(_tensors(values), dim=int(axis))
 
 
 @tf_op("unstack")
@@ -62,13 +62,13 @@ def unstack(value, num: int | None = None, axis: int = 0, name: str = "unstack")
     x = convert_to_tensor(value)
     if x.shape[axis] is None:
         raise ValueError(f"unstack: the size of axis {axis} is unknown (shape {x.shape}); it must be known")
-    return list(_em.unbind(x, int(axis)))
+    return list(ops.unbind(x, int(axis)))
 
 
 @tf_op("ExpandDims")
 def expand_dims(input, axis: int, name: str | None = None) -> Tensor:
     """A new axis of size 1 inserted at `axis`."""
-    return _em.unsqueeze(convert_to_tensor(input), int(axis))
+    return ops.unsqueeze(convert_to_tensor(input), int(axis))
 
 
 @tf_op("Squeeze")
@@ -77,7 +77,7 @@ def squeeze(input, axis=None, name: str | None = None, squeeze_dims=None) -> Ten
     x = convert_to_tensor(input)
     axis = squeeze_dims if axis is None else axis
     if axis is None:
-        out = _em.squeeze(x)
+        out = ops.squeeze(x)
         if None in tuple(x.shape):  # an unknown size may be 1 and go too: TF's static rank is then unknown
             mark_unknown_rank(out)
         return out
@@ -85,14 +85,14 @@ def squeeze(input, axis=None, name: str | None = None, squeeze_dims=None) -> Ten
     for a in sorted((norm_dim("squeeze", a, x.ndim) for a in axes), reverse=True):
         if x.shape[a] not in (1, None):
             raise ValueError(f"squeeze: cannot squeeze axis {a} of size {x.shape[a]} (shape {x.shape})")
-        x = _em.squeeze(x, a)
+        x = ops.squeeze(x, a)
     return x
 
 
 @tf_op("Tile")
 def tile(input, multiples, name: str | None = None) -> Tensor:
     """The tensor repeated `multiples[i]` times along each axis i."""
-    return _em.tile(convert_to_tensor(input), tuple(int(m) for m in multiples))
+    return ops.tile(convert_to_tensor(input), tuple(int(m) for m in multiples))
 
 
 @tf_op("one_hot")
@@ -105,11 +105,11 @@ def one_hot(indices, depth: int, on_value=None, off_value=None, axis=None, dtype
     on = convert_to_tensor(1 if on_value is None else on_value, dtype=dtype)
     off = convert_to_tensor(0 if off_value is None else off_value, dtype=on.dtype)
     classes = constant(np.arange(int(depth)), dtype=idx.dtype)
-    out = _em.where(_em.eq(_em.unsqueeze(idx, -1), classes), on, off)
+    out = ops.where(ops.eq(ops.unsqueeze(idx, -1), classes), on, off)
     if axis is not None and axis != -1:
         perm = list(range(out.ndim - 1))
         perm.insert(norm_dim("one_hot", axis, out.ndim), out.ndim - 1)
-        out = _em.permute(out, tuple(perm))
+        out = ops.permute(out, tuple(perm))
     return out
 
 
@@ -127,8 +127,8 @@ def where(condition, x=None, y=None, name: str | None = None) -> Tensor:
     a, b = operands(x, y)
     ref = a if isinstance(a, Tensor) else b
     if cond.ndim == 1 and isinstance(ref, Tensor) and ref.ndim > 1:
-        cond = _em.reshape(cond, (-1,) + (1,) * (ref.ndim - 1))
-    return _em.where(cond, a, b)
+        cond = ops.reshape(cond, (-1,) + (1,) * (ref.ndim - 1))
+    return ops.where(cond, a, b)
 
 
 @tf_op("GatherV2")
@@ -139,12 +139,12 @@ def gather(params, indices, axis: int = 0, name: str | None = None) -> Tensor:
     axis = norm_dim("gather", int(axis), x.ndim)
     idx = check_indices(idx, x, axis, "indices[{index}] = {value} is not in [0, {limit})")
     if idx.ndim == 1:
-        return _em.index_select(x, axis, idx)
+        return ops.index_select(x, axis, idx)
     out_shape = tuple(x.shape[:axis]) + tuple(idx.shape) + tuple(x.shape[axis + 1:])
     if sum(d is None for d in out_shape) > 1:
         raise ValueError(f"gather: the result shape {out_shape} has more than one unknown dimension")
-    picked = _em.index_select(x, axis, _em.reshape(idx, (-1,)))
-    return _em.reshape(picked, tuple(-1 if d is None else d for d in out_shape))
+    picked = ops.index_select(x, axis, ops.reshape(idx, (-1,)))
+    return ops.reshape(picked, tuple(-1 if d is None else d for d in out_shape))
 
 
 @tf_op("Slice")
@@ -163,8 +163,8 @@ def split(value, num_or_size_splits, axis: int = 0, num=None, name: str = "split
         size = x.shape[axis]
         if size is None or size % num_or_size_splits:
             raise ValueError(f"split: axis {axis} of shape {x.shape} cannot be split into {num_or_size_splits} pieces")
-        return list(_em.split(x, size // num_or_size_splits, int(axis)))
-    return list(_em.split(x, [int(s) for s in num_or_size_splits], int(axis)))
+        return list(ops.split(x, size // num_or_size_splits, int(axis)))
+    return list(ops.split(x, [int(s) for s in num_or_size_splits], int(axis)))
 
 
 class DynamicShapeOp(Op):

@@ -59,8 +59,8 @@ class Server:
     def __init__(self, server_or_cluster_def=None, job_name: str | None = None, task_index: int | None = None,
                  protocol: str | None = None, config=None, start: bool = True) -> None:
         from ember.distributed import cluster as roles
-        from ember.distributed import remote
         from ember.distributed.group import init_process_group, state
+        from ember.v1 import remote
 
         spec = None if server_or_cluster_def is None else ClusterSpec(server_or_cluster_def)
         if state.world is None:
@@ -93,7 +93,7 @@ class Server:
 
     def join(self) -> None:
         """Run the graph parts other processes place here until every worker has finished (then return)."""
-        from ember.distributed import remote
+        from ember.v1 import remote
 
         if remote._rt[0] is None:
             return  # a world of one: nothing to serve

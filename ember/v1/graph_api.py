@@ -522,7 +522,7 @@ def _parse_device(name) -> Device:
     if name is None or isinstance(name, Device):
         return name or as_device("cpu")
     if "/job:" in str(name) or str(name).startswith("job:"):
-        from ember.distributed.remote import resolve_device  # devices of other processes (MPI)
+        from ember.v1.remote import resolve_device  # devices of other processes (MPI)
 
         return resolve_device("/" + str(name).strip("/"))
     spec = str(name).lower().strip("/")

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import math
 
-import ember as _em
 from ember import dtypes as dt
+from ember import ops
 from ember.dispatch import apply
 from ember.op import Op, register
 from ember.ops._rules import norm_dims, spec
@@ -30,26 +30,26 @@ def _binary(name: str, tf_name: str, fn, doc: str):
     return tf_op(tf_name)(op)
 
 
-add = _binary("add", "Add", _em.add, "x + y, elementwise with broadcasting.")
-subtract = _binary("subtract", "Sub", _em.sub, "x - y, elementwise with broadcasting.")
-multiply = _binary("multiply", "Mul", _em.mul, "x * y, elementwise with broadcasting.")
+add = _binary("add", "Add", ops.add, "x + y, elementwise with broadcasting.")
+subtract = _binary("subtract", "Sub", ops.sub, "x - y, elementwise with broadcasting.")
+multiply = _binary("multiply", "Mul", ops.mul, "x * y, elementwise with broadcasting.")
 maximum = _binary("maximum", "Maximum", lambda a, b: apply(tf_maximum_op, a, b),
                   "The larger of x and y, elementwise; a tie's gradient goes to x, as in TF.")
 minimum = _binary("minimum", "Minimum", lambda a, b: apply(tf_minimum_op, a, b),
                   "The smaller of x and y, elementwise; a tie's gradient goes to x, as in TF.")
-equal = _binary("equal", "Equal", _em.eq, "x == y, elementwise (bool).")
-not_equal = _binary("not_equal", "NotEqual", _em.ne, "x != y, elementwise (bool).")
-less = _binary("less", "Less", _em.lt, "x < y, elementwise (bool).")
-less_equal = _binary("less_equal", "LessEqual", _em.le, "x <= y, elementwise (bool).")
-greater = _binary("greater", "Greater", _em.gt, "x > y, elementwise (bool).")
-greater_equal = _binary("greater_equal", "GreaterEqual", _em.ge, "x >= y, elementwise (bool).")
-logical_and = _binary("logical_and", "LogicalAnd", _em.logical_and, "x and y, elementwise.")
-logical_or = _binary("logical_or", "LogicalOr", _em.logical_or, "x or y, elementwise.")
-squared_difference = _binary("squared_difference", "SquaredDifference", lambda a, b: _em.square(a - b),
+equal = _binary("equal", "Equal", ops.eq, "x == y, elementwise (bool).")
+not_equal = _binary("not_equal", "NotEqual", ops.ne, "x != y, elementwise (bool).")
+less = _binary("less", "Less", ops.lt, "x < y, elementwise (bool).")
+less_equal = _binary("less_equal", "LessEqual", ops.le, "x <= y, elementwise (bool).")
+greater = _binary("greater", "Greater", ops.gt, "x > y, elementwise (bool).")
+greater_equal = _binary("greater_equal", "GreaterEqual", ops.ge, "x >= y, elementwise (bool).")
+logical_and = _binary("logical_and", "LogicalAnd", ops.logical_and, "x and y, elementwise.")
+logical_or = _binary("logical_or", "LogicalOr", ops.logical_or, "x or y, elementwise.")
+squared_difference = _binary("squared_difference", "SquaredDifference", lambda a, b: ops.square(a - b),
                              "(x - y) ** 2, elementwise.")
-pow = _binary("pow", "Pow", _em.pow, "x ** y, elementwise.")
-mod = _binary("mod", "FloorMod", _em.remainder, "x mod y with the sign of y, elementwise.")
-floordiv = _binary("floordiv", "floordiv", _em.floor_divide, "x // y, elementwise.")
+pow = _binary("pow", "Pow", ops.pow, "x ** y, elementwise.")
+mod = _binary("mod", "FloorMod", ops.remainder, "x mod y with the sign of y, elementwise.")
+floordiv = _binary("floordiv", "floordiv", ops.floor_divide, "x // y, elementwise.")
 mul, sub = multiply, subtract
 
 
@@ -57,7 +57,7 @@ mul, sub = multiply, subtract
 def divide(x, y, name: str | None = None) -> Tensor:
     """x / y, elementwise (a float result)."""
     a, b = operands(x, y)
-    return _em.div(a, b)
+    return ops.div(a, b)
 
 
 truediv = divide
@@ -69,8 +69,8 @@ def div(x, y, name: str | None = None) -> Tensor:
     a, b = operands(x, y)
     ints = [t for t in (a, b) if isinstance(t, Tensor)]
     if ints and all(t.dtype.category == dt.INT for t in ints):
-        return _em.floor_divide(a, b)
-    return _em.div(a, b)
+        return ops.floor_divide(a, b)
+    return ops.div(a, b)
 
 
 @tf_op("AddN")
@@ -95,18 +95,18 @@ def _unary(fn, tf_name: str, doc: str):
     return tf_op(tf_name)(op)
 
 
-exp = _unary(_em.exp, "Exp", "e ** x, elementwise.")
-log = _unary(_em.log, "Log", "Natural logarithm, elementwise.")
-log1p = _unary(_em.log1p, "Log1p", "log(1 + x), elementwise.")
-sqrt = _unary(_em.sqrt, "Sqrt", "Square root, elementwise.")
-rsqrt = _unary(_em.rsqrt, "Rsqrt", "1 / sqrt(x), elementwise.")
-square = _unary(_em.square, "Square", "x * x, elementwise.")
-tanh = _unary(_em.tanh, "Tanh", "Hyperbolic tangent, elementwise.")
-sigmoid = _unary(_em.sigmoid, "Sigmoid", "1 / (1 + exp(-x)), elementwise.")
-abs = _unary(_em.abs, "Abs", "|x|, elementwise.")
-negative = _unary(_em.neg, "Neg", "-x, elementwise.")
+exp = _unary(ops.exp, "Exp", "e ** x, elementwise.")
+log = _unary(ops.log, "Log", "Natural logarithm, elementwise.")
+log1p = _unary(ops.log1p, "Log1p", "log(1 + x), elementwise.")
+sqrt = _unary(ops.sqrt, "Sqrt", "Square root, elementwise.")
+rsqrt = _unary(ops.rsqrt, "Rsqrt", "1 / sqrt(x), elementwise.")
+square = _unary(ops.square, "Square", "x * x, elementwise.")
+tanh = _unary(ops.tanh, "Tanh", "Hyperbolic tangent, elementwise.")
+sigmoid = _unary(ops.sigmoid, "Sigmoid", "1 / (1 + exp(-x)), elementwise.")
+abs = _unary(ops.abs, "Abs", "|x|, elementwise.")
+negative = _unary(ops.neg, "Neg", "-x, elementwise.")
 neg = negative
-sign = _unary(_em.sign, "Sign", "The sign of x (-1, 0 or 1), elementwise.")
+sign = _unary(ops.sign, "Sign", "The sign of x (-1, 0 or 1), elementwise.")
 def _no_gradient(fn):
     """fn whose result has no gradient at all (tf.gradients gives None through it), as TF's floor/ceil/round."""
 
@@ -117,16 +117,16 @@ def _no_gradient(fn):
     return op
 
 
-floor = _unary(_no_gradient(_em.floor), "Floor", "Largest integer not above x, elementwise (no gradient).")
-ceil = _unary(_no_gradient(_em.ceil), "Ceil", "Smallest integer not below x, elementwise (no gradient).")
-round = _unary(_no_gradient(_em.round), "Round", "x rounded to the nearest integer (half to even), elementwise "
+floor = _unary(_no_gradient(ops.floor), "Floor", "Largest integer not above x, elementwise (no gradient).")
+ceil = _unary(_no_gradient(ops.ceil), "Ceil", "Smallest integer not below x, elementwise (no gradient).")
+round = _unary(_no_gradient(ops.round), "Round", "x rounded to the nearest integer (half to even), elementwise "
                                                  "(no gradient).")
-sin = _unary(_em.sin, "Sin", "Sine, elementwise.")
-cos = _unary(_em.cos, "Cos", "Cosine, elementwise.")
-reciprocal = _unary(_em.reciprocal, "Reciprocal", "1 / x, elementwise.")
-logical_not = _unary(_em.logical_not, "LogicalNot", "not x, elementwise.")
-is_nan = _unary(_em.isnan, "IsNan", "Whether x is NaN, elementwise.")
-is_finite = _unary(_em.isfinite, "IsFinite", "Whether x is finite, elementwise.")
+sin = _unary(ops.sin, "Sin", "Sine, elementwise.")
+cos = _unary(ops.cos, "Cos", "Cosine, elementwise.")
+reciprocal = _unary(ops.reciprocal, "Reciprocal", "1 / x, elementwise.")
+logical_not = _unary(ops.logical_not, "LogicalNot", "not x, elementwise.")
+is_nan = _unary(ops.isnan, "IsNan", "Whether x is NaN, elementwise.")
+is_finite = _unary(ops.isfinite, "IsFinite", "Whether x is finite, elementwise.")
 
 
 @tf_op("clip_by_value")
@@ -135,8 +135,8 @@ def clip_by_value(t, clip_value_min, clip_value_max, name: str | None = None) ->
     t = convert_to_tensor(t)
     lo, hi = clip_value_min, clip_value_max
     if isinstance(lo, Tensor) or isinstance(hi, Tensor):
-        return _em.minimum(_em.maximum(t, convert_to_tensor(lo, dtype=t.dtype)), convert_to_tensor(hi, dtype=t.dtype))
-    return _em.clamp(t, lo, hi)
+        return ops.minimum(ops.maximum(t, convert_to_tensor(lo, dtype=t.dtype)), convert_to_tensor(hi, dtype=t.dtype))
+    return ops.clamp(t, lo, hi)
 
 
 @tf_op("Cast")
@@ -172,10 +172,10 @@ def matmul(a, b, transpose_a: bool = False, transpose_b: bool = False, adjoint_a
     """The matrix product a @ b (batched over leading dims), optionally transposing either side."""
     a, b = operands(a, b)
     if transpose_a or adjoint_a:
-        a = _em.transpose(a, -2, -1)
+        a = ops.transpose(a, -2, -1)
     if transpose_b or adjoint_b:
-        b = _em.transpose(b, -2, -1)
-    return _em.matmul(a, b)
+        b = ops.transpose(b, -2, -1)
+    return ops.matmul(a, b)
 
 
 # --- reductions --------------------------------------------------------------------------------------
@@ -224,7 +224,7 @@ def reduce_sum(input_tensor, axis=None, keepdims=None, name: str | None = None, 
     """Sum over `axis` (all axes when None); bools and ints sum in their own integer type."""
 
     def fn(x, dims, keep):
-        out = _em.sum(x, dim=dims, keepdim=keep)
+        out = ops.sum(x, dim=dims, keepdim=keep)
         return out.to(x.dtype) if x.dtype.category == dt.INT and out.dtype is not x.dtype else out
 
     x = convert_to_tensor(input_tensor)
@@ -240,13 +240,13 @@ def reduce_mean(input_tensor, axis=None, keepdims=None, name: str | None = None,
 
     def fn(x, dims, keep):
         if x.dtype.category != dt.FLOAT:
-            total = _em.sum(x, dim=dims, keepdim=keep)
-            return _em.div(total, _count(x, dims, total.dtype), rounding_mode="trunc").to(x.dtype)
+            total = ops.sum(x, dim=dims, keepdim=keep)
+            return ops.div(total, _count(x, dims, total.dtype), rounding_mode="trunc").to(x.dtype)
         reduced = norm_dims("reduce_mean", dims, x.ndim)
         if any(x.shape[d] is None for d in reduced):
             # The count is only known at run time, and Ember's mean needs it when gradients are built.
-            return _em.sum(x, dim=dims, keepdim=keep) / _count(x, reduced, x.dtype)
-        return _em.mean(x, dim=dims, keepdim=keep)
+            return ops.sum(x, dim=dims, keepdim=keep) / _count(x, reduced, x.dtype)
+        return ops.mean(x, dim=dims, keepdim=keep)
 
     return _reduce(fn, input_tensor, axis, keepdims, name, reduction_indices, keep_dims)
 
@@ -260,7 +260,7 @@ def _count(x: Tensor, dims, dtype) -> Tensor:
 def reduce_max(input_tensor, axis=None, keepdims=None, name: str | None = None, reduction_indices=None,
                keep_dims=None) -> Tensor:
     """Maximum over `axis`; the gradient is shared among ties."""
-    return _reduce(lambda x, d, k: _em.amax(x, dim=d, keepdim=k), input_tensor, axis, keepdims, name,
+    return _reduce(lambda x, d, k: ops.amax(x, dim=d, keepdim=k), input_tensor, axis, keepdims, name,
                    reduction_indices, keep_dims)
 
 
@@ -268,7 +268,7 @@ def reduce_max(input_tensor, axis=None, keepdims=None, name: str | None = None, 
 def reduce_min(input_tensor, axis=None, keepdims=None, name: str | None = None, reduction_indices=None,
                keep_dims=None) -> Tensor:
     """Minimum over `axis`; the gradient is shared among ties."""
-    return _reduce(lambda x, d, k: _em.amin(x, dim=d, keepdim=k), input_tensor, axis, keepdims, name,
+    return _reduce(lambda x, d, k: ops.amin(x, dim=d, keepdim=k), input_tensor, axis, keepdims, name,
                    reduction_indices, keep_dims)
 
 
@@ -278,7 +278,7 @@ def reduce_prod(input_tensor, axis=None, keepdims=None, name: str | None = None,
     """Product over `axis`."""
 
     def fn(x, dims, keep):
-        out = _em.prod(x, dim=dims, keepdim=keep)
+        out = ops.prod(x, dim=dims, keepdim=keep)
         return out.to(x.dtype) if out.dtype is not x.dtype else out
 
     return _reduce(fn, input_tensor, axis, keepdims, name, reduction_indices, keep_dims)
@@ -288,14 +288,14 @@ def reduce_prod(input_tensor, axis=None, keepdims=None, name: str | None = None,
 def reduce_all(input_tensor, axis=None, keepdims=None, name: str | None = None, reduction_indices=None,
                keep_dims=None) -> Tensor:
     """Logical and over `axis`."""
-    return _reduce(lambda x, d, k: _em.all(x, dim=d, keepdim=k), input_tensor, axis, keepdims, name, reduction_indices, keep_dims)
+    return _reduce(lambda x, d, k: ops.all(x, dim=d, keepdim=k), input_tensor, axis, keepdims, name, reduction_indices, keep_dims)
 
 
 @tf_op("Any")
 def reduce_any(input_tensor, axis=None, keepdims=None, name: str | None = None, reduction_indices=None,
                keep_dims=None) -> Tensor:
     """Logical or over `axis`."""
-    return _reduce(lambda x, d, k: _em.any(x, dim=d, keepdim=k), input_tensor, axis, keepdims, name, reduction_indices, keep_dims)
+    return _reduce(lambda x, d, k: ops.any(x, dim=d, keepdim=k), input_tensor, axis, keepdims, name, reduction_indices, keep_dims)
 
 
 @tf_op("ReduceLogSumExp")
@@ -304,7 +304,7 @@ def reduce_logsumexp(input_tensor, axis=None, keepdims=None, name: str | None = 
     """log(sum(exp(x))) over `axis`, computed stably."""
 
     def fn(x, dims, keep):
-        return _em.logsumexp(x, dim=dims, keepdim=keep)  # dims as given: None (all) holds for an unknown rank too
+        return ops.logsumexp(x, dim=dims, keepdim=keep)  # dims as given: None (all) holds for an unknown rank too
 
     return _reduce(fn, input_tensor, axis, keepdims, name, reduction_indices, keep_dims)
 
@@ -319,10 +319,10 @@ def _arg(fn, input, axis, name, dimension, output_type) -> Tensor:
 @tf_op("ArgMax")
 def argmax(input, axis=None, name: str | None = None, dimension=None, output_type=dt.int64) -> Tensor:
     """Index of the largest value along `axis` (default 0, as TF1)."""
-    return _arg(_em.argmax, input, axis, name, dimension, output_type)
+    return _arg(ops.argmax, input, axis, name, dimension, output_type)
 
 
 @tf_op("ArgMin")
 def argmin(input, axis=None, name: str | None = None, dimension=None, output_type=dt.int64) -> Tensor:
     """Index of the smallest value along `axis` (default 0, as TF1)."""
-    return _arg(_em.argmin, input, axis, name, dimension, output_type)
+    return _arg(ops.argmin, input, axis, name, dimension, output_type)

@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 
-import ember as _em
+from ember import ops
 from ember.dispatch import apply
 from ember.ops import random_ops
 from ember.tensor import Tensor
@@ -31,7 +31,7 @@ __all__ = [
 @tf_op("Relu")
 def relu(features, name: str | None = None) -> Tensor:
     """max(features, 0)."""
-    return _em.relu(convert_to_tensor(features))
+    return ops.relu(convert_to_tensor(features))
 
 
 @tf_op("Relu6")
@@ -43,26 +43,26 @@ def relu6(features, name: str | None = None) -> Tensor:
 @tf_op("Elu")
 def elu(features, name: str | None = None) -> Tensor:
     """x for x > 0, exp(x) - 1 otherwise."""
-    return _em.elu(convert_to_tensor(features))
+    return ops.elu(convert_to_tensor(features))
 
 
 @tf_op("LeakyRelu")
 def leaky_relu(features, alpha: float = 0.2, name: str | None = None) -> Tensor:
     """x for x > 0, alpha * x otherwise."""
-    return _em.leaky_relu(convert_to_tensor(features), alpha)
+    return ops.leaky_relu(convert_to_tensor(features), alpha)
 
 
 @tf_op("Softplus")
 def softplus(features, name: str | None = None) -> Tensor:
     """log(exp(x) + 1)."""
-    return _em.softplus(convert_to_tensor(features))
+    return ops.softplus(convert_to_tensor(features))
 
 
 @tf_op("Softsign")
 def softsign(features, name: str | None = None) -> Tensor:
     """x / (|x| + 1)."""
     x = convert_to_tensor(features)
-    return x / (_em.abs(x) + 1)
+    return x / (ops.abs(x) + 1)
 
 
 def _axis(axis, dim) -> int:
@@ -73,13 +73,13 @@ def _axis(axis, dim) -> int:
 @tf_op("Softmax")
 def softmax(logits, axis: int | None = None, name: str | None = None, dim: int | None = None) -> Tensor:
     """exp(logits) normalised to sum to 1 along `axis` (default: the last)."""
-    return _em.softmax(convert_to_tensor(logits), dim=_axis(axis, dim))
+    return ops.softmax(convert_to_tensor(logits), dim=_axis(axis, dim))
 
 
 @tf_op("LogSoftmax")
 def log_softmax(logits, axis: int | None = None, name: str | None = None, dim: int | None = None) -> Tensor:
     """log(softmax(logits)), computed stably."""
-    return _em.log_softmax(convert_to_tensor(logits), dim=_axis(axis, dim))
+    return ops.log_softmax(convert_to_tensor(logits), dim=_axis(axis, dim))
 
 
 # --- losses ----------------------------------------------------------------------------------------
@@ -96,7 +96,7 @@ def softmax_cross_entropy_with_logits_v2(_sentinel=None, labels=None, logits=Non
     """Cross entropy between `labels` (distributions) and softmax(logits), per example; labels get gradients."""
     logits, labels = _labels_logits("softmax_cross_entropy_with_logits_v2", labels, logits, _sentinel)
     ax = _axis(axis, dim)
-    return -reduce_sum(labels * _em.log_softmax(logits, dim=ax), axis=ax)
+    return -reduce_sum(labels * ops.log_softmax(logits, dim=ax), axis=ax)
 
 
 @tf_op("softmax_cross_entropy_with_logits")
@@ -127,7 +127,7 @@ def sparse_softmax_cross_entropy_with_logits(_sentinel=None, labels=None, logits
         raise ValueError("sparse_softmax_cross_entropy_with_logits: the number of classes must be known")
     labels = check_indices(labels, logits, logits.ndim - 1, "Received a label value of {value} which is outside "
                            "the valid range of [0, {limit}).  Label values: {values}")
-    picked = one_hot(labels, classes, dtype=logits.dtype) * _em.log_softmax(logits, dim=-1)
+    picked = one_hot(labels, classes, dtype=logits.dtype) * ops.log_softmax(logits, dim=-1)
     return -reduce_sum(picked, axis=-1)
 
 
@@ -135,13 +135,13 @@ def sparse_softmax_cross_entropy_with_logits(_sentinel=None, labels=None, logits
 def sigmoid_cross_entropy_with_logits(_sentinel=None, labels=None, logits=None, name: str | None = None) -> Tensor:
     """Elementwise logistic loss of `labels` in [0, 1] under sigmoid(logits), computed stably."""
     x, z = _labels_logits("sigmoid_cross_entropy_with_logits", labels, logits, _sentinel)
-    return _em.relu(x) - x * z + _em.log1p(_em.exp(-_em.abs(x)))
+    return ops.relu(x) - x * z + ops.log1p(ops.exp(-ops.abs(x)))
 
 
 @tf_op("L2Loss")
 def l2_loss(t, name: str | None = None) -> Tensor:
     """sum(t ** 2) / 2."""
-    return reduce_sum(_em.square(convert_to_tensor(t))) / 2
+    return reduce_sum(ops.square(convert_to_tensor(t))) / 2
 
 
 @tf_op("BiasAdd")
@@ -150,7 +150,7 @@ def bias_add(value, bias, data_format: str | None = None, name: str | None = Non
     x = convert_to_tensor(value)
     b = convert_to_tensor(bias, dtype_hint=x.dtype)
     if data_format == "NCHW":
-        b = _em.reshape(b, (-1,) + (1,) * (x.ndim - 2))
+        b = ops.reshape(b, (-1,) + (1,) * (x.ndim - 2))
     return x + b
 
 
@@ -204,11 +204,11 @@ def _to_nchw(x: Tensor, data_format: str) -> Tensor:
         raise ValueError(f"data_format must be 'NHWC' or 'NCHW', got {data_format!r}")
     if x.ndim != 4:
         raise ValueError(f"expected a 4-D input ({data_format}), got shape {x.shape}")
-    return _em.permute(x, (0, 3, 1, 2)) if data_format == "NHWC" else x
+    return ops.permute(x, (0, 3, 1, 2)) if data_format == "NHWC" else x
 
 
 def _from_nchw(x: Tensor, data_format: str) -> Tensor:
-    return _em.permute(x, (0, 2, 3, 1)) if data_format == "NHWC" else x
+    return ops.permute(x, (0, 2, 3, 1)) if data_format == "NHWC" else x
 
 
 @tf_op("Conv2D")
@@ -224,9 +224,9 @@ def conv2d(input, filter=None, strides=None, padding=None, use_cudnn_on_gpu: boo
     kh, kw = w.shape[0], w.shape[1]
     top, bottom, left, right = _pads("conv2d", padding, x.shape[2], x.shape[3], kh, kw, stride, dilation)
     if (top, left) != (bottom, right):
-        x = _em.pad(x, (left, right, top, bottom))  # TF puts the odd padding pixel after: asymmetric
+        x = ops.pad(x, (left, right, top, bottom))  # TF puts the odd padding pixel after: asymmetric
         top = left = 0
-    out = _em.conv2d(x, _em.permute(w, (3, 2, 0, 1)), stride=stride, padding=(top, left), dilation=dilation)
+    out = ops.conv2d(x, ops.permute(w, (3, 2, 0, 1)), stride=stride, padding=(top, left), dilation=dilation)
     return _from_nchw(out, data_format)
 
 
@@ -239,8 +239,8 @@ def max_pool(value, ksize, strides, padding, data_format: str = "NHWC", name: st
     top, bottom, left, right = _pads("max_pool", padding, x.shape[2], x.shape[3], k[0], k[1], s)
     if top or bottom or left or right:
         lowest = -np.inf if x.dtype.is_floating_point else np.iinfo(x.dtype.np).min
-        x = _em.pad(x, (left, right, top, bottom), value=lowest)
-    return _from_nchw(_em.max_pool2d(x, k, s), data_format)
+        x = ops.pad(x, (left, right, top, bottom), value=lowest)
+    return _from_nchw(ops.max_pool2d(x, k, s), data_format)
 
 
 @tf_op("AvgPool")
@@ -251,13 +251,13 @@ def avg_pool(value, ksize, strides, padding, data_format: str = "NHWC", name: st
     k, s = _hw(ksize, "ksize", data_format), _hw(strides, "strides", data_format)
     top, bottom, left, right = _pads("avg_pool", padding, x.shape[2], x.shape[3], k[0], k[1], s)
     if not (top or bottom or left or right):
-        return _from_nchw(_em.avg_pool2d(x, k, s), data_format)
+        return _from_nchw(ops.avg_pool2d(x, k, s), data_format)
     h, w = x.shape[2], x.shape[3]
     ones = np.pad(np.ones((h, w)), ((top, bottom), (left, right)))
     win = np.lib.stride_tricks.sliding_window_view(ones, k)[:: s[0], :: s[1]]
     counts = constant(win.sum(axis=(-2, -1)) / (k[0] * k[1]), dtype=x.dtype)  # share of real pixels per window
-    padded = _em.pad(x, (left, right, top, bottom))
-    return _from_nchw(_em.avg_pool2d(padded, k, s) / counts, data_format)
+    padded = ops.pad(x, (left, right, top, bottom))
+    return _from_nchw(ops.avg_pool2d(padded, k, s) / counts, data_format)
 
 
 # --- normalisation ------------------------------------------------------------------------------------------
@@ -304,5 +304,5 @@ def dropout(x, keep_prob=None, noise_shape=None, seed=None, name: str | None = N
     shape = tuple(x.shape) if noise_shape is None else tuple(noise_shape)
     u = random_tensor(random_ops.random_uniform_op, shape, x.dtype, seed,
                       like=x if any(d is None for d in shape) else None, low=0.0, high=1.0)
-    mask = _em.floor(u + keep)
+    mask = ops.floor(u + keep)
     return x / keep * mask

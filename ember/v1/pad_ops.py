@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
-import ember as _em
 from ember import dtypes as dt
+from ember import ops
 from ember.dispatch import apply
 from ember.errors import ShapeError, fmt_shape
 from ember.op import Op, register
@@ -130,11 +130,11 @@ def _constant_pad(x: Tensor, pairs: tuple, constant_values) -> Tensor:
         if value.dtype is not x.dtype:
             raise TypeError(f"Pad: constant_values of type {value.dtype.name} does not match type {x.dtype.name} of "
                             "the tensor padded")
-        inside = _em.pad(_em.ones_like(x, dtype=dt.bool_), flat, value=False)
-        return _em.where(inside, _em.pad(x, flat, value=0), value)
+        inside = ops.pad(ops.ones_like(x, dtype=dt.bool_), flat, value=False)
+        return ops.where(inside, ops.pad(x, flat, value=0), value)
     if x.dtype.category != dt.FLOAT and isinstance(constant_values, float):
         raise TypeError(f"Expected {x.dtype.name}, got {constant_values!r} of type 'float' instead.")
-    return _em.pad(x, flat, value=constant_values)
+    return ops.pad(x, flat, value=constant_values)
 
 
 @tf_op("Pad")

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-import ember as _em
+from ember import ops
 from ember.op import Op, register
 from ember.ops._rules import binary_dtype, broadcast_shapes, shape_of, spec
 
@@ -38,8 +38,8 @@ class _TieToXOp(Op):
     def vjp(self, ctx, g):
         x, y = ctx.input(0), ctx.input(1)
         mask = self.keeps_x(x, y)
-        gx = _em.where(mask, g, 0.0) if ctx.needs_grad(0) else None
-        gy = _em.where(mask, 0.0, g) if ctx.needs_grad(1) else None
+        gx = ops.where(mask, g, 0.0) if ctx.needs_grad(0) else None
+        gy = ops.where(mask, 0.0, g) if ctx.needs_grad(1) else None
         return gx, gy
 
 
@@ -50,7 +50,7 @@ class TFMaximumOp(_TieToXOp):
     np_fn = "maximum"
 
     def keeps_x(self, x, y):
-        return _em.ge(x, y)
+        return ops.ge(x, y)
 
 
 class TFMinimumOp(_TieToXOp):
@@ -60,7 +60,7 @@ class TFMinimumOp(_TieToXOp):
     np_fn = "minimum"
 
     def keeps_x(self, x, y):
-        return _em.le(x, y)
+        return ops.le(x, y)
 
 
 class TFRelu6Op(Op):
@@ -77,7 +77,7 @@ class TFRelu6Op(Op):
 
     def vjp(self, ctx, g):
         x = ctx.input(0)
-        return (_em.where(_em.logical_and(x > 0, x < 6), g, 0.0),)
+        return (ops.where(ops.logical_and(x > 0, x < 6), g, 0.0),)
 
 
 tf_maximum_op = register(TFMaximumOp())

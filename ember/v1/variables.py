@@ -231,7 +231,7 @@ class ReportUninitializedOp(Op):
         remote = [v for v in variables if v.storage_device.job is not None]
         ready = {}
         if remote:  # variables placed on other processes: one question per process holding some of them
-            from ember.distributed.remote import variables_initialized
+            from ember.v1.remote import variables_initialized
 
             ready = dict(zip(map(id, remote), variables_initialized(remote)))
         return np.array([v.op_name.encode() for v in variables if not ready.get(id(v), values.has(v))], dtype=object)

@@ -10,7 +10,8 @@ import pytest
 import ember as em
 import ember.distributed as dist
 import ember.v1 as tf
-from ember.distributed import cluster, remote
+from ember.distributed import cluster
+from ember.v1 import remote
 from tests.distributed.launch import PROGRAMS, check, env, requires_mpi, run
 
 

@@ -211,7 +211,7 @@ def _changes():
 
 @pytest.mark.parametrize("change", _changes(), ids=lambda c: c.__name__)
 def test_every_path_that_changes_a_module_rebuilds_the_program(change):
-    """Module keys are read again only after some module changed (nn/modules/structure.py): every way a user
+    """Module keys are read again only after some module changed (graph/module_structure.py): every way a user
     changes one must count as a change, or the stale program would run."""
     em.manual_seed(0)
     model = em.nn.Sequential(em.nn.Linear(3, 3), em.nn.Dropout(0.0), em.nn.ReLU()).eval()
@@ -233,7 +233,7 @@ def test_copied_and_unpickled_models_are_tracked_like_new_ones():
     import copy
     import pickle
 
-    from ember.nn.modules import structure
+    from ember.graph import module_structure as structure
 
     model = em.nn.Sequential(em.nn.Linear(2, 2), em.nn.ReLU())
     for twin in (copy.deepcopy(model), pickle.loads(pickle.dumps(model))):
@@ -252,7 +252,7 @@ def test_copied_and_unpickled_models_are_tracked_like_new_ones():
 
 
 def test_every_change_to_a_tracked_store_counts():
-    from ember.nn.modules import structure
+    from ember.graph import module_structure as structure
 
     for store in (structure.TrackedDict(a=1), structure.TrackedOrderedDict(a=1)):
         ops = [lambda d: d.__setitem__("b", 2), lambda d: d.__delitem__("b"), lambda d: d.update(c=3),

@@ -7,9 +7,9 @@ import operator
 from collections import OrderedDict
 from collections.abc import ItemsView, Iterable, Iterator, KeysView, Mapping, ValuesView
 
-from ember.nn.modules import structure
+from ember.graph import module_structure as structure
+from ember.graph.module_structure import TrackedDict
 from ember.nn.modules.module import Module, _addindent
-from ember.nn.modules.structure import TrackedDict
 from ember.nn.parameter import Parameter
 from ember.tensor import Tensor
 

@@ -14,8 +14,8 @@ from ember.autograd import grad_mode
 from ember.autograd.zero_grad import zero_grads
 from ember.device import Device
 from ember.dtypes import DType
-from ember.nn.modules import structure
-from ember.nn.modules.structure import TrackedDict, TrackedOrderedDict
+from ember.graph import module_structure as structure
+from ember.graph.module_structure import TrackedDict, TrackedOrderedDict
 from ember.nn.parameter import Parameter, _swap_storage
 from ember.nn.utils.hooks import RemovableHandle
 from ember.tensor import Tensor
@@ -62,7 +62,7 @@ class Module:
     def __init__(self, *args, **kwargs) -> None:
         if args or kwargs:
             raise TypeError(f"{type(self).__name__}.__init__() got unexpected arguments")
-        structure.changed()  # a new module: see nn/modules/structure.py
+        structure.changed()  # a new module: see graph/module_structure.py
         d = self.__dict__
         d["training"] = True
         d["_parameters"] = TrackedDict()
@@ -644,3 +644,6 @@ def _parse_to(args: tuple, kwargs: dict):
         else:
             raise TypeError(f"to() received an invalid argument {a!r}")
     return device, dtype
+
+
+structure.register_module_class(Module)  # what ember.jit keys a function on (graph/module_structure.py)

@@ -5,13 +5,13 @@ compute, so each rank checks its own result against the NumPy answer. Values are
 sums and products are exact in every dtype and in any reduction order.
 """
 
-import os
 import sys
 
 import numpy as np
 
 import ember as em
 import ember.distributed as dist
+from ember import config
 from ember.distributed import ReduceOp
 
 DTYPES = ["bool", "uint8", "int8", "int16", "int32", "int64", "float16", "bfloat16", "float32", "float64"]
@@ -211,7 +211,7 @@ def mismatches(r, n):
     """
     dist.destroy_process_group()
     for level in ("INFO", "DETAIL"):
-        os.environ["EMBER_DISTRIBUTED_DEBUG"] = level
+        config.set("distributed_debug", level.lower())
         dist.init_process_group()
         t = em.ones(3)
         dist.all_reduce(t)
@@ -238,7 +238,7 @@ def mismatches(r, n):
         dist.all_reduce(t)
         assert t.tolist() == [float(n)] * 3
         dist.destroy_process_group()
-    os.environ.pop("EMBER_DISTRIBUTED_DEBUG")
+    config.reset("distributed_debug")
     dist.init_process_group()
 
 

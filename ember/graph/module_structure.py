@@ -1,4 +1,5 @@
-"""A process-wide count of changes to any Module's structure, so `ember.jit` need not rebuild its key each call.
+"""A process-wide count of changes to any Module's structure, so `ember.jit` need not rebuild its key each call;
+and which class is a module (ember.nn registers nn.Module, which lives in a layer above the jit).
 
 A jitted function's program depends on the modules it reaches: their classes, Python-scalar attributes
 (training, p, eps, ...), which parameters, buffers, children and hooks they hold (graph/jit_key.py).
@@ -15,6 +16,17 @@ from __future__ import annotations
 from collections import OrderedDict
 
 _count = [0]
+_module_class: list = []  # [nn.Module] once ember.nn is imported
+
+
+def register_module_class(cls: type) -> None:
+    """Make `cls` (nn.Module) the class whose instances a jitted function is keyed on (graph/jit_key.py)."""
+    _module_class[:] = [cls]
+
+
+def module_class() -> type | None:
+    """nn.Module, or None when ember.nn was never imported (then no object is a module)."""
+    return _module_class[0] if _module_class else None
 
 
 def changed() -> None:

@@ -33,6 +33,7 @@ from ember.graph.placement import RECV_PART, SEND_PART, SIGNAL_PART, WAIT_PART, 
 from ember.graph.placement_exec import PlacedPlan, part_plan
 from ember.op import OPS
 from ember.runtime.rendezvous import RECV_TIMEOUT, Cancelled, Rendezvous
+from ember.v1.errors import FailedPreconditionError
 
 CONTROL, REPLY, DATA = 21, 22, 23
 _PART_OPS = {"send": SEND_PART, "recv": RECV_PART, "send_control": SIGNAL_PART, "recv_control": WAIT_PART}
@@ -389,13 +390,11 @@ def _op_ref(node, dev) -> tuple:
 
 
 def _encode(x, me: tuple):
-    from ember.v1.variables import Variable
-
     if isinstance(x, Device):  # a device of this process, as the other process must name it
         if x.job is None:
             return Device(f"/job:{me[0]}/task:{me[1]}/{x.type}:{x.index}")
         return x
-    if isinstance(x, Variable):
+    if hasattr(x, "spec_shape") and hasattr(x, "op_name"):  # a Variable (and variables.py asks this module)
         return ("__variable__", x.op_name, tuple(x.spec_shape), np.dtype(x.spec_dtype).str)
     if isinstance(x, dict):
         return {k: _encode(v, me) for k, v in x.items()}
@@ -437,8 +436,6 @@ class ServerVariable:
 
     def read_storage(self):
         if self._storage is None:
-            from ember.v1.errors import FailedPreconditionError
-
             raise FailedPreconditionError(f"Attempting to use uninitialized value {self.op_name}")
         return self._storage
 
@@ -451,9 +448,7 @@ class ServerVariable:
                     xp.copyto(self._storage, value, casting="unsafe")
                 return self._storage
             if self._storage is None:
-                from ember.v1.errors import FailedPreconditionError
-
-                raise FailedPreconditionError(f"Attempting to use uninitialized value {self.op_name}")
+                    raise FailedPreconditionError(f"Attempting to use uninitialized value {self.op_name}")
             (xp.add if mode == "add" else xp.subtract)(self._storage, value, out=self._storage, casting="unsafe")
             return self._storage
 
