@@ -1,0 +1,291 @@
+"""PyTorch's vectorised normal fill: Box-Muller over blocks of 16 uniforms, as its CPU kernel computes it.
+
+Each block of 16 uniforms u becomes 16 normals: with r = sqrt(-2 log(1 - u[j])) and t = 2 pi u[j + 8],
+out[j] = r cos t and out[j + 8] = r sin t for j < 8 (then * std + mean, fused). float32 runs aten's AVX2
+kernel, whose log, sin and cos are Cephes polynomials in float32 (avx_mathfun.h) with the multiply-adds
+the compiler fuses; this module makes the same float32 operations in the same order, so the values agree
+bit for bit. float64 runs aten's scalar kernel on libm's log, cos and sin: the compiled loop and the loop on
+Python's math module call libm as PyTorch does; NumPy's vectorised float64 log, sin and cos, used only for
+large arrays without Numba, may differ from libm in the last bit.
+
+Each transform has a NumPy path and a compiled (Numba) loop making the same operations, used for
+large inputs when the `jit` extra is installed.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ember.random.fma import fma32, fma64
+
+_F = np.float32
+# Cephes' log: a degree-8 polynomial on [sqrt(1/2) - 1, sqrt(2) - 1], ln 2 split in two for the exponent
+_LOG_P = tuple(_F(c) for c in (7.0376836292e-2, -1.1514610310e-1, 1.1676998740e-1, -1.2420140846e-1,
+                               1.4249322787e-1, -1.6668057665e-1, 2.0000714765e-1, -2.4999993993e-1,
+                               3.3333331174e-1))
+_LOG_Q1, _LOG_Q2 = _F(-2.12194440e-4), _F(0.693359375)
+_SQRT_HALF = _F(0.707106781186547524)
+_MIN_NORMAL_BITS = 0x00800000
+_EXPONENT_BITS = 0x7F800000
+_HALF_BITS = 0x3F000000
+# Cephes' sin and cos: pi/4 split in three for the argument reduction, then two polynomials in x^2
+_DP1, _DP2, _DP3 = _F(-0.78515625), _F(-2.4187564849853515625e-4), _F(-3.77489497744594108e-8)
+_SIN = (_F(-1.9515295891e-4), _F(8.3321608736e-3), _F(-1.6666654611e-1))
+_COS = (_F(2.443315711809948e-005), _F(-1.388731625493765e-003), _F(4.166664568298827e-002))
+_FOUR_OVER_PI = _F(1.27323954473516)
+_TWO_PI_F32 = _F(2.0 * np.pi)
+
+
+# --- NumPy ---------------------------------------------------------------------------------------
+def _log_f32(x: np.ndarray) -> np.ndarray:
+    """avx_mathfun's log256_ps for positive float32 x."""
+    bits = np.maximum(x, np.array(_MIN_NORMAL_BITS, np.int32).view(_F)).view(np.int32)
+    e = ((bits >> 23) - 0x7F).astype(_F)
+    e += _F(1)
+    x = ((bits & ~_EXPONENT_BITS) | _HALF_BITS).view(_F)  # the mantissa, in [0.5, 1)
+    small = x < _SQRT_HALF
+    x = (x - _F(1)) + np.where(small, x, _F(0))
+    e -= small
+    z = x * x
+    y = fma32(x, _LOG_P[0], _LOG_P[1])
+    for p in _LOG_P[2:]:
+        y = fma32(y, x, p)
+    y *= x
+    y = fma32(y, z, e * _LOG_Q1)
+    y -= z * _F(0.5)
+    x += y
+    return fma32(e, _LOG_Q2, x)
+
+
+def _sincos_f32(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """avx_mathfun's sincos256_ps."""
+    sin_negative = np.signbit(x)
+    x = np.abs(x)
+    j = ((x * _FOUR_OVER_PI).astype(np.int32) + 1) & ~1
+    y = j.astype(_F)
+    sin_negative ^= (j & 4) != 0
+    cos_negative = (~(j - 2) & 4) != 0
+    second_polynomial = (j & 2) != 0
+    x = fma32(y, _DP3, fma32(y, _DP2, fma32(y, _DP1, x)))
+    z = x * x
+    yc = fma32(fma32(z, _COS[0], _COS[1]), z, _COS[2])
+    yc *= z
+    yc = fma32(yc, z, -(z * _F(0.5)))
+    yc += _F(1)
+    ys = fma32(fma32(z, _SIN[0], _SIN[1]), z, _SIN[2])
+    ys *= z
+    ys = fma32(ys, x, x)
+    s = np.where(second_polynomial, yc, ys)
+    c = np.where(second_polynomial, ys, yc)
+    np.negative(s, out=s, where=sin_negative)
+    np.negative(c, out=c, where=cos_negative)
+    return s, c
+
+
+def _finish(n, mean, std, fma, dtype):
+    if std == 1 and mean == 0:
+        return n
+    return fma(n, dtype.type(std), dtype.type(mean))
+
+
+_NUMPY_BLOCKS = 4096  # blocks per step of the NumPy paths: their temporaries stay in cache
+
+
+def transform_f32_numpy(blocks: np.ndarray, mean: float, std: float) -> None:
+    """Uniforms to normals in place, for a (blocks, 16) float32 array (the AVX2 kernel's operations)."""
+    for start in range(0, len(blocks), _NUMPY_BLOCKS):
+        part = blocks[start:start + _NUMPY_BLOCKS]
+        radius = np.sqrt(_F(-2) * _log_f32(_F(1) - part[:, :8]))
+        s, c = _sincos_f32(_TWO_PI_F32 * part[:, 8:])
+        part[:, :8] = _finish(radius * c, mean, std, fma32, np.dtype(_F))
+        part[:, 8:] = _finish(radius * s, mean, std, fma32, np.dtype(_F))
+
+
+def transform_f64_numpy(blocks: np.ndarray, mean: float, std: float) -> None:
+    """Uniforms to normals in place, for a (blocks, 16) float64 array (the scalar kernel's operations)."""
+    for start in range(0, len(blocks), _NUMPY_BLOCKS):
+        part = blocks[start:start + _NUMPY_BLOCKS]
+        radius = np.sqrt(-2.0 * np.log(1.0 - part[:, :8]))
+        theta = (2.0 * np.pi) * part[:, 8:]
+        cos, sin = np.cos(theta), np.sin(theta)
+        part[:, :8] = _finish(radius * cos, mean, std, fma64, np.dtype(np.float64))
+        part[:, 8:] = _finish(radius * sin, mean, std, fma64, np.dtype(np.float64))
+
+
+# --- compiled ------------------------------------------------------------------------------------
+def _constants() -> str:
+    lines = [f"P{k} = np.float32({float(c)!r})" for k, c in enumerate(_LOG_P)]
+    for name in ("_LOG_Q1", "_LOG_Q2", "_SQRT_HALF", "_DP1", "_DP2", "_DP3", "_FOUR_OVER_PI", "_TWO_PI_F32"):
+        lines.append(f"{name.strip('_')} = np.float32({float(globals()[name])!r})")
+    lines += [f"S{k} = np.float32({float(c)!r})" for k, c in enumerate(_SIN)]
+    lines += [f"C{k} = np.float32({float(c)!r})" for k, c in enumerate(_COS)]
+    return "\n".join(lines)
+
+
+SOURCE = '''
+import math
+
+import numpy as np
+from llvmlite import ir
+from numba import njit, types
+from numba.extending import intrinsic
+
+''' + _constants() + '''
+F0, F05, F1, F2 = np.float32(0.0), np.float32(0.5), np.float32(1.0), np.float32(2.0)
+
+
+@intrinsic
+def fma(typingctx, a, b, c):
+    """a * b + c rounded once (LLVM's fma: the FMA instruction, or libm's fma without one)."""
+    def codegen(context, builder, signature, args):
+        return builder.fma(args[0], args[1], args[2])
+    return a(a, a, a), codegen
+
+
+@intrinsic
+def bits_of(typingctx, x):
+    """The bits of a float32, as an int32."""
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], ir.IntType(32))
+    return types.int32(x), codegen
+
+
+@intrinsic
+def float_of(typingctx, i):
+    """The float32 whose bits are the low 32 bits of the integer i."""
+    def codegen(context, builder, signature, args):
+        word = args[0]
+        if word.type.width > 32:
+            word = builder.trunc(word, ir.IntType(32))
+        return builder.bitcast(word, ir.FloatType())
+    return types.float32(i), codegen
+
+
+@njit(inline="always")
+def log_f32(x):
+    bits = bits_of(max(x, float_of(np.int32(0x00800000))))
+    e = np.float32((bits >> 23) - np.int32(0x7F)) + F1
+    m = float_of((bits & np.int32(~0x7F800000)) | np.int32(0x3F000000))
+    if m < SQRT_HALF:
+        m = (m - F1) + m
+        e = e - F1
+    else:
+        m = m - F1
+    z = m * m
+    y = fma(fma(fma(fma(fma(fma(fma(fma(P0, m, P1), m, P2), m, P3), m, P4), m, P5), m, P6), m, P7), m, P8)
+    y = fma(y * m, z, e * LOG_Q1)
+    y = y - z * F05
+    return fma(e, LOG_Q2, m + y)
+
+
+@njit(inline="always")
+def cephes_sin_cos(x):
+    sin_negative = x < F0
+    x = abs(x)
+    j = (np.int32(x * FOUR_OVER_PI) + 1) & ~1
+    y = np.float32(j)
+    if j & 4:
+        sin_negative = not sin_negative
+    cos_negative = (~(j - 2) & 4) != 0
+    x = fma(y, DP3, fma(y, DP2, fma(y, DP1, x)))
+    z = x * x
+    yc = fma(fma(C0, z, C1), z, C2)
+    yc = fma(yc * z, z, -(z * F05)) + F1
+    ys = fma(fma(S0, z, S1), z, S2)
+    ys = fma(ys * z, x, x)
+    if (j & 2) == 0:
+        s, c = ys, yc
+    else:
+        s, c = yc, ys
+    return (-s if sin_negative else s), (-c if cos_negative else c)
+
+
+def transform_f32(blocks, mean, std):
+    for b in range(blocks.shape[0]):
+        for j in range(8):
+            radius = np.float32(math.sqrt(-F2 * log_f32(F1 - blocks[b, j])))
+            s, c = cephes_sin_cos(TWO_PI_F32 * blocks[b, j + 8])
+            blocks[b, j] = fma(radius * c, std, mean)
+            blocks[b, j + 8] = fma(radius * s, std, mean)
+
+
+def transform_f64(blocks, mean, std):
+    for b in range(blocks.shape[0]):
+        for j in range(8):
+            radius = math.sqrt(-2.0 * math.log(1.0 - blocks[b, j]))
+            theta = (2.0 * math.pi) * blocks[b, j + 8]
+            blocks[b, j] = fma(radius * math.cos(theta), std, mean)
+            blocks[b, j + 8] = fma(radius * math.sin(theta), std, mean)
+
+
+def normal_pairs(u, out):
+    for k in range(u.shape[0]):
+        radius = math.sqrt(-2.0 * math.log1p(-u[k, 1]))
+        theta = 2.0 * math.pi * u[k, 0]
+        out[k, 0] = radius * math.cos(theta)
+        out[k, 1] = radius * math.sin(theta)
+'''
+
+
+_COMPILED_MIN = {np.float32: 1 << 14, np.float64: 1 << 9}  # values from which the compiled loop pays
+_LIBM_VALUES = 1 << 14  # up to this many float64 values without Numba, a loop on Python's math (libm's)
+
+
+def _kernel(name: str, dtype, elements: int):
+    """The compiled loop `name` for this many values, or None (below its threshold, or without Numba)."""
+    from ember.graph.codegen import get_backend
+    from ember.ops.compiled import compile_source
+
+    if elements < _COMPILED_MIN[dtype] or get_backend() == "numpy":
+        return None
+    return compile_source(SOURCE, name)
+
+
+def _transform_f64_libm(blocks: np.ndarray, mean: float, std: float) -> None:
+    """transform_f64's operations on Python's math module: libm's log, cos and sin, as PyTorch's."""
+    flat = blocks.reshape(-1, 16)
+    for b in range(len(flat)):
+        row = flat[b].tolist()
+        for j in range(8):
+            radius = math.sqrt(-2.0 * math.log(1.0 - row[j]))
+            theta = (2.0 * math.pi) * row[j + 8]
+            row[j], row[j + 8] = radius * math.cos(theta), radius * math.sin(theta)
+        flat[b] = row
+    if std != 1 or mean != 0:
+        flat[...] = fma64(flat, std, mean)
+
+
+def transform(blocks: np.ndarray, mean: float, std: float) -> None:
+    """Box-Muller in place on a C-contiguous (blocks, 16) float32 or float64 array of uniforms in [0, 1)."""
+    dtype = blocks.dtype.type
+    kernel = _kernel(f"transform_{'f32' if dtype is np.float32 else 'f64'}", dtype, blocks.size)
+    if kernel is not None:
+        kernel(blocks, dtype(mean), dtype(std))
+    elif dtype is np.float32:
+        transform_f32_numpy(blocks, mean, std)
+    elif blocks.size <= _LIBM_VALUES:
+        _transform_f64_libm(blocks, mean, std)
+    else:
+        transform_f64_numpy(blocks, mean, std)
+
+
+def normal_pairs(u: np.ndarray) -> np.ndarray:
+    """(k, 2) float64 uniforms (u1, u2) to (r cos t, r sin t) with r = sqrt(-2 log(1 - u2)), t = 2 pi u1.
+
+    aten's scalar normal_distribution<double> draws a pair per two values (caching the sine)."""
+    out = np.empty_like(u)
+    kernel = _kernel("normal_pairs", np.float64, u.size)
+    if kernel is not None:
+        kernel(u, out)
+    elif u.size <= _LIBM_VALUES:
+        for k, (u1, u2) in enumerate(u.tolist()):
+            radius = math.sqrt(-2.0 * math.log1p(-u2))
+            theta = 2.0 * math.pi * u1
+            out[k] = radius * math.cos(theta), radius * math.sin(theta)
+    else:
+        radius = np.sqrt(-2.0 * np.log1p(-u[:, 1]))
+        theta = (2.0 * np.pi) * u[:, 0]
+        out[:, 0], out[:, 1] = radius * np.cos(theta), radius * np.sin(theta)
+    return out
