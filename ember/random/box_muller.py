@@ -8,8 +8,8 @@ bit for bit. float64 runs aten's scalar kernel on libm's log, cos and sin: the c
 Python's math module call libm as PyTorch does; NumPy's vectorised float64 log, sin and cos, used only for
 large arrays without Numba, may differ from libm in the last bit.
 
-Each transform has a NumPy path and a compiled (Numba) loop making the same operations, used for
-large inputs when the `jit` extra is installed.
+Each transform has a NumPy path and a compiled (Numba) loop in compiled.py making the same operations,
+used for large inputs when the `jit` extra is installed.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import math
 
 import numpy as np
 
+from ember.random import compiled
 from ember.random.fma import fma32, fma64
 
 _F = np.float32
@@ -114,133 +115,7 @@ def transform_f64_numpy(blocks: np.ndarray, mean: float, std: float) -> None:
         part[:, 8:] = _finish(radius * sin, mean, std, fma64, np.dtype(np.float64))
 
 
-# --- compiled ------------------------------------------------------------------------------------
-def _constants() -> str:
-    lines = [f"P{k} = np.float32({float(c)!r})" for k, c in enumerate(_LOG_P)]
-    for name in ("_LOG_Q1", "_LOG_Q2", "_SQRT_HALF", "_DP1", "_DP2", "_DP3", "_FOUR_OVER_PI", "_TWO_PI_F32"):
-        lines.append(f"{name.strip('_')} = np.float32({float(globals()[name])!r})")
-    lines += [f"S{k} = np.float32({float(c)!r})" for k, c in enumerate(_SIN)]
-    lines += [f"C{k} = np.float32({float(c)!r})" for k, c in enumerate(_COS)]
-    return "\n".join(lines)
-
-
-SOURCE = '''
-import math
-
-import numpy as np
-from llvmlite import ir
-from numba import njit, types
-from numba.extending import intrinsic
-
-''' + _constants() + '''
-F0, F05, F1, F2 = np.float32(0.0), np.float32(0.5), np.float32(1.0), np.float32(2.0)
-
-
-@intrinsic
-def fma(typingctx, a, b, c):
-    """a * b + c rounded once (LLVM's fma: the FMA instruction, or libm's fma without one)."""
-    def codegen(context, builder, signature, args):
-        return builder.fma(args[0], args[1], args[2])
-    return a(a, a, a), codegen
-
-
-@intrinsic
-def bits_of(typingctx, x):
-    """The bits of a float32, as an int32."""
-    def codegen(context, builder, signature, args):
-        return builder.bitcast(args[0], ir.IntType(32))
-    return types.int32(x), codegen
-
-
-@intrinsic
-def float_of(typingctx, i):
-    """The float32 whose bits are the low 32 bits of the integer i."""
-    def codegen(context, builder, signature, args):
-        word = args[0]
-        if word.type.width > 32:
-            word = builder.trunc(word, ir.IntType(32))
-        return builder.bitcast(word, ir.FloatType())
-    return types.float32(i), codegen
-
-
-@njit(inline="always")
-def log_f32(x):
-    bits = bits_of(max(x, float_of(np.int32(0x00800000))))
-    e = np.float32((bits >> 23) - np.int32(0x7F)) + F1
-    m = float_of((bits & np.int32(~0x7F800000)) | np.int32(0x3F000000))
-    if m < SQRT_HALF:
-        m = (m - F1) + m
-        e = e - F1
-    else:
-        m = m - F1
-    z = m * m
-    y = fma(fma(fma(fma(fma(fma(fma(fma(P0, m, P1), m, P2), m, P3), m, P4), m, P5), m, P6), m, P7), m, P8)
-    y = fma(y * m, z, e * LOG_Q1)
-    y = y - z * F05
-    return fma(e, LOG_Q2, m + y)
-
-
-@njit(inline="always")
-def cephes_sin_cos(x):
-    sin_negative = x < F0
-    x = abs(x)
-    j = (np.int32(x * FOUR_OVER_PI) + 1) & ~1
-    y = np.float32(j)
-    if j & 4:
-        sin_negative = not sin_negative
-    cos_negative = (~(j - 2) & 4) != 0
-    x = fma(y, DP3, fma(y, DP2, fma(y, DP1, x)))
-    z = x * x
-    yc = fma(fma(C0, z, C1), z, C2)
-    yc = fma(yc * z, z, -(z * F05)) + F1
-    ys = fma(fma(S0, z, S1), z, S2)
-    ys = fma(ys * z, x, x)
-    if (j & 2) == 0:
-        s, c = ys, yc
-    else:
-        s, c = yc, ys
-    return (-s if sin_negative else s), (-c if cos_negative else c)
-
-
-def transform_f32(blocks, mean, std):
-    for b in range(blocks.shape[0]):
-        for j in range(8):
-            radius = np.float32(math.sqrt(-F2 * log_f32(F1 - blocks[b, j])))
-            s, c = cephes_sin_cos(TWO_PI_F32 * blocks[b, j + 8])
-            blocks[b, j] = fma(radius * c, std, mean)
-            blocks[b, j + 8] = fma(radius * s, std, mean)
-
-
-def transform_f64(blocks, mean, std):
-    for b in range(blocks.shape[0]):
-        for j in range(8):
-            radius = math.sqrt(-2.0 * math.log(1.0 - blocks[b, j]))
-            theta = (2.0 * math.pi) * blocks[b, j + 8]
-            blocks[b, j] = fma(radius * math.cos(theta), std, mean)
-            blocks[b, j + 8] = fma(radius * math.sin(theta), std, mean)
-
-
-def normal_pairs(u, out):
-    for k in range(u.shape[0]):
-        radius = math.sqrt(-2.0 * math.log1p(-u[k, 1]))
-        theta = 2.0 * math.pi * u[k, 0]
-        out[k, 0] = radius * math.cos(theta)
-        out[k, 1] = radius * math.sin(theta)
-'''
-
-
-_COMPILED_MIN = {np.float32: 1 << 14, np.float64: 1 << 9}  # values from which the compiled loop pays
 _LIBM_VALUES = 1 << 14  # up to this many float64 values without Numba, a loop on Python's math (libm's)
-
-
-def _kernel(name: str, dtype, elements: int):
-    """The compiled loop `name` for this many values, or None (below its threshold, or without Numba)."""
-    from ember.graph.codegen import get_backend
-    from ember.ops.compiled import compile_source
-
-    if elements < _COMPILED_MIN[dtype] or get_backend() == "numpy":
-        return None
-    return compile_source(SOURCE, name)
 
 
 def _transform_f64_libm(blocks: np.ndarray, mean: float, std: float) -> None:
@@ -260,7 +135,7 @@ def _transform_f64_libm(blocks: np.ndarray, mean: float, std: float) -> None:
 def transform(blocks: np.ndarray, mean: float, std: float) -> None:
     """Box-Muller in place on a C-contiguous (blocks, 16) float32 or float64 array of uniforms in [0, 1)."""
     dtype = blocks.dtype.type
-    kernel = _kernel(f"transform_{'f32' if dtype is np.float32 else 'f64'}", dtype, blocks.size)
+    kernel = compiled.kernel(f"transform_{'f32' if dtype is np.float32 else 'f64'}", dtype, blocks.size)
     if kernel is not None:
         kernel(blocks, dtype(mean), dtype(std))
     elif dtype is np.float32:
@@ -276,7 +151,7 @@ def normal_pairs(u: np.ndarray) -> np.ndarray:
 
     aten's scalar normal_distribution<double> draws a pair per two values (caching the sine)."""
     out = np.empty_like(u)
-    kernel = _kernel("normal_pairs", np.float64, u.size)
+    kernel = compiled.kernel("normal_pairs", np.float64, u.size)
     if kernel is not None:
         kernel(u, out)
     elif u.size <= _LIBM_VALUES:

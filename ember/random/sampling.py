@@ -14,10 +14,10 @@ import warnings
 
 import numpy as np
 
-from ember.random import box_muller
+from ember.random import box_muller, compiled
 from ember.random.fma import fma32, fma64
 
-_CHUNK = 1 << 20  # values per step (a multiple of 16, Box-Muller's block)
+_CHUNK = 1 << 18  # values per step (a multiple of 16, Box-Muller's block)
 _VECTOR_NORMAL_MIN = 16  # aten's normal fill runs Box-Muller blocks from this size (contiguous tensors)
 _WIDE_RANGE = 2**28  # random_(low, high) draws 64 bits from this range on
 _RANDPERM_SMALL = (2**32 - 1) // 20  # below this n, randperm swaps forward with 32-bit draws
@@ -90,7 +90,7 @@ def fill_uniform(engine, out: np.ndarray, low: float, high: float) -> None:
     def produce(dst):
         x = unit_uniform(engine, dst.size, dst.dtype)
         if lo != 0:
-            x = fma(x, span, lo)
+            x = _affine(x, span, lo, fma)
         elif span != 1:
             x *= span  # one rounding, as the fused form with a zero addend
         dst[...] = x
@@ -98,6 +98,15 @@ def fill_uniform(engine, out: np.ndarray, low: float, high: float) -> None:
             dst[dst == dst.dtype.type(high)] = dst.dtype.type(low)
 
     _fill(out, produce)
+
+
+def _affine(x: np.ndarray, span, low, fma) -> np.ndarray:
+    """x * span + low with one rounding: the compiled loop for large arrays, else fma32 / fma64."""
+    kernel = compiled.kernel("affine", x.dtype, x.size)
+    if kernel is None:
+        return fma(x, span, low)
+    kernel(x, span, low, x)
+    return x
 
 
 # --- normal ----------------------------------------------------------------------------------
@@ -279,32 +288,8 @@ def permutation(engine, n: int) -> np.ndarray:
     return _inside_out(picks.astype(np.int64))
 
 
-_SHUFFLE_SOURCE = '''
-def swap_forward(perm, offsets):
-    for i in range(offsets.size):
-        j = i + offsets[i]
-        perm[i], perm[j] = perm[j], perm[i]
-
-
-def inside_out(picks, perm):
-    for i in range(picks.size):
-        z = picks[i]
-        perm[i] = perm[z]
-        perm[z] = i
-'''
-
-
-def _shuffle_kernel(name: str, elements: int):
-    from ember.graph.codegen import get_backend
-    from ember.ops.compiled import MIN_ELEMENTS, compile_source
-
-    if elements < MIN_ELEMENTS or get_backend() == "numpy":
-        return None
-    return compile_source(_SHUFFLE_SOURCE, name)
-
-
 def _swap_forward(perm: np.ndarray, offsets: np.ndarray) -> None:
-    kernel = _shuffle_kernel("swap_forward", perm.size)
+    kernel = compiled.kernel("swap_forward", np.int64, perm.size)
     if kernel is not None:
         kernel(perm, offsets)
         return
@@ -317,7 +302,7 @@ def _swap_forward(perm: np.ndarray, offsets: np.ndarray) -> None:
 
 def _inside_out(picks: np.ndarray) -> np.ndarray:
     perm = np.empty(picks.size, np.int64)
-    kernel = _shuffle_kernel("inside_out", perm.size)
+    kernel = compiled.kernel("inside_out", np.int64, perm.size)
     if kernel is not None:
         kernel(picks, perm)
         return perm

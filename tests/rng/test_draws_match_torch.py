@@ -200,3 +200,17 @@ def test_bad_draws_are_refused_with_torchs_rules():
         em.empty(3).exponential_(0)
     with pytest.raises(ValueError, match="non-negative"):
         em.randperm(-1)
+
+
+def test_distributions_sample_torchs_values():
+    loc, scale = np.linspace(-1, 1, 6).astype(np.float32), np.linspace(0.1, 1, 6).astype(np.float32)
+    probs = np.random.default_rng(0).random((4, 5)).astype(np.float32)
+    _seed(13)
+    for method in ("sample", "rsample"):
+        _same(getattr(em.distributions.Normal(em.tensor(loc), em.tensor(scale)), method)((3,)),
+              getattr(torch.distributions.Normal(torch.tensor(loc), torch.tensor(scale)), method)((3,)))
+    _same(em.distributions.Categorical(probs=em.tensor(probs)).sample((7,)),
+          torch.distributions.Categorical(probs=torch.tensor(probs)).sample((7,)))
+    _same(em.distributions.Bernoulli(probs=em.tensor(probs)).sample((2,)),
+          torch.distributions.Bernoulli(probs=torch.tensor(probs)).sample((2,)))
+    assert em.default_generator is em.random.default_generator
