@@ -214,3 +214,21 @@ def test_distributions_sample_torchs_values():
     _same(em.distributions.Bernoulli(probs=em.tensor(probs)).sample((2,)),
           torch.distributions.Bernoulli(probs=torch.tensor(probs)).sample((2,)))
     assert em.default_generator is em.random.default_generator
+
+
+def test_jitted_draws_are_eagers_and_torchs():
+    # dropout of a transposed view draws in the view's memory order (PyTorch's empty_like), traced or not
+    def step(x, lib):
+        return lib.nn.functional.dropout(x.transpose(0, 1), 0.4) * 2 + lib.randn(3, 4, 5)
+
+    x = np.random.default_rng(0).standard_normal((4, 3, 5)).astype(np.float32)
+    jitted = em.jit(lambda t: step(t, em))
+    _seed(1)
+    expected = [step(torch.tensor(x), torch).numpy() for _ in range(3)]
+    em.manual_seed(1)
+    eager = [step(em.tensor(x), em).numpy() for _ in range(3)]
+    em.manual_seed(1)
+    traced = [jitted(em.tensor(x)).numpy() for _ in range(3)]
+    for a, b, c in zip(eager, traced, expected):
+        np.testing.assert_array_equal(a, c)
+        np.testing.assert_array_equal(b, c)

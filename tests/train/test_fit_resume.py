@@ -113,3 +113,10 @@ def test_rng_state_round_trips_through_a_checkpoint(tmp_path):
         np.testing.assert_array_equal(a, b)
     with pytest.raises(ValueError, match=r"generators \['loader'\], this run has \[\]"):
         rng_state.restore(loaded)
+
+
+def test_a_state_of_the_former_generator_is_refused_by_name():
+    old = {"bit_generator": "PCG64", "state": {"state": {"uint": np.array([1, 2, 3, 4])}, "inc": {"uint": np.array([5])}},
+           "has_uint32": 0, "uinteger": 0}
+    with pytest.raises(ValueError, match="former generator .NumPy's PCG64.*can't be resumed exactly"):
+        rng_state.decode_generator(em.Generator(), old)
