@@ -33,9 +33,11 @@ class HostRandomOp(Op):
 def draw_in_order(draw, gen, shape: tuple, like=None):
     """draw(gen, shape), its values laid out in `like`'s memory order when `like` (an array of that shape) is
     strided: PyTorch draws into empty_like(x), which keeps x's strides, and fills it in memory order."""
+    from ember.random.sampling import memory_axes
+
     if like is None or not isinstance(like, np.ndarray) or like.flags.c_contiguous or like.ndim < 2:
         return draw(gen, shape)
-    order = sorted(range(like.ndim), key=lambda d: -abs(like.strides[d]))
+    order = memory_axes(like)
     values = np.asarray(draw(gen, tuple(shape[d] for d in order)))
     return values.transpose(np.argsort(order))
 

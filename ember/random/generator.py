@@ -7,6 +7,7 @@ state moves between Ember and PyTorch (`torch.set_rng_state(torch.from_numpy(g.g
 
 from __future__ import annotations
 
+import operator
 import os
 import threading
 
@@ -30,12 +31,9 @@ STATE_BYTES = _STATE.itemsize
 
 def _as_seed(seed) -> int:
     """A seed as aten keeps it: an unsigned 64-bit value (negative seeds wrap, as PyTorch's do)."""
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
-        if hasattr(seed, "__index__") and not isinstance(seed, bool):
-            seed = seed.__index__()
-        else:
-            raise TypeError(f"manual_seed expected an integer seed, got {type(seed).__name__} {seed!r}")
-    seed = int(seed)
+    if isinstance(seed, bool) or not hasattr(seed, "__index__"):
+        raise TypeError(f"manual_seed expected an integer seed, got {type(seed).__name__} {seed!r}")
+    seed = operator.index(seed)
     if not -(2**63) <= seed < 2**64:
         raise ValueError(f"manual_seed: seed {seed} is out of range [-2**63, 2**64)")
     return seed % 2**64

@@ -41,10 +41,14 @@ def _is_float(dtype: np.dtype) -> bool:
     return dtype.kind == "f" or dtype == _BFLOAT16
 
 
+def memory_axes(a: np.ndarray) -> list[int]:
+    """a's axes in memory order (largest stride first): the order PyTorch's TensorIterator fills a strided
+    tensor in (a transposed matrix column by column)."""
+    return sorted(range(a.ndim), key=lambda d: -abs(a.strides[d]))
+
+
 def _memory_order(a: np.ndarray) -> np.ndarray:
-    """`a` with its axes in memory order (largest stride first): PyTorch's order for a strided fill."""
-    axes = sorted(range(a.ndim), key=lambda d: -abs(a.strides[d]))
-    return a.transpose(axes)
+    return a.transpose(memory_axes(a))
 
 
 def _fill(out: np.ndarray, produce, chunk: int = _CHUNK) -> None:
@@ -324,17 +328,11 @@ def fill_bernoulli_tensor(engine, out: np.ndarray, p: np.ndarray) -> None:
     """bernoulli_(p_tensor): per value a uniform in p's precision (float64 for float64 p, else float32)."""
     p = np.broadcast_to(p, out.shape)
     draw_dtype = np.dtype(np.float64 if p.dtype == np.float64 else np.float32)
-    work = np.ascontiguousarray(_memory_order_like(p, out)).reshape(-1).astype(draw_dtype, copy=False)
+    work = np.ascontiguousarray(p.transpose(memory_axes(out))).reshape(-1).astype(draw_dtype, copy=False)
     u = np.empty(work.size, draw_dtype)
     _fill(u, lambda dst: np.copyto(dst, unit_uniform(engine, dst.size, draw_dtype)))
     ordered = _memory_order(out)
     ordered[...] = (u < work).reshape(ordered.shape)
-
-
-def _memory_order_like(p: np.ndarray, out: np.ndarray) -> np.ndarray:
-    """p (broadcast to out's shape) with its axes in out's memory order."""
-    axes = sorted(range(out.ndim), key=lambda d: -abs(out.strides[d]))
-    return p.transpose(axes)
 
 
 def _unit_doubles(engine, n: int) -> np.ndarray:
