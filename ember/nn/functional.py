@@ -457,7 +457,8 @@ def _dropout_with_mask_shape(input: Tensor, p: float, mask_shape: tuple, inplace
         # input's dtype, then multiplied in
         keep = 1.0 - p
         np_dtype = input.dtype.np
-        scale = np_dtype.type(1) / np_dtype.type(keep)
+        acc = np.float64 if np_dtype == np.float64 else np.float32  # 16-bit floats divide in float32, then round
+        scale = np_dtype.type(acc(1) / acc(keep))
         like = input if tuple(mask_shape) == tuple(input.shape) else None
         noise = em.creation._random(input.device, mask_shape, np_dtype,
                                     lambda g, shape: g.bernoulli(keep, shape, np_dtype) * scale, False, like=like)

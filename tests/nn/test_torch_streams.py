@@ -120,6 +120,11 @@ def test_dropout_masks_are_torchs(p, dtype):
         arg = x[:, :, 0] if fn == "dropout1d" else x
         np.testing.assert_array_equal(getattr(F, fn)(em.tensor(arg), p).numpy(),
                                       getattr(TF, fn)(torch.tensor(arg), p).numpy(), err_msg=fn)
+    for half in ("float16", "bfloat16"):  # the scale 1 / (1 - p) is divided in float32, then rounded
+        e, t = getattr(em, half), getattr(torch, half)
+        if e is not None:
+            np.testing.assert_array_equal(F.dropout(em.tensor(x).to(e), p).float().numpy(),
+                                          TF.dropout(torch.tensor(x).to(t), p).float().numpy(), err_msg=half)
     np.testing.assert_array_equal(em.nn.Dropout(p)(em.tensor(x)).numpy(), torch.nn.Dropout(p)(torch.tensor(x)).numpy())
     a, b = em.tensor(x), torch.tensor(x)
     F.dropout(a, p, inplace=True), TF.dropout(b, p, inplace=True)
