@@ -61,7 +61,7 @@ from ember.creation import (
     tensor,
     zeros,
 )
-from ember.random import Generator, get_rng_state, initial_seed, manual_seed, seed, set_rng_state
+from ember.random import Generator, default_generator, get_rng_state, initial_seed, manual_seed, seed, set_rng_state
 from ember.autograd.grad_mode import enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled
 from ember import autograd
 from ember.transforms import (

@@ -9,6 +9,7 @@ from ember import dtypes as dt
 from ember.backends.meta import MetaArray
 from ember.device import as_device
 from ember.random import Generator, host_rng
+from ember.random.sampling import random_range
 from ember.symbolic import SymInt
 from ember.tensor import Tensor
 
@@ -189,69 +190,92 @@ def eye(n: int, m: int | None = None, *, dtype=None, device=None, requires_grad:
 
 
 # --- random ------------------------------------------------------------------------------
-def _random(device, shape, np_dtype, draw, requires_grad, generator=None):
-    """A tensor of `draw(rng, shape)`; under ember.jit a graph node drawing afresh (at the run's shape) each run."""
+def _random(device, shape, np_dtype, draw, requires_grad, generator=None, like: Tensor | None = None):
+    """A tensor of `draw(gen, shape)` (gen: an ember.Generator, or the device's draws on CUDA); under
+    ember.jit a graph node drawing afresh (at the run's shape) each run. With `like` (a tensor of this
+    shape) the values are laid out in its memory order, as PyTorch's draws into empty_like(like) are."""
+    from ember.ops.host_random import draw_in_order
+
     device = as_device(device)
     interp = _dispatch.current()
     if interp.symbolic:  # inside ember.jit: a graph node drawing afresh at every run
-        t = interp.random(draw, shape, np_dtype, device, generator)
+        t = interp.random(draw, shape, np_dtype, device, generator, like=like)
         return t.requires_grad_(True) if requires_grad else t
     if device.backend.abstract:
         return _finish(MetaArray(shape, np_dtype), device, requires_grad)
     if device.type == "cuda" and generator is None:
         data = draw(device.backend.random(), shape).astype(np_dtype, copy=False)
         return _finish(data, device, requires_grad)
-    arr = np.asarray(draw(host_rng(generator), shape)).astype(np_dtype, copy=False)
+    layout = like._data if like is not None else None
+    arr = np.asarray(draw_in_order(draw, host_rng(generator), shape, layout)).astype(np_dtype, copy=False)
     return _host_to_device(arr, device, requires_grad)
 
 
-def _float_dtype(dtype):
+def _float_dtype(dtype, op: str = "random floats"):
     d = dt.as_dtype(dtype) if dtype is not None else dt.get_default_dtype()
     if not d.is_floating_point:
-        raise TypeError(f"random floats need a floating-point dtype, got {d}")
+        raise TypeError(f"{op} need a floating-point dtype, got {d}")
     return d.np
 
 
 def rand(*size, dtype=None, device=None, requires_grad: bool = False, generator: Generator | None = None) -> Tensor:
-    """Uniform samples in [0, 1)."""
+    """Uniform samples in [0, 1) (PyTorch's: after the same manual_seed, the same values)."""
     shape, np_dtype = _size(size), _float_dtype(dtype)
-    return _random(device, shape, np_dtype, lambda r, shape: r.random(shape), requires_grad, generator)
+    return _random(device, shape, np_dtype, lambda g, shape: g.uniform(shape, np_dtype), requires_grad, generator)
 
 
 def randn(*size, dtype=None, device=None, requires_grad: bool = False, generator: Generator | None = None) -> Tensor:
-    """Standard normal samples."""
+    """Standard normal samples (PyTorch's: after the same manual_seed, the same values)."""
     shape, np_dtype = _size(size), _float_dtype(dtype)
-    return _random(device, shape, np_dtype, lambda r, shape: r.standard_normal(shape), requires_grad, generator)
+    return _random(device, shape, np_dtype, lambda g, shape: g.normal(shape, np_dtype), requires_grad, generator)
 
 
-def randint(low, high=None, size=None, *, dtype=None, device=None, generator: Generator | None = None) -> Tensor:
-    """Integers uniform in [low, high) (int64 by default)."""
+def randint(low, high=None, size=None, *, dtype=None, device=None, generator: Generator | None = None,
+            requires_grad: bool = False) -> Tensor:
+    """Integers uniform in [low, high) (int64 by default): randint(high, size) or randint(low, high, size)."""
     if size is None:
         low, high, size = 0, low, high
-    if high is None:
-        low, high = 0, low
-    if low >= high:
-        raise ValueError(f"randint: low ({low}) must be smaller than high ({high})")
+    if size is None:
+        raise TypeError("randint: give a size, as randint(high, size) or randint(low, high, size)")
+    low, high = int(low), int(high)
     shape = _size((size,) if isinstance(size, int) else (tuple(size),))
     np_dtype = _dtype_np(dtype, dt.int64)
-    return _random(device, shape, np_dtype, lambda r, shape: r.integers(low, high, size=shape), False, generator)
+    random_range("randint", np_dtype, low, high)  # PyTorch's checks of the bounds, before anything is drawn
+    return _random(device, shape, np_dtype, lambda g, shape: g.integers(low, high, shape, np_dtype), requires_grad,
+                   generator)
 
 
-def randperm(n: int, *, dtype=None, device=None, generator: Generator | None = None) -> Tensor:
-    """A random permutation of 0..n-1."""
-    return _random(device, (n,), _dtype_np(dtype, dt.int64), lambda r, shape: r.permutation(shape[0]), False, generator)
+def randperm(n: int, *, dtype=None, device=None, generator: Generator | None = None,
+             requires_grad: bool = False) -> Tensor:
+    """A random permutation of 0..n-1 (PyTorch's shuffle: after the same manual_seed, the same order)."""
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)):
+        raise TypeError(f"randperm: n must be an integer, got {type(n).__name__}")
+    if n < 0:
+        raise ValueError(f"randperm: n must be non-negative, got {n}")
+    np_dtype = _dtype_np(dtype, dt.int64)
+    return _random(device, (int(n),), np_dtype, lambda g, shape: g.permutation(shape[0], np_dtype), requires_grad,
+                   generator)
 
 
-def normal(mean=0.0, std=1.0, size=None, *, dtype=None, device=None, generator: Generator | None = None) -> Tensor:
-    """Normal samples with the given mean and std (numbers or tensors)."""
+def normal(mean=0.0, std=1.0, size=None, *, dtype=None, device=None, generator: Generator | None = None,
+           requires_grad: bool = False) -> Tensor:
+    """Normal samples with the given mean and std (numbers or tensors), drawn as torch.normal draws them."""
     if isinstance(mean, Tensor) or isinstance(std, Tensor):
         ref = mean if isinstance(mean, Tensor) else std
-        noise = randn(ref.shape, dtype=ref.dtype, device=ref.device, generator=generator)
+        shape = tuple(np.broadcast_shapes(tuple(getattr(mean, "shape", ())), tuple(getattr(std, "shape", ()))))
+        if not isinstance(std, Tensor):  # PyTorch draws normal_(0, std), then adds the mean
+            return normal(0.0, std, shape, dtype=ref.dtype, device=ref.device, generator=generator) + mean
+        noise = randn(shape, dtype=ref.dtype, device=ref.device, generator=generator)
         return noise * std + mean
     if size is None:
         raise TypeError("normal: give size when mean and std are numbers")
+    if std < 0:
+        raise ValueError(f"normal expects std >= 0.0, but found std {std}")
     shape = _size((size,) if isinstance(size, int) else (tuple(size),))
-    return randn(shape, dtype=dtype, device=device, generator=generator) * std + mean
+    np_dtype = _float_dtype(dtype, "normal")
+    mean, std = float(mean), float(std)
+    return _random(device, shape, np_dtype, lambda g, shape: g.normal(shape, np_dtype, mean, std), requires_grad,
+                   generator)
 
 
 def rand_like(input: Tensor, *, dtype=None, device=None) -> Tensor:
@@ -265,34 +289,46 @@ def randn_like(input: Tensor, *, dtype=None, device=None) -> Tensor:
 
 
 def randint_like(input: Tensor, low, high=None, *, dtype=None) -> Tensor:
-    """Random integers shaped like input."""
+    """Random integers shaped like input: randint_like(input, high) or randint_like(input, low, high)."""
+    if high is None:
+        low, high = 0, low
     return randint(low, high, tuple(input.shape), dtype=dtype or input.dtype, device=input.device)
 
 
 def bernoulli(input: Tensor, p=None, *, generator: Generator | None = None) -> Tensor:
-    """0/1 samples with probabilities from input (or p)."""
-    probs = input if p is None else full_like_value(input, p)
-    u = rand(input.shape, dtype=input.dtype if input.is_floating_point() else None, device=input.device,
-             generator=generator)
+    """0/1 samples, 1 with probability input (or the number p), drawn as torch.bernoulli draws them: a
+    float64 uniform per value for a number p or float64 probabilities, else a float32 one."""
+    if p is None:
+        if not input.is_floating_point():
+            raise TypeError(f"bernoulli: probabilities must be floating point, got {input.dtype}")
+        probs, draw_dtype = input, (dt.float64 if input.dtype == dt.float64 else dt.float32)
+    else:
+        if not 0 <= p <= 1:
+            raise ValueError(f"bernoulli: p must be in [0, 1], got {p}")
+        probs, draw_dtype = p, dt.float64
+    u = rand(input.shape, dtype=draw_dtype, device=input.device, generator=generator)
     return (u < probs).to(input.dtype)
 
 
-def full_like_value(input: Tensor, value) -> Tensor:
-    from ember.ops import full_like
-
-    return full_like(input, value)
-
-
 def multinomial(input: Tensor, num_samples: int, replacement: bool = False, *, generator=None) -> Tensor:
-    """Sample category indices from (rows of) non-negative weights."""
-    probs = input.detach().numpy().astype(np.float64)
-    rng = host_rng(generator)
-    rows = probs.reshape(-1, probs.shape[-1])
-    out = []
-    for row in rows:
-        if (row < 0).any() or row.sum() <= 0:
-            raise ValueError("multinomial: weights must be non-negative with a positive sum")
-        p = row / row.sum()
-        out.append(rng.choice(len(p), size=num_samples, replace=replacement, p=p))
-    arr = np.asarray(out, dtype=np.int64).reshape(probs.shape[:-1] + (num_samples,))
-    return _host_to_device(arr, input.device)
+    """Category indices sampled from (rows of) non-negative weights, as torch.multinomial samples them."""
+    if input.ndim not in (1, 2):
+        raise ValueError(f"multinomial: prob_dist must be 1 or 2 dim, got shape {tuple(input.shape)}")
+    if not input.is_floating_point():
+        raise TypeError(f"multinomial: only supports floating-point dtypes for input, got {input.dtype}")
+    if num_samples <= 0:
+        raise ValueError(f"multinomial: cannot sample n_sample <= 0 samples (got {num_samples})")
+    categories = input.shape[-1]
+    if not replacement and num_samples > categories:
+        raise ValueError(f"multinomial: cannot sample n_sample ({num_samples}) > prob_dist.size(-1) ({categories}) "
+                         "samples without replacement")
+    if categories > 2**24:
+        raise ValueError(f"multinomial: number of categories cannot exceed 2^24, got {categories}")
+    probs = input.detach().numpy()
+    rows = probs.reshape(-1, categories)
+    if not np.isfinite(rows).all() or (rows < 0).any():
+        raise ValueError("multinomial: probability tensor contains either `inf`, `nan` or element < 0")
+    if (rows.sum(axis=1) <= 0).any():
+        raise ValueError("multinomial: invalid multinomial distribution (sum of probabilities <= 0)")
+    picks = host_rng(generator).multinomial(np.ascontiguousarray(rows), num_samples, replacement)
+    return _host_to_device(picks.reshape(probs.shape[:-1] + (num_samples,)), input.device)

@@ -47,5 +47,6 @@ class Backend:
         """Seed this device's random generator."""
 
     def random(self):
-        """The random generator (NumPy Generator API) of this device."""
+        """This device's draws: an object with ember.Generator's `uniform`, `normal`, `integers`, `bernoulli`,
+        `exponential` and `permutation` (host draws come from ember.Generator itself)."""
         raise NotImplementedError

@@ -96,7 +96,9 @@ class CUDABackend(Backend):
             self._generator = self.xp.random.default_rng(seed)
 
     def random(self):
+        from ember.backends.xp_draws import ArrayDraws
+
         if self._generator is None:
             with self._cuda_device:
                 self._generator = self.xp.random.default_rng()
-        return self._generator
+        return ArrayDraws(self._generator)

@@ -25,7 +25,8 @@ class DataLoader:
 
     With `num_workers > 0` each batch is built by one of `num_workers` processes, which return
     arrays through shared memory; batches are still yielded in sampler order. Worker `i` is seeded
-    with `base_seed + i` (Python `random`, NumPy and Ember), where `base_seed` is drawn from
+    as PyTorch seeds it: `base_seed + i` for Python `random` and Ember, a SeedSequence of both for
+    NumPy, where `base_seed` is drawn from
     `generator` (else Ember's default generator) each time an epoch starts (persistent workers keep
     their first seeds), so a seeded generator gives the same shuffle with or without workers, and
     the same augmentations on every run with the same number of workers. A worker's
@@ -154,10 +155,11 @@ class _LoaderIter:
                                          loader.drop_last)
 
     def _start(self) -> None:
-        # Draw the base seed first in every mode, so the sampler sees the generator in the same state
-        # with or without workers.
-        self.base_seed = int(host_rng(self._loader.generator).integers(0, 2**63 - 2**16))
+        # As PyTorch: the sampler's iterator first (a generator function: it draws nothing until the first
+        # batch is asked for), then the workers' base seed, random_() on an int64 in every mode, so the
+        # sampler sees the generator in the same state with or without workers.
         self._sampler_iter = iter(self._loader._index_sampler)
+        self.base_seed = host_rng(self._loader.generator).random_seed()
 
     def next_index(self):
         """The next batch of indices (or single index) from the sampler."""

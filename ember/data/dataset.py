@@ -155,7 +155,7 @@ def _split_lengths(n: int, lengths: Sequence[float]) -> list[int]:
 def random_split(dataset: Dataset, lengths: Sequence[float], generator: Generator | None = None) -> list[Subset]:
     """Split into non-overlapping random subsets of the given lengths (counts, or fractions summing to 1)."""
     counts = _split_lengths(len(dataset), lengths)
-    perm = host_rng(generator).permutation(sum(counts)).tolist()
+    perm = host_rng(generator).permutation(sum(counts)).tolist()  # torch.randperm's order
     out, start = [], 0
     for c in counts:
         out.append(Subset(dataset, perm[start:start + c]))

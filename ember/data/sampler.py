@@ -6,7 +6,7 @@ from collections.abc import Iterable, Iterator, Sized
 
 import numpy as np
 
-from ember.random import Generator, host_rng
+from ember.random import Generator, default_generator, host_rng
 
 
 class Sampler:
@@ -33,10 +33,10 @@ class SequentialSampler(Sampler):
 
 
 class RandomSampler(Sampler):
-    """A random permutation of the indices (or `num_samples` draws with replacement).
+    """A random permutation of the indices (or `num_samples` draws with replacement), in PyTorch's order.
 
-    Randomness comes from `generator`, else from Ember's default generator, so `ember.manual_seed`
-    fixes the order.
+    Randomness comes from `generator`, else from a generator seeded from the default one when iteration
+    starts, so `ember.manual_seed` fixes the order (the same order as PyTorch's after the same seed).
     """
 
     def __init__(self, data_source: Sized, replacement: bool = False, num_samples: int | None = None,
@@ -55,33 +55,30 @@ class RandomSampler(Sampler):
 
     def __iter__(self) -> Iterator[int]:
         n = len(self.data_source)
-        rng = host_rng(self.generator)
-        if not self.replacement and self.num_samples <= n:  # one permutation, cut to num_samples
-            return iter(rng.permutation(n)[: self.num_samples].tolist())
-        if n == 0:
+        if n == 0 and self.num_samples:
             raise ValueError("RandomSampler: cannot draw samples from an empty data source")
-        # Longer streams are drawn lazily (num_samples may be 10**10), from a generator of their own seeded
-        # now, as PyTorch does: the order depends only on the state when iteration starts, not on what
-        # else draws from `generator` while the stream is read.
-        own = np.random.default_rng(int(rng.integers(0, 2**63)))
-        return _draws(own, n, self.num_samples, self.replacement)
+        return self._indices(n)
+
+    def _indices(self, n: int) -> Iterator[int]:
+        # A generator function, as PyTorch's __iter__: nothing is drawn until the first index is asked for.
+        # Without a generator of its own, the sampler seeds a fresh one from the default generator, so the
+        # order depends only on the default generator's state when iteration starts.
+        if n == 0:
+            return
+        generator = self.generator
+        if generator is None:
+            generator = Generator().manual_seed(default_generator.random_seed())
+        if self.replacement:
+            for _ in range(self.num_samples // 32):
+                yield from generator.integers(0, n, 32).tolist()
+            yield from generator.integers(0, n, self.num_samples % 32).tolist()
+        else:
+            for _ in range(self.num_samples // n):
+                yield from generator.permutation(n).tolist()
+            yield from generator.permutation(n)[: self.num_samples % n].tolist()
 
     def __len__(self) -> int:
         return self.num_samples
-
-
-_CHUNK = 1024  # indices drawn at a time by a lazy RandomSampler
-
-
-def _draws(rng: np.random.Generator, n: int, count: int, replacement: bool) -> Iterator[int]:
-    """`count` indices below n: independent draws, or whole permutations one after another."""
-    while count > 0:
-        if replacement:
-            chunk = rng.integers(0, n, size=min(count, _CHUNK))
-        else:
-            chunk = rng.permutation(n)[:count]
-        count -= len(chunk)
-        yield from chunk.tolist()
 
 
 class SubsetRandomSampler(Sampler):
@@ -92,8 +89,8 @@ class SubsetRandomSampler(Sampler):
         self.generator = generator
 
     def __iter__(self) -> Iterator[int]:
-        perm = host_rng(self.generator).permutation(len(self.indices))
-        return (self.indices[i] for i in perm.tolist())
+        for i in host_rng(self.generator).permutation(len(self.indices)).tolist():
+            yield self.indices[i]
 
     def __len__(self) -> int:
         return len(self.indices)
@@ -128,22 +125,12 @@ class WeightedRandomSampler(Sampler):
         self.generator = generator
 
     def __iter__(self) -> Iterator[int]:
-        p = self.weights.numpy()
-        rng = host_rng(self.generator)
-        if not self.replacement:
-            return iter(rng.choice(len(p), self.num_samples, replace=False, p=p / p.sum()).tolist())
-        own = np.random.default_rng(int(rng.integers(0, 2**63)))
-        return _weighted_draws(own, p / p.sum(), self.num_samples)
+        from ember.creation import multinomial
+
+        yield from multinomial(self.weights, self.num_samples, self.replacement, generator=self.generator).tolist()
 
     def __len__(self) -> int:
         return self.num_samples
-
-
-def _weighted_draws(rng: np.random.Generator, p: np.ndarray, count: int) -> Iterator[int]:
-    while count > 0:
-        chunk = rng.choice(len(p), size=min(count, _CHUNK), p=p)
-        count -= len(chunk)
-        yield from chunk.tolist()
 
 
 class BatchSampler(Sampler):

@@ -210,9 +210,11 @@ class RandomCrop:
         h, w = _hw(img)
         if h < th or w < tw:
             raise ValueError(f"RandomCrop: crop size {(th, tw)} is larger than the (padded) image size {(h, w)}")
-        rng = host_rng(self.generator)
-        top = int(rng.integers(0, h - th + 1))
-        left = int(rng.integers(0, w - tw + 1))
+        if h == th and w == tw:  # torchvision draws nothing for a crop of the whole image
+            return img
+        rng = host_rng(self.generator)  # torch.randint(0, h - th + 1, size=(1,)), then the same for the left edge
+        top = int(rng.integers(0, h - th + 1, 1)[0])
+        left = int(rng.integers(0, w - tw + 1, 1)[0])
         return _crop(img, top, left, th, tw)
 
     def __repr__(self) -> str:
@@ -229,7 +231,7 @@ class RandomHorizontalFlip:
         self.generator = generator
 
     def __call__(self, img: Image) -> Image:
-        if host_rng(self.generator).random() >= self.p:
+        if not host_rng(self.generator).uniform(1)[0] < self.p:  # torch.rand(1) < p, as torchvision
             return img
         if isinstance(img, Tensor):
             return flip(img, (-1,))

@@ -74,13 +74,16 @@ class IterableEnd:
         self.worker_id = worker_id
 
 
-def seed_worker(seed: int) -> None:
-    """Seed Python's `random`, NumPy's global generator and Ember's default generator."""
+def seed_worker(seed: int, worker_id: int) -> None:
+    """Seed Python's `random` and Ember's default generator with `seed` (the loader's base seed plus the
+    worker's id), and NumPy's global generator from both (a SeedSequence's four words, as PyTorch's
+    workers seed NumPy), so a worker draws what PyTorch's worker of the same id would."""
     from ember.random import manual_seed
 
+    base_seed = seed - worker_id
     random.seed(seed)
-    np.random.seed(seed % 2**32)
     manual_seed(seed)
+    np.random.seed(np.random.SeedSequence([worker_id, base_seed & 0xFFFFFFFF, base_seed >> 32, 0]).generate_state(4))
 
 
 def worker_loop(worker_id: int, num_workers: int, dataset, is_iterable: bool, auto_collation: bool, collate_fn,
@@ -96,7 +99,7 @@ def worker_loop(worker_id: int, num_workers: int, dataset, is_iterable: bool, au
     def name() -> str:
         return f"{shm_prefix}{worker_id:x}_{next(counter):x}"
 
-    seed_worker(seed)
+    seed_worker(seed, worker_id)
     _worker_info = WorkerInfo(worker_id, num_workers, seed, dataset)
     init_error = None
     fetcher = None

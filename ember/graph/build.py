@@ -73,10 +73,12 @@ class GraphBuilder(Interpreter):
         """An in-place write while building: the tensor now stands for the new value."""
         target._data = value
 
-    def random(self, draw, shape, np_dtype, device, generator=None) -> Tensor:
-        """A node that calls `draw` on the device's generator at every run (randn, rand, dropout masks)."""
-        value = self.graph.add_op(HostRandom, [], {"draw": draw, "shape": tuple(shape), "dtype": np.dtype(np_dtype),
-                                                   "generator": generator}, device)
+    def random(self, draw, shape, np_dtype, device, generator=None, like=None) -> Tensor:
+        """A node that calls `draw` on the device's generator at every run (randn, rand, dropout masks), laying
+        the values out in the memory order of `like` (a tensor of that shape) as it is at run time."""
+        inputs = [] if like is None else [like._data if is_symbolic(like) else self.capture(like)]
+        value = self.graph.add_op(HostRandom, inputs, {"draw": draw, "shape": tuple(shape),
+                                                       "dtype": np.dtype(np_dtype), "generator": generator}, device)
         t = Tensor._make(value, device)
         self.outputs((t,))
         return t

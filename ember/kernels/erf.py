@@ -1,4 +1,4 @@
-"""float32 erf as compiled loops (Numba) when the `jit` extra is installed (GELU's are in gelu_compiled.py).
+"""float32 erf as compiled loops (Numba) when the `jit` extra is installed (GELU's are in gelu.py).
 
 The NumPy evaluation in _special.py makes about forty passes over the data (one per polynomial term),
 which took 4 ms for a transformer's 0.5 M activations. These loops make one pass for the

@@ -1,4 +1,4 @@
-"""float32 matrix products on the faster of two kernels: Ember's own AVX-512 GEMM (sgemm_compiled.py) or
+"""float32 matrix products on the faster of two kernels: Ember's own AVX-512 GEMM (sgemm.py) or
 NumPy's BLAS.
 
 `matmul` is np.matmul for the products the ops compute (linear layers, convolutions' im2col and Winograd

@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from ember import creation, dispatch
-from ember import random as random_state
+from ember import autograd, creation, dispatch, random
 from ember.autograd import grad_mode
+from ember.random.sampling import random_range
+from ember.tensor import Tensor
+
+_UNSET = object()  # tells random_(to) from random_(from, None)
 
 
 class CreationMixin:
@@ -42,76 +45,99 @@ class CreationMixin:
 
         return to_sparse(self)
 
-    def _fill_random(self, draw, generator=None):
-        """Write host-drawn random values into self in place (no autograd history)."""
-        sample = creation._random(self.device, tuple(self.shape), self._data.dtype, draw, False, generator)
+    def _fill_random(self, fill, draw, generator=None):
+        """Fill self in place with random values, without autograd history: `fill(gen, array)` writes
+        straight into eager CPU data (in memory order, as PyTorch writes a strided tensor); otherwise
+        `draw(gen, shape)` makes the values (a graph node under ember.jit) and they are copied in."""
+        data = self._data
+        if (type(data) is np.ndarray and data.flags.writeable and self._device.type == "cpu"
+                and not (autograd.grad_mode.state.enabled and self._requires_grad and self._grad_fn is not None)
+                and dispatch.eager_now()):
+            fill(random.host_rng(generator), data)
+            self._version[0] += 1
+            return self
+        sample = creation._random(self.device, tuple(self.shape), data.dtype, draw, False, generator)
         if self._requires_grad and self._grad_fn is None:
             with grad_mode.no_grad():
                 return self.copy_(sample)
         return self.copy_(sample)
 
-    def _fill_in_place(self, fill) -> bool:
-        """Let NumPy's generator write straight into a contiguous float CPU tensor (no temporary, no copy)."""
-        data = self._data
-        if (type(data) is not np.ndarray or data.dtype not in (np.float32, np.float64) or not data.flags.c_contiguous
-                or not data.flags.writeable or self._device.type != "cpu"
-                or (grad_mode.state.enabled and self._requires_grad and self._grad_fn is not None)
-                or not dispatch.eager_now()):
-            return False
-        fill(data)
-        self._version[0] += 1
-        return True
+    def _float_fill(self, op: str):
+        if not self.is_floating_point():
+            raise TypeError(f"{op}: needs a floating-point tensor, got {self.dtype}")
+        return self._data.dtype
 
     def normal_(self, mean=0.0, std=1.0, *, generator=None):
-        """Fill with samples of N(mean, std^2) in place."""
-        dtype = _draw_dtype(self)
-
-        def scale(out):
-            if std != 1.0:
-                out *= std
-            if mean != 0.0:
-                out += mean
-            return out
-
-        def into(out):
-            random_state.host_rng(generator).standard_normal(out=out, dtype=out.dtype)
-            scale(out)
-
-        if self._fill_in_place(into):
-            return self
-        return self._fill_random(lambda r, shape: scale(r.standard_normal(shape, dtype=dtype)), generator)
+        """Fill with samples of N(mean, std^2) in place (PyTorch's values after the same manual_seed)."""
+        dtype = self._float_fill("normal_")
+        if std < 0:
+            raise ValueError(f"normal_ expects std >= 0.0, but found std {std}")
+        return self._fill_random(lambda g, out: g.fill_normal(out, mean, std),
+                                 lambda g, shape: g.normal(shape, dtype, mean, std), generator)
 
     def uniform_(self, a=0.0, b=1.0, *, generator=None):
-        """Fill with samples of U(a, b) in place."""
-        dtype = _draw_dtype(self)
-
-        def scale(out):
-            out *= b - a
-            out += a
-            return out
-
-        def into(out):
-            random_state.host_rng(generator).random(out=out, dtype=out.dtype)
-            scale(out)
-
-        if self._fill_in_place(into):
-            return self
-        return self._fill_random(lambda r, shape: scale(r.random(shape, dtype=dtype)), generator)
+        """Fill with samples of U(a, b) in place (PyTorch's values after the same manual_seed)."""
+        dtype = self._float_fill("uniform_")
+        if a > b:
+            raise ValueError(f"uniform_ expects to return a [from, to) range, but found from={a} > to={b}")
+        return self._fill_random(lambda g, out: g.fill_uniform(out, a, b),
+                                 lambda g, shape: g.uniform(shape, dtype, a, b), generator)
 
     def bernoulli_(self, p=0.5, *, generator=None):
-        """Fill with 1 with probability p, else 0, in place."""
-        return self._fill_random(lambda r, shape: r.random(shape) < p, generator)
+        """Fill with 1 with probability p (a number or a tensor of probabilities), else 0, in place."""
+        dtype = self._data.dtype
+        if isinstance(p, Tensor):
+            probs = p.detach().numpy()
+            return self._fill_random(lambda g, out: g.fill_bernoulli(out, probs),
+                                     lambda g, shape: g.bernoulli(probs, shape, dtype), generator)
+        if not 0 <= p <= 1:
+            raise ValueError(f"bernoulli_ expects p to be in [0, 1], but got p={p}")
+        return self._fill_random(lambda g, out: g.fill_bernoulli(out, p),
+                                 lambda g, shape: g.bernoulli(p, shape, dtype), generator)
 
     def exponential_(self, lambd=1.0, *, generator=None):
         """Fill with samples of an exponential distribution of rate `lambd` in place."""
-        return self._fill_random(lambda r, shape: r.exponential(1.0 / lambd, size=shape), generator)
+        dtype = self._float_fill("exponential_")
+        if not lambd > 0:
+            raise ValueError(f"exponential_ expects lambda > 0.0, but found lambda={lambd}")
+        return self._fill_random(lambda g, out: g.fill_exponential(out, lambd),
+                                 lambda g, shape: g.exponential(shape, dtype, lambd), generator)
 
-    def random_(self, low=0, high=None, *, generator=None):
-        """Fill with integers drawn uniformly from [low, high) (or [0, low) when high is None) in place."""
-        lo, hi = (low, high) if high is not None else (0, low)
-        return self._fill_random(lambda r, shape: r.integers(lo, hi, size=shape), generator)
+    def cauchy_(self, median=0.0, sigma=1.0, *, generator=None):
+        """Fill with samples of a Cauchy distribution in place."""
+        dtype = self._float_fill("cauchy_")
+        if not sigma > 0:
+            raise ValueError(f"cauchy_ expects sigma > 0.0, but found sigma={sigma}")
+        return self._fill_random(lambda g, out: g.fill_cauchy(out, median, sigma),
+                                 lambda g, shape: g.fill_cauchy(np.empty(shape, dtype), median, sigma), generator)
 
+    def log_normal_(self, mean=1.0, std=2.0, *, generator=None):
+        """Fill with samples of exp(N(mean, std^2)) in place."""
+        dtype = self._float_fill("log_normal_")
+        if not std > 0:
+            raise ValueError(f"log_normal_ expects std > 0.0, but found std={std}")
+        return self._fill_random(lambda g, out: g.fill_log_normal(out, mean, std),
+                                 lambda g, shape: g.fill_log_normal(np.empty(shape, dtype), mean, std), generator)
 
-def _draw_dtype(t):
-    """Draw float32 samples for float32 (and narrower) tensors: NumPy's float32 path is twice as fast."""
-    return np.float64 if t._data.dtype == np.float64 else np.float32
+    def geometric_(self, p, *, generator=None):
+        """Fill with the number of Bernoulli(p) trials up to the first success, in place."""
+        dtype = self._data.dtype
+        if not 0 < p < 1:
+            raise ValueError(f"geometric_ expects p to be in (0, 1), but got p={p}")
+        return self._fill_random(lambda g, out: g.fill_geometric(out, p),
+                                 lambda g, shape: g.fill_geometric(np.empty(shape, dtype), p), generator)
+
+    def random_(self, from_=None, to=_UNSET, *, generator=None):
+        """Fill with integers in place, as PyTorch: random_(to) draws from [0, to), random_(from, to) from
+        [from, to), random_(from, None) from [from, the dtype's largest integer], random_() from [0, that]
+        (2**mantissa for floats)."""
+        dtype = self._data.dtype
+        if from_ is None and to is _UNSET:
+            return self._fill_random(lambda g, out: g.fill_random(out),
+                                     lambda g, shape: g.fill_random(np.empty(shape, dtype)), generator)
+        low, high = (0, from_) if to is _UNSET else (from_, to)
+        low, high = int(low), None if high is None else int(high)
+        random_range("random_", dtype, low, high)  # PyTorch's checks, before anything is drawn
+        return self._fill_random(lambda g, out: g.fill_integers(out, low, high),
+                                 lambda g, shape: g.integers(low, high, shape, dtype), generator)
+

@@ -493,9 +493,17 @@ def _dropout_with_mask_shape(input: Tensor, p: float, mask_shape: tuple, inplace
     if p == 1.0:
         out = input * 0.0
     else:
-        # a multiply by a 0/scale mask, as PyTorch does (and much faster than a select on the CPU)
-        keep = creation.rand(mask_shape, dtype=input.dtype, device=input.device) >= p
-        out = input * (keep.to(input.dtype) * (1.0 / (1.0 - p)))
+        # PyTorch's mask on the CPU: bernoulli_(1 - p) (a float64 uniform per value) on empty_like(input) (in
+        # the input's memory order) or on a fresh tensor of the channel mask's shape, divided by 1 - p in the
+        # input's dtype, then multiplied in
+        keep = 1.0 - p
+        np_dtype = input.dtype.np
+        acc = np.float64 if np_dtype == np.float64 else np.float32  # 16-bit floats divide in float32, then round
+        scale = np_dtype.type(acc(1) / acc(keep))
+        like = input if tuple(mask_shape) == tuple(input.shape) else None
+        noise = creation._random(input.device, mask_shape, np_dtype,
+                                    lambda g, shape: g.bernoulli(keep, shape, np_dtype) * scale, False, like=like)
+        out = input * noise
     return _maybe_inplace(input, out, inplace)
 
 

@@ -8,7 +8,7 @@ import warnings
 
 import numpy as np
 
-from ember import creation, dtypes
+from ember import creation, ops
 from ember.autograd import grad_mode
 from ember.tensor import Tensor
 
@@ -68,16 +68,41 @@ def normal_(tensor: Tensor, mean: float = 0.0, std: float = 1.0, generator=None)
 @grad_mode.no_grad()
 def trunc_normal_(tensor: Tensor, mean: float = 0.0, std: float = 1.0, a: float = -2.0, b: float = 2.0,
                   generator=None) -> Tensor:
-    """Fill with samples from N(mean, std^2) truncated to [a, b] (out-of-range draws are redrawn)."""
-    sample = creation.normal(mean, std, tuple(tensor.shape), dtype=dtypes.float64, generator=generator)
-    if not tensor.is_meta:
-        values = sample.numpy()
-        bad = (values < a) | (values > b)
-        while bad.any():
-            redraw = creation.normal(mean, std, (int(bad.sum()),), dtype=dtypes.float64, generator=generator).numpy()
-            values[bad] = redraw
-            bad = (values < a) | (values > b)
-    return tensor.copy_(sample)
+    """Fill with samples from N(mean, std^2) truncated to [a, b], drawn as PyTorch draws them: where
+    [a, b] holds more than 30% of the mass, normals redrawn (a whole tensor per round) until none lies
+    outside; else uniform proposals on [a, b] accepted by the density's ratio to its peak."""
+    if tensor.is_meta:
+        return tensor
+
+    def norm_cdf(x: float) -> float:
+        return (1.0 + math.erf(x / math.sqrt(2.0))) / 2.0
+
+    if (mean < a - 2 * std) or (mean > b + 2 * std):
+        warnings.warn("mean is more than 2 std from [a, b] in nn.init.trunc_normal_. "
+                      "The distribution of values may be incorrect.", stacklevel=2)
+    if norm_cdf((b - mean) / std) - norm_cdf((a - mean) / std) > 0.3:
+        lo, hi = (float(np.asarray(v, dtype=tensor.dtype.np)) for v in (a, b))  # the bounds the tensor can hold
+        result = tensor.normal_(mean, std, generator=generator)
+        while True:
+            outside = (result < lo) | (result > hi)
+            if not bool(outside.any()):
+                break
+            result = ops.where(outside, ops.empty_like(result).normal_(mean, std, generator=generator), result)
+        return tensor if result is tensor else tensor.copy_(result)
+    mode = max(a, min(mean, b))
+    log_peak = -0.5 * ((mode - mean) / std) ** 2
+
+    def rejected(candidates: Tensor) -> Tensor:
+        log_ratio = ((candidates - mean) / std).pow(2) * -0.5 - log_peak
+        return ops.empty_like(candidates).uniform_(generator=generator).log() > log_ratio
+
+    result = tensor.uniform_(a, b, generator=generator)
+    pending = rejected(tensor)
+    while bool(pending.any()):
+        candidates = ops.empty_like(tensor).uniform_(a, b, generator=generator)
+        result = ops.where(pending, candidates, result)
+        pending = ops.where(pending, rejected(candidates), pending)
+    return tensor if result is tensor else tensor.copy_(result)
 
 
 @grad_mode.no_grad()
@@ -126,7 +151,8 @@ def dirac_(tensor: Tensor, groups: int = 1) -> Tensor:
 def xavier_uniform_(tensor: Tensor, gain: float = 1.0, generator=None) -> Tensor:
     """Glorot uniform: U(-a, a) with a = gain * sqrt(6 / (fan_in + fan_out))."""
     fan_in, fan_out = _calculate_fan_in_and_fan_out(tensor)
-    a = math.sqrt(3.0) * gain * math.sqrt(2.0 / float(fan_in + fan_out))
+    std = gain * math.sqrt(2.0 / float(fan_in + fan_out))
+    a = math.sqrt(3.0) * std  # in PyTorch's order: the bound rounds as its does
     return tensor.uniform_(-a, a, generator=generator)
 
 
@@ -168,36 +194,39 @@ def kaiming_normal_(tensor: Tensor, a: float = 0, mode: str = "fan_in", nonlinea
 
 @grad_mode.no_grad()
 def orthogonal_(tensor: Tensor, gain: float = 1.0, generator=None) -> Tensor:
-    """Fill with a (semi-)orthogonal matrix (the trailing dims are flattened), scaled by gain."""
+    """Fill with a (semi-)orthogonal matrix (the trailing dims are flattened), scaled by gain: the Q of
+    the QR factorisation of normals drawn in the tensor's dtype, its columns' signs set by R's diagonal."""
     if tensor.ndim < 2:
         raise ValueError("Only tensors with 2 or more dimensions are supported")
-    if tensor.numel() == 0:
+    if tensor.numel() == 0 or tensor.is_meta:
         return tensor
     rows = tensor.shape[0]
     cols = tensor.numel() // rows
-    flat = creation.randn(rows, cols, dtype=dtypes.float64, generator=generator).numpy()
+    flat = creation.empty((rows, cols), dtype=tensor.dtype).normal_(0, 1, generator=generator).numpy()
     if rows < cols:
         flat = flat.T
     q, r = np.linalg.qr(flat)
     q = q * np.sign(np.diag(r))  # makes the distribution uniform (Haar)
     if rows < cols:
         q = q.T
-    q = creation.tensor(q.reshape(tensor.shape) * gain, dtype=tensor.dtype, device=tensor.device)
-    return tensor.copy_(q)
+    tensor.copy_(creation.tensor(np.ascontiguousarray(q).reshape(tensor.shape), dtype=tensor.dtype, device=tensor.device))
+    return tensor.mul_(gain)
 
 
 @grad_mode.no_grad()
 def sparse_(tensor: Tensor, sparsity: float, std: float = 0.01, generator=None) -> Tensor:
-    """A 2-D tensor from N(0, std^2) with a fraction `sparsity` of each column set to zero."""
+    """A 2-D tensor from N(0, std^2) with a fraction `sparsity` of each column set to zero (the rows to
+    zero come from the default generator, as in PyTorch)."""
     if tensor.ndim != 2:
         raise ValueError("Only tensors with 2 dimensions are supported")
+    if tensor.is_meta:
+        return tensor
     rows, cols = tensor.shape
     num_zeros = int(math.ceil(sparsity * rows))
-    values = creation.normal(0.0, std, (rows, cols), dtype=dtypes.float64, generator=generator).numpy()
+    tensor.normal_(0, std, generator=generator)
     for c in range(cols):
-        idx = creation.randperm(rows, generator=generator).numpy()[:num_zeros]
-        values[idx, c] = 0
-    return tensor.copy_(creation.tensor(values, dtype=tensor.dtype, device=tensor.device))
+        tensor[creation.randperm(rows)[:num_zeros], c] = 0
+    return tensor
 
 
 # Deprecated PyTorch names without the trailing underscore.

@@ -130,7 +130,7 @@ def _gelu_kernel(xp, x, approximate="none"):
         return 0.5 * x * (1.0 + xp.tanh(inner))
     if approximate != "none":
         raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
-    out = gelu_compiled(xp, x)  # float32 with the jit extra: one compiled pass (gelu_compiled.py)
+    out = gelu_compiled(xp, x)  # float32 with the jit extra: one compiled pass (kernels/gelu.py)
     if out is not None:
         return out
     return 0.5 * x * (1.0 + _erf(xp, x / _SQRT_2))

@@ -1,5 +1,5 @@
 """GELU's gradient as one op: g * d gelu(x)/dx in a few in-place NumPy passes (one compiled pass for
-float32 with the `jit` extra, gelu_compiled.py).
+float32 with the `jit` extra, kernels/gelu.py).
 
 Written in tensor ops the exact GELU's gradient is about ten ops (erf, exp and the products), each
 with its own dispatch and temporary; the NumPy path performs the same operations in the same order and
@@ -43,7 +43,7 @@ class GeluBackwardOp(Op):
             t = xp.tanh(_K * (x + 0.044715 * x * x * x))
             out = g * (0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * _K * (1.0 + 3 * 0.044715 * x * x))
             return rounded(out, dtype)
-        out = gelu_backward_compiled(xp, g, x)  # float32 with the jit extra: one compiled pass (gelu_compiled.py)
+        out = gelu_backward_compiled(xp, g, x)  # float32 with the jit extra: one compiled pass (kernels/gelu.py)
         if out is not None:
             return rounded(out, dtype)
         cdf = xp.asarray(erf(xp, x * _INV_SQRT_2))  # 0.5 * (1 + erf(x / sqrt 2)); 0-d results stay arrays

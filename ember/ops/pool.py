@@ -1,5 +1,5 @@
 """2-D max and average pooling (NCHW), as loops over kernel positions of strided views (max pooling
-compiled, see pool_compiled.py, where Numba is installed).
+compiled, see kernels/pooling.py, where Numba is installed).
 
 Sums (average windows, and gradients of overlapping windows) of float16/bfloat16 run in float32.
 """

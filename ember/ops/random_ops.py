@@ -2,8 +2,8 @@
 
 An op takes no array input, or one `like` input whose shape fills the unknown (None) dimensions
 of `shape` at run time (dropout on a batch of unknown size). Kernels draw from the generator of
-the device they run on: `ember.random.host_rng()` on the CPU, the backend's generator on CUDA; a
-`seed` attribute gives the op a private, reproducible stream instead. The ops are `stateful`, so
+the device they run on: the default `ember.Generator` on the CPU (PyTorch's streams), the backend's
+draws on CUDA; a `seed` attribute gives the op a private, reproducible stream instead. The ops are `stateful`, so
 graph passes must never merge, fold or drop two draws, and not differentiable.
 """
 
@@ -18,7 +18,7 @@ from ember.device import as_device
 from ember.errors import DtypeError, ShapeError, fmt_shape
 from ember.op import Op, register
 from ember.ops._rules import FLOAT_NP, spec
-from ember.random import host_rng
+from ember.random import Generator, host_rng
 from ember.tensor import Tensor
 
 
@@ -31,18 +31,27 @@ class SeedStream:
         self._lock = threading.Lock()
 
     def rng(self, xp):
-        """The generator of this stream for the array module `xp` (and the current CUDA device)."""
+        """The draws of this stream for the array module `xp` (and the current CUDA device)."""
         key = "cpu" if xp is np else ("cuda", xp.cuda.runtime.getDevice())
         rng = self._rngs.get(key)
         if rng is None:
             with self._lock:
                 rng = self._rngs.get(key)
                 if rng is None:
-                    rng = self._rngs[key] = xp.random.default_rng(self.seed)
+                    rng = self._rngs[key] = _seeded(xp, self.seed)
         return rng
 
     def __repr__(self) -> str:
         return f"seed({self.seed})"
+
+
+def _seeded(xp, seed: int):
+    """A private stream from `seed`: an ember.Generator on the CPU, the array module's generator elsewhere."""
+    if xp is np:
+        return Generator().manual_seed(seed)
+    from ember.backends.xp_draws import ArrayDraws
+
+    return ArrayDraws(xp.random.default_rng(seed))
 
 
 def _generator(xp, seed):
@@ -66,10 +75,9 @@ def _resolve_shape(op: str, shape, like) -> tuple:
     return shape
 
 
-def _floats(xp, rng, draw, shape, dtype):
-    """Draw in float32/float64 (what generators offer) and cast to `dtype`."""
-    work = dtype if dtype in (np.dtype(np.float32), np.dtype(np.float64)) else np.dtype(np.float32)
-    return draw(rng, shape, work).astype(dtype, copy=False)
+def _work_dtype(dtype: np.dtype) -> np.dtype:
+    """The dtype draws are made in: the op's own for float32/float64, float32 for narrower floats."""
+    return dtype if dtype in (np.dtype(np.float32), np.dtype(np.float64)) else np.dtype(np.float32)
 
 
 class RandomOp(Op):
@@ -102,8 +110,7 @@ class RandomNormalOp(RandomOp):
     name = "random_normal"
 
     def draw(self, xp, rng, shape, dtype, mean=0.0, std=1.0):
-        z = _floats(xp, rng, lambda r, s, d: r.standard_normal(size=s, dtype=d), shape, dtype)
-        return z * dtype.type(std) + dtype.type(mean)
+        return rng.normal(shape, _work_dtype(dtype), mean, std)
 
 
 random_normal_op = register(RandomNormalOp())
@@ -115,15 +122,13 @@ class TruncatedNormalOp(RandomOp):
     name = "truncated_normal"
 
     def draw(self, xp, rng, shape, dtype, mean=0.0, std=1.0):
-        def standard(r, s, d):
-            z = r.standard_normal(size=s, dtype=d)
+        work = _work_dtype(dtype)
+        z = rng.normal(shape, work)
+        bad = xp.abs(z) > 2
+        while bool(bad.any()):
+            z[bad] = rng.normal((int(bad.sum()),), work)
             bad = xp.abs(z) > 2
-            while bool(bad.any()):
-                z[bad] = r.standard_normal(size=int(bad.sum()), dtype=d)
-                bad = xp.abs(z) > 2
-            return z
-
-        return _floats(xp, rng, standard, shape, dtype) * dtype.type(std) + dtype.type(mean)
+        return z * work.type(std) + work.type(mean)
 
 
 truncated_normal_op = register(TruncatedNormalOp())
@@ -135,8 +140,7 @@ class RandomUniformOp(RandomOp):
     name = "random_uniform"
 
     def draw(self, xp, rng, shape, dtype, low=0.0, high=1.0):
-        u = _floats(xp, rng, lambda r, s, d: r.random(size=s, dtype=d), shape, dtype)
-        return u * dtype.type(high - low) + dtype.type(low)
+        return rng.uniform(shape, _work_dtype(dtype), low, high)
 
 
 random_uniform_op = register(RandomUniformOp())
@@ -156,7 +160,7 @@ class RandomIntegersOp(RandomOp):
         return super().infer(*like, shape=shape, dtype=dtype)
 
     def draw(self, xp, rng, shape, dtype, low=0, high=None):
-        return rng.integers(int(low), int(high), size=shape, dtype=np.int64)
+        return rng.integers(int(low), int(high), shape, np.int64)
 
 
 random_integers_op = register(RandomIntegersOp())

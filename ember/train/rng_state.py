@@ -1,8 +1,9 @@
 """Random-stream states for checkpoints: every generator training draws from, as values `em.save` stores.
 
-NumPy's bit-generator states hold 128-bit integers and uint32 arrays, which a checkpoint can't hold
-as they are (JSON numbers lose precision past 2**53 and tensors have no uint32), so both are encoded
-as int64 arrays: big integers as little-endian 32-bit limbs, uint32 arrays widened.
+An ember.Generator's state is PyTorch's 5056 bytes (a uint8 array). NumPy's global state holds big
+integers and uint32 arrays, which a checkpoint can't hold as they are (JSON numbers lose precision past
+2**53 and tensors have no uint32), so both are encoded as int64 arrays: big integers as little-endian
+32-bit limbs, uint32 arrays widened.
 """
 
 from __future__ import annotations
@@ -54,13 +55,16 @@ def _decode(value: Any) -> Any:
 
 
 def encode_generator(gen: Generator) -> dict:
-    """A Generator's bit-generator state, encoded for em.save."""
-    return _encode(gen.get_state())
+    """A Generator's state (PyTorch's mt19937 bytes), for em.save."""
+    return {"mt19937": gen.get_state().numpy()}
 
 
 def decode_generator(gen: Generator, state: dict) -> None:
     """Restore a Generator from encode_generator's value."""
-    gen.set_state(_decode(state))
+    if "mt19937" not in state:
+        raise ValueError("rng state: the checkpoint holds a random state of Ember's former generator (NumPy's "
+                         "PCG64), not PyTorch's mt19937 that Ember now draws from, so it can't be resumed exactly")
+    gen.set_state(np.asarray(state["mt19937"], dtype=np.uint8))
 
 
 def _python_state() -> dict:

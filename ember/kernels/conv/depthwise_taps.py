@@ -2,7 +2,7 @@
 
 im2col would copy every input kh*kw times and then run C tiny GEMMs; here each kernel tap is one
 multiply-add over a strided view of the padded input, so memory traffic stays a few passes over
-the image. These are the NumPy paths, used without Numba (with it, depthwise_compiled.py's loops run):
+the image. These are the NumPy paths, used without Numba (with it, depthwise.py's loops run):
 conv2d's weight gradient uses them when in_channels == groups; its forward (and so the stride-1 input
 gradient) where `forward_pays` says so.
 """

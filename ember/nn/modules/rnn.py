@@ -239,7 +239,9 @@ class RNNBase(Module):
             for f, s in zip(finals, last):
                 f.append(s)
             if self.dropout > 0 and self.training and layer < self.num_layers - 1:
-                x = F.dropout(x, self.dropout, True)
+                # PyTorch drops between layers on its time-major outputs: the mask is drawn in that order
+                x = F.dropout(x.transpose(0, 1).contiguous(), self.dropout, True).transpose(0, 1) \
+                    if tdim == 1 else F.dropout(x, self.dropout, True)
         joined = [ops.stack(f, 0) if dirs == 1 else ops.cat(f, 0) for f in finals]
         return x, joined
 
