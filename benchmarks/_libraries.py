@@ -335,33 +335,35 @@ class OneDNN:
 
     def conv2d_input_grad(self, g, w, dx, stride, padding, dilation, groups, blocked=False):
         """(call, implementation): dx = the input gradient of conv2d from output gradient g (conv_transpose2d)."""
-        tag = TAG_ANY if blocked else None
-        hint = self._forward_pd(dx.shape, w.shape, g.shape, stride, padding, dilation, groups, FORWARD_TRAINING, tag)
-        pd = _P()
-        s, d, pl, pr = self._conv_geometry(stride, padding, dilation)
-        self._check(self.lib.dnnl_convolution_backward_data_primitive_desc_create(
-            ctypes.byref(pd), self.engine, CONVOLUTION_DIRECT, self._md(dx.shape, tag),
-            self._md(self._weight_dims(w.shape, groups), tag), self._md(g.shape, tag), s, d, pl, pr, hint, None),
-            "convolution_backward_data")
-        self._keep.append(pd)
-        wv = w.reshape(self._weight_dims(w.shape, groups))
-        bind = self._blocked if blocked else self._bind
-        return bind(self._primitive(pd), pd, {ARG_DIFF_DST: g, ARG_WEIGHTS: wv, ARG_DIFF_SRC: dx})
+        return self._backward("data", dx, w, g, stride, padding, dilation, groups, blocked,
+                              {ARG_DIFF_DST: g, ARG_DIFF_SRC: dx})
 
     def conv2d_weight_grad(self, x, g, dw, stride, padding, dilation, groups, blocked=False):
         """(call, implementation): dw = the weight gradient of conv2d."""
+        return self._backward("weights", x, dw, g, stride, padding, dilation, groups, blocked,
+                              {ARG_SRC: x, ARG_DIFF_DST: g})
+
+    def _backward(self, which, x, w, g, stride, padding, dilation, groups, blocked, arrays):
+        """A convolution's backward primitive (`which`: "data" or "weights") for input x, weight w and output
+        gradient g (the one it writes among them in `arrays` is added here as the weight), bound to `arrays`."""
         tag = TAG_ANY if blocked else None
-        hint = self._forward_pd(x.shape, dw.shape, g.shape, stride, padding, dilation, groups, FORWARD_TRAINING, tag)
+        hint = self._forward_pd(x.shape, w.shape, g.shape, stride, padding, dilation, groups, FORWARD_TRAINING, tag)
         pd = _P()
         s, d, pl, pr = self._conv_geometry(stride, padding, dilation)
-        self._check(self.lib.dnnl_convolution_backward_weights_primitive_desc_create(
-            ctypes.byref(pd), self.engine, CONVOLUTION_DIRECT, self._md(x.shape, tag),
-            self._md(self._weight_dims(dw.shape, groups), tag), None, self._md(g.shape, tag), s, d, pl, pr, hint,
-            None), "convolution_backward_weights")
+        x_md, w_md, g_md = self._md(x.shape, tag), self._md(self._weight_dims(w.shape, groups), tag), \
+            self._md(g.shape, tag)
+        if which == "data":
+            status = self.lib.dnnl_convolution_backward_data_primitive_desc_create(
+                ctypes.byref(pd), self.engine, CONVOLUTION_DIRECT, x_md, w_md, g_md, s, d, pl, pr, hint, None)
+        else:
+            status = self.lib.dnnl_convolution_backward_weights_primitive_desc_create(
+                ctypes.byref(pd), self.engine, CONVOLUTION_DIRECT, x_md, w_md, None, g_md, s, d, pl, pr, hint, None)
+        self._check(status, f"convolution_backward_{which}")
         self._keep.append(pd)
-        dwv = dw.reshape(self._weight_dims(dw.shape, groups))
+        wv = w.reshape(self._weight_dims(w.shape, groups))
+        arrays = {**arrays, (ARG_WEIGHTS if which == "data" else ARG_DIFF_WEIGHTS): wv}
         bind = self._blocked if blocked else self._bind
-        return bind(self._primitive(pd), pd, {ARG_SRC: x, ARG_DIFF_DST: g, ARG_DIFF_WEIGHTS: dwv})
+        return bind(self._primitive(pd), pd, arrays)
 
     def _blocked(self, prim, pd, arrays: dict) -> tuple:
         """((call with reorders, call of the primitive alone), implementation) for a primitive created with layouts
