@@ -2,9 +2,10 @@
 
 It takes and returns arrays and knows nothing of tensors, ops, autograd or graphs. In it: `machine` (what the
 host has, detected once), `numba_loader` and `cache` (compiling kernels and keeping them on disk), the
-hand-written kernels (`conv/`, `gemm`, `sgemm*`, `batch_norm`, `pooling`, `lstm`, ...), `parallel` (the one
-`parallel_for` and its thread pool, which also holds BLAS's threads), `selection` (each op's algorithms, the
-rule each runs under and the tables of thresholds), `explain` and `tune_process`.
+hand-written kernels (`conv/`, `gemm`, `sgemm*`, `batch_norm`, `pooling`, `lstm`, ...), `mkl` (oneMKL's GEMM, where
+the optional extra is installed), `parallel` (the one `parallel_for` and its thread pool, which also holds BLAS's
+and MKL's threads), `selection` (each op's algorithms, the rule each runs under and the tables of thresholds),
+`explain` and `tune_process`.
 """
 
 from __future__ import annotations

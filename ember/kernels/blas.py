@@ -153,7 +153,8 @@ def linear_with_bias(x, w, b, out=None):
     (NumPy's sgemm with beta=1), with no separate pass adding the bias; where gemm.takes_own, Ember's kernel adds
     the bias as it stores the product, with the same bits and without the prefill (1600 x 64 by 64 x 512: 318 ->
     264-270 us). For float32 C-contiguous x (M, K), w (N, K), b (N,) (and `out` (M, N) when given) of at least
-    BIAS_PREFILL_MIN output values: the result, else None (nothing written)."""
+    BIAS_PREFILL_MIN output values: the result, else None (nothing written). Where gemm.takes_mkl, MKL's GEMM adds
+    the product into the prefilled output instead of OpenBLAS's."""
     if (sgemm is None or x.ndim != 2 or w.ndim != 2 or x.shape[0] * w.shape[0] < BIAS_PREFILL_MIN or not x.shape[1]
             or not x.dtype == w.dtype == b.dtype == np.float32 or not (x.flags.c_contiguous and w.flags.c_contiguous)
             or (out is not None and (out.dtype != np.float32 or not out.flags.c_contiguous))):
@@ -162,6 +163,13 @@ def linear_with_bias(x, w, b, out=None):
     out = np.empty((m, n), np.float32) if out is None else out
     from ember.kernels import gemm  # (gemm imports this module's neighbours; blas stays import-light)
 
+    if gemm.takes_mkl(x, w.T, out):  # the same prefill, MKL's GEMM adding into it
+        out[...] = b
+        from ember.kernels import mkl, selection
+
+        if selection.listening[0]:
+            selection.note("matmul", "mkl sgemm")
+        return mkl.sgemm(x, w.T, out, beta=1.0)
     if gemm.takes_own(x, w.T, out):
         from ember.kernels.sgemm import sgemm as own_sgemm
 

@@ -1,5 +1,5 @@
-"""float32 matrix products on the faster of two kernels: Ember's own AVX-512 GEMM (sgemm.py) or
-NumPy's BLAS.
+"""float32 matrix products on the fastest kernel here: Ember's own AVX-512 GEMM (sgemm.py), oneMKL's
+(mkl.py, the optional `mkl` extra) or NumPy's BLAS.
 
 `matmul` is np.matmul for the products the ops compute (linear layers, convolutions' im2col and Winograd
 products, attention). It takes Ember's kernel for float32 products of 2-D or equally batched 3-D operands
@@ -12,6 +12,12 @@ contiguous one), which pays off from 16 rows of A. On the
 AMD EPYC (Zen 5) this project runs on, where OPENBLAS_CORETYPE=Haswell holds NumPy's OpenBLAS to AVX2,
 `benchmarks/gemm.py` (2 threads, 2026-11-27) measured 0.55-0.74x NumPy's time from 128 x 784 x 512 to
 1024^3 and 0.64-0.97x on an MLP's second layer and an LSTM step's smaller products (two runs).
+
+Where the `mkl` extra is installed and NumPy's BLAS is an OpenBLAS, 2-D products of MKL_GEMM's sizes run on MKL's
+cblas_sgemm first, which beat OpenBLAS's own AVX-512 kernels on them and, where OPENBLAS_CORETYPE=Haswell held
+OpenBLAS down, Ember's kernel too (0.66x against 0.88x OpenBLAS's time over the models' products, one thread; see
+mkl.py and MKL_GEMM); EMBER_GEMM=mkl takes it for every 2-D float32 product it can compute, EMBER_GEMM=ember (Ember's
+kernel wherever it runs) and EMBER_GEMM=blas never.
 """
 
 from __future__ import annotations
@@ -27,7 +33,19 @@ GEMM = Table("matmul", measured_on="AMD EPYC (family 26), 2 cores, OpenBLAS held
     "min_rows_strided_b": (16, "a strided B's panel copy (16 x 16 transposes) is repaid by this many rows of A"),
 })
 MIN_FLOPS = GEMM["min_flops"]  # read on every product's path: a module constant
+MKL_GEMM = Table("matmul: mkl sgemm",
+                 measured_on="Intel Xeon (family 6 model 167, AVX-512), 2 cores, OpenBLAS 0.3.31 SkylakeX kernels, "
+                             "MKL 2026.2, 2026-12-02", values={
+    "min_flops": (4e6, "below this MKL's call through ctypes (4-6 us with its arguments) outweighs its faster "
+                       "kernel: 64 x 128 x 128 took 23 us against NumPy's 20, 32 x 128 x 512 37 against 43"),
+    "min_rows": (2, "a single row is a matrix-vector product, which OpenBLAS runs faster (1 x 512 x 1000: 1.8x "
+                    "OpenBLAS's time on MKL; 2 rows: 0.73x)"),
+    "min_depth": (32, "a shorter inner dimension (a 1x1 convolution of 8-24 channels) leaves MKL no gain to count on "
+                      "(96 x 16 x 3136: 0.99x, 96 x 24 x 3136: 1.01x)"),
+})
 algorithms("matmul", [
+    Algorithm("mkl sgemm", "float32 2-D NumPy operands within MKL_GEMM's sizes, the mkl extra installed and NumPy's "
+              "BLAS an OpenBLAS (EMBER_GEMM=mkl: any size; EMBER_GEMM=ember or blas: never)", None),
     Algorithm("ember sgemm", "float32 2-D or equally batched 3-D NumPy operands of min_flops or more, AVX-512, Numba, "
               "and NumPy's OpenBLAS running narrower kernels than the CPU has (EMBER_GEMM=ember: wherever it runs)",
               None),
@@ -46,9 +64,9 @@ def enabled() -> bool:
 
 
 def _choose(choice: str) -> bool:
-    if choice not in ("auto", "ember", "blas"):
-        raise ValueError(f"EMBER_GEMM must be 'auto', 'ember' or 'blas', got {choice!r}")
-    if choice == "blas" or not _numba_available():
+    if choice not in ("auto", "ember", "blas", "mkl"):
+        raise ValueError(f"EMBER_GEMM must be 'auto', 'ember', 'blas' or 'mkl', got {choice!r}")
+    if choice in ("blas", "mkl") or not _numba_available():
         return False
     from ember.kernels.blas import AVX512_CORES, openblas_core
     from ember.kernels.sgemm import driver
@@ -75,7 +93,7 @@ def takes_own(a, b, out=None) -> bool:
     # size first: most calls are small ones, and this is on every matmul's path
     if type(a) is not np.ndarray or type(b) is not np.ndarray or not b.ndim or 2.0 * a.size * b.shape[-1] < MIN_FLOPS:
         return False
-    if a.dtype != np.float32 or b.dtype != np.float32:
+    if a.dtype != np.float32 or b.dtype != np.float32 or not enabled():  # (off on most hosts: skips the rest)
         return False
     if a.ndim != b.ndim or a.ndim not in (2, 3) or (a.ndim == 3 and a.shape[0] != b.shape[0]):
         return False
@@ -90,18 +108,66 @@ def takes_own(a, b, out=None) -> bool:
     if out is not None and (out.dtype != np.float32 or out.shape != a.shape[:-1] + (n,) or out.strides[-1] != 4
                             or np.may_share_memory(out, a) or np.may_share_memory(out, b)):
         return False
-    return enabled()
+    return True
+
+
+def mkl_mode() -> str | None:
+    """Which products MKL takes in this process: "auto" (MKL_GEMM's sizes), "all" (EMBER_GEMM=mkl), or None (the
+    extra is absent, NumPy's BLAS is not an OpenBLAS, EMBER_KERNELS=numpy, EMBER_GEMM=blas or ember)."""
+    if config.KERNELS.get() == "numpy":
+        return None
+    if "mkl" not in _state:
+        choice = config.GEMM.get()
+        _choose(choice)  # (the same check of the setting's value)
+        from ember.kernels import blas, mkl
+
+        wanted = choice == "mkl" or (choice == "auto" and blas.openblas_core() is not None)
+        _state["mkl"] = ("all" if choice == "mkl" else "auto") if wanted and mkl.available() else None
+    return _state["mkl"]
+
+
+def _mkl_sizes(a, b) -> bool:
+    """Whether a @ b is a 2-D float32 product MKL may take in this process (its mode, and MKL_GEMM's sizes in auto
+    mode); whether cblas_sgemm can take the arrays as they lie is mkl.fits."""
+    if type(a) is not np.ndarray or type(b) is not np.ndarray or a.ndim != 2 or b.ndim != 2 \
+            or a.dtype != np.float32 or b.dtype != np.float32:
+        return False
+    mode = mkl_mode()
+    if mode == "auto":
+        (m, k), n = a.shape, b.shape[1]
+        return 2.0 * m * k * n >= MKL_GEMM["min_flops"] and m >= MKL_GEMM["min_rows"] and k >= MKL_GEMM["min_depth"]
+    return mode == "all"
+
+
+def takes_mkl(a, b, out=None) -> bool:
+    """Whether a @ b (into out) runs on MKL's cblas_sgemm: see the module's docstring and MKL_GEMM."""
+    if not _mkl_sizes(a, b):
+        return False
+    from ember.kernels import mkl
+
+    return mkl.fits(a, b, out)
 
 
 def matmul(a, b, out=None, xp=np):
-    """xp.matmul(a, b, out=out), on Ember's float32 kernel where `takes_own` says so (NumPy arrays only)."""
+    """xp.matmul(a, b, out=out), on Ember's float32 kernel where `takes_own` says so, on MKL's where `takes_mkl`
+    does (NumPy arrays only)."""
     # takes_own's size test repeated inline: small products, the common case, skip its call (0.1 us a matmul)
-    if xp is not np or not b.ndim or 2.0 * a.size * b.shape[-1] < MIN_FLOPS or not takes_own(a, b, out):
+    if xp is not np or not b.ndim or 2.0 * a.size * b.shape[-1] < MIN_FLOPS:
         return xp.matmul(a, b) if out is None else xp.matmul(a, b, out=out)
-    from ember.kernels.sgemm import sgemm
+    if _mkl_sizes(a, b):
+        from ember.kernels import mkl
 
-    if listening[0]:
-        note("matmul", "ember sgemm")
-    if out is None:
-        out = np.empty(a.shape[:-1] + (b.shape[-1],), np.float32)
-    return sgemm(a, b, out)
+        result = mkl.sgemm(a, b, out)  # None where it cannot take the arrays as they lie
+        if result is not None:
+            if listening[0]:
+                note("matmul", "mkl sgemm")
+            return result
+    if takes_own(a, b, out):
+        from ember.kernels.sgemm import sgemm
+
+        if listening[0]:
+            note("matmul", "ember sgemm")
+        if out is None:
+            out = np.empty(a.shape[:-1] + (b.shape[-1],), np.float32)
+        return sgemm(a, b, out)
+    return np.matmul(a, b) if out is None else np.matmul(a, b, out=out)

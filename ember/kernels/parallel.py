@@ -5,11 +5,11 @@ An op's kernel calls `parallel_for(n, fn, flops=...)` (Python chunks: NumPy and 
 pool (thread_pool.py), the caller taking the first. As PyTorch's `at::parallel_for`, a range is split only where
 each chunk carries enough work to repay its hand-off (`flops`: the whole range's cost; `grain`: the fewest items
 a chunk may have), and a split inside a split runs its chunks in the caller. While a split runs, NumPy's BLAS
-runs one thread per call (it would otherwise start its own threads inside each chunk and oversubscribe the cores)
-and its thread count is restored afterwards.
+and MKL (mkl.py, where loaded) run one thread per call (they would otherwise start their own threads inside each
+chunk and oversubscribe the cores) and their thread counts are restored afterwards.
 
-`set_num_threads(n)` (as `torch.set_num_threads`) sets both this pool's size (n - 1 workers beside the caller)
-and BLAS's thread count; the default is EMBER_NUM_THREADS, else the cores this process may run on (at most 8).
+`set_num_threads(n)` (as `torch.set_num_threads`) sets this pool's size (n - 1 workers beside the caller) and
+BLAS's and MKL's thread counts; the default is EMBER_NUM_THREADS, else the cores this process may run on (at most 8).
 The dependency engine's threads, which run independent ops at once, are the other setting,
 `set_num_interop_threads` (ember.runtime.threads).
 """
@@ -22,11 +22,11 @@ import threading
 import numpy as np
 
 from ember import config
-from ember.kernels import blas, selection
+from ember.kernels import blas, mkl, selection
 from ember.kernels.thread_pool import Pool
 
 _lock = threading.Lock()
-_state: dict = {}  # pid, threads, pool, active (splits under way), saved (BLAS threads before them)
+_state: dict = {}  # pid, threads, pool, active (splits under way), saved/saved_mkl (BLAS/MKL threads before them)
 _local = threading.local()
 
 # A chunk must carry this much work to repay its hand-off: on the GIL-free workers a hand-off costs a few
@@ -67,6 +67,7 @@ def set_num_threads(n: int) -> None:
     if old is not None:
         old.close()
     blas.set_threads(n)
+    mkl.set_threads(n)
     _ready()
 
 
@@ -182,20 +183,25 @@ def run_kernel(kernel, parts: list, head: tuple, parted: tuple = (), strided: bo
 
 
 def _enter() -> None:
-    # The first of any concurrent splits (the engine may run two convolutions at once) saves BLAS's thread count
-    # and sets one; the last to leave restores it.
+    # The first of any concurrent splits (the engine may run two convolutions at once) saves BLAS's and MKL's
+    # thread counts and sets one; the last to leave restores them. (MKL loaded inside the split takes one thread
+    # itself, and the pool's count when the split ends.)
     with _lock:
         if _state["active"] == 0:
             _state["saved"] = blas.get_threads()
+            _state["saved_mkl"] = mkl.get_threads()
             blas.set_threads(1)
+            mkl.set_threads(1)
         _state["active"] += 1
 
 
 def _leave() -> None:
     with _lock:
         _state["active"] -= 1
-        if _state["active"] == 0 and _state["saved"] is not None:
-            blas.set_threads(_state["saved"])
+        if _state["active"] == 0:
+            if _state["saved"] is not None:
+                blas.set_threads(_state["saved"])
+            mkl.set_threads(_state.get("saved_mkl") or _state["threads"])
 
 
 def workspace(size: int, dtype) -> np.ndarray:

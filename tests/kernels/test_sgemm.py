@@ -16,8 +16,8 @@ pytestmark = pytest.mark.skipif(driver() is None, reason="needs an AVX-512 CPU")
 
 @pytest.fixture
 def own_gemm(monkeypatch):
-    """gemm.matmul choosing Ember's kernel, whatever NumPy's BLAS here is."""
-    monkeypatch.setattr(gemm, "_state", {"own": True})
+    """gemm.matmul choosing Ember's kernel, whatever NumPy's BLAS here is (and MKL off, which would come first)."""
+    monkeypatch.setattr(gemm, "_state", {"own": True, "mkl": None})
 
 
 def _close(got, a, b, add=None):

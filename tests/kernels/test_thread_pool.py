@@ -108,7 +108,11 @@ def test_nested_concurrent_and_oversized_splits_run_inline(pool):
 
 
 def test_a_sleeping_worker_and_a_sleeping_caller_are_woken(pool):
-    time.sleep(0.05)  # past IDLE_POLL_US the workers sleep
+    # past IDLE_POLL_US the workers sleep; on a loaded machine a worker may be scheduled late, so wait for it
+    deadline = time.monotonic() + 5
+    while pool.native and pool._ctl[WORKER_ASLEEP] != 1 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(0.05)
     if pool.native:
         assert pool._ctl[WORKER_ASLEEP] == 1
     long_task = 3 * thread_pool.RESULT_POLL_US * 1e-6
