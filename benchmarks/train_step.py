@@ -1,6 +1,6 @@
 """Training-step time: Ember eager and Ember jit vs PyTorch eager and torch.compile, same models, data, batch and threads.
 
-Run: python benchmarks/train_step.py [--threads N] [--models mlp,lenet5,...,resnet18_infer_b1,...] [--no-compile]
+Run: python benchmarks/train_step.py [--threads N] [--models mlp,lenet5,...,resnet18_infer_b1,...] [--no-compile] [--cpu-time] [--held-down]
 Each model is written once against the shared PyTorch-style API and built with both `torch.nn`
 and `ember.nn`, so the architectures (and state-dict keys) are identical; Ember's initial weights
 are copied into the PyTorch model. Ratios are Ember time / PyTorch eager time (lower is better);
@@ -19,6 +19,7 @@ import math
 import os
 import subprocess
 import sys
+import time
 
 sys.path.insert(0, os.path.dirname(__file__))
 
@@ -316,7 +317,7 @@ def _optimizer(lib, params, name):
     return lib.optim.SGD(params, lr=0.01, momentum=0.9)
 
 
-def run_case(name: str, with_jit: bool, no_compile: bool = False, rounds: int = 5) -> dict:
+def run_case(name: str, with_jit: bool, no_compile: bool = False, rounds: int = 5, clock=time.perf_counter) -> dict:
     """Seconds per step for each framework in this process: the best of `rounds` rounds in which the frameworks
     take turns (batches of at least 0.15 s each), so that the machine's slow spells do not fall on one of them."""
     builders = _builders(name)
@@ -333,7 +334,7 @@ def run_case(name: str, with_jit: bool, no_compile: bool = False, rounds: int = 
             if which != "compile":
                 raise
             print(f"  torch.compile failed: {type(e).__name__}: {str(e).splitlines()[0][:120]}", flush=True)
-    return interleaved(fns, rounds)
+    return interleaved(fns, rounds, clock=clock)
 
 
 def main() -> None:
@@ -343,22 +344,29 @@ def main() -> None:
     parser.add_argument("--no-jit", action="store_true")
     parser.add_argument("--no-compile", action="store_true", help="skip the torch.compile column")
     parser.add_argument("--no-memory", action="store_true", help="skip the peak-memory subprocesses")
+    parser.add_argument("--cpu-time", action="store_true",
+                        help="one thread for both, timed by this thread's CPU time: fair on a busy machine")
     parser.add_argument("--peak", help=argparse.SUPPRESS)  # internal: "name:framework", prints MB
     args = parser.parse_args()
     unknown = [m for m in args.models.split(",") if m not in CASES and m not in INFER_CASES]
     if unknown:
         parser.error(f"--models: unknown {', '.join(unknown)}; choose from {', '.join(list(CASES) + list(INFER_CASES))}")
+    if args.cpu_time:
+        args.threads = 1
+    clock = time.thread_time if args.cpu_time else time.perf_counter
     torch.set_num_threads(args.threads)
+    em.set_num_threads(args.threads)  # Ember's pool and NumPy's BLAS, as torch's intra-op threads
     if args.peak:
         print(_peak_here(*args.peak.split(":")))
         return
-    print(f"torch {torch.__version__} threads {args.threads}  numpy {np.__version__}  ember {em.__version__}")
+    print(f"torch {torch.__version__} threads {args.threads}  numpy {np.__version__}  ember {em.__version__}  "
+          f"{'CPU time of this thread' if args.cpu_time else 'wall time'}")
     print(machine_line())
     header = (f"{'model':22s} {'torch eager':>12s} {'torch compile':>13s} {'ember eager':>12s} {'ember jit':>12s}"
               f" {'eager ratio':>12s} {'jit ratio':>10s} {'vs compile':>10s}  peak MB torch/ember/jit")
     print(header)
     for name in args.models.split(","):
-        r = run_case(name, not args.no_jit, args.no_compile)
+        r = run_case(name, not args.no_jit, args.no_compile, clock=clock)
         jit, comp = r.get("jit", math.nan), r.get("compile", math.nan)
         mb = {w: math.nan if args.no_memory or (w == "jit" and args.no_jit) else peak_mb(name, w, args.threads)
               for w in ("torch", "ember", "jit")}
