@@ -34,3 +34,17 @@ def test_a_forced_core_type_is_reported_with_the_variable():
 def test_detected_kernels_are_reported_as_such():
     text = _report(None)
     assert text.startswith("OpenBLAS ") and ", kernels " in text and "forced" not in text
+
+
+def test_the_machine_names_the_kernels_threadpoolctl_finds():
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    from ember.kernels import machine
+
+    (openblas,) = [i for i in threadpoolctl.threadpool_info() if i["internal_api"] == "openblas"][:1] or [None]
+    if openblas is None:
+        pytest.skip("threadpoolctl finds no OpenBLAS in this process")
+    found = machine.detect()
+    assert found.blas_kernels == openblas["architecture"]
+    line = machine.describe()
+    assert f"OpenBLAS {openblas['architecture']} kernels" in line and f"{found.cores} cores" in line
+    assert found.cpu in line
