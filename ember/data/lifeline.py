@@ -1,4 +1,5 @@
 """Workers die with their main process: a pipe only the main process can write to, watched by a thread in each worker.
+DataLoader workers and `ember tune --jobs` workers use it.
 
 The main process keeps the pipe's write end and never writes; when it dies, for any reason, the kernel
 closes that end and every worker's read end reports end-of-file at once. The read end is watched by a
@@ -72,4 +73,4 @@ def watch(reader, kill_with_parent: bool) -> None:
         os._exit(1)  # not sys.exit: the main thread may be stuck in user code, and no cleanup may wait on it
 
     # Started after the prctl call, so a parent that died before it is seen here (the pipe is already closed).
-    threading.Thread(target=wait_for_parent, name="ember-dataloader-lifeline", daemon=True).start()
+    threading.Thread(target=wait_for_parent, name="ember-lifeline", daemon=True).start()

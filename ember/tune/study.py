@@ -17,6 +17,7 @@ import traceback
 import warnings
 
 from ember import config
+from ember.data.lifeline import Lifeline, watch
 from ember.train import recipe, settings
 from ember.tune import results
 from ember.tune import space as spaces
@@ -247,7 +248,8 @@ def work(out: str, spec: dict, worker: int = 0, ready=None) -> None:
             return
 
 
-def _worker_main(out: str, spec: dict, worker: int, ready) -> None:
+def _worker_main(out: str, spec: dict, worker: int, ready, lifeline_reader, kill_with_parent: bool) -> None:
+    watch(lifeline_reader, kill_with_parent)  # a worker never outlives the `ember tune` that started it
     try:
         work(out, spec, worker, ready)
     except KeyboardInterrupt:
@@ -265,8 +267,9 @@ def run_parallel(out: str, spec: dict, jobs: int) -> list[int]:
     threads = str(max(1, (os.cpu_count() or 1) // jobs))  # share the cores instead of oversubscribing them
     with config.outside_for_children(dict.fromkeys(_THREAD_VARS, threads)):  # one the user set rules
         ready = ctx.Barrier(jobs)
-        procs = [ctx.Process(target=_worker_main, args=(out, spec, i, ready), name=f"ember-tune-{i}")
-                 for i in range(jobs)]
+        lifeline = Lifeline()
+        procs = [ctx.Process(target=_worker_main, args=(out, spec, i, ready, lifeline.reader, lifeline.kill_with_parent),
+                             name=f"ember-tune-{i}") for i in range(jobs)]
         for p in procs:
             p.start()
     try:
@@ -276,4 +279,6 @@ def run_parallel(out: str, spec: dict, jobs: int) -> list[int]:
         for p in procs:
             p.join()
         raise
+    finally:
+        lifeline.close()
     return [p.exitcode for p in procs]

@@ -338,3 +338,51 @@ def test_parallel_workers_share_one_study(tmp_path):
     assert len(trials) == 4 and all(t.state.name in ("COMPLETE", "PRUNED") for t in trials)
     pids = {t.user_attrs["pid"] for t in trials}
     assert len(pids) == 2 and os.getpid() not in pids
+
+
+def _children(pid: int) -> set[int]:
+    """The live child processes of `pid` (Linux /proc)."""
+    found = set()
+    for task in os.listdir(f"/proc/{pid}/task"):
+        with open(f"/proc/{pid}/task/{task}/children") as f:
+            found.update(int(c) for c in f.read().split())
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not os.path.exists(f"/proc/{os.getpid()}/task/{os.getpid()}/children"), reason="reads /proc")
+def test_parallel_workers_do_not_outlive_a_killed_ember_tune(tmp_path):
+    import signal
+    import time
+
+    out = tmp_path / "killed"
+    parent = subprocess.Popen([sys.executable, "-m", "ember", "tune", *FAST, "--epochs", "500", "--trials", "50",
+                               "--jobs", "2", "--lr", "1e-3:1e-1:log", "--out", str(out)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    workers: set = set()
+    try:
+        deadline = time.monotonic() + 120
+        while len(workers) < 3 and time.monotonic() < deadline:  # two workers and multiprocessing's resource tracker
+            time.sleep(0.2)
+            workers = {c for c in _children(parent.pid) if _alive(c)}
+        assert len(workers) >= 3, "ember tune --jobs 2 did not start its workers"
+        parent.send_signal(signal.SIGKILL)
+        parent.wait(timeout=30)
+        deadline = time.monotonic() + 5
+        while any(_alive(w) for w in workers) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not any(_alive(w) for w in workers), "tune workers outlived their killed parent by 5 s"
+    finally:
+        for pid in workers | {parent.pid}:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        parent.wait()
