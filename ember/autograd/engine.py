@@ -199,17 +199,15 @@ def seq_mark() -> int:
     return _next_seq()
 
 
-# `record(op, attrs, inputs, outputs)`: record that `op` made `outputs` from `inputs`, the one way a
-# node enters the autograd graph. Making the node is recording it (it points its floating-point
-# outputs at itself), so on the hottest path of eager training there is no call in between.
+# `record(op, attrs, inputs, outputs)`: record that `op` made `outputs` from `inputs`. Making the node is recording
+# it (it points its floating-point outputs at itself). The dispatch fast paths (`ember.dispatch.unary_path` and
+# `binary_path`) build the same node inline for one or two operands.
 record = Node
 
-_new_node = object.__new__
-NO_OPERAND = object()  # record_operands' second operand for a one-input op
-_UNARY_SAVES: dict = {}  # op -> whether its node saves its one input (_saves_its_input, found once per op)
+_UNARY_SAVES: dict = {}  # op -> whether its node saves its one input (saves_its_input, found once per op)
 
 
-def _saves_its_input(op) -> bool:
+def saves_its_input(op) -> bool:
     """Whether a one-input op's node saves that input: its gradient rule reads it (`grad_reads`), or the op
     declares it saved (`save_inputs`, positions or a slice)."""
     reads = op.grad_reads
@@ -219,81 +217,6 @@ def _saves_its_input(op) -> bool:
     if type(save) is slice:
         save = range(1)[save]
     return bool(save)
-
-
-def record_operands(op, attrs: dict, a, b, out) -> Node:
-    """record(op, attrs, (a,) or (a, b), (out,)) for the dispatch fast paths: operands that are tensors or
-    Python numbers (b NO_OPERAND for a one-input op), at least one a tensor that requires grad, and one
-    floating-point output. The same node as Node.__init__ makes, without its loops (0.6-0.7 -> 0.4-0.5 us a node)."""
-    node = _new_node(Node)
-    node.op = op
-    node.attrs = attrs
-    node.freed = False
-    node.retained = None
-    node.seq = _next_seq()
-    is_view = op.is_view
-    node.view_version = out._version[0] if is_view and is_view != "multi" and out._base is not None else None
-    if b is NO_OPERAND:  # a is a tensor that requires grad
-        d = a._data
-        node.in_meta = ((d.shape, d.dtype),)  # tuples: one allocation each fewer than lists, never changed
-        fn = a._grad_fn if a._base is None else _views.current_grad_fn(a)
-        node.edges = ((fn, a._output_nr) if fn is not None else (a, -1),)
-        save = _UNARY_SAVES.get(op)
-        if save is None:
-            save = _UNARY_SAVES[op] = _saves_its_input(op)
-        node._saved = {0: (a, a._version[0])} if save else None
-    else:  # each a tensor or a Python number
-        needs = 0
-        if isinstance(a, _Tensor):
-            d = a._data
-            meta_a = (d.shape, d.dtype)
-            if a._requires_grad:
-                fn = a._grad_fn if a._base is None else _views.current_grad_fn(a)
-                edge_a = (fn, a._output_nr) if fn is not None else (a, -1)
-                needs = 1
-            else:
-                edge_a = None
-        else:
-            meta_a = edge_a = None
-        if isinstance(b, _Tensor):
-            d = b._data
-            meta_b = (d.shape, d.dtype)
-            if b._requires_grad:
-                fn = b._grad_fn if b._base is None else _views.current_grad_fn(b)
-                edge_b = (fn, b._output_nr) if fn is not None else (b, -1)
-                needs |= 2
-            else:
-                edge_b = None
-        else:
-            meta_b = edge_b = None
-        node.edges = (edge_a, edge_b)
-        node.in_meta = (meta_a, meta_b)
-        reads = op.grad_reads
-        if reads is not None:
-            save = None
-            if reads:
-                save = _SAVES.get((op, needs))
-                if save is None:
-                    save = _reads_of(op, needs, 2)
-        else:
-            save = op.save_inputs
-            if type(save) is slice:
-                save = range(2)[save]
-        if save:
-            saved = node._saved = {}
-            for i in save:
-                x = b if i else a
-                saved[i] = (x, x._version[0]) if isinstance(x, _Tensor) else (x, None)
-        else:
-            node._saved = None
-    if op.save_outputs:
-        version = out._version
-        node._out_saved = {0: (out._data, version, version[0], out._device)}
-    else:
-        node._out_saved = None
-    out._requires_grad = True
-    out._grad_fn = node
-    return node
 
 
 def walk(roots, follow=None) -> list:

@@ -7,7 +7,7 @@ import math
 import numpy as np
 
 from ember.autograd.grad_mode import state as grad_state
-from ember.dispatch import apply, apply_binary, apply_unary
+from ember.dispatch import apply, binary_path, unary_path
 from ember.errors import DtypeError, IntegerDivisionByZeroError
 from ember.kernels.gelu import gelu_compiled
 from ember.kernels.numba_loader import MIN_ELEMENTS
@@ -49,6 +49,8 @@ class UnaryOp(Op):
         self.ufunc = ufunc
         self.ufunc_kinds = ufunc_kinds
         self.fn = fn if fn is not None else (lambda xp, x: getattr(xp, ufunc)(x))
+        if fn is None and ufunc is not None:  # the kernel is the ufunc (with dtype rules floats need none of)
+            self.float_ufunc = getattr(np, ufunc)
         self.grad = grad
         self.float_only = float_only
         self.bool_result = bool_result
@@ -100,16 +102,7 @@ class UnaryOp(Op):
 
 def _unary(name, fn=None, grad=None, params=(), **kw):
     """Register a unary elementwise op; `params` name the attributes that may also be passed positionally."""
-    op = register(UnaryOp(name, fn, grad, **kw))
-
-    def call(x, *args, **attrs):
-        if args:  # F.softplus(x, 2.0) as well as softplus(x, beta=2.0)
-            if len(args) > len(params):
-                raise TypeError(f"{name}: takes at most {len(params)} argument(s) after the input, got {len(args)}")
-            attrs.update(zip(params, args))
-        return apply_unary(op, x, **attrs)
-
-    call.__name__ = name
+    call = unary_path(register(UnaryOp(name, fn, grad, **kw)), params)
     call.__doc__ = f"Elementwise {name}."
     return call
 
@@ -329,6 +322,7 @@ class BinaryOp(Op):
         self.differentiable = grad is not None
         # Same-dtype floating operands (or a float tensor with a Python number) need no promotion.
         self.fast = result != "int"
+        self.float_ufunc = self.np_ufunc if self.fast else None
         if ufunc is not None and result != "int":
             self.kernel_out = self._ufunc_out
 
@@ -389,12 +383,7 @@ def _is_bool(x) -> bool:
 
 
 def _binary(name, fn=None, grad=None, **kw):
-    op = register(BinaryOp(name, fn, grad, **kw))
-
-    def call(a, b):
-        return apply_binary(op, a, b)
-
-    call.__name__ = name
+    call = binary_path(register(BinaryOp(name, fn, grad, **kw)))
     call.__doc__ = f"Elementwise {name} with broadcasting."
     return call
 
@@ -707,6 +696,7 @@ class ClampOp(Op):
 
 
 _clamp_op = register(ClampOp())
+_clamp_path = unary_path(_clamp_op)
 
 
 class ClampTensorOp(Op):
@@ -760,7 +750,7 @@ def clamp(input, min=None, max=None):
 
     if isinstance(min, Tensor) or isinstance(max, Tensor):
         return apply(_clamp_tensor_op, input, min, max)
-    return apply_unary(_clamp_op, input, min=min, max=max)
+    return _clamp_path(input, min=min, max=max)
 
 
 clip = clamp

@@ -9,7 +9,7 @@ import string
 
 import numpy as np
 
-from ember.dispatch import apply, apply_binary
+from ember.dispatch import apply, binary_path
 from ember.errors import ShapeError, fmt_shape
 from ember.kernels import gemm
 from ember.op import Op, register
@@ -99,12 +99,13 @@ class MatMulOp(Op):
 
 
 _matmul_op = register(MatMulOp())
+_matmul_path = binary_path(_matmul_op)
 
 
 def matmul(input, other):
     """Matrix product with NumPy's rules: 1-D vectors, 2-D matrices, broadcast batches."""
     refuse_bool("matmul", input, other)
-    return apply_binary(_matmul_op, input, other)
+    return _matmul_path(input, other)
 
 
 def mm(input, mat2):
