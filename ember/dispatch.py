@@ -347,7 +347,23 @@ def binary_path(op, swapped: bool = False):
             backend = dev._backend
             if backend is not None and backend.direct:
                 try:
-                    out = _binary_kernel(op, ad, bd)
+                    # the op's float_ufunc itself where it is the kernel: float32/float64 arrays of one dtype,
+                    # or one such array with a Python float or int
+                    ufunc = op.float_ufunc
+                    if ufunc is None:
+                        out = op.kernel(np, ad, bd)
+                    elif type(ad) is np.ndarray:
+                        dtype = ad.dtype
+                        tb = type(bd)
+                        if (dtype is _FLOAT32 or dtype is _FLOAT64) and (
+                                (tb is np.ndarray and bd.dtype is dtype) or tb is float or tb is int):
+                            out = ufunc(ad, bd)
+                        else:
+                            out = op.kernel(np, ad, bd)
+                    elif (bd.dtype is _FLOAT32 or bd.dtype is _FLOAT64) and (type(ad) is float or type(ad) is int):
+                        out = ufunc(ad, bd)
+                    else:
+                        out = op.kernel(np, ad, bd)
                 except Exception:  # noqa: BLE001 - the general path reports the error properly
                     return apply(op, a, b)
                 if type(out) is not np.ndarray:
@@ -368,23 +384,6 @@ def binary_path(op, swapped: bool = False):
 
     run.__name__ = run.__qualname__ = op.name
     return run
-
-
-def _binary_kernel(op, a, b):
-    """op's kernel on two NumPy operands: its float_ufunc itself for same-dtype float32/float64 arrays (or one with
-    a Python float or int), which is what the kernel computes there."""
-    ufunc = op.float_ufunc
-    if ufunc is not None and type(a) is np.ndarray:
-        dtype = a.dtype
-        if dtype is _FLOAT32 or dtype is _FLOAT64:
-            tb = type(b)
-            if (tb is np.ndarray and b.dtype is dtype) or tb is float or tb is int:
-                return ufunc(a, b)
-    elif ufunc is not None and type(b) is np.ndarray and (type(a) is float or type(a) is int):
-        dtype = b.dtype
-        if dtype is _FLOAT32 or dtype is _FLOAT64:
-            return ufunc(a, b)
-    return op.kernel(np, a, b)
 
 
 def _record_binary(op, a, b, out) -> Node:

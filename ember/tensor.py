@@ -24,7 +24,7 @@ def _check_grad(t, g) -> None:
                              f"{fmt_shape(b.shape)}")
         if a.dtype != b.dtype:
             raise TypeError(f"attempting to assign a gradient of dtype {g.dtype} to a tensor of dtype {t.dtype}")
-    if g._device != t._device:
+    if g._device is not t._device and g._device != t._device:
         raise DeviceMismatchError(f"attempting to assign a gradient on {g._device} to a tensor on {t._device}")
 
 
@@ -319,11 +319,9 @@ class Tensor:
     # --- autograd --------------------------------------------------------------------
     def backward(self, gradient=None, retain_graph=None, create_graph: bool = False, inputs=None) -> None:
         """Accumulate the gradient of this tensor w.r.t. the graph's leaves into their `.grad`."""
-        from ember.autograd.engine import backward
-
         if inputs is not None:
             raise NotImplementedError("backward(inputs=...) is not supported; use ember.autograd.grad")
-        backward(self, gradient, retain_graph=retain_graph, create_graph=create_graph)
+        _engine.backward(self, gradient, retain_graph=retain_graph, create_graph=create_graph)
 
     def detach(self) -> Tensor:
         """A tensor sharing this one's data that is cut from the autograd graph."""
@@ -433,5 +431,6 @@ _FLOAT_NP = dt.FLOAT_NP
 
 # dispatch and autograd build on Tensor; Tensor's own methods use them at call time
 from ember import dispatch as _dispatch  # noqa: E402
+from ember.autograd import engine as _engine  # noqa: E402
 from ember.autograd import views as _views  # noqa: E402
 from ember.autograd.grad_mode import state as _grad_state  # noqa: E402

@@ -454,7 +454,9 @@ def _initial_grad(t, g, what: str):
             )
         data = t._data
         if type(data) is _np.ndarray:  # the common case, without a dispatched op
-            return _Tensor._make(_np.ones(data.shape, data.dtype), t._device)
+            ones = _np.empty(data.shape, data.dtype)
+            ones.fill(1)  # np.ones is these two calls behind a Python wrapper
+            return _Tensor._make(ones, t._device)
         return _dispatch.apply(_OPS["full_like"], t, value=1, dtype=None)
     if not isinstance(g, _Tensor):
         g = _Tensor._make(t._device.backend.from_host(_np.asarray(g, dtype=t._data.dtype)), t._device)

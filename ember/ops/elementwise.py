@@ -9,6 +9,7 @@ import numpy as np
 from ember.autograd.grad_mode import state as grad_state
 from ember.dispatch import apply, binary_path, unary_path
 from ember.errors import DtypeError, IntegerDivisionByZeroError
+from ember.kernels import batch_norm
 from ember.kernels.gelu import gelu_compiled
 from ember.kernels.numba_loader import MIN_ELEMENTS
 from ember.op import OPS, Op, register
@@ -228,8 +229,6 @@ tanh = _unary("tanh", None, lambda c, g: g * (1.0 - c.output * c.output), ufunc=
 sigmoid = _unary("sigmoid", _sigmoid_kernel, lambda c, g: g * (c.output * (1.0 - c.output)), save_output=True)
 def _relu_kernel(xp, x):
     if x.size >= MIN_ELEMENTS:  # checked first: small tensors skip the compiled path's checks altogether
-        from ember.kernels import batch_norm
-
         fast = batch_norm.relu(xp, x)
         if fast is not None:
             return fast
@@ -238,8 +237,6 @@ def _relu_kernel(xp, x):
 
 def _relu_into(x, out):
     if x.size >= MIN_ELEMENTS and out.flags.c_contiguous and out.shape == x.shape:
-        from ember.kernels import batch_norm
-
         if batch_norm.relu(np, x, into=out) is not None:
             return out
     return np.maximum(x, _zero(np, x.dtype), out=out)
@@ -603,8 +600,6 @@ _where_op = register(WhereOp())
 
 
 def _relu_backward_kernel(xp, g, out):
-    from ember.kernels import batch_norm
-
     fast = batch_norm.relu_backward(xp, g, out)
     if fast is not None:
         return fast
@@ -622,8 +617,6 @@ relu_backward = _binary("relu_backward", _relu_backward_kernel,
 
 def _relu_backward_out(xp, g, out_, *, out):
     """relu_backward into `out` (a planned buffer, maybe g's own) where the compiled kernel runs."""
-    from ember.kernels import batch_norm
-
     if type(out) is np.ndarray and out.flags.c_contiguous and out.shape == getattr(g, "shape", None) \
             and out.dtype == getattr(g, "dtype", None):
         done = batch_norm.relu_backward(xp, g, out_, into=out)

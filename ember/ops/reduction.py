@@ -13,6 +13,7 @@ from ember.kernels import batch_norm
 from ember.op import Op, register
 from ember.ops._rules import BOOL_NP, FLOAT_NP, INT64_NP, norm_dims, require_float, spec
 from ember.ops.opmath import FLOAT32_NP, LOW_FLOAT_NP, opmath, rounded, upcast, upcast_tensor
+from ember.ops.shape import expand, reshape
 
 
 def reduced_shape(shape, dims, keepdim):
@@ -24,8 +25,6 @@ def reduced_shape(shape, dims, keepdim):
 
 def unreduce(g, in_shape, dims, keepdim):
     """Broadcast a reduced gradient back to the input's shape."""
-    from ember.ops.shape import expand, reshape
-
     if not keepdim and dims and len(dims) < len(in_shape):  # a full reduction's 0-d result broadcasts as it is
         g = reshape(g, reduced_shape(in_shape, dims, True))
     return expand(g, in_shape)
@@ -89,8 +88,12 @@ class SumOp(Reduction):
         return xp.asarray(x.sum(axis=axis, keepdims=keepdim, dtype=out_dtype))
 
     def vjp(self, ctx, g):
-        dims = norm_dims("sum", ctx.attrs.get("dim"), len(ctx.in_shape(0)))
-        return (unreduce(g, ctx.in_shape(0), dims, ctx.attrs.get("keepdim", False)),)
+        attrs = ctx.attrs
+        dim = attrs.get("dim")
+        if dim is None:  # x.sum(), the common call: its gradient broadcast back as it is (unreduce's answer)
+            return (expand(g, tuple(ctx.in_meta[0][0])),)
+        dims = norm_dims("sum", dim, len(ctx.in_shape(0)))
+        return (unreduce(g, ctx.in_shape(0), dims, attrs.get("keepdim", False)),)
 
 
 class MeanOp(Reduction):

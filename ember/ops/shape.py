@@ -271,7 +271,9 @@ class ExpandOp(Op):
         return spec(self._target(x, shape), x.dtype)
 
     def kernel(self, xp, x, shape):
-        target = self._target(x, shape)
+        # a 0-d value (a full reduction's gradient) takes any size of non-negative ints as it is
+        target = shape if not x.shape and type(shape) is tuple and min(shape, default=0) >= 0 \
+            else self._target(x, shape)
         if xp is np and x.flags.c_contiguous:
             # The same read-only view as np.broadcast_to, made by the ndarray constructor: broadcast_to's
             # Python wrapper costs 1 us more, and sum's gradient expands on every backward pass.
@@ -293,7 +295,8 @@ _expand_path = unary_path(_expand_op)
 def expand(input, *shape):
     """Broadcast to a larger shape without copying (-1 keeps a dim); the result is read-only."""
     shape = _shape_arg(shape)
-    if tuple(input.shape) == shape:
+    data = input._data
+    if (data.shape if type(data) is np.ndarray else tuple(input.shape)) == shape:
         return input
     return _expand_path(input, shape=shape)
 
