@@ -234,8 +234,6 @@ def profiled_eager():
 
 _new = object.__new__
 _next_seq = _engine._next_seq
-_UNARY_SAVES = _engine._UNARY_SAVES
-_SAVES = _engine._SAVES
 _FLOAT32, _FLOAT64 = np.dtype(np.float32), np.dtype(np.float64)  # where an op's float_ufunc is its kernel
 _UNARY_PATHS: dict = {}  # op -> its one-operand path, for apply_unary
 _BINARY_PATHS: dict = {}  # op -> its two-operand path, for apply_binary
@@ -244,6 +242,8 @@ _BINARY_PATHS: dict = {}  # op -> its two-operand path, for apply_binary
 def unary_path(op, params: tuple = ()):
     """`f(x, *args, **attrs)`: apply(op, x, **attrs) for one tensor; `params` name the attributes that may also be
     passed positionally (softplus(x, 2.0) as well as softplus(x, beta=2.0))."""
+
+    saves = [None]  # whether the node saves x (found once)
 
     def run(x, *args, **attrs):
         if args:
@@ -272,15 +272,29 @@ def unary_path(op, params: tuple = ()):
                 t = _new(Tensor)  # Tensor._make inline
                 t._data = out
                 t._device = dev
-                t._version = [0]
                 t._requires_grad = False
                 t._grad_fn = None
                 t._output_nr = 0
-                t._base = None
-                t._view_fn = None
                 is_view = op.is_view
-                if is_view:
-                    link_view(op, t, (x,), attrs)
+                # link_view's common cases inline. A "maybe" op's result is a view when it shares x's memory (NumPy
+                # collapses view chains: a view's .base is the array that owns the memory).
+                if is_view is True or (is_view == "maybe" and (
+                        (owner := out.base) is data or (owner is not None and owner is data.base))):
+                    # a view: it shares x's version counter and records how it was made from x's base
+                    t._version = x._version
+                    base = x._base
+                    if base is None:
+                        t._base = x
+                        t._view_fn = (op, attrs, (), None)
+                    else:
+                        t._base = base
+                        t._view_fn = (op, attrs, (), x._view_fn)
+                else:
+                    t._version = [0]
+                    t._base = None
+                    t._view_fn = None
+                    if is_view:  # "multi"
+                        link_view(op, t, (x,), attrs)
                 if x._requires_grad and grad_state.enabled and op.differentiable and out.dtype in FLOAT_NP:
                     # Node(op, attrs, (x,), (t,)) inline: the same node (tests/test_autograd_recorders.py)
                     node = _new(Node)
@@ -294,9 +308,9 @@ def unary_path(op, params: tuple = ()):
                     node.in_meta = ((data.shape, data.dtype),)  # tuples: never changed, cheaper than lists
                     fn = x._grad_fn if x._base is None else current_grad_fn(x)
                     node.edges = ((fn, x._output_nr) if fn is not None else (x, -1),)
-                    save = _UNARY_SAVES.get(op)
+                    save = saves[0]
                     if save is None:
-                        save = _UNARY_SAVES[op] = _engine.saves_its_input(op)
+                        save = saves[0] = bool(_engine.saved_inputs(op, 1, 1))
                     node._saved = {0: (x, x._version[0])} if save else None
                     if op.save_outputs:
                         version = t._version
@@ -315,6 +329,8 @@ def unary_path(op, params: tuple = ()):
 def binary_path(op, swapped: bool = False):
     """`f(a, b)`: apply(op, a, b) for two operands, tensors or Python numbers (`swapped`: apply(op, b, a), for
     the reflected operators such as Tensor.__radd__)."""
+
+    saves = [None] * 4  # the inputs the node saves, by which operands need a gradient (found once each)
 
     def run(a, b):
         if swapped:
@@ -378,76 +394,52 @@ def binary_path(op, swapped: bool = False):
                 t._base = None
                 t._view_fn = None
                 if rg and grad_state.enabled and op.differentiable and out.dtype in FLOAT_NP:
-                    _record_binary(op, a, b, t)
+                    # Node(op, {}, (a, b), (t,)) inline: the same node (tests/test_autograd_recorders.py)
+                    node = _new(Node)
+                    node.op = op
+                    node.attrs = {}
+                    node.freed = False
+                    node.retained = None
+                    node.seq = _next_seq()
+                    node.view_version = None  # no two-operand op is a view
+                    needs = 0  # bit i: operand i needs a gradient
+                    edge_a = edge_b = meta_a = meta_b = None
+                    if type(ad) is np.ndarray:  # a is a tensor (else a Python number)
+                        meta_a = (ad.shape, ad.dtype)
+                        if a._requires_grad:
+                            fn = a._grad_fn if a._base is None else current_grad_fn(a)
+                            edge_a = (fn, a._output_nr) if fn is not None else (a, -1)
+                            needs = 1
+                    if type(bd) is np.ndarray:
+                        meta_b = (bd.shape, bd.dtype)
+                        if b._requires_grad:
+                            fn = b._grad_fn if b._base is None else current_grad_fn(b)
+                            edge_b = (fn, b._output_nr) if fn is not None else (b, -1)
+                            needs |= 2
+                    node.edges = (edge_a, edge_b)
+                    node.in_meta = (meta_a, meta_b)
+                    save = saves[needs]
+                    if save is None:
+                        save = saves[needs] = _engine.saved_inputs(op, needs, 2)
+                    if save:
+                        saved = node._saved = {}
+                        for i in save:
+                            x = b if i else a
+                            saved[i] = (x, x._version[0]) if isinstance(x, Tensor) else (x, None)
+                    else:
+                        node._saved = None
+                    if op.save_outputs:
+                        version = t._version
+                        node._out_saved = {0: (out, version, version[0], dev)}
+                    else:
+                        node._out_saved = None
+                    t._requires_grad = True
+                    t._grad_fn = node
                 return t
         return apply(op, a, b)
 
     run.__name__ = run.__qualname__ = op.name
     return run
-
-
-def _record_binary(op, a, b, out) -> Node:
-    """Node(op, {}, (a, b), (out,)) for a binary op's one floating-point output, without the general loops: each
-    operand a tensor or a Python number, at least one a tensor that requires grad (tests/test_autograd_recorders.py
-    checks it is the same node)."""
-    node = _new(Node)
-    node.op = op
-    node.attrs = {}
-    node.freed = False
-    node.retained = None
-    node.seq = _next_seq()
-    node.view_version = None  # no binary op is a view
-    needs = 0
-    if isinstance(a, Tensor):
-        d = a._data
-        meta_a = (d.shape, d.dtype)
-        if a._requires_grad:
-            fn = a._grad_fn if a._base is None else current_grad_fn(a)
-            edge_a = (fn, a._output_nr) if fn is not None else (a, -1)
-            needs = 1
-        else:
-            edge_a = None
-    else:
-        meta_a = edge_a = None
-    if isinstance(b, Tensor):
-        d = b._data
-        meta_b = (d.shape, d.dtype)
-        if b._requires_grad:
-            fn = b._grad_fn if b._base is None else current_grad_fn(b)
-            edge_b = (fn, b._output_nr) if fn is not None else (b, -1)
-            needs |= 2
-        else:
-            edge_b = None
-    else:
-        meta_b = edge_b = None
-    node.edges = (edge_a, edge_b)
-    node.in_meta = (meta_a, meta_b)
-    reads = op.grad_reads
-    if reads is not None:
-        save = None
-        if reads:
-            save = _SAVES.get((op, needs))
-            if save is None:
-                save = _engine._reads_of(op, needs, 2)
-    else:
-        save = op.save_inputs
-        if type(save) is slice:
-            save = range(2)[save]
-    if save:
-        saved = node._saved = {}
-        for i in save:
-            x = b if i else a
-            saved[i] = (x, x._version[0]) if isinstance(x, Tensor) else (x, None)
-    else:
-        node._saved = None
-    if op.save_outputs:
-        version = out._version
-        node._out_saved = {0: (out._data, version, version[0], out._device)}
-    else:
-        node._out_saved = None
-    out._requires_grad = True
-    out._grad_fn = node
-    return node
 
 
 def apply_unary(op, x, **attrs):

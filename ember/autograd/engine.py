@@ -57,17 +57,7 @@ class Node:
             bit <<= 1
         self.edges = edges
         self.in_meta = meta
-        reads = op.grad_reads
-        if reads is not None:  # only what the gradients of the inputs that need one read
-            save = None
-            if reads:
-                save = _SAVES.get((op, needs))
-                if save is None:
-                    save = _reads_of(op, needs, len(inputs))
-        else:
-            save = op.save_inputs
-            if type(save) is slice:  # ops with a variable number of inputs save a range of them
-                save = range(len(inputs))[save]
+        save = saved_inputs(op, needs, len(inputs))
         if save:
             saved = self._saved = {}
             for i in save:
@@ -190,6 +180,8 @@ def _reads_of(op, needs: int, n: int) -> tuple:
     """The inputs (of n) that the gradient rules of the inputs flagged in `needs` read, cached in _SAVES."""
     save = _SAVES[(op, needs)] = tuple(sorted({j for i in range(n) if needs >> i & 1 for j in op.grad_reads.get(i, ())}))
     return save
+
+
 # Creation numbers of nodes (Node.seq): tell the nodes an in-place op made from older ones.
 _next_seq = itertools.count(1).__next__
 
@@ -204,19 +196,17 @@ def seq_mark() -> int:
 # `binary_path`) build the same node inline for one or two operands.
 record = Node
 
-_UNARY_SAVES: dict = {}  # op -> whether its node saves its one input (saves_its_input, found once per op)
-
-
-def saves_its_input(op) -> bool:
-    """Whether a one-input op's node saves that input: its gradient rule reads it (`grad_reads`), or the op
-    declares it saved (`save_inputs`, positions or a slice)."""
+def saved_inputs(op, needs: int, n: int):
+    """The positions of the inputs (of n) that a node of `op` saves when the inputs flagged in `needs` (bit i:
+    input i) need a gradient: what their gradient rules read (`grad_reads`), or what the op declares saved."""
     reads = op.grad_reads
     if reads is not None:
-        return bool(reads.get(0)) if reads else False
+        if not reads:
+            return ()
+        save = _SAVES.get((op, needs))
+        return save if save is not None else _reads_of(op, needs, n)
     save = op.save_inputs
-    if type(save) is slice:
-        save = range(1)[save]
-    return bool(save)
+    return range(n)[save] if type(save) is slice else save  # a slice: ops with a variable number of inputs
 
 
 def walk(roots, follow=None) -> list:

@@ -249,12 +249,17 @@ relu = _unary("relu", _relu_kernel, lambda c, g: relu_backward(g, c.output), flo
 def _relu_op_kernel(xp, x):
     """relu's whole kernel (UnaryOp.kernel's dtype rules keep every dtype as it is for relu): one Python call
     where the generic path made three, on the hottest activation of eager training."""
-    if x.dtype == BOOL_NP:
-        OPS["relu"]._check(x.dtype)
-    if x.size >= MIN_ELEMENTS or xp is not np:
+    dtype = x.dtype
+    small = xp is np and x.size < MIN_ELEMENTS
+    if small:
+        z = _ZEROS.get(dtype)  # made for numeric dtypes only (bool is refused below before one could be)
+        if z is not None:
+            return np.maximum(x, z)
+    if dtype == BOOL_NP:
+        OPS["relu"]._check(dtype)
+    if not small:
         return _relu_kernel(xp, x)
-    z = _ZEROS.get(x.dtype)
-    return np.maximum(x, z if z is not None else _zero(np, x.dtype))
+    return np.maximum(x, _zero(np, dtype))
 
 
 OPS["relu"].kernel = _relu_op_kernel
