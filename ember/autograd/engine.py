@@ -332,17 +332,19 @@ def run_backward(
                 in_grads = node.op.vjp(node, *out_grads)
             if type(in_grads) is not tuple and not isinstance(in_grads, (tuple, list)):
                 in_grads = (in_grads,)
-            if not retain_graph:
+            if not retain_graph and (node._saved is not None or node._out_saved is not None):
                 node.release()
+            n_grads = len(in_grads)
             for i, edge in enumerate(node.edges):
                 if edge is None:
                     continue
                 parent, nr = edge
-                g = in_grads[i] if i < len(in_grads) else None
+                g = in_grads[i] if i < n_grads else None
                 if g is not None:
                     shape, np_dtype = node.in_meta[i]
                     data = g._data
-                    if data.shape != shape or data.dtype != np_dtype:
+                    dtype = data.dtype
+                    if data.shape != shape or (dtype is not np_dtype and dtype != np_dtype):
                         g = _fit(g, shape, np_dtype)
                 if type(parent) is Node:
                     if g is not None:
