@@ -24,6 +24,7 @@ from ember.interpreter import Interpreter
 from ember.tensor import Tensor
 
 _stack = _interpreter._stack
+_entered = _interpreter.entered  # no interpreter entered in any thread: each runs plain eager
 
 
 class Eager(Interpreter):
@@ -250,7 +251,7 @@ def unary_path(op, params: tuple = ()):
             if len(args) > len(params):
                 raise TypeError(f"{op.name}: takes at most {len(params)} argument(s) after the input, got {len(args)}")
             attrs.update(zip(params, args))
-        if type(_stack.top) is Eager and isinstance(x, Tensor):
+        if (not _entered[0] or type(_stack.top) is Eager) and isinstance(x, Tensor):
             data = x._data
             dev = x._device
             backend = dev._backend
@@ -335,7 +336,7 @@ def binary_path(op, swapped: bool = False):
     def run(a, b):
         if swapped:
             a, b = b, a
-        if type(_stack.top) is Eager:
+        if not _entered[0] or type(_stack.top) is Eager:
             if isinstance(a, Tensor):
                 dev = a._device
                 ad = a._data
