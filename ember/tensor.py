@@ -9,6 +9,7 @@ from ember.backends.meta import MetaArray
 from ember.device import Device, as_device
 from ember.errors import DeviceMismatchError, ShapeError, fmt_shape
 from ember.interpreter import _stack
+from ember.interpreter import entered as _entered
 from ember.size import Size, norm_dim, size_as_is, size_of
 
 
@@ -143,14 +144,16 @@ class Tensor:
     @property
     def grad(self):
         """The gradient accumulated by backward (None until then); read through the interpreter running this
-        thread's ops, so that ember.jit's tracer sees what its program reads (graph/trace.py)."""
-        return _stack.top.read_grad(self)
+        thread's ops, so that ember.jit's tracer sees what its program reads (graph/trace.py); with no interpreter
+        entered in any thread, eager's answer is the stored gradient itself."""
+        return _stack.top.read_grad(self) if _entered[0] else self._grad
 
     @grad.setter
     def grad(self, value) -> None:
         if value is not None:
             _check_grad(self, value)
-        _stack.top.wrote_grad(self)
+        if _entered[0]:  # (eager records nothing)
+            _stack.top.wrote_grad(self)
         self._grad = value
 
     @property

@@ -284,18 +284,14 @@ def run_backward(
     leaf_grads: dict = {}  # id(leaf) -> (leaf, grad)
     root_nodes = []
 
-    def send_leaf(leaf, g):
-        key = id(leaf)
-        prev = leaf_grads.get(key)
-        leaf_grads[key] = (leaf, g if prev is None else prev[1] + g)
-
     prev_mode = _grad_state.enabled
     _grad_state.enabled = create_graph
     try:
         for t, g in zip(roots, grads):
             fn = _views.current_grad_fn(t)
             if fn is None:
-                send_leaf(t, g)
+                prev = leaf_grads.get(id(t))
+                leaf_grads[id(t)] = (t, g if prev is None else prev[1] + g)
                 continue
             buf = buffers.setdefault(fn, [None] * fn.op.n_outputs)
             nr = t._output_nr
@@ -358,10 +354,11 @@ def run_backward(
                     if deps[parent] == 0:
                         ready.append(parent)
                 else:
-                    if g is not None:
-                        send_leaf(parent, g)
+                    key = id(parent)
+                    if g is not None:  # the leaf's gradient so far (summed here, accumulated into .grad below)
+                        prev = leaf_grads.get(key)
+                        leaf_grads[key] = (parent, g if prev is None else prev[1] + g)
                     if leaf_edges is not None:
-                        key = id(parent)
                         leaf_edges[key] -= 1
                         if leaf_edges[key] == 0 and key in leaf_grads:
                             _accumulate_into_leaf(parent, leaf_grads.pop(key)[1], create_graph, stored)

@@ -271,12 +271,15 @@ class ExpandOp(Op):
         return spec(self._target(x, shape), x.dtype)
 
     def kernel(self, xp, x, shape):
-        # a 0-d value (a full reduction's gradient) takes any size of non-negative ints as it is
-        target = shape if not x.shape and type(shape) is tuple and min(shape, default=0) >= 0 \
-            else self._target(x, shape)
+        # The same read-only view as np.broadcast_to, made by the ndarray constructor: broadcast_to's Python
+        # wrapper costs 1 us more, and sum's gradient expands on every backward pass.
+        if xp is np and not x.shape and type(shape) is tuple and min(shape, default=0) >= 0:
+            # a 0-d value (a full reduction's gradient) takes any size of non-negative ints, every stride 0
+            view = np.ndarray(shape, x.dtype, x, 0, (0,) * len(shape))
+            view.flags.writeable = False
+            return view
+        target = self._target(x, shape)
         if xp is np and x.flags.c_contiguous:
-            # The same read-only view as np.broadcast_to, made by the ndarray constructor: broadcast_to's
-            # Python wrapper costs 1 us more, and sum's gradient expands on every backward pass.
             lead = len(target) - x.ndim
             strides = (0,) * lead + tuple(0 if d == 1 else s for d, s in zip(x.shape, x.strides))
             view = np.ndarray(target, x.dtype, x, 0, strides)
