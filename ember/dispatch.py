@@ -296,7 +296,8 @@ def unary_path(op, params: tuple = ()):
                     t._view_fn = None
                     if is_view:  # "multi"
                         link_view(op, t, (x,), attrs)
-                if x._requires_grad and grad_state.enabled and op.differentiable and out.dtype in FLOAT_NP:
+                if x._requires_grad and grad_state.enabled and op.differentiable and (
+                        (odt := out.dtype) is _FLOAT32 or odt in FLOAT_NP):
                     # Node(op, attrs, (x,), (t,)) inline: the same node (tests/test_autograd_recorders.py)
                     node = _new(Node)
                     node.op = op
@@ -394,7 +395,8 @@ def binary_path(op, swapped: bool = False):
                 t._output_nr = 0
                 t._base = None
                 t._view_fn = None
-                if rg and grad_state.enabled and op.differentiable and out.dtype in FLOAT_NP:
+                if rg and grad_state.enabled and op.differentiable and (
+                        (odt := out.dtype) is _FLOAT32 or odt in FLOAT_NP):
                     # Node(op, {}, (a, b), (t,)) inline: the same node (tests/test_autograd_recorders.py)
                     node = _new(Node)
                     node.op = op

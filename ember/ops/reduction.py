@@ -59,6 +59,7 @@ class Reduction(Op):
         return dims
 
 
+_add_reduce = np.add.reduce  # (looked up once: x.sum() runs on every small loss)
 _SELF_SUMMED = frozenset((np.dtype(np.float32), np.dtype(np.float64)))  # dtypes NumPy sums in themselves, as SumOp does
 
 
@@ -73,7 +74,7 @@ class SumOp(Reduction):
 
     def kernel(self, xp, x, dim=None, keepdim=False, dtype_out=None):
         if dim is None and dtype_out is None and xp is np and x.dtype in _SELF_SUMMED:  # x.sum(), the common call
-            return np.asarray(np.add.reduce(x, None, None, None, keepdim))
+            return np.asarray(_add_reduce(x, None, None, None, keepdim))
         out_dtype = self.out_dtype(x.dtype, dtype_out)
         axis = None if dim is None else self._dims(x, dim)
         if out_dtype in LOW_FLOAT_NP:  # accumulate in float32, round once
