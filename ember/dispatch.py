@@ -4,8 +4,9 @@ at the bottom of every thread's stack (see `ember.interpreter`).
 `apply` checks devices, hands the op to the current interpreter (or, for symbolic inputs, to the
 builder of their graph), wraps the results as tensors, links views, and records an autograd node
 when gradients are wanted. In-place writes (`write`) and reads of values (`read`) go through the
-interpreter too. The fast paths `apply_unary` and `apply_binary` do the same for plain eager
-calls on NumPy arrays with a few checks fewer.
+interpreter too. The fast paths (`unary_path`, `binary_path`: each op's public function, made from its
+declarations) do the same for plain eager calls on NumPy arrays in one Python frame; `apply_unary` and
+`apply_binary` reach an op's fast path by the op.
 """
 
 from __future__ import annotations
@@ -232,6 +233,9 @@ def profiled_eager():
 # NumPy tensors, in one Python frame: the kernel, the output tensor and the autograd node inline (each call saved
 # is 0.1-0.3 us of a 1.5-3 us small op). Anything else (other interpreters, symbolic or meta data, other
 # backends, mixed devices, kernel errors) goes to apply(), which gives the same results and errors.
+# The node is the one Node(op, attrs, inputs, outputs) makes (tests/test_autograd_recorders.py compares every field),
+# built inline for one or two operands: on 16x16 float32, relu with grad 2.03 us against 2.70 us through Node(),
+# x * y 2.23 against 2.73 (thread CPU time, Xeon family 6 model 167, 2026-12-02). Node() stays the general builder.
 
 _new = object.__new__
 _next_seq = _engine._next_seq
