@@ -4,8 +4,9 @@ at the bottom of every thread's stack (see `ember.interpreter`).
 `apply` checks devices, hands the op to the current interpreter (or, for symbolic inputs, to the
 builder of their graph), wraps the results as tensors, links views, and records an autograd node
 when gradients are wanted. In-place writes (`write`) and reads of values (`read`) go through the
-interpreter too. The fast paths `apply_unary` and `apply_binary` do the same for plain eager
-calls on NumPy arrays with a few checks fewer.
+interpreter too. The fast paths (`unary_path`, `binary_path`: each op's public function, made from its
+declarations) do the same for plain eager calls on NumPy arrays in one Python frame; `apply_unary` and
+`apply_binary` reach an op's fast path by the op.
 """
 
 from __future__ import annotations
@@ -13,9 +14,10 @@ from __future__ import annotations
 import numpy as np
 
 from ember import interpreter as _interpreter
-from ember.autograd.engine import NO_OPERAND, record, record_operands
+from ember.autograd import engine as _engine
+from ember.autograd.engine import Node, record
 from ember.autograd.grad_mode import state as grad_state
-from ember.autograd.views import link_view
+from ember.autograd.views import current_grad_fn, link_view
 from ember.backends.meta import MetaArray, is_symbolic
 from ember.dtypes import FLOAT_NP
 from ember.errors import ConcretizationError, DataDependentError, DeviceMismatchError, ShapeError, fmt_shape
@@ -23,6 +25,7 @@ from ember.interpreter import Interpreter
 from ember.tensor import Tensor
 
 _stack = _interpreter._stack
+_entered = _interpreter.entered  # no interpreter entered in any thread: each runs plain eager
 
 
 class Eager(Interpreter):
@@ -224,72 +227,245 @@ def profiled_eager():
     return top.profile if top.records_eager_kernels and type(top.below) is Eager else None
 
 
+# --- the fast paths: one closure per op ---------------------------------------------------------------------
+# An op's public function (ember.exp, Tensor.__add__, ember.sum, ...) is a closure made here from the op's
+# declarations (arity, `float_ufunc`, `is_view`, what its gradient saves). It runs the common call, plain eager
+# NumPy tensors, in one Python frame: the kernel, the output tensor and the autograd node inline (each call saved
+# is 0.1-0.3 us of a 1.5-3 us small op). Anything else (other interpreters, symbolic or meta data, other
+# backends, mixed devices, kernel errors) goes to apply(), which gives the same results and errors.
+# The node is the one Node(op, attrs, inputs, outputs) makes (tests/test_autograd_recorders.py compares every field),
+# built inline for one or two operands: on 16x16 float32, relu with grad 2.03 us against 2.70 us through Node(),
+# x * y 2.23 against 2.73 (thread CPU time, Xeon family 6 model 167, 2026-12-02). Node() stays the general builder.
+
+_new = object.__new__
+_next_seq = _engine._next_seq
+_FLOAT32, _FLOAT64 = np.dtype(np.float32), np.dtype(np.float64)  # where an op's float_ufunc is its kernel
+_UNARY_PATHS: dict = {}  # op -> its one-operand path, for apply_unary
+_BINARY_PATHS: dict = {}  # op -> its two-operand path, for apply_binary
+
+
+def unary_path(op, params: tuple = ()):
+    """`f(x, *args, **attrs)`: apply(op, x, **attrs) for one tensor; `params` name the attributes that may also be
+    passed positionally (softplus(x, 2.0) as well as softplus(x, beta=2.0))."""
+
+    saves = [None]  # whether the node saves x (found once)
+
+    def run(x, *args, **attrs):
+        if args:
+            if len(args) > len(params):
+                raise TypeError(f"{op.name}: takes at most {len(params)} argument(s) after the input, got {len(args)}")
+            attrs.update(zip(params, args))
+        if (not _entered[0] or type(_stack.top) is Eager) and isinstance(x, Tensor):
+            data = x._data
+            dev = x._device
+            backend = dev._backend
+            if type(data) is np.ndarray and backend is not None and backend.direct:
+                try:
+                    if attrs:
+                        out = op.kernel(np, data, **attrs)
+                    else:
+                        ufunc = op.float_ufunc
+                        dtype = data.dtype
+                        if ufunc is not None and (dtype is _FLOAT32 or dtype is _FLOAT64):
+                            out = ufunc(data)
+                        else:
+                            out = op.kernel(np, data)
+                except Exception:  # noqa: BLE001 - the general path reports the error properly
+                    return apply(op, x, **attrs)
+                if type(out) is not np.ndarray:
+                    out = np.asarray(out)
+                t = _new(Tensor)  # Tensor._make inline
+                t._data = out
+                t._device = dev
+                t._requires_grad = False
+                t._grad_fn = None
+                t._output_nr = 0
+                is_view = op.is_view
+                # link_view's common cases inline. A "maybe" op's result is a view when it shares x's memory (NumPy
+                # collapses view chains: a view's .base is the array that owns the memory).
+                if is_view is True or (is_view == "maybe" and (
+                        (owner := out.base) is data or (owner is not None and owner is data.base))):
+                    # a view: it shares x's version counter and records how it was made from x's base
+                    t._version = x._version
+                    base = x._base
+                    if base is None:
+                        t._base = x
+                        t._view_fn = (op, attrs, (), None)
+                    else:
+                        t._base = base
+                        t._view_fn = (op, attrs, (), x._view_fn)
+                else:
+                    t._version = [0]
+                    t._base = None
+                    t._view_fn = None
+                    if is_view:  # "multi"
+                        link_view(op, t, (x,), attrs)
+                if x._requires_grad and grad_state.enabled and op.differentiable and (
+                        (odt := out.dtype) is _FLOAT32 or odt in FLOAT_NP):
+                    # Node(op, attrs, (x,), (t,)) inline: the same node (tests/test_autograd_recorders.py)
+                    node = _new(Node)
+                    node.op = op
+                    node.attrs = attrs
+                    node.freed = False
+                    node.retained = None
+                    node.seq = _next_seq()
+                    node.view_version = t._version[0] if is_view and is_view != "multi" and t._base is not None \
+                        else None
+                    node.in_meta = ((data.shape, data.dtype),)  # tuples: never changed, cheaper than lists
+                    fn = x._grad_fn if x._base is None else current_grad_fn(x)
+                    node.edges = ((fn, x._output_nr) if fn is not None else (x, -1),)
+                    save = saves[0]
+                    if save is None:
+                        save = saves[0] = bool(_engine.saved_inputs(op, 1, 1))
+                    node._saved = {0: (x, x._version[0])} if save else None
+                    if op.save_outputs:
+                        version = t._version
+                        node._out_saved = {0: (out, version, version[0], dev)}
+                    else:
+                        node._out_saved = None
+                    t._requires_grad = True
+                    t._grad_fn = node
+                return t
+        return apply(op, x, **attrs)
+
+    run.__name__ = run.__qualname__ = op.name
+    return run
+
+
+def binary_path(op, swapped: bool = False):
+    """`f(a, b)`: apply(op, a, b) for two operands, tensors or Python numbers (`swapped`: apply(op, b, a), for
+    the reflected operators such as Tensor.__radd__)."""
+
+    saves = [None] * 4  # the inputs the node saves, by which operands need a gradient (found once each)
+
+    def run(a, b):
+        if swapped:
+            a, b = b, a
+        if not _entered[0] or type(_stack.top) is Eager:
+            if isinstance(a, Tensor):
+                dev = a._device
+                ad = a._data
+                if type(ad) is not np.ndarray:
+                    return apply(op, a, b)
+                rg = a._requires_grad
+                if isinstance(b, Tensor):
+                    bd = b._data
+                    if b._device is not dev or type(bd) is not np.ndarray:
+                        return apply(op, a, b)
+                    rg = rg or b._requires_grad
+                elif type(b) in _SCALARS:
+                    bd = b
+                else:
+                    return apply(op, a, b)
+            elif isinstance(b, Tensor) and type(a) in _SCALARS:
+                dev = b._device
+                ad = a
+                bd = b._data
+                if type(bd) is not np.ndarray:
+                    return apply(op, a, b)
+                rg = b._requires_grad
+            else:
+                return apply(op, a, b)
+            backend = dev._backend
+            if backend is not None and backend.direct:
+                try:
+                    # the op's float_ufunc itself where it is the kernel: float32/float64 arrays of one dtype,
+                    # or one such array with a Python float or int
+                    ufunc = op.float_ufunc
+                    if ufunc is None:
+                        out = op.kernel(np, ad, bd)
+                    elif type(ad) is np.ndarray:
+                        dtype = ad.dtype
+                        tb = type(bd)
+                        if (dtype is _FLOAT32 or dtype is _FLOAT64) and (
+                                (tb is np.ndarray and bd.dtype is dtype) or tb is float or tb is int):
+                            out = ufunc(ad, bd)
+                        else:
+                            out = op.kernel(np, ad, bd)
+                    elif (bd.dtype is _FLOAT32 or bd.dtype is _FLOAT64) and (type(ad) is float or type(ad) is int):
+                        out = ufunc(ad, bd)
+                    else:
+                        out = op.kernel(np, ad, bd)
+                except Exception:  # noqa: BLE001 - the general path reports the error properly
+                    return apply(op, a, b)
+                if type(out) is not np.ndarray:
+                    out = np.asarray(out)
+                t = _new(Tensor)  # Tensor._make inline
+                t._data = out
+                t._device = dev
+                t._version = [0]
+                t._requires_grad = False
+                t._grad_fn = None
+                t._output_nr = 0
+                t._base = None
+                t._view_fn = None
+                if rg and grad_state.enabled and op.differentiable and (
+                        (odt := out.dtype) is _FLOAT32 or odt in FLOAT_NP):
+                    # Node(op, {}, (a, b), (t,)) inline: the same node (tests/test_autograd_recorders.py)
+                    node = _new(Node)
+                    node.op = op
+                    node.attrs = {}
+                    node.freed = False
+                    node.retained = None
+                    node.seq = _next_seq()
+                    node.view_version = None  # no two-operand op is a view
+                    needs = 0  # bit i: operand i needs a gradient
+                    edge_a = edge_b = meta_a = meta_b = None
+                    if type(ad) is np.ndarray:  # a is a tensor (else a Python number)
+                        meta_a = (ad.shape, ad.dtype)
+                        if a._requires_grad:
+                            fn = a._grad_fn if a._base is None else current_grad_fn(a)
+                            edge_a = (fn, a._output_nr) if fn is not None else (a, -1)
+                            needs = 1
+                    if type(bd) is np.ndarray:
+                        meta_b = (bd.shape, bd.dtype)
+                        if b._requires_grad:
+                            fn = b._grad_fn if b._base is None else current_grad_fn(b)
+                            edge_b = (fn, b._output_nr) if fn is not None else (b, -1)
+                            needs |= 2
+                    node.edges = (edge_a, edge_b)
+                    node.in_meta = (meta_a, meta_b)
+                    save = saves[needs]
+                    if save is None:
+                        save = saves[needs] = _engine.saved_inputs(op, needs, 2)
+                    if save:
+                        saved = node._saved = {}
+                        for i in save:
+                            x = b if i else a
+                            saved[i] = (x, x._version[0]) if isinstance(x, Tensor) else (x, None)
+                    else:
+                        node._saved = None
+                    if op.save_outputs:
+                        version = t._version
+                        node._out_saved = {0: (out, version, version[0], dev)}
+                    else:
+                        node._out_saved = None
+                    t._requires_grad = True
+                    t._grad_fn = node
+                return t
+        return apply(op, a, b)
+
+    run.__name__ = run.__qualname__ = op.name
+    return run
+
+
 def apply_unary(op, x, **attrs):
-    """apply() for one CPU tensor with nothing unusual going on; anything else takes apply()."""
-    if isinstance(x, Tensor) and type(_stack.top) is Eager:
-        dev = x._device
-        backend = dev._backend
-        if backend is not None and backend.direct and type(x._data) is np.ndarray:
-            try:
-                out = op.kernel(np, x._data, **attrs)
-            except Exception:  # noqa: BLE001 - the general path reports the error properly
-                return apply(op, x, **attrs)
-            if type(out) is not np.ndarray:
-                out = np.asarray(out)
-            t = Tensor._make(out, dev)
-            if op.is_view:
-                link_view(op, t, (x,), attrs)
-            if x._requires_grad and grad_state.enabled and op.differentiable and out.dtype in FLOAT_NP:
-                record_operands(op, attrs, x, NO_OPERAND, t)
-            return t
-    return apply(op, x, **attrs)
-
-
-_SCALARS = (int, float, bool)
+    """apply(op, x, **attrs) for one tensor through the op's fast path (`unary_path`)."""
+    run = _UNARY_PATHS.get(op)
+    if run is None:
+        run = _UNARY_PATHS[op] = unary_path(op)
+    return run(x, **attrs)
 
 
 def apply_binary(op, a, b):
-    """apply() for two NumPy-backed operands (tensors or Python numbers): the most common call.
+    """apply(op, a, b) for two operands (tensors or Python numbers) through the op's fast path (`binary_path`)."""
+    run = _BINARY_PATHS.get(op)
+    if run is None:
+        run = _BINARY_PATHS[op] = binary_path(op)
+    return run(a, b)
 
-    Anything unusual (symbolic or meta data, other backends, mixed devices, errors) goes to apply().
-    """
-    if type(_stack.top) is Eager:
-        if isinstance(a, Tensor):
-            dev = a._device
-            ad = a._data
-            if type(ad) is not np.ndarray:
-                return apply(op, a, b)
-            rg = a._requires_grad
-            if isinstance(b, Tensor):
-                bd = b._data
-                if b._device is not dev or type(bd) is not np.ndarray:
-                    return apply(op, a, b)
-                rg = rg or b._requires_grad
-            elif type(b) in _SCALARS:
-                bd = b
-            else:
-                return apply(op, a, b)
-        elif isinstance(b, Tensor) and type(a) in _SCALARS:
-            dev = b._device
-            ad = a
-            bd = b._data
-            if type(bd) is not np.ndarray:
-                return apply(op, a, b)
-            rg = b._requires_grad
-        else:
-            return apply(op, a, b)
-        if dev._backend is not None and dev._backend.direct:
-            try:
-                out = op.kernel(np, ad, bd)
-            except Exception:  # noqa: BLE001 - the general path reports the error properly
-                return apply(op, a, b)
-            if type(out) is not np.ndarray:
-                out = np.asarray(out)
-            t = Tensor._make(out, dev)
-            if rg and grad_state.enabled and op.differentiable and out.dtype in FLOAT_NP:
-                record_operands(op, {}, a, b, t)
-            return t
-    return apply(op, a, b)
+
+_SCALARS = (int, float, bool)
 
 
 def _as_array(x):

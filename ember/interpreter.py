@@ -71,6 +71,10 @@ class _Stack(threading.local):
 
 
 _stack = _Stack()
+# How many interpreters are entered, in all threads together. While none is, every thread runs plain eager, which
+# the dispatch fast paths learn from this one read instead of a thread-local lookup (35-50 ns on every op).
+entered = [0]
+_entered_lock = threading.Lock()
 
 
 def current() -> Interpreter:
@@ -87,6 +91,8 @@ def push(interp: Interpreter) -> None:
             raise RuntimeError(f"{type(interp).__name__} is already active in this thread")
         node = node.below
     interp.below = top
+    with _entered_lock:
+        entered[0] += 1
     _stack.top = interp
 
 
@@ -95,13 +101,15 @@ def remove(interp: Interpreter) -> None:
     top = _stack.top
     if top is interp:
         _stack.top = interp.below
-        return
-    node = top
-    while node is not None and node.below is not interp:
-        node = node.below
-    if node is None:
-        raise RuntimeError(f"{type(interp).__name__} is not active in this thread")
-    node.below = interp.below
+    else:
+        node = top
+        while node is not None and node.below is not interp:
+            node = node.below
+        if node is None:
+            raise RuntimeError(f"{type(interp).__name__} is not active in this thread")
+        node.below = interp.below
+    with _entered_lock:
+        entered[0] -= 1
 
 
 def jit_keys() -> tuple:

@@ -29,6 +29,9 @@ class Op:
     fresh_output: bool = False  # results are new memory, never views of an input (memory planner)
     ufunc: str | None = None  # the NumPy ufunc computing this op exactly (out= kernels, fused code)
     ufunc_kinds: str = "biuf"  # dtype kinds (compute dtype) for which `ufunc` equals the kernel
+    # The NumPy ufunc that is this op's kernel, exactly, on float32/float64 arrays of one dtype (and a Python float
+    # or int beside one): the dispatch fast paths then call it with no kernel call between.
+    float_ufunc = None
     # Optional `kernel_out(xp, *args, out=..., **attrs)`: the result written into `out` when it can
     # (else a fresh array from `kernel`), bit for bit the kernel's values. Plans and the eager pool use it.
     kernel_out = None

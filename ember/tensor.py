@@ -9,6 +9,7 @@ from ember.backends.meta import MetaArray
 from ember.device import Device, as_device
 from ember.errors import DeviceMismatchError, ShapeError, fmt_shape
 from ember.interpreter import _stack
+from ember.interpreter import entered as _entered
 from ember.size import Size, norm_dim, size_as_is, size_of
 
 
@@ -24,7 +25,7 @@ def _check_grad(t, g) -> None:
                              f"{fmt_shape(b.shape)}")
         if a.dtype != b.dtype:
             raise TypeError(f"attempting to assign a gradient of dtype {g.dtype} to a tensor of dtype {t.dtype}")
-    if g._device != t._device:
+    if g._device is not t._device and g._device != t._device:
         raise DeviceMismatchError(f"attempting to assign a gradient on {g._device} to a tensor on {t._device}")
 
 
@@ -143,14 +144,16 @@ class Tensor:
     @property
     def grad(self):
         """The gradient accumulated by backward (None until then); read through the interpreter running this
-        thread's ops, so that ember.jit's tracer sees what its program reads (graph/trace.py)."""
-        return _stack.top.read_grad(self)
+        thread's ops, so that ember.jit's tracer sees what its program reads (graph/trace.py); with no interpreter
+        entered in any thread, eager's answer is the stored gradient itself."""
+        return _stack.top.read_grad(self) if _entered[0] else self._grad
 
     @grad.setter
     def grad(self, value) -> None:
         if value is not None:
             _check_grad(self, value)
-        _stack.top.wrote_grad(self)
+        if _entered[0]:  # (eager records nothing)
+            _stack.top.wrote_grad(self)
         self._grad = value
 
     @property
@@ -319,11 +322,9 @@ class Tensor:
     # --- autograd --------------------------------------------------------------------
     def backward(self, gradient=None, retain_graph=None, create_graph: bool = False, inputs=None) -> None:
         """Accumulate the gradient of this tensor w.r.t. the graph's leaves into their `.grad`."""
-        from ember.autograd.engine import backward
-
         if inputs is not None:
             raise NotImplementedError("backward(inputs=...) is not supported; use ember.autograd.grad")
-        backward(self, gradient, retain_graph=retain_graph, create_graph=create_graph)
+        _engine.backward(self, gradient, retain_graph=retain_graph, create_graph=create_graph)
 
     def detach(self) -> Tensor:
         """A tensor sharing this one's data that is cut from the autograd graph."""
@@ -433,5 +434,6 @@ _FLOAT_NP = dt.FLOAT_NP
 
 # dispatch and autograd build on Tensor; Tensor's own methods use them at call time
 from ember import dispatch as _dispatch  # noqa: E402
+from ember.autograd import engine as _engine  # noqa: E402
 from ember.autograd import views as _views  # noqa: E402
 from ember.autograd.grad_mode import state as _grad_state  # noqa: E402

@@ -1,5 +1,5 @@
-"""The dispatch fast paths' node recorder (record_operands, for one or two operands) makes the very node that the general
-Node(op, attrs, inputs, outputs) makes: the same edges, input shapes and dtypes, saved inputs with their versions,
+"""The dispatch fast paths (unary_path, binary_path), which build an op's autograd node inline, make the very node that
+the general Node(op, attrs, inputs, outputs) makes: the same edges, input shapes and dtypes, saved inputs with their versions,
 saved outputs, view version and output links, for views, ops that save inputs or outputs, ops that read only
 what the inputs needing a gradient read, Python-number operands on either side, and inputs that are views or
 non-leaves."""
@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 import ember as em
-from ember.autograd.engine import NO_OPERAND, Node, record_operands
+from ember.autograd.engine import Node
+from ember.dispatch import binary_path, unary_path
 from ember.op import OPS
 from ember.tensor import Tensor
 
@@ -58,9 +59,10 @@ UNARY = [("exp", {}), ("relu", {}), ("tanh", {}), ("sigmoid", {}), ("sum", {"dim
 def test_one_operand_makes_the_general_node(name, attrs, which):
     op = OPS[name]
     x = dict(_inputs())[which]
-    out_a, out_b = (_output(op, (x._data,), attrs, x) for _ in range(2))
+    out_a = _output(op, (x._data,), attrs, x)
     a = Node(op, attrs, (x,), (out_a,))
-    b = record_operands(op, attrs, x, NO_OPERAND, out_b)
+    out_b = unary_path(op)(x, **attrs)
+    b = out_b._grad_fn
     fa, fb = _fields(a, out_a), _fields(b, out_b)
     fa["out_saved"] = fb["out_saved"] = None if fa["out_saved"] is None else len(fa["out_saved"])  # distinct outputs
     assert fa == fb
@@ -85,9 +87,10 @@ def test_two_operands_make_the_general_node(name, operands):
         pytest.skip("these ops take no Python number, and matmul's operands here do not chain")
     arrays = tuple(t._data if isinstance(t, Tensor) else t for t in (a, b))
     like = a if isinstance(a, Tensor) else b
-    out_a, out_b = (_output(op, arrays, {}, like) for _ in range(2))
+    out_a = _output(op, arrays, {}, like)
     node_a = Node(op, {}, (a, b), (out_a,))
-    node_b = record_operands(op, {}, a, b, out_b)
+    out_b = binary_path(op)(a, b)
+    node_b = out_b._grad_fn
     fa, fb = _fields(node_a, out_a), _fields(node_b, out_b)
     fa["out_saved"] = fb["out_saved"] = None if fa["out_saved"] is None else len(fa["out_saved"])
     assert fa == fb

@@ -57,17 +57,7 @@ class Node:
             bit <<= 1
         self.edges = edges
         self.in_meta = meta
-        reads = op.grad_reads
-        if reads is not None:  # only what the gradients of the inputs that need one read
-            save = None
-            if reads:
-                save = _SAVES.get((op, needs))
-                if save is None:
-                    save = _reads_of(op, needs, len(inputs))
-        else:
-            save = op.save_inputs
-            if type(save) is slice:  # ops with a variable number of inputs save a range of them
-                save = range(len(inputs))[save]
+        save = saved_inputs(op, needs, len(inputs))
         if save:
             saved = self._saved = {}
             for i in save:
@@ -190,6 +180,8 @@ def _reads_of(op, needs: int, n: int) -> tuple:
     """The inputs (of n) that the gradient rules of the inputs flagged in `needs` read, cached in _SAVES."""
     save = _SAVES[(op, needs)] = tuple(sorted({j for i in range(n) if needs >> i & 1 for j in op.grad_reads.get(i, ())}))
     return save
+
+
 # Creation numbers of nodes (Node.seq): tell the nodes an in-place op made from older ones.
 _next_seq = itertools.count(1).__next__
 
@@ -199,101 +191,22 @@ def seq_mark() -> int:
     return _next_seq()
 
 
-# `record(op, attrs, inputs, outputs)`: record that `op` made `outputs` from `inputs`, the one way a
-# node enters the autograd graph. Making the node is recording it (it points its floating-point
-# outputs at itself), so on the hottest path of eager training there is no call in between.
+# `record(op, attrs, inputs, outputs)`: record that `op` made `outputs` from `inputs`. Making the node is recording
+# it (it points its floating-point outputs at itself). The dispatch fast paths (`ember.dispatch.unary_path` and
+# `binary_path`) build the same node inline for one or two operands.
 record = Node
 
-_new_node = object.__new__
-NO_OPERAND = object()  # record_operands' second operand for a one-input op
-_UNARY_SAVES: dict = {}  # op -> whether its node saves its one input (_saves_its_input, found once per op)
-
-
-def _saves_its_input(op) -> bool:
-    """Whether a one-input op's node saves that input: its gradient rule reads it (`grad_reads`), or the op
-    declares it saved (`save_inputs`, positions or a slice)."""
+def saved_inputs(op, needs: int, n: int):
+    """The positions of the inputs (of n) that a node of `op` saves when the inputs flagged in `needs` (bit i:
+    input i) need a gradient: what their gradient rules read (`grad_reads`), or what the op declares saved."""
     reads = op.grad_reads
     if reads is not None:
-        return bool(reads.get(0)) if reads else False
+        if not reads:
+            return ()
+        save = _SAVES.get((op, needs))
+        return save if save is not None else _reads_of(op, needs, n)
     save = op.save_inputs
-    if type(save) is slice:
-        save = range(1)[save]
-    return bool(save)
-
-
-def record_operands(op, attrs: dict, a, b, out) -> Node:
-    """record(op, attrs, (a,) or (a, b), (out,)) for the dispatch fast paths: operands that are tensors or
-    Python numbers (b NO_OPERAND for a one-input op), at least one a tensor that requires grad, and one
-    floating-point output. The same node as Node.__init__ makes, without its loops (0.6-0.7 -> 0.4-0.5 us a node)."""
-    node = _new_node(Node)
-    node.op = op
-    node.attrs = attrs
-    node.freed = False
-    node.retained = None
-    node.seq = _next_seq()
-    is_view = op.is_view
-    node.view_version = out._version[0] if is_view and is_view != "multi" and out._base is not None else None
-    if b is NO_OPERAND:  # a is a tensor that requires grad
-        d = a._data
-        node.in_meta = ((d.shape, d.dtype),)  # tuples: one allocation each fewer than lists, never changed
-        fn = a._grad_fn if a._base is None else _views.current_grad_fn(a)
-        node.edges = ((fn, a._output_nr) if fn is not None else (a, -1),)
-        save = _UNARY_SAVES.get(op)
-        if save is None:
-            save = _UNARY_SAVES[op] = _saves_its_input(op)
-        node._saved = {0: (a, a._version[0])} if save else None
-    else:  # each a tensor or a Python number
-        needs = 0
-        if isinstance(a, _Tensor):
-            d = a._data
-            meta_a = (d.shape, d.dtype)
-            if a._requires_grad:
-                fn = a._grad_fn if a._base is None else _views.current_grad_fn(a)
-                edge_a = (fn, a._output_nr) if fn is not None else (a, -1)
-                needs = 1
-            else:
-                edge_a = None
-        else:
-            meta_a = edge_a = None
-        if isinstance(b, _Tensor):
-            d = b._data
-            meta_b = (d.shape, d.dtype)
-            if b._requires_grad:
-                fn = b._grad_fn if b._base is None else _views.current_grad_fn(b)
-                edge_b = (fn, b._output_nr) if fn is not None else (b, -1)
-                needs |= 2
-            else:
-                edge_b = None
-        else:
-            meta_b = edge_b = None
-        node.edges = (edge_a, edge_b)
-        node.in_meta = (meta_a, meta_b)
-        reads = op.grad_reads
-        if reads is not None:
-            save = None
-            if reads:
-                save = _SAVES.get((op, needs))
-                if save is None:
-                    save = _reads_of(op, needs, 2)
-        else:
-            save = op.save_inputs
-            if type(save) is slice:
-                save = range(2)[save]
-        if save:
-            saved = node._saved = {}
-            for i in save:
-                x = b if i else a
-                saved[i] = (x, x._version[0]) if isinstance(x, _Tensor) else (x, None)
-        else:
-            node._saved = None
-    if op.save_outputs:
-        version = out._version
-        node._out_saved = {0: (out._data, version, version[0], out._device)}
-    else:
-        node._out_saved = None
-    out._requires_grad = True
-    out._grad_fn = node
-    return node
+    return range(n)[save] if type(save) is slice else save  # a slice: ops with a variable number of inputs
 
 
 def walk(roots, follow=None) -> list:
@@ -371,18 +284,14 @@ def run_backward(
     leaf_grads: dict = {}  # id(leaf) -> (leaf, grad)
     root_nodes = []
 
-    def send_leaf(leaf, g):
-        key = id(leaf)
-        prev = leaf_grads.get(key)
-        leaf_grads[key] = (leaf, g if prev is None else prev[1] + g)
-
     prev_mode = _grad_state.enabled
     _grad_state.enabled = create_graph
     try:
         for t, g in zip(roots, grads):
             fn = _views.current_grad_fn(t)
             if fn is None:
-                send_leaf(t, g)
+                prev = leaf_grads.get(id(t))
+                leaf_grads[id(t)] = (t, g if prev is None else prev[1] + g)
                 continue
             buf = buffers.setdefault(fn, [None] * fn.op.n_outputs)
             nr = t._output_nr
@@ -419,17 +328,19 @@ def run_backward(
                 in_grads = node.op.vjp(node, *out_grads)
             if type(in_grads) is not tuple and not isinstance(in_grads, (tuple, list)):
                 in_grads = (in_grads,)
-            if not retain_graph:
+            if not retain_graph and (node._saved is not None or node._out_saved is not None):
                 node.release()
+            n_grads = len(in_grads)
             for i, edge in enumerate(node.edges):
                 if edge is None:
                     continue
                 parent, nr = edge
-                g = in_grads[i] if i < len(in_grads) else None
+                g = in_grads[i] if i < n_grads else None
                 if g is not None:
                     shape, np_dtype = node.in_meta[i]
                     data = g._data
-                    if data.shape != shape or data.dtype != np_dtype:
+                    dtype = data.dtype
+                    if data.shape != shape or (dtype is not np_dtype and dtype != np_dtype):
                         g = _fit(g, shape, np_dtype)
                 if type(parent) is Node:
                     if g is not None:
@@ -443,10 +354,11 @@ def run_backward(
                     if deps[parent] == 0:
                         ready.append(parent)
                 else:
-                    if g is not None:
-                        send_leaf(parent, g)
+                    key = id(parent)
+                    if g is not None:  # the leaf's gradient so far (summed here, accumulated into .grad below)
+                        prev = leaf_grads.get(key)
+                        leaf_grads[key] = (parent, g if prev is None else prev[1] + g)
                     if leaf_edges is not None:
-                        key = id(parent)
                         leaf_edges[key] -= 1
                         if leaf_edges[key] == 0 and key in leaf_grads:
                             _accumulate_into_leaf(parent, leaf_grads.pop(key)[1], create_graph, stored)
@@ -531,7 +443,9 @@ def _initial_grad(t, g, what: str):
             )
         data = t._data
         if type(data) is _np.ndarray:  # the common case, without a dispatched op
-            return _Tensor._make(_np.ones(data.shape, data.dtype), t._device)
+            ones = _np.empty(data.shape, data.dtype)
+            ones.fill(1)  # np.ones is these two calls behind a Python wrapper
+            return _Tensor._make(ones, t._device)
         return _dispatch.apply(_OPS["full_like"], t, value=1, dtype=None)
     if not isinstance(g, _Tensor):
         g = _Tensor._make(t._device.backend.from_host(_np.asarray(g, dtype=t._data.dtype)), t._device)

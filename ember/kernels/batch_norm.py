@@ -260,7 +260,8 @@ def relu_backward(g, out, gx):
 
 
 
-_FLOAT32_64 = (np.dtype(np.float32), np.dtype(np.float64))
+_FLOAT32, _FLOAT64 = np.dtype(np.float32), np.dtype(np.float64)
+_FLOAT32_64 = (_FLOAT32, _FLOAT64)
 
 
 def _kernel(name: str, dtype):
@@ -271,9 +272,19 @@ def _kernel(name: str, dtype):
 
 
 def _usable(xp, *arrays) -> bool:
+    """Whether the compiled passes take these arrays: NumPy arrays of one shape and of one dtype, float32 or float64
+    (checked in a loop, not all() over a generator: this runs on every small relu_backward)."""
+    if xp is not np:
+        return False
     a = arrays[0]
-    return (xp is np and a.dtype in _FLOAT32_64
-            and all(type(t) is np.ndarray and t.dtype == a.dtype and t.shape == a.shape for t in arrays))
+    dtype = a.dtype
+    if dtype is not _FLOAT32 and dtype is not _FLOAT64 and dtype not in _FLOAT32_64:
+        return False
+    shape = a.shape
+    for t in arrays:
+        if type(t) is not np.ndarray or (t.dtype is not dtype and t.dtype != dtype) or t.shape != shape:
+            return False
+    return True
 
 
 _AMD_VM = "AMD EPYC (family 26), 2 cores, OpenBLAS held to Haswell kernels, 2026-11-27"
@@ -427,19 +438,21 @@ def relu(xp, x, into=None):
         return None
     note("relu", "compiled pass")
     out = np.empty(x.shape, x.dtype) if into is None else into
-    fn(np.ascontiguousarray(x).reshape(-1), out.reshape(-1))
+    fn(x.ravel(), out.reshape(-1))  # ravel: a view of C-contiguous data, else a C-ordered copy
     return out
 
 
 def relu_backward(xp, g, out, into=None):
     """g where out > 0 else 0 in one pass (into a C-contiguous `into` of g's shape and dtype, which may be g
     itself), or None where the NumPy kernel must run."""
-    if not _usable(xp, g, out):
-        return None
+    dtype = getattr(g, "dtype", None)
+    if not ((dtype is _FLOAT32 or dtype is _FLOAT64) and type(g) is np.ndarray and type(out) is np.ndarray
+            and out.dtype is dtype and g.shape == out.shape and xp is np) and not _usable(xp, g, out):
+        return None  # (the common case checked inline: this runs on every relu's backward, most of them small)
     fn = _kernel("relu_backward", g.dtype)
     if fn is None:
         return None
     note("relu_backward", "compiled pass")
     gx = np.empty(g.shape, g.dtype) if into is None else into
-    fn(np.ascontiguousarray(g).reshape(-1), np.ascontiguousarray(out).reshape(-1), gx.reshape(-1))
+    fn(g.ravel(), out.ravel(), gx.reshape(-1))  # ravel: a view of C-contiguous data, else a C-ordered copy
     return gx

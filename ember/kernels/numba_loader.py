@@ -21,6 +21,7 @@ from ember.kernels import cache
 MIN_ELEMENTS = 1 << 14  # below this a compiled call's fixed cost is not repaid
 
 _cached: dict = {}
+_FLOAT32, _FLOAT64 = np.dtype(np.float32), np.dtype(np.float64)
 _available: list = []
 _jit_lock = threading.Lock()
 
@@ -48,14 +49,16 @@ def kernel_for(source: str, name: str, xp, dtype, elements: int, fastmath=None, 
     `fastmath` (a set of LLVM flags such as {"reassoc"}) goes to Numba for kernels whose sums may be
     reordered; `cache=False` for kernels Numba cannot keep on disk (they call a ctypes function, whose
     address differs from process to process)."""
-    if xp is not np or dtype not in (np.float32, np.float64) or elements < MIN_ELEMENTS:
-        return None
+    if xp is not np or elements < MIN_ELEMENTS or (
+            dtype is not _FLOAT32 and dtype is not _FLOAT64 and dtype not in (np.float32, np.float64)):
+        return None  # (the identity tests first: comparing a dtype with a scalar type costs 0.1-0.2 us)
     if config.KERNELS.get() == "numpy":
         return None
     key = (source, name)
-    if key not in _cached:
-        _cached[key] = compile_source(source, name, fastmath, cache)
-    return _cached[key]
+    fn = _cached.get(key, _cached)
+    if fn is _cached:
+        fn = _cached[key] = compile_source(source, name, fastmath, cache)
+    return fn
 
 
 def compile_source(source: str, name: str, fastmath=None, cache: bool = True, signature=None):

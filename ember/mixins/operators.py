@@ -8,16 +8,16 @@ import numpy as np
 from ember import dtypes as dt
 from ember import ops
 from ember.device import Device, as_device
-from ember.dispatch import apply_binary as _apply_binary
-from ember.dispatch import apply_unary as _apply_unary
+from ember.dispatch import binary_path as _binary_path
 from ember.errors import fmt_shape
 from ember.op import OPS
 from ember.ops.indexing import _BASIC_TYPES as _BASIC_INDEX
+from ember.ops.indexing import _getitem_path
 from ember.tensor import Tensor
 
 # the operators skip add/sub/div's alpha and rounding-mode handling
 _ADD, _SUB, _MUL, _DIV = OPS["add"], OPS["sub"], OPS["mul"], OPS["div"]
-_MATMUL, _GETITEM = OPS["matmul"], OPS["getitem"]
+_MATMUL = OPS["matmul"]
 
 
 class OperatorsMixin:
@@ -93,37 +93,23 @@ class OperatorsMixin:
     # --- indexing ----------------------------------------------------------------------
     def __getitem__(self, index) -> Tensor:
         if type(index) in _BASIC_INDEX:  # x[1], x[1:3]: the dispatcher's one-tensor path, one call fewer
-            return _apply_unary(_GETITEM, self, index=(index,))
+            return _getitem_path(self, index=(index,))
         return ops.getitem(self, index)
 
     def __setitem__(self, index, value) -> None:
         ops.setitem(self, index, value)
 
     # --- operators -------------------------------------------------------------------
-    # The four arithmetic operators call the dispatcher's binary path directly (one Python call fewer per op).
-    def __add__(self, other):
-        return _apply_binary(_ADD, self, other)
-
-    def __radd__(self, other):
-        return _apply_binary(_ADD, other, self)
-
-    def __sub__(self, other):
-        return _apply_binary(_SUB, self, other)
-
-    def __rsub__(self, other):
-        return _apply_binary(_SUB, other, self)
-
-    def __mul__(self, other):
-        return _apply_binary(_MUL, self, other)
-
-    def __rmul__(self, other):
-        return _apply_binary(_MUL, other, self)
-
-    def __truediv__(self, other):
-        return _apply_binary(_DIV, self, other)
-
-    def __rtruediv__(self, other):
-        return _apply_binary(_DIV, other, self)
+    # The arithmetic operators and @ are the ops' fast paths themselves (`ember.dispatch.binary_path`): `a + b` runs
+    # in one Python frame; the reflected forms swap the operands.
+    __add__ = _binary_path(_ADD)
+    __radd__ = _binary_path(_ADD, swapped=True)
+    __sub__ = _binary_path(_SUB)
+    __rsub__ = _binary_path(_SUB, swapped=True)
+    __mul__ = _binary_path(_MUL)
+    __rmul__ = _binary_path(_MUL, swapped=True)
+    __truediv__ = _binary_path(_DIV)
+    __rtruediv__ = _binary_path(_DIV, swapped=True)
 
     def __floordiv__(self, other):
         return ops.floor_divide(self, other)
@@ -143,11 +129,8 @@ class OperatorsMixin:
     def __rpow__(self, other):
         return ops.pow(other, self)
 
-    def __matmul__(self, other):
-        return _apply_binary(_MATMUL, self, other)
-
-    def __rmatmul__(self, other):
-        return _apply_binary(_MATMUL, other, self)
+    __matmul__ = _binary_path(_MATMUL)
+    __rmatmul__ = _binary_path(_MATMUL, swapped=True)
 
     def __neg__(self):
         return ops.neg(self)

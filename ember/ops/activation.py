@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ember.dispatch import apply, apply_unary
+from ember.dispatch import apply, unary_path
 from ember.op import Op, register
 from ember.ops._rules import SINGLE_DOUBLE_NP, binary_dtype, float_of, norm_dim, require_float, spec
 from ember.ops.opmath import rounded, upcast, upcast_tensor
@@ -68,6 +68,7 @@ class SoftmaxOp(_SoftmaxBase):
 
 
 _softmax_op = register(SoftmaxOp())
+_softmax_path = unary_path(_softmax_op)
 
 
 class LogSoftmaxOp(_SoftmaxBase):
@@ -89,6 +90,7 @@ class LogSoftmaxOp(_SoftmaxBase):
 
 
 _log_softmax_op = register(LogSoftmaxOp())
+_log_softmax_path = unary_path(_log_softmax_op)
 
 
 class LogSoftmaxBackwardOp(Op):
@@ -135,10 +137,10 @@ def _prepare(input, dim, dtype):
 def softmax(input, dim=None, dtype=None, *, axis=None):
     """exp(x) / sum(exp(x)) along `dim`, computed stably."""
     input, dim = _prepare(input, axis if axis is not None else dim, dtype)
-    return apply_unary(_softmax_op, input, dim=dim)
+    return _softmax_path(input, dim=dim)
 
 
 def log_softmax(input, dim=None, dtype=None, *, axis=None):
     """x - logsumexp(x) along `dim`, computed stably."""
     input, dim = _prepare(input, axis if axis is not None else dim, dtype)
-    return apply_unary(_log_softmax_op, input, dim=dim)
+    return _log_softmax_path(input, dim=dim)

@@ -7,8 +7,9 @@ import math
 import numpy as np
 
 from ember.autograd.grad_mode import state as grad_state
-from ember.dispatch import apply, apply_binary, apply_unary
+from ember.dispatch import apply, binary_path, unary_path
 from ember.errors import DtypeError, IntegerDivisionByZeroError
+from ember.kernels import batch_norm
 from ember.kernels.gelu import gelu_compiled
 from ember.kernels.numba_loader import MIN_ELEMENTS
 from ember.op import OPS, Op, register
@@ -49,6 +50,8 @@ class UnaryOp(Op):
         self.ufunc = ufunc
         self.ufunc_kinds = ufunc_kinds
         self.fn = fn if fn is not None else (lambda xp, x: getattr(xp, ufunc)(x))
+        if fn is None and ufunc is not None:  # the kernel is the ufunc (with dtype rules floats need none of)
+            self.float_ufunc = getattr(np, ufunc)
         self.grad = grad
         self.float_only = float_only
         self.bool_result = bool_result
@@ -100,16 +103,7 @@ class UnaryOp(Op):
 
 def _unary(name, fn=None, grad=None, params=(), **kw):
     """Register a unary elementwise op; `params` name the attributes that may also be passed positionally."""
-    op = register(UnaryOp(name, fn, grad, **kw))
-
-    def call(x, *args, **attrs):
-        if args:  # F.softplus(x, 2.0) as well as softplus(x, beta=2.0)
-            if len(args) > len(params):
-                raise TypeError(f"{name}: takes at most {len(params)} argument(s) after the input, got {len(args)}")
-            attrs.update(zip(params, args))
-        return apply_unary(op, x, **attrs)
-
-    call.__name__ = name
+    call = unary_path(register(UnaryOp(name, fn, grad, **kw)), params)
     call.__doc__ = f"Elementwise {name}."
     return call
 
@@ -235,8 +229,6 @@ tanh = _unary("tanh", None, lambda c, g: g * (1.0 - c.output * c.output), ufunc=
 sigmoid = _unary("sigmoid", _sigmoid_kernel, lambda c, g: g * (c.output * (1.0 - c.output)), save_output=True)
 def _relu_kernel(xp, x):
     if x.size >= MIN_ELEMENTS:  # checked first: small tensors skip the compiled path's checks altogether
-        from ember.kernels import batch_norm
-
         fast = batch_norm.relu(xp, x)
         if fast is not None:
             return fast
@@ -245,8 +237,6 @@ def _relu_kernel(xp, x):
 
 def _relu_into(x, out):
     if x.size >= MIN_ELEMENTS and out.flags.c_contiguous and out.shape == x.shape:
-        from ember.kernels import batch_norm
-
         if batch_norm.relu(np, x, into=out) is not None:
             return out
     return np.maximum(x, _zero(np, x.dtype), out=out)
@@ -259,12 +249,17 @@ relu = _unary("relu", _relu_kernel, lambda c, g: relu_backward(g, c.output), flo
 def _relu_op_kernel(xp, x):
     """relu's whole kernel (UnaryOp.kernel's dtype rules keep every dtype as it is for relu): one Python call
     where the generic path made three, on the hottest activation of eager training."""
-    if x.dtype == BOOL_NP:
-        OPS["relu"]._check(x.dtype)
-    if x.size >= MIN_ELEMENTS or xp is not np:
+    dtype = x.dtype
+    small = xp is np and x.size < MIN_ELEMENTS
+    if small:
+        z = _ZEROS.get(dtype)  # made for numeric dtypes only (bool is refused below before one could be)
+        if z is not None:
+            return np.maximum(x, z)
+    if dtype == BOOL_NP:
+        OPS["relu"]._check(dtype)
+    if not small:
         return _relu_kernel(xp, x)
-    z = _ZEROS.get(x.dtype)
-    return np.maximum(x, z if z is not None else _zero(np, x.dtype))
+    return np.maximum(x, _zero(np, dtype))
 
 
 OPS["relu"].kernel = _relu_op_kernel
@@ -329,6 +324,7 @@ class BinaryOp(Op):
         self.differentiable = grad is not None
         # Same-dtype floating operands (or a float tensor with a Python number) need no promotion.
         self.fast = result != "int"
+        self.float_ufunc = self.np_ufunc if self.fast else None
         if ufunc is not None and result != "int":
             self.kernel_out = self._ufunc_out
 
@@ -389,12 +385,7 @@ def _is_bool(x) -> bool:
 
 
 def _binary(name, fn=None, grad=None, **kw):
-    op = register(BinaryOp(name, fn, grad, **kw))
-
-    def call(a, b):
-        return apply_binary(op, a, b)
-
-    call.__name__ = name
+    call = binary_path(register(BinaryOp(name, fn, grad, **kw)))
     call.__doc__ = f"Elementwise {name} with broadcasting."
     return call
 
@@ -614,8 +605,6 @@ _where_op = register(WhereOp())
 
 
 def _relu_backward_kernel(xp, g, out):
-    from ember.kernels import batch_norm
-
     fast = batch_norm.relu_backward(xp, g, out)
     if fast is not None:
         return fast
@@ -633,8 +622,6 @@ relu_backward = _binary("relu_backward", _relu_backward_kernel,
 
 def _relu_backward_out(xp, g, out_, *, out):
     """relu_backward into `out` (a planned buffer, maybe g's own) where the compiled kernel runs."""
-    from ember.kernels import batch_norm
-
     if type(out) is np.ndarray and out.flags.c_contiguous and out.shape == getattr(g, "shape", None) \
             and out.dtype == getattr(g, "dtype", None):
         done = batch_norm.relu_backward(xp, g, out_, into=out)
@@ -707,6 +694,7 @@ class ClampOp(Op):
 
 
 _clamp_op = register(ClampOp())
+_clamp_path = unary_path(_clamp_op)
 
 
 class ClampTensorOp(Op):
@@ -760,7 +748,7 @@ def clamp(input, min=None, max=None):
 
     if isinstance(min, Tensor) or isinstance(max, Tensor):
         return apply(_clamp_tensor_op, input, min, max)
-    return apply_unary(_clamp_op, input, min=min, max=max)
+    return _clamp_path(input, min=min, max=max)
 
 
 clip = clamp

@@ -9,7 +9,7 @@ import numpy as np
 from ember import dispatch
 from ember.autograd.grad_mode import state as grad_state
 from ember.backends.meta import MetaArray
-from ember.dispatch import apply, apply_unary
+from ember.dispatch import apply, unary_path
 from ember.errors import (
     DataDependentError,
     DeviceMismatchError,
@@ -177,6 +177,7 @@ class GetItemOp(Op):
 
 
 _getitem_op = register(GetItemOp())
+_getitem_path = unary_path(_getitem_op)
 
 
 
@@ -258,9 +259,9 @@ def getitem(x, index):
     """x[index]: basic indexing gives a view; integer/bool arrays give a copy."""
     t = type(index)
     if t in _BASIC_TYPES:  # the common cases skip template building
-        return apply_unary(_getitem_op, x, index=(index,))
+        return _getitem_path(x, index=(index,))
     if t is tuple and all(type(i) in _BASIC_TYPES for i in index):
-        return apply_unary(_getitem_op, x, index=index)
+        return _getitem_path(x, index=index)
     template, tensors = encode_index(x, index)
     return apply(_getitem_op, x, *tensors, index=template)
 

@@ -9,7 +9,7 @@ import string
 
 import numpy as np
 
-from ember.dispatch import apply, apply_binary
+from ember.dispatch import apply, binary_path
 from ember.errors import ShapeError, fmt_shape
 from ember.kernels import gemm
 from ember.op import Op, register
@@ -43,6 +43,9 @@ def matmul_shape(op: str, a, b) -> tuple:
     return batch + (sa[-2], sb[-1])
 
 
+_FLOAT32 = np.dtype(np.float32)
+
+
 class MatMulOp(Op):
     name = "matmul"
     fresh_output = True
@@ -52,7 +55,8 @@ class MatMulOp(Op):
         return spec(matmul_shape(self.name, a.shape, b.shape), binary_dtype(a, b))
 
     def kernel(self, xp, a, b):
-        if a.dtype is b.dtype and a.ndim and b.ndim and a.dtype not in LOW_FLOAT_NP:
+        dtype = a.dtype
+        if dtype is b.dtype and (dtype is _FLOAT32 or dtype not in LOW_FLOAT_NP) and a.ndim and b.ndim:
             if xp is np and 2.0 * a.size * b.shape[-1] < gemm.MIN_FLOPS:  # small: NumPy's, one call fewer
                 return np.matmul(a, b)
             return gemm.matmul(a, b, xp=xp)
@@ -99,12 +103,13 @@ class MatMulOp(Op):
 
 
 _matmul_op = register(MatMulOp())
+_matmul_path = binary_path(_matmul_op)
 
 
 def matmul(input, other):
     """Matrix product with NumPy's rules: 1-D vectors, 2-D matrices, broadcast batches."""
     refuse_bool("matmul", input, other)
-    return apply_binary(_matmul_op, input, other)
+    return _matmul_path(input, other)
 
 
 def mm(input, mat2):

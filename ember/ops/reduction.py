@@ -7,12 +7,13 @@ from functools import partial
 
 import numpy as np
 
-from ember.dispatch import apply, apply_unary
+from ember.dispatch import apply, apply_unary, unary_path
 from ember.errors import DtypeError, ShapeError, fmt_shape
 from ember.kernels import batch_norm
 from ember.op import Op, register
 from ember.ops._rules import BOOL_NP, FLOAT_NP, INT64_NP, norm_dims, require_float, spec
 from ember.ops.opmath import FLOAT32_NP, LOW_FLOAT_NP, opmath, rounded, upcast, upcast_tensor
+from ember.ops.shape import expand, reshape
 
 
 def reduced_shape(shape, dims, keepdim):
@@ -24,8 +25,6 @@ def reduced_shape(shape, dims, keepdim):
 
 def unreduce(g, in_shape, dims, keepdim):
     """Broadcast a reduced gradient back to the input's shape."""
-    from ember.ops.shape import expand, reshape
-
     if not keepdim and dims and len(dims) < len(in_shape):  # a full reduction's 0-d result broadcasts as it is
         g = reshape(g, reduced_shape(in_shape, dims, True))
     return expand(g, in_shape)
@@ -60,6 +59,7 @@ class Reduction(Op):
         return dims
 
 
+_add_reduce = np.add.reduce  # (looked up once: x.sum() runs on every small loss)
 _SELF_SUMMED = frozenset((np.dtype(np.float32), np.dtype(np.float64)))  # dtypes NumPy sums in themselves, as SumOp does
 
 
@@ -74,7 +74,7 @@ class SumOp(Reduction):
 
     def kernel(self, xp, x, dim=None, keepdim=False, dtype_out=None):
         if dim is None and dtype_out is None and xp is np and x.dtype in _SELF_SUMMED:  # x.sum(), the common call
-            return np.asarray(np.add.reduce(x, None, None, None, keepdim))
+            return np.asarray(_add_reduce(x, None, None, None, keepdim))
         out_dtype = self.out_dtype(x.dtype, dtype_out)
         axis = None if dim is None else self._dims(x, dim)
         if out_dtype in LOW_FLOAT_NP:  # accumulate in float32, round once
@@ -89,8 +89,12 @@ class SumOp(Reduction):
         return xp.asarray(x.sum(axis=axis, keepdims=keepdim, dtype=out_dtype))
 
     def vjp(self, ctx, g):
-        dims = norm_dims("sum", ctx.attrs.get("dim"), len(ctx.in_shape(0)))
-        return (unreduce(g, ctx.in_shape(0), dims, ctx.attrs.get("keepdim", False)),)
+        attrs = ctx.attrs
+        dim = attrs.get("dim")
+        if dim is None:  # x.sum(), the common call: its gradient broadcast back as it is (unreduce's answer)
+            return (expand(g, tuple(ctx.in_meta[0][0])),)
+        dims = norm_dims("sum", dim, len(ctx.in_shape(0)))
+        return (unreduce(g, ctx.in_shape(0), dims, attrs.get("keepdim", False)),)
 
 
 class MeanOp(Reduction):
@@ -444,20 +448,31 @@ class _AllAny(Reduction):
 
 
 _sum_op = register(SumOp())
+_sum_path = unary_path(_sum_op)
 _mean_op = register(MeanOp())
+_mean_path = unary_path(_mean_op)
 _prod_op = register(ProdOp())
+_prod_path = unary_path(_prod_op)
 _var_op = register(VarOp())
+_var_path = unary_path(_var_op)
 _lse_op = register(LogSumExpOp())
+_lse_path = unary_path(_lse_op)
 from ember.op import register  # noqa: E402
 
 _amax_op = register(_MaxMinAll("amax", "max"))
+_amax_path = unary_path(_amax_op)
 _amin_op = register(_MaxMinAll("amin", "min"))
+_amin_path = unary_path(_amin_op)
 _max_dim_op = register(_MaxMinDim("max_dim", "argmax"))
 _min_dim_op = register(_MaxMinDim("min_dim", "argmin"))
 _argmax_op = register(_ArgMaxMin("argmax", "argmax"))
+_argmax_path = unary_path(_argmax_op)
 _argmin_op = register(_ArgMaxMin("argmin", "argmin"))
+_argmin_path = unary_path(_argmin_op)
 _all_op = register(_AllAny("all"))
+_all_path = unary_path(_all_op)
 _any_op = register(_AllAny("any"))
+_any_path = unary_path(_any_op)
 
 
 def _dim_arg(dim, axis):
@@ -475,17 +490,17 @@ def _norm_dim_attr(dim):
 
 
 def _sum(x, dim, keepdim):
-    return apply_unary(_sum_op, x, dim=dim, keepdim=keepdim)
+    return _sum_path(x, dim=dim, keepdim=keepdim)
 
 
 def _mean(x, dim, keepdim):
-    return apply_unary(_mean_op, x, dim=dim, keepdim=keepdim)
+    return _mean_path(x, dim=dim, keepdim=keepdim)
 
 
 def sum(input, dim=None, keepdim: bool = False, *, dtype=None, axis=None, keepdims=None):
     """Sum over `dim` (int, tuple, or all); ints and bools sum to int64."""
     if dim is None and axis is None and dtype is None and not keepdim and not keepdims:
-        return apply_unary(_sum_op, input)  # the common full reduction, kept lean
+        return _sum_path(input)  # the common full reduction, kept lean
     dim = _norm_dim_attr(_dim_arg(dim, axis))
     keepdim = keepdim if keepdims is None else keepdims
     attrs = {"dim": dim, "keepdim": bool(keepdim)}
@@ -493,13 +508,13 @@ def sum(input, dim=None, keepdim: bool = False, *, dtype=None, axis=None, keepdi
         from ember.dtypes import as_dtype
 
         attrs["dtype_out"] = as_dtype(dtype).np
-    return apply_unary(_sum_op, input, **attrs)
+    return _sum_path(input, **attrs)
 
 
 def mean(input, dim=None, keepdim: bool = False, *, dtype=None, axis=None, keepdims=None):
     """Mean over `dim`; the input must be floating point."""
     if dim is None and axis is None and dtype is None and not keepdim and not keepdims:
-        return apply_unary(_mean_op, input)
+        return _mean_path(input)
     dim = _norm_dim_attr(_dim_arg(dim, axis))
     keepdim = keepdim if keepdims is None else keepdims
     attrs = {"dim": dim, "keepdim": bool(keepdim)}
@@ -507,7 +522,7 @@ def mean(input, dim=None, keepdim: bool = False, *, dtype=None, axis=None, keepd
         from ember.dtypes import as_dtype
 
         input = input.to(as_dtype(dtype))
-    return apply_unary(_mean_op, input, **attrs)
+    return _mean_path(input, **attrs)
 
 
 def prod(input, dim=None, keepdim: bool = False, *, dtype=None, axis=None, keepdims=None):
@@ -519,7 +534,7 @@ def prod(input, dim=None, keepdim: bool = False, *, dtype=None, axis=None, keepd
         from ember.dtypes import as_dtype
 
         attrs["dtype_out"] = as_dtype(dtype).np
-    return apply_unary(_prod_op, input, **attrs)
+    return _prod_path(input, **attrs)
 
 
 def _max_min(op_all, op_dim, input, dim, keepdim, other, axis, keepdims):
@@ -569,23 +584,23 @@ def min(input, dim=None, keepdim: bool = False, *, other=None, axis=None, keepdi
 def amax(input, dim=None, keepdim: bool = False, *, axis=None, keepdims=None):
     """Largest values over `dim` (int or tuple); gradient shared among ties."""
     dim = _norm_dim_attr(_dim_arg(dim, axis))
-    return apply_unary(_amax_op, input, dim=dim, keepdim=bool(keepdim if keepdims is None else keepdims))
+    return _amax_path(input, dim=dim, keepdim=bool(keepdim if keepdims is None else keepdims))
 
 
 def amin(input, dim=None, keepdim: bool = False, *, axis=None, keepdims=None):
     """Smallest values over `dim` (int or tuple); gradient shared among ties."""
     dim = _norm_dim_attr(_dim_arg(dim, axis))
-    return apply_unary(_amin_op, input, dim=dim, keepdim=bool(keepdim if keepdims is None else keepdims))
+    return _amin_path(input, dim=dim, keepdim=bool(keepdim if keepdims is None else keepdims))
 
 
 def argmax(input, dim=None, keepdim: bool = False, *, axis=None):
     """Index of the largest value (flattened when dim is None)."""
-    return apply_unary(_argmax_op, input, dim=_dim_arg(dim, axis), keepdim=bool(keepdim))
+    return _argmax_path(input, dim=_dim_arg(dim, axis), keepdim=bool(keepdim))
 
 
 def argmin(input, dim=None, keepdim: bool = False, *, axis=None):
     """Index of the smallest value (flattened when dim is None)."""
-    return apply_unary(_argmin_op, input, dim=_dim_arg(dim, axis), keepdim=bool(keepdim))
+    return _argmin_path(input, dim=_dim_arg(dim, axis), keepdim=bool(keepdim))
 
 
 def _correction(unbiased, correction):
@@ -602,7 +617,7 @@ def var(input, dim=None, unbiased=None, keepdim: bool = False, *, correction=Non
         dim, unbiased = None, dim
     dim = _norm_dim_attr(_dim_arg(dim, axis))
     keepdim = keepdim if keepdims is None else keepdims
-    return apply_unary(_var_op, input, dim=dim, keepdim=bool(keepdim), correction=_correction(unbiased, correction))
+    return _var_path(input, dim=dim, keepdim=bool(keepdim), correction=_correction(unbiased, correction))
 
 
 def std(input, dim=None, unbiased=None, keepdim: bool = False, *, correction=None, axis=None, keepdims=None):
@@ -625,17 +640,17 @@ def std_mean(input, dim=None, unbiased=None, keepdim: bool = False, *, correctio
 def logsumexp(input, dim=None, keepdim: bool = False, *, axis=None, keepdims=None):
     """log(sum(exp(x))) over `dim`, computed stably."""
     dim = _norm_dim_attr(_dim_arg(dim, axis))
-    return apply_unary(_lse_op, input, dim=dim, keepdim=bool(keepdim if keepdims is None else keepdims))
+    return _lse_path(input, dim=dim, keepdim=bool(keepdim if keepdims is None else keepdims))
 
 
 def all(input, dim=None, keepdim: bool = False, *, axis=None):
     """Whether every element is true."""
-    return apply_unary(_all_op, input, dim=_norm_dim_attr(_dim_arg(dim, axis)), keepdim=bool(keepdim))
+    return _all_path(input, dim=_norm_dim_attr(_dim_arg(dim, axis)), keepdim=bool(keepdim))
 
 
 def any(input, dim=None, keepdim: bool = False, *, axis=None):
     """Whether any element is true."""
-    return apply_unary(_any_op, input, dim=_norm_dim_attr(_dim_arg(dim, axis)), keepdim=bool(keepdim))
+    return _any_path(input, dim=_norm_dim_attr(_dim_arg(dim, axis)), keepdim=bool(keepdim))
 
 
 def equal(input, other) -> bool:

@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 
-from ember.dispatch import apply, apply_unary
+from ember.dispatch import apply, unary_path
 from ember.errors import ShapeError, fmt_shape
 from ember.kernels import batch_norm
 from ember.op import Op, register
@@ -74,6 +74,7 @@ class ReshapeOp(Op):
 
 
 _reshape_op = register(ReshapeOp())
+_reshape_path = unary_path(_reshape_op)
 
 
 class ViewOp(Op):
@@ -100,6 +101,7 @@ class ViewOp(Op):
 
 
 _view_op = register(ViewOp())
+_view_path = unary_path(_view_op)
 
 
 def reshape(input, *shape):
@@ -107,10 +109,10 @@ def reshape(input, *shape):
     if shape:  # _shape_arg's two common answers inline (a call fewer on a hot path)
         first = shape[0]
         if type(first) is int:  # reshape(-1), reshape(2, 3): the arguments are the shape
-            return apply_unary(_reshape_op, input, shape=shape)
+            return _reshape_path(input, shape=shape)
         if type(first) is tuple and len(shape) == 1:  # reshape((2, 3))
-            return apply_unary(_reshape_op, input, shape=first)
-    return apply_unary(_reshape_op, input, shape=_shape_arg(shape))
+            return _reshape_path(input, shape=first)
+    return _reshape_path(input, shape=_shape_arg(shape))
 
 
 def view(input, *shape):
@@ -122,7 +124,7 @@ def view(input, *shape):
         if dtype.np != input._data.dtype:
             raise NotImplementedError("view(dtype) reinterpretation is not supported; use .to(dtype)")
         return input
-    return apply_unary(_view_op, input, shape=_shape_arg(shape))
+    return _view_path(input, shape=_shape_arg(shape))
 
 
 def flatten(input, start_dim: int = 0, end_dim: int = -1):
@@ -189,6 +191,7 @@ class PermuteOp(Op):
 
 
 _permute_op = register(PermuteOp())
+_permute_path = unary_path(_permute_op)
 
 
 def permute(input, *dims):
@@ -205,7 +208,7 @@ def transpose(input, dim0: int, dim1: int):
     b = dim1 % nd if type(dim1) is int and -nd <= dim1 < nd else norm_dim("transpose", dim1, nd)
     dims = list(range(nd))
     dims[a], dims[b] = dims[b], dims[a]
-    return apply_unary(_permute_op, input, dims=tuple(dims))
+    return _permute_path(input, dims=tuple(dims))
 
 
 swapaxes = swapdims = transpose
@@ -226,7 +229,7 @@ def movedim(input, source, destination):
     order = [d for d in range(nd) if d not in src]
     for d, s in sorted(zip(dst, src)):
         order.insert(d, s)
-    return apply_unary(_permute_op, input, dims=tuple(order))
+    return _permute_path(input, dims=tuple(order))
 
 
 moveaxis = movedim
@@ -268,10 +271,15 @@ class ExpandOp(Op):
         return spec(self._target(x, shape), x.dtype)
 
     def kernel(self, xp, x, shape):
+        # The same read-only view as np.broadcast_to, made by the ndarray constructor: broadcast_to's Python
+        # wrapper costs 1 us more, and sum's gradient expands on every backward pass.
+        if xp is np and not x.shape and type(shape) is tuple and min(shape, default=0) >= 0:
+            # a 0-d value (a full reduction's gradient) takes any size of non-negative ints, every stride 0
+            view = np.ndarray(shape, x.dtype, x, 0, (0,) * len(shape))
+            view.flags.writeable = False
+            return view
         target = self._target(x, shape)
         if xp is np and x.flags.c_contiguous:
-            # The same read-only view as np.broadcast_to, made by the ndarray constructor: broadcast_to's
-            # Python wrapper costs 1 us more, and sum's gradient expands on every backward pass.
             lead = len(target) - x.ndim
             strides = (0,) * lead + tuple(0 if d == 1 else s for d, s in zip(x.shape, x.strides))
             view = np.ndarray(target, x.dtype, x, 0, strides)
@@ -284,14 +292,16 @@ class ExpandOp(Op):
 
 
 _expand_op = register(ExpandOp())
+_expand_path = unary_path(_expand_op)
 
 
 def expand(input, *shape):
     """Broadcast to a larger shape without copying (-1 keeps a dim); the result is read-only."""
     shape = _shape_arg(shape)
-    if tuple(input.shape) == shape:
+    data = input._data
+    if (data.shape if type(data) is np.ndarray else tuple(input.shape)) == shape:
         return input
-    return apply_unary(_expand_op, input, shape=shape)
+    return _expand_path(input, shape=shape)
 
 
 def broadcast_to(input, shape):
@@ -381,11 +391,12 @@ class SqueezeOp(Op):
 
 
 _squeeze_op = register(SqueezeOp())
+_squeeze_path = unary_path(_squeeze_op)
 
 
 def squeeze(input, dim=None):
     """Drop dims of size 1 (all, or those named; a named dim of another size is left alone)."""
-    return apply_unary(_squeeze_op, input, dim=tuple(dim) if isinstance(dim, list) else dim)
+    return _squeeze_path(input, dim=tuple(dim) if isinstance(dim, list) else dim)
 
 
 class UnsqueezeOp(Op):
@@ -414,11 +425,12 @@ class UnsqueezeOp(Op):
 
 
 _unsqueeze_op = register(UnsqueezeOp())
+_unsqueeze_path = unary_path(_unsqueeze_op)
 
 
 def unsqueeze(input, dim: int):
     """Insert a dim of size 1 at `dim` (a view)."""
-    return apply_unary(_unsqueeze_op, input, dim=dim)
+    return _unsqueeze_path(input, dim=dim)
 
 
 class CatOp(Op):
