@@ -20,6 +20,7 @@ from ember.backends.meta import MetaArray, is_symbolic
 from ember.dtypes import FLOAT_NP
 from ember.errors import ConcretizationError, DataDependentError, DeviceMismatchError, ShapeError, fmt_shape
 from ember.interpreter import Interpreter
+from ember.kernels.background import NotCompiledYet, numpy_instead, serves
 from ember.tensor import Tensor
 
 _stack = _interpreter._stack
@@ -28,6 +29,7 @@ _stack = _interpreter._stack
 class Eager(Interpreter):
     """Run kernels now on the inputs' device (on meta, the shape rule is the kernel)."""
 
+    @serves
     def run(self, op, inputs, arrays, attrs, device):
         backend = device._backend or device.backend
         if backend.abstract:  # the meta device is the shape rule and nothing else
@@ -36,6 +38,8 @@ class Eager(Interpreter):
             if backend.direct:  # NumPy backends: no device context to enter
                 return op.kernel(np, *arrays, **attrs)
             return backend.run(op.kernel, arrays, attrs)
+        except NotCompiledYet:  # a kernel it wants is compiling in the background: NumPy this time
+            return numpy_instead(op.kernel, np, *arrays, **attrs)
         except Exception as e:  # noqa: BLE001 - reported in terms of the op
             kernel_failed(op, arrays, attrs, e)
 
@@ -120,6 +124,7 @@ def _symbolic_interpreter(top: Interpreter, arrays) -> Interpreter:
     raise AssertionError("no symbolic input")
 
 
+@serves
 def apply(op, *inputs, **attrs):
     """Run `op` on `inputs` (tensors and Python scalars) with keyword attributes."""
     device = None
@@ -149,6 +154,8 @@ def apply(op, *inputs, **attrs):
     if type(interp) is Eager and not symbolic and mixed is None and backend is not None and backend.direct:
         try:  # the common case, Eager.run inlined: a NumPy kernel now
             outs = op.kernel(np, *arrays, **attrs)
+        except NotCompiledYet:  # a kernel it wants is compiling in the background: NumPy this time
+            outs = numpy_instead(op.kernel, np, *arrays, **attrs)
         except Exception as e:  # noqa: BLE001 - reported in terms of the op
             kernel_failed(op, arrays, attrs, e)
     else:
@@ -224,6 +231,7 @@ def profiled_eager():
     return top.profile if top.records_eager_kernels and type(top.below) is Eager else None
 
 
+@serves
 def apply_unary(op, x, **attrs):
     """apply() for one CPU tensor with nothing unusual going on; anything else takes apply()."""
     if isinstance(x, Tensor) and type(_stack.top) is Eager:
@@ -248,6 +256,7 @@ def apply_unary(op, x, **attrs):
 _SCALARS = (int, float, bool)
 
 
+@serves
 def apply_binary(op, a, b):
     """apply() for two NumPy-backed operands (tensors or Python numbers): the most common call.
 
