@@ -325,7 +325,7 @@ def _compiled(kernel, kinds, launch_args: tuple = ()):
         task.enable_caching()
         if task._cache.cache_path != path:  # a locator picked another folder: never load from there
             task = CFunc(module.task, signature, locals={}, options={"error_model": "numpy"})
-    if background.deferred(kernel) and not background.on_disk(task, task._sig):
+    if not background.on_disk(task, task._sig):
         def compile_both():
             launch = _compiled(kernel, kinds)[1]
             launch.compile(tuple(launch.typeof_pyval(a) for a in launch_args))
@@ -339,8 +339,7 @@ def _compiled(kernel, kinds, launch_args: tuple = ()):
         launch = module.launch
         if path is None or launch.stats.cache_path != path:
             launch.disable_caching()
-        if background.deferred(kernel):
-            background.defer(launch)
+        background.defer(launch)
         _chunks[key] = (kernel, task.address, launch, task)  # the CFunc keeps its code alive
     return task.address, launch
 

@@ -403,7 +403,8 @@ def _kernels():
         from ember.kernels.numba_loader import compile_source
 
         forward = compile_source(SOURCE, "forward_samples")
-        _state["pair"] = None if forward is None else (forward, compile_source(SOURCE, "weight_grad_samples"))
+        _state["pair"] = None if forward is None else (background.defer(forward),
+                                                       background.defer(compile_source(SOURCE, "weight_grad_samples")))
     return _state["pair"]
 
 
