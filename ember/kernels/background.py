@@ -105,6 +105,17 @@ def _codegen(context) -> _Magic:
     return found
 
 
+def loadable(compiled, sig) -> bool:
+    """Whether `compiled` (a dispatcher or CFunc) loads from disk for `sig` without waiting: it is on disk and the
+    compiler thread, which holds Numba's lock while it works, is idle."""
+    return not pending() and on_disk(compiled, sig)
+
+
+def function_loadable(py_func, sig) -> bool:
+    """Whether `py_func` compiled for `sig` loads from disk without waiting (see `loadable`)."""
+    return not pending() and function_on_disk(py_func, sig)
+
+
 def function_on_disk(py_func, sig) -> bool:
     """Whether Numba's disk cache beside `py_func`'s source holds it compiled for `sig` (as passed to compile)."""
     try:
@@ -152,7 +163,7 @@ def defer(dispatcher):
         if not kws and served():
             sig = tuple(dispatcher.typeof_pyval(a) for a in args)
             key = (id(dispatcher), sig)
-            if key not in _finished and not on_disk(dispatcher, sig):
+            if key not in _finished and not loadable(dispatcher, sig):
                 submit(key, lambda: dispatcher.compile(sig))
                 raise NotCompiledYet(dispatcher.py_func.__name__)
         return compile_now(*args, **kws)

@@ -111,7 +111,7 @@ def compiled_function(text: str, name: str, **options):
     if fn is not None:
         return fn
     signature = options.pop("signature_or_function", None)
-    if signature is not None and background.served() and not background.function_on_disk(module.__dict__[name],
+    if signature is not None and background.served() and not background.function_loadable(module.__dict__[name],
                                                                                            signature):
         again = dict(options, signature_or_function=signature)
         background.serve_or_compile((module.__name__, name), lambda: compiled_function(text, name, **again))

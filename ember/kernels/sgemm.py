@@ -271,9 +271,9 @@ def _serve_while_compiling(with_entry: bool) -> None:
     from ember.kernels import cache
 
     module = cache.load_source(SOURCE)
-    if "arrays" not in _drivers and not background.function_on_disk(module.sgemm_arrays, _arrays_signature(6)):
+    if "arrays" not in _drivers and not background.function_loadable(module.sgemm_arrays, _arrays_signature(6)):
         background.serve_or_compile("sgemm driver", driver)
-    if with_entry and not background.function_on_disk(module.sgemm_entry, types.void(*(types.int64,) * 22)):
+    if with_entry and not background.function_loadable(module.sgemm_entry, types.void(*(types.int64,) * 22)):
         background.serve_or_compile("sgemm entry", _compile_entry)
 
 

@@ -198,7 +198,7 @@ def loops_ready() -> bool:
     from ember.kernels.numba_loader import compiled_function
 
     module = cache.load_source(_LOOPS)
-    if all(f"jitted_{name}" in module.__dict__ or background.function_on_disk(module.__dict__[name], signature)
+    if all(f"jitted_{name}" in module.__dict__ or background.function_loadable(module.__dict__[name], signature)
            for name, signature in _LOOP_SIGNATURES.items()):
         return True
 
@@ -325,7 +325,7 @@ def _compiled(kernel, kinds, launch_args: tuple = ()):
         task.enable_caching()
         if task._cache.cache_path != path:  # a locator picked another folder: never load from there
             task = CFunc(module.task, signature, locals={}, options={"error_model": "numpy"})
-    if not background.on_disk(task, task._sig):
+    if not background.loadable(task, task._sig):
         def compile_both():
             launch = _compiled(kernel, kinds)[1]
             launch.compile(tuple(launch.typeof_pyval(a) for a in launch_args))
