@@ -163,7 +163,7 @@ def defer(dispatcher):
         if not kws and served():
             sig = tuple(dispatcher.typeof_pyval(a) for a in args)
             key = (id(dispatcher), sig)
-            if key not in _finished and not loadable(dispatcher, sig):
+            if key not in _finished and (key in _submitted or not loadable(dispatcher, sig)):
                 submit(key, lambda: dispatcher.compile(sig))
                 raise NotCompiledYet(dispatcher.py_func.__name__)
         return compile_now(*args, **kws)

@@ -111,8 +111,9 @@ def compiled_function(text: str, name: str, **options):
     if fn is not None:
         return fn
     signature = options.pop("signature_or_function", None)
-    if signature is not None and background.served() and not background.function_loadable(module.__dict__[name],
-                                                                                           signature):
+    if signature is not None and background.served() and (background.compiling((module.__name__, name)) or
+                                                           not background.function_loadable(module.__dict__[name],
+                                                                                             signature)):
         again = dict(options, signature_or_function=signature)
         background.serve_or_compile((module.__name__, name), lambda: compiled_function(text, name, **again))
     with _jit_lock:  # one lock a function: a compile in the background holds up only callers of the same one

@@ -266,6 +266,9 @@ def _serve_while_compiling(with_entry: bool) -> None:
     NotCompiledYet until it is."""
     if not background.served():
         return
+    for key in ("sgemm driver", "sgemm entry"):  # handed over already: no need to look at the disk again
+        if background.compiling(key):
+            background.serve_or_compile(key, None)
     from numba import types
 
     from ember.kernels import cache

@@ -309,6 +309,8 @@ def _compiled(kernel, kinds, launch_args: tuple = ()):
     found = _chunks.get(key)
     if found is not None and found[0] is kernel:
         return None if found[1] is None else (found[1], found[2])
+    if background.compiling(key):  # handed over already: serve NumPy without looking at the disk again
+        background.serve_or_compile(key, None)
     from numba import types
     from numba.core.caching import NullCache
     from numba.core.ccallback import CFunc
