@@ -1,12 +1,13 @@
 """Compiling kernels in the background while their NumPy paths serve: a kernel met for the first time (not in memory,
 not in the on-disk cache) is handed to one compiler thread, and the op that wanted it runs its NumPy path meanwhile.
 
-Only an op's kernel run by a function marked `@serves` (eager dispatch) is served this way: there a deferred
-kernel's first call for new argument types raises `NotCompiledYet` before it runs anything, and the op runs again
-under `numpy_instead`, where every compiled kernel is declined; the NumPy path computes the same values to the
-tolerance the tests hold it to. Where the nearest op runner up the stack is marked `@compiles_here` (graph plans,
-whose buffers may alias their inputs, and the eager pool), or there is none, a kernel compiles where it is called,
-as without this module. A kernel already on disk is loaded where it is called (a few milliseconds). Asking which
+Only an op's kernel run by a function marked `@serves` (eager dispatch, backward, the fused optimizer pass) is served
+this way: there a deferred kernel's first call for new argument types raises `NotCompiledYet` before it runs
+anything, and the op runs again under `numpy_instead`, where every compiled kernel is declined; the NumPy path
+computes the same values to the tolerance the tests hold it to. Where the nearest op runner up the stack is marked
+`@compiles_here` (graph plans, whose buffers may alias their inputs, and the eager pool), or there is none, a kernel
+compiles where it is called, as without this module. A kernel already on disk is loaded where it is called (a few
+milliseconds) unless the compiler thread is busy: it holds Numba's lock, so the load joins its queue. Asking which
 runner is nearest walks the stack, but only on a kernel's first call for new types: an op pays nothing.
 The `compile_in_background` setting (EMBER_COMPILE_IN_BACKGROUND) turns it off; `wait()` blocks until the queue is
 empty (tests, benchmarks). At exit, queued compiles are dropped and the running one finishes.
@@ -169,13 +170,7 @@ def defer(dispatcher):
         return compile_now(*args, **kws)
 
     dispatcher._compile_for_args = compile_for_args  # Numba's dispatcher calls this on a call it has no code for
-    dispatcher.ember_deferred = True
     return dispatcher
-
-
-def deferred(dispatcher) -> bool:
-    """Whether `dispatcher` was handed to defer()."""
-    return getattr(dispatcher, "ember_deferred", False)
 
 
 def on_disk(compiled, sig) -> bool:
