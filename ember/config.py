@@ -129,6 +129,10 @@ KERNELS = _declare(
     "EMBER_FUSION_BACKEND", "auto", "a word", choices=("auto", "numba", "numpy"),
     doc="compiled kernels (the `jit` extra's Numba): `auto` picks per kernel and region, `numba` compiles every "
         "fused region it can, `numpy` never compiles (every op runs its NumPy path)")
+COMPILE_IN_BACKGROUND = _declare(
+    "EMBER_COMPILE_IN_BACKGROUND", True, "a flag (0/1)",
+    doc="an op whose compiled kernel is not compiled yet (nor on disk) runs its NumPy path while the kernel "
+        "compiles on a background thread; 0: compile it where it is first called")
 GEMM = _declare(
     "EMBER_GEMM", "auto", "a word", choices=("auto", "ember", "blas", "mkl"),
     doc="float32 matrix products: `auto` takes Ember's AVX-512 GEMM only where NumPy's OpenBLAS runs narrower "

@@ -22,6 +22,7 @@ from ember.backends.meta import MetaArray, is_symbolic
 from ember.dtypes import FLOAT_NP
 from ember.errors import ConcretizationError, DataDependentError, DeviceMismatchError, ShapeError, fmt_shape
 from ember.interpreter import Interpreter
+from ember.kernels.background import NotCompiledYet, numpy_instead, serves
 from ember.tensor import Tensor
 
 _stack = _interpreter._stack
@@ -31,6 +32,7 @@ _entered = _interpreter.entered  # no interpreter entered in any thread: each ru
 class Eager(Interpreter):
     """Run kernels now on the inputs' device (on meta, the shape rule is the kernel)."""
 
+    @serves
     def run(self, op, inputs, arrays, attrs, device):
         backend = device._backend or device.backend
         if backend.abstract:  # the meta device is the shape rule and nothing else
@@ -39,6 +41,8 @@ class Eager(Interpreter):
             if backend.direct:  # NumPy backends: no device context to enter
                 return op.kernel(np, *arrays, **attrs)
             return backend.run(op.kernel, arrays, attrs)
+        except NotCompiledYet:  # a kernel it wants is compiling in the background: NumPy this time
+            return numpy_instead(op.kernel, np, *arrays, **attrs)
         except Exception as e:  # noqa: BLE001 - reported in terms of the op
             kernel_failed(op, arrays, attrs, e)
 
@@ -123,6 +127,7 @@ def _symbolic_interpreter(top: Interpreter, arrays) -> Interpreter:
     raise AssertionError("no symbolic input")
 
 
+@serves
 def apply(op, *inputs, **attrs):
     """Run `op` on `inputs` (tensors and Python scalars) with keyword attributes."""
     device = None
@@ -152,6 +157,8 @@ def apply(op, *inputs, **attrs):
     if type(interp) is Eager and not symbolic and mixed is None and backend is not None and backend.direct:
         try:  # the common case, Eager.run inlined: a NumPy kernel now
             outs = op.kernel(np, *arrays, **attrs)
+        except NotCompiledYet:  # a kernel it wants is compiling in the background: NumPy this time
+            outs = numpy_instead(op.kernel, np, *arrays, **attrs)
         except Exception as e:  # noqa: BLE001 - reported in terms of the op
             kernel_failed(op, arrays, attrs, e)
     else:
@@ -329,7 +336,7 @@ def unary_path(op, params: tuple = ()):
         return apply(op, x, **attrs)
 
     run.__name__ = run.__qualname__ = op.name
-    return run
+    return serves(run)  # a kernel still compiling makes it fall back to apply(), which serves NumPy meanwhile
 
 
 def binary_path(op, swapped: bool = False):
@@ -446,9 +453,10 @@ def binary_path(op, swapped: bool = False):
         return apply(op, a, b)
 
     run.__name__ = run.__qualname__ = op.name
-    return run
+    return serves(run)  # a kernel still compiling makes it fall back to apply(), which serves NumPy meanwhile
 
 
+@serves
 def apply_unary(op, x, **attrs):
     """apply(op, x, **attrs) for one tensor through the op's fast path (`unary_path`)."""
     run = _UNARY_PATHS.get(op)
@@ -457,6 +465,7 @@ def apply_unary(op, x, **attrs):
     return run(x, **attrs)
 
 
+@serves
 def apply_binary(op, a, b):
     """apply(op, a, b) for two operands (tensors or Python numbers) through the op's fast path (`binary_path`)."""
     run = _BINARY_PATHS.get(op)

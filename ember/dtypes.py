@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import importlib.util
+
 import numpy as np
 
-try:  # bfloat16 exists only when the optional ml_dtypes package is installed
-    import ml_dtypes as _ml_dtypes
-except ImportError:  # pragma: no cover - depends on the environment
-    _ml_dtypes = None
+# bfloat16 exists only when the optional ml_dtypes package is installed; it is imported at the first use of
+# bfloat16's NumPy dtype (`bfloat16.np`), since importing it takes half a second that `import ember` should not pay.
+_HAS_ML_DTYPES = importlib.util.find_spec("ml_dtypes") is not None
 
 
 class DType:
@@ -15,14 +16,21 @@ class DType:
 
     __slots__ = ("name", "np", "itemsize", "is_floating_point", "is_signed", "category", "_rank")
 
-    def __init__(self, name: str, np_dtype, category: int, rank: int) -> None:
+    def __init__(self, name: str, np_dtype, category: int, rank: int, itemsize: int | None = None) -> None:
         self.name = name
-        self.np = np.dtype(np_dtype)
-        self.itemsize = self.np.itemsize
+        if np_dtype is not None:  # None: bfloat16, whose NumPy dtype is made at its first use (__getattr__)
+            self.np = np.dtype(np_dtype)
+        self.itemsize = self.np.itemsize if itemsize is None else itemsize
         self.category = category  # 0 bool, 1 integer, 2 floating
         self.is_floating_point = category == 2
         self.is_signed = name not in ("bool", "uint8")
         self._rank = rank
+
+    def __getattr__(self, attr: str):
+        # reached only for a slot not set: bfloat16's NumPy dtype before its first use
+        if attr == "np" and self.name == "bfloat16":
+            return _load_bfloat16()
+        raise AttributeError(f"'DType' object has no attribute {attr!r}")
 
     def __repr__(self) -> str:
         return f"ember.{self.name}"
@@ -46,17 +54,52 @@ int64 = DType("int64", np.int64, INT, 4)
 float16 = DType("float16", np.float16, FLOAT, 1)
 float32 = DType("float32", np.float32, FLOAT, 3)
 float64 = DType("float64", np.float64, FLOAT, 4)
-bfloat16 = DType("bfloat16", _ml_dtypes.bfloat16, FLOAT, 2) if _ml_dtypes is not None else None
+bfloat16 = DType("bfloat16", None, FLOAT, 2, itemsize=2) if _HAS_ML_DTYPES else None
 
 ALL_DTYPES = [d for d in (bool_, uint8, int8, int16, int32, int64, float16, bfloat16, float32, float64) if d]
 FLOAT_DTYPES = [d for d in ALL_DTYPES if d.is_floating_point]
-FLOAT_NP = frozenset(d.np for d in FLOAT_DTYPES)  # their NumPy dtypes: the test every float-only rule makes
+_loaded_hooks: list = []
+
+
+def when_loaded(hook) -> None:
+    """Call hook(dtype) for every Ember dtype whose NumPy dtype exists: now for those that do, and for bfloat16 when
+    ml_dtypes is imported (modules keeping tables keyed by NumPy dtypes add its entries this way)."""
+    _loaded_hooks.append(hook)
+    for d in ALL_DTYPES:
+        if d is not bfloat16:
+            hook(d)
+
+
+def numpy_set(dtypes) -> set:
+    """The NumPy dtypes of `dtypes`, as a set that gains bfloat16's when ml_dtypes is imported."""
+    found: set = set()
+    wanted = {d.name for d in dtypes if d is not None}
+    when_loaded(lambda d: found.add(d.np) if d.name in wanted else None)
+    return found
+
+
+def _load_bfloat16() -> np.dtype:
+    """bfloat16's NumPy dtype, importing ml_dtypes (once) and telling the tables keyed by NumPy dtypes."""
+    import ml_dtypes
+
+    np_dtype = np.dtype(ml_dtypes.bfloat16)
+    if "np" not in _loaded:
+        bfloat16.np = np_dtype
+        _loaded["np"] = np_dtype
+        for hook in _loaded_hooks:
+            hook(bfloat16)
+    return np_dtype
+
+
+_loaded: dict = {}
+FLOAT_NP = numpy_set(FLOAT_DTYPES)  # their NumPy dtypes: the test every float-only rule makes
 
 _BY_NAME = {d.name: d for d in ALL_DTYPES}
 _BY_NAME.update(
     {"float": float32, "double": float64, "half": float16, "long": int64, "int": int32, "short": int16}
 )
-_BY_NP = {d.np: d for d in ALL_DTYPES}
+_BY_NP: dict = {}
+when_loaded(lambda d: _BY_NP.__setitem__(d.np, d))
 
 _default_float = float32
 
@@ -92,6 +135,8 @@ def from_numpy_dtype(np_dtype) -> DType:
     np_dtype = np.dtype(np_dtype)
     if np_dtype in _BY_NP:
         return _BY_NP[np_dtype]
+    if np_dtype.name == "bfloat16" and bfloat16 is not None and np_dtype == bfloat16.np:  # ml_dtypes' own type
+        return bfloat16
     if np_dtype.kind == "U" or np_dtype.kind == "S" or np_dtype.kind == "O":
         raise TypeError(f"can't convert an array of dtype {np_dtype} to a tensor: only numbers and bools")
     if np_dtype == np.uint16 or np_dtype == np.uint32 or np_dtype == np.uint64:

@@ -26,8 +26,17 @@ BLOCK = 1 << 20  # ... of at most this many bytes, so one kept tensor pins at mo
 
 _CODES = {"bool": "BOOL", "uint8": "U8", "int8": "I8", "int16": "I16", "int32": "I32", "int64": "I64",
           "float16": "F16", "bfloat16": "BF16", "float32": "F32", "float64": "F64"}
-CODE_OF = {d.np: _CODES[d.np.name] for d in dt.ALL_DTYPES}  # the dtypes Ember holds
-DTYPE_OF = {code: d.newbyteorder("<") for d, code in CODE_OF.items()}  # the format is little-endian
+CODE_OF: dict = {}  # NumPy dtype -> code, for the dtypes Ember holds (bfloat16's once ml_dtypes is imported)
+DTYPE_OF: dict = {}  # code -> NumPy dtype: the format is little-endian
+dt.when_loaded(lambda d: (CODE_OF.__setitem__(d.np, _CODES[d.name]),
+                          DTYPE_OF.__setitem__(_CODES[d.name], d.np.newbyteorder("<"))))
+
+
+def dtype_of(code):
+    """The NumPy dtype of a safetensors dtype code, or None for one Ember does not hold."""
+    if code == "BF16" and dt.bfloat16 is not None:
+        dt.bfloat16.np  # noqa: B018 - imports ml_dtypes, which adds BF16 to DTYPE_OF
+    return DTYPE_OF.get(code)
 _OTHER_CODES = ("U16", "U32", "U64", "F8_E4M3", "F8_E5M2", "C64", "C128")  # valid safetensors, not Ember dtypes
 
 
@@ -135,7 +144,7 @@ def _entry_compactor():
         nonlocal count, pos, in_order
         if type(code) is not str or type(shape) is not list or type(offsets) is not list or len(offsets) != 2:
             return None
-        dtype = DTYPE_OF.get(code)
+        dtype = dtype_of(code)
         begin, end = offsets
         if dtype is None or type(begin) is not int or type(end) is not int or begin < 0 or len(shape) > MAX_DIMS:
             return None
@@ -166,7 +175,7 @@ def _invalid_entry(key: str, e, name: str) -> CheckpointError:
         code, shape, (begin, end) = e["dtype"], e["shape"], e["data_offsets"]
     except (TypeError, KeyError, ValueError):
         return _fail(name, f"tensor {key!r} has a malformed header entry: {str(e)[:80]}")
-    dtype = DTYPE_OF.get(code) if isinstance(code, str) else None
+    dtype = dtype_of(code) if isinstance(code, str) else None
     if dtype is None:
         return _fail(name, f"tensor {key!r} has dtype {str(code)[:20]}, which Ember " +
                      ("can't hold" if code in _OTHER_CODES else "does not know"))

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from ember import config
+
+# Kernels compile where they are first called, as they did before background compiles: tests that ask which
+# algorithm ran get the same answer with an empty kernel cache. tests/kernels/test_background_compile.py turns it on.
+os.environ.setdefault("EMBER_COMPILE_IN_BACKGROUND", "0")
 
 
 @pytest.fixture(autouse=True)

@@ -13,6 +13,7 @@ import itertools
 import weakref
 
 from ember.autograd.grad_mode import state as _grad_state
+from ember.kernels.background import NotCompiledYet, numpy_instead, serves
 
 
 class Node:
@@ -260,6 +261,7 @@ def _fit(g, shape, np_dtype):
     return g
 
 
+@serves
 def run_backward(
     roots, grads, retain_graph: bool = False, create_graph: bool = False, inputs=None, allow_unused=False
 ):
@@ -320,12 +322,15 @@ def run_backward(
                         t.grad = out_grads[nr] if create_graph else out_grads[nr].detach()
             if node.freed:
                 node._raise_freed()
-            if len(out_grads) == 1:  # the common case, without all()'s generator
-                in_grads = (None,) * len(node.edges) if out_grads[0] is None else node.op.vjp(node, out_grads[0])
-            elif all(g is None for g in out_grads):
-                in_grads = (None,) * len(node.edges)
-            else:
-                in_grads = node.op.vjp(node, *out_grads)
+            try:
+                if len(out_grads) == 1:  # the common case, without all()'s generator
+                    in_grads = (None,) * len(node.edges) if out_grads[0] is None else node.op.vjp(node, out_grads[0])
+                elif all(g is None for g in out_grads):
+                    in_grads = (None,) * len(node.edges)
+                else:
+                    in_grads = node.op.vjp(node, *out_grads)
+            except NotCompiledYet:  # a kernel of a fast path is compiling in the background: NumPy this time
+                in_grads = numpy_instead(node.op.vjp, node, *out_grads)
             if type(in_grads) is not tuple and not isinstance(in_grads, (tuple, list)):
                 in_grads = (in_grads,)
             if not retain_graph and (node._saved is not None or node._out_saved is not None):

@@ -28,6 +28,7 @@ from ember.backends.meta import MetaArray
 from ember.errors import DataDependentError, fmt_shape
 from ember.graph.ir import CAPTURE, CONSTANT, PLACEHOLDER, VARIABLE, Value
 from ember.kernels import selection
+from ember.kernels.background import compiles_here
 from ember.runtime import profiler as _profiler
 from ember.symbolic import bind
 
@@ -442,6 +443,7 @@ class Plan:
         return len(self.steps)
 
 
+@compiles_here
 def _call(step: Step, args: list, out):
     """Run one step, into `out` when the step has an out= kernel and a planned buffer."""
     if out is not None:
@@ -451,6 +453,7 @@ def _call(step: Step, args: list, out):
     return step.backend.run(step.kernel, args, step.attrs)
 
 
+@compiles_here
 def _call_into(step: Step, args: list, targets: dict, out):
     """Run one step with some results written into given arrays (`targets`: result position -> array)."""
     if step.name in ("fused_elementwise", "fused_group"):

@@ -25,6 +25,7 @@ from __future__ import annotations
 import numpy as np
 
 from ember import config
+from ember.kernels import background
 from ember.kernels.selection import Algorithm, Table, algorithms, always, listening, note
 
 GEMM = Table("matmul", measured_on="AMD EPYC (family 26), 2 cores, OpenBLAS held to Haswell kernels, 2026-11-27",
@@ -56,7 +57,7 @@ _state: dict = {}
 
 def enabled() -> bool:
     """Whether float32 products may run on Ember's kernel in this process (host, extra and settings allow)."""
-    if config.KERNELS.get() == "numpy":
+    if config.KERNELS.get() == "numpy" or background.numpy_only():
         return False
     if "own" not in _state:
         _state["own"] = _choose(config.GEMM.get())

@@ -16,7 +16,7 @@ import threading
 import numpy as np
 
 from ember import config
-from ember.kernels import cache
+from ember.kernels import background, cache
 
 MIN_ELEMENTS = 1 << 14  # below this a compiled call's fixed cost is not repaid
 
@@ -52,12 +52,13 @@ def kernel_for(source: str, name: str, xp, dtype, elements: int, fastmath=None, 
     if xp is not np or elements < MIN_ELEMENTS or (
             dtype is not _FLOAT32 and dtype is not _FLOAT64 and dtype not in (np.float32, np.float64)):
         return None  # (the identity tests first: comparing a dtype with a scalar type costs 0.1-0.2 us)
-    if config.KERNELS.get() == "numpy":
+    if config.KERNELS.get() == "numpy" or background.numpy_only():
         return None
     key = (source, name)
     fn = _cached.get(key, _cached)
     if fn is _cached:
-        fn = _cached[key] = compile_source(source, name, fastmath, cache)
+        fn = compile_source(source, name, fastmath, cache)
+        fn = _cached[key] = None if fn is None else background.defer(fn)
     return fn
 
 
@@ -102,12 +103,25 @@ def jitted(text: str):
 
 def compiled_function(text: str, name: str, **options):
     """The Numba dispatcher of function `name` in `text` (hand-written kernel source, e.g. im2col), compiled
-    and cached on disk like the generated ones (unless `cache=False`); `options` go to `numba.njit`."""
+    and cached on disk like the generated ones (unless `cache=False`); `options` go to `numba.njit`. With a
+    `signature_or_function` it is compiled now, for that signature alone (in the background, with NotCompiledYet
+    raised here, where an op is served while kernels compile and the signature is not on disk)."""
     from numba import njit
 
     module = cache.load_source(text)
     attr = f"jitted_{name}"
-    with _jit_lock:
+    fn = module.__dict__.get(attr)
+    if fn is not None:
+        return fn
+    signature = options.pop("signature_or_function", None)
+    if signature is not None and background.served() and (background.compiling((module.__name__, name)) or
+                                                           not background.function_loadable(module.__dict__[name],
+                                                                                             signature)):
+        again = dict(options, signature_or_function=signature)
+        background.serve_or_compile((module.__name__, name), lambda: compiled_function(text, name, **again))
+    with _jit_lock:  # one lock a function: a compile in the background holds up only callers of the same one
+        lock = _function_locks.setdefault((module.__name__, name), threading.Lock())
+    with lock:
         fn = module.__dict__.get(attr)
         if fn is None:
             path = numba_cache_path(module) if options.pop("cache", True) else None
@@ -116,8 +130,14 @@ def compiled_function(text: str, name: str, **options):
             fn = njit(cache=path is not None, nogil=True, **options)(module.__dict__[name])
             if path is not None and fn.stats.cache_path != path:
                 fn.disable_caching()
+            if signature is not None:  # as numba.njit(signature) does: that signature alone
+                fn.compile(signature)
+                fn.disable_compile()
             module.__dict__[attr] = fn
         return fn
+
+
+_function_locks: dict = {}
 
 
 _seen: dict = {}  # id(dispatcher) -> (hits, misses) already counted

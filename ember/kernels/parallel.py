@@ -16,13 +16,14 @@ The dependency engine's threads, which run independent ops at once, are the othe
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 
 import numpy as np
 
 from ember import config
-from ember.kernels import blas, mkl, selection
+from ember.kernels import blas, mkl, selection, thread_pool
 from ember.kernels.thread_pool import Pool
 
 _lock = threading.Lock()
@@ -89,6 +90,8 @@ def _ready() -> dict:
 def _pool() -> Pool | None:
     state = _ready()
     if state["pool"] is None and state["threads"] > 1:
+        if not thread_pool.loops_ready():  # compiling in the background: this call runs in the caller alone
+            return None
         with _lock:
             if state["pool"] is None:
                 state["pool"] = Pool(state["threads"] - 1)
@@ -182,17 +185,29 @@ def run_kernel(kernel, parts: list, head: tuple, parted: tuple = (), strided: bo
     run_chunks(lambda a, b: kernel(*head, *(p[row[a]] for p in parted), a, b), parts)
 
 
-def _enter() -> None:
+def _enter(blas_threads: int = 1) -> None:
     # The first of any concurrent splits (the engine may run two convolutions at once) saves BLAS's and MKL's
-    # thread counts and sets one; the last to leave restores them. (MKL loaded inside the split takes one thread
-    # itself, and the pool's count when the split ends.)
+    # thread counts and sets them to `blas_threads`; the last to leave restores them. (MKL loaded inside the split
+    # takes one thread itself, and the pool's count when the split ends.)
     with _lock:
         if _state["active"] == 0:
             _state["saved"] = blas.get_threads()
             _state["saved_mkl"] = mkl.get_threads()
-            blas.set_threads(1)
-            mkl.set_threads(1)
+            blas.set_threads(blas_threads)
+            mkl.set_threads(blas_threads)
         _state["active"] += 1
+
+
+@contextlib.contextmanager
+def one_core_fewer():
+    """While it lasts, BLAS runs on one thread fewer and compiled kernels do not split (as inside a split): for
+    ops that run while the background compiler holds a core, so that BLAS's threads do not wait on each other."""
+    _ready()
+    _enter(max(1, get_num_threads() - 1))
+    try:
+        yield
+    finally:
+        _leave()
 
 
 def _leave() -> None:

@@ -15,7 +15,7 @@ import threading
 
 import numpy as np
 
-from ember.kernels import parallel
+from ember.kernels import background, parallel
 from ember.kernels.sgemm_microkernel import MR, NR, microkernel_address, transpose_address
 
 KC = 512  # K block: an 8 x 512 A panel is 16 KB, a 512 x 32 B panel 64 KB
@@ -230,10 +230,13 @@ def driver_address() -> int:
     optimise the driver's code again inside it, 3-5 s a kernel while the kernel cache is empty. 0 where Numba or the
     micro-kernel is missing."""
     if "entry" not in _drivers:
+        _serve_while_compiling(with_entry=True)
         with _lock:
             if "entry" not in _drivers:
                 try:
                     _drivers["entry"] = _entry() if driver() is not None else (0, None)
+                except background.NotCompiledYet:
+                    raise
                 except Exception:  # noqa: BLE001 - a Numba that cannot build it: the callers take their other paths
                     _drivers["entry"] = (0, None)
     return _drivers["entry"][0]
@@ -257,8 +260,34 @@ def _entry() -> tuple:
     return entry.address, entry  # the CFunc keeps its code alive
 
 
+def _serve_while_compiling(with_entry: bool) -> None:
+    """Where an op is served while kernels compile (ember.kernels.background) and the driver (sgemm_arrays, and
+    with `with_entry` sgemm_entry too) is neither compiled nor on disk: compile it in the background, raising
+    NotCompiledYet until it is."""
+    if not background.served():
+        return
+    for key in ("sgemm driver", "sgemm entry"):  # handed over already: no need to look at the disk again
+        if background.compiling(key):
+            background.serve_or_compile(key, None)
+    from numba import types
+
+    from ember.kernels import cache
+
+    module = cache.load_source(SOURCE)
+    if "arrays" not in _drivers and not background.function_loadable(module.sgemm_arrays, _arrays_signature(6)):
+        background.serve_or_compile("sgemm driver", driver)
+    if with_entry and not background.function_loadable(module.sgemm_entry, types.void(*(types.int64,) * 22)):
+        background.serve_or_compile("sgemm entry", _compile_entry)
+
+
+def _compile_entry() -> None:
+    driver()  # before driver_address, which calls it holding the lock
+    driver_address()
+
+
 def _compiled() -> dict:
     if "arrays" not in _drivers:  # the chunk kernels are compiled into the same dict at their first use
+        _serve_while_compiling(with_entry=False)
         with _lock:
             if "arrays" not in _drivers:
                 from ember.kernels.numba_loader import compile_source

@@ -27,6 +27,8 @@ import time
 
 import numpy as np
 
+from ember.kernels import background
+
 IDLE_POLL_US = 300  # how long an idle worker polls for the next post before it sleeps
 RESULT_POLL_US = 2000  # how long the caller polls for the workers' chunks before it sleeps
 _FUTEX_SYSCALL = {"x86_64": 202, "aarch64": 98}.get(platform.machine())
@@ -185,6 +187,29 @@ _LOOP_SIGNATURES = {"serve": "int64(int64[::1], int64, int64, int64, int64)",
                     "spin": "void(int64[::1], int64)"}
 
 
+def loops_ready() -> bool:
+    """Whether a pool can start now: its workers' loops are compiled, on disk, or not needed (plain threads, or
+    compiles in the caller); else they are handed to the background compiler and the caller runs without a pool."""
+    if not background.enabled() or not native_available():
+        return True
+    if background.compiling("thread pool loops"):
+        return False
+    from ember.kernels import cache
+    from ember.kernels.numba_loader import compiled_function
+
+    module = cache.load_source(_LOOPS)
+    if all(f"jitted_{name}" in module.__dict__ or background.function_loadable(module.__dict__[name], signature)
+           for name, signature in _LOOP_SIGNATURES.items()):
+        return True
+
+    def compile_loops():
+        for name, signature in _LOOP_SIGNATURES.items():
+            compiled_function(_LOOPS, name, signature_or_function=signature)
+
+    background.submit("thread pool loops", compile_loops)
+    return False
+
+
 def native_available() -> bool:
     """Whether this platform can run GIL-free workers (Linux futexes on x86-64 or AArch64, and Numba)."""
     from ember.kernels.numba_loader import compiled_allowed
@@ -276,13 +301,16 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_reset_after_fork)
 
 
-def _compiled(kernel, kinds):
+def _compiled(kernel, kinds, launch_args: tuple = ()):
     """(task address, launch) for `kernel` and argument `kinds`, compiled (or loaded from disk) once; None where
-    that failed before."""
+    that failed before. `launch_args`: an example of launch's arguments, for a compile in the background to compile
+    launch too."""
     key = (id(kernel), kinds)
     found = _chunks.get(key)
     if found is not None and found[0] is kernel:
         return None if found[1] is None else (found[1], found[2])
+    if background.compiling(key):  # handed over already: serve NumPy without looking at the disk again
+        background.serve_or_compile(key, None)
     from numba import types
     from numba.core.caching import NullCache
     from numba.core.ccallback import CFunc
@@ -291,19 +319,29 @@ def _compiled(kernel, kinds):
     from ember.kernels.numba_loader import numba_cache_path
 
     signature = ((types.int64,), types.int64)
+    module = cache.load_source(_chunk_source(kernel, kinds))
+    task = CFunc(module.task, signature, locals={}, options={"error_model": "numpy"})
+    # a kernel kept off the disk (it calls a ctypes function) keeps its callers off it too
+    path = numba_cache_path(module) if not isinstance(kernel._cache, NullCache) else None
+    if path is not None:
+        task.enable_caching()
+        if task._cache.cache_path != path:  # a locator picked another folder: never load from there
+            task = CFunc(module.task, signature, locals={}, options={"error_model": "numpy"})
+    if not background.loadable(task, task._sig):
+        def compile_both():
+            launch = _compiled(kernel, kinds)[1]
+            launch.compile(tuple(launch.typeof_pyval(a) for a in launch_args))
+
+        background.serve_or_compile(key, compile_both)
     with _chunks_lock:
-        module = cache.load_source(_chunk_source(kernel, kinds))
-        task = CFunc(module.task, signature, locals={}, options={"error_model": "numpy"})
-        # a kernel kept off the disk (it calls a ctypes function) keeps its callers off it too
-        path = numba_cache_path(module) if not isinstance(kernel._cache, NullCache) else None
-        if path is not None:
-            task.enable_caching()
-            if task._cache.cache_path != path:  # a locator picked another folder: never load from there
-                task = CFunc(module.task, signature, locals={}, options={"error_model": "numpy"})
+        found = _chunks.get(key)
+        if found is not None and found[0] is kernel:  # compiled meanwhile (in the background)
+            return None if found[1] is None else (found[1], found[2])
         task.compile()
         launch = module.launch
         if path is None or launch.stats.cache_path != path:
             launch.disable_caching()
+        background.defer(launch)
         _chunks[key] = (kernel, task.address, launch, task)  # the CFunc keeps its code alive
     return task.address, launch
 
@@ -317,6 +355,7 @@ class Pool:
         self.native = False
         self._busy = threading.Lock()
         self._tasks: list = [None] * n
+        self._caller = (None, 0)
         self._results: list = [None] * n
         if native_available():
             try:
@@ -359,6 +398,7 @@ class Pool:
         try:
             for w in range(helpers):
                 self._tasks[w] = tasks[w + 1]
+            self._caller = background.caller()  # whose op the chunks serve, and whether it runs NumPy only
             self._post(helpers)
             try:
                 first = tasks[0]()
@@ -394,6 +434,7 @@ class Pool:
                 self._cond.wait()
 
     def _run_task(self, w: int) -> None:
+        background.serving_for(*self._caller)
         try:
             self._results[w] = (True, self._tasks[w]())
         except BaseException as e:  # noqa: BLE001 - raised again in the caller
@@ -434,13 +475,15 @@ class Pool:
         if kinds is None or not self._busy.acquire(blocking=False):
             return False
         try:
-            compiled = _compiled(kernel, kinds)
+            compiled = _compiled(kernel, kinds, (self._ctl, 0, chunks, self._result_polls, _FUTEX_SYSCALL, *head, *parted))
             if compiled is None:
                 return False
             fn, launch = compiled
             # a kernel that raised (its exception cannot cross the C entry point): False, so that the caller runs
             # the chunks again as Python tasks, where the exception reaches it
             return launch(self._ctl, fn, chunks, self._result_polls, _FUTEX_SYSCALL, *head, *parted) == 0
+        except background.NotCompiledYet:  # compiling in the background: the op runs its NumPy path meanwhile
+            raise
         except Exception:  # noqa: BLE001 - a task Numba could not build: these kinds run as Python tasks from now on
             _chunks[(id(kernel), kinds)] = (kernel, None, None, None)
             return False

@@ -73,7 +73,7 @@ def _as_tensor(x, device=None, dtype=None) -> Tensor:
     return t
 
 
-_SUPPORTED_NP = frozenset(d.np for d in _dt.ALL_DTYPES)
+_SUPPORTED_NP = _dt.numpy_set(_dt.ALL_DTYPES)
 
 
 def _holds_tensor(seq) -> bool:

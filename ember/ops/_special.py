@@ -6,14 +6,22 @@ import math
 
 import numpy as np
 
-try:
-    from scipy.special import erf as _scipy_erf
-except ImportError:  # SciPy is optional
-    _scipy_erf = None
-
 from ember.kernels.erf import _ERF_P, _ERFCX_Q  # the fits the compiled erf uses too
 
 _math_erf = np.frompyfunc(math.erf, 1, 1)
+_scipy: list = []
+
+
+def _scipy_erf():
+    """SciPy's erf, or None without SciPy (imported at the first float64 erf: importing scipy.special takes a
+    quarter of a second, which `import ember` should not pay)."""
+    if not _scipy:
+        try:
+            from scipy.special import erf
+        except ImportError:  # SciPy is optional
+            erf = None
+        _scipy.append(erf)
+    return _scipy[0]
 
 
 def _horner(coefs, v):
@@ -60,8 +68,9 @@ def erf(xp, x):
 
         out = erf_compiled(xp, x)
         return _erf_float32(x) if out is None else out
-    if _scipy_erf is not None:
-        return _scipy_erf(x).astype(x.dtype, copy=False)
+    scipy_erf = _scipy_erf()
+    if scipy_erf is not None:
+        return scipy_erf(x).astype(x.dtype, copy=False)
     if x.dtype == np.float64:
         return _math_erf(x).astype(np.float64)
     return _erf_float32(x.astype(np.float32)).astype(x.dtype)

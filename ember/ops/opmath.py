@@ -14,7 +14,7 @@ import numpy as np
 
 from ember import dtypes as dt
 
-LOW_FLOAT_NP = frozenset(d.np for d in (dt.float16, dt.bfloat16) if d is not None)
+LOW_FLOAT_NP = dt.numpy_set((dt.float16, dt.bfloat16))
 FLOAT32_NP = np.dtype(np.float32)
 
 

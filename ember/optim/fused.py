@@ -23,6 +23,7 @@ import numpy as np
 from ember import dispatch
 from ember.autograd.grad_mode import no_grad
 from ember.device import as_device
+from ember.kernels.background import NotCompiledYet, defer, serves
 from ember.kernels.numba_loader import compile_source, compiled_allowed
 from ember.kernels.selection import compiled_or_numpy, listening, note
 from ember.optim import implementation
@@ -126,13 +127,24 @@ class FusedUpdate:
                 kernel = kernels.get(key)
                 if kernel is None:
                     kernel = kernels[key] = _Kernel.generate(self.rule, self.structure, arrays, tuple(values))
-                if kernel.fn is not None and kernel.run(self, tensors, arrays, values):
+                if kernel.fn is not None and (kernel.run(self, tensors, arrays, values) if self.fused
+                                              else self._run_unless_compiling(kernel, tensors, arrays, values)):
                     if listening[0]:
                         note(self.event, "compiled pass")
                     return
         if self.fused and eager():
             raise implementation.fused_failed(self.name, unfused_reason(tensors, values.values()))
         self.rule(*tensors, **values, **self.structure)
+
+
+    @serves
+    def _run_unless_compiling(self, kernel, tensors, arrays, values) -> bool:
+        """kernel.run, or False (the rule's tensor ops run instead, with the same values) while the pass is compiling
+        in the background (ember.kernels.background)."""
+        try:
+            return kernel.run(self, tensors, arrays, values)
+        except NotCompiledYet:
+            return False
 
 
 @functools.cache
@@ -183,7 +195,8 @@ class _Kernel:
 
         scalars = tuple(range(len(tensors), len(tensors) + len(values)))
         source = kernel_source(region, 1, (False,), scalars, tuple(alias))
-        return cls(compile_source(source, "kernel"), outputs, tensors, values, written)
+        fn = compile_source(source, "kernel")
+        return cls(None if fn is None else defer(fn), outputs, tensors, values, written)
 
 
 def _picker(keys: list):

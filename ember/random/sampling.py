@@ -23,23 +23,17 @@ _VECTOR_NORMAL_MIN = 16  # aten's normal fill runs Box-Muller blocks from this s
 _WIDE_RANGE = 2**28  # random_(low, high) draws 64 bits from this range on
 _RANDPERM_SMALL = (2**32 - 1) // 20  # below this n, randperm swaps forward with 32-bit draws
 
-try:  # bfloat16 exists only when the optional ml_dtypes package is installed
-    import ml_dtypes
-
-    _BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
-except ImportError:  # pragma: no cover - ml_dtypes comes with the dev install
-    _BFLOAT16 = None
 
 
 def _digits(dtype: np.dtype) -> int:
     """Mantissa bits (with the implicit one) of a float dtype: how many random bits a uniform keeps."""
-    if dtype == _BFLOAT16:
+    if dtype.name == "bfloat16":  # ml_dtypes' type
         return 8
     return {np.dtype(np.float16): 11, np.dtype(np.float32): 24, np.dtype(np.float64): 53}[dtype]
 
 
 def _is_float(dtype: np.dtype) -> bool:
-    return dtype.kind == "f" or dtype == _BFLOAT16
+    return dtype.kind == "f" or dtype.name == "bfloat16"
 
 
 def memory_axes(a: np.ndarray) -> list[int]:

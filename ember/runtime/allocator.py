@@ -18,6 +18,7 @@ import weakref
 import numpy as np
 
 from ember.interpreter import Interpreter, find, push, remove
+from ember.kernels.background import compiles_here
 
 _ALIGN = 64  # bytes: cache-line alignment, enough for every NumPy dtype and SIMD load
 _MIN_BLOCK = 512
@@ -177,6 +178,7 @@ class EagerPoolInterpreter(Interpreter):
 EAGER_POOL_MIN_BYTES = 8 << 20
 
 
+@compiles_here
 def _pooled(op, arrays, attrs):
     """The op's result computed into an array from the caching pool (None: no out= kernel fits)."""
     fn = op.kernel_out

@@ -6,6 +6,11 @@ import zlib
 
 import numpy as np
 
+try:  # NumPy knows the name "bfloat16" once ml_dtypes is imported (import ember does not import it)
+    import ml_dtypes  # noqa: F401
+except ImportError:  # pragma: no cover - a test dependency
+    pass
+
 
 def seed_for(name: str, k: int = 0) -> int:
     """A stable seed per (test name, repetition), so a failure reproduces exactly."""

@@ -13,6 +13,7 @@ import numpy as np
 from ember.backends.meta import MetaArray
 from ember.graph.ir import CONSTANT, Graph, Value
 from ember.graph.passes.rewrite import Rewriter, is_stateful, static_shape
+from ember.kernels.background import compiles_here
 from ember.symbolic import has_symbols
 
 MAX_FOLD_BYTES = 1 << 20
@@ -46,6 +47,7 @@ def _fold_inputs(node, rw: Rewriter):
     return args if n_values else None
 
 
+@compiles_here
 def _evaluate(node, args):
     backend = node.outputs[0].device.backend
     if backend.abstract:

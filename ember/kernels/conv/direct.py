@@ -40,7 +40,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ember.kernels import parallel
+from ember.kernels import background, parallel
 from ember.kernels.numba_loader import compiled_allowed
 from ember.kernels.sgemm_microkernel import (
     MR,
@@ -397,13 +397,14 @@ def applies(x_shape, w_shape, dtype, stride, padding, dilation, groups, weight_g
 def _kernels():
     """The compiled (forward, weight gradient) pair, or None where Numba or the micro-kernel is missing or the
     NumPy backend is chosen (EMBER_FUSION_BACKEND=numpy, asked again at every call, as kernel_for does)."""
-    if not compiled_allowed() or not microkernel_address():
+    if not compiled_allowed() or background.numpy_only() or not microkernel_address():
         return None
     if "pair" not in _state:
         from ember.kernels.numba_loader import compile_source
 
         forward = compile_source(SOURCE, "forward_samples")
-        _state["pair"] = None if forward is None else (forward, compile_source(SOURCE, "weight_grad_samples"))
+        _state["pair"] = None if forward is None else (background.defer(forward),
+                                                       background.defer(compile_source(SOURCE, "weight_grad_samples")))
     return _state["pair"]
 
 
