@@ -168,6 +168,10 @@ def __getattr__(name: str):
         from ember.kernels import parallel
 
         return getattr(parallel, name)
+    if name in ("use_deterministic_algorithms", "are_deterministic_algorithms_enabled"):
+        from ember.kernels import background
+
+        return getattr(background, name)
     if name == "compile":
         from ember.compiler import compile
 

@@ -43,8 +43,8 @@ _TRAIN_DESCRIPTION = (
     "Train an image classifier from ember.models on a data set, writing a checkpoint after every epoch, "
     "metrics.json and curves.png to the output folder. With no arguments: LeNet-5 on the embedded MNIST "
     "sample (4,000 train / 1,000 test digits) with Adam, a one-cycle schedule and random crops, which reaches "
-    "about 98% test accuracy in 20 epochs (97.6% in 29 s on a fresh clone on two cores, measured 2026-11-26). --resume continues a "
-    "run exactly where its checkpoint left it (same learning rates, batches, augmentations and results as "
+    "about 98% test accuracy in 20 epochs, about 20 s on two cores (docs/performance.md). --resume continues "
+    "a run exactly where its checkpoint left it (same learning rates, batches, augmentations and results as "
     "without the stop); with a larger --epochs it extends a finished run with a new schedule over the added "
     "epochs."
 )
@@ -398,6 +398,11 @@ def main(argv=None) -> int:
             from ember.kernels import tune_process
 
             tune_process()  # a training process: freed blocks kept for reuse, BLAS's threads asleep soon after a GEMM
+            from ember.kernels.background import use_deterministic_algorithms
+
+            # A run gives the same result on an empty kernel cache as on a full one (and --resume the same as an
+            # uninterrupted run): kernels compile where first called, not while NumPy serves the first batches.
+            use_deterministic_algorithms(True)
         if args.command == "train":
             return train_main(args)
         if args.command == "tune":

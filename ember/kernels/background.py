@@ -134,6 +134,23 @@ def enabled() -> bool:
     return config.COMPILE_IN_BACKGROUND.get()
 
 
+def use_deterministic_algorithms(mode: bool, *, warn_only: bool = False) -> None:
+    """As torch.use_deterministic_algorithms: with True, runs repeat bit for bit whatever the kernel cache holds.
+
+    Ember's kernels give the same bits on every run for the same inputs and thread count; the one thing that
+    varies is which first calls a compiled kernel serves while it compiles in the background (its NumPy path
+    sums in another order). True compiles kernels where they are first called (EMBER_COMPILE_IN_BACKGROUND=0);
+    `warn_only` is accepted for PyTorch's signature and changes nothing, since nothing here raises."""
+    if not isinstance(mode, bool):
+        raise TypeError(f"use_deterministic_algorithms: expected a bool, got {type(mode).__name__}")
+    config.COMPILE_IN_BACKGROUND.set(not mode)
+
+
+def are_deterministic_algorithms_enabled() -> bool:
+    """As torch.are_deterministic_algorithms_enabled: whether kernels compile where first called."""
+    return not config.COMPILE_IN_BACKGROUND.get()
+
+
 def numpy_only() -> bool:
     """Whether this thread is running an op again on its NumPy path: every compiled kernel answers None."""
     return _here.numpy_only > 0

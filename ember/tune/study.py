@@ -250,6 +250,9 @@ def work(out: str, spec: dict, worker: int = 0, ready=None) -> None:
 
 def _worker_main(out: str, spec: dict, worker: int, ready, lifeline_reader, kill_with_parent: bool) -> None:
     watch(lifeline_reader, kill_with_parent)  # a worker never outlives the `ember tune` that started it
+    from ember.kernels.background import use_deterministic_algorithms
+
+    use_deterministic_algorithms(True)  # as in `ember train`: a trial's result does not depend on the kernel cache
     try:
         work(out, spec, worker, ready)
     except KeyboardInterrupt:
