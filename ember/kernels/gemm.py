@@ -13,11 +13,13 @@ AMD EPYC (Zen 5) this project runs on, where OPENBLAS_CORETYPE=Haswell holds Num
 `benchmarks/gemm.py` (2 threads, 2026-11-27) measured 0.55-0.74x NumPy's time from 128 x 784 x 512 to
 1024^3 and 0.64-0.97x on an MLP's second layer and an LSTM step's smaller products (two runs).
 
-Where the `mkl` extra is installed and NumPy's BLAS is an OpenBLAS, 2-D products of MKL_GEMM's sizes run on MKL's
-cblas_sgemm first, which beat OpenBLAS's own AVX-512 kernels on them and, where OPENBLAS_CORETYPE=Haswell held
-OpenBLAS down, Ember's kernel too (0.66x against 0.88x OpenBLAS's time over the models' products, one thread; see
-mkl.py and MKL_GEMM); EMBER_GEMM=mkl takes it for every 2-D float32 product it can compute, EMBER_GEMM=ember (Ember's
-kernel wherever it runs) and EMBER_GEMM=blas never.
+With EMBER_GEMM=mkl and the `mkl` extra installed, 2-D products of MKL_GEMM's sizes run on MKL's cblas_sgemm first,
+which beat OpenBLAS's own AVX-512 kernels on them and, where OPENBLAS_CORETYPE=Haswell held OpenBLAS down, Ember's
+kernel too (0.66x against 0.88x OpenBLAS's time over the models' products, one thread; see mkl.py and MKL_GEMM).
+`auto` does not take it: after each multi-threaded call MKL's GNU OpenMP threads spin for a while, on the cores the
+convolutions and Ember's pool then need (LeNet-5's training step 6.95 ms with MKL against 5.13 ms without on the
+2-core Xeon of 2026-12-02, the MLP's 2.52 against 2.98: a win only for GEMM-bound models). EMBER_GEMM=ember (Ember's
+kernel wherever it runs) and EMBER_GEMM=blas never take it.
 """
 
 from __future__ import annotations
@@ -45,8 +47,8 @@ MKL_GEMM = Table("matmul: mkl sgemm",
                       "(96 x 16 x 3136: 0.99x, 96 x 24 x 3136: 1.01x)"),
 })
 algorithms("matmul", [
-    Algorithm("mkl sgemm", "float32 2-D NumPy operands within MKL_GEMM's sizes, the mkl extra installed and NumPy's "
-              "BLAS an OpenBLAS (EMBER_GEMM=mkl: any size; EMBER_GEMM=ember or blas: never)", None),
+    Algorithm("mkl sgemm", "EMBER_GEMM=mkl with the mkl extra installed: float32 2-D NumPy operands within "
+              "MKL_GEMM's sizes", None),
     Algorithm("ember sgemm", "float32 2-D or equally batched 3-D NumPy operands of min_flops or more, AVX-512, Numba, "
               "and NumPy's OpenBLAS running narrower kernels than the CPU has (EMBER_GEMM=ember: wherever it runs)",
               None),
@@ -113,17 +115,16 @@ def takes_own(a, b, out=None) -> bool:
 
 
 def mkl_mode() -> str | None:
-    """Which products MKL takes in this process: "auto" (MKL_GEMM's sizes), "all" (EMBER_GEMM=mkl), or None (the
-    extra is absent, NumPy's BLAS is not an OpenBLAS, EMBER_KERNELS=numpy, EMBER_GEMM=blas or ember)."""
+    """Which products MKL takes in this process: "table" (EMBER_GEMM=mkl: MKL_GEMM's sizes), or None (any other
+    setting, the extra absent, EMBER_KERNELS=numpy)."""
     if config.KERNELS.get() == "numpy":
         return None
     if "mkl" not in _state:
         choice = config.GEMM.get()
         _choose(choice)  # (the same check of the setting's value)
-        from ember.kernels import blas, mkl
+        from ember.kernels import mkl
 
-        wanted = choice == "mkl" or (choice == "auto" and blas.openblas_core() is not None)
-        _state["mkl"] = ("all" if choice == "mkl" else "auto") if wanted and mkl.available() else None
+        _state["mkl"] = "table" if choice == "mkl" and mkl.available() else None
     return _state["mkl"]
 
 
@@ -133,11 +134,10 @@ def _mkl_sizes(a, b) -> bool:
     if type(a) is not np.ndarray or type(b) is not np.ndarray or a.ndim != 2 or b.ndim != 2 \
             or a.dtype != np.float32 or b.dtype != np.float32:
         return False
-    mode = mkl_mode()
-    if mode == "auto":
-        (m, k), n = a.shape, b.shape[1]
-        return 2.0 * m * k * n >= MKL_GEMM["min_flops"] and m >= MKL_GEMM["min_rows"] and k >= MKL_GEMM["min_depth"]
-    return mode == "all"
+    if mkl_mode() != "table":
+        return False
+    (m, k), n = a.shape, b.shape[1]
+    return 2.0 * m * k * n >= MKL_GEMM["min_flops"] and m >= MKL_GEMM["min_rows"] and k >= MKL_GEMM["min_depth"]
 
 
 def takes_mkl(a, b, out=None) -> bool:
