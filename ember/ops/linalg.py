@@ -10,7 +10,7 @@ import string
 import numpy as np
 
 from ember.dispatch import apply, binary_path
-from ember.errors import DtypeError, ShapeError, fmt_shape
+from ember.errors import ShapeError, fmt_shape
 from ember.kernels import gemm
 from ember.op import Op, register
 from ember.ops._rules import binary_dtype, broadcast_shapes, refuse_bool, spec
@@ -47,11 +47,6 @@ _FLOAT32 = np.dtype(np.float32)
 _BOOL = np.dtype(np.bool_)
 
 
-def _refuse_bool_arrays(a, b) -> None:
-    """matmul's rule for arrays and specs (NumPy dtypes), as refuse_bool's for tensors."""
-    if getattr(a, "dtype", None) == _BOOL or getattr(b, "dtype", None) == _BOOL:
-        raise DtypeError("matmul: not defined for bool tensors")
-
 
 class MatMulOp(Op):
     name = "matmul"
@@ -59,7 +54,7 @@ class MatMulOp(Op):
     grad_reads = {0: (1,), 1: (0,)}
 
     def infer(self, a, b):
-        _refuse_bool_arrays(a, b)
+        refuse_bool(self.name, a, b)
         return spec(matmul_shape(self.name, a.shape, b.shape), binary_dtype(a, b))
 
     def kernel(self, xp, a, b):
@@ -69,7 +64,7 @@ class MatMulOp(Op):
             if xp is np and 2.0 * a.size * b.shape[-1] < gemm.MIN_FLOPS:  # small: NumPy's, one call fewer
                 return np.matmul(a, b)
             return gemm.matmul(a, b, xp=xp)
-        _refuse_bool_arrays(a, b)  # PyTorch has no bool matrix product (every path: `a @ b` included)
+        refuse_bool(self.name, a, b)  # PyTorch has no bool matrix product (every path: `a @ b` included)
         dtype = binary_dtype(a, b)
         if a.dtype != dtype:
             a = a.astype(dtype)
