@@ -23,6 +23,7 @@ from ember.dtypes import FLOAT_NP
 from ember.errors import ConcretizationError, DataDependentError, DeviceMismatchError, ShapeError, fmt_shape
 from ember.interpreter import Interpreter
 from ember.kernels.background import NotCompiledYet, numpy_instead, serves
+from ember.kernels.numba_loader import MIN_ELEMENTS
 from ember.tensor import Tensor
 
 _stack = _interpreter._stack
@@ -386,7 +387,8 @@ def binary_path(op, swapped: bool = False):
                         tb = type(bd)
                         if (dtype is _FLOAT32 or dtype is _FLOAT64) and (
                                 (tb is np.ndarray and bd.dtype is dtype) or tb is float or tb is int):
-                            out = ufunc(ad, bd)
+                            # (a large pass over the threads where the op has a split kernel)
+                            out = ufunc(ad, bd) if ad.size < MIN_ELEMENTS or op.split is None else op.split(ad, bd)
                         else:
                             out = op.kernel(np, ad, bd)
                     elif (bd.dtype is _FLOAT32 or bd.dtype is _FLOAT64) and (type(ad) is float or type(ad) is int):

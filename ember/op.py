@@ -32,6 +32,9 @@ class Op:
     # The NumPy ufunc that is this op's kernel, exactly, on float32/float64 arrays of one dtype (and a Python float
     # or int beside one): the dispatch fast paths then call it with no kernel call between.
     float_ufunc = None
+    # Optional `split(a, b)`: float_ufunc's values for arrays of MIN_ELEMENTS values or more, computed by a kernel
+    # that splits the pass over the threads where it takes the operands (NumPy runs a ufunc on one thread)
+    split = None
     # Optional `kernel_out(xp, *args, out=..., **attrs)`: the result written into `out` when it can
     # (else a fresh array from `kernel`), bit for bit the kernel's values. Plans and the eager pool use it.
     kernel_out = None

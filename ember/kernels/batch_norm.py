@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ember.kernels import parallel
+from ember.kernels import elementwise, parallel
 from ember.kernels.numba_loader import MIN_ELEMENTS, kernel_for
 from ember.kernels.selection import Table, compiled_or_numpy, note
 
@@ -220,42 +220,6 @@ def channel_sum(x, out):
         out[c] = acc[c]
 
 
-def relu_forward(x, out):
-    # np.maximum(x, 0)'s values (NaN kept, -0.0 and negatives to +0.0) as one vectorised select: NumPy's
-    # maximum ran 193 us over (32, 16, 32, 32) float32 here, where an add takes 46.
-    # In place (a memory plan's buffer reused, out is x) the loop stores through x itself: LLVM must otherwise
-    # assume the two arrays overlap at other indices, and its run-time overlap check, which fails for the same
-    # array, ran the scalar loop (an MLP's (128, 512) ReLU: 23 against 4 us)
-    z = x.dtype.type(0)
-    if x.ctypes.data == out.ctypes.data:
-        for i in range(np.uint64(x.size)):
-            v = x[i]
-            x[i] = v if (v > z or v != v) else z
-        return
-    for i in range(np.uint64(x.size)):
-        v = x[i]
-        out[i] = v if (v > z or v != v) else z
-
-
-def relu_backward(g, out, gx):
-    # Unsigned indices and g read unconditionally make the loop a vectorised select; with a signed index,
-    # Numba's negative-index wraparound kept a branch per value (3.2 ms against 0.07 ms over 0.5 M values
-    # of random sign). One thread: the loop is memory-bound. gx may be g or out (a planned in-place buffer):
-    # those loops store through that input, as relu_forward's, to stay vectorised
-    z = g.dtype.type(0)
-    if gx.ctypes.data == g.ctypes.data:
-        for i in range(np.uint64(g.size)):
-            gi = g[i]
-            g[i] = z if out[i] <= 0 else gi
-        return
-    if gx.ctypes.data == out.ctypes.data:
-        for i in range(np.uint64(g.size)):
-            gi = g[i]
-            out[i] = z if out[i] <= 0 else gi
-        return
-    for i in range(np.uint64(g.size)):
-        gi = g[i]
-        gx[i] = z if out[i] <= 0 else gi  # NaN in out passes g, as PyTorch's threshold_backward
 '''
 
 
@@ -306,8 +270,6 @@ compiled_or_numpy("channel_affine", "compiled rows", "float32/float64, at least 
                   "and activation in one pass, rows split from split_min")
 compiled_or_numpy("channel_sum", "compiled pass", "a sum over every dim but the channels of 16384+ contiguous "
                   "float32/float64 values (a convolution's bias gradient), Numba")
-compiled_or_numpy("relu", "compiled pass", "16384+ float32/float64 values, Numba (the caller checks the size)")
-compiled_or_numpy("relu_backward", "compiled pass", "as relu's")
 
 
 def _per_channel(p, c: int, dtype, fill: float):
@@ -339,7 +301,7 @@ def batch_norm_forward(xp, x, w, b, eps: float, then_relu: bool = False):
             float(eps))
     if rows:
         fn(*head, y.reshape(shape), mean, var)
-        if then_relu and relu(xp, y, into=y) is None:  # (N, C): relu's own kernel after, in place
+        if then_relu and elementwise.relu(xp, y, into=y) is None:  # (N, C): relu's own kernel after, in place
             return None
     else:
         parallel.run_kernel(fn, _channel_chunks(x), head + (bool(then_relu), y.reshape(shape), mean, var))
@@ -360,7 +322,7 @@ def batch_norm_backward(xp, x, w, mean, var, gy, gmean, gvar, eps: float, relu_o
         return None
     note("batch_norm_backward", "compiled channels")
     if rows and relu_out is not None:  # (N, C): relu's own backward kernel first
-        gy, relu_out = relu_backward(xp, gy, relu_out), None
+        gy, relu_out = elementwise.relu_backward(xp, gy, relu_out), None
     invstd = 1.0 / np.sqrt(var.astype(np.float64) + eps)
     gx = np.empty(x.shape, x.dtype)
     gw, gb = np.empty(c, x.dtype), np.empty(c, x.dtype)
@@ -425,34 +387,3 @@ def channel_sum(xp, x, axis, keepdim: bool):
     out = np.empty(c, x.dtype)
     fn(x.reshape(x.shape[0], c, -1), out)
     return out.reshape((1, c) + (1,) * (x.ndim - 2)) if keepdim else out
-
-
-def relu(xp, x, into=None):
-    """np.maximum(x, 0) in one compiled pass (into a C-contiguous `into` of x's shape and dtype), or None
-    where the NumPy kernel must run. Worth it from MIN_ELEMENTS values: below, NumPy's one call costs less
-    (relu's kernels in elementwise.py check the size before they call this)."""
-    if not _usable(xp, x):
-        return None
-    fn = _kernel("relu_forward", x.dtype)
-    if fn is None:
-        return None
-    note("relu", "compiled pass")
-    out = np.empty(x.shape, x.dtype) if into is None else into
-    fn(x.ravel(), out.reshape(-1))  # ravel: a view of C-contiguous data, else a C-ordered copy
-    return out
-
-
-def relu_backward(xp, g, out, into=None):
-    """g where out > 0 else 0 in one pass (into a C-contiguous `into` of g's shape and dtype, which may be g
-    itself), or None where the NumPy kernel must run."""
-    dtype = getattr(g, "dtype", None)
-    if not ((dtype is _FLOAT32 or dtype is _FLOAT64) and type(g) is np.ndarray and type(out) is np.ndarray
-            and out.dtype is dtype and g.shape == out.shape and xp is np) and not _usable(xp, g, out):
-        return None  # (the common case checked inline: this runs on every relu's backward, most of them small)
-    fn = _kernel("relu_backward", g.dtype)
-    if fn is None:
-        return None
-    note("relu_backward", "compiled pass")
-    gx = np.empty(g.shape, g.dtype) if into is None else into
-    fn(g.ravel(), out.ravel(), gx.reshape(-1))  # ravel: a view of C-contiguous data, else a C-ordered copy
-    return gx

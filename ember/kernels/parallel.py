@@ -171,16 +171,13 @@ def run_kernel(kernel, parts: list, head: tuple, parted: tuple = (), strided: bo
             if len(_bounds) >= _MAX_BOUNDS:  # a workload of ever new sizes: start again rather than grow
                 _bounds.clear()
             bounds = _bounds[tuple(parts)] = np.array(parts, np.int64).reshape(-1, 2)
-        if len(parts) == 1:  # the launcher unpacks the arguments in compiled code: cheaper than a Python call
-            if pool.try_run_kernel(kernel, head, parted, bounds, strided):
-                return
-        elif not _state["active"]:  # inside a Python chunk's split the threads already fill the cores
-            _enter()
-            try:
-                if pool.try_run_kernel(kernel, head, parted, bounds, strided):
-                    return
-            finally:
-                _leave()
+        # one chunk: the launcher unpacks the arguments in compiled code, cheaper than a Python call. Several: not
+        # inside a Python chunk's split, whose threads already fill the cores. A compiled chunk calls no BLAS (the
+        # kernels' products run on the GEMM micro-kernel), so BLAS's thread count is left as it is (saving and
+        # restoring it cost 2 us a split); a split of another thread meanwhile finds the pool busy and runs in
+        # its caller.
+        if (len(parts) == 1 or not _state["active"]) and pool.try_run_kernel(kernel, head, parted, bounds, strided):
+            return
     row = {start: k for k, (start, _) in enumerate(parts)}
     run_chunks(lambda a, b: kernel(*head, *(p[row[a]] for p in parted), a, b), parts)
 

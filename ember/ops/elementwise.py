@@ -9,7 +9,7 @@ import numpy as np
 from ember.autograd.grad_mode import state as grad_state
 from ember.dispatch import apply, binary_path, unary_path
 from ember.errors import DtypeError, IntegerDivisionByZeroError
-from ember.kernels import batch_norm
+from ember.kernels import elementwise as elementwise_kernels
 from ember.kernels.gelu import gelu_compiled
 from ember.kernels.numba_loader import MIN_ELEMENTS
 from ember.op import OPS, Op, register
@@ -229,7 +229,7 @@ tanh = _unary("tanh", None, lambda c, g: g * (1.0 - c.output * c.output), ufunc=
 sigmoid = _unary("sigmoid", _sigmoid_kernel, lambda c, g: g * (c.output * (1.0 - c.output)), save_output=True)
 def _relu_kernel(xp, x):
     if x.size >= MIN_ELEMENTS:  # checked first: small tensors skip the compiled path's checks altogether
-        fast = batch_norm.relu(xp, x)
+        fast = elementwise_kernels.relu(xp, x)
         if fast is not None:
             return fast
     return xp.maximum(x, _zero(xp, x.dtype))
@@ -237,7 +237,7 @@ def _relu_kernel(xp, x):
 
 def _relu_into(x, out):
     if x.size >= MIN_ELEMENTS and out.flags.c_contiguous and out.shape == x.shape:
-        if batch_norm.relu(np, x, into=out) is not None:
+        if elementwise_kernels.relu(np, x, into=out) is not None:
             return out
     return np.maximum(x, _zero(np, x.dtype), out=out)
 
@@ -334,6 +334,8 @@ class BinaryOp(Op):
         f = getattr(np, self.ufunc)
         wanted = np.bool_ if self.result == "bool" else None
         if ta is np.ndarray and a.dtype.kind == "f" and out.dtype == (wanted or a.dtype):
+            if self.split is not None and elementwise_kernels.binary(self.name, a, b, out=out) is not None:
+                return out
             if (tb is np.ndarray and b.dtype == a.dtype) or tb in (float, int):
                 return f(a, b, out=out)
         elif tb is np.ndarray and b.dtype.kind == "f" and out.dtype == (wanted or b.dtype) and ta in (float, int):
@@ -364,6 +366,8 @@ class BinaryOp(Op):
             f = self.np_ufunc
             if type(b) is np.ndarray:
                 if b.dtype is a.dtype:
+                    if self.split is not None and a.size >= MIN_ELEMENTS:
+                        return self.split(a, b)
                     return f(a, b) if f is not None else self.fn(xp, a, b)
             elif (type(b) is float or type(b) is int) and a.dtype.kind == "f":  # not bfloat16 (kind V)
                 return f(a, b) if f is not None else self.fn(xp, a, b)
@@ -469,6 +473,22 @@ mul = _binary("mul", None,
               lambda c, g: (g * c.input(1) if c.needs_grad(0) else None, g * c.input(0) if c.needs_grad(1) else None),
               ufunc="multiply",
               reads={0: (1,), 1: (0,)})
+
+
+def _split_pass(name: str):
+    """`split` of the op `name`: the compiled pass over the threads where it takes the operands, else NumPy's
+    ufunc (one thread)."""
+    ufunc = OPS[name].np_ufunc
+
+    def split(a, b):
+        out = elementwise_kernels.binary(name, a, b)
+        return ufunc(a, b) if out is None else out
+
+    return split
+
+
+for _name in elementwise_kernels.BINARY_OPS:
+    OPS[_name].split = _split_pass(_name)
 _div = _binary("div", None, _div_grad, ufunc="true_divide", ufunc_kinds="f", result="float", reads={0: (1,), 1: (0, 1)})
 
 
@@ -605,7 +625,7 @@ _where_op = register(WhereOp())
 
 
 def _relu_backward_kernel(xp, g, out):
-    fast = batch_norm.relu_backward(xp, g, out)
+    fast = elementwise_kernels.relu_backward(xp, g, out)
     if fast is not None:
         return fast
     mask = ~(out <= 0)  # NaN in out passes g, as PyTorch's threshold_backward
@@ -624,7 +644,7 @@ def _relu_backward_out(xp, g, out_, *, out):
     """relu_backward into `out` (a planned buffer, maybe g's own) where the compiled kernel runs."""
     if type(out) is np.ndarray and out.flags.c_contiguous and out.shape == getattr(g, "shape", None) \
             and out.dtype == getattr(g, "dtype", None):
-        done = batch_norm.relu_backward(xp, g, out_, into=out)
+        done = elementwise_kernels.relu_backward(xp, g, out_, into=out)
         if done is not None:
             return done
     return OPS["relu_backward"].kernel(xp, g, out_)

@@ -1,0 +1,183 @@
+"""One-pass elementwise kernels split over the threads: relu's forward and backward, and add, sub and mul of two
+arrays of one shape.
+
+NumPy runs each ufunc on one thread; PyTorch splits an elementwise loop over its threads from 32K values
+(at::internal::GRAIN_SIZE). These compiled loops run as chunks of a flat range on the pool's GIL-free workers
+(parallel.run_kernel) from SPLIT's threshold on, and in the caller alone below it. They are memory-bound: two
+threads stream about twice the bytes of one while the arrays sit in the cores' caches, as a training step's
+activations do.
+
+Where the output is one of the inputs (a memory plan's buffer reused, or an in-place op) the loop stores through
+that input: LLVM must otherwise assume the two arrays overlap at other indices, and its run-time overlap check,
+which fails for the same array, runs the scalar loop (an MLP's (128, 512) ReLU: 23 against 4 us).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ember.kernels import parallel
+from ember.kernels.numba_loader import MIN_ELEMENTS, kernel_for
+from ember.kernels.selection import Table, compiled_or_numpy, note
+
+# the binary ops a kernel here computes, by the code its `op` argument takes
+BINARY_OPS = {"add": ("+", 0), "sub": ("-", 1), "mul": ("*", 2)}
+
+
+def _binary_loops() -> str:
+    """same_shape's body: for each op one loop per aliasing (out is a, out is b, out apart)."""
+    lines = []
+    for symbol, code in BINARY_OPS.values():
+        lines += [f"    if op == {code}:",
+                  "        if out.ctypes.data == a.ctypes.data:",
+                  "            for i in range(np.uint64(lo), np.uint64(hi)):",
+                  "                bi = b[i]",
+                  f"                a[i] = a[i] {symbol} bi",
+                  "            return",
+                  "        if out.ctypes.data == b.ctypes.data:",
+                  "            for i in range(np.uint64(lo), np.uint64(hi)):",
+                  "                ai = a[i]",
+                  f"                b[i] = ai {symbol} b[i]",
+                  "            return",
+                  "        for i in range(np.uint64(lo), np.uint64(hi)):",
+                  f"            out[i] = a[i] {symbol} b[i]",
+                  "        return"]
+    return "\n".join(lines)
+
+
+_SOURCE = '''
+import numpy as np
+
+
+def relu_forward(x, out, lo, hi):
+    # np.maximum(x, 0)'s values (NaN kept, -0.0 and negatives to +0.0) as one vectorised select over [lo, hi)
+    z = x.dtype.type(0)
+    if x.ctypes.data == out.ctypes.data:
+        for i in range(np.uint64(lo), np.uint64(hi)):
+            v = x[i]
+            x[i] = v if (v > z or v != v) else z
+        return
+    for i in range(np.uint64(lo), np.uint64(hi)):
+        v = x[i]
+        out[i] = v if (v > z or v != v) else z
+
+
+def relu_backward(g, out, gx, lo, hi):
+    # g where out > 0, else 0 (NaN in out passes g, as PyTorch's threshold_backward), over [lo, hi). Unsigned
+    # indices and g read unconditionally make the loop a vectorised select; with a signed index, Numba's
+    # negative-index wraparound kept a branch per value (3.2 ms against 0.07 ms over 0.5 M values of random sign)
+    z = g.dtype.type(0)
+    if gx.ctypes.data == g.ctypes.data:
+        for i in range(np.uint64(lo), np.uint64(hi)):
+            gi = g[i]
+            g[i] = z if out[i] <= 0 else gi
+        return
+    if gx.ctypes.data == out.ctypes.data:
+        for i in range(np.uint64(lo), np.uint64(hi)):
+            gi = g[i]
+            out[i] = z if out[i] <= 0 else gi
+        return
+    for i in range(np.uint64(lo), np.uint64(hi)):
+        gi = g[i]
+        gx[i] = z if out[i] <= 0 else gi
+
+
+def same_shape(a, b, out, op, lo, hi):
+    # out[i] = a[i] (op) b[i] over [lo, hi), op a code of BINARY_OPS
+''' + _binary_loops() + "\n"
+
+SPLIT = Table("elementwise", measured_on="Intel Xeon (family 6, model 167), 2 cores, 2026-12-02", values={
+    "split_min": (1 << 17, "from this many values a pass is split over the threads (float32, in us, one thread -> "
+                           "two: 64K values about even (relu 11.3 -> 11.2, add 12.4 -> 13.2); 128K relu 16.7 -> 13.9, "
+                           "relu_backward 23.6 -> 15.0; 256K relu 50 -> 22, relu_backward 111 -> 31, add 104 -> 32; "
+                           "a split's hand-off costs about 3 us)"),
+})
+compiled_or_numpy("relu", "compiled pass", "16384+ float32/float64 values, Numba; split over the threads from "
+                  "elementwise's split_min")
+compiled_or_numpy("relu_backward", "compiled pass", "as relu's")
+for _name in BINARY_OPS:
+    compiled_or_numpy(_name, "compiled pass", "two C-contiguous float32/float64 arrays of one shape and dtype, from "
+                      "elementwise's split_min values (below, NumPy's ufunc on one thread), Numba")
+
+_FLOAT32, _FLOAT64 = np.dtype(np.float32), np.dtype(np.float64)
+
+
+def _kernel(name: str, dtype):
+    """The compiled function `name` for `dtype`, or None (no Numba, or the NumPy backend is chosen)."""
+    return kernel_for(_SOURCE, name, np, dtype, MIN_ELEMENTS)
+
+
+def _run(fn, n: int, args: tuple) -> None:
+    """fn(*args, start, stop) over a flat pass of n values: split over the threads from SPLIT's threshold, else one
+    direct call (0.3 us, against 2.8 through the pool's launcher)."""
+    if n >= SPLIT["split_min"]:
+        parallel.run_kernel(fn, parallel.chunks(n), args)
+    else:
+        fn(*args, 0, n)
+
+
+def _float_arrays(xp, *arrays) -> bool:
+    """Whether the kernels take these: NumPy float32/float64 arrays of one shape and dtype."""
+    if xp is not np:
+        return False
+    a = arrays[0]
+    dtype = getattr(a, "dtype", None)
+    if dtype is not _FLOAT32 and dtype is not _FLOAT64 and dtype not in (_FLOAT32, _FLOAT64):
+        return False
+    for t in arrays:
+        if type(t) is not np.ndarray or (t.dtype is not dtype and t.dtype != dtype) or t.shape != a.shape:
+            return False
+    return True
+
+
+def relu(xp, x, into=None):
+    """np.maximum(x, 0) in one compiled pass (into a C-contiguous `into` of x's shape and dtype), or None where the
+    NumPy kernel must run. Worth it from MIN_ELEMENTS values: below, NumPy's one call costs less (relu's kernels in
+    ops/elementwise.py check the size before they call this)."""
+    if not _float_arrays(xp, x):
+        return None
+    fn = _kernel("relu_forward", x.dtype)
+    if fn is None:
+        return None
+    note("relu", "compiled pass")
+    out = np.empty(x.shape, x.dtype) if into is None else into
+    # ravel: a view of C-contiguous data, else a C-ordered copy
+    _run(fn, x.size, (x.ravel(), out.reshape(-1)))
+    return out
+
+
+def relu_backward(xp, g, out, into=None):
+    """g where out > 0 else 0 in one pass (into a C-contiguous `into` of g's shape and dtype, which may be g
+    itself), or None where the NumPy kernel must run."""
+    dtype = getattr(g, "dtype", None)
+    if not ((dtype is _FLOAT32 or dtype is _FLOAT64) and type(g) is np.ndarray and type(out) is np.ndarray
+            and out.dtype is dtype and g.shape == out.shape and xp is np) and not _float_arrays(xp, g, out):
+        return None  # (the common case checked inline: this runs on every relu's backward, most of them small)
+    fn = _kernel("relu_backward", g.dtype)
+    if fn is None:
+        return None
+    note("relu_backward", "compiled pass")
+    gx = np.empty(g.shape, g.dtype) if into is None else into
+    _run(fn, g.size, (g.ravel(), out.ravel(), gx.reshape(-1)))
+    return gx
+
+
+def binary(name: str, a, b, out=None):
+    """a (name) b for `name` in BINARY_OPS, split over the threads, into `out` (a C-contiguous array of their shape
+    and dtype, which may be a or b) or a new array; None where NumPy's ufunc should run instead: fewer than
+    SPLIT's values, operands of other shapes or dtypes (broadcasting, promotion), non-contiguous ones, or no Numba."""
+    if (type(a) is not np.ndarray or type(b) is not np.ndarray or a.size < SPLIT["split_min"] or a.shape != b.shape
+            or a.dtype != b.dtype or a.dtype not in (_FLOAT32, _FLOAT64) or not a.flags.c_contiguous
+            or not b.flags.c_contiguous):
+        return None
+    if out is not None and (type(out) is not np.ndarray or out.shape != a.shape or out.dtype != a.dtype
+                            or not out.flags.c_contiguous):
+        return None
+    fn = _kernel("same_shape", a.dtype)
+    if fn is None:
+        return None
+    note(name, "compiled pass")
+    if out is None:
+        out = np.empty(a.shape, a.dtype)
+    _run(fn, a.size, (a.reshape(-1), b.reshape(-1), out.reshape(-1), BINARY_OPS[name][1]))
+    return out

@@ -1,0 +1,95 @@
+"""The elementwise passes split over the threads (ember.kernels.elementwise) equal NumPy's ufuncs bit for bit: above and
+below the split threshold, in place, with NaN, infinities and signed zeros, in float32 and float64, eager and jit."""
+
+import numpy as np
+import pytest
+
+import ember as em
+from ember.kernels import elementwise, parallel
+
+pytestmark = pytest.mark.skipif(not elementwise._kernel("relu_forward", np.dtype(np.float32)),
+                                reason="needs Numba")
+
+UFUNCS = {"add": np.add, "sub": np.subtract, "mul": np.multiply}
+SPLIT = elementwise.SPLIT["split_min"]
+
+
+def _values(n, dtype, seed):
+    """n values with NaN, +-inf, +-0.0 and ordinary ones mixed in."""
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal(n).astype(dtype)
+    specials = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 1.0], dtype)
+    at = rng.integers(0, n, 64)
+    x[at] = specials[at % len(specials)]
+    return x
+
+
+@pytest.fixture(params=[1, 2], ids=["1-thread", "2-threads"])
+def threads(request):
+    before = parallel.get_num_threads()
+    em.set_num_threads(request.param)
+    yield request.param
+    em.set_num_threads(before)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("n", [SPLIT - 1, SPLIT, 3 * SPLIT + 7])
+def test_split_passes_equal_numpy(threads, dtype, n):
+    a, b = _values(n, dtype, 0), _values(n, dtype, 1)
+    for name, ufunc in UFUNCS.items():
+        got = elementwise.binary(name, a, b)
+        assert got is not None or n < SPLIT
+        if got is not None:
+            np.testing.assert_array_equal(got, ufunc(a, b), strict=True)
+    relu = elementwise.relu(np, a)
+    expected = np.maximum(a, 0)
+    np.testing.assert_array_equal(relu, expected, strict=True)
+    assert not np.signbit(relu).any()  # -0.0 becomes +0.0, as np.maximum(x, 0) and torch.relu give
+    grad = elementwise.relu_backward(np, b, a)
+    np.testing.assert_array_equal(grad, np.where(~(a <= 0), b, 0).astype(dtype), strict=True)
+
+
+@pytest.mark.parametrize("into", ["a", "b"])
+def test_a_pass_into_one_of_its_inputs(threads, into):
+    n = 2 * SPLIT + 3
+    a, b = _values(n, np.float32, 2), _values(n, np.float32, 3)
+    for name, ufunc in UFUNCS.items():
+        x, y = a.copy(), b.copy()
+        out = x if into == "a" else y
+        assert elementwise.binary(name, x, y, out=out) is out
+        np.testing.assert_array_equal(out, ufunc(a, b))
+    x = a.copy()
+    elementwise.relu(np, x, into=x)
+    np.testing.assert_array_equal(x, np.maximum(a, 0))
+    g, o = b.copy(), a.copy()
+    elementwise.relu_backward(np, g, o, into=g if into == "a" else o)
+    np.testing.assert_array_equal(g if into == "a" else o, np.where(~(a <= 0), b, 0).astype(np.float32))
+
+
+def test_operands_the_split_pass_does_not_take_go_to_numpy():
+    n = 2 * SPLIT
+    a = np.ones(n, np.float32)
+    assert elementwise.binary("add", a, np.ones(n, np.float64)) is None  # promotion
+    assert elementwise.binary("add", a, np.ones(1, np.float32)) is None  # broadcasting
+    assert elementwise.binary("add", a[::2], a[1::2]) is None  # strided
+    assert elementwise.binary("add", a.astype(np.int32), a.astype(np.int32)) is None  # integers
+    assert elementwise.binary("add", a, 2.0) is None  # a Python number
+
+
+@pytest.mark.parametrize("op", ["add", "sub", "mul"])
+def test_ops_eager_jit_and_gradients_on_the_split_path(threads, op):
+    x_np, y_np = _values(2 * SPLIT, np.float32, 4), _values(2 * SPLIT, np.float32, 5)
+    x_np[np.isnan(x_np) | np.isinf(x_np)] = 0.5
+    y_np[np.isnan(y_np) | np.isinf(y_np)] = -0.5
+    fn = {"add": lambda a, b: (a + b).relu(), "sub": lambda a, b: (a - b).relu(), "mul": lambda a, b: (a * b).relu()}[op]
+    x, y = em.tensor(x_np, requires_grad=True), em.tensor(y_np, requires_grad=True)
+    out = fn(x, y)
+    out.backward(em.ones_like(out))
+    expected = np.maximum(UFUNCS[op](x_np, y_np), 0)
+    np.testing.assert_array_equal(out.detach().numpy(), expected)
+    jitted = em.jit(lambda a, b: fn(a, b) * 1.0)
+    for _ in range(2):  # trace, then the planned steady state
+        np.testing.assert_array_equal(jitted(em.tensor(x_np), em.tensor(y_np)).numpy(), expected)
+    mask = (expected > 0).astype(np.float32)
+    grad_x = {"add": mask, "sub": mask, "mul": mask * y_np}[op]
+    np.testing.assert_array_equal(x.grad.numpy(), grad_x)
