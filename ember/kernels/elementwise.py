@@ -1,5 +1,5 @@
-"""One-pass elementwise kernels split over the threads: relu's forward and backward, and add, sub and mul of two
-arrays of one shape.
+"""One-pass kernels split over the threads: relu's forward and backward, add, sub and mul of two arrays of one
+shape, and the sum over leading dims (a linear layer's bias gradient).
 
 NumPy runs each ufunc on one thread; PyTorch splits an elementwise loop over its threads from 32K values
 (at::internal::GRAIN_SIZE). These compiled loops run as chunks of a flat range on the pool's GIL-free workers
@@ -82,6 +82,28 @@ def relu_backward(g, out, gx, lo, hi):
         gx[i] = z if out[i] <= 0 else gi
 
 
+def leading_sum(x, out, lo, hi):
+    # out[j] = the sum over rows of x[:, j] for the columns [lo, hi), row after row onto 0 (an all -0.0 column sums
+    # to +0.0): NumPy's add.reduce over leading axes adds in that order, so the values are its own bit for bit
+    # (four rows a visit to out, added one after another: the same order, a quarter of out's loads and stores)
+    R = x.shape[0]
+    for j in range(np.uint64(lo), np.uint64(hi)):
+        out[j] = 0
+    i = 0
+    while i + 4 <= R:
+        a, b, c, d = x[i], x[i + 1], x[i + 2], x[i + 3]
+        for j in range(np.uint64(lo), np.uint64(hi)):
+            v = out[j] + a[j]
+            v += b[j]
+            v += c[j]
+            out[j] = v + d[j]
+        i += 4
+    for k in range(i, R):
+        r = x[k]
+        for j in range(np.uint64(lo), np.uint64(hi)):
+            out[j] += r[j]
+
+
 def same_shape(a, b, out, op, lo, hi):
     # out[i] = a[i] (op) b[i] over [lo, hi), op a code of BINARY_OPS
 ''' + _binary_loops() + "\n"
@@ -95,6 +117,8 @@ SPLIT = Table("elementwise", measured_on="Intel Xeon (family 6, model 167), 2 co
 compiled_or_numpy("relu", "compiled pass", "16384+ float32/float64 values, Numba; split over the threads from "
                   "elementwise's split_min")
 compiled_or_numpy("relu_backward", "compiled pass", "as relu's")
+compiled_or_numpy("sum", "compiled columns", "a sum over leading dims of C-contiguous float32/float64 data, from "
+                  "elementwise's split_min values and 32 columns, Numba: the columns split over the threads")
 for _name in BINARY_OPS:
     compiled_or_numpy(_name, "compiled pass", "two C-contiguous float32/float64 arrays of one shape and dtype, from "
                       "elementwise's split_min values (below, NumPy's ufunc on one thread), Numba")
@@ -180,4 +204,26 @@ def binary(name: str, a, b, out=None):
     if out is None:
         out = np.empty(a.shape, a.dtype)
     _run(fn, a.size, (a.reshape(-1), b.reshape(-1), out.reshape(-1), BINARY_OPS[name][1]))
+    return out
+
+
+def leading_sum(x, dims: int):
+    """x summed over its first `dims` dims (add.reduce's values bit for bit), the columns split over the threads; or
+    None where NumPy's reduce should run: fewer than SPLIT's values or 32 columns (a thread's 16 at least), data not
+    C-contiguous float32/float64, or no Numba."""
+    if (type(x) is not np.ndarray or x.size < SPLIT["split_min"] or x.dtype not in (_FLOAT32, _FLOAT64)
+            or not x.flags.c_contiguous or not 0 < dims < x.ndim):
+        return None
+    rows = 1
+    for d in x.shape[:dims]:
+        rows *= d
+    columns = x.size // rows
+    if columns < 32:
+        return None
+    fn = _kernel("leading_sum", x.dtype)
+    if fn is None:
+        return None
+    note("sum", "compiled columns")
+    out = np.empty(x.shape[dims:], x.dtype)
+    parallel.run_kernel(fn, parallel.chunks(columns, grain=16), (x.reshape(rows, columns), out.reshape(-1)))
     return out

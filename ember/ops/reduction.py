@@ -9,7 +9,8 @@ import numpy as np
 
 from ember.dispatch import apply, apply_unary, unary_path
 from ember.errors import DtypeError, ShapeError, fmt_shape
-from ember.kernels import batch_norm
+from ember.kernels import batch_norm, elementwise
+from ember.kernels.numba_loader import MIN_ELEMENTS
 from ember.op import Op, register
 from ember.ops._rules import BOOL_NP, FLOAT_NP, INT64_NP, norm_dims, require_float, spec
 from ember.ops.opmath import FLOAT32_NP, LOW_FLOAT_NP, opmath, rounded, upcast, upcast_tensor
@@ -81,10 +82,15 @@ class SumOp(Reduction):
             acc = upcast(x) if x.dtype in FLOAT_NP else x.astype(FLOAT32_NP)
             return xp.asarray(rounded(acc.sum(axis=axis, keepdims=keepdim), out_dtype))
         if xp is np:  # ndarray.sum is np.add.reduce behind a Python wrapper (0.1-0.2 us a call)
-            if axis is not None and len(axis) > 1 and out_dtype == x.dtype:  # per channel (a bias gradient)?
-                out = batch_norm.channel_sum(xp, x, axis, keepdim)
-                if out is not None:
-                    return out
+            if axis is not None and out_dtype == x.dtype and x.size >= MIN_ELEMENTS:
+                if axis == tuple(range(len(axis))):  # over leading dims (a linear layer's bias gradient)
+                    out = elementwise.leading_sum(x, len(axis))
+                    if out is not None:
+                        return out.reshape((1,) * len(axis) + out.shape) if keepdim else out
+                elif len(axis) > 1:  # per channel (a convolution's bias gradient)?
+                    out = batch_norm.channel_sum(xp, x, axis, keepdim)
+                    if out is not None:
+                        return out
             return np.asarray(np.add.reduce(x, axis, out_dtype, None, keepdim))
         return xp.asarray(x.sum(axis=axis, keepdims=keepdim, dtype=out_dtype))
 

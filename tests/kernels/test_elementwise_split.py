@@ -93,3 +93,28 @@ def test_ops_eager_jit_and_gradients_on_the_split_path(threads, op):
     mask = (expected > 0).astype(np.float32)
     grad_x = {"add": mask, "sub": mask, "mul": mask * y_np}[op]
     np.testing.assert_array_equal(x.grad.numpy(), grad_x)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape,dims", [((1024, 384), 1), ((16, 64, 512), 2), ((4099, 33), 1), ((4, 3, 128, 128), 1)])
+def test_a_sum_over_leading_dims_equals_numpys_bit_for_bit(threads, dtype, shape, dims):
+    x = _values(int(np.prod(shape)), dtype, 6).reshape(shape) * dtype(1000)
+    x[np.isnan(x)] = 1.0  # NaN and infinities stay: a column with one keeps it
+    x.reshape(-1, *shape[dims:])[:, 0] = -0.0  # an all -0.0 column sums to +0.0, as NumPy's does
+    expected = np.add.reduce(x, tuple(range(dims)))
+    got = elementwise.leading_sum(x, dims)
+    assert got is not None
+    np.testing.assert_array_equal(got, expected, strict=True)
+    assert np.array_equal(np.signbit(got), np.signbit(expected))
+    t = em.tensor(x, requires_grad=True)
+    total = t.sum(dim=tuple(range(dims)), keepdim=True)
+    np.testing.assert_array_equal(total.detach().numpy(), np.add.reduce(x, tuple(range(dims)), keepdims=True))
+    total.backward(em.ones_like(total))
+    np.testing.assert_array_equal(t.grad.numpy(), np.ones_like(x))
+
+
+def test_sums_the_column_split_does_not_take_go_to_numpy():
+    assert elementwise.leading_sum(np.ones((8192, 16), np.float32), 1) is None  # fewer than 32 columns
+    assert elementwise.leading_sum(np.ones((4, 100), np.float32), 1) is None  # below the threshold
+    assert elementwise.leading_sum(np.ones((512, 512), np.float32).T, 1) is None  # not C-contiguous
+    assert elementwise.leading_sum(np.ones((512, 512), np.int64), 1) is None
