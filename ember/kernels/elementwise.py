@@ -108,20 +108,25 @@ def same_shape(a, b, out, op, lo, hi):
     # out[i] = a[i] (op) b[i] over [lo, hi), op a code of BINARY_OPS
 ''' + _binary_loops() + "\n"
 
-SPLIT = Table("elementwise", measured_on="Intel Xeon (family 6, model 167), 2 cores, 2026-12-02", values={
-    "split_min": (1 << 17, "from this many values a pass is split over the threads (float32, in us, one thread -> "
-                           "two: 64K values about even (relu 11.3 -> 11.2, add 12.4 -> 13.2); 128K relu 16.7 -> 13.9, "
-                           "relu_backward 23.6 -> 15.0; 256K relu 50 -> 22, relu_backward 111 -> 31, add 104 -> 32; "
-                           "a split's hand-off costs about 3 us)"),
+SPLIT = Table("elementwise", measured_on="Intel Xeon (family 6, model 167), 2 cores, OpenBLAS 0.3.31 SkylakeX kernels, "
+              "2026-12-02", values={
+    "split_min": (1 << 17, "from this many values relu's passes split over the threads (float32, in us, one thread -> "
+                           "two: 64K values about even (relu 11.3 -> 11.2); 128K relu 16.7 -> 13.9, relu_backward "
+                           "23.6 -> 15.0; 256K relu 50 -> 22, relu_backward 111 -> 31; a split's hand-off costs "
+                           "about 3 us)"),
+    "add_sum_split_min": (1 << 18, "... add, sub, mul and sums over leading dims, which mostly follow a GEMM (a "
+                                  "residual add, a bias gradient), whose OpenBLAS threads still spin on the other "
+                                  "cores for 0.2 ms: a transformer step with its (16, 64, 128) adds split ran 1 ms "
+                                  "slower (24.7 against 23.6 ms); alone, 256K values add 104 -> 32 us"),
 })
 compiled_or_numpy("relu", "compiled pass", "16384+ float32/float64 values, Numba; split over the threads from "
                   "elementwise's split_min")
 compiled_or_numpy("relu_backward", "compiled pass", "as relu's")
 compiled_or_numpy("sum", "compiled columns", "a sum over leading dims of C-contiguous float32/float64 data, from "
-                  "elementwise's split_min values and 32 columns, Numba: the columns split over the threads")
+                  "elementwise's add_sum_split_min values and 32 columns, Numba: the columns split over the threads")
 for _name in BINARY_OPS:
     compiled_or_numpy(_name, "compiled pass", "two C-contiguous float32/float64 arrays of one shape and dtype, from "
-                      "elementwise's split_min values (below, NumPy's ufunc on one thread), Numba")
+                      "elementwise's add_sum_split_min values (below, NumPy's ufunc on one thread), Numba")
 
 _FLOAT32, _FLOAT64 = np.dtype(np.float32), np.dtype(np.float64)
 
@@ -190,7 +195,8 @@ def binary(name: str, a, b, out=None):
     """a (name) b for `name` in BINARY_OPS, split over the threads, into `out` (a C-contiguous array of their shape
     and dtype, which may be a or b) or a new array; None where NumPy's ufunc should run instead: fewer than
     SPLIT's values, operands of other shapes or dtypes (broadcasting, promotion), non-contiguous ones, or no Numba."""
-    if (type(a) is not np.ndarray or type(b) is not np.ndarray or a.size < SPLIT["split_min"] or a.shape != b.shape
+    if (type(a) is not np.ndarray or type(b) is not np.ndarray or a.size < SPLIT["add_sum_split_min"]
+            or a.shape != b.shape
             or a.dtype != b.dtype or a.dtype not in (_FLOAT32, _FLOAT64) or not a.flags.c_contiguous
             or not b.flags.c_contiguous):
         return None
@@ -203,7 +209,8 @@ def binary(name: str, a, b, out=None):
     note(name, "compiled pass")
     if out is None:
         out = np.empty(a.shape, a.dtype)
-    _run(fn, a.size, (a.reshape(-1), b.reshape(-1), out.reshape(-1), BINARY_OPS[name][1]))
+    parallel.run_kernel(fn, parallel.chunks(a.size), (a.reshape(-1), b.reshape(-1), out.reshape(-1),
+                                                     BINARY_OPS[name][1]))
     return out
 
 
@@ -211,7 +218,7 @@ def leading_sum(x, dims: int):
     """x summed over its first `dims` dims (add.reduce's values bit for bit), the columns split over the threads; or
     None where NumPy's reduce should run: fewer than SPLIT's values or 32 columns (a thread's 16 at least), data not
     C-contiguous float32/float64, or no Numba."""
-    if (type(x) is not np.ndarray or x.size < SPLIT["split_min"] or x.dtype not in (_FLOAT32, _FLOAT64)
+    if (type(x) is not np.ndarray or x.size < SPLIT["add_sum_split_min"] or x.dtype not in (_FLOAT32, _FLOAT64)
             or not x.flags.c_contiguous or not 0 < dims < x.ndim):
         return None
     rows = 1

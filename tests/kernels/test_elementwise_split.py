@@ -11,7 +11,8 @@ pytestmark = pytest.mark.skipif(not elementwise._kernel("relu_forward", np.dtype
                                 reason="needs Numba")
 
 UFUNCS = {"add": np.add, "sub": np.subtract, "mul": np.multiply}
-SPLIT = elementwise.SPLIT["split_min"]
+SPLIT = elementwise.SPLIT["split_min"]  # relu's passes
+ADD_SUM_SPLIT = elementwise.SPLIT["add_sum_split_min"]  # add, sub, mul and sums
 
 
 def _values(n, dtype, seed):
@@ -33,12 +34,12 @@ def threads(request):
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-@pytest.mark.parametrize("n", [SPLIT - 1, SPLIT, 3 * SPLIT + 7])
+@pytest.mark.parametrize("n", [SPLIT - 1, SPLIT, ADD_SUM_SPLIT - 1, ADD_SUM_SPLIT, 3 * ADD_SUM_SPLIT + 7])
 def test_split_passes_equal_numpy(threads, dtype, n):
     a, b = _values(n, dtype, 0), _values(n, dtype, 1)
     for name, ufunc in UFUNCS.items():
         got = elementwise.binary(name, a, b)
-        assert got is not None or n < SPLIT
+        assert (got is None) == (n < ADD_SUM_SPLIT)
         if got is not None:
             np.testing.assert_array_equal(got, ufunc(a, b), strict=True)
     relu = elementwise.relu(np, a)
@@ -51,7 +52,7 @@ def test_split_passes_equal_numpy(threads, dtype, n):
 
 @pytest.mark.parametrize("into", ["a", "b"])
 def test_a_pass_into_one_of_its_inputs(threads, into):
-    n = 2 * SPLIT + 3
+    n = 2 * ADD_SUM_SPLIT + 3
     a, b = _values(n, np.float32, 2), _values(n, np.float32, 3)
     for name, ufunc in UFUNCS.items():
         x, y = a.copy(), b.copy()
@@ -67,7 +68,7 @@ def test_a_pass_into_one_of_its_inputs(threads, into):
 
 
 def test_operands_the_split_pass_does_not_take_go_to_numpy():
-    n = 2 * SPLIT
+    n = 2 * ADD_SUM_SPLIT
     a = np.ones(n, np.float32)
     assert elementwise.binary("add", a, np.ones(n, np.float64)) is None  # promotion
     assert elementwise.binary("add", a, np.ones(1, np.float32)) is None  # broadcasting
@@ -78,7 +79,7 @@ def test_operands_the_split_pass_does_not_take_go_to_numpy():
 
 @pytest.mark.parametrize("op", ["add", "sub", "mul"])
 def test_ops_eager_jit_and_gradients_on_the_split_path(threads, op):
-    x_np, y_np = _values(2 * SPLIT, np.float32, 4), _values(2 * SPLIT, np.float32, 5)
+    x_np, y_np = _values(2 * ADD_SUM_SPLIT, np.float32, 4), _values(2 * ADD_SUM_SPLIT, np.float32, 5)
     x_np[np.isnan(x_np) | np.isinf(x_np)] = 0.5
     y_np[np.isnan(y_np) | np.isinf(y_np)] = -0.5
     fn = {"add": lambda a, b: (a + b).relu(), "sub": lambda a, b: (a - b).relu(), "mul": lambda a, b: (a * b).relu()}[op]
@@ -96,7 +97,7 @@ def test_ops_eager_jit_and_gradients_on_the_split_path(threads, op):
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-@pytest.mark.parametrize("shape,dims", [((1024, 384), 1), ((16, 64, 512), 2), ((4099, 33), 1), ((4, 3, 128, 128), 1)])
+@pytest.mark.parametrize("shape,dims", [((1024, 384), 1), ((16, 64, 512), 2), ((8209, 33), 1), ((8, 3, 128, 128), 1)])
 def test_a_sum_over_leading_dims_equals_numpys_bit_for_bit(threads, dtype, shape, dims):
     x = _values(int(np.prod(shape)), dtype, 6).reshape(shape) * dtype(1000)
     x[np.isnan(x)] = 1.0  # NaN and infinities stay: a column with one keeps it
@@ -114,7 +115,7 @@ def test_a_sum_over_leading_dims_equals_numpys_bit_for_bit(threads, dtype, shape
 
 
 def test_sums_the_column_split_does_not_take_go_to_numpy():
-    assert elementwise.leading_sum(np.ones((8192, 16), np.float32), 1) is None  # fewer than 32 columns
+    assert elementwise.leading_sum(np.ones((32768, 16), np.float32), 1) is None  # fewer than 32 columns
     assert elementwise.leading_sum(np.ones((4, 100), np.float32), 1) is None  # below the threshold
     assert elementwise.leading_sum(np.ones((512, 512), np.float32).T, 1) is None  # not C-contiguous
     assert elementwise.leading_sum(np.ones((512, 512), np.int64), 1) is None
