@@ -70,18 +70,24 @@ def bn_backward(x, gy, mean, invstd, w, gmean, gvar, relu_out, gx, gw, gb, c0, c
         mu = np.float64(mean[c])
         sg = 0.0
         sgx = 0.0
-        if masked:
-            for n in range(N):
+        # a run of M values in x's dtype (as many lanes as the vector holds), each run's sums added in float64;
+        # the masked loop adds in the same order, so the folded BN + ReLU equals relu_backward then this
+        mu_x = x.dtype.type(mu)
+        for n in range(N):
+            s1 = z
+            s2 = z
+            if masked:
                 for m in range(M):
                     g = z if relu_out[n, c, m] <= 0 else gy[n, c, m]
-                    sg += g
-                    sgx += g * (x[n, c, m] - mu)
-        else:
-            for n in range(N):
+                    s1 += g
+                    s2 += g * (x[n, c, m] - mu_x)
+            else:
                 for m in range(M):
                     g = gy[n, c, m]
-                    sg += g
-                    sgx += g * (x[n, c, m] - mu)
+                    s1 += g
+                    s2 += g * (x[n, c, m] - mu_x)
+            sg += s1
+            sgx += s2
         istd = np.float64(invstd[c])
         gb[c] = sg
         gw[c] = sgx * istd
