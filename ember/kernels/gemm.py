@@ -74,12 +74,13 @@ def _choose(choice: str) -> bool:
     from ember.kernels.blas import AVX512_CORES, openblas_core
     from ember.kernels.sgemm import driver
 
-    if driver() is None:
-        return False
     # auto: only where NumPy's BLAS is an OpenBLAS held to narrower kernels; its AVX-512 ones (and other
-    # libraries, tuned for their machines) ran these products in 0.7-1.1x its time (benchmarks/gemm.py)
+    # libraries, tuned for their machines) ran these products in 0.7-1.1x its time (benchmarks/gemm.py).
+    # Asked before the driver is compiled, which costs 1.4 s where the kernel cache is empty.
     core = openblas_core()
-    return choice == "ember" or (core is not None and core.lower() not in AVX512_CORES)
+    if choice == "auto" and (core is None or core.lower() in AVX512_CORES):
+        return False
+    return driver() is not None
 
 
 def _numba_available() -> bool:
