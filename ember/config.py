@@ -133,6 +133,11 @@ COMPILE_IN_BACKGROUND = _declare(
     "EMBER_COMPILE_IN_BACKGROUND", True, "a flag (0/1)",
     doc="an op whose compiled kernel is not compiled yet (nor on disk) runs its NumPy path while the kernel "
         "compiles on a background thread; 0: compile it where it is first called")
+COMPILE_AHEAD = _declare(
+    "EMBER_COMPILE_AHEAD", True, "a flag (0/1)",
+    doc="where kernels compile where first called (use_deterministic_algorithms), `fit` starts a process that "
+        "compiles the first step's kernels from the last while the step compiles them from the first "
+        "(ember.kernels.ahead); 0: none")
 GEMM = _declare(
     "EMBER_GEMM", "auto", "a word", choices=("auto", "ember", "blas", "mkl"),
     doc="float32 matrix products: `auto` takes Ember's AVX-512 GEMM only where NumPy's OpenBLAS runs narrower "

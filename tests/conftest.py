@@ -11,6 +11,9 @@ from ember import config
 # Kernels compile where they are first called, as they did before background compiles: tests that ask which
 # algorithm ran get the same answer with an empty kernel cache. tests/kernels/test_background_compile.py turns it on.
 os.environ.setdefault("EMBER_COMPILE_IN_BACKGROUND", "0")
+# ... and no training step forks a process that compiles its kernels ahead (tests/kernels/test_compile_ahead.py
+# turns it on): a test's fit() leaves no process behind it.
+os.environ.setdefault("EMBER_COMPILE_AHEAD", "0")
 
 
 @pytest.fixture(autouse=True)

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import multiprocessing
 import os
-import signal
-import sys
 import threading
+
+from ember.kernels.process import die_with_parent
 
 _write_ends: set = set()  # write ends of this process's lifelines: never to be held by a forked child
 _hook_registered = False
@@ -49,21 +49,10 @@ class Lifeline:
         self.reader.close()
 
 
-def _ask_to_be_killed_with_parent() -> None:
-    if not sys.platform.startswith("linux"):
-        return
-    try:
-        import ctypes
-
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # 1 = PR_SET_PDEATHSIG
-    except (OSError, AttributeError):  # no prctl: the watching thread alone must do
-        pass
-
-
 def watch(reader, kill_with_parent: bool) -> None:
     """In a worker: exit this process as soon as the main process is gone (the pipe's write end closed)."""
     if kill_with_parent:
-        _ask_to_be_killed_with_parent()
+        die_with_parent()
 
     def wait_for_parent() -> None:
         try:

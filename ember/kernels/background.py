@@ -41,6 +41,8 @@ _finished: set = set()  # keys whose job ran (compiled, or failed: their next ca
 _busy = [False]
 _thread: list = []
 _stopping = [False]
+_held = [False]  # the compiler thread waits (ahead.py's child collects a whole step's kernels first)
+_newest_first = [False]  # the compiler thread takes the newest job first
 _RUNNERS: dict = {}  # code object of a function that runs op kernels -> whether it serves NumPy meanwhile
 
 
@@ -229,12 +231,26 @@ def compiling(key) -> bool:
     return key in _submitted and key not in _finished
 
 
+def hold() -> None:
+    """Keep queued compiles waiting until release()."""
+    with _lock:
+        _held[0] = True
+
+
+def release(newest_first: bool = False) -> None:
+    """Let the compiler thread run the queue, from its newest job with `newest_first`."""
+    with _lock:
+        _held[0] = False
+        _newest_first[0] = newest_first
+        _lock.notify_all()
+
+
 def _serve() -> None:
     while True:
         with _lock:
-            while not _queue:
+            while not _queue or _held[0]:
                 _lock.wait()
-            key, job = _queue.popleft()
+            key, job = _queue.pop() if _newest_first[0] else _queue.popleft()
             _busy[0] = True
         try:
             job()
@@ -275,6 +291,7 @@ def _reset_after_fork() -> None:
     _submitted.clear()
     _finished.clear()
     _busy[0] = False
+    _held[0] = _newest_first[0] = False
     _thread.clear()
 
 

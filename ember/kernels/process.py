@@ -7,6 +7,7 @@ benchmarks calls this once at its start, as `ember train`, `ember tune` and the 
 from __future__ import annotations
 
 import ctypes
+import signal
 import sys
 
 from ember.kernels import blas
@@ -34,3 +35,13 @@ def tune_process(malloc: bool = True, blas_spin: bool = True) -> dict:
     threads sleep 0.2 ms after a GEMM instead of spinning 0.1 s beside Ember's threads (`blas_spin`, unless
     OPENBLAS_THREAD_TIMEOUT is set). Returns what was applied."""
     return {"malloc": malloc and keep_freed_blocks_for_reuse(), "blas_spin": blas_spin and blas.shorten_spin()}
+
+
+def die_with_parent() -> None:
+    """Ask Linux to SIGKILL this process when the thread that started it ends (PR_SET_PDEATHSIG); nothing elsewhere."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # 1 = PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # no prctl: the caller's other safeguards must do
+        pass

@@ -12,6 +12,8 @@ from ember.amp.grad_scaler import GradScaler
 from ember.autograd import grad_mode
 from ember.device import Device
 from ember.graph.jit import jit as jit_compile
+from ember.kernels import ahead
+from ember.kernels.parallel import get_num_threads
 from ember.train.callbacks import Callback
 from ember.train.history import History
 from ember.train.progress import progress_bar as _progress
@@ -62,6 +64,12 @@ def _mixed_precision(amp: bool, device, jit: bool):
     if device_type != "cpu":
         raise ValueError(f"fit: amp runs on cpu or cuda, not on {device_type}")
     return (lambda: autocast_block("cpu", dtype=dtypes.bfloat16)), None
+
+
+def _step_key(model, optimizer, x, y, amp: bool) -> str:
+    """What a training step's kernels depend on: the model, the optimizer, the batch's shapes and dtypes, autocast."""
+    return (f"{model!r}|{type(optimizer).__name__}|{tuple(x.shape)} {x.dtype}|{tuple(y.shape)} {y.dtype}|amp {amp}"
+            f"|threads {get_num_threads()}")
 
 
 def fit(model, train_loader, val_loader=None, *, epochs: int = 1, optimizer=None, loss_fn=None,
@@ -119,6 +127,8 @@ def fit(model, train_loader, val_loader=None, *, epochs: int = 1, optimizer=None
         bar = _progress(train_loader, len(train_loader), f"epoch {epoch}/{epochs}", progress)
         for batch in bar:
             x, y = _to(batch, device)
+            if not jit and trainer.global_step == 0:  # the first step: its kernels compile ahead on another core
+                ahead.compile_ahead(step, (x, y), _step_key(model, optimizer, x, y, amp))
             loss, pred = run_step(x, y)
             n = x.shape[0]
             loss_value = float(loss.item())

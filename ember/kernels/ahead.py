@@ -1,0 +1,85 @@
+"""Compiling a training step's kernels on a second core while the first compiles them where called.
+
+Where kernels compile where first called (`use_deterministic_algorithms(True)`, as `ember train` runs), a first
+training step on an empty kernel cache compiles them one after another on one core, the others idle: about 12 s of
+LeNet-5's first epoch. `compile_ahead(step, args, key)` forks a process that runs step(*args) once with every kernel
+handed to its compiler thread (the NumPy paths serve the step, its results are dropped), then compiles the queued
+kernels from the last one the step met to the first, writing each to the disk cache. The parent goes on at once,
+compiling from the first: where it meets a kernel the child has written, it loads it (milliseconds), so the two meet
+in the middle. As torch.compile's parallel compile, only the compiling runs elsewhere; the parent's results do not
+depend on what the child managed (a kernel compiled here or loaded from disk is the same code).
+
+The child runs at a lower priority, dies with its parent, and leaves a marker under the kernel cache named by `key`
+(the step's model, shapes and Ember's version): a later run with the same key starts no child. Off with the
+`compile_ahead` setting (EMBER_COMPILE_AHEAD=0), without Numba, a disk cache, fork() or a second core, and where
+kernels compile in the background anyway (the parent then serves NumPy meanwhile itself).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sys
+
+from ember import config
+from ember.kernels import background, cache, parallel
+from ember.kernels.numba_loader import compiled_allowed
+from ember.kernels.process import die_with_parent
+
+
+def _marker(key: str):
+    """The file whose presence says this step's kernels were compiled ahead (None without a disk cache)."""
+    folder = cache.cache_folder()
+    if folder is None:
+        return None
+    import numba
+
+    from ember.version import __version__
+
+    name = hashlib.sha256(f"{key}|ember {__version__}|numba {numba.__version__}".encode()).hexdigest()[:24]
+    return folder / "ahead" / name
+
+
+def useful() -> bool:
+    """Whether a step's kernels would be compiled ahead here (setting, platform, Numba, cores, compile mode)."""
+    return (config.COMPILE_AHEAD.get() and hasattr(os, "fork") and sys.platform.startswith("linux")
+            and compiled_allowed() and parallel.cores() >= 2 and not background.enabled())
+
+
+def compile_ahead(step, args: tuple, key: str) -> int:
+    """Start a process that compiles the kernels of step(*args) from the last (see the module's text); returns its
+    pid, or 0 where none was started (not `useful()`, or this key's kernels were compiled ahead before)."""
+    if not useful():
+        return 0
+    marker = _marker(key)
+    if marker is None or marker.exists():
+        return 0
+    # the pool's loops first, here: the child inherits them compiled, and its step's split kernels then queue their
+    # chunk entry points as this process's threads will run them
+    parallel.native()
+    parent = os.getpid()
+    pid = os.fork()
+    if pid:
+        return pid
+    # the child: nothing here may return into the parent's code, whatever happens
+    try:
+        _child(step, args, marker, parent)
+    finally:
+        os._exit(0)
+
+
+def _child(step, args: tuple, marker, parent: int) -> None:
+    die_with_parent()
+    os.nice(10)  # the parent's own compiles and steps come first on a shared core
+    config.COMPILE_IN_BACKGROUND.set(True)
+    background.hold()  # collect the whole step's kernels before compiling any
+    try:
+        step(*args)
+    except Exception:  # noqa: BLE001 - the parent meets the same error and reports it
+        return
+    background.release(newest_first=True)
+    while not background.wait(timeout=0.5):
+        if os.getppid() != parent:  # the parent is gone (no prctl on this kernel): stop
+            return
+    marker.parent.mkdir(mode=0o700, exist_ok=True)
+    marker.touch()
