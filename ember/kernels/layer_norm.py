@@ -4,7 +4,8 @@ normalised size, each row's passes made while it is in cache.
 The forward sums each row in vector lanes in the data's dtype (as PyTorch's kernel does) and writes it while it is
 in cache, where NumPy makes six passes with temporaries. The gradient (layer_norm_backward, ops/layer_norm_backward.py)
 reads x and gy once per row and a second time over the same row; it sums rows in the data's dtype and the weight's
-and bias's columns in float64. From split_min values both split their rows over the threads.
+and bias's columns in float64. Both split their rows over the threads: as compiled chunks on the GIL-free workers
+from native_split_min values, as Python chunks elsewhere from split_min.
 """
 
 from __future__ import annotations
@@ -76,9 +77,12 @@ def layer_norm_backward_rows(x, gy, mean, rstd, w, gx, sw, sb, r0, r1):
 
 
 LAYER_NORM = Table("layer_norm", measured_on="AMD EPYC (family 26), 2 cores, OpenBLAS held to Haswell kernels, "
-                   "2026-11-27", values={
-    "split_min": (1 << 20, "from this many values the rows are split over the threads ((16384, 64): forward 385 -> "
-                           "218 us, gradient 497 -> 300; (1024, 128): the hand-off cost more than it gained)"),
+                   "2026-11-27; native_split_min: Intel Xeon (family 6, model 167), 2 cores, 2026-12-02", values={
+    "split_min": (1 << 20, "from this many values the rows are split over the threads as Python chunks ((16384, 64): "
+                           "forward 385 -> 218 us, gradient 497 -> 300; (1024, 128): the hand-off cost more than it "
+                           "gained)"),
+    "native_split_min": (1 << 16, "... from this many where the workers run compiled chunks without the GIL (a 3 us "
+                                  "hand-off; (1024, 128), in us: forward 43 -> 33, gradient 95 -> 62)"),
 })
 compiled_or_numpy("layer_norm", "compiled rows", "float32/float64 (weight and bias too), 16384+ values, Numba")
 compiled_or_numpy("layer_norm_backward", "compiled rows", "float32/float64, Numba, any size (one call replaces the "
@@ -112,13 +116,21 @@ def backward(xp, x, w, mean, rstd, gy, ndims):
     args = (contiguous(x, (rows, n)), contiguous(gy, (rows, n)), contiguous(mean, rows), contiguous(rstd, rows),
             _per_column(w, n, x.dtype, 1), gx.reshape(rows, n))
 
-    def chunk(r0: int, r1: int):
-        sums = np.zeros((2, n))  # this chunk's column sums of the weight's and bias's gradients, in float64
-        fn(*args, sums[0], sums[1], r0, r1)
-        return sums
+    parts = _chunks(x.size, rows)
+    # each chunk's column sums of the weight's and bias's gradients, in float64, added after; a chunk's row is
+    # padded by 16 values, so no two threads write one cache line (shared, a split ran slower than one thread)
+    sw, sb = np.zeros((len(parts), n + 16)), np.zeros((len(parts), n + 16))
+    if len(parts) == 1:
+        fn(*args, sw[0], sb[0], 0, rows)
+    else:
+        parallel.run_kernel(fn, parts, args, (sw, sb))
+    return gx, sw[:, :n].sum(0).astype(x.dtype).reshape(tail), sb[:, :n].sum(0).astype(x.dtype).reshape(tail)
 
-    sums = sum(parallel.parallel_for(rows, chunk) if x.size >= LAYER_NORM["split_min"] else [chunk(0, rows)])
-    return gx, sums[0].astype(x.dtype).reshape(tail), sums[1].astype(x.dtype).reshape(tail)
+
+def _chunks(size: int, rows: int) -> list:
+    """The row chunks of a pass over `size` values: split from LAYER_NORM's thresholds, else one."""
+    least = LAYER_NORM["native_split_min" if parallel.native() else "split_min"]
+    return parallel.chunks(rows) if size >= least else [(0, rows)]
 
 
 def forward(xp, x, w, b, ndims: int, eps: float):
@@ -136,8 +148,9 @@ def forward(xp, x, w, b, ndims: int, eps: float):
     args = (contiguous(x, (rows, n)), _per_column(w, n, x.dtype, 1), _per_column(b, n, x.dtype, 0), float(eps),
             y.reshape(rows, n), mean.reshape(rows), rstd.reshape(rows))
 
-    def rows_of(r0, r1):
-        fn(*args, r0, r1)
-
-    parallel.parallel_for(rows, rows_of) if x.size >= LAYER_NORM["split_min"] else rows_of(0, rows)
+    parts = _chunks(x.size, rows)
+    if len(parts) == 1:
+        fn(*args, 0, rows)
+    else:
+        parallel.run_kernel(fn, parts, args)
     return y, mean, rstd
