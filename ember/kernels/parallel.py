@@ -166,7 +166,11 @@ def run_kernel(kernel, parts: list, head: tuple, parted: tuple = (), strided: bo
     `strided`: see Pool.try_run_kernel."""
     pool = _pool()
     if pool is not None and pool.native:
-        bounds = _bounds_of(parts)
+        bounds = _bounds.get(tuple(parts))
+        if bounds is None:
+            if len(_bounds) >= _MAX_BOUNDS:  # a workload of ever new sizes: start again rather than grow
+                _bounds.clear()
+            bounds = _bounds[tuple(parts)] = np.array(parts, np.int64).reshape(-1, 2)
         # one chunk: the launcher unpacks the arguments in compiled code, cheaper than a Python call. Several: not
         # inside a Python chunk's split, whose threads already fill the cores. A compiled chunk calls no BLAS (the
         # kernels' products run on the GEMM micro-kernel), so BLAS's thread count is left as it is (saving and
@@ -176,28 +180,6 @@ def run_kernel(kernel, parts: list, head: tuple, parted: tuple = (), strided: bo
             return
     row = {start: k for k, (start, _) in enumerate(parts)}
     run_chunks(lambda a, b: kernel(*head, *(p[row[a]] for p in parted), a, b), parts)
-
-
-def try_run_kernel(kernel, parts: list, head: tuple) -> bool:
-    """run_kernel's split on the GIL-free workers alone: True where they ran it, False (nothing run) where they
-    cannot (one chunk, one thread, no native pool, a split under way, an argument the pool cannot carry), for a
-    caller whose one direct call beats Python chunks."""
-    if len(parts) < 2:
-        return False
-    pool = _pool()
-    if pool is None or not pool.native or _state["active"]:
-        return False
-    return pool.try_run_kernel(kernel, head, (), _bounds_of(parts))
-
-
-def _bounds_of(parts: list) -> np.ndarray:
-    """`parts` as the (chunks, 2) int64 array the pool takes, made once per chunking."""
-    bounds = _bounds.get(tuple(parts))
-    if bounds is None:
-        if len(_bounds) >= _MAX_BOUNDS:  # a workload of ever new sizes: start again rather than grow
-            _bounds.clear()
-        bounds = _bounds[tuple(parts)] = np.array(parts, np.int64).reshape(-1, 2)
-    return bounds
 
 
 def _enter(blas_threads: int = 1) -> None:

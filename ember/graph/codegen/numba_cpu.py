@@ -21,8 +21,6 @@ from numpy.lib.stride_tricks import as_strided
 
 from ember.graph.codegen.region import Region
 from ember.graph.codegen.renderer import Kernel, Renderer, common_shape, fits, literal, operand_dtype
-from ember.kernels import parallel
-from ember.kernels.elementwise import SPLIT
 from ember.kernels.numba_loader import compiled_function, jitted, numba_available
 from ember.kernels.numba_loader import count_compiles as _count
 from ember.op import OPS
@@ -262,14 +260,7 @@ def kernel_source(region: Region, rank: int, reduced: tuple = (), scalars: tuple
     if inner_reduced:
         lines.append(f"{indent[:-4]}acc[{acc_index}] += s")
     header = "import math\n\nimport numpy as np\n\n# " + region.text.replace("\n", "\n# ")
-    text = header + (_SUM_ADD if inner_reduced else "") + "\n\n\n" + "\n".join(lines) + "\n"
-    if rank == 1 and red is None:
-        # the same loop over values [lo, hi) only, for a pass split over the threads (parallel.try_run_kernel)
-        chunk = [f"def chunk({', '.join(params[1:] + ['lo', 'hi'])}):"] + lines[1:]
-        loop = chunk.index("    for i0 in range(n0):")
-        chunk[loop] = "    for i0 in range(lo, hi):"
-        text += "\n\n" + "\n".join(chunk) + "\n"
-    return text
+    return header + (_SUM_ADD if inner_reduced else "") + "\n\n\n" + "\n".join(lines) + "\n"
 
 
 def group_source(region: Region, scalars: tuple, alias: tuple) -> str:
@@ -648,17 +639,6 @@ class NumbaRenderer(Renderer):
                         variants[key] = fn
             return fn
 
-        def chunk_variant(scalars, alias):
-            key = ("chunk", scalars, alias)
-            fn = variants.get(key)
-            if fn is None:
-                with lock:
-                    fn = variants.get(key)
-                    if fn is None:
-                        fn = compiled_function(kernel_source(region, 1, (False,), scalars, alias), "chunk")
-                        variants[key] = fn
-            return fn
-
         def call(fn, *args):
             fn(*args)
             n_sigs = len(fn.overloads)
@@ -694,9 +674,6 @@ class NumbaRenderer(Renderer):
                     args.append(a[()] if a.ndim == 0 else a.reshape(-1)[0])
                 else:  # as it is (a read-only input, rare here, gets a compiled signature of its own)
                     args.append(a if a.ndim == 1 else a.reshape(-1))
-            if n >= SPLIT["split_min"]:  # a large pass: over the threads where the pool can carry its arguments
-                if parallel.try_run_kernel(chunk_variant(scalars, alias), parallel.chunks(n), tuple(args[1:])):
-                    return outs
             call(variant(1, (False,), scalars, alias), *args)
             return outs
 
