@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import os
 import sys
+import threading
 
 from ember import config
 from ember.kernels import background, cache, parallel
@@ -60,12 +61,21 @@ def compile_ahead(step, args: tuple, key: str) -> int:
     parent = os.getpid()
     pid = os.fork()
     if pid:
+        threading.Thread(target=_reap, args=(pid,), name="ember-compile-ahead-reaper", daemon=True).start()
         return pid
     # the child: nothing here may return into the parent's code, whatever happens
     try:
         _child(step, args, marker, parent)
     finally:
         os._exit(0)
+
+
+def _reap(pid: int) -> None:
+    """Wait for the child, so that it does not linger as a zombie until this process ends."""
+    try:
+        os.waitpid(pid, 0)
+    except ChildProcessError:  # reaped elsewhere (a SIGCHLD handler of the program's)
+        pass
 
 
 def _child(step, args: tuple, marker, parent: int) -> None:

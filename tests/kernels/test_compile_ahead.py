@@ -18,7 +18,7 @@ pytestmark = pytest.mark.skipif(not (hasattr(os, "fork") and sys.platform.starts
                                 reason="needs Linux, fork(), Numba and two cores")
 
 _TRAIN = textwrap.dedent('''
-    import hashlib, json, os
+    import hashlib, json, os, time
     import numpy as np
     import ember as em
     from ember.kernels import ahead
@@ -43,8 +43,12 @@ _TRAIN = textwrap.dedent('''
     model = lenet5()
     em.train.fit(model, loader, epochs=1, optimizer=em.optim.SGD(model.parameters(), lr=0.05, momentum=0.9),
                  progress=False, log=lambda *a: None)
-    if started and started[0]:
-        os.waitpid(started[0], 0)  # the child finishes its compiles (and marks the step done)
+    while started and started[0]:  # the child finishes its compiles (and marks the step done); a thread reaps it
+        try:
+            os.kill(started[0], 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.05)
     weights = hashlib.sha256(b"".join(p.detach().numpy().tobytes() for p in model.parameters())).hexdigest()
     print(json.dumps({"child": started[0] if started else None, "weights": weights}))
 ''')
