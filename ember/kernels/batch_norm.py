@@ -229,32 +229,11 @@ def channel_sum(x, out):
 '''
 
 
-
-_FLOAT32, _FLOAT64 = np.dtype(np.float32), np.dtype(np.float64)
-_FLOAT32_64 = (_FLOAT32, _FLOAT64)
-
-
 def _kernel(name: str, dtype):
     """The compiled function `name` for `dtype`, or None (no Numba, or the NumPy backend is chosen)."""
     # every size: one compiled call costs less than the NumPy kernels' several passes, even for tiny inputs;
     # 'reassoc' lets the sums vectorise (several partial sums); NaN and inf still propagate.
     return kernel_for(_SOURCE, name, np, dtype, MIN_ELEMENTS, fastmath={"reassoc"})
-
-
-def _usable(xp, *arrays) -> bool:
-    """Whether the compiled passes take these arrays: NumPy arrays of one shape and of one dtype, float32 or float64
-    (checked in a loop, not all() over a generator: this runs on every small relu_backward)."""
-    if xp is not np:
-        return False
-    a = arrays[0]
-    dtype = a.dtype
-    if dtype is not _FLOAT32 and dtype is not _FLOAT64 and dtype not in _FLOAT32_64:
-        return False
-    shape = a.shape
-    for t in arrays:
-        if type(t) is not np.ndarray or (t.dtype is not dtype and t.dtype != dtype) or t.shape != shape:
-            return False
-    return True
 
 
 _AMD_VM = "AMD EPYC (family 26), 2 cores, OpenBLAS held to Haswell kernels, 2026-11-27"
@@ -292,7 +271,7 @@ def _channel_chunks(x) -> list:
 def batch_norm_forward(xp, x, w, b, eps: float, then_relu: bool = False):
     """(y, mean, biased var) of training-mode batch norm, y through relu with `then_relu` (the jit's folded BN +
     ReLU), or None where the NumPy kernel must run."""
-    if not _usable(xp, x):
+    if not elementwise.float_arrays(xp, x):
         return None
     c = x.shape[1]
     rows = x.size == x.shape[0] * c
@@ -317,9 +296,9 @@ def batch_norm_forward(xp, x, w, b, eps: float, then_relu: bool = False):
 def batch_norm_backward(xp, x, w, mean, var, gy, gmean, gvar, eps: float, relu_out=None):
     """(gx, gw, gb) of training-mode batch norm, gy first through relu's backward at `relu_out` where given (the
     jit's folded BN + ReLU), or None where the NumPy kernel must run."""
-    if gy is None or not _usable(xp, x, gy) or mean.dtype != x.dtype or var.dtype != x.dtype:
+    if gy is None or not elementwise.float_arrays(xp, x, gy) or mean.dtype != x.dtype or var.dtype != x.dtype:
         return None
-    if relu_out is not None and not _usable(xp, x, relu_out):
+    if relu_out is not None and not elementwise.float_arrays(xp, x, relu_out):
         return None
     c = x.shape[1]
     rows = x.size == x.shape[0] * c
@@ -351,7 +330,7 @@ def channel_affine(xp, x, scale, shift, activation=None):
     """x * scale + shift per channel (dim 1; scale or shift may be None), then `activation` (None, ("relu",) or
     ("clamp", lo, hi)), in one pass, rows split over the threads from CHANNEL_AFFINE's split_min; or None
     where the NumPy kernel must run (below MIN_ELEMENTS values, NumPy's two calls cost less than a compiled one)."""
-    if (x.size < MIN_ELEMENTS or x.ndim < 2 or not _usable(xp, x)
+    if (x.size < MIN_ELEMENTS or x.ndim < 2 or not elementwise.float_arrays(xp, x)
             or (scale is not None and (type(scale) is not np.ndarray or scale.dtype != x.dtype))
             or (shift is not None and (type(shift) is not np.ndarray or shift.dtype != x.dtype))
             or (activation is not None and (shift is None or activation[0] not in ("relu", "clamp")))):
@@ -382,7 +361,7 @@ def channel_affine(xp, x, scale, shift, activation=None):
 def channel_sum(xp, x, axis, keepdim: bool):
     """x summed over every dim but dim 1 (`axis` those dims, in order) in one compiled pass, accumulated in float64
     and rounded once, or None where NumPy's reduce must run."""
-    if (x.size < MIN_ELEMENTS or x.ndim < 3 or axis != (0,) + tuple(range(2, x.ndim)) or not _usable(xp, x)
+    if (x.size < MIN_ELEMENTS or x.ndim < 3 or axis != (0,) + tuple(range(2, x.ndim)) or not elementwise.float_arrays(xp, x)
             or not x.flags.c_contiguous):
         return None
     fn = _kernel("channel_sum", x.dtype)

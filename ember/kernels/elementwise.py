@@ -145,8 +145,9 @@ def _run(fn, n: int, args: tuple) -> None:
         fn(*args, 0, n)
 
 
-def _float_arrays(xp, *arrays) -> bool:
-    """Whether the kernels take these: NumPy float32/float64 arrays of one shape and dtype."""
+def float_arrays(xp, *arrays) -> bool:
+    """Whether the compiled passes take these arrays: NumPy arrays of one shape and of one dtype, float32 or float64
+    (checked in a loop, not all() over a generator: this runs on every small relu_backward)."""
     if xp is not np:
         return False
     a = arrays[0]
@@ -163,7 +164,7 @@ def relu(xp, x, into=None):
     """np.maximum(x, 0) in one compiled pass (into a C-contiguous `into` of x's shape and dtype), or None where the
     NumPy kernel must run. Worth it from MIN_ELEMENTS values: below, NumPy's one call costs less (relu's kernels in
     ops/elementwise.py check the size before they call this)."""
-    if not _float_arrays(xp, x):
+    if not float_arrays(xp, x):
         return None
     fn = _kernel("relu_forward", x.dtype)
     if fn is None:
@@ -180,7 +181,7 @@ def relu_backward(xp, g, out, into=None):
     itself), or None where the NumPy kernel must run."""
     dtype = getattr(g, "dtype", None)
     if not ((dtype is _FLOAT32 or dtype is _FLOAT64) and type(g) is np.ndarray and type(out) is np.ndarray
-            and out.dtype is dtype and g.shape == out.shape and xp is np) and not _float_arrays(xp, g, out):
+            and out.dtype is dtype and g.shape == out.shape and xp is np) and not float_arrays(xp, g, out):
         return None  # (the common case checked inline: this runs on every relu's backward, most of them small)
     fn = _kernel("relu_backward", g.dtype)
     if fn is None:
@@ -193,8 +194,9 @@ def relu_backward(xp, g, out, into=None):
 
 def binary(name: str, a, b, out=None):
     """a (name) b for `name` in BINARY_OPS, split over the threads, into `out` (a C-contiguous array of their shape
-    and dtype, which may be a or b) or a new array; None where NumPy's ufunc should run instead: fewer than
-    SPLIT's values, operands of other shapes or dtypes (broadcasting, promotion), non-contiguous ones, or no Numba."""
+    and dtype, which may be a or b) or a new array; None where NumPy's ufunc should run instead: fewer than SPLIT's
+    add_sum_split_min values, operands of other shapes or dtypes (broadcasting, promotion), non-contiguous ones, or
+    no Numba."""
     if (type(a) is not np.ndarray or type(b) is not np.ndarray or a.size < SPLIT["add_sum_split_min"]
             or a.shape != b.shape
             or a.dtype != b.dtype or a.dtype not in (_FLOAT32, _FLOAT64) or not a.flags.c_contiguous
@@ -216,8 +218,8 @@ def binary(name: str, a, b, out=None):
 
 def leading_sum(x, dims: int):
     """x summed over its first `dims` dims (add.reduce's values bit for bit), the columns split over the threads; or
-    None where NumPy's reduce should run: fewer than SPLIT's values or 32 columns (a thread's 16 at least), data not
-    C-contiguous float32/float64, or no Numba."""
+    None where NumPy's reduce should run: fewer than SPLIT's add_sum_split_min values or 32 columns (a thread's 16 at
+    least), data not C-contiguous float32/float64, or no Numba."""
     if (type(x) is not np.ndarray or x.size < SPLIT["add_sum_split_min"] or x.dtype not in (_FLOAT32, _FLOAT64)
             or not x.flags.c_contiguous or not 0 < dims < x.ndim):
         return None
