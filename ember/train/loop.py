@@ -127,7 +127,9 @@ def fit(model, train_loader, val_loader=None, *, epochs: int = 1, optimizer=None
         bar = _progress(train_loader, len(train_loader), f"epoch {epoch}/{epochs}", progress)
         for batch in bar:
             x, y = _to(batch, device)
-            if not jit and trainer.global_step == 0:  # the first step: its kernels compile ahead on another core
+            # the first step's CPU kernels compile ahead on another core (a forked process; never after a GPU's
+            # context exists, which a fork cannot share)
+            if not jit and trainer.global_step == 0 and x.device.type == "cpu" and ahead.useful():
                 ahead.compile_ahead(step, (x, y), _step_key(model, optimizer, x, y, amp))
             loss, pred = run_step(x, y)
             n = x.shape[0]
