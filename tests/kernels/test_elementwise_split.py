@@ -89,8 +89,13 @@ def test_ops_eager_jit_and_gradients_on_the_split_path(threads, op):
     expected = np.maximum(UFUNCS[op](x_np, y_np), 0)
     np.testing.assert_array_equal(out.detach().numpy(), expected)
     jitted = em.jit(lambda a, b: fn(a, b) * 1.0)
-    for _ in range(2):  # trace, then the planned steady state
-        np.testing.assert_array_equal(jitted(em.tensor(x_np), em.tensor(y_np)).numpy(), expected)
+    a_in, b_in = em.tensor(x_np.copy()), em.tensor(y_np.copy())
+    for k in range(3):  # trace, then the planned steady state, the inputs changed in place between calls
+        if k:
+            a_in.mul_(-1.5)
+            b_in.add_(0.25)
+        want = np.maximum(UFUNCS[op](a_in.numpy(), b_in.numpy()), 0)
+        np.testing.assert_array_equal(jitted(a_in, b_in).numpy(), want)
     mask = (expected > 0).astype(np.float32)
     grad_x = {"add": mask, "sub": mask, "mul": mask * y_np}[op]
     np.testing.assert_array_equal(x.grad.numpy(), grad_x)
