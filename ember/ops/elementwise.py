@@ -334,7 +334,8 @@ class BinaryOp(Op):
         f = getattr(np, self.ufunc)
         wanted = np.bool_ if self.result == "bool" else None
         if ta is np.ndarray and a.dtype.kind == "f" and out.dtype == (wanted or a.dtype):
-            if self.split is not None and elementwise_kernels.binary(self.name, a, b, out=out) is not None:
+            if self.split is not None and a.size >= MIN_ELEMENTS and \
+                    elementwise_kernels.binary(self.name, a, b, out=out) is not None:
                 return out
             if (tb is np.ndarray and b.dtype == a.dtype) or tb in (float, int):
                 return f(a, b, out=out)
