@@ -132,6 +132,41 @@ def test_retain_grad_matches_torch():
         np.testing.assert_allclose(e, t)
 
 
+def _passes_through(L, x, y):
+    """x + y and y + x: add's gradient hands the incoming gradient on as it is, to a leaf and to a retained grad."""
+    return x + y
+
+
+@pytest.mark.parametrize("root", ["leaf", "through_add", "retained"])
+def test_gradients_never_share_memory_with_the_callers_gradient(root):
+    """backward(G) twice: the second pass adds into .grad in place, which must not write into G (as in PyTorch,
+    which copies G where a .grad would keep it); and a retained grad accumulates over passes, as PyTorch's."""
+    seen = {}
+    for L in (torch, em):
+        x = L.tensor([1.0, 2.0, 3.0], requires_grad=True)
+        z = L.tensor([0.5, 0.5, 0.5])
+        G = L.tensor([1.0, 2.0, 3.0])
+        held = L.tensor([1.0, 2.0, 3.0])
+        out = x if root == "leaf" else _passes_through(L, x, z)
+        if root == "retained":
+            out.retain_grad()
+        for _ in range(2):
+            out.backward(G, retain_graph=True)
+        assert G.tolist() == held.tolist(), f"{L.__name__}: the caller's gradient changed: {G.tolist()}"
+        grads = [x.grad.tolist()] + ([out.grad.tolist()] if root == "retained" else [])
+        seen[L.__name__] = grads
+    assert seen["ember"] == seen["torch"] == [[2.0, 4.0, 6.0]] * (2 if root == "retained" else 1)
+
+
+def test_a_leaf_and_a_retained_grad_fed_the_same_gradient_do_not_share_it():
+    x = em.ones(3, requires_grad=True)
+    y = x + 1
+    y.retain_grad()
+    y.sum().backward()
+    x.grad.mul_(10)  # writing one must leave the other alone
+    assert y.grad.tolist() == [1.0, 1.0, 1.0] and x.grad.tolist() == [10.0, 10.0, 10.0]
+
+
 def test_non_leaf_grad_is_none_without_retain_grad():
     x = em.ones(2, requires_grad=True)
     h = x * 2

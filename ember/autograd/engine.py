@@ -303,8 +303,10 @@ def run_backward(
 
         deps, leaf_edges = _collect(root_nodes)
         # backward() accumulates each leaf's gradient as soon as its last edge is done, so a
-        # post-accumulate hook (DDP's) can act on it while the rest of the pass runs.
-        stored = set()
+        # post-accumulate hook (DDP's) can act on it while the rest of the pass runs. `stored`: the arrays a .grad
+        # may not take as its own, because another .grad or the caller holds them: the gradients passed in (an
+        # identity rule such as add's hands them on), then each array a .grad takes.
+        stored = {id(g._data) for g in grads}
         if inputs is not None:
             leaf_edges = None
         ready = [n for n in root_nodes if n not in deps]
@@ -319,7 +321,7 @@ def run_backward(
                 for nr, ref in node.retained.items():
                     t = ref()
                     if t is not None and out_grads[nr] is not None:
-                        t.grad = out_grads[nr] if create_graph else out_grads[nr].detach()
+                        _accumulate_retained(t, out_grads[nr], create_graph)
             if node.freed:
                 node._raise_freed()
             try:
@@ -334,15 +336,17 @@ def run_backward(
             if type(in_grads) is not tuple and not isinstance(in_grads, (tuple, list)):
                 in_grads = (in_grads,)
             if not retain_graph and (node._saved is not None or node._out_saved is not None):
-                node.release()
+                node._saved = node._out_saved = None  # node.release() inline
+                node.freed = True
             n_grads = len(in_grads)
+            in_meta = node.in_meta
             for i, edge in enumerate(node.edges):
                 if edge is None:
                     continue
                 parent, nr = edge
                 g = in_grads[i] if i < n_grads else None
                 if g is not None:
-                    shape, np_dtype = node.in_meta[i]
+                    shape, np_dtype = in_meta[i]
                     data = g._data
                     dtype = data.dtype
                     if data.shape != shape or (dtype is not np_dtype and dtype != np_dtype):
@@ -391,17 +395,23 @@ def run_backward(
 
 
 def _accumulate_into_leaf(leaf, g, create_graph: bool, stored: set) -> None:
-    if not create_graph:
+    # A gradient the pass made is a tensor of no graph and no view (detach would copy its fields only), unless
+    # create_graph recorded it or an identity rule passed on a view or a tensor that requires grad.
+    if not create_graph and (g._requires_grad or g._base is not None):
         g = g.detach()
-    current = leaf.grad  # read once: under ember.jit the read is recorded (graph/trace.py, read_grad)
+    tracing = _entered[0]
+    current = leaf.grad if tracing else leaf._grad  # under ember.jit the read is recorded (graph/trace.py, read_grad)
     if current is None:
         data = g._data
-        # A gradient may alias another leaf's or be a read-only broadcast view: own a copy then.
+        # A gradient may alias another leaf's, the caller's gradient, or be a read-only broadcast view: own a copy.
         flags = getattr(data, "flags", None)
         if flags is not None and (not flags.owndata or not getattr(flags, "writeable", True) or id(data) in stored):
             g = g.clone() if not create_graph else g
         stored.add(id(g._data))
-        leaf.grad = g
+        if tracing:
+            leaf.grad = g
+        else:  # the setter's checks hold by construction: _fit gave g the leaf's shape and dtype
+            leaf._grad = g
     elif create_graph:
         leaf.grad = current + g
     elif type(current._data) is _np.ndarray and type(g._data) is _np.ndarray:
@@ -416,6 +426,15 @@ def _accumulate_into_leaf(leaf, g, create_graph: bool, stored: set) -> None:
             _grad_state.enabled = prev
     if leaf._post_accumulate_grad_hooks:
         _hooks.run_post_accumulate_grad_hooks(leaf)
+
+
+def _accumulate_retained(t, g, create_graph: bool) -> None:
+    """Add g into a non-leaf's .grad (Tensor.retain_grad), as PyTorch: a copy the first time, so that it shares
+    memory with no other gradient and not with the caller's, then a sum on each later pass."""
+    if not create_graph:
+        g = g.detach()
+    current = t.grad
+    t.grad = g.clone() if current is None else current + g
 
 
 def backward(tensors, grad_tensors=None, retain_graph=None, create_graph: bool = False) -> None:
@@ -441,12 +460,12 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph: bool =
 
 def _initial_grad(t, g, what: str):
     if g is None:
-        if t.numel() != 1:
+        data = t._data
+        if (data.size if type(data) is _np.ndarray else t.numel()) != 1:
             raise RuntimeError(
                 f"{what}: grad can be implicitly created only for scalar outputs, but the output has "
                 f"shape {tuple(t.shape)}; pass a gradient of that shape"
             )
-        data = t._data
         if type(data) is _np.ndarray:  # the common case, without a dispatched op
             ones = _np.empty(data.shape, data.dtype)
             ones.fill(1)  # np.ones is these two calls behind a Python wrapper
@@ -503,6 +522,7 @@ import numpy as _np  # noqa: E402
 from ember import dispatch as _dispatch  # noqa: E402
 from ember.autograd import hooks as _hooks  # noqa: E402
 from ember.autograd import views as _views  # noqa: E402
+from ember.interpreter import entered as _entered  # noqa: E402
 from ember.op import OPS as _OPS  # noqa: E402
 from ember.tensor import _FLOAT_NP  # noqa: E402
 from ember.tensor import Tensor as _Tensor  # noqa: E402
