@@ -18,7 +18,7 @@ import numpy as np
 
 from ember.kernels import parallel
 from ember.kernels.numba_loader import MIN_ELEMENTS, kernel_for
-from ember.kernels.selection import Table, compiled_or_numpy, note
+from ember.kernels.selection import Table, compiled_or_numpy, listening, note
 
 # the binary ops a kernel here computes, by the code its `op` argument takes
 BINARY_OPS = {"add": ("+", 0), "sub": ("-", 1), "mul": ("*", 2)}
@@ -183,12 +183,17 @@ def relu_backward(xp, g, out, into=None):
     if not ((dtype is _FLOAT32 or dtype is _FLOAT64) and type(g) is np.ndarray and type(out) is np.ndarray
             and out.dtype is dtype and g.shape == out.shape and xp is np) and not float_arrays(xp, g, out):
         return None  # (the common case checked inline: this runs on every relu's backward, most of them small)
-    fn = _kernel("relu_backward", g.dtype)
+    fn = _kernel("relu_backward", dtype)
     if fn is None:
         return None
-    note("relu_backward", "compiled pass")
-    gx = np.empty(g.shape, g.dtype) if into is None else into
-    _run(fn, g.size, (g.ravel(), out.ravel(), gx.reshape(-1)))
+    if listening[0]:
+        note("relu_backward", "compiled pass")
+    gx = np.empty(g.shape, dtype) if into is None else into
+    n = g.size
+    if n < SPLIT["split_min"]:  # _run inline: most relu gradients are small
+        fn(g.ravel(), out.ravel(), gx.reshape(-1), 0, n)
+    else:
+        parallel.run_kernel(fn, parallel.chunks(n), (g.ravel(), out.ravel(), gx.reshape(-1)))
     return gx
 
 
