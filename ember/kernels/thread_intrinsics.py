@@ -1,5 +1,5 @@
-"""Numba intrinsics for threads that hand work over without the GIL (thread_pool.py): atomic loads
-and stores of int64 counters, `sched_yield`, the futex system call, and a call through a C function's address.
+"""Numba intrinsics for threads that hand work over without the GIL (thread_pool.py): atomic loads, stores and
+compare-and-swaps of int64 counters, `sched_yield`, the futex system call, and a call through a C function's address.
 Imported only by the generated kernel sources, so importing Ember needs no Numba."""
 
 from __future__ import annotations
@@ -35,6 +35,17 @@ def store(typingctx, counters, index, value):
         return context.get_dummy_value()
 
     return types.void(counters, types.intp, types.int64), codegen
+
+
+@intrinsic
+def swap_if(typingctx, counters, index, expected, value):
+    """counters[index] = value if it holds `expected` (one atomic compare-and-swap, sequentially consistent): whether
+    it did."""
+    def codegen(context, builder, sig, args):
+        slot = _slot(context, builder, sig.args[0], args[0], args[1])
+        return builder.extract_value(builder.cmpxchg(slot, args[2], args[3], "seq_cst", "seq_cst"), 1)
+
+    return types.boolean(counters, types.intp, types.int64, types.int64), codegen
 
 
 @intrinsic

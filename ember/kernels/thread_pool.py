@@ -6,7 +6,11 @@ hand-off costs about a microsecond and an idle worker nothing. A post is either 
 the loop calls through a C entry point (a Numba cfunc given the address of an argument block the caller filled:
 no GIL at all), or a Python task, for which the loop returns to its thread, which takes the GIL, runs the task and
 enters the loop again. The caller runs the first chunk itself and then waits for the workers' `done` counters in
-compiled code, without the GIL, so the workers can run Python. Elsewhere (no Numba, another platform) the
+compiled code, without the GIL, so the workers can run Python. A compiled chunk that its worker has not started by
+then, the caller takes (a compare-and-swap on the worker's `taken` counter decides who runs it) and runs itself:
+right after a GEMM, OpenBLAS's own threads hold the other cores for about 0.2 ms, and a split that waited for its
+workers took 0.18-0.23 ms where one thread took 0.07-0.09 (a (96, 3136) float32 channel affine, Xeon family 6 model
+167, 2026-12-02); it now takes what one thread takes, and half that where a worker is free. Elsewhere (no Numba, another platform) the
 workers are plain threads woken through a condition, and compiled kernels' chunks run as Python tasks.
 
 A compiled kernel runs on the GIL-free path when every argument is an aligned array in the machine's byte order
@@ -36,11 +40,12 @@ _FUTEX_SYSCALL = {"x86_64": 202, "aarch64": 98}.get(platform.machine())
 _LOOPS = '''
 from numba import njit
 
-from ember.kernels.thread_intrinsics import call_task, futex, load, sched_yield, store
+from ember.kernels.thread_intrinsics import call_task, futex, load, sched_yield, store, swap_if
 
 
-# a worker's control row: counters, the posted chunk, and whether its task failed; two cache lines
-POSTED, DONE, FN, ARG, STOP, WORKER_ASLEEP, CALLER_ASLEEP, FAILED, ROW = 0, 1, 2, 3, 4, 5, 6, 7, 16
+# a worker's control row: counters, the posted chunk, whether its task failed, and the last post taken (by the worker
+# or, for a compiled chunk the worker had not started, by the caller); two cache lines
+POSTED, DONE, FN, ARG, STOP, WORKER_ASLEEP, CALLER_ASLEEP, FAILED, TAKEN, ROW = 0, 1, 2, 3, 4, 5, 6, 7, 8, 16
 FUTEX_WAIT, FUTEX_WAKE = 128, 129  # the process-private forms
 
 
@@ -76,7 +81,13 @@ def serve(ctl, row, seen, polls, futex_nr):
         seen += 1
         _wait(ctl, base + POSTED, seen, base + WORKER_ASLEEP, polls, futex_nr)
         if load(ctl, base + STOP):
+            store(ctl, base + TAKEN, load(ctl, base + POSTED))
             return -1
+        # each post is taken once, in order: by this thread, or (a compiled chunk this thread had not started when
+        # the caller was free) by the caller, which then ran it and raised DONE; the caller posts again only once a
+        # post is taken and done, so after taking it this thread reads that post's FN and ARG
+        if not swap_if(ctl, base + TAKEN, seen - 1, seen):
+            continue
         fn = ctl[base + FN]
         if fn == 0:
             return seen
@@ -107,8 +118,10 @@ def wait_all(ctl, workers, polls, futex_nr):
 
 
 def split(ctl, fn, blocks, block_bytes, parts, polls, futex_nr):
-    # fn's chunks 1..parts-1 on workers 0..parts-2 (chunk k's block at blocks + k * block_bytes), chunk 0 here: the
-    # number of chunks whose kernel raised
+    # fn's chunks 1..parts-1 posted to workers 0..parts-2 (chunk k's block at blocks + k * block_bytes), chunk 0 here:
+    # the number of chunks whose kernel raised. A chunk its worker has not started when the caller is free, the caller
+    # takes and runs itself: a worker kept off its core (another library's threads spinning there after their own
+    # work) then costs no wait, and a split is never much slower than one thread.
     for w in range(parts - 1):
         base = w * ROW
         ctl[base + FN] = fn
@@ -117,7 +130,13 @@ def split(ctl, fn, blocks, block_bytes, parts, polls, futex_nr):
     failed = 1 if call_task(fn, blocks) == 0 else 0
     for w in range(parts - 1):
         base = w * ROW
-        _wait(ctl, base + DONE, ctl[base + POSTED], base + CALLER_ASLEEP, polls, futex_nr)
+        posted = ctl[base + POSTED]
+        if swap_if(ctl, base + TAKEN, posted - 1, posted):  # not started: here
+            if call_task(fn, blocks + (w + 1) * block_bytes) == 0:
+                failed += 1
+            store(ctl, base + DONE, posted)
+            continue
+        _wait(ctl, base + DONE, posted, base + CALLER_ASLEEP, polls, futex_nr)
         failed += ctl[base + FAILED]
         ctl[base + FAILED] = 0
     return failed

@@ -222,6 +222,46 @@ def test_thousands_of_kernel_splits_in_a_row_each_run_every_chunk(native_pool):
         assert out[0] == want[0] and out[-1] == want[-1]
 
 
+def test_a_chunk_its_worker_never_starts_runs_in_the_caller(native_pool):
+    """A worker kept off its core (another library's threads spinning there) must cost no wait: with the workers
+    gone, every chunk still runs, in the caller, each with its own row. Without this the split would wait forever."""
+    kernel = compile_source(_SOURCE, "scaled")
+    x, counts, want = _scaled_case(9)
+    out, scratch = np.zeros(9), np.zeros((3, 2), np.int64)
+    chunks = np.array([(0, 3), (3, 6), (6, 9)], np.int64)
+    assert native_pool.try_run_kernel(kernel, (x, counts, 0.5, False, 2, out), (scratch,), chunks)  # compiled
+    native_pool.close()  # the workers' loops return: nobody takes a post from now on
+    out[:] = 0
+    scratch[:] = 0
+    ran = []
+    caller = threading.Thread(target=lambda: ran.append(native_pool.try_run_kernel(
+        kernel, (x, counts, 0.5, False, 2, out), (scratch,), chunks)), daemon=True)
+    caller.start()
+    caller.join(timeout=30)
+    assert ran == [True], "the split waited for workers that never came"
+    np.testing.assert_allclose(out, want)
+    assert scratch.tolist() == [[0, 3], [3, 6], [6, 9]]
+
+
+def test_late_workers_skip_the_chunks_the_caller_took_and_serve_the_next_split(native_pool):
+    # a sleeping worker wakes after the caller, done with a one-row first chunk, has taken the second; it must not
+    # run that chunk again, and must take the next split's chunk as usual
+    kernel = compile_source(_SOURCE, "scaled")
+    x, counts, want = _scaled_case(64)
+    scratch = np.zeros((2, 2), np.int64)
+    ran = []
+    for i in range(60):
+        if i % 3 == 0:
+            time.sleep((thread_pool.IDLE_POLL_US + 200) * 1e-6)  # the workers go to sleep
+        out = np.zeros(64)
+        chunks = np.array([(0, 1), (1, 64)], np.int64)
+        assert native_pool.try_run_kernel(kernel, (x, counts, 0.5, False, 2, out), (scratch,), chunks)
+        np.testing.assert_allclose(out, want)
+        if i % 2:  # a Python task posted right after: it runs once, on the worker
+            assert native_pool.run([lambda: None, lambda: ran.append(_name())]) == [None, None]
+    assert ran == ["ember-worker-0"] * 30
+
+
 def test_python_tasks_and_kernels_alternate_on_the_same_workers(native_pool):
     kernel = compile_source(_SOURCE, "slow_second_chunk")
     for i in range(200):
