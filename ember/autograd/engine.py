@@ -230,11 +230,11 @@ def walk(roots, follow=None) -> list:
 
 
 def _collect(roots: list) -> tuple:
-    """Count, for each node and each leaf (by id) reachable from the roots, how many edges point at it
+    """Count, for each node and each leaf (by id) reachable from the roots (nodes), how many edges point at it
     (one depth-first pass, as `walk` makes, counting as it goes)."""
     deps: dict = {}
     leaves: dict = {}
-    stack = [n for n in roots if n is not None]
+    stack = list(roots)
     seen = set(stack)
     while stack:
         for edge in stack.pop().edges:
@@ -286,10 +286,14 @@ def run_backward(
     leaf_grads: dict = {}  # id(leaf) -> (leaf, grad)
     root_nodes = []
 
+    # `stored`: the arrays a .grad may not take as its own, because another .grad or the caller holds them: the
+    # gradients passed in (an identity rule such as add's hands them on), then each array a .grad takes.
+    stored = set()
     prev_mode = _grad_state.enabled
     _grad_state.enabled = create_graph
     try:
         for t, g in zip(roots, grads):
+            stored.add(id(g._data))
             fn = _views.current_grad_fn(t)
             if fn is None:
                 prev = leaf_grads.get(id(t))
@@ -303,13 +307,13 @@ def run_backward(
 
         deps, leaf_edges = _collect(root_nodes)
         # backward() accumulates each leaf's gradient as soon as its last edge is done, so a
-        # post-accumulate hook (DDP's) can act on it while the rest of the pass runs. `stored`: the arrays a .grad
-        # may not take as its own, because another .grad or the caller holds them: the gradients passed in (an
-        # identity rule such as add's hands them on), then each array a .grad takes.
-        stored = {id(g._data) for g in grads}
+        # post-accumulate hook (DDP's) can act on it while the rest of the pass runs.
         if inputs is not None:
             leaf_edges = None
-        ready = [n for n in root_nodes if n not in deps]
+        ready = []
+        for n in root_nodes:  # (a loop, not a comprehension: no frame of its own, and there is mostly one root)
+            if n not in deps:
+                ready.append(n)
         while ready:
             node = ready.pop()
             out_grads = buffers.pop(node)
@@ -440,10 +444,13 @@ def _accumulate_retained(t, g, create_graph: bool) -> None:
 def backward(tensors, grad_tensors=None, retain_graph=None, create_graph: bool = False) -> None:
     """Accumulate d(tensors)/d(leaves) into each leaf's `.grad` (PyTorch's `autograd.backward`)."""
     if isinstance(tensors, _Tensor):
-        tensors = [tensors]
-    tensors = list(tensors)
-    if grad_tensors is None or isinstance(grad_tensors, _Tensor):
-        grad_tensors = [grad_tensors] * len(tensors) if grad_tensors is None else [grad_tensors]
+        tensors = (tensors,)
+        if grad_tensors is None or isinstance(grad_tensors, _Tensor):
+            grad_tensors = (grad_tensors,)
+    else:
+        tensors = list(tensors)
+        if grad_tensors is None or isinstance(grad_tensors, _Tensor):
+            grad_tensors = [grad_tensors] * len(tensors) if grad_tensors is None else [grad_tensors]
     roots, grads = [], []
     for t, g in zip(tensors, grad_tensors):
         if not t._requires_grad:

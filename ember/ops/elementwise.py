@@ -53,6 +53,8 @@ class UnaryOp(Op):
         if fn is None and ufunc is not None:  # the kernel is the ufunc (with dtype rules floats need none of)
             self.float_ufunc = getattr(np, ufunc)
         self.grad = grad
+        if grad is not None:
+            self.vjp = grad  # the rule itself, one call fewer a backward: the engine takes a lone gradient as (g,)
         self.float_only = float_only
         self.bool_result = bool_result
         self.save_inputs = (0,) if save_input else ()
@@ -318,6 +320,8 @@ class BinaryOp(Op):
         # NumPy's ufunc itself for NumPy operands: the fast path below then costs no lambda call and lookup
         self.np_ufunc = getattr(np, ufunc) if fn is None and ufunc is not None else None
         self.grad = grad
+        if grad is not None:
+            self.vjp = grad  # the rule itself: one call fewer on every backward through this op (see vjp below)
         self.result = result  # promote | float (true division) | bool (comparisons) | int (bitwise)
         self.no_bool = no_bool  # sub: a bool operand is an error, as in PyTorch
         self.grad_reads = (reads if reads is not None else {}) if grad is not None else None
