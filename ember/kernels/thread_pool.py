@@ -10,8 +10,9 @@ compiled code, without the GIL, so the workers can run Python. A compiled chunk 
 then, the caller takes (a compare-and-swap on the worker's `taken` counter decides who runs it) and runs itself:
 right after a GEMM, OpenBLAS's own threads hold the other cores for about 0.2 ms, and a split that waited for its
 workers took 0.18-0.23 ms where one thread took 0.07-0.09 (a (96, 3136) float32 channel affine, Xeon family 6 model
-167, 2026-12-02); it now takes what one thread takes, and half that where a worker is free. Elsewhere (no Numba, another platform) the
-workers are plain threads woken through a condition, and compiled kernels' chunks run as Python tasks.
+167, 2026-12-02); it now takes what one thread takes, and half that where a worker is free. Elsewhere (no Numba,
+another platform) the workers are plain threads woken through a condition, and compiled kernels' chunks run as
+Python tasks.
 
 A compiled kernel runs on the GIL-free path when every argument is an aligned array in the machine's byte order
 (any strides), a bool, an int or a float, and its last two arguments are the chunk's [start, stop). Per (kernel,

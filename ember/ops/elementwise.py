@@ -99,9 +99,6 @@ class UnaryOp(Op):
             out = out.astype(x.dtype)
         return out
 
-    def vjp(self, ctx, g):
-        return (self.grad(ctx, g),)
-
 
 def _unary(name, fn=None, grad=None, params=(), **kw):
     """Register a unary elementwise op; `params` name the attributes that may also be passed positionally."""
@@ -321,7 +318,7 @@ class BinaryOp(Op):
         self.np_ufunc = getattr(np, ufunc) if fn is None and ufunc is not None else None
         self.grad = grad
         if grad is not None:
-            self.vjp = grad  # the rule itself: one call fewer on every backward through this op (see vjp below)
+            self.vjp = grad  # the rule is the op's vjp: one call fewer on every backward through it
         self.result = result  # promote | float (true division) | bool (comparisons) | int (bitwise)
         self.no_bool = no_bool  # sub: a bool operand is an error, as in PyTorch
         self.grad_reads = (reads if reads is not None else {}) if grad is not None else None
@@ -384,9 +381,6 @@ class BinaryOp(Op):
         out = self.fn(xp, a, b)
         # NumPy computes bfloat16 with a Python float in float32: keep PyTorch's result dtype.
         return out if out.dtype == result else out.astype(result)
-
-    def vjp(self, ctx, g):
-        return self.grad(ctx, g)
 
 
 def _is_bool(x) -> bool:
