@@ -321,10 +321,8 @@ class Tensor:
 
     # --- autograd --------------------------------------------------------------------
     def backward(self, gradient=None, retain_graph=None, create_graph: bool = False, inputs=None) -> None:
-        """Accumulate the gradient of this tensor w.r.t. the graph's leaves into their `.grad`."""
-        if inputs is not None:
-            raise NotImplementedError("backward(inputs=...) is not supported; use ember.autograd.grad")
-        _engine.backward(self, gradient, retain_graph=retain_graph, create_graph=create_graph)
+        """Accumulate the gradient of this tensor w.r.t. the graph's leaves (or only `inputs`) into their `.grad`."""
+        _engine.backward(self, gradient, retain_graph=retain_graph, create_graph=create_graph, inputs=inputs)
 
     def detach(self) -> Tensor:
         """A tensor sharing this one's data that is cut from the autograd graph."""

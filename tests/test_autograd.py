@@ -777,3 +777,22 @@ def test_assigning_a_gradient_checks_it_like_pytorch():
     assert p.grad.tolist() == [2, 2, 2]
     p.grad = None
     assert p.grad is None
+
+
+def test_backward_into_chosen_inputs_only_matches_torch():
+    """backward(inputs=...): only those tensors' .grad change (leaves or not), accumulated over passes; an input
+    the outputs do not reach keeps its .grad; bad inputs are one-line errors, as PyTorch's."""
+    seen = {}
+    for L in (torch, em):
+        x, w, u = (L.tensor([1.0, 2.0, 3.0], requires_grad=True) for _ in range(3))
+        h = x * 2
+        y = (h * w).sum()
+        y.backward(inputs=[h, x, u, x], retain_graph=True)
+        first = (h.grad.tolist(), x.grad.tolist(), w.grad, u.grad)
+        y.backward(inputs=x)
+        seen[L.__name__] = first + (x.grad.tolist(),)
+        with pytest.raises(RuntimeError):
+            (x * 2).sum().backward(inputs=[])
+        with pytest.raises(RuntimeError):
+            (x * 2).sum().backward(inputs=[L.ones(3)])
+    assert seen["ember"] == seen["torch"] == ([1.0, 2.0, 3.0], [2.0, 4.0, 6.0], None, None, [4.0, 8.0, 12.0])

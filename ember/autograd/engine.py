@@ -441,8 +441,9 @@ def _accumulate_retained(t, g, create_graph: bool) -> None:
     t.grad = g.clone() if current is None else current + g
 
 
-def backward(tensors, grad_tensors=None, retain_graph=None, create_graph: bool = False) -> None:
-    """Accumulate d(tensors)/d(leaves) into each leaf's `.grad` (PyTorch's `autograd.backward`)."""
+def backward(tensors, grad_tensors=None, retain_graph=None, create_graph: bool = False, inputs=None) -> None:
+    """Accumulate d(tensors)/d(leaves) into each leaf's `.grad`, or only into the `.grad` of `inputs` (leaves or
+    not) where given (PyTorch's `autograd.backward`)."""
     if isinstance(tensors, _Tensor):
         tensors = (tensors,)
         if grad_tensors is None or isinstance(grad_tensors, _Tensor):
@@ -462,7 +463,33 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph: bool =
         grads.append(_initial_grad(t, g, "backward"))
     if retain_graph is None:
         retain_graph = create_graph
-    run_backward(roots, grads, retain_graph=retain_graph, create_graph=create_graph)
+    if inputs is None:
+        run_backward(roots, grads, retain_graph=retain_graph, create_graph=create_graph)
+        return
+    chosen = _chosen_inputs(inputs)
+    found = run_backward(roots, grads, retain_graph=retain_graph, create_graph=create_graph, inputs=chosen,
+                         allow_unused=True)
+    stored = {id(g._data) for g in grads}  # as run_backward's: the caller's gradients are never a .grad's own
+    for x, g in zip(chosen, found):
+        if g is not None:  # an input the outputs do not reach keeps its .grad, as in PyTorch
+            _accumulate_into_leaf(x, g, create_graph, stored)
+
+
+def _chosen_inputs(inputs) -> list:
+    """backward(inputs=...) as a list of distinct tensors that require grad; a one-line error otherwise."""
+    chosen = [inputs] if isinstance(inputs, _Tensor) else list(inputs)
+    if not chosen:
+        raise RuntimeError("backward: the inputs argument cannot be empty; leave it out to accumulate into every leaf")
+    unique = []
+    for k, x in enumerate(chosen):
+        if not isinstance(x, _Tensor):
+            raise TypeError(f"backward: inputs must be tensors, got {type(x).__name__} at position {k}")
+        if not x._requires_grad:
+            raise RuntimeError(f"backward: input {k} (shape {tuple(x.shape)}) does not require grad, so it can have "
+                               "no .grad; call requires_grad_() on it or leave it out of inputs")
+        if all(x is not y for y in unique):
+            unique.append(x)
+    return unique
 
 
 def _initial_grad(t, g, what: str):
