@@ -23,7 +23,7 @@ from ember import dispatch
 from ember.autograd.grad_mode import state as grad_state
 from ember.dispatch import apply
 from ember.errors import DtypeError, ShapeError, fmt_shape
-from ember.kernels import batch_norm, gemm
+from ember.kernels import batch_norm, elementwise, gemm
 from ember.kernels.blas import BIAS_PREFILL_MIN, linear_with_bias
 from ember.op import OPS, Op, register
 from ember.ops._rules import FLOAT_NP, binary_dtype, channel_shape, require_float, spec
@@ -379,10 +379,16 @@ class LinearOp(Op):
         from ember.ops.reduction import sum as _sum
         from ember.ops.shape import reshape, transpose
 
-        if not grad_state.enabled and type(g._data) is np.ndarray and dispatch.eager_now():
-            fast = _linear_grads(ctx, g)
-            if fast is not None:
-                return fast
+        if not grad_state.enabled and type(g._data) is np.ndarray:
+            if dispatch.eager_now():
+                fast = _linear_grads(ctx, g)
+                if fast is not None:
+                    return fast
+            elif (profile := dispatch.profiled_eager()) is not None:  # the same path, each product and sum an
+                # event: the composite below dispatches reshapes and transposes that eager does not run
+                fast = _linear_grads(ctx, g, profile)
+                if fast is not None:
+                    return fast
         if ctx.needs_grad(0):
             w = ctx.input(1)
             gx = matmul(g, w) if g.ndim <= 2 else reshape(matmul(reshape(g, (-1, g.shape[-1])), w),
@@ -404,11 +410,12 @@ class LinearOp(Op):
 _linear_op = register(LinearOp())
 
 
-def _linear_grads(ctx, g):
+def _linear_grads(ctx, g, profile=None):
     """LinearOp.vjp's products on the arrays themselves, for a float32/float64 gradient in plain eager mode with
     no graph to build (backward without create_graph): the values of the ops the rule dispatches (reshape to
     rows, matmul, transpose, sum over rows), without their four to six dispatches per layer (a tiny MLP's eager
-    step: 212 -> 189 us). None: the rule runs instead."""
+    step: 212 -> 189 us). None: the rule runs instead. Under the profiler (`profile`) each product and sum is an
+    event."""
     gd = g._data
     dtype = gd.dtype
     if dtype not in _PLAIN_FLOATS or gd.ndim < 2 or not gd.size:
@@ -421,18 +428,30 @@ def _linear_grads(ctx, g):
     g2 = gd if gd.ndim == 2 else gd.reshape((-1, gd.shape[-1]))
     gx = gw = gb = None
     if w is not None:
-        gx = gemm.matmul(g2, w)
+        gx = gemm.matmul(g2, w) if profile is None else _recorded(profile, "matmul", gemm.matmul, g2, w)
         if gd.ndim > 2:
             gx = gx.reshape(gd.shape[:-1] + (w.shape[1],))
     if x is not None:
-        gw = gemm.matmul(g2.T, x if x.ndim == 2 else x.reshape((-1, x.shape[-1])))
+        x2 = x if x.ndim == 2 else x.reshape((-1, x.shape[-1]))
+        gw = gemm.matmul(g2.T, x2) if profile is None else _recorded(profile, "matmul", gemm.matmul, g2.T, x2)
     if ctx.needs_grad(2):
-        gb = np.asarray(np.add.reduce(g2, (0,), dtype, None, False))
+        gb = _bias_grad(g2) if profile is None else _recorded(profile, "sum", _bias_grad, g2)
     dev = g._device
     return tuple(None if a is None else Tensor._make(a, dev) for a in (gx, gw, gb))
 
 
 _PLAIN_FLOATS = frozenset((np.dtype(np.float32), np.dtype(np.float64)))  # float dtypes computed as they are
+
+
+def _bias_grad(g2):
+    """g2 summed over its rows: split over the threads where large (add.reduce's values bit for bit), else add.reduce."""
+    out = elementwise.leading_sum(g2, 1)
+    return out if out is not None else np.asarray(np.add.reduce(g2, (0,), g2.dtype, None, False))
+
+
+def _recorded(profile, name: str, fn, *arrays):
+    """fn(*arrays), recorded in `profile` as one `name` event (linear's array gradient under the profiler)."""
+    return profile.timed(lambda: fn(*arrays), name, tuple(a.shape for a in arrays), "eager")
 
 
 def _rows(a):

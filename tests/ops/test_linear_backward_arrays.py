@@ -1,6 +1,6 @@
 """linear's gradient rule computes on the arrays themselves in plain eager backward (no create_graph): the same
-values, bit for bit, as the rule's dispatched ops, which still run under the profiler, for double backward,
-and for every input they do not cover."""
+values, bit for bit, as the rule's dispatched ops, which still run for double backward and for every input they do
+not cover. Under the profiler the array path runs too, each product and sum recorded as an event."""
 
 from __future__ import annotations
 
@@ -14,16 +14,18 @@ from ember.ops import nn_extra
 F = em.nn.functional
 
 
-def _grads(x_shape, dtype, bias, x_grad, dispatched):
+def _grads(x_shape, dtype, bias, x_grad, dispatched, out_features=7, monkeypatch=None):
     rng = np.random.default_rng(len(x_shape) * 10 + bias)
     x = em.tensor(rng.standard_normal(x_shape).astype(dtype), requires_grad=x_grad)
-    w = em.tensor(rng.standard_normal((7, x_shape[-1])).astype(dtype), requires_grad=True)
-    b = em.tensor(rng.standard_normal(7).astype(dtype), requires_grad=True) if bias else None
+    w = em.tensor(rng.standard_normal((out_features, x_shape[-1])).astype(dtype), requires_grad=True)
+    b = em.tensor(rng.standard_normal(out_features).astype(dtype), requires_grad=True) if bias else None
     y = F.linear(x, w, b)
     g = em.tensor(rng.standard_normal(tuple(y.shape)).astype(dtype))
-    if dispatched:  # under the profiler the rule dispatches its ops
-        with em.profiler.profile() as prof:
-            y.backward(g)
+    if dispatched:  # the array path declines: the rule dispatches its ops
+        with monkeypatch.context() as m:
+            m.setattr(nn_extra, "_linear_grads", lambda *a: None)
+            with em.profiler.profile() as prof:
+                y.backward(g)
         assert "matmul" in [e.name for e in prof.events]
     else:
         y.backward(g)
@@ -40,7 +42,7 @@ def test_array_gradients_equal_the_dispatched_rule_bit_for_bit(x_shape, dtype, b
     monkeypatch.setattr(nn_extra, "_linear_grads", lambda *a: calls.append(1) or fast(*a))
     got = _grads(x_shape, dtype, bias, x_grad, dispatched=False)
     assert calls  # the array path ran
-    want = _grads(x_shape, dtype, bias, x_grad, dispatched=True)
+    want = _grads(x_shape, dtype, bias, x_grad, dispatched=True, monkeypatch=monkeypatch)
     for a, b in zip(got, want):
         assert (a is None) == (b is None)
         if a is not None:
@@ -71,3 +73,35 @@ def test_low_precision_gradients_take_the_rule():
     F.linear(x, w).sum().backward()
     assert x.grad.dtype == em.bfloat16 and w.grad.dtype == em.bfloat16
     np.testing.assert_array_equal(x.grad.float().numpy(), np.full((3, 4), 2.0, np.float32))
+
+
+def test_a_large_bias_gradient_splits_over_the_threads_with_the_rules_bits(monkeypatch):
+    # (2048, 128) output gradient: 256K values, where the sum over rows runs as compiled chunks
+    from ember.kernels import elementwise, parallel
+
+    before = parallel.get_num_threads()
+    em.set_num_threads(2)
+    calls = []
+    split = elementwise.leading_sum
+    monkeypatch.setattr(elementwise, "leading_sum", lambda *a: calls.append(1) or split(*a))
+    try:
+        got = _grads((2048, 16), np.float32, True, True, dispatched=False, out_features=128)
+        want = _grads((2048, 16), np.float32, True, True, dispatched=True, out_features=128, monkeypatch=monkeypatch)
+    finally:
+        em.set_num_threads(before)
+    assert calls
+    for a, b in zip(got, want):
+        assert a.tobytes() == b.tobytes()
+
+
+def test_under_the_profiler_the_array_path_runs_and_records_its_products(monkeypatch):
+    calls = []
+    fast = nn_extra._linear_grads
+    monkeypatch.setattr(nn_extra, "_linear_grads", lambda *a: calls.append(1) or fast(*a))
+    x = em.randn(8, 6, requires_grad=True)
+    layer = em.nn.Linear(6, 5)
+    with em.profiler.profile() as prof:
+        layer(x).sum().backward()
+    names = [e.name for e in prof.events if e.cat != "range"]
+    assert calls and names.count("matmul") == 2 and "transpose" not in names, names
+    assert names.count("sum") == 2, names  # the loss's sum and the bias gradient
