@@ -795,4 +795,6 @@ def test_backward_into_chosen_inputs_only_matches_torch():
             (x * 2).sum().backward(inputs=[])
         with pytest.raises(RuntimeError):
             (x * 2).sum().backward(inputs=[L.ones(3)])
+        with pytest.raises((RuntimeError, TypeError)):  # PyTorch: RuntimeError; Ember: TypeError, as autograd.grad's
+            (x * 2).sum().backward(inputs=[3])
     assert seen["ember"] == seen["torch"] == ([1.0, 2.0, 3.0], [2.0, 4.0, 6.0], None, None, [4.0, 8.0, 12.0])
