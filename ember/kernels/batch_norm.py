@@ -244,9 +244,15 @@ BATCH_NORM = Table("batch_norm", measured_on=_AMD_VM, values={
     "native_split_min": (1 << 16, "... from this many where the workers run compiled chunks without the GIL ((16, 16, "
                                   "16, 16): forward 19 -> 17 us, backward 26 -> 21; 32K values 7-10% slower)"),
 })
-CHANNEL_AFFINE = Table("channel_affine", measured_on=_AMD_VM, values={
-    "split_min": (1 << 21, "the scale-and-shift pass is memory-bound: a split pays from this many values ((32, 64, "
-                           "56, 56) 1.27 -> 0.93 ms; (32, 16, 32, 32) 49 -> 81 us split)"),
+CHANNEL_AFFINE = Table("channel_affine", measured_on="Intel Xeon (family 6, model 167), 2 cores, OpenBLAS 0.3.31 "
+                       "SkylakeX kernels, 2026-12-02", values={
+    "split_min": (1 << 16, "the scale-and-shift pass is memory-bound; from this many values its rows split over the "
+                           "threads. It mostly follows a GEMM, whose OpenBLAS threads hold the other core for 0.2 ms: "
+                           "a split then runs its second chunk in the caller (thread_pool), costing what one thread "
+                           "costs, and halves the pass where the worker is free. In one process, 2M -> 64K: "
+                           "mobilenet_v2 b1 eager, five rounds: best of each 0.4% slower to 7.5% faster, medians 3-6% "
+                           "faster (18.4 -> 17.0 ms, 17.2 -> 16.5); LeNet-5 training 3.52 -> 3.40, ResNet-20 64.2 -> 62.7, resnet18 b1 27.7 -> "
+                           "27.3, mobilenet_v2 b32 389 -> 386"),
 })
 compiled_or_numpy("batch_norm", "compiled channels", "training mode, NumPy float32/float64 arrays of one dtype, Numba: "
                   "one pass for the statistics and one for the output per channel, channels split from split_min")
@@ -352,7 +358,6 @@ def channel_affine(xp, x, scale, shift, activation=None):
     if activation is not None and activation[0] == "clamp":
         args.append(np.array(activation[1:3], x.dtype))
     args.append(out.reshape(rows, -1))
-    # from the same size on the native pool: MobileNetV2 at batch 1 ran no faster splitting from 256K values
     parallel.run_kernel(fn, parallel.chunks(rows) if x.size >= CHANNEL_AFFINE["split_min"] else [(0, rows)], tuple(args))
     return out
 
