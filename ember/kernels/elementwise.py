@@ -115,9 +115,11 @@ SPLIT = Table("elementwise", measured_on="Intel Xeon (family 6, model 167), 2 co
                            "23.6 -> 15.0; 256K relu 50 -> 22, relu_backward 111 -> 31; a split's hand-off costs "
                            "about 3 us)"),
     "add_sum_split_min": (1 << 18, "... add, sub, mul and sums over leading dims, which mostly follow a GEMM (a "
-                                  "residual add, a bias gradient), whose OpenBLAS threads still spin on the other "
-                                  "cores for 0.2 ms: a transformer step with its (16, 64, 128) adds split ran 1 ms "
-                                  "slower (24.7 against 23.6 ms); alone, 256K values add 104 -> 32 us"),
+                                  "residual add, a bias gradient), whose OpenBLAS threads hold the other cores for "
+                                  "0.2 ms: when a split waited for its worker, a transformer step with its (16, 64, "
+                                  "128) adds split ran 1 ms slower (24.7 against 23.6 ms); now that the caller runs an "
+                                  "unstarted chunk itself, 128K or 32K change the MLP's and transformer's steps by "
+                                  "under 1%; alone, 256K values add 104 -> 32 us"),
 })
 compiled_or_numpy("relu", "compiled pass", "16384+ float32/float64 values, Numba; split over the threads from "
                   "elementwise's split_min")
