@@ -380,12 +380,11 @@ class LinearOp(Op):
         from ember.ops.shape import reshape, transpose
 
         if not grad_state.enabled and type(g._data) is np.ndarray:
-            if dispatch.eager_now():
-                fast = _linear_grads(ctx, g)
-                if fast is not None:
-                    return fast
-            elif (profile := dispatch.profiled_eager()) is not None:  # the same path, each product and sum an
-                # event: the composite below dispatches reshapes and transposes that eager does not run
+            eager = dispatch.eager_now()
+            # under the profiler alone, the same path with each product and sum an event: the composite below
+            # dispatches reshapes and transposes that eager does not run
+            profile = None if eager else dispatch.profiled_eager()
+            if eager or profile is not None:
                 fast = _linear_grads(ctx, g, profile)
                 if fast is not None:
                     return fast
