@@ -251,8 +251,8 @@ CHANNEL_AFFINE = Table("channel_affine", measured_on="Intel Xeon (family 6, mode
                            "a split then runs its second chunk in the caller (thread_pool), costing what one thread "
                            "costs, and halves the pass where the worker is free. In one process, 2M -> 64K: "
                            "mobilenet_v2 b1 eager, five rounds: best of each 0.4% slower to 7.5% faster, medians 3-6% "
-                           "faster (18.4 -> 17.0 ms, 17.2 -> 16.5); LeNet-5 training 3.52 -> 3.40, ResNet-20 64.2 -> 62.7, resnet18 b1 27.7 -> "
-                           "27.3, mobilenet_v2 b32 389 -> 386"),
+                           "faster (18.4 -> 17.0 ms, 17.2 -> 16.5); LeNet-5 training 3.52 -> 3.40, ResNet-20 64.2 -> "
+                           "62.7, resnet18 b1 27.7 -> 27.3, mobilenet_v2 b32 389 -> 386"),
 })
 compiled_or_numpy("batch_norm", "compiled channels", "training mode, NumPy float32/float64 arrays of one dtype, Numba: "
                   "one pass for the statistics and one for the output per channel, channels split from split_min")
