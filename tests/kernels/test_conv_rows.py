@@ -22,8 +22,10 @@ def workers(request, monkeypatch, thresholds):
     thresholds(parallel.THRESHOLDS, min_python_chunk_flops=0, min_kernel_chunk_flops=0)
     monkeypatch.setattr(direct, "_MAX_CHANNEL_PRODUCT", 0)  # the bands by im2col, not the direct kernel
     monkeypatch.setattr(direct, "_fold", lambda *a: 1)
-    # the Python paths' small products on Ember's GEMM too, as the kernels' are (NumPy's BLAS rounds apart)
+    # the Python paths' products on Ember's GEMM too, small ones included, as the kernels' are (NumPy's BLAS rounds
+    # apart; plain products stay on it where its AVX-512 kernels run, which the kernels here do not)
     monkeypatch.setattr(gemm, "MIN_FLOPS", 0)
+    monkeypatch.setitem(gemm._state, "own", True)
     return request.param
 
 

@@ -235,6 +235,25 @@ def test_settings_and_numpy_backend(monkeypatch):
     assert not gemm.enabled()
 
 
+def test_the_kernels_built_on_the_driver_take_it_over_avx512_openblas_too(monkeypatch):
+    """driver_enabled: the convolutions' compiled kernels run on the driver where OpenBLAS runs its own AVX-512
+    kernels, though plain products stay on OpenBLAS there; EMBER_GEMM=blas and the numpy backend turn both off."""
+    from ember import config
+    from ember.graph import codegen
+
+    monkeypatch.setattr(blas, "openblas_core", lambda: "SkylakeX")
+    for value, products, kernels in (("auto", False, True), ("ember", True, True), ("blas", False, False)):
+        monkeypatch.setattr(gemm, "_state", {})
+        monkeypatch.setenv("EMBER_GEMM", value)
+        config.GEMM.reset()
+        assert (gemm.enabled(), gemm.driver_enabled()) == (products, kernels), value
+    monkeypatch.setattr(gemm, "_state", {})
+    monkeypatch.setenv("EMBER_GEMM", "auto")
+    config.GEMM.reset()
+    codegen.set_backend("numpy")
+    assert not gemm.driver_enabled()
+
+
 @pytest.mark.parametrize("case", ["matmul", "linear", "conv2d", "batched matmul"])
 def test_ops_on_the_kernel_match_torch(case, monkeypatch, own_gemm):
     """Products large enough to take the kernel, forward and backward, against PyTorch."""

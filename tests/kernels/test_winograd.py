@@ -120,6 +120,7 @@ def test_the_weight_gradient_kernel_keeps_the_python_paths_values(monkeypatch, w
     set_threads(workers)
     thresholds(parallel.THRESHOLDS, min_python_chunk_flops=0, min_kernel_chunk_flops=0)
     monkeypatch.setattr(gemm, "MIN_FLOPS", 0)
+    monkeypatch.setitem(gemm._state, "own", True)  # the Python path's products too (where OpenBLAS's AVX-512 run)
     monkeypatch.setattr(winograd, "_BLOCK_BYTES", 0)
     monkeypatch.setattr(winograd, "_MIN_BLOCK_TILES", block_tiles)
     rng = np.random.default_rng(8)

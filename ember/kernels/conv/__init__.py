@@ -390,18 +390,20 @@ CONV2D_ALGORITHMS = algorithms("conv2d", [
     Algorithm("pointwise GEMM", "1x1, stride 1, unpadded; a single sample, or maps of pointwise_min_pixels or more",
               lambda xp, x, w, s, p, d, g: pointwise_takes_batch(x, w, s, p), _run_pointwise),
     Algorithm("single sample by row bands", "batch 1, several threads, rows_min_pixels output pixels or more, "
-              "and not Winograd's own split",
+              "and not Winograd's own split; each thread's bands compiled whole where Ember's GEMM driver runs "
+              "(gemm.driver_enabled)",
               lambda xp, x, w, s, p, d, g: x.shape[0] == 1 and _threads_for(xp, x) and _rows_pay(x, w, s, p, d),
               lambda xp, x, w, s, p, d, g: _forward_by_rows(x, w, s, p, d, g)),
     Algorithm("single sample by channel halves", "batch 1, groups 1, halves_min_channels input channels or more, "
-              "halves_min_flops of work, a weight of halves_max_weight_bytes or less, not 1x1, not Winograd",
+              "halves_min_flops of work, a weight of halves_max_weight_bytes or less, not 1x1, not Winograd; "
+              "each half compiled whole where Ember's GEMM driver runs",
               lambda xp, x, w, s, p, d, g: x.shape[0] == 1 and xp is np and _halves_pay(x, w, s, p, d, g),
               lambda xp, x, w, s, p, d, g: _forward_by_channel_halves(x, w, s, p, d)),
     Algorithm("direct", "direct_conv.applies: 3x3 or 5x5, stride 1 or 2, float32, few channels (AVX-512, Numba)",
               lambda xp, x, w, s, p, d, g: xp is np and direct_conv.applies(x.shape, w.shape, x.dtype, s, p, d, g),
               lambda xp, x, w, s, p, d, g: direct_conv.conv2d(x, w, s[0], p)),
-    Algorithm("winograd", "winograd.applies: 3x3, stride 1, float32, 8+ channels each way, enough tiles (Numba); "
-              "declines inputs that are inf, NaN or beyond 2**100 (its transforms would not keep them)",
+    Algorithm("winograd", "winograd.applies: 3x3, stride 1, float32, 8+ channels each way, enough tiles (Numba; "
+              "each thread's tile rows one compiled kernel where Ember's GEMM driver runs); declines inputs that are inf, NaN or beyond 2**100 (its transforms would not keep them)",
               lambda xp, x, w, s, p, d, g: xp is np and winograd.applies(x.shape, w.shape, x.dtype, s, p, d, g),
               lambda xp, x, w, s, p, d, g: winograd.conv3x3(x, w, p)),
     Algorithm("im2col by batch chunks", "batch > 1 and several threads: each thread makes its samples' patches "
@@ -537,7 +539,8 @@ CONV2D_WEIGHT_GRAD_ALGORITHMS = algorithms("conv2d_weight_grad", [
               lambda xp, x, g, s, p, d, groups, k: xp is np and direct_conv.applies(
                   x.shape, _wshape(x, g, groups, k), x.dtype, s, p, d, groups, weight_grad=True),
               lambda xp, x, g, s, p, d, groups, k: direct_conv.weight_grad(x, g, s[0], p, k)),
-    Algorithm("winograd", "winograd.applies (Numba); declines inf, NaN or values beyond 2**100",
+    Algorithm("winograd", "winograd.applies (Numba; each thread's samples one compiled kernel where Ember's GEMM "
+              "driver runs); declines inf, NaN or values beyond 2**100",
               lambda xp, x, g, s, p, d, groups, k: xp is np and winograd.applies(
                   x.shape, _wshape(x, g, groups, k), x.dtype, s, p, d, groups),
               lambda xp, x, g, s, p, d, groups, k: winograd.weight_grad3x3(x, g, p)),

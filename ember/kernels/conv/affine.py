@@ -14,7 +14,7 @@ from ember.kernels.selection import Algorithm, algorithms, always, note
 algorithms("conv2d_affine", [
     Algorithm("depthwise compiled with epilogue", "a depthwise convolution, one dtype throughout, Numba", None),
     Algorithm("pointwise GEMM with epilogue", "a float32 1x1 convolution conv2d runs as a GEMM on its input, where "
-              "Ember's GEMM takes the product (sgemm's affine epilogue)", None),
+              "Ember's GEMM driver runs (sgemm's affine epilogue)", None),
     Algorithm("conv2d, then channel_affine", "otherwise: the two ops' own kernels", always),
 ])
 
@@ -48,6 +48,6 @@ def _pointwise(x, w, scale, shift, activation):
     a = np.broadcast_to(w.reshape(o, c), (n, o, c))
     b = x.reshape(n, c, h * wd)
     out = np.empty((n, o, h * wd), np.float32)
-    if not gemm.takes_own(a, b, out):
+    if not (gemm.driver_enabled() and gemm.fits_own(a, b, out)):
         return None
     return sgemm(a, b, out, affine=(scale, shift, activation)).reshape(n, o, h, wd)

@@ -6,8 +6,9 @@ output. The patches of a block stay in the core's cache between the copy and the
 image's patches (ResNet-18's 7x7 stem: 7.4 MB) going out to memory and back, and the split runs no Python, so its
 helper thread never waits for the GIL (parallel.run_kernel). Used by conv2d for float32 samples one at a time
 whose output rows conv._rows_pay splits, and in the same way for its split by channel halves
-(conv._forward_by_channel_halves), where Ember's GEMM takes float32 products (gemm.enabled()). The values are the
-Python paths': each output is the GEMM driver's in-order sum over the same patch rows. The driver is called through
+(conv._forward_by_channel_halves), where Ember's GEMM driver runs (gemm.driver_enabled()). The values are the
+Python paths' where those multiply on the driver too (gemm.enabled()): each output is the driver's in-order sum
+over the same patch rows; where NumPy's BLAS runs their products, they differ from them by float32 rounding. The driver is called through
 its C entry point (sgemm.driver_address), so these kernels compile without it.
 """
 
@@ -108,9 +109,8 @@ _BLOCK_BYTES = 1 << 20
 
 
 def _kernel(name: str = "conv_output_rows"):
-    """Kernel `name` of this module compiled, where Ember's GEMM takes float32 products here (gemm.enabled()), else
-    None."""
-    if not gemm.enabled() or not sgemm.driver_address():
+    """Kernel `name` of this module compiled, where Ember's GEMM driver runs here (gemm.driver_enabled()), else None."""
+    if not gemm.driver_enabled() or not sgemm.driver_address():
         return None
     return kernel_for(_SOURCE, name, np, np.float32, MIN_ELEMENTS)
 

@@ -15,7 +15,8 @@ on the GEMM driver and writes the output tiles, so the block's transformed tiles
 sample is split over the threads as well as a batch, with no Python in the split (parallel.run_kernel).
 ResNet-18's (1, 64, 56, 56) and (1, 128, 28, 28) layers went from 0.67 ms each in two row bands (each thread
 transforming the whole weight, each band's tiles out to memory and back) to 0.54 (PyTorch 0.55 and 0.54),
-2026-11-27. Its values are the other path's bit for bit: the same transforms and in-order GEMM sums. The weight
+2026-11-27. Its values are the other path's bit for bit where that path's products run on the driver too (the
+same transforms and in-order GEMM sums), within float32 rounding of them where NumPy's BLAS runs them. The weight
 gradient's sum over samples is likewise one kernel per thread (conv3x3_weight_grad_samples), so no Winograd split
 runs Python; alone it ran ResNet-20's (32, 64, 8, 8) weight gradient no faster (0.47-0.49 ms either way).
 """
@@ -552,8 +553,8 @@ def conv3x3(x: np.ndarray, w: np.ndarray, padding) -> np.ndarray | None:
 
 
 def _tile_rows_kernel():
-    """conv3x3_tile_rows compiled, where Ember's GEMM takes float32 products here (gemm.enabled()), else None."""
-    if not gemm.enabled() or not sgemm.driver_address():
+    """conv3x3_tile_rows compiled, where Ember's GEMM driver runs here (gemm.driver_enabled()), else None."""
+    if not gemm.driver_enabled() or not sgemm.driver_address():
         return None
     return kernel_for(_TILE_ROWS_KERNEL_SOURCE, "conv3x3_tile_rows", np, np.float32, MIN_ELEMENTS)
 
@@ -617,7 +618,7 @@ def weight_grad3x3(x: np.ndarray, g: np.ndarray, padding) -> np.ndarray:
 
 
 def _weight_grad_kernel():
-    """conv3x3_weight_grad_samples compiled, where Ember's GEMM takes float32 products here, else None."""
-    if not gemm.enabled() or not sgemm.driver_address():
+    """conv3x3_weight_grad_samples compiled, where Ember's GEMM driver runs here (gemm.driver_enabled()), else None."""
+    if not gemm.driver_enabled() or not sgemm.driver_address():
         return None
     return kernel_for(_WEIGHT_GRAD_KERNEL_SOURCE, "conv3x3_weight_grad_samples", np, np.float32, MIN_ELEMENTS)
