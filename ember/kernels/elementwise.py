@@ -1,5 +1,5 @@
-"""One-pass kernels split over the threads: relu's forward and backward, add, sub and mul of two arrays of one
-shape, and the sum over leading dims (a linear layer's bias gradient).
+"""One-pass kernels split over the threads: relu's forward and backward, clamp's forward (ReLU6, hardtanh), add, sub
+and mul of two arrays of one shape, and the sum over leading dims (a linear layer's bias gradient).
 
 NumPy runs each ufunc on one thread; PyTorch splits an elementwise loop over its threads from 32K values
 (at::internal::GRAIN_SIZE). These compiled loops run as chunks of a flat range on the pool's GIL-free workers
@@ -60,6 +60,26 @@ def relu_forward(x, out, lo, hi):
     for i in range(np.uint64(lo), np.uint64(hi)):
         v = x[i]
         out[i] = v if (v > z or v != v) else z
+
+
+def clamp_forward(x, out, low, high, mode, lo, hi):
+    # over [lo, hi): mode 0 x.clip(low, high) (a bound replaces x only where x is beyond it: -0.0 kept at a bound of
+    # +0.0, low > high gives high), 1 np.maximum(x, low), 2 np.minimum(x, high) (the bound where equal); NaN kept.
+    # The bounds come as float64 holding values of x's dtype: exact in it
+    low, high = x.dtype.type(low), x.dtype.type(high)
+    if mode == 0:
+        for i in range(np.uint64(lo), np.uint64(hi)):
+            v = x[i]
+            v = low if v < low else v
+            out[i] = high if v > high else v
+    elif mode == 1:
+        for i in range(np.uint64(lo), np.uint64(hi)):
+            v = x[i]
+            out[i] = v if (v > low or v != v) else low
+    else:
+        for i in range(np.uint64(lo), np.uint64(hi)):
+            v = x[i]
+            out[i] = v if (v < high or v != v) else high
 
 
 def relu_backward(g, out, gx, lo, hi):
@@ -124,6 +144,9 @@ SPLIT = Table("elementwise", measured_on="Intel Xeon (family 6, model 167), 2 co
 compiled_or_numpy("relu", "compiled pass", "16384+ float32/float64 values, Numba; split over the threads from "
                   "elementwise's split_min")
 compiled_or_numpy("relu_backward", "compiled pass", "as relu's")
+compiled_or_numpy("clamp", "compiled pass", "float32/float64 from elementwise's split_min values (split over the "
+                  "threads; below, NumPy's clip costs the same), number bounds not NaN and within the dtype's range, "
+                  "Numba")
 compiled_or_numpy("sum", "compiled columns", "a sum over leading dims of C-contiguous float32/float64 data, from "
                   "elementwise's add_sum_split_min values and 32 columns, Numba: the columns split over the threads")
 for _name in BINARY_OPS:
@@ -131,6 +154,8 @@ for _name in BINARY_OPS:
                       "elementwise's add_sum_split_min values (below, NumPy's ufunc on one thread), Numba")
 
 _FLOAT32, _FLOAT64 = np.dtype(np.float32), np.dtype(np.float64)
+_LARGEST = {_FLOAT32: float(np.finfo(np.float32).max), _FLOAT64: float(np.finfo(np.float64).max)}  # clamp's bounds
+_INF = float("inf")
 
 
 def _kernel(name: str, dtype):
@@ -175,6 +200,31 @@ def relu(xp, x, into=None):
     out = np.empty(x.shape, x.dtype) if into is None else into
     # ravel: a view of C-contiguous data, else a C-ordered copy
     _run(fn, x.size, (x.ravel(), out.reshape(-1)))
+    return out
+
+
+def clamp(xp, x, low=None, high=None):
+    """x.clip(low, high) (np.maximum(x, low) or np.minimum(x, high) where one bound is None) in one compiled pass,
+    the same values; None where the NumPy kernel must run (a bound that is NaN or beyond x's dtype's range, or
+    what `relu` declines). Worth it where it splits, from SPLIT's split_min values (the op checks the size)."""
+    limit = _LARGEST.get(x.dtype) if xp is np and type(x) is np.ndarray else None
+    if limit is None or (low is None and high is None):
+        return None
+    bounds = [0.0, 0.0]
+    for k, bound in enumerate((low, high)):
+        if bound is not None:
+            value = float(bound)
+            if not -limit <= value <= limit and abs(value) != _INF:
+                return None  # NaN everywhere, or a bound NumPy's cast would refuse: its kernel says what it says
+            bounds[k] = float(x.dtype.type(value))  # rounded to x's dtype, carried as a float (the pool's scalar)
+    fn = _kernel("clamp_forward", x.dtype)
+    if fn is None:
+        return None
+    if listening[0]:
+        note("clamp", "compiled pass")
+    out = np.empty(x.shape, x.dtype)
+    mode = 0 if low is not None and high is not None else 1 if high is None else 2
+    _run(fn, x.size, (x.ravel(), out.reshape(-1), bounds[0], bounds[1], mode))
     return out
 
 

@@ -124,3 +124,39 @@ def test_sums_the_column_split_does_not_take_go_to_numpy():
     assert elementwise.leading_sum(np.ones((4, 100), np.float32), 1) is None  # below the threshold
     assert elementwise.leading_sum(np.ones((512, 512), np.float32).T, 1) is None  # not C-contiguous
     assert elementwise.leading_sum(np.ones((512, 512), np.int64), 1) is None
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("low, high", [(0, 6), (0.0, 6.0), (-0.0, 6.0), (0.0, -0.0), (6, 0), (0.1, 0.7), (-1.5, None),
+                                       (0, None), (-0.0, None), (None, 6.0), (None, -0.0), (-np.inf, np.inf),
+                                       (2**30, None)])
+def test_clamp_pass_equals_numpy(threads, dtype, low, high):
+    """The compiled clamp (ReLU6, hardtanh) keeps clip's values bit for bit, one-sided bounds np.maximum's and
+    np.minimum's: signed zeros at a bound, NaN kept, low above high giving high, bounds rounded to the dtype."""
+    x = _values(SPLIT + 5, dtype, 4) * 4
+    got = elementwise.clamp(np, x, low, high)
+    if low is not None and high is not None:
+        want = x.clip(low, high)
+    else:
+        want = np.maximum(x, low) if high is None else np.minimum(x, high)
+    np.testing.assert_array_equal(got, want, strict=True)
+    assert np.array_equal(np.signbit(got), np.signbit(want))
+
+
+def test_clamp_declines_bounds_numpy_must_judge():
+    x = _values(SPLIT, np.float32, 5)
+    assert elementwise.clamp(np, x, float("nan"), 1.0) is None  # NaN everywhere: NumPy's kernel
+    assert elementwise.clamp(np, x, 1e39, None) is None  # beyond float32: NumPy's cast decides
+    assert elementwise.clamp(np, x.astype(np.float16), 0, 6) is None
+
+
+def test_relu6_and_hardtanh_on_large_tensors_match_torch(threads):
+    torch = pytest.importorskip("torch")
+    x = _values(2 * SPLIT + 3, np.float32, 6).reshape(1, -1) * 4
+    for ember_fn, torch_fn in ((lambda t: em.nn.functional.relu6(t), torch.nn.functional.relu6),
+                               (lambda t: em.nn.functional.hardtanh(t), torch.nn.functional.hardtanh),
+                               (lambda t: em.clamp(t, min=-0.5), lambda t: torch.clamp(t, min=-0.5)),
+                               (lambda t: em.clamp(t, max=0.5), lambda t: torch.clamp(t, max=0.5))):
+        got = ember_fn(em.tensor(x)).numpy()
+        want = torch_fn(torch.from_numpy(x)).numpy()
+        np.testing.assert_array_equal(got, want)
