@@ -142,7 +142,8 @@ GEMM = _declare(
     "EMBER_GEMM", "auto", "a word", choices=("auto", "ember", "blas", "mkl"),
     doc="float32 matrix products: `auto` takes Ember's AVX-512 GEMM only where NumPy's OpenBLAS runs narrower "
         "kernels than the CPU has, `ember` wherever it runs; `mkl` MKL's (the `mkl` extra) for the sizes it wins, "
-        "for GEMM-bound models; `blas` always NumPy's BLAS")
+        "for GEMM-bound models; `blas` always NumPy's BLAS, and the convolutions' kernels built on Ember's GEMM "
+        "off (the others keep them wherever it runs)")
 NUM_THREADS = _declare(
     "EMBER_NUM_THREADS", None, "a positive integer",
     doc="threads inside one op (parallel_for and BLAS), as torch.set_num_threads; default: the cores this process "
