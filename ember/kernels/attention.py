@@ -1,4 +1,5 @@
-"""Attention's softmax and the softmax's gradient over score rows, one compiled pass each (float32, `jit` extra).
+"""Attention's softmax and the softmax's gradient over score rows, one compiled pass each (float32, `jit` extra), and
+the forward as one compiled kernel per (batch, head) entry where Ember's GEMM driver runs (`entries`).
 
 On NumPy the forward's softmax is five passes over the (..., L, S) scores (the causal mask's copy, the row
 maxima, the subtraction, exp, the row sums and the division), and its gradient three (dP * P, the row sums, the
@@ -9,6 +10,13 @@ e^-87 (< 2e-38, where NumPy's would give a subnormal). A NaN score makes its row
 nowhere (every score -inf) gets weights 0, as PyTorch's attention gives (its plain softmax gives NaN). Results differ from the NumPy path by float32 rounding
 (this exp is within 1.2 float32 ulps on [-87, 0], NumPy's within 2.4; the sums are added in another order), which is why the path is chosen once per call
 from the whole size, never per thread's chunk.
+
+Without a mask the forward is one kernel (`attention_entries`): for each (batch, head) entry the scores q k^T go
+through the GEMM driver into the entry's rows of the weights, each row's softmax of scores * scale runs while
+they are in cache, and p v goes through the driver into the output; the entries are split over the pool's
+GIL-free workers. Where it ran as separate products and softmax passes per chunk of Python, a transformer's
+(16, 4, 64, 32) causal attention took 565 us and now 454 (PyTorch's 269; 2 threads, the Xeon of
+docs/performance.md, 2026-12-02); the softmax rows are most of what is left (about 95 ns a row on one thread).
 """
 
 from __future__ import annotations
@@ -16,47 +24,84 @@ from __future__ import annotations
 import numpy as np
 
 from ember.kernels import exp, parallel
-from ember.kernels.numba_loader import kernel_for
-from ember.kernels.selection import Table, compiled_or_numpy, note
+from ember.kernels.numba_loader import MIN_ELEMENTS, kernel_for
+from ember.kernels.selection import Algorithm, Table, algorithms, always, compiled_or_numpy, note
 
 _SOURCE = exp.SOURCE + '''
+from ember.kernels.sgemm_intrinsics import call_driver
 
 ZERO = np.float32(0.0)
 NEG_INF = np.float32(-np.inf)
 EXP_FLOOR = np.float32(-87.0)  # exp_compiled's exp clamps below this; e^-87 < 2e-38
 
 
+@njit(inline="always")
+def _softmax_row(row, i, S, causal, scale):
+    # row (S,) becomes softmax(row * scale) (see softmax_rows); i is its query's index, for `causal`. Unsigned
+    # indices: with signed ones Numba's negative-index wraparound keeps a branch per value and the loops scalar
+    n = np.uint64(min(S, i + 1) if causal else S)
+    width = np.uint64(S)
+    m = NEG_INF
+    for j in range(n):
+        v = row[j] * scale
+        row[j] = v
+        m = v if v > m else m  # a NaN is passed over here and comes through the subtraction below
+    if m == NEG_INF:  # attends nowhere: weights 0, as PyTorch's attention (a NaN score is not -inf)
+        nan = False
+        for j in range(n):
+            nan = nan or row[j] != row[j]
+        if not nan:
+            for j in range(width):
+                row[j] = ZERO
+            return
+    t = ZERO
+    for j in range(n):
+        d = row[j] - m
+        e = _exp32(d)
+        e = ZERO if d < EXP_FLOOR else e
+        row[j] = e
+        t += e
+    for j in range(n):
+        row[j] = row[j] / t
+    for j in range(n, width):
+        row[j] = ZERO
+
+
 def softmax_rows(s, causal):
     # s (R, L, S), C-contiguous, becomes softmax(s) over its last axis; with `causal`, row i attends to
     # columns 0..i only (PyTorch's top-left aligned is_causal) and the rest get weight 0
     R, L, S = s.shape
+    one = np.float32(1.0)  # (a product by 1 is exact: the scores as they are)
     for r in range(R):
         for i in range(L):
-            row = s[r, i]
-            n = min(S, i + 1) if causal else S
-            m = NEG_INF
-            for j in range(n):
-                v = row[j]
-                m = v if v > m else m  # a NaN is passed over here and comes through the subtraction below
-            if m == NEG_INF:  # attends nowhere: weights 0, as PyTorch's attention (a NaN score is not -inf)
-                nan = False
-                for j in range(n):
-                    nan = nan or row[j] != row[j]
-                if not nan:
-                    for j in range(S):
-                        row[j] = ZERO
-                    continue
-            t = ZERO
-            for j in range(n):
-                d = row[j] - m
-                e = _exp32(d)
-                e = ZERO if d < EXP_FLOOR else e
-                row[j] = e
-                t += e
-            for j in range(n):
-                row[j] = row[j] / t
-            for j in range(n, S):
-                row[j] = ZERO
+            _softmax_row(s[r, i], i, S, causal, one)
+
+
+def attention_entries(drv, ukr, tr, q, k, v, p, out, scale, causal, lo, hi):
+    # attention for the (batch, head) entries [lo, hi) of q (B, H, L, E), k (B, H, S, E), v (B, H, S, Ev), each
+    # with a contiguous last axis, into p (B*H, L, S) (C-contiguous: the weights, kept for the backward) and out
+    # (B, H, L, Ev): per entry the scores q k^T on the GEMM driver, each row's softmax of scores * scale while
+    # the entry's scores are in cache, then p v on the driver
+    H, L, E = q.shape[1], q.shape[2], q.shape[3]
+    S, Ev = k.shape[2], v.shape[3]
+    sc = np.float32(scale)
+    for r in range(lo, hi):
+        b = r // H
+        h = r - b * H
+        qa = q.ctypes.data + q.strides[0] * b + q.strides[1] * h
+        ka = k.ctypes.data + k.strides[0] * b + k.strides[1] * h
+        va = v.ctypes.data + v.strides[0] * b + v.strides[1] * h
+        oa = out.ctypes.data + out.strides[0] * b + out.strides[1] * h
+        pa = p.ctypes.data + p.strides[0] * r
+        # scores (L, S) = q (L, E) @ k^T (E, S): k's rows are k^T's columns
+        call_driver(drv, ukr, tr, qa, 0, q.strides[2] // 4, 1, ka, 0, 1, k.strides[2] // 4, pa, 0, S, E, 0, 0, 0, 1,
+                    0, L, 0, S)
+        pr = p[r]
+        for i in range(L):
+            _softmax_row(pr[i], i, S, causal, sc)
+        # out (L, Ev) = p (L, S) @ v (S, Ev)
+        call_driver(drv, ukr, tr, pa, 0, S, 1, va, 0, v.strides[2] // 4, 1, oa, 0, out.strides[2] // 4, S, 0, 0, 0,
+                    1, 0, L, 0, Ev)
 
 
 def softmax_grad_rows(dp, p):
@@ -80,10 +125,17 @@ ATTENTION = Table("scaled_dot_product_attention", measured_on="AMD EPYC (family 
                                   "passes run on one core: from this many score values the first batch axis is split "
                                   "over the threads (a (16, 4, 64, 64) causal transformer's: 1.09 -> 0.71 ms)"),
 })
-for _op in ("scaled_dot_product_attention", "scaled_dot_product_attention_backward"):
-    compiled_or_numpy(_op, "GEMMs + compiled softmax rows", "float32, 16384+ score values, Numba: the scores' softmax "
-                      "(its gradient) in one pass a row; the batch split from split_min_scores",
-                      "otherwise: NumPy's GEMMs and softmax")
+algorithms("scaled_dot_product_attention", [
+    Algorithm("one compiled kernel", "float32 with no mask, 3 or 4 dims with contiguous last axes, 16384+ score values, "
+              "Ember's GEMM driver here: per (batch, head) entry the scores, their softmax and the product with V in "
+              "one kernel, the entries split over the threads", None),
+    Algorithm("GEMMs + compiled softmax rows", "float32, 16384+ score values, Numba: the scores' softmax in one pass a "
+              "row; the batch split from split_min_scores", None),
+    Algorithm("numpy", "otherwise: NumPy's GEMMs and softmax", always),
+])
+compiled_or_numpy("scaled_dot_product_attention_backward", "GEMMs + compiled softmax rows", "float32, 16384+ score "
+                  "values, Numba: the softmax's gradient in one pass a row; the batch split from split_min_scores",
+                  "otherwise: NumPy's GEMMs and softmax")
 
 
 def kernel(name: str, xp, dtype, elements: int):
@@ -96,6 +148,36 @@ def kernel(name: str, xp, dtype, elements: int):
         note("scaled_dot_product_attention" + ("_backward" if name == "softmax_grad_rows" else ""),
              "GEMMs + compiled softmax rows")
     return fn
+
+
+def entries(xp, q, k, v, p, out, scale: float, causal: bool) -> bool:
+    """Attention's forward as one compiled kernel over the (batch, head) entries (attention_entries), split over the
+    threads: out = softmax(q k^T * scale) v and the weights into p (C-contiguous, q's shape but S last). True where it
+    ran; False, with nothing written, where its rule does not hold (float32 NumPy arrays of 3 or 4 dims, last axes
+    contiguous, whole-value strides, 16384+ score values, Numba and Ember's GEMM driver here)."""
+    if (xp is not np or q.dtype != np.float32 or q.ndim not in (3, 4) or p.size < MIN_ELEMENTS
+            or not (k.dtype == v.dtype == out.dtype == p.dtype == np.float32)):
+        return False
+    arrays = (q, k, v, out)
+    if any(a.strides[-1] != 4 or any(st % 4 for st in a.strides) for a in arrays) or 0 in q.shape + k.shape + v.shape:
+        return False
+    from ember.kernels import gemm, sgemm
+    from ember.kernels.sgemm_microkernel import microkernel_address, transpose_address
+
+    if not gemm.driver_enabled():
+        return False
+    fn = kernel_for(_SOURCE, "attention_entries", xp, q.dtype, p.size, fastmath={"reassoc", "contract"})
+    drv = sgemm.driver_address() if fn is not None else 0
+    if not drv:
+        return False
+    if q.ndim == 3:
+        q, k, v, out = q[None], k[None], v[None], out[None]
+    entries_, (L, E), (S, Ev) = q.shape[0] * q.shape[1], q.shape[2:], v.shape[2:]
+    note("scaled_dot_product_attention", "one compiled kernel")
+    parts = parallel.chunks(entries_, 2.0 * entries_ * L * S * (E + Ev), compiled=True)
+    parallel.run_kernel(fn, parts, (drv, microkernel_address(), transpose_address(), q, k, v,
+                                    p.reshape(entries_, L, S), out, float(scale), bool(causal)), strided=True)
+    return True
 
 
 def by_batch(xp, work, shape, scores: int) -> None:

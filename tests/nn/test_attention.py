@@ -245,6 +245,7 @@ def test_compiled_softmax_rows_match_the_numpy_path_and_torch(monkeypatch, case)
 
     compiled = run()
     monkeypatch.setattr(attention, "kernel", lambda *a: None)
+    monkeypatch.setattr(attention, "entries", lambda *a: False)  # the one-kernel forward is a compiled path too
     numpy_path = run()
     tq, tk, tv = (torch.tensor(a, requires_grad=True) for a in (q, k, v))
     out = torch.nn.functional.scaled_dot_product_attention(
@@ -310,3 +311,52 @@ def test_multihead_attention_with_a_query_that_attends_nowhere_matches_torch(nee
             got, _ = m(em.tensor(x), em.tensor(x), em.tensor(x), need_weights=need_weights, **kw_e)
         assert np.isnan(want.numpy()).any() == need_weights
         np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5, atol=1e-6, equal_nan=True)
+
+
+@pytest.mark.parametrize("shapes", [((8, 4, 64, 16), (8, 4, 64, 16), (8, 4, 64, 16)),
+                                    ((2, 3, 50, 16), (2, 3, 70, 16), (2, 3, 70, 24)),
+                                    ((6, 40, 8), (6, 72, 8), (6, 72, 8))], ids=["square", "L != S, Ev != E", "3-D"])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_attention_forward_as_one_compiled_kernel_matches_torch_and_the_gemm_path(monkeypatch, shapes, causal, threads):
+    """Without a mask, float32 attention's forward is one compiled kernel per (batch, head) entry (scores on the GEMM
+    driver, softmax, product with V): its output and the gradients through its weights match PyTorch's, and the
+    path of separate GEMMs and softmax rows within float32 rounding, split over the threads or not, with the heads
+    as views of one (B, T, H, D) projection as a transformer makes them."""
+    pytest.importorskip("numba")
+    from ember.kernels import attention, gemm
+
+    if not gemm.driver_enabled():
+        pytest.skip("Ember's GEMM driver does not run here")
+    if threads > em.get_num_threads():
+        pytest.skip("one core")
+    before = em.get_num_threads()
+    em.set_num_threads(threads)
+    rng = np.random.default_rng(3)
+    q, k, v = (rng.standard_normal(s).astype(np.float32) for s in shapes)
+    g = rng.standard_normal(shapes[0][:-1] + (shapes[2][-1],)).astype(np.float32)
+    ran = []
+    real = attention.entries
+    monkeypatch.setattr(attention, "entries", lambda *a: ran.append(real(*a)) or ran[-1])
+
+    def run():
+        # q as a (B, H, L, E) view of (B, L, H, E) memory where it has heads
+        qa = q if q.ndim == 3 else np.ascontiguousarray(q.transpose(0, 2, 1, 3)).transpose(0, 2, 1, 3)
+        ts = [em.tensor(a, requires_grad=True) for a in (qa, k, v)]
+        out = em.nn.functional.scaled_dot_product_attention(*ts, is_causal=causal)
+        out.backward(em.tensor(g))
+        return [out.detach().numpy()] + [t.grad.numpy() for t in ts]
+
+    try:
+        one_kernel = run()
+        assert ran == [True]
+        monkeypatch.setattr(attention, "entries", lambda *a: False)
+        gemm_path = run()
+    finally:
+        em.set_num_threads(before)
+    tq, tk, tv = (torch.tensor(a, dtype=torch.float64, requires_grad=True) for a in (q, k, v))
+    out = torch.nn.functional.scaled_dot_product_attention(tq, tk, tv, is_causal=causal)
+    out.backward(torch.tensor(g, dtype=torch.float64))
+    for got, ref, want in zip(one_kernel, gemm_path, [out, tq.grad, tk.grad, tv.grad]):
+        np.testing.assert_allclose(got, want.detach().numpy(), rtol=1e-4, atol=2e-5)
+        np.testing.assert_allclose(got, ref, rtol=1e-4, atol=2e-5)
