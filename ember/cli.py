@@ -43,7 +43,7 @@ _TRAIN_DESCRIPTION = (
     "Train an image classifier from ember.models on a data set, writing a checkpoint after every epoch, "
     "metrics.json and curves.png to the output folder. With no arguments: LeNet-5 on the embedded MNIST "
     "sample (4,000 train / 1,000 test digits) with Adam, a one-cycle schedule and random crops, which reaches "
-    "about 98% test accuracy in 20 epochs, about 30 s on two cores (docs/performance.md). --resume continues "
+    "about 98% test accuracy in 20 epochs, about 25 s on two cores (docs/performance.md). --resume continues "
     "a run exactly where its checkpoint left it (same learning rates, batches, augmentations and results as "
     "without the stop); with a larger --epochs it extends a finished run with a new schedule over the added "
     "epochs."
