@@ -22,7 +22,8 @@ convolutions and Ember's pool then need (LeNet-5's training step 6.95 ms with MK
 kernel wherever it runs) and EMBER_GEMM=blas never take it.
 
 The kernels built on the driver (a single sample's convolution by output rows or channel halves, the Winograd
-convolution's forward and weight gradient, a pointwise convolution's affine epilogue) take it wherever it runs
+convolution's forward and weight gradient, a pointwise convolution's affine epilogue, attention's one-kernel
+forward) take it wherever it runs
 (`driver_enabled`), over OpenBLAS's AVX-512 kernels too: what they win is no Python in the split and the patches or
 tiles kept in cache between the copy and the product, not a faster product. On the 2-core Xeon (family 6 model 167,
 OpenBLAS 0.3.31 SkylakeX kernels, 2026-12-02), in one process against plain products' rule for them: ResNet-18's
@@ -76,9 +77,10 @@ def enabled() -> bool:
 
 def driver_enabled() -> bool:
     """Whether Ember's GEMM driver may run in this process at all: the kernels built on it (a single sample's
-    convolution by output rows or channel halves, the Winograd convolution's compiled forward and weight gradient)
-    take it wherever the host has AVX-512 and the `jit` extra is installed, unless EMBER_GEMM=blas or
-    EMBER_KERNELS=numpy; plain products take it only where `enabled()` says so."""
+    convolution by output rows or channel halves, the Winograd convolution's compiled forward and weight gradient,
+    a pointwise convolution's affine epilogue, attention's one-kernel forward) take it wherever the host has
+    AVX-512 and the `jit` extra is installed, unless EMBER_GEMM=blas or EMBER_KERNELS=numpy; plain products take
+    it only where `enabled()` says so."""
     if config.KERNELS.get() == "numpy" or background.numpy_only():
         return False
     if "driver" not in _state:
