@@ -120,21 +120,25 @@ def _numba_available() -> bool:
 
 def takes_own(a, b, out=None) -> bool:
     """Whether a @ b (into out) runs on Ember's kernel: see the module's docstring."""
-    # size first: most calls are small ones, and this is on every matmul's path
-    if type(a) is not np.ndarray or type(b) is not np.ndarray or not b.ndim or 2.0 * a.size * b.shape[-1] < MIN_FLOPS:
-        return False
-    if a.dtype != np.float32 or b.dtype != np.float32 or not enabled():  # (off on most hosts: skips the rest)
-        return False
-    return fits_own(a, b, out)
+    # size first: most calls are small ones, and this is on every matmul's path; then the setting, off on most
+    # hosts, before the layout checks
+    return _sized(a, b) and enabled() and _fits(a, b, out)
 
 
 def fits_own(a, b, out=None) -> bool:
     """Whether Ember's kernel can take a @ b (into out) as the arrays lie and would repay its call: `takes_own`
     without the setting (the kernels built on the driver ask `driver_enabled` instead)."""
-    if type(a) is not np.ndarray or type(b) is not np.ndarray or not b.ndim or 2.0 * a.size * b.shape[-1] < MIN_FLOPS:
-        return False
-    if a.dtype != np.float32 or b.dtype != np.float32:
-        return False
+    return _sized(a, b) and _fits(a, b, out)
+
+
+def _sized(a, b) -> bool:
+    """Whether a @ b has float32 NumPy operands and is large enough to repay the kernel's call."""
+    return (type(a) is np.ndarray and type(b) is np.ndarray and b.ndim > 0 and 2.0 * a.size * b.shape[-1] >= MIN_FLOPS
+            and a.dtype == np.float32 and b.dtype == np.float32)
+
+
+def _fits(a, b, out) -> bool:
+    """Whether the kernel can take a @ b (into out) as the arrays lie: shapes, strides and an output apart."""
     if a.ndim != b.ndim or a.ndim not in (2, 3) or (a.ndim == 3 and a.shape[0] != b.shape[0]):
         return False
     m, k = a.shape[-2:]
