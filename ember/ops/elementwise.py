@@ -686,9 +686,9 @@ class ClampOp(Op):
         if (xp is np and x.dtype in SINGLE_DOUBLE_NP and type(min) in _BOUNDS and type(max) in _BOUNDS
                 and (min is not None or max is not None)):
             # a float32/float64 tensor with number bounds keeps its dtype: no promotion work; a large one in one
-            # compiled pass split over the threads (ReLU6 after MobileNetV2's batch norms: 400K values 94 -> 39 us;
-            # below the split, NumPy's one pass on one thread costs the same), else the array's clip method (np.clip
-            # wraps it in Python)
+            # compiled pass split over the threads (ReLU6 after MobileNetV2's batch norms: 400K values 94 -> 39 us
+            # on the 2-core Xeon of docs/performance.md; below the split, NumPy's one pass on one thread costs the
+            # same), else the array's clip method (np.clip wraps it in Python)
             if x.size >= elementwise_kernels.SPLIT["split_min"]:
                 out = elementwise_kernels.clamp(xp, x, min, max)
                 if out is not None:
