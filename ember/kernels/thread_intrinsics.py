@@ -1,12 +1,13 @@
 """Numba intrinsics for threads that hand work over without the GIL (thread_pool.py): atomic loads, stores and
-compare-and-swaps of int64 counters, `sched_yield`, the futex system call, and a call through a C function's address.
+compare-and-swaps of int64 counters, `sched_yield`, the futex system call, and calls through a C function's address
+and through a Numba-compiled function's address.
 Imported only by the generated kernel sources, so importing Ember needs no Numba."""
 
 from __future__ import annotations
 
 from llvmlite import ir
 from numba import types
-from numba.core import cgutils
+from numba.core import cgutils, errors
 from numba.extending import intrinsic
 
 _I64 = ir.IntType(64)
@@ -89,3 +90,26 @@ def address(typingctx, value):
         return builder.inttoptr(args[0], ir.IntType(8).as_pointer())
 
     return types.voidptr(types.int64), codegen
+
+
+@intrinsic
+def call_compiled(typingctx, fn, arguments, expected):
+    """The Numba-compiled function at address fn (Numba's own calling convention, returning None) called with the
+    tuple `arguments`, whose types must read `expected` (a string literal): a mismatch fails here, at compile time,
+    not as a call with the wrong layout. An exception the callee raises propagates to the caller."""
+    if not isinstance(arguments, types.BaseTuple) or not isinstance(expected, types.StringLiteral):
+        return None
+    argtys = tuple(arguments.types)
+    if str(argtys) != expected.literal_value:
+        raise errors.TypingError(f"call_compiled: arguments {argtys} are not the {expected.literal_value} expected")
+
+    def codegen(context, builder, sig, args):
+        call_conv = context.call_conv
+        target = builder.inttoptr(args[0], call_conv.get_function_type(types.none, argtys).as_pointer())
+        values = cgutils.unpack_tuple(builder, args[1], len(argtys))
+        status, _ = call_conv.call_function(builder, target, types.none, argtys, values)
+        with builder.if_then(status.is_error, likely=False):
+            call_conv.return_status_propagate(builder, status)
+        return context.get_dummy_value()
+
+    return types.void(types.int64, arguments, expected), codegen

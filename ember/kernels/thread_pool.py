@@ -15,10 +15,11 @@ another platform) the workers are plain threads woken through a condition, and c
 Python tasks.
 
 A compiled kernel runs on the GIL-free path when every argument is an aligned array in the machine's byte order
-(any strides), a bool, an int or a float, and its last two arguments are the chunk's [start, stop). Per (kernel,
-argument kinds) a cfunc is generated that rebuilds the arrays from the block (carray, as_strided for a strided
-one) and calls the kernel, with a compiled launcher that fills the blocks; both are compiled once and cached on
-disk like the kernels. Where a kernel raises, its cfunc's wrapper prints the exception and returns 0 (a C entry
+(any strides), a bool, an int or a float, its last two arguments are the chunk's [start, stop), and it returns
+None. Per argument kinds a cfunc is generated that rebuilds the arrays from the block (carray, as_strided for a
+strided one) and calls the kernel through its address (so the kernel is compiled once, not again inside each entry
+point), with a compiled launcher that fills the blocks; both are compiled once, shared by every kernel of those
+kinds and cached on disk like the kernels. Where a kernel raises, its cfunc's wrapper prints the exception and returns 0 (a C entry
 point cannot pass it on), and the split runs again as Python tasks, where the exception reaches the caller.
 """
 
@@ -160,8 +161,11 @@ def spin(ctl, polls):
 '''
 
 # Per (kernel, argument kinds): `task`, a chunk's C entry point, rebuilds the kernel's arguments from an int64
-# block (floats stored as their bits); `launch` fills one block per chunk from the arguments themselves (in
-# compiled code: reading an address from Python costs a microsecond an array) and runs the split.
+# block (floats stored as their bits) and calls the kernel through the address the block carries; `launch` fills
+# one block per chunk from the arguments themselves (in compiled code: reading an address from Python costs a
+# microsecond an array) and runs the split. The task calls the kernel by its address rather than by name: a call by
+# name links the kernel's code into the task's, where LLVM optimises and compiles it a second time (0.5-0.8 s for
+# the direct convolution's kernels, on every empty cache, in every process).
 _CHUNK = '''
 import sys
 
@@ -169,9 +173,8 @@ import numpy as np
 from numba import carray, njit
 from numpy.lib.stride_tricks import as_strided
 
-from ember.kernels.thread_intrinsics import address
+from ember.kernels.thread_intrinsics import address, call_compiled
 
-kernel = sys.modules[{module!r}].{attr}
 split = sys.modules[{loops!r}].jitted_split
 
 
@@ -179,19 +182,20 @@ def task(block):
     # 1; where the kernel raises, the cfunc's wrapper prints the exception and returns 0
     a = carray(address(block), {size}, np.int64)
     f = carray(address(block), {size}, np.float64)
-    kernel({arguments})
+    call_compiled(a[{size} - 3], ({arguments},), {expected!r})
     return 1
 
 
 @njit(nogil=True, cache=True)
-def launch(ctl, fn, chunks, polls, futex, {parameters}):
-    # the number of chunks whose kernel raised
+def launch(ctl, fn, chunks, polls, futex, kernel, {parameters}):
+    # the number of chunks whose kernel raised; `kernel`: the kernel's address
     parts = chunks.shape[0]
     block = np.empty((parts, {size}), np.int64)
     f = block.view(np.float64)
     for k in range(parts):
         a = block[k]
 {packing}
+        a[{size} - 3] = kernel
         a[{size} - 2] = chunks[k, 0]
         a[{size} - 1] = chunks[k, 1]
     return split(ctl, fn, block.ctypes.data, {size} * 8, parts, polls, futex)
@@ -270,8 +274,8 @@ def _kinds(head: tuple, parted: tuple, strided: bool = False):
     return tuple(kinds)
 
 
-def _chunk_source(kernel, kinds) -> str:
-    """_CHUNK for `kernel` and argument `kinds`: arrays as address then shape, a parted array as its row k's."""
+def _chunk_source(kinds) -> str:
+    """_CHUNK for argument `kinds`: arrays as address then shape, a parted array as its row k's."""
     arguments, packing, parameters, at = [], [], [], 0
     for i, kind in enumerate(kinds):
         p = f"p{i}"
@@ -298,17 +302,32 @@ def _chunk_source(kernel, kinds) -> str:
             continue
         arguments.append(f"carray(address(a[{at}]), ({shape}), np.{name})")
         at += 1 + len(dims)
-    arguments += [f"a[{at}]", f"a[{at + 1}]"]
-    module = kernel.py_func.__module__
-    attr = next(k for k, v in sys.modules[module].__dict__.items() if v is kernel)
+    arguments += [f"a[{at + 1}]", f"a[{at + 2}]"]  # after the kernel's address: the chunk's [start, stop)
     from ember.kernels.cache import load_source
 
-    return _CHUNK.format(module=module, attr=attr, loops=load_source(_LOOPS).__name__, size=at + 2,
-                         arguments=", ".join(arguments), parameters=", ".join(parameters),
+    return _CHUNK.format(loops=load_source(_LOOPS).__name__, size=at + 3, arguments=", ".join(arguments),
+                         expected=str(_kernel_types(kinds)), parameters=", ".join(parameters),
                          packing="\n".join(" " * 8 + line for line in packing))
 
 
-_chunks: dict = {}
+def _kernel_types(kinds) -> tuple:
+    """The Numba types `task` passes the kernel for argument `kinds`: what carray and as_strided make of the block."""
+    from numba import from_dtype, types
+
+    found = []
+    for kind in kinds:
+        if kind in ("b", "i", "f"):
+            found.append({"b": types.boolean, "i": types.int64, "f": types.float64}[kind])
+            continue
+        code, ndim = kind
+        dtype = from_dtype(np.dtype(code[-1]))
+        found.append(types.Array(dtype, ndim - 1, "C") if code[:-1] == "p"
+                     else types.Array(dtype, ndim, "A") if code[:-1] == "s" else types.Array(dtype, ndim, "C"))
+    return (*found, types.int64, types.int64)
+
+
+_chunks: dict = {}  # (id(kernel), kinds) -> (kernel, task address, launch, kernel address, task), or Nones
+_entries: dict = {}  # kinds -> (task, launch): one entry point and launcher serve every kernel of those kinds
 _chunks_lock = threading.Lock()
 
 
@@ -321,49 +340,90 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_reset_after_fork)
 
 
-def _compiled(kernel, kinds, launch_args: tuple = ()):
-    """(task address, launch) for `kernel` and argument `kinds`, compiled (or loaded from disk) once; None where
-    that failed before. `launch_args`: an example of launch's arguments, for a compile in the background to compile
-    launch too."""
-    key = (id(kernel), kinds)
-    found = _chunks.get(key)
-    if found is not None and found[0] is kernel:
-        return None if found[1] is None else (found[1], found[2])
-    if background.compiling(key):  # handed over already: serve NumPy without looking at the disk again
-        background.serve_or_compile(key, None)
-    from numba import types
-    from numba.core.caching import NullCache
-    from numba.core.ccallback import CFunc
+def _entry(kinds):
+    """(task, launch) for argument `kinds`, made once (compiled, or loaded from disk, where first needed)."""
+    found = _entries.get(kinds)
+    if found is None:
+        from numba import types
+        from numba.core.ccallback import CFunc
 
-    from ember.kernels import cache
-    from ember.kernels.numba_loader import numba_cache_path
+        from ember.kernels import cache
+        from ember.kernels.numba_loader import numba_cache_path
 
-    signature = ((types.int64,), types.int64)
-    module = cache.load_source(_chunk_source(kernel, kinds))
-    task = CFunc(module.task, signature, locals={}, options={"error_model": "numpy"})
-    # a kernel kept off the disk (it calls a ctypes function) keeps its callers off it too
-    path = numba_cache_path(module) if not isinstance(kernel._cache, NullCache) else None
-    if path is not None:
-        task.enable_caching()
-        if task._cache.cache_path != path:  # a locator picked another folder: never load from there
-            task = CFunc(module.task, signature, locals={}, options={"error_model": "numpy"})
-    if not background.loadable(task, task._sig):
-        def compile_both():
-            launch = _compiled(kernel, kinds)[1]
-            launch.compile(tuple(launch.typeof_pyval(a) for a in launch_args))
-
-        background.serve_or_compile(key, compile_both)
-    with _chunks_lock:
-        found = _chunks.get(key)
-        if found is not None and found[0] is kernel:  # compiled meanwhile (in the background)
-            return None if found[1] is None else (found[1], found[2])
-        task.compile()
+        signature = ((types.int64,), types.int64)
+        module = cache.load_source(_chunk_source(kinds))
+        task = CFunc(module.task, signature, locals={}, options={"error_model": "numpy"})
+        path = numba_cache_path(module)
+        if path is not None:
+            task.enable_caching()
+            if task._cache.cache_path != path:  # a locator picked another folder: never load from there
+                task = CFunc(module.task, signature, locals={}, options={"error_model": "numpy"})
         launch = module.launch
         if path is None or launch.stats.cache_path != path:
             launch.disable_caching()
-        background.defer(launch)
-        _chunks[key] = (kernel, task.address, launch, task)  # the CFunc keeps its code alive
-    return task.address, launch
+        found = _entries[kinds] = (task, background.defer(launch))
+    return found
+
+
+def _overload(kernel, types):
+    """The compiled overload of `kernel` that `task` can call with arguments of `types`: compiled for them, or (a
+    kernel compiled for explicit signatures) for arrays of the same dtypes and dims that they convert to without a
+    copy (any layout to "A", writable to read-only), which Numba passes the same way; or None."""
+    found = kernel.overloads.get(types)
+    if found is not None:
+        return found
+    for sig, compiled in kernel.overloads.items():
+        if len(sig) == len(types) and all(_passes_as(t, s) for t, s in zip(types, sig)):
+            return compiled
+    return None
+
+
+def _passes_as(given, wanted) -> bool:
+    """Whether an argument of Numba type `given` may be passed where `wanted` is compiled for, as it lies."""
+    from numba import types
+
+    if given == wanted:
+        return True
+    return (isinstance(given, types.Array) and isinstance(wanted, types.Array) and given.dtype == wanted.dtype
+            and given.ndim == wanted.ndim and wanted.layout in ("A", given.layout)
+            and (given.mutable or not wanted.mutable) and given.aligned == wanted.aligned)
+
+
+def _compiled(kernel, kinds, launch_args: tuple = ()):
+    """(task address, launch, kernel address) for `kernel` and argument `kinds`, compiled (or loaded from disk) once;
+    None where that failed before. `launch_args`: an example of launch's arguments, for a compile in the background
+    to compile launch too."""
+    key = (id(kernel), kinds)
+    found = _chunks.get(key)
+    if found is not None and found[0] is kernel:
+        return None if found[1] is None else found[1:4]
+    if background.compiling(key):  # handed over already: serve NumPy without looking at the disk again
+        background.serve_or_compile(key, None)
+    types = _kernel_types(kinds)
+    with _chunks_lock:
+        task, launch = _entry(kinds)
+    task_ready = task._wrapper_address is not None or background.loadable(task, task._sig)
+    if not (task_ready and (_overload(kernel, types) is not None or background.loadable(kernel, types))):
+        def compile_all():
+            launch.compile(tuple(launch.typeof_pyval(a) for a in launch_args))
+            _compiled(kernel, kinds)
+
+        background.serve_or_compile(key, compile_all)
+    with _chunks_lock:
+        found = _chunks.get(key)
+        if found is not None and found[0] is kernel:  # compiled meanwhile (in the background)
+            return None if found[1] is None else found[1:4]
+        task.compile()
+        compiled = _overload(kernel, types)
+        if compiled is None:
+            kernel.compile(types)
+            compiled = kernel.overloads[types]
+        if str(compiled.signature.return_type) != "none":  # the task's call returns nothing
+            raise TypeError(f"{kernel.py_func.__name__}: a kernel run on the pool must return None, not "
+                            f"{compiled.signature.return_type}")
+        address = compiled.library.get_pointer_to_function(compiled.fndesc.llvm_func_name)
+        _chunks[key] = (kernel, task.address, launch, address, task)  # the CFunc keeps its code alive
+    return task.address, launch, address
 
 
 class Pool:
@@ -495,17 +555,18 @@ class Pool:
         if kinds is None or not self._busy.acquire(blocking=False):
             return False
         try:
-            compiled = _compiled(kernel, kinds, (self._ctl, 0, chunks, self._result_polls, _FUTEX_SYSCALL, *head, *parted))
+            compiled = _compiled(kernel, kinds, (self._ctl, 0, chunks, self._result_polls, _FUTEX_SYSCALL, 0, *head,
+                                                 *parted))
             if compiled is None:
                 return False
-            fn, launch = compiled
+            fn, launch, address = compiled
             # a kernel that raised (its exception cannot cross the C entry point): False, so that the caller runs
             # the chunks again as Python tasks, where the exception reaches it
-            return launch(self._ctl, fn, chunks, self._result_polls, _FUTEX_SYSCALL, *head, *parted) == 0
+            return launch(self._ctl, fn, chunks, self._result_polls, _FUTEX_SYSCALL, address, *head, *parted) == 0
         except background.NotCompiledYet:  # compiling in the background: the op runs its NumPy path meanwhile
             raise
         except Exception:  # noqa: BLE001 - a task Numba could not build: these kinds run as Python tasks from now on
-            _chunks[(id(kernel), kinds)] = (kernel, None, None, None)
+            _chunks[(id(kernel), kinds)] = (kernel, None, None, None, None)
             return False
         finally:
             self._busy.release()

@@ -34,6 +34,25 @@ def raises_at(out, bad, lo, hi):
         out[i] = 1.0
 
 
+def shifted(x, counts, scale, flag, offset, out, scratch, lo, hi):
+    # scaled's arguments, another kernel: out[i] = x[i, 0] + offset for i in lo..hi
+    for i in range(lo, hi):
+        out[i] = x[i, 0] + offset
+
+
+def counted(out, lo, hi):
+    # out[lo:hi] = 1, returning how many it set (a kernel with a result)
+    for i in range(lo, hi):
+        out[i] = 1.0
+    return hi - lo
+
+
+def summed_rows(x, out, lo, hi):
+    # out[i] = x[i, :].sum() for i in lo..hi (compiled below for read-only "A" x only)
+    for i in range(lo, hi):
+        out[i] = x[i, :].sum()
+
+
 def slow_second_chunk(out, spins, lo, hi):
     # out[lo:hi] = 1, after `spins` iterations of busy work in every chunk but the first
     acc = 0.0
@@ -163,6 +182,45 @@ def test_strided_arrays_reach_the_kernel_as_the_views_they_are(native_pool, view
     np.testing.assert_array_equal(out, want)
 
 
+def test_kernels_of_the_same_argument_kinds_share_one_entry_point_that_calls_each_by_address(native_pool):
+    # the entry point does not hold the kernel's code (linking it compiled the kernel a second time)
+    x, counts, want = _scaled_case()
+    chunks = np.array([(0, 5), (5, 11)], np.int64)
+    kinds = None
+    for name, expected in (("scaled", want), ("shifted", x[:, 0] + 2)):
+        kernel = compile_source(_SOURCE, name)
+        out, scratch = np.zeros(11), np.zeros((2, 2), np.int64)
+        assert native_pool.try_run_kernel(kernel, (x, counts, 0.5, False, 2, out), (scratch,), chunks)
+        np.testing.assert_array_equal(out, expected)
+        kinds = thread_pool._kinds((x, counts, 0.5, False, 2, out), (scratch,))
+        assert thread_pool._chunks[(id(kernel), kinds)][1] is not None  # ran on the GIL-free path
+    task, _ = thread_pool._entries[kinds]
+    code = task.inspect_llvm()
+    assert "scaled" not in code and "shifted" not in code
+
+
+def test_a_kernel_compiled_for_read_only_any_layout_arrays_takes_writable_contiguous_ones(native_pool):
+    from numba import types
+
+    read = types.Array(types.float64, 2, "A", readonly=True)
+    kernel = compile_source(_SOURCE, "summed_rows",
+                            signature=types.void(read, types.float64[::1], types.int64, types.int64))
+    x = np.arange(12.0).reshape(6, 2)
+    out = np.zeros(6)
+    assert native_pool.try_run_kernel(kernel, (x, out), (), np.array([(0, 3), (3, 6)], np.int64))
+    np.testing.assert_array_equal(out, x.sum(axis=1))
+    assert thread_pool._chunks[(id(kernel), thread_pool._kinds((x, out), ()))][1] is not None
+
+
+def test_a_kernel_with_a_result_runs_as_python_tasks(split_everything):
+    kernel = compile_source(_SOURCE, "counted")
+    out = np.zeros(10)
+    parallel.run_kernel(kernel, [(0, 5), (5, 10)], (out,))
+    np.testing.assert_array_equal(out, np.ones(10))
+    if parallel.native():
+        assert thread_pool._compiled(kernel, thread_pool._kinds((out,), ())) is None
+
+
 @pytest.mark.parametrize("why", ["float32 scalar", "strided scratch", "busy pool"])
 def test_what_the_block_cannot_carry_runs_as_python_tasks_with_the_same_result(split_everything, why):
     kernel = compile_source(_SOURCE, "scaled")
@@ -191,7 +249,7 @@ def test_a_task_that_cannot_be_built_runs_as_python_tasks_from_then_on(split_eve
     x, counts, want = _scaled_case()
     args = (x.astype(np.float64), counts, 0.5, False, 2)  # float64 x: kinds no other test builds
 
-    def broken(kernel, kinds):
+    def broken(kinds):
         raise RuntimeError("no LLVM today")
 
     monkeypatch.setattr(thread_pool, "_chunk_source", broken)
