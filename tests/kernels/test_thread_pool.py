@@ -212,6 +212,31 @@ def test_a_kernel_compiled_for_read_only_any_layout_arrays_takes_writable_contig
     assert thread_pool._chunks[(id(kernel), thread_pool._kinds((x, out), ()))][1] is not None
 
 
+_FROM_DISK = """
+import sys, numpy as np, ember as em
+from ember.kernels import parallel, thread_pool
+from ember.kernels.numba_loader import compile_source
+em.set_num_threads(2); em.use_deterministic_algorithms(True)
+kernel = compile_source(sys.argv[1], "scaled")
+x = np.arange(22.0).reshape(11, 2); counts = np.zeros(1, np.int64); out = np.zeros(11); scratch = np.zeros((2, 2), np.int64)
+parallel.run_kernel(kernel, [(0, 5), (5, 11)], (x, counts, 0.5, True, 2, out), (scratch,))
+kinds = thread_pool._kinds((x, counts, 0.5, True, 2, out), (scratch,))
+print(out.tolist() == (x[:, 0] * 0.5 + 2).tolist(), parallel.native() and thread_pool._chunks[(id(kernel), kinds)][1] > 0)
+"""
+
+
+def test_a_kernel_and_its_entry_point_loaded_from_disk_run_on_the_gil_free_path(tmp_path):
+    # the kernel's address is taken from code Numba loaded from its cache, not compiled in this process
+    if not thread_pool.native_available():
+        pytest.skip("no GIL-free workers on this platform")
+    env = dict(os.environ, EMBER_CACHE=str(tmp_path))
+    for _ in range(2):  # compiled and written, then loaded
+        done = subprocess.run([sys.executable, "-c", _FROM_DISK, _SOURCE], env=env, capture_output=True, text=True,
+                              timeout=120)
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.split() == ["True", "True"]
+
+
 def test_a_kernel_with_a_result_runs_as_python_tasks(split_everything):
     kernel = compile_source(_SOURCE, "counted")
     out = np.zeros(10)
