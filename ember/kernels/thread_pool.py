@@ -160,10 +160,12 @@ def spin(ctl, polls):
         sched_yield()
 '''
 
-# Per (kernel, argument kinds): `task`, a chunk's C entry point, rebuilds the kernel's arguments from an int64
-# block (floats stored as their bits) and calls the kernel through the address the block carries; `launch` fills
-# one block per chunk from the arguments themselves (in compiled code: reading an address from Python costs a
-# microsecond an array) and runs the split. The task calls the kernel by its address rather than by name: a call by
+# Per argument kinds: `task`, a chunk's C entry point, rebuilds the kernel's arguments from a row of int64 words
+# (floats stored as their bits) and calls the kernel through the address the row carries; `launch` fills one row
+# per chunk of the pool's block from the arguments themselves (in compiled code: reading an address from Python
+# costs a microsecond an array) and runs the split. The block is the pool's, kept across splits (one split runs at
+# a time, and a worker reads its row only once it has taken the chunk), so `launch` allocates nothing: allocating
+# and viewing it there was 0.3 s of the first launcher's compile in every process. The task calls the kernel by its address rather than by name: a call by
 # name links the kernel's code into the task's, where LLVM optimises and compiles it a second time (0.5-0.8 s for
 # the direct convolution's kernels, on every empty cache, in every process).
 _CHUNK = '''
@@ -187,18 +189,18 @@ def task(block):
 
 
 @njit(nogil=True, cache=True)
-def launch(ctl, fn, chunks, polls, futex, kernel, {parameters}):
-    # the number of chunks whose kernel raised; `kernel`: the kernel's address
+def launch(ctl, fn, chunks, polls, futex, kernel, rows, {parameters}):
+    # the number of chunks whose kernel raised; `kernel`: the kernel's address; `rows`: the address of {size} int64
+    # words for each chunk
     parts = chunks.shape[0]
-    block = np.empty((parts, {size}), np.int64)
-    f = block.view(np.float64)
     for k in range(parts):
-        a = block[k]
+        a = carray(address(rows + k * {size} * 8), {size}, np.int64)
+        f = carray(address(rows + k * {size} * 8), {size}, np.float64)
 {packing}
         a[{size} - 3] = kernel
         a[{size} - 2] = chunks[k, 0]
         a[{size} - 1] = chunks[k, 1]
-    return split(ctl, fn, block.ctypes.data, {size} * 8, parts, polls, futex)
+    return split(ctl, fn, rows, {size} * 8, parts, polls, futex)
 '''
 
 _ROW_WORDS = 16  # _LOOPS' ROW
@@ -274,15 +276,16 @@ def _kinds(head: tuple, parted: tuple, strided: bool = False):
     return tuple(kinds)
 
 
-def _chunk_source(kinds) -> str:
-    """_CHUNK for argument `kinds`: arrays as address then shape, a parted array as its row k's."""
+def _chunk_source(kinds) -> tuple:
+    """(_CHUNK for argument `kinds`, the words of a chunk's row): arrays as address then shape, a parted array as its
+    row k's."""
     arguments, packing, parameters, at = [], [], [], 0
     for i, kind in enumerate(kinds):
         p = f"p{i}"
         parameters.append(p)
         if kind in ("b", "i", "f"):
             arguments.append({"b": f"a[{at}] != 0", "i": f"a[{at}]", "f": f"f[{at}]"}[kind])
-            packing.append({"b": f"a[{at}] = 1 if {p} else 0", "i": f"a[{at}] = {p}", "f": f"f[k, {at}] = {p}"}[kind])
+            packing.append({"b": f"a[{at}] = 1 if {p} else 0", "i": f"a[{at}] = {p}", "f": f"f[{at}] = {p}"}[kind])
             at += 1
             continue
         code, ndim = kind
@@ -305,9 +308,10 @@ def _chunk_source(kinds) -> str:
     arguments += [f"a[{at + 1}]", f"a[{at + 2}]"]  # after the kernel's address: the chunk's [start, stop)
     from ember.kernels.cache import load_source
 
-    return _CHUNK.format(loops=load_source(_LOOPS).__name__, size=at + 3, arguments=", ".join(arguments),
-                         expected=str(_kernel_types(kinds)), parameters=", ".join(parameters),
-                         packing="\n".join(" " * 8 + line for line in packing))
+    source = _CHUNK.format(loops=load_source(_LOOPS).__name__, size=at + 3, arguments=", ".join(arguments),
+                           expected=str(_kernel_types(kinds)), parameters=", ".join(parameters),
+                           packing="\n".join(" " * 8 + line for line in packing))
+    return source, at + 3
 
 
 def _kernel_types(kinds) -> tuple:
@@ -326,8 +330,8 @@ def _kernel_types(kinds) -> tuple:
     return (*found, types.int64, types.int64)
 
 
-_chunks: dict = {}  # (id(kernel), kinds) -> (kernel, task address, launch, kernel address, task), or Nones
-_entries: dict = {}  # kinds -> (task, launch): one entry point and launcher serve every kernel of those kinds
+_chunks: dict = {}  # (id(kernel), kinds) -> (kernel, task address, launch, kernel address, words, task), or Nones
+_entries: dict = {}  # kinds -> (task, launch, words): one entry point and launcher serve every kernel of those kinds
 _chunks_lock = threading.Lock()
 
 
@@ -341,7 +345,8 @@ if hasattr(os, "register_at_fork"):
 
 
 def _entry(kinds):
-    """(task, launch) for argument `kinds`, made once (compiled, or loaded from disk, where first needed)."""
+    """(task, launch, words of a chunk's row) for argument `kinds`, made once (compiled, or loaded from disk, where
+    first needed)."""
     found = _entries.get(kinds)
     if found is None:
         from numba import types
@@ -351,7 +356,8 @@ def _entry(kinds):
         from ember.kernels.numba_loader import numba_cache_path
 
         signature = ((types.int64,), types.int64)
-        module = cache.load_source(_chunk_source(kinds))
+        source, words = _chunk_source(kinds)
+        module = cache.load_source(source)
         task = CFunc(module.task, signature, locals={}, options={"error_model": "numpy"})
         path = numba_cache_path(module)
         if path is not None:
@@ -361,7 +367,7 @@ def _entry(kinds):
         launch = module.launch
         if path is None or launch.stats.cache_path != path:
             launch.disable_caching()
-        found = _entries[kinds] = (task, background.defer(launch))
+        found = _entries[kinds] = (task, background.defer(launch), words)
     return found
 
 
@@ -390,18 +396,18 @@ def _passes_as(given, wanted) -> bool:
 
 
 def _compiled(kernel, kinds, launch_args: tuple = ()):
-    """(task address, launch, kernel address) for `kernel` and argument `kinds`, compiled (or loaded from disk) once;
-    None where that failed before. `launch_args`: an example of launch's arguments, for a compile in the background
+    """(task address, launch, kernel address, words of a chunk's row) for `kernel` and argument `kinds`, compiled (or
+    loaded from disk) once; None where that failed before. `launch_args`: an example of launch's arguments, for a compile in the background
     to compile launch too."""
     key = (id(kernel), kinds)
     found = _chunks.get(key)
     if found is not None and found[0] is kernel:
-        return None if found[1] is None else found[1:4]
+        return None if found[1] is None else found[1:5]
     if background.compiling(key):  # handed over already: serve NumPy without looking at the disk again
         background.serve_or_compile(key, None)
     types = _kernel_types(kinds)
     with _chunks_lock:
-        task, launch = _entry(kinds)
+        task, launch, words = _entry(kinds)
     task_ready = task._wrapper_address is not None or background.loadable(task, task._sig)
     if not (task_ready and (_overload(kernel, types) is not None or background.loadable(kernel, types))):
         def compile_all():
@@ -412,7 +418,7 @@ def _compiled(kernel, kinds, launch_args: tuple = ()):
     with _chunks_lock:
         found = _chunks.get(key)
         if found is not None and found[0] is kernel:  # compiled meanwhile (in the background)
-            return None if found[1] is None else found[1:4]
+            return None if found[1] is None else found[1:5]
         task.compile()
         compiled = _overload(kernel, types)
         if compiled is None:
@@ -422,8 +428,8 @@ def _compiled(kernel, kinds, launch_args: tuple = ()):
             raise TypeError(f"{kernel.py_func.__name__}: a kernel run on the pool must return None, not "
                             f"{compiled.signature.return_type}")
         address = compiled.library.get_pointer_to_function(compiled.fndesc.llvm_func_name)
-        _chunks[key] = (kernel, task.address, launch, address, task)  # the CFunc keeps its code alive
-    return task.address, launch, address
+        _chunks[key] = (kernel, task.address, launch, address, words, task)  # the CFunc keeps its code alive
+    return task.address, launch, address, words
 
 
 class Pool:
@@ -437,6 +443,8 @@ class Pool:
         self._tasks: list = [None] * n
         self._caller = (None, 0)
         self._results: list = [None] * n
+        self._blocks: dict = {}  # words -> launch's rows for chunks of that many words, kept across splits
+        self._rows: dict = {}  # words -> the address of those rows
         if native_available():
             try:
                 self._start_native()
@@ -555,21 +563,29 @@ class Pool:
         if kinds is None or not self._busy.acquire(blocking=False):
             return False
         try:
-            compiled = _compiled(kernel, kinds, (self._ctl, 0, chunks, self._result_polls, _FUTEX_SYSCALL, 0, *head,
+            compiled = _compiled(kernel, kinds, (self._ctl, 0, chunks, self._result_polls, _FUTEX_SYSCALL, 0, 0, *head,
                                                  *parted))
             if compiled is None:
                 return False
-            fn, launch, address = compiled
+            fn, launch, address, words = compiled
             # a kernel that raised (its exception cannot cross the C entry point): False, so that the caller runs
             # the chunks again as Python tasks, where the exception reaches it
-            return launch(self._ctl, fn, chunks, self._result_polls, _FUTEX_SYSCALL, address, *head, *parted) == 0
+            rows = self._rows.get(words) or self._new_rows(words)
+            return launch(self._ctl, fn, chunks, self._result_polls, _FUTEX_SYSCALL, address, rows, *head, *parted) == 0
         except background.NotCompiledYet:  # compiling in the background: the op runs its NumPy path meanwhile
             raise
         except Exception:  # noqa: BLE001 - a task Numba could not build: these kinds run as Python tasks from now on
-            _chunks[(id(kernel), kinds)] = (kernel, None, None, None, None)
+            _chunks[(id(kernel), kinds)] = (kernel, None, None, None, None, None)
             return False
         finally:
             self._busy.release()
+
+    def _new_rows(self, words: int) -> int:
+        """The address of the pool's rows of `words` words, one for each chunk it can run at once (made once per
+        width, kept for the pool's life)."""
+        block = self._blocks[words] = np.zeros((self.workers + 1, words), np.int64)
+        self._rows[words] = block.ctypes.data
+        return block.ctypes.data
 
     def close(self) -> None:
         """Stop the workers (their loops return) and wait for them."""
