@@ -19,8 +19,9 @@ A compiled kernel runs on the GIL-free path when every argument is an aligned ar
 None. Per argument kinds a cfunc is generated that rebuilds the arrays from the block (carray, as_strided for a
 strided one) and calls the kernel through its address (so the kernel is compiled once, not again inside each entry
 point), with a compiled launcher that fills the blocks; both are compiled once, shared by every kernel of those
-kinds and cached on disk like the kernels. Where a kernel raises, its cfunc's wrapper prints the exception and returns 0 (a C entry
-point cannot pass it on), and the split runs again as Python tasks, where the exception reaches the caller.
+kinds and cached on disk like the kernels. Where a kernel raises, its cfunc's wrapper prints the exception and
+returns 0 (a C entry point cannot pass it on), and the split runs again as Python tasks, where the exception reaches
+the caller.
 """
 
 from __future__ import annotations
@@ -163,11 +164,11 @@ def spin(ctl, polls):
 # Per argument kinds: `task`, a chunk's C entry point, rebuilds the kernel's arguments from a row of int64 words
 # (floats stored as their bits) and calls the kernel through the address the row carries; `launch` fills one row
 # per chunk of the pool's block from the arguments themselves (in compiled code: reading an address from Python
-# costs a microsecond an array) and runs the split. The block is the pool's, kept across splits (one split runs at
-# a time, and a worker reads its row only once it has taken the chunk), so `launch` allocates nothing: allocating
-# and viewing it there was 0.3 s of the first launcher's compile in every process. The task calls the kernel by its address rather than by name: a call by
-# name links the kernel's code into the task's, where LLVM optimises and compiles it a second time (0.5-0.8 s for
-# the direct convolution's kernels, on every empty cache, in every process).
+# costs a microsecond an array) and runs the split. The task calls the kernel by its address rather than by name:
+# a call by name links the kernel's code into the task's, where LLVM optimises and compiles it a second time (0.5-0.8
+# s for the direct convolution's kernels, on every empty cache, in every process). The rows are the pool's, kept
+# across splits (one split runs at a time, and a worker reads its row only once it has taken the chunk), so `launch`
+# allocates nothing: allocating and viewing a block there was 0.3 s of the first launcher's compile in a process.
 _CHUNK = '''
 import sys
 
@@ -371,15 +372,15 @@ def _entry(kinds):
     return found
 
 
-def _overload(kernel, types):
-    """The compiled overload of `kernel` that `task` can call with arguments of `types`: compiled for them, or (a
+def _overload(kernel, argument_types):
+    """The compiled overload of `kernel` that `task` can call with arguments of those types: compiled for them, or (a
     kernel compiled for explicit signatures) for arrays of the same dtypes and dims that they convert to without a
     copy (any layout to "A", writable to read-only), which Numba passes the same way; or None."""
-    found = kernel.overloads.get(types)
+    found = kernel.overloads.get(argument_types)
     if found is not None:
         return found
     for sig, compiled in kernel.overloads.items():
-        if len(sig) == len(types) and all(_passes_as(t, s) for t, s in zip(types, sig)):
+        if len(sig) == len(argument_types) and all(_passes_as(t, s) for t, s in zip(argument_types, sig)):
             return compiled
     return None
 
@@ -397,19 +398,20 @@ def _passes_as(given, wanted) -> bool:
 
 def _compiled(kernel, kinds, launch_args: tuple = ()):
     """(task address, launch, kernel address, words of a chunk's row) for `kernel` and argument `kinds`, compiled (or
-    loaded from disk) once; None where that failed before. `launch_args`: an example of launch's arguments, for a compile in the background
-    to compile launch too."""
+    loaded from disk) once; None where that failed before. `launch_args`: an example of launch's arguments, for a
+    compile in the background to compile launch too."""
     key = (id(kernel), kinds)
     found = _chunks.get(key)
     if found is not None and found[0] is kernel:
         return None if found[1] is None else found[1:5]
     if background.compiling(key):  # handed over already: serve NumPy without looking at the disk again
         background.serve_or_compile(key, None)
-    types = _kernel_types(kinds)
+    argument_types = _kernel_types(kinds)
     with _chunks_lock:
         task, launch, words = _entry(kinds)
     task_ready = task._wrapper_address is not None or background.loadable(task, task._sig)
-    if not (task_ready and (_overload(kernel, types) is not None or background.loadable(kernel, types))):
+    if not (task_ready and (_overload(kernel, argument_types) is not None
+                            or background.loadable(kernel, argument_types))):
         def compile_all():
             launch.compile(tuple(launch.typeof_pyval(a) for a in launch_args))
             _compiled(kernel, kinds)
@@ -420,10 +422,10 @@ def _compiled(kernel, kinds, launch_args: tuple = ()):
         if found is not None and found[0] is kernel:  # compiled meanwhile (in the background)
             return None if found[1] is None else found[1:5]
         task.compile()
-        compiled = _overload(kernel, types)
+        compiled = _overload(kernel, argument_types)
         if compiled is None:
-            kernel.compile(types)
-            compiled = kernel.overloads[types]
+            kernel.compile(argument_types)
+            compiled = kernel.overloads[argument_types]
         if str(compiled.signature.return_type) != "none":  # the task's call returns nothing
             raise TypeError(f"{kernel.py_func.__name__}: a kernel run on the pool must return None, not "
                             f"{compiled.signature.return_type}")

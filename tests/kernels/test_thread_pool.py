@@ -218,10 +218,12 @@ from ember.kernels import parallel, thread_pool
 from ember.kernels.numba_loader import compile_source
 em.set_num_threads(2); em.use_deterministic_algorithms(True)
 kernel = compile_source(sys.argv[1], "scaled")
-x = np.arange(22.0).reshape(11, 2); counts = np.zeros(1, np.int64); out = np.zeros(11); scratch = np.zeros((2, 2), np.int64)
+x, counts = np.arange(22.0).reshape(11, 2), np.zeros(1, np.int64)
+out, scratch = np.zeros(11), np.zeros((2, 2), np.int64)
 parallel.run_kernel(kernel, [(0, 5), (5, 11)], (x, counts, 0.5, True, 2, out), (scratch,))
 kinds = thread_pool._kinds((x, counts, 0.5, True, 2, out), (scratch,))
-print(out.tolist() == (x[:, 0] * 0.5 + 2).tolist(), parallel.native() and thread_pool._chunks[(id(kernel), kinds)][1] > 0)
+native = parallel.native() and thread_pool._chunks[(id(kernel), kinds)][1] > 0
+print(out.tolist() == (x[:, 0] * 0.5 + 2).tolist(), native)
 """
 
 
