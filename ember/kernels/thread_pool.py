@@ -16,10 +16,10 @@ Python tasks.
 
 A compiled kernel runs on the GIL-free path when every argument is an aligned array in the machine's byte order
 (any strides), a bool, an int or a float, its last two arguments are the chunk's [start, stop), and it returns
-None. Per argument kinds a cfunc is generated that rebuilds the arrays from the block (carray, as_strided for a
-strided one) and calls the kernel through its address (so the kernel is compiled once, not again inside each entry
-point), with a compiled launcher that fills the blocks; both are compiled once, shared by every kernel of those
-kinds and cached on disk like the kernels. Where a kernel raises, its cfunc's wrapper prints the exception and
+None. Per argument kinds a cfunc is generated that rebuilds the arrays from a row of words (carray, as_strided for
+a strided one) and calls the kernel through its address (so the kernel is compiled once, not again inside each
+entry point), with a compiled launcher that fills one of the pool's kept rows per chunk; both are compiled once,
+shared by every kernel of those kinds and cached on disk like the kernels. Where a kernel raises, its cfunc's wrapper prints the exception and
 returns 0 (a C entry point cannot pass it on), and the split runs again as Python tasks, where the exception reaches
 the caller.
 """
