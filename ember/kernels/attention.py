@@ -14,9 +14,15 @@ from the whole size, never per thread's chunk.
 Without a mask the forward is one kernel (`attention_entries`): for each (batch, head) entry the scores q k^T go
 through the GEMM driver into the entry's rows of the weights, each row's softmax of scores * scale runs while
 they are in cache, and p v goes through the driver into the output; the entries are split over the pool's
-GIL-free workers. Where it ran as separate products and softmax passes per chunk of Python, a transformer's
-(16, 4, 64, 32) causal attention took 565 us and now 454 (PyTorch's 269; 2 threads, the Xeon of
-docs/performance.md, 2026-12-02); the softmax rows are most of what is left (about 95 ns a row on one thread).
+GIL-free workers. The backward is one kernel too (`attention_backward_entries`): per entry dv = p^T g, dp = g v^T
+into a scratch block, each row of it turned into the scores' gradient while in cache, dq = ds k and dk = ds^T q.
+The pool passes these kernels their arrays as any layout ("A": one entry point for every layout of q, k and v), so
+they reach the weights through a C-contiguous view of their address: indexed as "A" arrays, the rows' loops did not
+vectorise and a worker's chunk took 1.7x the caller's. A transformer's (16, 4, 64, 32) causal attention, 2 threads,
+the Xeon of docs/performance.md, 2026-12-02: forward 565 us as separate products and softmax passes per chunk of
+Python, 454-495 as one kernel over "A" rows, 406 now (PyTorch's flash attention 260-290); backward 558 us as GEMMs and
+compiled softmax rows, 381 as one kernel. The softmax rows are most of the forward's remaining time (about 95 ns a
+row on one thread).
 """
 
 from __future__ import annotations
@@ -25,10 +31,12 @@ import numpy as np
 
 from ember.kernels import exp, parallel
 from ember.kernels.numba_loader import MIN_ELEMENTS, kernel_for
-from ember.kernels.selection import Algorithm, Table, algorithms, always, compiled_or_numpy, note
+from ember.kernels.selection import Algorithm, Table, algorithms, always, note
 
 _SOURCE = exp.SOURCE + '''
-from ember.kernels.sgemm_intrinsics import call_driver
+from numba import carray
+
+from ember.kernels.sgemm_intrinsics import call_driver, float32_at
 
 ZERO = np.float32(0.0)
 NEG_INF = np.float32(-np.inf)
@@ -96,12 +104,56 @@ def attention_entries(drv, ukr, tr, q, k, v, p, out, scale, causal, lo, hi):
         # scores (L, S) = q (L, E) @ k^T (E, S): k's rows are k^T's columns
         call_driver(drv, ukr, tr, qa, 0, q.strides[2] // 4, 1, ka, 0, 1, k.strides[2] // 4, pa, 0, S, E, 0, 0, 0, 1,
                     0, L, 0, S)
-        pr = p[r]
+        pr = carray(float32_at(pa), (L, S))  # C-contiguous rows, also where the pool passes p as any layout
         for i in range(L):
             _softmax_row(pr[i], i, S, causal, sc)
         # out (L, Ev) = p (L, S) @ v (S, Ev)
         call_driver(drv, ukr, tr, pa, 0, S, 1, va, 0, v.strides[2] // 4, 1, oa, 0, out.strides[2] // 4, S, 0, 0, 0,
                     1, 0, L, 0, Ev)
+
+
+def attention_backward_entries(drv, ukr, tr, q, k, v, p, g, dq, dk, dv, scale, lo, hi):
+    # attention's gradients for the (batch, head) entries [lo, hi), with attention_entries' layouts: g (the output's
+    # gradient) like out, dq, dk, dv like q, k, v, p the weights (B*H, L, S). Per entry on the GEMM driver: dv = p^T g,
+    # dp = g v^T (into a scratch block of the chunk), each row of dp becoming the scores' gradient times scale
+    # (softmax_grad_rows' rule) while in cache, then dq = ds k and dk = ds^T q; p^T and ds^T are read in place
+    H, L, E = q.shape[1], q.shape[2], q.shape[3]
+    S, Ev = k.shape[2], v.shape[3]
+    sc = np.float32(scale)
+    ds = np.empty((L, S), np.float32)
+    da = ds.ctypes.data
+    for r in range(lo, hi):
+        b = r // H
+        h = r - b * H
+        qa = q.ctypes.data + q.strides[0] * b + q.strides[1] * h
+        ka = k.ctypes.data + k.strides[0] * b + k.strides[1] * h
+        va = v.ctypes.data + v.strides[0] * b + v.strides[1] * h
+        ga = g.ctypes.data + g.strides[0] * b + g.strides[1] * h
+        dqa = dq.ctypes.data + dq.strides[0] * b + dq.strides[1] * h
+        dka = dk.ctypes.data + dk.strides[0] * b + dk.strides[1] * h
+        dva = dv.ctypes.data + dv.strides[0] * b + dv.strides[1] * h
+        pa = p.ctypes.data + p.strides[0] * r
+        # dv (S, Ev) = p^T (S, L) @ g (L, Ev): p^T's rows are p's columns
+        call_driver(drv, ukr, tr, pa, 0, 1, S, ga, 0, g.strides[2] // 4, 1, dva, 0, dv.strides[2] // 4, L, 0, 0, 0, 1,
+                    0, S, 0, Ev)
+        # dp (L, S) = g (L, Ev) @ v^T (Ev, S)
+        call_driver(drv, ukr, tr, ga, 0, g.strides[2] // 4, 1, va, 0, 1, v.strides[2] // 4, da, 0, S, Ev, 0, 0, 0, 1,
+                    0, L, 0, S)
+        pr = carray(float32_at(pa), (L, S))  # as in attention_entries
+        for i in range(L):
+            a = ds[i]
+            w = pr[i]
+            t = ZERO
+            for j in range(S):
+                t += a[j] * w[j]
+            for j in range(S):
+                a[j] = (a[j] - t) * w[j] * sc
+        # dq (L, E) = ds (L, S) @ k (S, E)
+        call_driver(drv, ukr, tr, da, 0, S, 1, ka, 0, k.strides[2] // 4, 1, dqa, 0, dq.strides[2] // 4, S, 0, 0, 0, 1,
+                    0, L, 0, E)
+        # dk (S, E) = ds^T (S, L) @ q (L, E)
+        call_driver(drv, ukr, tr, da, 0, 1, S, qa, 0, q.strides[2] // 4, 1, dka, 0, dk.strides[2] // 4, L, 0, 0, 0, 1,
+                    0, S, 0, E)
 
 
 def softmax_grad_rows(dp, p):
@@ -133,9 +185,14 @@ algorithms("scaled_dot_product_attention", [
               "row; the batch split from split_min_scores", None),
     Algorithm("numpy", "otherwise: NumPy's GEMMs and softmax", always),
 ])
-compiled_or_numpy("scaled_dot_product_attention_backward", "GEMMs + compiled softmax rows", "float32, 16384+ score "
-                  "values, Numba: the softmax's gradient in one pass a row; the batch split from split_min_scores",
-                  "otherwise: NumPy's GEMMs and softmax")
+algorithms("scaled_dot_product_attention_backward", [
+    Algorithm("one compiled kernel", "as the forward's one kernel (the output's gradient with a contiguous last axis "
+              "too): per (batch, head) entry the four GEMMs and the softmax's gradient in one kernel, the entries split "
+              "over the threads", None),
+    Algorithm("GEMMs + compiled softmax rows", "float32, 16384+ score values, Numba: the softmax's gradient in one "
+              "pass a row; the batch split from split_min_scores", None),
+    Algorithm("numpy", "otherwise: NumPy's GEMMs and softmax", always),
+])
 
 
 def kernel(name: str, xp, dtype, elements: int):
@@ -153,31 +210,59 @@ def kernel(name: str, xp, dtype, elements: int):
 def entries(xp, q, k, v, p, out, scale: float, causal: bool) -> bool:
     """Attention's forward as one compiled kernel over the (batch, head) entries (attention_entries), split over the
     threads: out = softmax(q k^T * scale) v and the weights into p (C-contiguous, q's shape but S last). True where it
-    ran; False, with nothing written, where its rule does not hold (float32 NumPy arrays of 3 or 4 dims, last axes
-    contiguous, whole-value strides, 16384+ score values, Numba and Ember's GEMM driver here)."""
-    if (xp is not np or q.dtype != np.float32 or q.ndim not in (3, 4) or p.size < MIN_ELEMENTS
-            or not (k.dtype == v.dtype == out.dtype == p.dtype == np.float32)):
+    ran; False, with nothing written, where its rule does not hold (`_driven`)."""
+    ready = _driven(xp, "attention_entries", (q, k, v, out), p)
+    if ready is None:
         return False
-    arrays = (q, k, v, out)
-    if any(a.strides[-1] != 4 or any(st % 4 for st in a.strides) for a in arrays) or 0 in q.shape + k.shape + v.shape:
-        return False
-    from ember.kernels import gemm, sgemm
-    from ember.kernels.sgemm_microkernel import microkernel_address, transpose_address
-
-    if not gemm.driver_enabled():
-        return False
-    fn = kernel_for(_SOURCE, "attention_entries", xp, q.dtype, p.size, fastmath={"reassoc", "contract"})
-    drv = sgemm.driver_address() if fn is not None else 0
-    if not drv:
-        return False
-    if q.ndim == 3:
-        q, k, v, out = q[None], k[None], v[None], out[None]
+    fn, drv, (q, k, v, out) = ready
     entries_, (L, E), (S, Ev) = q.shape[0] * q.shape[1], q.shape[2:], v.shape[2:]
     note("scaled_dot_product_attention", "one compiled kernel")
-    parts = parallel.chunks(entries_, 2.0 * entries_ * L * S * (E + Ev), compiled=True)
-    parallel.run_kernel(fn, parts, (drv, microkernel_address(), transpose_address(), q, k, v,
-                                    p.reshape(entries_, L, S), out, float(scale), bool(causal)), strided=True)
+    _run_entries(fn, drv, entries_, 2.0 * entries_ * L * S * (E + Ev),
+                 (q, k, v, p.reshape(entries_, L, S), out, float(scale), bool(causal)))
     return True
+
+
+def backward_entries(xp, q, k, v, p, g, dq, dk, dv, scale: float) -> bool:
+    """Attention's gradients as one compiled kernel over the (batch, head) entries (attention_backward_entries), split
+    over the threads: dq, dk, dv (laid out like q, k, v) from the weights p (C-contiguous) and the output's gradient g.
+    True where it ran; False, with nothing written, where its rule does not hold (`_driven`)."""
+    ready = _driven(xp, "attention_backward_entries", (q, k, v, g, dq, dk, dv), p)
+    if ready is None:
+        return False
+    fn, drv, (q, k, v, g, dq, dk, dv) = ready
+    entries_, (L, E), (S, Ev) = q.shape[0] * q.shape[1], q.shape[2:], v.shape[2:]
+    note("scaled_dot_product_attention_backward", "one compiled kernel")
+    _run_entries(fn, drv, entries_, 4.0 * entries_ * L * S * (E + Ev),
+                 (q, k, v, np.ascontiguousarray(p).reshape(entries_, L, S), g, dq, dk, dv, float(scale)))
+    return True
+
+
+def _driven(xp, name: str, arrays: tuple, p):
+    """(compiled kernel `name`, the GEMM driver's address, `arrays` with a leading batch axis) where the one-kernel
+    rule holds: float32 NumPy arrays of 3 or 4 dims, last axes contiguous, whole-value strides, 16384+ score values
+    (p's), Numba and Ember's GEMM driver here; else None."""
+    if xp is not np or p.size < MIN_ELEMENTS or p.dtype != np.float32 or arrays[0].ndim not in (3, 4):
+        return None
+    for a in arrays:
+        if a.dtype != np.float32 or a.strides[-1] != 4 or any(st % 4 for st in a.strides) or 0 in a.shape:
+            return None
+    from ember.kernels import gemm, sgemm
+
+    if not gemm.driver_enabled():
+        return None
+    fn = kernel_for(_SOURCE, name, xp, np.dtype(np.float32), p.size, fastmath={"reassoc", "contract"})
+    drv = sgemm.driver_address() if fn is not None else 0
+    if not drv:
+        return None
+    return fn, drv, tuple(a[None] for a in arrays) if arrays[0].ndim == 3 else arrays
+
+
+def _run_entries(fn, drv, entries_: int, flops: float, args: tuple) -> None:
+    """fn(driver, micro-kernel, transposing copy, *args, lo, hi) over the entries, split over the threads."""
+    from ember.kernels.sgemm_microkernel import microkernel_address, transpose_address
+
+    parts = parallel.chunks(entries_, flops, compiled=True)
+    parallel.run_kernel(fn, parts, (drv, microkernel_address(), transpose_address()) + args, strided=True)
 
 
 def by_batch(xp, work, shape, scores: int) -> None:

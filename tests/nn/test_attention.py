@@ -246,6 +246,7 @@ def test_compiled_softmax_rows_match_the_numpy_path_and_torch(monkeypatch, case)
     compiled = run()
     monkeypatch.setattr(attention, "kernel", lambda *a: None)
     monkeypatch.setattr(attention, "entries", lambda *a: False)  # the one-kernel forward is a compiled path too
+    monkeypatch.setattr(attention, "backward_entries", lambda *a: False)  # and so is the backward
     numpy_path = run()
     tq, tk, tv = (torch.tensor(a, requires_grad=True) for a in (q, k, v))
     out = torch.nn.functional.scaled_dot_product_attention(
@@ -318,11 +319,12 @@ def test_multihead_attention_with_a_query_that_attends_nowhere_matches_torch(nee
                                     ((6, 40, 8), (6, 72, 8), (6, 72, 8))], ids=["square", "L != S, Ev != E", "3-D"])
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("threads", [1, 2])
-def test_attention_forward_as_one_compiled_kernel_matches_torch_and_the_gemm_path(monkeypatch, shapes, causal, threads):
+def test_attention_as_one_compiled_kernel_each_way_matches_torch_and_the_gemm_path(monkeypatch, shapes, causal, threads):
     """Without a mask, float32 attention's forward is one compiled kernel per (batch, head) entry (scores on the GEMM
-    driver, softmax, product with V): its output and the gradients through its weights match PyTorch's, and the
-    path of separate GEMMs and softmax rows within float32 rounding, split over the threads or not, with the heads
-    as views of one (B, T, H, D) projection as a transformer makes them."""
+    driver, softmax, product with V), and so is its backward (the four products and the softmax's gradient): the
+    output and the gradients match PyTorch's, and the path of separate GEMMs and softmax rows within float32
+    rounding, split over the threads or not, with the heads as views of one (B, T, H, D) projection as a
+    transformer makes them."""
     pytest.importorskip("numba")
     from ember.kernels import attention, gemm
 
@@ -335,9 +337,10 @@ def test_attention_forward_as_one_compiled_kernel_matches_torch_and_the_gemm_pat
     rng = np.random.default_rng(3)
     q, k, v = (rng.standard_normal(s).astype(np.float32) for s in shapes)
     g = rng.standard_normal(shapes[0][:-1] + (shapes[2][-1],)).astype(np.float32)
-    ran = []
-    real = attention.entries
+    ran, ran_back = [], []
+    real, real_back = attention.entries, attention.backward_entries
     monkeypatch.setattr(attention, "entries", lambda *a: ran.append(real(*a)) or ran[-1])
+    monkeypatch.setattr(attention, "backward_entries", lambda *a: ran_back.append(real_back(*a)) or ran_back[-1])
 
     def run():
         # q as a (B, H, L, E) view of (B, L, H, E) memory where it has heads
@@ -349,8 +352,9 @@ def test_attention_forward_as_one_compiled_kernel_matches_torch_and_the_gemm_pat
 
     try:
         one_kernel = run()
-        assert ran == [True]
+        assert ran == [True] and ran_back == [True]
         monkeypatch.setattr(attention, "entries", lambda *a: False)
+        monkeypatch.setattr(attention, "backward_entries", lambda *a: False)
         gemm_path = run()
     finally:
         em.set_num_threads(before)
