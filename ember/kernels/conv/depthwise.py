@@ -196,13 +196,14 @@ def depthwise_weight_grad(x, g, N, C, H, W, sh, sw, pt, pl, dh, dw, oh, ow, gw, 
 
 
 
-# Split from batch_threads' _MIN_FLOPS even on the native pool, though alone a depthwise convolution gained from a
-# split from about 1 MFLOP ((1, 96, 28, 28), 1.4 MFLOP: 37 -> 25 us): splitting those in MobileNetV2 at batch 1
-# made its forward 8-15% slower, the helper's polling after each split taking the core from the 1x1
-# convolutions' BLAS threads (2026-11-27).
+# Split from a compiled chunk's threshold (min_kernel_chunk_flops), as the other compiled kernels. From the Python
+# chunk's (10 MFLOP) no depthwise layer of MobileNetV2 at batch 1 split, and its forward ran them on one core: with
+# the pool's caller now taking a chunk its worker has not started (thread_pool), splitting them made the forward
+# 16.1-16.8 -> 14.6-15.4 ms eager and 12.2-12.7 -> 10.5-10.9 jit (Xeon family 6 model 167, OpenBLAS's SkylakeX
+# kernels, 2 threads, 2026-12-02; on the older pool it had made it 8-15% slower, 2026-11-27).
 def _split(fn, total: int, flops: float, *args):
-    """fn(*args, start, stop) over [0, total) split over the batch threads when the work is large enough."""
-    parallel.run_kernel(fn, parallel.chunks(total, flops), args)
+    """fn(*args, start, stop) over [0, total) split over the threads when the work is large enough."""
+    parallel.run_kernel(fn, parallel.chunks(total, flops, compiled=True), args)
 
 
 _MODES = {None: 1, "relu": 2, "clamp": 3}  # depthwise_forward's epilogue modes (0: none)
