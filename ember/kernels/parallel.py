@@ -105,14 +105,17 @@ def split(n: int, parts: int) -> list[tuple[int, int]]:
     return [(bounds[k], bounds[k + 1]) for k in range(parts)]
 
 
-def chunks(n: int, flops: float = float("inf"), grain: int = 1, compiled: bool = False) -> list[tuple[int, int]]:
+def chunks(n: int, flops: float = float("inf"), grain: int = 1, compiled: bool = False,
+           least: float | None = None) -> list[tuple[int, int]]:
     """The [start, stop) chunks a range of n items costing `flops` in all is split into: as many as there are
     threads, but none with fewer than `grain` items or less work than a chunk must carry (a compiled kernel's
-    chunks, `compiled`, repay their hand-off from less work than Python's)."""
+    chunks, `compiled`, repay their hand-off from less work than Python's; `least` overrides that amount for a
+    kernel whose flops run slower than a GEMM's, so that a chunk of fewer of them repays its hand-off)."""
     threads = get_num_threads()
     if threads == 1 or n < 2:
         return [(0, n)]
-    least = THRESHOLDS["min_kernel_chunk_flops" if compiled and native() else "min_python_chunk_flops"]
+    if least is None or not (compiled and native()):
+        least = THRESHOLDS["min_kernel_chunk_flops" if compiled and native() else "min_python_chunk_flops"]
     if flops < least:
         return [(0, n)]
     by_work = threads if flops == float("inf") or least <= 0 else -(-flops // least)  # chunks of `least` or more

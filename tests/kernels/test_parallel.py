@@ -31,6 +31,20 @@ def test_a_chunk_must_carry_enough_work_and_enough_items(two_threads):
     assert parallel.chunks(1) == [(0, 1)]
 
 
+def test_compiled_chunks_carry_less_work_and_a_kernel_may_say_how_much(two_threads):
+    """A compiled kernel's chunks split from min_kernel_chunk_flops, and from `least` where the kernel gives its own
+    (a depthwise convolution's flops run slower than a GEMM's); Python chunks keep their own threshold."""
+    kernel, python = parallel.THRESHOLDS["min_kernel_chunk_flops"], parallel.THRESHOLDS["min_python_chunk_flops"]
+    assert kernel < python
+    if not parallel.native():
+        pytest.skip("compiled chunks run as Python tasks here")
+    assert parallel.chunks(9, flops=kernel * 1.5, compiled=True) == [(0, 4), (4, 9)]
+    assert parallel.chunks(9, flops=kernel * 1.5) == [(0, 9)]
+    assert parallel.chunks(9, flops=kernel / 2, compiled=True) == [(0, 9)]
+    assert parallel.chunks(9, flops=kernel / 2, compiled=True, least=kernel / 4) == [(0, 4), (4, 9)]
+    assert parallel.chunks(9, flops=kernel / 2, least=kernel / 4) == [(0, 9)]  # Python chunks: `least` is not theirs
+
+
 def test_concurrent_splits_each_get_their_chunks_and_blas_runs_one_thread_inside(split_everything):
     before = blas.get_threads()
     seen, errors = [], []

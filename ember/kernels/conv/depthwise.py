@@ -19,6 +19,7 @@ import numpy as np
 
 from ember.kernels import parallel
 from ember.kernels.numba_loader import contiguous, kernel_for
+from ember.kernels.selection import Table
 
 _SOURCE = '''
 import numpy as np
@@ -196,14 +197,22 @@ def depthwise_weight_grad(x, g, N, C, H, W, sh, sw, pt, pl, dh, dw, oh, ow, gw, 
 
 
 
-# Split from a compiled chunk's threshold (min_kernel_chunk_flops), as the other compiled kernels. From the Python
-# chunk's (10 MFLOP) no depthwise layer of MobileNetV2 at batch 1 split, and its forward ran them on one core: with
-# the pool's caller now taking a chunk its worker has not started (thread_pool), splitting them made the forward
-# 16.1-16.8 -> 14.6-15.4 ms eager and 12.2-12.7 -> 10.5-10.9 jit (Xeon family 6 model 167, OpenBLAS's SkylakeX
-# kernels, 2 threads, 2026-12-02; on the older pool it had made it 8-15% slower, 2026-11-27).
+DEPTHWISE = Table("conv2d: depthwise", measured_on="Intel Xeon (family 6, model 167), 2 cores, OpenBLAS 0.3.31 "
+                  "SkylakeX kernels, 2026-12-02", values={
+    "chunk_min_flops": (750_000, "a depthwise convolution's compiled chunks split over the threads from this much "
+                                 "work each: its flops run about a tenth as fast as a GEMM's (MobileNetV2's 7x7 to "
+                                 "28x28 layers at batch 1: 10-30 GFLOP/s on one thread), so a chunk repays its hand-off "
+                                 "from less work than the 3 MFLOP of other compiled kernels. From the Python chunk's 10 "
+                                 "MFLOP no layer of MobileNetV2 at batch 1 split: eager 16.1-16.8 -> 14.6-15.4 ms and "
+                                 "jit 12.2-12.7 -> 10.5-10.9 at 3 MFLOP; from 0.75 MFLOP (its last five unsplit layers "
+                                 "then split), three alternating processes: eager 13.8-14.4 -> 13.4-13.8 ms and jit "
+                                 "9.1-9.8 -> 8.6-9.0 (PyTorch 10.9-11.9)"),
+})
+
+
 def _split(fn, total: int, flops: float, *args):
-    """fn(*args, start, stop) over [0, total) split over the threads when the work is large enough."""
-    parallel.run_kernel(fn, parallel.chunks(total, flops, compiled=True), args)
+    """fn(*args, start, stop) over [0, total) split over the threads when the work is large enough (DEPTHWISE)."""
+    parallel.run_kernel(fn, parallel.chunks(total, flops, compiled=True, least=DEPTHWISE["chunk_min_flops"]), args)
 
 
 _MODES = {None: 1, "relu": 2, "clamp": 3}  # depthwise_forward's epilogue modes (0: none)
