@@ -75,6 +75,12 @@ def _softmax_row(row, i, S, causal, scale):
         row[j] = ZERO
 
 
+@njit(inline="always")
+def _entry_at(a, b, h):
+    # the address of entry (b, h) of a (B, H, ...) array
+    return a.ctypes.data + a.strides[0] * b + a.strides[1] * h
+
+
 def softmax_rows(s, causal):
     # s (R, L, S), C-contiguous, becomes softmax(s) over its last axis; with `causal`, row i attends to
     # columns 0..i only (PyTorch's top-left aligned is_causal) and the rest get weight 0
@@ -96,10 +102,10 @@ def attention_entries(drv, ukr, tr, q, k, v, p, out, scale, causal, lo, hi):
     for r in range(lo, hi):
         b = r // H
         h = r - b * H
-        qa = q.ctypes.data + q.strides[0] * b + q.strides[1] * h
-        ka = k.ctypes.data + k.strides[0] * b + k.strides[1] * h
-        va = v.ctypes.data + v.strides[0] * b + v.strides[1] * h
-        oa = out.ctypes.data + out.strides[0] * b + out.strides[1] * h
+        qa = _entry_at(q, b, h)
+        ka = _entry_at(k, b, h)
+        va = _entry_at(v, b, h)
+        oa = _entry_at(out, b, h)
         pa = p.ctypes.data + p.strides[0] * r
         # scores (L, S) = q (L, E) @ k^T (E, S): k's rows are k^T's columns
         call_driver(drv, ukr, tr, qa, 0, q.strides[2] // 4, 1, ka, 0, 1, k.strides[2] // 4, pa, 0, S, E, 0, 0, 0, 1,
@@ -125,13 +131,13 @@ def attention_backward_entries(drv, ukr, tr, q, k, v, p, g, dq, dk, dv, scale, l
     for r in range(lo, hi):
         b = r // H
         h = r - b * H
-        qa = q.ctypes.data + q.strides[0] * b + q.strides[1] * h
-        ka = k.ctypes.data + k.strides[0] * b + k.strides[1] * h
-        va = v.ctypes.data + v.strides[0] * b + v.strides[1] * h
-        ga = g.ctypes.data + g.strides[0] * b + g.strides[1] * h
-        dqa = dq.ctypes.data + dq.strides[0] * b + dq.strides[1] * h
-        dka = dk.ctypes.data + dk.strides[0] * b + dk.strides[1] * h
-        dva = dv.ctypes.data + dv.strides[0] * b + dv.strides[1] * h
+        qa = _entry_at(q, b, h)
+        ka = _entry_at(k, b, h)
+        va = _entry_at(v, b, h)
+        ga = _entry_at(g, b, h)
+        dqa = _entry_at(dq, b, h)
+        dka = _entry_at(dk, b, h)
+        dva = _entry_at(dv, b, h)
         pa = p.ctypes.data + p.strides[0] * r
         # dv (S, Ev) = p^T (S, L) @ g (L, Ev): p^T's rows are p's columns
         call_driver(drv, ukr, tr, pa, 0, 1, S, ga, 0, g.strides[2] // 4, 1, dva, 0, dv.strides[2] // 4, L, 0, 0, 0, 1,
