@@ -59,3 +59,26 @@ def test_depthwise_transposed_matches_torch(stride):
     got = em.nn.functional.conv_transpose2d(em.tensor(x), em.tensor(w), stride=stride, padding=1,
                                             output_padding=stride - 1, groups=6)
     np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("stride,adjoint", [(1, "conv2d of the flipped weight"), (2, "depthwise compiled")])
+def test_depthwise_input_grad_runs_the_forward_kernel_on_the_flipped_weight_at_stride_1(stride, adjoint):
+    """A stride-1 depthwise layer's input gradient is a depthwise convolution by the flipped weight: the forward
+    kernel runs it (about half the adjoint kernel's time); stride 2 keeps the adjoint kernel. Both match PyTorch."""
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((4, 32, 28, 28)).astype(np.float32)
+    w = rng.standard_normal((32, 1, 3, 3)).astype(np.float32)
+    g = rng.standard_normal((4, 32, 28 // stride, 28 // stride)).astype(np.float32)
+    tx = torch.tensor(x, requires_grad=True)
+    torch.nn.functional.conv2d(tx, torch.tensor(w), stride=stride, padding=1, groups=32).backward(torch.tensor(g))
+    ex = em.tensor(x, requires_grad=True)
+
+    def step():
+        ex.grad = None
+        em.nn.functional.conv2d(ex, em.tensor(w), stride=stride, padding=1, groups=32).backward(em.tensor(g))
+
+    found = em.kernels.explain(step)
+    assert found.algorithms("conv_transpose2d") == [adjoint]
+    if stride == 1:  # the flipped weight's convolution is itself depthwise
+        assert found.algorithms("conv2d") == ["depthwise compiled"] * 2  # the layer and its input gradient
+    np.testing.assert_allclose(ex.grad.numpy(), tx.grad.numpy(), rtol=1e-4, atol=1e-4)

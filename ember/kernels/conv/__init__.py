@@ -279,7 +279,7 @@ def _weight_grad_split(x, g, kh, kw, stride, padding, dilation, groups):
     """conv2d_weight_grad as (G, K, O/G) partial products over batch chunks on threads, summed."""
     o = g.shape[1]
     per_sample = x.shape[1] * kh * kw * g.shape[2] * g.shape[3]
-    per_sample_gemms = groups == 1 and x.shape[1] * kh * kw <= CONV2D["wgrad_per_sample_max_rows"]
+    per_sample_gemms = _few_patch_rows(x, groups, (kh, kw))
 
     def chunk(a, b):
         total = None
@@ -484,8 +484,10 @@ def _run_col2im(xp, x, w, stride, padding, dilation, groups, out_hw):
 
 
 CONV_TRANSPOSE2D_ALGORITHMS = algorithms("conv_transpose2d", [
-    Algorithm("depthwise compiled", "the adjoint of a depthwise convolution, Numba, float32/float64",
-              lambda xp, x, w, s, p, d, g, o: g > 1 and w.shape[1] == 1 and depthwise.applies("input_grad", xp, x, w),
+    Algorithm("depthwise compiled", "the adjoint of a depthwise convolution where stride or padding keeps it from "
+              "being a convolution of the flipped weight, Numba, float32/float64",
+              lambda xp, x, w, s, p, d, g, o: g > 1 and w.shape[1] == 1 and depthwise.applies("input_grad", xp, x, w)
+              and _as_conv_padding(x.shape, w.shape, s, p, d, o) is None,
               _run_depthwise_adjoint),
     Algorithm("direct, stride-2 phases", "direct_conv.applies_transposed: 3x3 stride 2, float32, few channels "
               "(AVX-512, Numba)",
@@ -525,6 +527,12 @@ def _run_wgrad_one_gemm(xp, x, g, stride, padding, dilation, groups, kernel_hw):
     return xp.ascontiguousarray(gw).reshape(_wshape(x, g, groups, kernel_hw))
 
 
+def _few_patch_rows(x, groups, kernel_hw):
+    """Whether a weight gradient has so few patch rows (an image layer's 1-3 input channels) that per-sample GEMMs
+    run it best (`wgrad_per_sample_max_rows`)."""
+    return groups == 1 and x.shape[1] * kernel_hw[0] * kernel_hw[1] <= CONV2D["wgrad_per_sample_max_rows"]
+
+
 def _depthwise_wgrad(xp, x, g, s, p, d, groups, kernel_hw):
     return groups > 1 and x.shape[1] == groups
 
@@ -535,9 +543,10 @@ CONV2D_WEIGHT_GRAD_ALGORITHMS = algorithms("conv2d_weight_grad", [
               lambda xp, x, g, s, p, d, groups, k: depthwise.weight_grad(xp, x, g, s, p, d, *k)),
     Algorithm("depthwise taps", "a depthwise convolution's weight (NumPy over the taps)", _depthwise_wgrad,
               lambda xp, x, g, s, p, d, groups, k: depthwise_taps.weight_grad(xp, x, g, s, p, d, *k)),
-    Algorithm("direct", "direct_conv.applies(weight_grad=True) (AVX-512, Numba)",
-              lambda xp, x, g, s, p, d, groups, k: xp is np and direct_conv.applies(
-                  x.shape, _wshape(x, g, groups, k), x.dtype, s, p, d, groups, weight_grad=True),
+    Algorithm("direct", "direct_conv.applies(weight_grad=True) (AVX-512, Numba), more than "
+              "wgrad_per_sample_max_rows patch rows",
+              lambda xp, x, g, s, p, d, groups, k: xp is np and not _few_patch_rows(x, groups, k)
+              and direct_conv.applies(x.shape, _wshape(x, g, groups, k), x.dtype, s, p, d, groups, weight_grad=True),
               lambda xp, x, g, s, p, d, groups, k: direct_conv.weight_grad(x, g, s[0], p, k)),
     Algorithm("winograd", "winograd.applies (Numba; each thread's samples one compiled kernel where Ember's GEMM "
               "driver runs); declines inf, NaN or values beyond 2**100",
