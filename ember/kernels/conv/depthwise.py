@@ -41,27 +41,14 @@ def _tap(i, j, sh, sw, dh, dw, PHs, PWs):
     return (((i * dh) % sh * sw + (j * dw) % sw) * PHs + (i * dh) // sh) * PWs + (j * dw) // sw
 
 
-def depthwise_forward(x, w, C, H, W, sh, sw, pt, pl, dh, dw, oh, ow, scale, shift, bounds, mode, out, t0, t1):
-    # out[n, c*m + q, y, xx] = sum_ij x[n, c, y*sh - pt + i*dh, xx*sw - pl + j*dw] * w[c*m + q, 0, i, j] for the
-    # planes t = n*O + o, t0 <= t < t1 (x and out flat). The padded plane is split into sh*sw phases (phase
-    # (a, b) holds the padded rows r*sh + a and columns q*sw + b), in which output (y, xx) of tap (i, j) sits
-    # at row y + (i*dh)//sh, column xx + (j*dw)//sw: at one offset per tap from the output's own flat index
-    # k = y*PWs + xx. So each tap is one loop over every output of the plane, long enough to vectorise on
-    # small planes (a loop per row of 7-28 did not), computing only the pitch's few unused columns besides.
-    # mode 1-3: each output then becomes out * scale[o] + shift[o] (channel_affine's rounding), mode 2 through
-    # relu's select, mode 3 clipped to bounds (lo, hi) as clip does (max then min, NaN kept): the jit's
-    # conv2d_affine, an eval batch norm and its activation in the convolution's own pass.
-    O, kh, kw = w.shape[0], w.shape[2], w.shape[3]
-    m = O // C
+@njit(inline="always")
+def _phase_plan(H, W, sh, sw, pt, pl, dh, dw, oh, ow, kh, kw):
+    # depthwise_forward's phases of a padded plane: rows and columns per phase, the input rows inside them, each
+    # phase column's range of input columns, where each input row starts in the phases, and where each tap reads.
+    # They depend on the shapes only: found once per call, not per plane, whose few dozen values cost less than
+    # these divisions (MobileNetV2's 7x7 planes).
     PHs = oh + ((kh - 1) * dh) // sh + 1  # rows per phase
     PWs = ow + ((kw - 1) * dw) // sw + 1  # columns per phase
-    size = sh * sw * PHs * PWs
-    L = (oh - 1) * PWs + ow
-    phases = np.zeros(size + PWs, x.dtype)  # one row of slack: the last rows' unused columns read past the end
-    acc = np.empty(L, x.dtype)
-    zero = out.dtype.type(0)
-    # Where each input row goes in the phases and where each tap reads depend on the shapes only: found once
-    # here, not per plane, whose few dozen values cost less than these divisions (MobileNetV2's 7x7 planes).
     rows = min(H, max(0, PHs * sh - pt))  # input rows inside the phases' rows
     q_lo = np.empty(sw, np.int64)  # phase column ph's column q is padded column q*sw + ph, input column q*sw + ph - pl
     q_hi = np.empty(sw, np.int64)
@@ -77,6 +64,38 @@ def depthwise_forward(x, w, C, H, W, sh, sw, pt, pl, dh, dw, oh, ow, scale, shif
     for i in range(kh):
         for j in range(kw):
             taps[i * kw + j] = _tap(i, j, sh, sw, dh, dw, PHs, PWs)
+    return PHs, PWs, rows, q_lo, q_hi, row_at, taps
+
+
+@njit(inline="always")
+def _fill_phases(phases, x, xb, rows, sw, W, pl, row_at, q_lo, q_hi):
+    # copies the plane at x[xb:] into its phases; every plane writes the same positions, so the padding, zeroed
+    # once, stays zero
+    for r in range(rows):
+        for ph in range(sw):
+            d = row_at[r * sw + ph]
+            src = xb + r * W + ph - pl
+            for q in range(q_lo[ph], q_hi[ph]):
+                phases[np.uint64(d + q)] = x[np.uint64(src + q * sw)]
+
+
+def depthwise_forward(x, w, C, H, W, sh, sw, pt, pl, dh, dw, oh, ow, scale, shift, bounds, mode, out, t0, t1):
+    # out[n, c*m + q, y, xx] = sum_ij x[n, c, y*sh - pt + i*dh, xx*sw - pl + j*dw] * w[c*m + q, 0, i, j] for the
+    # planes t = n*O + o, t0 <= t < t1 (x and out flat). The padded plane is split into sh*sw phases (phase
+    # (a, b) holds the padded rows r*sh + a and columns q*sw + b), in which output (y, xx) of tap (i, j) sits
+    # at row y + (i*dh)//sh, column xx + (j*dw)//sw: at one offset per tap from the output's own flat index
+    # k = y*PWs + xx. So each tap is one loop over every output of the plane, long enough to vectorise on
+    # small planes (a loop per row of 7-28 did not), computing only the pitch's few unused columns besides.
+    # mode 1-3: each output then becomes out * scale[o] + shift[o] (channel_affine's rounding), mode 2 through
+    # relu's select, mode 3 clipped to bounds (lo, hi) as clip does (max then min, NaN kept): the jit's
+    # conv2d_affine, an eval batch norm and its activation in the convolution's own pass.
+    O, kh, kw = w.shape[0], w.shape[2], w.shape[3]
+    m = O // C
+    PHs, PWs, rows, q_lo, q_hi, row_at, taps = _phase_plan(H, W, sh, sw, pt, pl, dh, dw, oh, ow, kh, kw)
+    L = (oh - 1) * PWs + ow
+    phases = np.zeros(sh * sw * PHs * PWs + PWs, x.dtype)  # one row of slack: the last rows' unused columns read past the end
+    acc = np.empty(L, x.dtype)
+    zero = out.dtype.type(0)
     three = kh == 3 and kw == 3
     if three:
         b0, b1, b2, b3, b4, b5, b6, b7, b8 = (taps[0], taps[1], taps[2], taps[3], taps[4], taps[5], taps[6], taps[7],
@@ -84,13 +103,7 @@ def depthwise_forward(x, w, C, H, W, sh, sw, pt, pl, dh, dw, oh, ow, scale, shif
     for t in range(t0, t1):
         n = t // O
         o = t % O
-        xb = (n * C + o // m) * H * W
-        for r in range(rows):  # every plane writes the same positions: the padding, zeroed once, stays zero
-            for ph in range(sw):
-                d = row_at[r * sw + ph]
-                src = xb + r * W + ph - pl
-                for q in range(q_lo[ph], q_hi[ph]):
-                    phases[np.uint64(d + q)] = x[np.uint64(src + q * sw)]
+        _fill_phases(phases, x, (n * C + o // m) * H * W, rows, sw, W, pl, row_at, q_lo, q_hi)
         if three:  # the nine taps in one pass, added in the same order as the loop below
             w0, w1, w2 = w[o, 0, 0, 0], w[o, 0, 0, 1], w[o, 0, 0, 2]
             w3, w4, w5 = w[o, 0, 1, 0], w[o, 0, 1, 1], w[o, 0, 1, 2]
@@ -171,28 +184,63 @@ def depthwise_input_grad(g, w, C, H, W, sh, sw, pt, pl, dh, dw, oh, ow, gx, t0, 
 
 
 def depthwise_weight_grad(x, g, N, C, H, W, sh, sw, pt, pl, dh, dw, oh, ow, gw, o0, o1):
-    # gw[c*m + q, 0, i, j] = sum over n, y, xx of g[n, c*m + q, y, xx] * x[n, c, iy, ix], for o0 <= o < o1
+    # gw[c*m + q, 0, i, j] = sum over n, y, xx of g[n, c*m + q, y, xx] * x[n, c, iy, ix], for o0 <= o < o1.
+    # depthwise_forward's layout turned round: with the plane in its phases and g's plane at the phases' pitch
+    # (zeros in the unused columns), tap (i, j)'s sum is one dot product over the whole plane at that tap's offset,
+    # long enough to vectorise (a loop per output row re-read every row nine times and ran 4x PyTorch's time).
+    # The products are summed in float64, as before.
     O, kh, kw = gw.shape[0], gw.shape[2], gw.shape[3]
     m = O // C
+    PHs, PWs, rows, q_lo, q_hi, row_at, taps = _phase_plan(H, W, sh, sw, pt, pl, dh, dw, oh, ow, kh, kw)
+    L = (oh - 1) * PWs + ow
+    phases = np.zeros(sh * sw * PHs * PWs + PWs, x.dtype)
+    gp = np.zeros(L, g.dtype)  # g's plane at the phases' pitch: the unused columns stay zero
+    sums = np.empty(kh * kw, np.float64)
+    three = kh == 3 and kw == 3
+    if three:
+        b0, b1, b2, b3, b4, b5, b6, b7, b8 = (taps[0], taps[1], taps[2], taps[3], taps[4], taps[5], taps[6], taps[7],
+                                              taps[8])
     for o in range(o0, o1):
-        c = o // m
+        for t in range(kh * kw):
+            sums[t] = 0.0
+        for n in range(N):
+            _fill_phases(phases, x, (n * C + o // m) * H * W, rows, sw, W, pl, row_at, q_lo, q_hi)
+            gb = (n * O + o) * oh * ow
+            for y in range(oh):
+                for xx in range(ow):
+                    gp[np.uint64(y * PWs + xx)] = g[np.uint64(gb + y * ow + xx)]
+            if three:  # the nine taps in one pass over the plane
+                a0 = a1 = a2 = a3 = a4 = a5 = a6 = a7 = a8 = 0.0
+                for k in range(L):
+                    v = gp[np.uint64(k)]
+                    a0 += v * phases[np.uint64(b0 + k)]
+                    a1 += v * phases[np.uint64(b1 + k)]
+                    a2 += v * phases[np.uint64(b2 + k)]
+                    a3 += v * phases[np.uint64(b3 + k)]
+                    a4 += v * phases[np.uint64(b4 + k)]
+                    a5 += v * phases[np.uint64(b5 + k)]
+                    a6 += v * phases[np.uint64(b6 + k)]
+                    a7 += v * phases[np.uint64(b7 + k)]
+                    a8 += v * phases[np.uint64(b8 + k)]
+                sums[0] += a0
+                sums[1] += a1
+                sums[2] += a2
+                sums[3] += a3
+                sums[4] += a4
+                sums[5] += a5
+                sums[6] += a6
+                sums[7] += a7
+                sums[8] += a8
+            else:
+                for t in range(kh * kw):
+                    base = taps[t]
+                    a = 0.0
+                    for k in range(L):
+                        a += gp[np.uint64(k)] * phases[np.uint64(base + k)]
+                    sums[t] += a
         for i in range(kh):
             for j in range(kw):
-                off = j * dw - pl
-                lo, hi = _columns(off, sw, ow, W)
-                acc = 0.0
-                for n in range(N):
-                    xb = (n * C + c) * H * W
-                    gb = (n * O + o) * oh * ow
-                    for y in range(oh):
-                        iy = y * sh - pt + i * dh
-                        if iy < 0 or iy >= H:
-                            continue
-                        s = xb + iy * W + off
-                        d = gb + y * ow
-                        for xx in range(lo, hi):
-                            acc += g[np.uint64(d + xx)] * x[np.uint64(s + xx * sw)]
-                gw[o, 0, i, j] = acc
+                gw[o, 0, i, j] = sums[i * kw + j]
 '''
 
 
