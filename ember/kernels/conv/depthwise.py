@@ -9,7 +9,8 @@ loop over one row of a 7-28 wide plane is too short to vectorise; a 3x3 kernel's
 MobileNetV2's (32, 384, 14, 14) stride-1 layer: 29 ms with NumPy's taps, 5.8 ms with a loop per row,
 3.0 ms now, on one thread. Where rows land in the phases and where taps read are found once per call, not
 per plane: on small planes those divisions cost as much as the arithmetic (MobileNetV2's seventeen depthwise
-layers at batch 1: 3.7 -> 2.5 ms; PyTorch 1.8 ms).
+layers at batch 1: 3.7 -> 2.5 ms; PyTorch 1.8 ms). The weight gradient reads the same phases: each tap's sum is one
+dot product over the plane. A stride-1 layer's input gradient is the forward kernel on the flipped weight (conv.py).
 Without Numba, or for other dtypes, conv.py runs its NumPy paths.
 """
 
