@@ -94,7 +94,8 @@ def depthwise_forward(x, w, C, H, W, sh, sw, pt, pl, dh, dw, oh, ow, scale, shif
     m = O // C
     PHs, PWs, rows, q_lo, q_hi, row_at, taps = _phase_plan(H, W, sh, sw, pt, pl, dh, dw, oh, ow, kh, kw)
     L = (oh - 1) * PWs + ow
-    phases = np.zeros(sh * sw * PHs * PWs + PWs, x.dtype)  # one row of slack: the last rows' unused columns read past the end
+    # one row of slack: the last rows' unused columns read past the end
+    phases = np.zeros(sh * sw * PHs * PWs + PWs, x.dtype)
     acc = np.empty(L, x.dtype)
     zero = out.dtype.type(0)
     three = kh == 3 and kw == 3
@@ -223,15 +224,8 @@ def depthwise_weight_grad(x, g, N, C, H, W, sh, sw, pt, pl, dh, dw, oh, ow, gw, 
                     a6 += v * phases[np.uint64(b6 + k)]
                     a7 += v * phases[np.uint64(b7 + k)]
                     a8 += v * phases[np.uint64(b8 + k)]
-                sums[0] += a0
-                sums[1] += a1
-                sums[2] += a2
-                sums[3] += a3
-                sums[4] += a4
-                sums[5] += a5
-                sums[6] += a6
-                sums[7] += a7
-                sums[8] += a8
+                for t, a in enumerate((a0, a1, a2, a3, a4, a5, a6, a7, a8)):
+                    sums[t] += a
             else:
                 for t in range(kh * kw):
                     base = taps[t]
