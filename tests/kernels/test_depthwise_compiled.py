@@ -82,3 +82,26 @@ def test_depthwise_input_grad_runs_the_forward_kernel_on_the_flipped_weight_at_s
     if stride == 1:  # the flipped weight's convolution is itself depthwise
         assert found.algorithms("conv2d") == ["depthwise compiled"] * 2  # the layer and its input gradient
     np.testing.assert_allclose(ex.grad.numpy(), tx.grad.numpy(), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("stride", [1, 2])
+def test_depthwise_weight_grad_with_inf_where_a_tap_does_not_read_matches_torch(stride):
+    """An inf in a plane's last column and row reaches only the taps that read it: the others' sums stay finite,
+    as PyTorch's do (a kernel that summed over the phases' whole pitch made 0 * inf = NaN there)."""
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((2, 32, 28, 28)).astype(np.float32)
+    x[:, :, -1, :] = np.inf
+    x[:, :, :, -1] = -np.inf
+    w = rng.standard_normal((32, 1, 3, 3)).astype(np.float32)
+    g = rng.standard_normal((2, 32, 28 // stride, 28 // stride)).astype(np.float32)
+    tw = torch.tensor(w, requires_grad=True)
+    torch.nn.functional.conv2d(torch.tensor(x), tw, stride=stride, padding=1, groups=32).backward(torch.tensor(g))
+    ew = em.tensor(w, requires_grad=True)
+
+    def step():
+        em.nn.functional.conv2d(em.tensor(x), ew, stride=stride, padding=1, groups=32).backward(em.tensor(g))
+
+    assert em.kernels.explain(step).algorithms("conv2d_weight_grad") == ["depthwise compiled"]
+    want = tw.grad.numpy()
+    assert np.isfinite(want).any() and not np.isfinite(want).all()
+    np.testing.assert_allclose(ew.grad.numpy(), want, rtol=1e-4, atol=1e-3)

@@ -9,8 +9,8 @@ loop over one row of a 7-28 wide plane is too short to vectorise; a 3x3 kernel's
 MobileNetV2's (32, 384, 14, 14) stride-1 layer: 29 ms with NumPy's taps, 5.8 ms with a loop per row,
 3.0 ms now, on one thread. Where rows land in the phases and where taps read are found once per call, not
 per plane: on small planes those divisions cost as much as the arithmetic (MobileNetV2's seventeen depthwise
-layers at batch 1: 3.7 -> 2.5 ms; PyTorch 1.8 ms). The weight gradient reads the same phases: each tap's sum is one
-dot product over the plane. A stride-1 layer's input gradient is the forward kernel on the flipped weight (conv.py).
+layers at batch 1: 3.7 -> 2.5 ms; PyTorch 1.8 ms). The weight gradient reads the same phases, all nine taps in one
+pass over each row of g. A stride-1 layer's input gradient is the forward kernel on the flipped weight (conv.py).
 Without Numba, or for other dtypes, conv.py runs its NumPy paths.
 """
 
@@ -187,16 +187,15 @@ def depthwise_input_grad(g, w, C, H, W, sh, sw, pt, pl, dh, dw, oh, ow, gx, t0, 
 
 def depthwise_weight_grad(x, g, N, C, H, W, sh, sw, pt, pl, dh, dw, oh, ow, gw, o0, o1):
     # gw[c*m + q, 0, i, j] = sum over n, y, xx of g[n, c*m + q, y, xx] * x[n, c, iy, ix], for o0 <= o < o1.
-    # depthwise_forward's layout turned round: with the plane in its phases and g's plane at the phases' pitch
-    # (zeros in the unused columns), tap (i, j)'s sum is one dot product over the whole plane at that tap's offset,
-    # long enough to vectorise (a loop per output row re-read every row nine times and ran 4x PyTorch's time).
+    # depthwise_forward's layout turned round: with the plane in its phases, tap (i, j) reads output (y, xx)'s input
+    # at one offset from y*PWs + xx, so a row's nine taps are nine sums in one pass over g's row (a loop per tap
+    # re-read every row nine times and ran 4x PyTorch's time). Only the output's own columns are read: the pitch's
+    # unused ones hold input values no output reads at that tap, and 0 * inf there would make a NaN.
     # The products are summed in float64, as before.
     O, kh, kw = gw.shape[0], gw.shape[2], gw.shape[3]
     m = O // C
     PHs, PWs, rows, q_lo, q_hi, row_at, taps = _phase_plan(H, W, sh, sw, pt, pl, dh, dw, oh, ow, kh, kw)
-    L = (oh - 1) * PWs + ow
     phases = np.zeros(sh * sw * PHs * PWs + PWs, x.dtype)
-    gp = np.zeros(L, g.dtype)  # g's plane at the phases' pitch: the unused columns stay zero
     sums = np.empty(kh * kw, np.float64)
     three = kh == 3 and kw == 3
     if three:
@@ -209,30 +208,31 @@ def depthwise_weight_grad(x, g, N, C, H, W, sh, sw, pt, pl, dh, dw, oh, ow, gw, 
             _fill_phases(phases, x, (n * C + o // m) * H * W, rows, sw, W, pl, row_at, q_lo, q_hi)
             gb = (n * O + o) * oh * ow
             for y in range(oh):
-                for xx in range(ow):
-                    gp[np.uint64(y * PWs + xx)] = g[np.uint64(gb + y * ow + xx)]
-            if three:  # the nine taps in one pass over the plane
-                a0 = a1 = a2 = a3 = a4 = a5 = a6 = a7 = a8 = 0.0
-                for k in range(L):
-                    v = gp[np.uint64(k)]
-                    a0 += v * phases[np.uint64(b0 + k)]
-                    a1 += v * phases[np.uint64(b1 + k)]
-                    a2 += v * phases[np.uint64(b2 + k)]
-                    a3 += v * phases[np.uint64(b3 + k)]
-                    a4 += v * phases[np.uint64(b4 + k)]
-                    a5 += v * phases[np.uint64(b5 + k)]
-                    a6 += v * phases[np.uint64(b6 + k)]
-                    a7 += v * phases[np.uint64(b7 + k)]
-                    a8 += v * phases[np.uint64(b8 + k)]
-                for t, a in enumerate((a0, a1, a2, a3, a4, a5, a6, a7, a8)):
-                    sums[t] += a
-            else:
-                for t in range(kh * kw):
-                    base = taps[t]
-                    a = 0.0
-                    for k in range(L):
-                        a += gp[np.uint64(k)] * phases[np.uint64(base + k)]
-                    sums[t] += a
+                r = gb + y * ow  # g's row
+                p = y * PWs  # its first output's place in the phases
+                if three:  # the nine taps in one pass over the row
+                    a0 = a1 = a2 = a3 = a4 = a5 = a6 = a7 = a8 = 0.0
+                    for xx in range(ow):
+                        v = g[np.uint64(r + xx)]
+                        k = p + xx
+                        a0 += v * phases[np.uint64(b0 + k)]
+                        a1 += v * phases[np.uint64(b1 + k)]
+                        a2 += v * phases[np.uint64(b2 + k)]
+                        a3 += v * phases[np.uint64(b3 + k)]
+                        a4 += v * phases[np.uint64(b4 + k)]
+                        a5 += v * phases[np.uint64(b5 + k)]
+                        a6 += v * phases[np.uint64(b6 + k)]
+                        a7 += v * phases[np.uint64(b7 + k)]
+                        a8 += v * phases[np.uint64(b8 + k)]
+                    for t, a in enumerate((a0, a1, a2, a3, a4, a5, a6, a7, a8)):
+                        sums[t] += a
+                else:
+                    for t in range(kh * kw):
+                        base = taps[t] + p
+                        a = 0.0
+                        for xx in range(ow):
+                            a += g[np.uint64(r + xx)] * phases[np.uint64(base + xx)]
+                        sums[t] += a
         for i in range(kh):
             for j in range(kw):
                 gw[o, 0, i, j] = sums[i * kw + j]
