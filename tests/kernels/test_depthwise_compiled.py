@@ -19,6 +19,7 @@ CASES = [  # x shape, multiplier, kernel, stride, padding, dilation
     ((4, 16, 33, 34), 1, (3, 3), 2, 3, 1),  # padding wider than the kernel: whole rows and columns of zeros
     ((4, 16, 27, 26), 1, (1, 4), (3, 2), (1, 2), (1, 2)),  # a one-row kernel, stride phases in both directions
     ((32, 96, 28, 28), 1, (3, 3), 1, 1, 1),  # enough work (43 MFLOP) to split the planes over the batch threads
+    ((2, 8, 32, 36), 2, (3, 3), 1, 2, 2),  # stride 1, two filters a channel, dilated: the adjoint kernel's input grad
 ]
 
 

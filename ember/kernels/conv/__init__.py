@@ -485,10 +485,10 @@ def _run_col2im(xp, x, w, stride, padding, dilation, groups, out_hw):
 
 
 CONV_TRANSPOSE2D_ALGORITHMS = algorithms("conv_transpose2d", [
-    Algorithm("depthwise compiled", "the adjoint of a depthwise convolution where stride or padding keeps it from "
-              "being a convolution of the flipped weight, Numba, float32/float64",
+    Algorithm("depthwise compiled", "the adjoint of a depthwise convolution, Numba, float32/float64; but for one "
+              "filter a channel at stride 1, which the depthwise forward runs on the flipped weight in half the time",
               lambda xp, x, w, s, p, d, g, o: g > 1 and w.shape[1] == 1 and depthwise.applies("input_grad", xp, x, w)
-              and _as_conv_padding(x.shape, w.shape, s, p, d, o) is None,
+              and not (x.shape[1] == g and _as_conv_padding(x.shape, w.shape, s, p, d, o) is not None),
               _run_depthwise_adjoint),
     Algorithm("direct, stride-2 phases", "direct_conv.applies_transposed: 3x3 stride 2, float32, few channels "
               "(AVX-512, Numba)",
