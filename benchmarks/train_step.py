@@ -186,9 +186,10 @@ def _peak_here(name: str, which: str) -> float:
     and LSTM time loop loaded) over 3 steps of one framework; for jit that includes its tracing calls and the
     planned arena it keeps."""
     build = _builders(name)[which]
-    if which in ("ember", "jit"):  # kernels compiled once per process are not step memory: im2col, and the
-        em.nn.functional.conv2d(em.ones(1, 1, 32, 32), em.ones(1, 1, 5, 5))  # LSTM loop, which Numba cannot
-        em.nn.LSTM(4, 128)(em.ones(1, 32, 4))  # cache on disk (LLVM's ~20 MB would count as the first step's)
+    if which in ("ember", "jit"):  # kernels compiled once per process are not step memory: im2col, an image
+        x = em.ones(1, 1, 32, 32, requires_grad=True)  # layer's weight gradient, and the LSTM loop, which Numba
+        em.nn.functional.conv2d(x, em.ones(1, 1, 5, 5, requires_grad=True)).sum().backward()  # cannot cache on
+        em.nn.LSTM(4, 128)(em.ones(1, 32, 4))  # disk (LLVM's ~20 MB would count as the first step's)
     with open("/proc/self/clear_refs", "w") as f:
         f.write("5")  # reset VmHWM to the current RSS
     before = _status_kb("VmRSS")

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from ember.kernels import blas, conv, parallel, selection
-from ember.kernels.conv import winograd
+from ember.kernels.conv import few_rows, winograd
 from ember.ops import conv as conv_ops
 
 
@@ -37,7 +37,8 @@ def test_split_convolution_equals_unsplit(two_workers, set_threads, stride, padd
 
 @pytest.mark.parametrize("channels,kernel,stride,padding", [(1, 5, 1, 2), (3, 3, 2, 1), (3, 3, 1, 0)])
 def test_split_weight_gradient_with_few_patch_rows_matches_torch(two_workers, channels, kernel, stride, padding):
-    """Image layers (1-3 input channels) take a GEMM per sample, summed, for the weight's gradient."""
+    """Image layers (1-3 input channels) take a GEMM per sample, summed, for the weight's gradient: compiled where
+    Numba is (test_conv_few_rows.py), else (and while it compiles) by batch chunks of patches on the threads."""
     torch = pytest.importorskip("torch")
     assert channels * kernel * kernel <= conv.CONV2D["wgrad_per_sample_max_rows"]
     rng = np.random.default_rng(1)
@@ -48,13 +49,14 @@ def test_split_weight_gradient_with_few_patch_rows_matches_torch(two_workers, ch
     want = torch.ops.aten.convolution_backward(torch.tensor(g), torch.tensor(x), torch.tensor(w), None,
                                                [stride] * 2, [padding] * 2, [1, 1], False, [0, 0], 1,
                                                [False, True, False])[1]
-    got = conv_ops._conv2d_weight_grad_op.kernel(np, x, g, stride=(stride, stride), padding=(padding,) * 4,
-                                             dilation=(1, 1), groups=1, kernel_hw=(kernel, kernel))
+    attrs = ((stride, stride), (padding,) * 4, (1, 1), 1, (kernel, kernel))
+    got = conv_ops._conv2d_weight_grad_op.kernel(np, x, g, stride=attrs[0], padding=attrs[1], dilation=attrs[2],
+                                                 groups=1, kernel_hw=attrs[4])
     np.testing.assert_allclose(got, want.numpy(), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(conv._run_wgrad_split(np, x, g, *attrs), want.numpy(), rtol=1e-4, atol=1e-4)
     # ahead of the direct convolution, which took these 2.1-2.4x as long on a Zen 4 (LeNet-5's and ResNet-20's first)
-    chosen = selection.choose("conv2d_weight_grad", conv.CONV2D_WEIGHT_GRAD_ALGORITHMS, np, x, g, (stride, stride),
-                              (padding,) * 4, (1, 1), 1, (kernel, kernel))
-    assert chosen.name == "im2col by batch chunks"
+    chosen = selection.choose("conv2d_weight_grad", conv.CONV2D_WEIGHT_GRAD_ALGORITHMS, np, x, g, *attrs)
+    assert chosen.name == ("few rows compiled" if few_rows.applies(x, g, *attrs[:3:2]) else "im2col by batch chunks")
 
 
 def test_a_forked_child_makes_its_own_threads(two_workers):

@@ -7,7 +7,8 @@ weight; per sample where the weight is small, over the whole batch where it is l
 threads where there are several); a pointwise (1x1) convolution as a GEMM on the input as it lies; a single
 sample split over the threads by bands of output rows or by halves of its input channels; Winograd's F(2x2, 3x3)
 (winograd.py) and the direct convolution (direct.py), both compiled with Ember's micro-kernel; depthwise
-convolutions by compiled loops (depthwise.py) or by NumPy over the taps (depthwise_taps.py). Arrays arrive in the
+convolutions by compiled loops (depthwise.py) or by NumPy over the taps (depthwise_taps.py); an image layer's weight
+gradient, a sample's patches at a time, compiled (few_rows.py). Arrays arrive in the
 dtype the product is computed in (the op casts, and rounds the result).
 """
 
@@ -16,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from ember.kernels import gemm, parallel
-from ember.kernels.conv import depthwise, depthwise_taps, winograd
+from ember.kernels.conv import depthwise, depthwise_taps, few_rows, winograd
 from ember.kernels.conv import direct as direct_conv
 from ember.kernels.conv import rows as conv_rows
 from ember.kernels.conv.patches import col2im_available, col2im_compiled, im2col_compiled
@@ -42,9 +43,11 @@ CONV2D = Table("conv2d", measured_on="AMD EPYC (family 26), 2 cores, OpenBLAS he
                                      "blocks that stay in the core's cache ran ResNet-20's stride-2 input gradients "
                                      "14-20% faster than 4 MB ones"),
     "wgrad_per_sample_max_rows": (32, "a weight gradient with at most this many patch rows (an image layer's 1-3 "
-                                      "input channels) takes a GEMM per sample, summed (LeNet-5's first layer: 0.25 "
-                                      "against 0.44 ms per thread), ahead of the direct kernel (2 threads on a Zen 4: "
-                                      "0.27 against 0.91 ms; ResNet-20's stem 0.31 against 0.74)"),
+                                      "input channels) takes a product per sample, summed (LeNet-5's first layer: "
+                                      "0.25 against 0.44 ms per thread), ahead of the direct kernel (2 threads on a "
+                                      "Zen 4: 0.27 against 0.91 ms; ResNet-20's stem 0.31 against 0.74); compiled "
+                                      "(few_rows.py) at the same speed on 2 threads, with one sample's patches "
+                                      "held per thread instead of 4 MB blocks"),
 })
 
 
@@ -544,6 +547,11 @@ CONV2D_WEIGHT_GRAD_ALGORITHMS = algorithms("conv2d_weight_grad", [
               lambda xp, x, g, s, p, d, groups, k: depthwise.weight_grad(xp, x, g, s, p, d, *k)),
     Algorithm("depthwise taps", "a depthwise convolution's weight (NumPy over the taps)", _depthwise_wgrad,
               lambda xp, x, g, s, p, d, groups, k: depthwise_taps.weight_grad(xp, x, g, s, p, d, *k)),
+    Algorithm("few rows compiled", "at most wgrad_per_sample_max_rows patch rows (an image layer), float32/float64, "
+              "Numba: each thread's samples one compiled kernel, a sample's patches at a time",
+              lambda xp, x, g, s, p, d, groups, k: xp is np and _few_patch_rows(x, groups, k)
+              and few_rows.applies(x, g, s, d),
+              lambda xp, x, g, s, p, d, groups, k: few_rows.weight_grad(x, g, k, s, p, d)),
     Algorithm("direct", "direct_conv.applies(weight_grad=True) (AVX-512, Numba), more than "
               "wgrad_per_sample_max_rows patch rows",
               lambda xp, x, g, s, p, d, groups, k: xp is np and not _few_patch_rows(x, groups, k)
