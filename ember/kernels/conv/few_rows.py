@@ -4,8 +4,9 @@ Each sample's patches are made into a per-thread scratch of one sample's size, w
 at once multiplied with the sample's output gradient as dot products of their rows, adding into the thread's
 (O, C*kh*kw) total. The per-sample GEMMs in Python (conv's `im2col by batch chunks`, which serves where Numba is
 missing and while this compiles) make a block of samples' patches first, 4 MB held per thread; this holds one
-sample's patches and runs no Python inside a split. On 2 threads of a Zen 4 both take LeNet-5's first layer at
-batch 64 in 0.33-0.45 ms; on one thread the GEMMs' path is 20-25% faster (OpenBLAS's products against these dots).
+sample's patches and runs no Python inside a split. On 2 threads of a Zen 4 LeNet-5's first layer at batch 64 took
+0.33-0.39 ms that way and 0.36-0.39 this way; on one thread the GEMMs' path is 20-25% faster (OpenBLAS's products
+against these dots).
 """
 
 from __future__ import annotations
