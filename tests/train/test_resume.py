@@ -201,9 +201,22 @@ def test_resume_refuses_other_settings_and_says_when_done(tmp_path, keep_every_e
     assert "already has 2 epochs" in capsys.readouterr().err
 
 
+_HOLD_AFTER_FIRST_SAVE = """
+import signal, sys, time
+from ember import serialization
+from ember.cli import main
+signal.signal(signal.SIGINT, signal.default_int_handler)
+save = serialization.save
+def save_then_wait(*args, **kwargs):
+    save(*args, **kwargs)
+    time.sleep(300)  # ended by the Ctrl-C
+serialization.save = save_then_wait
+sys.exit(main())
+"""
+
+
 def test_interrupted_process_resumes_to_the_same_run(tmp_path):
     # A real stop: Ctrl-C in a separate process once its first checkpoint is on disk.
-    # long enough epochs that the stop lands while the run is still training
     args = [sys.executable, "-m", "ember", "train", "--limit", "480", "--batch-size", "16", "--epochs", "3",
             "--no-progress"]
     env = dict(os.environ, PYTHONUNBUFFERED="1")
@@ -212,8 +225,9 @@ def test_interrupted_process_resumes_to_the_same_run(tmp_path):
     assert r.returncode == 0, r.stderr
     # The child takes Ctrl-C as an interactive shell gives it, whatever disposition this process inherited
     # (a background job or nohup starts with SIGINT ignored, and Python keeps it ignored in its children).
-    interactive = [sys.executable, "-c", "import signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
-                   "from ember.cli import main; sys.exit(main())", *args[3:]]
+    # It waits after writing its first checkpoint until the Ctrl-C comes: a fast machine could otherwise end the
+    # run before this process, on a loaded machine, sees the file and sends it.
+    interactive = [sys.executable, "-c", _HOLD_AFTER_FIRST_SAVE, *args[3:]]
     proc = subprocess.Popen([*interactive, "--out", str(stopped)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, env=env)
     while not (stopped / CKPT).exists() and proc.poll() is None:
