@@ -22,24 +22,46 @@ _SOURCE = '''
 import math
 
 import numpy as np
+from numba import njit
+
+
+@njit(inline="always")
+def channel_stats(x, c):
+    # (mean, biased variance) of channel c of the (N, C, M) view x, summed in float64
+    N, C, M = x.shape
+    cnt = N * M
+    s = 0.0
+    for n in range(N):
+        for m in range(M):
+            s += x[n, c, m]
+    mu = s / cnt
+    q = 0.0
+    for n in range(N):
+        for m in range(M):
+            d = x[n, c, m] - mu
+            q += d * d
+    return mu, q / cnt
+
+
+@njit
+def affine_residual_row(x, r, y, mu, k, sh, relu):
+    # y = (x - mu) * k + sh + r, through relu's select with `relu`. Compiled apart, without the callers'
+    # 'reassoc': with it, LLVM may add sh + r first, and the values would no longer be the unfolded graph's
+    z = y.dtype.type(0)
+    if relu:
+        for m in range(x.size):
+            v = (x[m] - mu) * k + sh + r[m]
+            y[m] = v if (v > z or v != v) else z
+        return
+    for m in range(x.size):
+        y[m] = (x[m] - mu) * k + sh + r[m]
 
 
 def bn_forward(x, w, b, eps, relu, y, mean, var, c0, c1):
     # channels c0..c1; relu: the output then goes through relu's select (the jit's folded BN + ReLU)
     N, C, M = x.shape
-    cnt = N * M
     for c in range(c0, c1):
-        s = 0.0
-        for n in range(N):
-            for m in range(M):
-                s += x[n, c, m]
-        mu = s / cnt
-        q = 0.0
-        for n in range(N):
-            for m in range(M):
-                d = x[n, c, m] - mu
-                q += d * d
-        v = q / cnt
+        mu, v = channel_stats(x, c)
         mean[c] = mu
         var[c] = v
         # the output pass in x's dtype: float32 data runs twice as many lanes as float64 would
@@ -57,6 +79,20 @@ def bn_forward(x, w, b, eps, relu, y, mean, var, c0, c1):
         for n in range(N):
             for m in range(M):
                 y[n, c, m] = (x[n, c, m] - mu_t) * k + sh
+
+
+def bn_forward_residual(x, w, b, eps, relu, r, y, mean, var, c0, c1):
+    # bn_forward with r (x's shape) added to the output before the relu: the jit's folded BN + add (+ ReLU) of a
+    # residual block
+    N, C, M = x.shape
+    for c in range(c0, c1):
+        mu, v = channel_stats(x, c)
+        mean[c] = mu
+        var[c] = v
+        t = x.dtype.type
+        k = t(w[c] / math.sqrt(v + eps))
+        for n in range(N):
+            affine_residual_row(x[n, c], r[n, c], y[n, c], t(mu), k, t(b[c]), relu)
 
 
 def bn_backward(x, gy, mean, invstd, w, gmean, gvar, relu_out, gx, gw, gb, c0, c1):
@@ -255,7 +291,8 @@ CHANNEL_AFFINE = Table("channel_affine", measured_on="Intel Xeon (family 6, mode
                            "62.7, resnet18 b1 27.7 -> 27.3, mobilenet_v2 b32 389 -> 386"),
 })
 compiled_or_numpy("batch_norm", "compiled channels", "training mode, NumPy float32/float64 arrays of one dtype, Numba: "
-                  "one pass for the statistics and one for the output per channel, channels split from split_min")
+                  "one pass for the statistics and one for the output per channel (adding the jit's folded residual and "
+                  "relu), channels split from split_min")
 compiled_or_numpy("batch_norm_backward", "compiled channels", "as batch_norm's")
 compiled_or_numpy("channel_affine", "compiled rows", "float32/float64, at least 16384 values, Numba: scale, shift "
                   "and activation in one pass, rows split from split_min")
@@ -274,14 +311,17 @@ def _channel_chunks(x) -> list:
     return parallel.chunks(x.shape[1]) if x.size >= least else [(0, x.shape[1])]
 
 
-def batch_norm_forward(xp, x, w, b, eps: float, then_relu: bool = False):
-    """(y, mean, biased var) of training-mode batch norm, y through relu with `then_relu` (the jit's folded BN +
-    ReLU), or None where the NumPy kernel must run."""
+def batch_norm_forward(xp, x, w, b, eps: float, then_relu: bool = False, residual=None):
+    """(y, mean, biased var) of training-mode batch norm, y plus `residual` where given, then through relu with
+    `then_relu` (the jit's folded BN (+ add) + ReLU), or None where the NumPy kernel must run."""
     if not elementwise.float_arrays(xp, x):
+        return None
+    if residual is not None and (not elementwise.float_arrays(xp, x, residual) or residual.shape != x.shape):
         return None
     c = x.shape[1]
     rows = x.size == x.shape[0] * c
-    fn = _kernel("bn_forward_rows" if rows else "bn_forward", x.dtype)
+    name = "bn_forward_rows" if rows else "bn_forward" if residual is None else "bn_forward_residual"
+    fn = _kernel(name, x.dtype)
     if fn is None:
         return None
     note("batch_norm", "compiled channels")
@@ -290,12 +330,15 @@ def batch_norm_forward(xp, x, w, b, eps: float, then_relu: bool = False):
     shape = (x.shape[0], c) if rows else (x.shape[0], c, -1)
     head = (np.ascontiguousarray(x).reshape(shape), _per_channel(w, c, x.dtype, 1.0), _per_channel(b, c, x.dtype, 0.0),
             float(eps))
-    if rows:
+    if rows:  # (N, C): the add's and relu's own kernels after, in place
         fn(*head, y.reshape(shape), mean, var)
-        if then_relu and elementwise.relu(xp, y, into=y) is None:  # (N, C): relu's own kernel after, in place
+        if residual is not None:
+            np.add(y, residual, out=y)
+        if then_relu and elementwise.relu(xp, y, into=y) is None:
             return None
-    else:
-        parallel.run_kernel(fn, _channel_chunks(x), head + (bool(then_relu), y.reshape(shape), mean, var))
+        return y, mean, var
+    middle = (bool(then_relu),) if residual is None else (bool(then_relu), np.ascontiguousarray(residual).reshape(shape))
+    parallel.run_kernel(fn, _channel_chunks(x), head + middle + (y.reshape(shape), mean, var))
     return y, mean, var
 
 

@@ -47,7 +47,8 @@ def _channel_sums(a):
 class BatchNormOp(Op):
     """Training-mode batch norm over every dim but 1. Outputs (y, mean, biased var), each stat (C,).
 
-    `activation` ("relu",) passes y through relu in the same pass: only the jit makes it
+    `activation` ("relu",) passes y through relu in the same pass, and a fourth input `residual` (x's shape and
+    dtype) is added to y before it (a residual block's BN + add + ReLU): only the jit makes them
     (graph/passes/fold_activation.py), after autodiff, so such a node has no gradient rule."""
 
     name = "batch_norm"
@@ -56,8 +57,11 @@ class BatchNormOp(Op):
     save_inputs = (0, 1)
     save_outputs = (1, 2)
 
-    def infer(self, x, w, b, eps, activation=None):
+    def infer(self, x, w, b, residual=None, *, eps, activation=None):
         _check_activation(activation)
+        if residual is not None and (tuple(residual.shape) != tuple(x.shape) or residual.dtype != x.dtype):
+            raise ShapeError(f"batch_norm: the residual added to its output must be the input's shape and dtype "
+                             f"{fmt_shape(x.shape)} {x.dtype}, got {fmt_shape(residual.shape)} {residual.dtype}")
         if len(x.shape) < 2:
             raise ShapeError(f"batch_norm: expected input of shape (N, C, ...), got {fmt_shape(x.shape)}")
         c = x.shape[1]
@@ -68,15 +72,17 @@ class BatchNormOp(Op):
         stat = opmath(x.dtype)
         return spec(tuple(x.shape), x.dtype), spec((c,), stat), spec((c,), stat)
 
-    def kernel(self, xp, x, w, b, eps, activation=None):
+    def kernel(self, xp, x, w, b, residual=None, *, eps, activation=None):
         _check_activation(activation)  # the dispatcher's fast path calls kernels without infer
         require_float("batch_norm", x.dtype)
-        fast = batch_norm.batch_norm_forward(xp, x, w, b, eps, then_relu=activation is not None)
+        fast = batch_norm.batch_norm_forward(xp, x, w, b, eps, then_relu=activation is not None, residual=residual)
         if fast is not None:
             return fast
-        if activation is not None:  # relu's own kernel after: the unfolded graph's values
-            y, mean, var = self.kernel(xp, x, w, b, eps)
-            return OPS["relu"].kernel(xp, y), mean, var
+        if activation is not None or residual is not None:  # add's and relu's own kernels after: the unfolded values
+            y, mean, var = self.kernel(xp, x, w, b, eps=eps)
+            if residual is not None:
+                y = OPS["add"].kernel(xp, y, residual)
+            return (y if activation is None else OPS["relu"].kernel(xp, y)), mean, var
         dtype = x.dtype
         x = upcast(x)
         c = x.shape[1]
@@ -94,9 +100,9 @@ class BatchNormOp(Op):
         return rounded(xc, dtype), mean.astype(x.dtype, copy=False), var.astype(x.dtype, copy=False)
 
     def vjp(self, ctx, gy, gmean=None, gvar=None):
-        if ctx.attrs.get("activation") is not None:
-            raise RuntimeError("batch_norm with a folded activation has no gradient: the jit folds it after autodiff "
-                               "has built the backward graph")
+        if ctx.attrs.get("activation") is not None or len(ctx.in_meta) > 3:
+            raise RuntimeError("batch_norm with a folded activation or residual has no gradient: the jit folds them "
+                               "after autodiff has built the backward graph")
         x, w, mean, var = ctx.input(0), ctx.input(1), ctx.output_at(1), ctx.output_at(2)
         if grad_state.enabled:  # create_graph: a gradient made of differentiable ops
             gx, gw, gb = _batch_norm_vjp_in_ops(x, w, mean, var, gy, gmean, gvar, ctx.attrs["eps"])

@@ -10,7 +10,11 @@ Training batch norm likewise: a `batch_norm` whose output only a `relu` reads co
 pass, and a `relu_backward` read only as the output gradient of a `batch_norm_backward` is computed inside
 that node's two passes (its eighth input, relu's output, masks the gradient). A ResNet block's BN + ReLU then
 costs one pass over the activations each way instead of two: ResNet-20's jitted step did 10 relu and 10
-relu_backward passes, about 1 ms of 37.
+relu_backward passes, about 1 ms of 37. A `batch_norm` whose output only an `add` of a same-shape value reads
+(a residual block's second batch norm and its shortcut), that add's output only a `relu` (or anything else), adds
+the shortcut (and applies relu) in its output pass: the block's sum is written once instead of three times
+(y, y + shortcut, relu of it). Its backward stays as it is: relu_backward's output is both the batch norm's
+output gradient and the shortcut's.
 
 A depthwise or float32 pointwise `conv2d` whose output only a `channel_affine` with a scale and a shift reads
 (MobileNetV2's eval batch norms) becomes one `conv2d_affine` node (ops/conv_affine.py), the affine and its folded
@@ -54,6 +58,7 @@ def run(graph: Graph, outputs: list) -> tuple:
     kept = set(outputs)
     folds: dict = {}  # activation node id -> (channel_affine node, activation attribute)
     bn_relu: dict = {}  # batch_norm node id -> its relu node
+    bn_residual: dict = {}  # batch_norm node id -> (its add node, the add's other input, the add's relu node or None)
     masked: dict = {}  # batch_norm_backward node id -> the relu_backward node giving its output gradient
     for node in graph.nodes:
         if node.kind != "op" or node.id in waited or node.control_inputs:
@@ -65,6 +70,11 @@ def run(graph: Graph, outputs: list) -> tuple:
             if reader is None or value.dtype not in SINGLE_DOUBLE_NP:
                 continue
             act = reader[0]
+            if name == "batch_norm":
+                residual = _residual_add(node, reader, users, kept, waited)
+                if residual is not None:
+                    bn_residual[node.id] = residual
+                    continue
             activation = _activation(act, value)
             if activation is None or act.id in waited or act.outputs[0].dtype != value.dtype:
                 continue
@@ -87,6 +97,8 @@ def run(graph: Graph, outputs: list) -> tuple:
     fused = {conv.id for conv in conv_of.values()}
     folded = {affine.id for affine, _ in folds.values()}
     dropped = {act.id: bn for bn, act in bn_relu.items()} | {r.id: None for r in masked.values()}
+    for add, _, relu in bn_residual.values():
+        dropped.update({n.id: None for n in (add, relu) if n is not None})
     for node in graph.nodes:
         if node.id in folded or node.id in dropped or node.id in fused:
             continue  # made with its activation (channel_affine), its batch norm (relu, relu_backward) or its affine
@@ -100,6 +112,13 @@ def run(graph: Graph, outputs: list) -> tuple:
             rw.alias(bn_relu[node.id].outputs[0], new[0])  # the relu's value; y itself had no other reader
             for old, value in zip(node.outputs[1:], new[1:]):
                 rw.alias(old, value)
+        elif node.id in bn_residual:
+            add, other, relu = bn_residual[node.id]
+            attrs = dict(node.attrs, activation=None if relu is None else ("relu",))
+            new = rw.add_op(node.op, rw.inputs(node) + [rw.value(other)], attrs, node.outputs[0].device)
+            rw.alias((add if relu is None else relu).outputs[0], new[0])  # y and the sum had no other reader
+            for old, value in zip(node.outputs[1:], new[1:]):
+                rw.alias(old, value)
         elif node.id in masked:
             relu_bwd = masked[node.id]
             g, relu_out = rw.inputs(relu_bwd)
@@ -110,6 +129,25 @@ def run(graph: Graph, outputs: list) -> tuple:
         else:
             rw.copy(node)
     return rw.graph, rw.outputs(outputs), rw.vmap
+
+
+def _residual_add(bn, reader, users: dict, kept: set, waited: set):
+    """(add node, its other input, the relu reading the sum or None) where batch norm node `bn` can fold the add
+    that alone reads its output, else None: an add of a value of the output's shape and dtype, made before `bn` (the
+    folded node takes its place in the graph's order)."""
+    add, index = reader
+    if (add.kind != "op" or add.op.name != "add" or add.attrs or len(add.inputs) != 2 or add.id in waited
+            or add.control_inputs or len(bn.inputs) != 3):
+        return None
+    y, total, other = bn.outputs[0], add.outputs[0], add.inputs[1 - index]
+    if (not isinstance(other, Value) or other.dtype != y.dtype or total.dtype != y.dtype or None in y.shape
+            or tuple(other.shape) != tuple(y.shape) or other.node.id > bn.id):
+        return None
+    relu = _sole_reader(total, users, kept)
+    if relu is None or relu[0].id in waited or _activation(relu[0], total) != ("relu",) \
+            or relu[0].outputs[0].dtype != y.dtype:
+        relu = (None,)
+    return add, other, relu[0]
 
 
 def _affine_convs(graph: Graph, users: dict, waited: set, kept: set) -> dict:

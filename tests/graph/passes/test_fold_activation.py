@@ -152,6 +152,67 @@ def test_training_batch_norm_kernels_with_relu_give_the_unfolded_values(shape, d
             np.testing.assert_array_equal(a, e)
 
 
+@pytest.mark.parametrize("shape", [(4, 3, 5), (6, 8, 48, 48), (64, 5)])  # small, threads' channel split, (N, C) rows
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("compiled", [True, False])
+@pytest.mark.parametrize("activation", [("relu",), None])
+def test_training_batch_norm_with_a_residual_gives_the_unfolded_values(shape, dtype, compiled, activation,
+                                                                       monkeypatch):
+    """batch_norm with a residual input equals relu(batch_norm(x) + residual) (or the sum alone) bit for bit, its
+    statistics too: NaN, inf, -0.0 and a residual that cancels the output exactly, compiled and NumPy kernels."""
+    import ember.ops.nn_extra  # noqa: F401  (registers batch_norm)
+    from ember.errors import ShapeError
+    from ember.kernels import batch_norm as kernels
+    from ember.op import OPS
+
+    if not compiled:
+        monkeypatch.setattr(kernels, "_kernel", lambda name, dtype: None)
+    rng = np.random.default_rng(11)
+    c = shape[1]
+    x = (rng.standard_normal(shape) * 3).astype(dtype)
+    w, b = rng.standard_normal(c).astype(dtype), rng.standard_normal(c).astype(dtype)
+    bn = OPS["batch_norm"]
+    y, mean, var = bn.kernel(np, x, w, b, eps=1e-5)
+    r = rng.standard_normal(shape).astype(dtype)
+    flat = r.reshape(-1)
+    flat[:4] = [np.nan, np.inf, -0.0, -np.inf]
+    flat[4:6] = -y.reshape(-1)[4:6]  # sums of exactly zero: relu's zero, not a sign from the rounding order
+    want = OPS["add"].kernel(np, y, r)
+    if activation is not None:
+        want = OPS["relu"].kernel(np, want)
+    got, gmean, gvar = bn.kernel(np, x, w, b, r, eps=1e-5, activation=activation)
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(np.signbit(got), np.signbit(want))
+    np.testing.assert_array_equal(gmean, mean)
+    np.testing.assert_array_equal(gvar, var)
+    with pytest.raises(ShapeError, match=r"batch_norm: the residual .* must be the input's shape"):
+        bn.infer(x, w, b, r[:1], eps=1e-5)
+
+
+def test_a_residual_blocks_batch_norm_add_and_relu_are_one_pass_and_a_jitted_step_equals_eager():
+    """conv -> BN -> ReLU -> conv -> BN, + shortcut, -> ReLU (identity and projection shortcuts), trained: the jitted
+    graph's second batch norms take the shortcut and the relu (a projection shortcut's own batch norm is not folded
+    twice), and the step equals eager bit for bit step after step while its state changes."""
+    import ember as em
+    from ember.models.cifar_resnet import CifarBasicBlock
+
+    def build():
+        nn = em.nn
+        return nn.Sequential(nn.Conv2d(3, 8, 3, padding=1, bias=False), nn.BatchNorm2d(8), nn.ReLU(),
+                             CifarBasicBlock(8, 8), CifarBasicBlock(8, 16, shortcut="B"),
+                             nn.Flatten(), nn.Linear(16 * 24 * 24, 5))
+
+    em.manual_seed(0)
+    model = build()
+    step = em.jit(lambda x, y: em.nn.functional.cross_entropy(model(x), y).backward())
+    x, y = em.randn(6, 3, 24, 24), em.tensor([1, 3, 0, 4, 2, 1])
+    graph = step.lower(x, y, optimized=True)
+    norms = [(len(n.inputs), n.attrs.get("activation")) for n in graph.nodes if n.kind == "op" and n.op.name == "batch_norm"]
+    assert sorted(norms, key=str) == sorted([(3, ("relu",))] * 3 + [(4, ("relu",))] * 2 + [(3, None)], key=str), norms
+    _jitted_training_equals_eager(build, x, y, changed_weight=lambda m: m[3].bn2.weight, scale=-0.5, absent=(),
+                                  profiled_from=2)
+
+
 def test_relu_after_a_training_batch_norm_joins_its_passes_both_ways_and_a_jitted_step_equals_eager():
     """conv -> BatchNorm2d -> ReLU, trained: the jitted step runs no relu and no relu_backward kernels (the batch
     norm's passes do their work), and equals eager bit for bit step after step while the learning rate, the input
