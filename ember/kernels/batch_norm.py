@@ -238,6 +238,15 @@ def channel_affine_clip(x, scale, shift, bounds, out, r0, r1):
             out[r, m] = v if (v < hi or v != v) else hi
 
 
+def channel_affine_residual(x, scale, shift, res, relu, out, r0, r1):
+    # rows r0..r1: x * scale + shift + res, through relu's select with `relu` (the jit's folded eval BN + add + ReLU
+    # of a residual block); x - 0 is x, so the helper's values are the unfolded graph's
+    C = scale.size
+    zero = x.dtype.type(0)
+    for r in range(r0, r1):
+        affine_residual_row(x[r], res[r], out[r], zero, scale[r % C], shift[r % C], relu)
+
+
 def channel_scale(x, scale, out, r0, r1):
     C = scale.size
     M = np.uint64(x.shape[1])
@@ -295,7 +304,7 @@ compiled_or_numpy("batch_norm", "compiled channels", "training mode, NumPy float
                   "relu), channels split from split_min")
 compiled_or_numpy("batch_norm_backward", "compiled channels", "as batch_norm's")
 compiled_or_numpy("channel_affine", "compiled rows", "float32/float64, at least 16384 values, Numba: scale, shift "
-                  "and activation in one pass, rows split from split_min")
+                  "(the jit's folded residual) and activation in one pass, rows split from split_min")
 compiled_or_numpy("channel_sum", "compiled pass", "a sum over every dim but the channels of 16384+ contiguous "
                   "float32/float64 values (a convolution's bias gradient), Numba")
 
@@ -375,20 +384,26 @@ def batch_norm_backward(xp, x, w, mean, var, gy, gmean, gvar, eps: float, relu_o
 _NO_MASK = {np.dtype(t): np.empty((0, 0, 0), t) for t in (np.float32, np.float64)}  # bn_backward's relu_out: none
 
 
-def channel_affine(xp, x, scale, shift, activation=None):
-    """x * scale + shift per channel (dim 1; scale or shift may be None), then `activation` (None, ("relu",) or
-    ("clamp", lo, hi)), in one pass, rows split over the threads from CHANNEL_AFFINE's split_min; or None
-    where the NumPy kernel must run (below MIN_ELEMENTS values, NumPy's two calls cost less than a compiled one)."""
+def channel_affine(xp, x, scale, shift, activation=None, residual=None):
+    """x * scale + shift per channel (dim 1; scale or shift may be None), plus `residual` (x's shape, with a scale and
+    a shift) where given, then `activation` (None, ("relu",) or ("clamp", lo, hi); relu alone with a residual), in
+    one pass, rows split over the threads from CHANNEL_AFFINE's split_min; or None where the NumPy kernel must run
+    (below MIN_ELEMENTS values, NumPy's two calls cost less than a compiled one)."""
     if (x.size < MIN_ELEMENTS or x.ndim < 2 or not elementwise.float_arrays(xp, x)
             or (scale is not None and (type(scale) is not np.ndarray or scale.dtype != x.dtype))
             or (shift is not None and (type(shift) is not np.ndarray or shift.dtype != x.dtype))
             or (activation is not None and (shift is None or activation[0] not in ("relu", "clamp")))):
+        return None
+    if residual is not None and (scale is None or shift is None or not elementwise.float_arrays(xp, x, residual)
+                                 or activation not in (None, ("relu",))):
         return None
     if scale is None:  # a shift alone (a convolution's bias): x * 1 is x exactly, so x * 1 + shift is x + shift
         scale = np.ones(x.shape[1], x.dtype)
     name = "channel_scale" if shift is None else "channel_affine"
     if activation is not None:
         name = "channel_affine_relu" if activation[0] == "relu" else "channel_affine_clip"
+    if residual is not None:
+        name = "channel_affine_residual"
     fn = _kernel(name, x.dtype)
     if fn is None:
         return None
@@ -398,7 +413,9 @@ def channel_affine(xp, x, scale, shift, activation=None):
     args = [np.ascontiguousarray(x).reshape(rows, -1), np.ascontiguousarray(scale)]
     if shift is not None:
         args.append(np.ascontiguousarray(shift))
-    if activation is not None and activation[0] == "clamp":
+    if residual is not None:
+        args += [np.ascontiguousarray(residual).reshape(rows, -1), activation is not None]
+    elif activation is not None and activation[0] == "clamp":
         args.append(np.array(activation[1:3], x.dtype))
     args.append(out.reshape(rows, -1))
     parallel.run_kernel(fn, parallel.chunks(rows) if x.size >= CHANNEL_AFFINE["split_min"] else [(0, rows)], tuple(args))

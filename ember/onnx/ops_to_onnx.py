@@ -229,8 +229,9 @@ def _addc(ctx, node):
 
 @mapping("channel_affine")
 def _channel_affine(ctx, node):
-    x, scale, shift = node.inputs
-    return _affine(ctx, node, ctx.input(x, _out(node).dtype), len(x.shape), scale, shift)
+    x, scale, shift = node.inputs[:3]  # a fourth: the residual the jit folded in
+    residual = node.inputs[3] if len(node.inputs) > 3 else None
+    return _affine(ctx, node, ctx.input(x, _out(node).dtype), len(x.shape), scale, shift, residual)
 
 
 @mapping("conv2d_affine")
@@ -240,14 +241,17 @@ def _conv2d_affine(ctx, node):
     return _affine(ctx, node, _conv2d(ctx, node), len(x.shape), scale, shift)
 
 
-def _affine(ctx, node, y, ndim: int, scale, shift):
-    """channel_affine's ONNX nodes after `y` (an (N, C, ...) tensor of `ndim` dims), its folded activation too."""
+def _affine(ctx, node, y, ndim: int, scale, shift, residual=None):
+    """channel_affine's ONNX nodes after `y` (an (N, C, ...) tensor of `ndim` dims), its folded residual and
+    activation too."""
     dt = _out(node).dtype
     per_channel = ctx.ints([-1] + [1] * (ndim - 2), "channel_shape")  # (C, 1, 1) against (N, C, H, W)
     if scale is not None:  # None: a convolution's bias alone
         y = ctx.add("Mul", [y, ctx.add("Reshape", [ctx.input(scale, dt), per_channel])])
     if shift is not None:
         y = ctx.add("Add", [y, ctx.add("Reshape", [ctx.input(shift, dt), per_channel])])
+    if residual is not None:
+        y = ctx.add("Add", [y, ctx.input(residual, dt)])
     activation = node.attrs.get("activation")  # folded by the jit's fold_activation pass
     if activation is None:
         return y

@@ -87,14 +87,21 @@ class ChannelAffineOp(Op):
     """x * scale[c] + shift[c] along dim 1; either may be None (a per-channel scale, or a per-channel shift:
     a convolution's bias, whose add and gradient then cost one pass each).
 
-    `activation` ("relu",) or ("clamp", lo, hi) applies that op to the result in the same pass: only the jit
-    makes it (graph/passes/fold_activation.py), after autodiff, so such a node has no gradient rule."""
+    `activation` ("relu",) or ("clamp", lo, hi) applies that op to the result in the same pass, and a fourth input
+    `residual` (x's shape and dtype, with a scale and a shift) is added before it (a residual block's eval BN + add
+    + ReLU): only the jit makes them (graph/passes/fold_activation.py), after autodiff, so such a node has no
+    gradient rule."""
 
     name = "channel_affine"
     fresh_output = True
     grad_reads = {0: (1,), 1: (0,)}  # x's gradient reads the scale, the scale's reads x, the shift's nothing
 
-    def infer(self, x, scale, shift, activation=None):
+    def infer(self, x, scale, shift, residual=None, *, activation=None):
+        if residual is not None and (tuple(residual.shape) != tuple(x.shape) or residual.dtype != x.dtype
+                                     or scale is None or shift is None):
+            raise ShapeError(f"channel_affine: the residual added to its output must be the input's shape and dtype "
+                             f"{fmt_shape(x.shape)} {x.dtype}, with a scale and a shift; got "
+                             f"{fmt_shape(residual.shape)} {residual.dtype}")
         if len(x.shape) < 2:
             raise ShapeError(f"channel_affine: expected input of shape (N, C, ...), got {fmt_shape(x.shape)}")
         if scale is None and shift is None:
@@ -106,10 +113,13 @@ class ChannelAffineOp(Op):
                                  f"got {fmt_shape(p.shape)}")
         return spec(tuple(x.shape), result_dtype(*(a for a in (x, scale, shift) if a is not None)))
 
-    def kernel(self, xp, x, scale, shift, activation=None):
-        fast = batch_norm.channel_affine(xp, x, scale, shift, activation)
+    def kernel(self, xp, x, scale, shift, residual=None, *, activation=None):
+        fast = batch_norm.channel_affine(xp, x, scale, shift, activation, residual)
         if fast is not None:
             return fast
+        if residual is not None:  # add's own kernel, then the activation's: the unfolded graph's values
+            out = OPS["add"].kernel(xp, self.kernel(xp, x, scale, shift), residual)
+            return out if activation is None else OPS["relu"].kernel(xp, out)
         shape = channel_shape(x.ndim, x.shape[1])
         if scale is None:
             out = x + shift.reshape(shape)
@@ -130,9 +140,9 @@ class ChannelAffineOp(Op):
         from ember.ops.elementwise import mul
         from ember.ops.reduction import sum as _sum
 
-        if ctx.attrs.get("activation") is not None:
-            raise RuntimeError("channel_affine with a folded activation has no gradient: the jit folds it after "
-                               "autodiff has built the backward graph")
+        if ctx.attrs.get("activation") is not None or len(ctx.in_meta) > 3:
+            raise RuntimeError("channel_affine with a folded activation or residual has no gradient: the jit folds "
+                               "them after autodiff has built the backward graph")
         dims = (0,) + tuple(range(2, len(ctx.in_shape(0))))
         gx = None
         if ctx.needs_grad(0):

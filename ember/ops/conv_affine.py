@@ -26,7 +26,7 @@ class Conv2dAffineOp(Op):
 
     def infer(self, x, w, scale, shift, stride, padding, dilation, groups, activation=None):
         conv = _conv2d_op.infer(x, w, stride, padding, dilation, groups)
-        return _channel_affine_op.infer(conv, scale, shift, activation)
+        return _channel_affine_op.infer(conv, scale, shift, activation=activation)
 
     def kernel(self, xp, x, w, scale, shift, stride, padding, dilation, groups, activation=None):
         out = affine.conv2d_affine(xp, x, w, scale, shift, stride, padding, dilation, groups, activation)

@@ -179,7 +179,7 @@ def test_an_affine_epilogue_gives_channel_affines_values(shape, activation):
     plain, got = np.empty((batch, m, n), np.float32), np.empty((batch, m, n), np.float32)
     sgemm(a, b, plain)
     sgemm(a, b, got, affine=(scale, shift, activation))
-    want = np.stack([_channel_affine_op.kernel(np, p[None], scale, shift, activation)[0] for p in plain])
+    want = np.stack([_channel_affine_op.kernel(np, p[None], scale, shift, activation=activation)[0] for p in plain])
     np.testing.assert_array_equal(got, want)
     with pytest.raises(ValueError, match="affine epilogue cannot be combined"):
         sgemm(a, b, got, accumulate=True, affine=(scale, shift, activation))

@@ -14,7 +14,7 @@ relu_backward passes, about 1 ms of 37. A `batch_norm` whose output only an `add
 (a residual block's second batch norm and its shortcut), that add's output only a `relu` (or anything else), adds
 the shortcut (and applies relu) in its output pass: the block's sum is written once instead of three times
 (y, y + shortcut, relu of it). Its backward stays as it is: relu_backward's output is both the batch norm's
-output gradient and the shortcut's.
+output gradient and the shortcut's. An eval batch norm's `channel_affine` folds its block's add and relu alike.
 
 A depthwise or float32 pointwise `conv2d` whose output only a `channel_affine` with a scale and a shift reads
 (MobileNetV2's eval batch norms) becomes one `conv2d_affine` node (ops/conv_affine.py), the affine and its folded
@@ -58,7 +58,8 @@ def run(graph: Graph, outputs: list) -> tuple:
     kept = set(outputs)
     folds: dict = {}  # activation node id -> (channel_affine node, activation attribute)
     bn_relu: dict = {}  # batch_norm node id -> its relu node
-    bn_residual: dict = {}  # batch_norm node id -> (its add node, the add's other input, the add's relu node or None)
+    residual: dict = {}  # batch_norm or channel_affine node id -> (its add node, the add's other input, relu or None)
+    conv_of = _affine_convs(graph, users, waited, kept)  # channel_affine node id -> the conv2d it takes in
     masked: dict = {}  # batch_norm_backward node id -> the relu_backward node giving its output gradient
     for node in graph.nodes:
         if node.kind != "op" or node.id in waited or node.control_inputs:
@@ -70,10 +71,10 @@ def run(graph: Graph, outputs: list) -> tuple:
             if reader is None or value.dtype not in SINGLE_DOUBLE_NP:
                 continue
             act = reader[0]
-            if name == "batch_norm":
-                residual = _residual_add(node, reader, users, kept, waited)
-                if residual is not None:
-                    bn_residual[node.id] = residual
+            if node.id not in conv_of:  # (a conv2d_affine node takes no residual)
+                found = _residual_add(node, reader, users, kept, waited)
+                if found is not None:
+                    residual[node.id] = found
                     continue
             activation = _activation(act, value)
             if activation is None or act.id in waited or act.outputs[0].dtype != value.dtype:
@@ -92,12 +93,11 @@ def run(graph: Graph, outputs: list) -> tuple:
                     and node.outputs[0].dtype == node.inputs[0].dtype == node.inputs[1].dtype
                     and node.outputs[0].dtype in SINGLE_DOUBLE_NP):
                 masked[bwd.id] = node
-    conv_of = _affine_convs(graph, users, waited, kept)  # channel_affine node id -> the conv2d it takes in
     rw = Rewriter(graph)
     fused = {conv.id for conv in conv_of.values()}
     folded = {affine.id for affine, _ in folds.values()}
     dropped = {act.id: bn for bn, act in bn_relu.items()} | {r.id: None for r in masked.values()}
-    for add, _, relu in bn_residual.values():
+    for add, _, relu in residual.values():
         dropped.update({n.id: None for n in (add, relu) if n is not None})
     for node in graph.nodes:
         if node.id in folded or node.id in dropped or node.id in fused:
@@ -112,10 +112,11 @@ def run(graph: Graph, outputs: list) -> tuple:
             rw.alias(bn_relu[node.id].outputs[0], new[0])  # the relu's value; y itself had no other reader
             for old, value in zip(node.outputs[1:], new[1:]):
                 rw.alias(old, value)
-        elif node.id in bn_residual:
-            add, other, relu = bn_residual[node.id]
+        elif node.id in residual:
+            add, other, relu = residual[node.id]
             attrs = dict(node.attrs, activation=None if relu is None else ("relu",))
             new = rw.add_op(node.op, rw.inputs(node) + [rw.value(other)], attrs, node.outputs[0].device)
+            new = [new] if isinstance(new, Value) else new  # channel_affine's one output, batch_norm's three
             rw.alias((add if relu is None else relu).outputs[0], new[0])  # y and the sum had no other reader
             for old, value in zip(node.outputs[1:], new[1:]):
                 rw.alias(old, value)
@@ -132,12 +133,15 @@ def run(graph: Graph, outputs: list) -> tuple:
 
 
 def _residual_add(bn, reader, users: dict, kept: set, waited: set):
-    """(add node, its other input, the relu reading the sum or None) where batch norm node `bn` can fold the add
-    that alone reads its output, else None: an add of a value of the output's shape and dtype, made before `bn` (the
-    folded node takes its place in the graph's order)."""
+    """(add node, its other input, the relu reading the sum or None) where batch norm node `bn` (batch_norm, or
+    channel_affine with a scale and a shift) can fold the add that alone reads its output, else None: an add of a
+    value of the output's shape and dtype, made before `bn` (the folded node takes its place in the graph's order)."""
     add, index = reader
+    y_dtype = bn.outputs[0].dtype
     if (add.kind != "op" or add.op.name != "add" or add.attrs or len(add.inputs) != 2 or add.id in waited
             or add.control_inputs or len(bn.inputs) != 3):
+        return None
+    if bn.op.name == "channel_affine" and not all(isinstance(v, Value) and v.dtype == y_dtype for v in bn.inputs):
         return None
     y, total, other = bn.outputs[0], add.outputs[0], add.inputs[1 - index]
     if (not isinstance(other, Value) or other.dtype != y.dtype or total.dtype != y.dtype or None in y.shape

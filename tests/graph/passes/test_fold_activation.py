@@ -56,6 +56,95 @@ def test_not_folded_when_the_affine_value_is_read_elsewhere_or_the_clamp_is_one_
         assert any(op in ("relu", "clamp", "fused_elementwise") for op in ops), ops
 
 
+def _residual_graph(shape, dtype, activation, shortcut_first=True):
+    """channel_affine(x) + r -> activation; r = shortcut(z) made before the affine (or after, as a strided block's
+    traced shortcut is)."""
+    g = Graph()
+    x, s, b = sym(g, shape, dtype, name="x"), sym(g, (shape[1],), dtype, name="s"), sym(g, (shape[1],), dtype, name="b")
+    z = sym(g, shape, dtype, name="z")
+    r = z * 2 if shortcut_first else None
+    y = channel_affine(x, s, b)
+    if r is None:
+        r = z * 2
+    return g, (x, s, b, z), activation(y + r)
+
+
+@pytest.mark.parametrize("shape", [(2, 3, 4, 5), (2, 8, 40, 40)])  # NumPy path, compiled path
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("name", ["relu", "none"])
+def test_an_eval_batch_norms_residual_add_and_relu_join_its_pass_with_the_same_values(shape, dtype, name):
+    """channel_affine + a same-shape value + relu (a residual block's eval batch norm) is one node, with the values of
+    the unfolded graph bit for bit: NaN, inf, -0.0 and sums that cancel exactly."""
+    activation = ACTIVATIONS.get(name, lambda y: y)
+    g, (x, s, b, z), y = _residual_graph(shape, dtype, activation)
+    opt = optimize(g, values(y), ["fusion"])
+    ops = [n.op_name for n in opt.graph.nodes if n.kind == "op"]
+    assert ops.count("channel_affine") == 1 and not {"add", "relu"} & set(ops), ops
+    xv, sv, bv = _inputs(shape, dtype)
+    zv = RNG.standard_normal(shape).astype(dtype)
+    zv.reshape(-1)[4:8] = [np.inf, -np.inf, -0.0, np.nan]
+    zv.reshape(-1)[8] = -(xv.reshape(-1)[8] * sv[0] + bv[0]) / 2  # 2z cancels the affine's value exactly
+    feeds = {x._data: xv, s._data: sv, b._data: bv, z._data: zv}
+    want = run(g, values(y), feeds)[0]
+    got = run_optimized(g, values(y), feeds, ["fusion"])[0][0]
+    np.testing.assert_array_equal(np.signbit(got), np.signbit(want))
+    np.testing.assert_array_equal(got, want)
+
+
+def test_a_residual_made_after_the_batch_norm_or_broadcast_is_not_joined():
+    g, _, y = _residual_graph((2, 8, 40, 40), np.float32, ACTIVATIONS["relu"], shortcut_first=False)
+    ops = [n.op_name for n in optimize(g, values(y), ["fusion"]).graph.nodes if n.kind == "op"]
+    assert "fused_elementwise" in ops or "add" in ops, ops
+    g = Graph()
+    x, s, b = sym(g, (2, 8, 40, 40), np.float32), sym(g, (8,), np.float32), sym(g, (8,), np.float32)
+    row = sym(g, (40,), np.float32)
+    y = (channel_affine(x, s, b) + row).relu()  # broadcast: not the output's shape
+    ops = [n.op_name for n in optimize(g, values(y), ["fusion"]).graph.nodes if n.kind == "op"]
+    assert "fused_elementwise" in ops or "add" in ops, ops
+
+
+@pytest.mark.parametrize("compiled", [True, False])
+def test_channel_affine_with_a_residual_kernel_gives_the_unfolded_values(compiled, monkeypatch):
+    import ember.ops.channel_affine  # noqa: F401  (registers channel_affine)
+    from ember.errors import ShapeError
+    from ember.kernels import batch_norm as kernels
+    from ember.op import OPS
+
+    if not compiled:
+        monkeypatch.setattr(kernels, "_kernel", lambda name, dtype: None)
+    ca = OPS["channel_affine"]
+    for shape in [(1, 64, 16, 16), (2, 128, 8, 8)]:
+        x, s, b = _inputs(shape, np.float32)
+        r = RNG.standard_normal(shape).astype(np.float32)
+        for activation in (None, ("relu",)):
+            want = OPS["add"].kernel(np, ca.kernel(np, x, s, b), r)
+            want = want if activation is None else OPS["relu"].kernel(np, want)
+            np.testing.assert_array_equal(ca.kernel(np, x, s, b, r, activation=activation), want)
+    with pytest.raises(ShapeError, match=r"channel_affine: the residual .* with a scale and a shift"):
+        ca.infer(x, None, b, r)
+
+
+def test_jitted_eval_residual_blocks_equal_eager_as_their_state_changes():
+    """Identity shortcuts in eval mode: each block's second batch norm adds the shortcut and applies relu in its pass
+    (no add, relu or fused elementwise kernel runs), equal to eager call after call."""
+    import ember as em
+    from ember.models.cifar_resnet import CifarBasicBlock
+
+    em.manual_seed(0)
+    model = em.nn.Sequential(CifarBasicBlock(8, 8), CifarBasicBlock(8, 8)).eval()
+
+    def change_weights():
+        model[0].bn2.weight.mul_(-1.5)
+        model[1].bn2.bias.add_(0.2)
+
+    def check_events(call, names):
+        if call < 4:
+            assert not {"add", "relu", "fused_elementwise"} & set(names), names
+
+    _jitted_eval_equals_eager_as_state_changes(model, em.randn(2, 8, 40, 40), model[0].bn2, change_weights,
+                                               check_events)
+
+
 def _jitted_eval_equals_eager_as_state_changes(model, x, bn, change_weights, check_events):
     """A jitted eval-mode `model` equals eager bit for bit call after call while the user changes batch norm `bn`'s
     running statistics (call 1), weights (change_weights, call 2) and the input in place (call 3), and switches
@@ -421,6 +510,27 @@ def test_jitted_mobilenet_block_with_joined_layers_equals_eager_as_its_state_cha
         model[7].bias.add_(0.25)
 
     _jitted_eval_equals_eager_as_state_changes(model, em.randn(2, 8, 48, 48), model[4], change_weights, check_events)
+
+
+def test_a_joined_residual_exports_to_onnx_with_the_same_values():
+    """An optimised graph holding channel_affine with a residual and relu maps to Mul, Add, Add and Relu."""
+    ort = pytest.importorskip("onnxruntime")
+    pytest.importorskip("onnx")
+    from ember.onnx.export import DEFAULT_OPSET, to_onnx
+    from ember.onnx.trace import Traced
+
+    shape, dtype = (2, 8, 40, 40), np.float32
+    g, placeholders, y = _residual_graph(shape, dtype, ACTIVATIONS["relu"])
+    xv, sv, bv = _inputs(shape, dtype)
+    feeds = dict(zip((p._data for p in placeholders), (xv, sv, bv, RNG.standard_normal(shape).astype(dtype))))
+    opt = optimize(g, values(y), ["fusion"])
+    names = ["x", "s", "b", "z"]
+    proto = to_onnx(Traced(opt.graph, [opt.map(p._data) for p in placeholders], list(opt.outputs)), names, ["y"], {},
+                    DEFAULT_OPSET, do_constant_folding=False)
+    assert [n.op_type for n in proto.graph.node].count("Add") == 2
+    session = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
+    got = session.run(None, {name: feeds[p._data] for name, p in zip(names, placeholders)})[0]
+    np.testing.assert_allclose(got, run(g, values(y), feeds)[0], rtol=1e-5, atol=1e-5)
 
 
 def test_the_joined_op_exports_to_onnx_with_the_same_values():
