@@ -36,7 +36,8 @@ class Op:
     # that splits the pass over the threads where it takes the operands (NumPy runs a ufunc on one thread)
     split = None
     # Optional `kernel_out(xp, *args, out=..., **attrs)`: the result written into `out` when it can
-    # (else a fresh array from `kernel`), bit for bit the kernel's values. Plans and the eager pool use it.
+    # (else a fresh array from `kernel`), bit for bit the kernel's values. Plans and the eager pool use it. A
+    # multi-output op's writes its first result into `out` (plans only: the eager pool takes single results).
     kernel_out = None
 
     def infer(self, *args, **attrs):

@@ -320,9 +320,10 @@ def _channel_chunks(x) -> list:
     return parallel.chunks(x.shape[1]) if x.size >= least else [(0, x.shape[1])]
 
 
-def batch_norm_forward(xp, x, w, b, eps: float, then_relu: bool = False, residual=None):
+def batch_norm_forward(xp, x, w, b, eps: float, then_relu: bool = False, residual=None, out=None):
     """(y, mean, biased var) of training-mode batch norm, y plus `residual` where given, then through relu with
-    `then_relu` (the jit's folded BN (+ add) + ReLU), or None where the NumPy kernel must run."""
+    `then_relu` (the jit's folded BN (+ add) + ReLU), y written into `out` where given (a plan's buffer: x's shape
+    and dtype, contiguous); or None where the NumPy kernel must run."""
     if not elementwise.float_arrays(xp, x):
         return None
     if residual is not None and (not elementwise.float_arrays(xp, x, residual) or residual.shape != x.shape):
@@ -334,7 +335,8 @@ def batch_norm_forward(xp, x, w, b, eps: float, then_relu: bool = False, residua
     if fn is None:
         return None
     note("batch_norm", "compiled channels")
-    y = np.empty(x.shape, x.dtype)
+    y = out if out is not None and out.dtype == x.dtype and out.shape == x.shape and out.flags.c_contiguous \
+        else np.empty(x.shape, x.dtype)
     mean, var = np.empty(c, x.dtype), np.empty(c, x.dtype)
     shape = (x.shape[0], c) if rows else (x.shape[0], c, -1)
     head = (np.ascontiguousarray(x).reshape(shape), _per_channel(w, c, x.dtype, 1.0), _per_channel(b, c, x.dtype, 0.0),

@@ -99,6 +99,19 @@ class BatchNormOp(Op):
             xc += upcast(b).reshape(shape).astype(x.dtype, copy=False)
         return rounded(xc, dtype), mean.astype(x.dtype, copy=False), var.astype(x.dtype, copy=False)
 
+    def kernel_out(self, xp, x, w, b, residual=None, *, eps, activation=None, out):
+        # y into `out`, a plan's buffer (the statistics are fresh): a jitted step's batch norms then share the
+        # arena with the values they outlive or follow, as the relu or add they fold in did
+        _check_activation(activation)
+        require_float("batch_norm", x.dtype)
+        fast = batch_norm.batch_norm_forward(xp, x, w, b, eps, then_relu=activation is not None, residual=residual,
+                                             out=out)
+        if fast is not None:
+            return fast
+        y, mean, var = self.kernel(xp, x, w, b, residual, eps=eps, activation=activation)
+        out[...] = y
+        return out, mean, var
+
     def vjp(self, ctx, gy, gmean=None, gvar=None):
         if ctx.attrs.get("activation") is not None or len(ctx.in_meta) > 3:
             raise RuntimeError("batch_norm with a folded activation or residual has no gradient: the jit folds them "

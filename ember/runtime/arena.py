@@ -20,7 +20,7 @@ class Arena:
         raw = None
         outs: list = [None] * len(plan.steps)
         for k, step in enumerate(plan.steps):
-            if not writes_into_buffer(step):
+            if not step.out_slots or not writes_into_buffer(step, step.out_slots[0]):
                 continue
             s = step.out_slots[0]
             b = mem.assign.get(s)

@@ -48,9 +48,12 @@ class SlotInfo:
         return self.kind != "scalar"
 
 
-def writes_into_buffer(step) -> bool:
-    """Whether a step can put its result in planned memory: one result, an `out=` kernel, NumPy arrays."""
-    return step.kernel_out is not None and not step.multi and step.backend is not None and step.backend.direct
+def writes_into_buffer(step, slot: int) -> bool:
+    """Whether a step can put its result in `slot` in planned memory: an `out=` kernel, NumPy arrays, and the result
+    its only one or (a multi-output op's `out=` kernel writes its first) its first."""
+    if step.kernel_out is None or step.backend is None or not step.backend.direct:
+        return False
+    return not step.multi or slot == step.out_slots[0]
 
 
 def is_fresh(op) -> bool:
@@ -287,7 +290,7 @@ def plan_memory(plan, mode: str = SEQUENTIAL) -> MemoryPlan:
             elif any(info.slot in roots[o] for o in plan.out_slots):
                 mp.output_bytes += info.nbytes
             continue
-        if not writes_into_buffer(plan.steps[info.producer]):
+        if not writes_into_buffer(plan.steps[info.producer], info.slot):
             pinned.add(info.slot)  # its kernel allocates it: a buffer for it would sit unused in the arena
             mp.kernel_bytes += info.nbytes
             mp.n_kernel_allocated += 1

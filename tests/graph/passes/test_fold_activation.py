@@ -225,6 +225,9 @@ def test_training_batch_norm_kernels_with_relu_give_the_unfolded_values(shape, d
     fy, fmean, fvar = bn.kernel(np, x, w, b, eps=1e-5, activation=("relu",))
     relu_y = OPS["relu"].kernel(np, y)
     np.testing.assert_array_equal(fy, relu_y)
+    for activation, want in ((None, y), (("relu",), relu_y)):  # into a plan's buffer
+        np.testing.assert_array_equal(bn.kernel_out(np, x, w, b, eps=1e-5, activation=activation,
+                                                    out=np.full(shape, 7, dtype))[0], want)
     np.testing.assert_array_equal(np.signbit(fy), np.signbit(relu_y))
     np.testing.assert_array_equal(fmean, mean)
     np.testing.assert_array_equal(fvar, var)
@@ -269,11 +272,14 @@ def test_training_batch_norm_with_a_residual_gives_the_unfolded_values(shape, dt
     want = OPS["add"].kernel(np, y, r)
     if activation is not None:
         want = OPS["relu"].kernel(np, want)
-    got, gmean, gvar = bn.kernel(np, x, w, b, r, eps=1e-5, activation=activation)
-    np.testing.assert_array_equal(got, want)
-    np.testing.assert_array_equal(np.signbit(got), np.signbit(want))
-    np.testing.assert_array_equal(gmean, mean)
-    np.testing.assert_array_equal(gvar, var)
+    out = np.full(shape, 7, dtype)  # a plan's buffer (kernel_out), written over whole
+    for got, gmean, gvar in (bn.kernel(np, x, w, b, r, eps=1e-5, activation=activation),
+                             bn.kernel_out(np, x, w, b, r, eps=1e-5, activation=activation, out=out)):
+        np.testing.assert_array_equal(got, want)
+        np.testing.assert_array_equal(np.signbit(got), np.signbit(want))
+        np.testing.assert_array_equal(gmean, mean)
+        np.testing.assert_array_equal(gvar, var)
+    assert got is out
     with pytest.raises(ShapeError, match=r"batch_norm: the residual .* must be the input's shape"):
         bn.infer(x, w, b, r[:1], eps=1e-5)
 
