@@ -298,6 +298,10 @@ def _train(args, config: dict, state: dict | None, mode: str | None, device, out
     # A resumed run builds everything exactly as the first one did (same seed, same draws), then fit
     # puts the checkpoint's state, random streams included, on top.
     rng_state.seed_all(config["seed"])
+    if device.type == "cpu" and not getattr(args, "jit", False):
+        from ember.kernels import ahead
+
+        ahead.compile_pool_ahead()  # on another core while the data loads and the model is built
     train_set, test_set = recipe.load_dataset(config["dataset"], config["limit"], config["augment"], args.data)
     model = recipe.build_model(config["model"], config["dataset"])
     model.to(device)

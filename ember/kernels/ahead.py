@@ -13,6 +13,11 @@ The child runs at a lower priority, dies with its parent, and leaves a marker un
 (the step's model, shapes and Ember's version): a later run with the same key starts no child. Off with the
 `compile_ahead` setting (EMBER_COMPILE_AHEAD=0), without Numba, a disk cache, fork() or a second core, and where
 kernels compile in the background anyway (the parent then serves NumPy meanwhile itself).
+
+The worker pool's loops come before any of a step's kernels, in the parent, so that the child inherits them. On an
+empty cache they cost about a second of the critical path, while the second core is idle: `compile_pool_ahead()`,
+called before a program loads its data and builds its model (as `ember train` does), forks a process that compiles
+them into the cache meanwhile; `compile_ahead` waits for it and then loads them.
 """
 
 from __future__ import annotations
@@ -57,6 +62,7 @@ def compile_ahead(step, args: tuple, key: str) -> int:
         return 0
     # the pool's loops first, here: the child inherits them compiled, and its step's split kernels then queue their
     # chunk entry points as this process's threads will run them
+    _pool_compiled.wait(timeout=_POOL_WAIT_S)
     parallel.native()
     parent = os.getpid()
     pid = os.fork()
@@ -70,12 +76,41 @@ def compile_ahead(step, args: tuple, key: str) -> int:
         os._exit(0)
 
 
-def _reap(pid: int) -> None:
+_pool_compiled = threading.Event()  # set unless a compile_pool_ahead() process is running
+_pool_compiled.set()
+_POOL_WAIT_S = 60.0  # past this (a child held up: a loaded machine), the parent compiles the loops itself
+
+
+def compile_pool_ahead() -> int:
+    """Start a process that compiles the worker pool's loops into the kernel cache (see the module's text); returns
+    its pid, or 0 where none was started (not `useful()`, no native pool here, or the loops are on disk)."""
+    from ember.kernels import thread_pool
+
+    if not useful() or not thread_pool.native_available() or cache.cache_folder() is None:
+        return 0
+    if parallel.get_num_threads() < 2 or thread_pool.loops_loadable():
+        return 0
+    pid = os.fork()
+    if pid:
+        _pool_compiled.clear()
+        threading.Thread(target=_reap, args=(pid, _pool_compiled), name="ember-compile-ahead-reaper",
+                         daemon=True).start()
+        return pid
+    try:
+        die_with_parent()
+        thread_pool.compile_loops()
+    finally:
+        os._exit(0)
+
+
+def _reap(pid: int, finished: threading.Event | None = None) -> None:
     """Wait for the child, so that it does not linger as a zombie until this process ends."""
     try:
         os.waitpid(pid, 0)
     except ChildProcessError:  # reaped elsewhere (a SIGCHLD handler of the program's)
         pass
+    if finished is not None:
+        finished.set()
 
 
 def _child(step, args: tuple, marker, parent: int) -> None:

@@ -221,20 +221,27 @@ def loops_ready() -> bool:
         return True
     if background.compiling("thread pool loops"):
         return False
-    from ember.kernels import cache
-    from ember.kernels.numba_loader import compiled_function
-
-    module = cache.load_source(_LOOPS)
-    if all(f"jitted_{name}" in module.__dict__ or background.function_loadable(module.__dict__[name], signature)
-           for name, signature in _LOOP_SIGNATURES.items()):
+    if loops_loadable():
         return True
-
-    def compile_loops():
-        for name, signature in _LOOP_SIGNATURES.items():
-            compiled_function(_LOOPS, name, signature_or_function=signature)
-
     background.submit("thread pool loops", compile_loops)
     return False
+
+
+def loops_loadable() -> bool:
+    """Whether the workers' loops are compiled in this process or on disk, to be loaded in milliseconds."""
+    from ember.kernels import cache
+
+    module = cache.load_source(_LOOPS)
+    return all(f"jitted_{name}" in module.__dict__ or background.function_loadable(module.__dict__[name], signature)
+               for name, signature in _LOOP_SIGNATURES.items())
+
+
+def compile_loops() -> None:
+    """Compile the workers' loops here (each written to the disk cache), or load them where they are there."""
+    from ember.kernels.numba_loader import compiled_function
+
+    for name, signature in _LOOP_SIGNATURES.items():
+        compiled_function(_LOOPS, name, signature_or_function=signature)
 
 
 def native_available() -> bool:

@@ -88,3 +88,34 @@ def test_the_compiling_process_dies_with_its_parent(tmp_path):
         time.sleep(0.1)
     os.kill(child, 9)
     pytest.fail(f"the compiling process {child} outlived its parent")
+
+
+_POOL = textwrap.dedent('''
+    import json
+    import ember as em
+    from ember.kernels import ahead, thread_pool
+
+    em.use_deterministic_algorithms(True)
+    em.set_num_threads(2)
+    before = thread_pool.loops_loadable()
+    pid = ahead.compile_pool_ahead()
+    finished = ahead._pool_compiled.wait(timeout=240)
+    print(json.dumps({"before": before, "child": pid, "finished": finished, "after": thread_pool.loops_loadable(),
+                      "again": ahead.compile_pool_ahead()}))
+''')
+
+
+def test_the_pools_loops_compile_ahead_into_the_cache_once(tmp_path):
+    # `ember train` asks for it before it loads its data: on an empty cache a process compiles the worker pool's
+    # loops meanwhile, and compile_ahead then loads them from the disk
+    env = {**os.environ, "EMBER_CACHE": str(tmp_path), "EMBER_COMPILE_AHEAD": "1"}
+    out = subprocess.run([sys.executable, "-c", _POOL], capture_output=True, text=True, timeout=300, env=env)
+    assert out.returncode == 0, out.stderr
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    assert got["before"] is False and got["child"] > 0 and got["finished"] is True
+    assert got["after"] is True and got["again"] == 0  # on disk now: no second process
+    env["EMBER_COMPILE_AHEAD"] = "0"
+    out = subprocess.run([sys.executable, "-c", _POOL], capture_output=True, text=True, timeout=300,
+                         env={**env, "EMBER_CACHE": str(tmp_path / "off")})
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout.strip().splitlines()[-1])["child"] == 0  # off: none
