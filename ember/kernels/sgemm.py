@@ -264,7 +264,7 @@ def _serve_while_compiling(with_entry: bool) -> None:
     """Where an op is served while kernels compile (ember.kernels.background) and the driver (sgemm_arrays, and
     with `with_entry` sgemm_entry too) is neither compiled nor on disk: compile it in the background, raising
     NotCompiledYet until it is."""
-    if not background.served():
+    if not background.served() or not microkernel_address():  # no micro-kernel (no AVX-512): nothing to compile
         return
     for key in ("sgemm driver", "sgemm entry"):  # handed over already: no need to look at the disk again
         if background.compiling(key):
