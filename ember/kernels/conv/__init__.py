@@ -570,5 +570,24 @@ CONV2D_WEIGHT_GRAD_ALGORITHMS = algorithms("conv2d_weight_grad", [
 
 def conv2d_weight_grad(xp, x, g, stride, padding, dilation, groups, kernel_hw):
     """The gradient of conv2d's weight: `x` correlated with the output gradient `g`, (O, C/groups, *kernel_hw)."""
-    return run_first("conv2d_weight_grad", CONV2D_WEIGHT_GRAD_ALGORITHMS, xp, x, g, stride, padding, dilation,
-                     groups, kernel_hw)
+    gw = run_first("conv2d_weight_grad", CONV2D_WEIGHT_GRAD_ALGORITHMS, xp, x, g, stride, padding, dilation,
+                   groups, kernel_hw)
+    if xp is np and gw.dtype == np.float32 and _overflowed(gw, x, g):
+        gw = _exact_weight_grad(x, g, stride, padding, dilation, groups, kernel_hw)
+    return gw
+
+
+def _overflowed(gw, x, g) -> bool:
+    """Whether float32 sums of finite `x` and `g` reached +inf and -inf (NaN) in `gw`: each entry sums a whole
+    batch's products, so values near float32's largest overflow, and the order each BLAS adds in decides which
+    entries come out NaN. One pass over the small `gw` decides; x and g are read only where it has a NaN."""
+    total = gw.sum(dtype=np.float64)  # NaN only where some entry is NaN (float64 holds their sum of finite ones)
+    return bool(total != total) and bool(np.isfinite(x).all()) and bool(np.isfinite(g).all())
+
+
+def _exact_weight_grad(x, g, stride, padding, dilation, groups, kernel_hw):
+    """The weight gradient summed in float64 and rounded to float32: inf where the exact sum overflows, finite
+    where it is in range (PyTorch's float32 sums give either sign of inf there, by their order)."""
+    with np.errstate(over="ignore"):
+        return _run_wgrad_one_gemm(np, x.astype(np.float64), g.astype(np.float64), stride, padding, dilation,
+                                   groups, kernel_hw).astype(np.float32)
