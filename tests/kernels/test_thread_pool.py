@@ -121,8 +121,8 @@ def test_nested_concurrent_and_oversized_splits_run_inline(pool):
         return _name()
 
     names = pool.run([outer_task, outer_task])
-    for pair, name in zip(inner, names):
-        assert pair == [name, name]
+    # each task's inner split ran both halves in its own thread (inner is in the order the tasks finished)
+    assert sorted(inner) == sorted([name, name] for name in names)
     assert pool.run([_name] * 4) == [threading.current_thread().name] * 4  # more tasks than workers
 
 
