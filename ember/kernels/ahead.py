@@ -9,6 +9,12 @@ compiling from the first: where it meets a kernel the child has written, it load
 in the middle. As torch.compile's parallel compile, only the compiling runs elsewhere; the parent's results do not
 depend on what the child managed (a kernel compiled here or loaded from disk is the same code).
 
+A split kernel's chunks run on the worker pool through entry points compiled per argument kinds (a C entry point
+and a launcher: about 4 s of LeNet-5's first step). While the child runs, the parent compiles none of them: where
+they are neither in memory nor on disk, it runs the chunks one after another, calling the kernel's compiled code
+from Python (same code, same chunks: the same bits; the child holds the other core). The child compiles every kernel first and their entry points last, so the two
+processes meet in the middle of the kernels alone, and the parent loads the entry points once they are on disk.
+
 The child runs at a lower priority, dies with its parent, and leaves a marker under the kernel cache named by `key`
 (the step's model, shapes and Ember's version): a later run with the same key starts no child. Off with the
 `compile_ahead` setting (EMBER_COMPILE_AHEAD=0), without Numba, a disk cache, fork() or a second core, and where
@@ -67,7 +73,9 @@ def compile_ahead(step, args: tuple, key: str) -> int:
     parent = os.getpid()
     pid = os.fork()
     if pid:
-        threading.Thread(target=_reap, args=(pid,), name="ember-compile-ahead-reaper", daemon=True).start()
+        background.compiling_elsewhere(True)  # split kernels run their chunks without entry points meanwhile
+        threading.Thread(target=_reap, args=(pid, None, True), name="ember-compile-ahead-reaper",
+                         daemon=True).start()
         return pid
     # the child: nothing here may return into the parent's code, whatever happens
     try:
@@ -103,14 +111,17 @@ def compile_pool_ahead() -> int:
         os._exit(0)
 
 
-def _reap(pid: int, finished: threading.Event | None = None) -> None:
-    """Wait for the child, so that it does not linger as a zombie until this process ends."""
+def _reap(pid: int, finished: threading.Event | None = None, step: bool = False) -> None:
+    """Wait for the child, so that it does not linger as a zombie until this process ends; then set `finished`, or
+    with `step` say that no process compiles this one's step any more."""
     try:
         os.waitpid(pid, 0)
     except ChildProcessError:  # reaped elsewhere (a SIGCHLD handler of the program's)
         pass
     if finished is not None:
         finished.set()
+    if step:
+        background.compiling_elsewhere(False)
 
 
 def _child(step, args: tuple, marker, parent: int) -> None:
@@ -118,6 +129,7 @@ def _child(step, args: tuple, marker, parent: int) -> None:
     os.nice(10)  # the parent's own compiles and steps come first on a shared core
     config.COMPILE_IN_BACKGROUND.set(True)
     background.hold()  # collect the whole step's kernels before compiling any
+    background.put_entry_points_last()  # the parent runs chunks without them (thread_pool._compiled)
     try:
         step(*args)
     except Exception:  # noqa: BLE001 - the parent meets the same error and reports it

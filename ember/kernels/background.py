@@ -36,6 +36,7 @@ class _ThreadState(threading.local):
 _here = _ThreadState()
 _lock = threading.Condition()
 _queue: deque = deque()  # (key, job) waiting for the compiler thread
+_later: deque = deque()  # (key, job) it takes only once _queue is empty (ahead.py's child: chunk entry points)
 _submitted: set = set()  # keys handed over, queued, running or finished
 _finished: set = set()  # keys whose job ran (compiled, or failed: their next call compiles and raises in the caller)
 _busy = [False]
@@ -43,6 +44,8 @@ _thread: list = []
 _stopping = [False]
 _held = [False]  # the compiler thread waits (ahead.py's child collects a whole step's kernels first)
 _newest_first = [False]  # the compiler thread takes the newest job first
+_entry_points_last = [False]  # split kernels' chunk entry points go to _later (ahead.py's child)
+_elsewhere = [False]  # True while another process compiles this process's step (ahead.py)
 _RUNNERS: dict = {}  # code object of a function that runs op kernels -> whether it serves NumPy meanwhile
 
 
@@ -213,13 +216,13 @@ def serve_or_compile(key, job) -> None:
         raise NotCompiledYet(str(key))
 
 
-def submit(key, job) -> None:
-    """Queue `job` (a compile) for the compiler thread, once per `key`."""
+def submit(key, job, later: bool = False) -> None:
+    """Queue `job` (a compile) for the compiler thread, once per `key`; `later`: after every job not queued so."""
     with _lock:
         if key in _submitted or _stopping[0]:
             return
         _submitted.add(key)
-        _queue.append((key, job))
+        (_later if later else _queue).append((key, job))
         if not _thread or not _thread[0].is_alive():
             _thread[:] = [threading.Thread(target=_serve, name="ember-compiler", daemon=True)]
             _thread[0].start()
@@ -237,6 +240,24 @@ def hold() -> None:
         _held[0] = True
 
 
+def put_entry_points_last() -> None:
+    """Have split kernels queue their chunk entry points after every kernel (see thread_pool._compiled): the process
+    that compiles a step ahead makes first what its parent cannot do without."""
+    _entry_points_last[0] = True
+
+
+def entry_points_last() -> bool:
+    """Whether split kernels queue their chunk entry points last (put_entry_points_last)."""
+    return _entry_points_last[0]
+
+
+def compiling_elsewhere(running: bool | None = None) -> bool:
+    """Whether another process compiles this process's step now (ahead.py); `running` sets it."""
+    if running is not None:
+        _elsewhere[0] = running
+    return _elsewhere[0]
+
+
 def release(newest_first: bool = False) -> None:
     """Let the compiler thread run the queue, from its newest job with `newest_first`."""
     with _lock:
@@ -248,9 +269,12 @@ def release(newest_first: bool = False) -> None:
 def _serve() -> None:
     while True:
         with _lock:
-            while not _queue or _held[0]:
+            while not (_queue or _later) or _held[0]:
                 _lock.wait()
-            key, job = _queue.pop() if _newest_first[0] else _queue.popleft()
+            if not _queue:
+                key, job = _later.popleft()
+            else:
+                key, job = _queue.pop() if _newest_first[0] else _queue.popleft()
             _busy[0] = True
         try:
             job()
@@ -266,13 +290,13 @@ def _serve() -> None:
 def wait(timeout: float | None = None) -> bool:
     """Block until every queued compile has run; False if `timeout` seconds passed first."""
     with _lock:
-        return _lock.wait_for(lambda: not _queue and not _busy[0], timeout)
+        return _lock.wait_for(lambda: not _queue and not _later and not _busy[0], timeout)
 
 
 def pending() -> int:
     """How many compiles are queued or running."""
     with _lock:
-        return len(_queue) + _busy[0]
+        return len(_queue) + len(_later) + _busy[0]
 
 
 @atexit.register
@@ -281,6 +305,7 @@ def _stop() -> None:
     with _lock:
         _stopping[0] = True
         _queue.clear()
+        _later.clear()
         _lock.wait_for(lambda: not _busy[0])
 
 
@@ -288,10 +313,11 @@ def _reset_after_fork() -> None:
     global _lock
     _lock = threading.Condition()  # the compiler thread does not exist in the child: its jobs start again
     _queue.clear()
+    _later.clear()
     _submitted.clear()
     _finished.clear()
     _busy[0] = False
-    _held[0] = _newest_first[0] = False
+    _held[0] = _newest_first[0] = _entry_points_last[0] = _elsewhere[0] = False
     _thread.clear()
 
 

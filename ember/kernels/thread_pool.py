@@ -19,18 +19,21 @@ A compiled kernel runs on the GIL-free path when every argument is an aligned ar
 None. Per argument kinds a cfunc is generated that rebuilds the arrays from a row of words (carray, as_strided for
 a strided one) and calls the kernel through its address (so the kernel is compiled once, not again inside each
 entry point), with a compiled launcher that fills one of the pool's kept rows per chunk; both are compiled once,
-shared by every kernel of those kinds and cached on disk like the kernels. Where a kernel raises, its cfunc's wrapper prints the exception and
-returns 0 (a C entry point cannot pass it on), and the split runs again as Python tasks, where the exception reaches
-the caller.
+shared by every kernel of those kinds and cached on disk like the kernels (while ahead.py's child compiles them,
+the kernel's chunks run one after another in the caller, through the kernel's own compiled code). Where a kernel
+raises, its cfunc's wrapper prints the exception and returns 0 (a C entry point cannot pass it on), and the split
+runs again as Python tasks, where the exception reaches the caller.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import platform
 import sys
 import threading
 import time
+from typing import NamedTuple
 
 import numpy as np
 
@@ -416,6 +419,10 @@ def _compiled(kernel, kinds, launch_args: tuple = ()):
     argument_types = _kernel_types(kinds)
     with _chunks_lock:
         task, launch, words = _entry(kinds)
+    if background.compiling_elsewhere():
+        on_tasks = _while_entry_compiles(kernel, argument_types, task, launch, launch_args)
+        if on_tasks is not None:
+            return on_tasks
     task_ready = task._wrapper_address is not None or background.loadable(task, task._sig)
     if not (task_ready and (_overload(kernel, argument_types) is not None
                             or background.loadable(kernel, argument_types))):
@@ -423,22 +430,61 @@ def _compiled(kernel, kinds, launch_args: tuple = ()):
             launch.compile(tuple(launch.typeof_pyval(a) for a in launch_args))
             _compiled(kernel, kinds)
 
-        background.serve_or_compile(key, compile_all)
+        job = compile_all
+        if background.entry_points_last():  # ahead.py's child: the kernel now, its entry points after every kernel
+            background.submit(("entry points", key), compile_all, later=True)
+            job = functools.partial(_compiled_overload, kernel, argument_types)
+        background.serve_or_compile(key, job)
     with _chunks_lock:
         found = _chunks.get(key)
         if found is not None and found[0] is kernel:  # compiled meanwhile (in the background)
             return None if found[1] is None else found[1:5]
         task.compile()
-        compiled = _overload(kernel, argument_types)
-        if compiled is None:
-            kernel.compile(argument_types)
-            compiled = kernel.overloads[argument_types]
+        compiled = _compiled_overload(kernel, argument_types)
         if str(compiled.signature.return_type) != "none":  # the task's call returns nothing
             raise TypeError(f"{kernel.py_func.__name__}: a kernel run on the pool must return None, not "
                             f"{compiled.signature.return_type}")
         address = compiled.library.get_pointer_to_function(compiled.fndesc.llvm_func_name)
         _chunks[key] = (kernel, task.address, launch, address, words, task)  # the CFunc keeps its code alive
     return task.address, launch, address, words
+
+
+class _KernelOnly(NamedTuple):
+    """What _compiled answers for a kernel whose chunks run in the caller, without entry points, for now."""
+
+    entry_point: object  # the kernel's compiled overload, callable from Python (it releases the GIL)
+
+
+_looked: dict = {}  # (task, launch types) -> when the disk was last looked at for those entry points
+_LOOK_EVERY_S = 0.5  # reading a cache index costs about 0.1 ms: not at every split
+
+
+def _while_entry_compiles(kernel, argument_types, task, launch, launch_args):
+    """While another process compiles this one's step (ahead.py): where the chunk entry points for these kinds are
+    neither in memory nor on disk, `kernel` compiled (or loaded) here for `argument_types`, to be called from Python
+    for each chunk; None where they are ready."""
+    launch_types = tuple(launch.typeof_pyval(a) for a in launch_args)
+    ready = task._wrapper_address is not None and launch_types in launch.overloads
+    if not ready:
+        now = time.monotonic()
+        looked = _looked.get((task, launch_types))
+        if looked is None or now - looked >= _LOOK_EVERY_S:
+            _looked[(task, launch_types)] = now
+            ready = ((task._wrapper_address is not None or background.on_disk(task, task._sig))
+                     and (launch_types in launch.overloads or background.on_disk(launch, launch_types)))
+    if ready:
+        return None
+    with _chunks_lock:
+        return _KernelOnly(_compiled_overload(kernel, argument_types).entry_point)
+
+
+def _compiled_overload(kernel, argument_types):
+    """The overload of `kernel` for `argument_types` (see _overload), compiled or loaded from disk where missing."""
+    compiled = _overload(kernel, argument_types)
+    if compiled is None:
+        kernel.compile(argument_types)
+        compiled = kernel.overloads[argument_types]
+    return compiled
 
 
 class Pool:
@@ -572,20 +618,29 @@ class Pool:
         if kinds is None or not self._busy.acquire(blocking=False):
             return False
         try:
-            compiled = _compiled(kernel, kinds, (self._ctl, 0, chunks, self._result_polls, _FUTEX_SYSCALL, 0, 0, *head,
-                                                 *parted))
-            if compiled is None:
+            try:
+                compiled = _compiled(kernel, kinds, (self._ctl, 0, chunks, self._result_polls, _FUTEX_SYSCALL, 0, 0,
+                                                     *head, *parted))
+                if compiled is None:
+                    return False
+                if not isinstance(compiled, _KernelOnly):
+                    fn, launch, address, words = compiled
+                    # a kernel that raised (its exception cannot cross the C entry point): False, so that the caller
+                    # runs the chunks again as Python tasks, where the exception reaches it
+                    rows = self._rows.get(words) or self._new_rows(words)
+                    return launch(self._ctl, fn, chunks, self._result_polls, _FUTEX_SYSCALL, address, rows, *head,
+                                  *parted) == 0
+            except background.NotCompiledYet:  # compiling in the background: the op runs its NumPy path meanwhile
+                raise
+            except Exception:  # noqa: BLE001 - a task Numba could not build: these kinds run as Python tasks now on
+                _chunks[(id(kernel), kinds)] = (kernel, None, None, None, None, None)
                 return False
-            fn, launch, address, words = compiled
-            # a kernel that raised (its exception cannot cross the C entry point): False, so that the caller runs
-            # the chunks again as Python tasks, where the exception reaches it
-            rows = self._rows.get(words) or self._new_rows(words)
-            return launch(self._ctl, fn, chunks, self._result_polls, _FUTEX_SYSCALL, address, rows, *head, *parted) == 0
-        except background.NotCompiledYet:  # compiling in the background: the op runs its NumPy path meanwhile
-            raise
-        except Exception:  # noqa: BLE001 - a task Numba could not build: these kinds run as Python tasks from now on
-            _chunks[(id(kernel), kinds)] = (kernel, None, None, None, None, None)
-            return False
+            # its entry points are compiling in another process, which holds the other core: the kernel's own code
+            # on the same chunks, one after another here (a worker would wait for that core)
+            entry = compiled.entry_point
+            for k in range(len(chunks)):
+                entry(*head, *(p[k] for p in parted), int(chunks[k, 0]), int(chunks[k, 1]))
+            return True
         finally:
             self._busy.release()
 

@@ -144,3 +144,21 @@ def test_training_steps_while_kernels_compile_match_compiled_ones(tmp_path):
     assert served["losses"] == pytest.approx(compiled["losses"], rel=1e-5)
     for a, b in zip(served["params"], compiled["params"]):
         assert a == pytest.approx(b, rel=1e-4, abs=1e-6)
+
+
+def test_jobs_queued_later_run_once_every_other_job_has_run():
+    # ahead.py's child queues split kernels' entry points so: its parent needs the kernels first
+    from ember.kernels import background
+
+    ran = []
+    background.hold()
+    try:
+        background.submit(("later test", 0), lambda: ran.append("entry 0"), later=True)
+        background.submit(("later test", 1), lambda: ran.append("kernel 1"))
+        background.submit(("later test", 2), lambda: ran.append("entry 2"), later=True)
+        background.submit(("later test", 3), lambda: ran.append("kernel 3"))
+        assert background.pending() == 4
+    finally:
+        background.release(newest_first=True)
+    assert background.wait(timeout=60)
+    assert ran == ["kernel 3", "kernel 1", "entry 0", "entry 2"]

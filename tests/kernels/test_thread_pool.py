@@ -4,6 +4,7 @@ path cannot carry run as Python tasks with the same result, and a process that f
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -381,3 +382,40 @@ def test_a_process_forks_or_exits_while_workers_poll_or_sleep(two_threads, how):
                           env=dict(os.environ))
     assert done.returncode == 0 and "ok" in done.stdout, done.stderr
     assert "[(0, 2), (2, 4)]" in done.stdout
+
+
+_ELSEWHERE = """
+import json, sys, numpy as np, ember as em
+from ember.kernels import background, parallel, thread_pool
+from ember.kernels.numba_loader import compile_source
+em.set_num_threads(2); em.use_deterministic_algorithms(True)
+kernel = compile_source(sys.argv[1], "scaled")
+x, counts = np.arange(22.0).reshape(11, 2), np.zeros(1, np.int64)
+args = (x, counts, 0.5, True, 2)
+runs = []
+for elsewhere in (True, False):
+    background.compiling_elsewhere(elsewhere)
+    out, scratch = np.zeros(11), np.zeros((2, 2), np.int64)
+    parallel.run_kernel(kernel, [(0, 5), (5, 11)], args + (out,), (scratch,))
+    kinds = thread_pool._kinds(args + (out,), (scratch,))
+    task = thread_pool._entries[kinds][0]
+    runs.append([out.tolist(), scratch.tolist(), task._wrapper_address is not None,
+                 (id(kernel), kinds) in thread_pool._chunks])
+print(json.dumps(runs))
+"""
+
+
+def test_while_another_process_compiles_the_step_chunks_run_without_entry_points_until_they_are_on_disk(tmp_path):
+    # ahead.py's parent: a split kernel whose entry points are neither in memory nor on disk runs its chunks through
+    # the kernel's own compiled code, compiling no entry point; once they are on disk, it loads and runs them
+    if not thread_pool.native_available():
+        pytest.skip("no GIL-free workers on this platform")
+    want = (np.arange(0.0, 22.0, 2) * 0.5 + 2).tolist()
+    env = dict(os.environ, EMBER_CACHE=str(tmp_path))
+    expected = ([[want, [[0, 5], [5, 11]], False, False], [want, [[0, 5], [5, 11]], True, True]],  # empty cache
+                [[want, [[0, 5], [5, 11]], True, True]] * 2)  # the entry points on disk: loaded at once
+    for runs in expected:
+        done = subprocess.run([sys.executable, "-c", _ELSEWHERE, _SOURCE], env=env, capture_output=True, text=True,
+                              timeout=120)
+        assert done.returncode == 0, done.stderr
+        assert json.loads(done.stdout) == [list(r) for r in runs]
