@@ -60,13 +60,25 @@ def _run_ember(fn, grad=False):
     return out, args
 
 
+def _exact(fn):
+    """fn in float64 on the inputs rounded to bfloat16, without autocast: what a bfloat16 kernel that sums in float32
+    approximates."""
+    args = [torch.tensor(a).bfloat16().double() for a in ARRAYS]
+    return fn(torch, TF, *args, torch.tensor(LABELS))
+
+
 @pytest.mark.parametrize("name", list(CASES))
 def test_output_dtype_and_value_match_torch(name):
     expected, _ = _run_torch(CASES[name])
     got, _ = _run_ember(CASES[name])
     assert str(got.dtype).split(".")[-1] == str(expected.dtype).split(".")[-1], name
     tol = 3e-2 if got.dtype == em.bfloat16 else 2e-2  # float32 results computed from bfloat16 inputs
-    np.testing.assert_allclose(got.float().numpy(), expected.float().detach().numpy(), rtol=tol, atol=tol)
+    got, want = got.float().numpy(), expected.float().detach().numpy()
+    if not np.allclose(got, want, rtol=tol, atol=tol):
+        # PyTorch's own bfloat16 kernel can be the one off: without AVX-512 BF16 (an AMD EPYC family 25 model 1),
+        # oneDNN's conv_transpose2d was 0.098 from the exact sum where Ember was 0.029 (bfloat16's step there: 0.0625)
+        want = _exact(CASES[name]).float().detach().numpy()
+    np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
 
 
 @pytest.mark.parametrize("name", ["linear", "conv2d", "cross_entropy", "attention", "layer_norm"])
