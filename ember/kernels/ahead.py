@@ -12,8 +12,9 @@ depend on what the child managed (a kernel compiled here or loaded from disk is 
 A split kernel's chunks run on the worker pool through entry points compiled per argument kinds (a C entry point
 and a launcher: about 4 s of LeNet-5's first step). While the child runs, the parent compiles none of them: where
 they are neither in memory nor on disk, it runs the chunks one after another, calling the kernel's compiled code
-from Python (same code, same chunks: the same bits; the child holds the other core). The child compiles every kernel first and their entry points last, so the two
-processes meet in the middle of the kernels alone, and the parent loads the entry points once they are on disk.
+from Python (same code, same chunks: the same bits; the child holds the other core). The child compiles every
+kernel first and the entry points last, so the two processes meet in the middle of the kernels alone, and the
+parent loads the entry points once they are on disk.
 
 The child runs at a lower priority, dies with its parent, and leaves a marker under the kernel cache named by `key`
 (the step's model, shapes and Ember's version): a later run with the same key starts no child. Off with the

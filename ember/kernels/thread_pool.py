@@ -420,9 +420,9 @@ def _compiled(kernel, kinds, launch_args: tuple = ()):
     with _chunks_lock:
         task, launch, words = _entry(kinds)
     if background.compiling_elsewhere():
-        on_tasks = _while_entry_compiles(kernel, argument_types, task, launch, launch_args)
-        if on_tasks is not None:
-            return on_tasks
+        kernel_only = _while_entry_compiles(kernel, argument_types, task, launch, launch_args)
+        if kernel_only is not None:
+            return kernel_only
     task_ready = task._wrapper_address is not None or background.loadable(task, task._sig)
     if not (task_ready and (_overload(kernel, argument_types) is not None
                             or background.loadable(kernel, argument_types))):
