@@ -138,6 +138,11 @@ COMPILE_AHEAD = _declare(
     doc="where kernels compile where first called (use_deterministic_algorithms), `fit` starts a process that "
         "compiles the first step's kernels from the last while the step compiles them from the first "
         "(ember.kernels.ahead); 0: none")
+CPU_CAPABILITY = _declare(
+    "EMBER_CPU_CAPABILITY", "auto", "a word", choices=("auto", "avx512", "avx2", "default"),
+    doc="the widest instruction set Ember's compiled micro-kernels use, as PyTorch's ATEN_CPU_CAPABILITY: `auto` "
+        "the CPU's widest, `avx2` AVX2 blocks on an AVX-512 CPU too, `default` none (the convolutions and products "
+        "built on them take their NumPy and BLAS paths); read once, at import")
 GEMM = _declare(
     "EMBER_GEMM", "auto", "a word", choices=("auto", "ember", "blas", "mkl"),
     doc="float32 matrix products: `auto` takes Ember's AVX-512 GEMM only where NumPy's OpenBLAS runs narrower "

@@ -61,6 +61,12 @@ def _cpuinfo() -> dict:
     return info
 
 
+@functools.cache
+def cpu_flags() -> frozenset:
+    """The CPU's instruction-set flags as Linux names them ("avx2", "avx512f", "fma", ...), empty elsewhere."""
+    return frozenset(_cpuinfo().get("flags", "").split())
+
+
 def _cache_bytes(level: int, kind: str) -> int | None:
     """The size of cpu0's cache of `level` and `kind` ("Data", "Unified") from sysfs, or None."""
     base = "/sys/devices/system/cpu/cpu0/cache"
@@ -98,7 +104,7 @@ def detect() -> Machine:
     from ember.kernels.parallel import cores
 
     info = _cpuinfo()
-    isa = frozenset(info.get("flags", "").split())
+    isa = cpu_flags()
     core = blas.openblas_core()
     return Machine(
         cpu=info.get("model name") or platform.processor() or platform.machine(),
@@ -125,4 +131,14 @@ def describe() -> str:
     forced = f", forced by OPENBLAS_CORETYPE={m.blas_forced}" if m.blas_forced else ""
     kernels = f"OpenBLAS {m.blas_kernels} kernels{forced}" if m.blas_kernels else m.blas
     return (f"{m.cpu} ({where}{isa}), {m.cores} cores; NumPy's BLAS: {kernels}; "
-            f"Numba {'yes' if m.numba else 'no'}; Python {sys.version.split()[0]}")
+            f"Ember's micro-kernel: {microkernel()}; Numba {'yes' if m.numba else 'no'}; "
+            f"Python {sys.version.split()[0]}")
+
+
+def microkernel() -> str:
+    """The register block Ember's micro-kernels use here, e.g. "AVX2 4 x 24", or "none"."""
+    from ember.kernels.sgemm_microkernel import BLOCK, microkernel_address
+
+    if BLOCK is None or not microkernel_address():
+        return "none"
+    return f"{'AVX-512' if BLOCK.isa == 'avx512f' else 'AVX2'} {BLOCK.mr} x {BLOCK.nr}"

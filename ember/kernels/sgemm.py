@@ -16,7 +16,7 @@ import threading
 import numpy as np
 
 from ember.kernels import background, parallel
-from ember.kernels.sgemm_microkernel import MR, NR, microkernel_address, transpose_address
+from ember.kernels.sgemm_microkernel import AVX512, BLOCK, MR, NR, microkernel_address, transpose_address
 
 KC = 512  # K block: an 8 x 512 A panel is 16 KB, a 512 x 32 B panel 64 KB
 
@@ -219,6 +219,13 @@ _drivers: dict = {}
 _lock = threading.Lock()
 
 
+def _runs_here() -> bool:
+    """Whether the driver runs on this host: on AVX-512's block only. Its B packing moves 16 x 16 transposed blocks
+    into NR-wide rows, and where AVX2 is the widest NumPy's OpenBLAS already runs kernels as wide as the CPU's (at
+    MKL's speed on the benchmark models' products), so products and the kernels built on the driver stay on BLAS."""
+    return BLOCK is AVX512 and microkernel_address() != 0
+
+
 def driver():
     """The compiled address-based driver (`sgemm_blocks`), or None where the micro-kernel or Numba is missing."""
     return _compiled()["blocks"]
@@ -264,7 +271,7 @@ def _serve_while_compiling(with_entry: bool) -> None:
     """Where an op is served while kernels compile (ember.kernels.background) and the driver (sgemm_arrays, and
     with `with_entry` sgemm_entry too) is neither compiled nor on disk: compile it in the background, raising
     NotCompiledYet until it is."""
-    if not background.served() or not microkernel_address():  # no micro-kernel (no AVX-512): nothing to compile
+    if not background.served() or not _runs_here():  # nothing to compile
         return
     for key in ("sgemm driver", "sgemm entry"):  # handed over already: no need to look at the disk again
         if background.compiling(key):
@@ -292,7 +299,7 @@ def _compiled() -> dict:
             if "arrays" not in _drivers:
                 from ember.kernels.numba_loader import compile_source
 
-                blocks = compile_source(SOURCE, "sgemm_blocks") if microkernel_address() else None
+                blocks = compile_source(SOURCE, "sgemm_blocks") if _runs_here() else None
                 arrays = None
                 if blocks is not None:
                     arrays = compile_source(SOURCE, "sgemm_arrays", signature=_arrays_signature(6))

@@ -1,13 +1,15 @@
-"""A float32 GEMM micro-kernel for AVX-512, the 16 x 16 transposing copy that packs transposed operands for it
-and a pair split for strided convolutions' inputs, written in LLVM IR and compiled for this CPU with llvmlite.
+"""A float32 GEMM micro-kernel for AVX-512 or AVX2, the 16 x 16 transposing copy that packs transposed operands
+for it and a pair split for strided convolutions' inputs, written in LLVM IR and compiled for this CPU with llvmlite.
 
-The micro-kernel keeps an MR x NR block of C (8 rows x two 16-wide vectors: 16 of the 32 zmm registers) in
-registers over the whole K loop: per k it loads NR values of a B row, broadcasts MR values of A and issues
-16 FMAs, the register-blocked inner loop of every BLAS (and of oneDNN's and XNNPACK's generated kernels).
-Masked loads and stores let one kernel serve partial column blocks, and `mvalid` partial
-row blocks. LLVM emits the AVX-512 code itself, so the kernel follows the host (`znver5`, `skylake-avx512`...)
-whatever OpenBLAS was told: NumPy's OpenBLAS picks its kernels at load time, and OPENBLAS_CORETYPE=Haswell
-(set on some AVX-512 machines) holds it to AVX2 at half the width.
+The micro-kernel keeps an MR x NR block of C in registers over the whole K loop: per k it loads NR values of a B
+row, broadcasts MR values of A and issues MR x NR / width FMAs, the register-blocked inner loop of every BLAS (and
+of oneDNN's and XNNPACK's generated kernels). The block is the instruction set's (BLOCK, chosen once per process
+from the CPU and EMBER_CPU_CAPABILITY): AVX-512, 32 zmm registers, 8 rows x two 16-wide vectors; AVX2, 16 ymm
+registers, 4 rows x three 8-wide vectors (12 accumulators, 3 B vectors and a broadcast). Masked loads and stores
+let one kernel serve partial column blocks, and `mvalid` partial row blocks. LLVM emits the machine code itself,
+so the kernel follows the host (`znver3`, `skylake-avx512`...) whatever OpenBLAS was told: NumPy's OpenBLAS picks
+its kernels at load time, and OPENBLAS_CORETYPE=Haswell (set on some AVX-512 machines) holds it to AVX2 at half
+the width.
 
 ukr(K, A, ask, asr, B, ldb, C, ldc, nvalid, mvalid, acc, bias): C[r, j] (+)= sum_k A[k * ask + r * asr] *
 B[k * ldb + j] for r < mvalid, j < nvalid (<= NR): A packed (ask = MR, asr = 1) or a block read in place,
@@ -21,14 +23,57 @@ before C is touched (the direct convolution's taps).
 from __future__ import annotations
 
 import threading
+from typing import NamedTuple
 
-MR, NR = 8, 32  # rows x columns of the register block (8 rows: channel counts and batch halves divide evenly;
-# 12 rows did as well on large products and padded 16-row ones to 24)
-_WIDTH = 16  # float32 lanes of a zmm register
-# A wider block, 8 x 48 in 24 registers (three B vectors, the same eight broadcasts per k), for the direct
-# convolution, whose weight gradients have 3 x C columns (48 for 16 channels, which the 32-wide block runs in two
-# calls, the second half-masked)
-WIDE_NR = 48
+from ember import config
+
+
+class Block(NamedTuple):
+    """An instruction set's register block: `width` float32 lanes a vector register, `mr` x `nr` the block of C,
+    `wide_nr` a wider block's columns for the direct convolution."""
+
+    isa: str  # the LLVM feature that names it: "avx512f", "avx2"
+    width: int
+    mr: int
+    nr: int
+    wide_nr: int
+
+
+# AVX-512: 8 rows (channel counts and batch halves divide evenly; 12 did as well on large products and padded
+# 16-row ones to 24) x 32 columns, 16 of the 32 zmm registers, and a wider 8 x 48 in 24 (three B vectors, the same
+# eight broadcasts per k) for the direct convolution, whose weight gradients have 3 x C columns (48 for 16
+# channels, which the 32-wide block runs in two calls, the second half-masked).
+AVX512 = Block("avx512f", 16, 8, 32, 48)
+# AVX2: 4 x 24, all 16 ymm registers. 4 rows divide channel counts; 6 x 16 (BLIS's Haswell block) ran the kernel
+# alone about as fast but padded 16 channels to 18, and 8 x 8 loads a B vector per 8 FMAs. One width serves both
+# blocks: 3 x C columns are whole blocks of 24 already.
+AVX2 = Block("avx2", 8, 4, 24, 24)
+_BY_CAPABILITY = {"avx512": AVX512, "avx2": AVX2}
+TRANSPOSE = 16  # the transposing copy's block (two ymm registers a row on AVX2, which LLVM splits)
+
+
+def _cpu_flags() -> frozenset:
+    """The CPU's instruction-set flags as Linux names them (/proc/cpuinfo), empty elsewhere."""
+    from ember.kernels.machine import cpu_flags
+
+    return cpu_flags()
+
+
+def _choose_block() -> Block | None:
+    """The widest block this CPU runs, capped by EMBER_CPU_CAPABILITY (as PyTorch's ATEN_CPU_CAPABILITY); None
+    where it has neither AVX-512 nor AVX2 with FMA (or no /proc/cpuinfo says so), or the setting says `default`."""
+    flags = _cpu_flags()
+    allowed = {"auto": ("avx512", "avx2"), "avx512": ("avx512", "avx2"), "avx2": ("avx2",), "default": ()}
+    for name in allowed[config.CPU_CAPABILITY.get()]:
+        block = _BY_CAPABILITY[name]
+        if block.isa in flags and "fma" in flags:
+            return block
+    return None
+
+
+BLOCK = _choose_block()  # read once: the block's sizes are compiled into the kernels built on it
+_SIZES = BLOCK or AVX512  # where neither runs, the names still exist for the code built on them (which never runs)
+MR, NR, WIDE_NR, _WIDTH = _SIZES.mr, _SIZES.nr, _SIZES.wide_nr, _SIZES.width
 
 _lock = threading.Lock()
 _state: dict = {}
@@ -38,22 +83,61 @@ def microkernel_ir(mr: int = MR, nr: int = NR, width: int = _WIDTH, name: str = 
     """LLVM IR text of the micro-kernel `name` for an mr x nr block (nr a multiple of `width`). With `taps` it
     takes three more arguments, T and two arrays of T offsets (in values), and sums T products of K, the t-th
     over A + aoff[t] and B + boff[t], in the same registers: a direct convolution's taps in one call, where a call
-    per tap loaded and stored the block of C once per tap."""
-    nv, vec = nr // width, f"<{width} x float>"
-    mask = f"<{width} x i1>"
-    extra = ", i64 %T, ptr noalias %aoff, ptr noalias %boff" if taps else ""
+    per tap loaded and stored the block of C once per tap.
+
+    `name` calls one of two bodies: plain vector loads and stores where the block's columns are whole
+    (nvalid = nr), masked ones for a partial block. AVX-512 masks cost nothing, but AVX2 has no mask registers:
+    its masked loads take a vector of lane masks that LLVM rebuilt on every k, more work than the FMAs."""
+    vec, mask = f"<{width} x float>", f"<{width} x i1>"
+    args = ("i64 %K, ptr noalias %A, i64 %ask, i64 %asr, ptr noalias %B, i64 %ldb, ptr noalias %C, i64 %ldc, "
+            "i64 %nvalid, i64 %mvalid, i64 %acc, ptr noalias %bias"
+            + (", i64 %T, ptr noalias %aoff, ptr noalias %boff" if taps else ""))
+    passed = ", ".join(arg.replace("noalias ", "") for arg in args.split(", "))
     out = [f"declare {vec} @llvm.fma.v{width}f32({vec}, {vec}, {vec})",
            f"declare {vec} @llvm.masked.load.v{width}f32.p0(ptr, i32, {mask}, {vec})",
            f"declare void @llvm.masked.store.v{width}f32.p0({vec}, ptr, i32, {mask})",
-           f"define void @{name}(i64 %K, ptr noalias %A, i64 %ask, i64 %asr, ptr noalias %B, i64 %ldb, ptr noalias %C, "
-           "i64 %ldc, "
-           f"i64 %nvalid, i64 %mvalid, i64 %acc, ptr noalias %bias{extra}) #0 {{",
+           f"define void @{name}({args}) #0 {{",
            "entry:",
-           f"  %nv.1 = insertelement <{width} x i64> poison, i64 %nvalid, i32 0",
-           f"  %nv = shufflevector <{width} x i64> %nv.1, <{width} x i64> poison, <{width} x i32> zeroinitializer"]
-    for v in range(nv):  # lane j of vector v is live when v * width + j < nvalid
-        lanes = ", ".join(f"i64 {v * width + j}" for j in range(width))
-        out.append(f"  %m{v} = icmp slt <{width} x i64> <{lanes}>, %nv")
+           f"  %whole = icmp eq i64 %nvalid, {nr}",
+           "  br i1 %whole, label %full, label %part",
+           "full:",
+           f"  call void @{name}.full({passed})",
+           "  ret void",
+           "part:",
+           f"  call void @{name}.part({passed})",
+           "  ret void",
+           "}"]
+    for full in (True, False):
+        out += _body_ir(mr, nr, width, f"{name}.{'full' if full else 'part'}", args, taps, full)
+    out.append("attributes #0 = { nounwind }")
+    return "\n".join(out) + "\n"
+
+
+def _body_ir(mr: int, nr: int, width: int, name: str, args: str, taps: bool, full: bool) -> list:
+    """microkernel_ir's body `name`: with `full` every column live (plain loads and stores), else the lanes past
+    nvalid masked off."""
+    nv, vec = nr // width, f"<{width} x float>"
+    mask = f"<{width} x i1>"
+
+    def load(ptr: str, v: int) -> str:
+        if full:
+            return f"load {vec}, ptr {ptr}, align 4"
+        return f"call {vec} @llvm.masked.load.v{width}f32.p0(ptr {ptr}, i32 4, {mask} %m{v}, {vec} zeroinitializer)"
+
+    def store(value: str, ptr: str, v: int) -> str:
+        if full:
+            return f"store {vec} {value}, ptr {ptr}, align 4"
+        return f"call void @llvm.masked.store.v{width}f32.p0({vec} {value}, ptr {ptr}, i32 4, {mask} %m{v})"
+
+    out = [f"define internal void @{name}({args}) #0 {{", "entry:"]
+    if not full:  # lane j of vector v is live when v * width + j < nvalid (an i32 compare: one register of lane
+        # masks for AVX2, where i64 lanes took two)
+        out += ["  %nvalid32 = trunc i64 %nvalid to i32",
+                f"  %nv.1 = insertelement <{width} x i32> poison, i32 %nvalid32, i32 0",
+                f"  %nv = shufflevector <{width} x i32> %nv.1, <{width} x i32> poison, <{width} x i32> zeroinitializer"]
+        for v in range(nv):
+            lanes = ", ".join(f"i32 {v * width + j}" for j in range(width))
+            out.append(f"  %m{v} = icmp slt <{width} x i32> <{lanes}>, %nv")
     for r in range(mr):  # row r of A starts r * asr values in
         out.append(f"  %ar{r} = mul i64 %asr, {r}")
     if taps:  # an outer loop over the taps, the sums carried from one to the next
@@ -79,8 +163,7 @@ def microkernel_ir(mr: int = MR, nr: int = NR, width: int = _WIDTH, name: str = 
     out.append("  %brow = mul i64 %k, %ldb")
     for v in range(nv):
         out += [f"  %bo{v} = add i64 %brow, {v * width}", f"  %bp{v} = getelementptr float, ptr {b_ptr}, i64 %bo{v}",
-                f"  %b{v} = call {vec} @llvm.masked.load.v{width}f32.p0(ptr %bp{v}, i32 4, {mask} %m{v}, "
-                f"{vec} zeroinitializer)"]
+                f"  %b{v} = {load(f'%bp{v}', v)}"]
     out.append("  %acol = mul i64 %k, %ask")
     for r in range(mr):
         out += [f"  %ao{r} = add i64 %acol, %ar{r}", f"  %ap{r} = getelementptr float, ptr {a_ptr}, i64 %ao{r}",
@@ -105,8 +188,7 @@ def microkernel_ir(mr: int = MR, nr: int = NR, width: int = _WIDTH, name: str = 
     out.append("bias.load:")
     for v in range(nv):
         out += [f"  %bp.{v} = getelementptr float, ptr %bias, i64 {v * width}",
-                f"  %bv{v} = call {vec} @llvm.masked.load.v{width}f32.p0(ptr %bp.{v}, i32 4, {mask} %m{v}, "
-                f"{vec} zeroinitializer)"]
+                f"  %bv{v} = {load(f'%bp.{v}', v)}"]
     out.append("  br label %bias0")
     for chain in ("add", "set", "bias"):  # store rows while r < mvalid
         for r in range(mr):
@@ -119,20 +201,19 @@ def microkernel_ir(mr: int = MR, nr: int = NR, width: int = _WIDTH, name: str = 
                         f"  %cp{at} = getelementptr float, ptr %C, i64 %cx{at}"]
                 value = f"%s{r}.{v}"
                 if chain == "add":
-                    out += [f"  %old{at} = call {vec} @llvm.masked.load.v{width}f32.p0(ptr %cp{at}, i32 4, {mask} %m{v}, "
-                            f"{vec} zeroinitializer)", f"  %sum{at} = fadd {vec} %old{at}, %s{r}.{v}"]
+                    out += [f"  %old{at} = {load(f'%cp{at}', v)}", f"  %sum{at} = fadd {vec} %old{at}, %s{r}.{v}"]
                     value = f"%sum{at}"
                 elif chain == "bias":
                     out.append(f"  %sum{at} = fadd {vec} %bv{v}, %s{r}.{v}")
                     value = f"%sum{at}"
-                out.append(f"  call void @llvm.masked.store.v{width}f32.p0({vec} {value}, ptr %cp{at}, i32 4, {mask} %m{v})")
+                out.append(f"  {store(value, f'%cp{at}', v)}")
             out.append(f"  br label %{chain}{r + 1}" if r + 1 < mr else "  br label %exit")
-    out += ["exit:", "  ret void", "}", "attributes #0 = { nounwind }"]
-    return "\n".join(out) + "\n"
+    out += ["exit:", "  ret void", "}"]
+    return out
 
 
 
-def transpose_ir(width: int = _WIDTH) -> str:
+def transpose_ir(width: int = TRANSPOSE) -> str:
     """LLVM IR text of `tr`, which copies a width x width block transposed: dst[c * ldd + r] = src[r * lds + c].
     Four rounds of two-source shuffles swap the off-diagonal blocks of 8, 4, 2 and 1 (a transpose is the
     transpose of its quadrants with the two off-diagonal ones swapped), where a scalar copy wrote down a
@@ -165,7 +246,7 @@ def transpose_ir(width: int = _WIDTH) -> str:
     return "\n".join(out) + "\n"
 
 
-def deinterleave_ir(width: int = _WIDTH) -> str:
+def deinterleave_ir(width: int = TRANSPOSE) -> str:
     """LLVM IR text of `deint`, which splits `count` pairs into their first and second values: even[m] = src[2m],
     odd[m] = src[2m + 1] (a stride-2 convolution's phase planes). Two vector loads and two shuffles per `width`
     pairs, where a compiled loop of strided loads ran one value at a time."""
@@ -219,68 +300,77 @@ def deinterleave_ir(width: int = _WIDTH) -> str:
         "}"]) + "\n"
 
 
-def _host_has_avx512() -> bool:
-    import llvmlite.binding as llvm
-
-    features = llvm.get_host_cpu_features()
-    return bool(features.get("avx512f")) and bool(features.get("fma"))
-
-
 def microkernel_address() -> int:
-    """The compiled micro-kernel's address for this process, or 0 where the CPU lacks AVX-512 or llvmlite is
-    missing (the `jit` extra)."""
+    """The compiled micro-kernel's address for this process, or 0 where the CPU has neither block (BLOCK is None)
+    or llvmlite is missing (the `jit` extra)."""
     if "address" not in _state:
         with _lock:
             if "address" not in _state:
-                _state["address"] = _compile()
+                compiled = compile_block(BLOCK) if BLOCK is not None else None
+                _state.update(compiled or {})
+                _state["address"] = compiled["ukr"] if compiled else 0
     return _state["address"]
 
 
-def _compile() -> int:
+def runs_here(block: Block) -> bool:
+    """Whether this CPU runs `block`'s instructions, as /proc/cpuinfo and LLVM both see them (False without
+    llvmlite)."""
+    if block.isa not in _cpu_flags() or "fma" not in _cpu_flags():
+        return False
     try:
         import llvmlite.binding as llvm
     except ImportError:
-        return 0
-    if not _host_has_avx512():
-        return 0
+        return False
+    features = llvm.get_host_cpu_features()
+    return bool(features.get(block.isa)) and bool(features.get("fma"))
+
+
+def compile_block(block: Block) -> dict | None:
+    """`block`'s micro-kernels compiled for this CPU, by name: ukr, ukr_wide, ukr_taps, ukr_wide_taps, and the
+    transposing copy `tr` and pair split `deint`, with the `engine` that holds their code; None where the CPU
+    does not run it (runs_here)."""
+    if not runs_here(block):
+        return None
+    import llvmlite.binding as llvm
+
     for init in ("initialize_native_target", "initialize_native_asmprinter"):
         getattr(llvm, init)()
     target = llvm.Target.from_default_triple()
     machine = target.create_target_machine(cpu=llvm.get_host_cpu_name(),
                                            features=llvm.get_host_cpu_features().flatten(), opt=3)
-    others = [microkernel_ir(nr=WIDE_NR, name="ukr_wide"), microkernel_ir(name="ukr_taps", taps=True),
-              microkernel_ir(nr=WIDE_NR, name="ukr_wide_taps", taps=True)]
-    others = ["\n".join(line for line in text.splitlines() if not line.startswith(("declare", "attributes")))
-              for text in others]  # the declarations and attributes once
-    module = llvm.parse_assembly(microkernel_ir() + "\n".join(others) + "\n" + transpose_ir() + deinterleave_ir())
+    sizes = {"mr": block.mr, "width": block.width}
+    kernels = [microkernel_ir(nr=block.nr, name="ukr", **sizes),
+               microkernel_ir(nr=block.wide_nr, name="ukr_wide", **sizes),
+               microkernel_ir(nr=block.nr, name="ukr_taps", taps=True, **sizes),
+               microkernel_ir(nr=block.wide_nr, name="ukr_wide_taps", taps=True, **sizes)]
+    kernels[1:] = ["\n".join(line for line in text.splitlines() if not line.startswith(("declare", "attributes")))
+                   for text in kernels[1:]]  # the declarations and attributes once
+    module = llvm.parse_assembly("\n".join(kernels) + "\n" + transpose_ir() + deinterleave_ir())
     module.verify()
     engine = llvm.create_mcjit_compiler(module, machine)
     engine.finalize_object()
-    _state["engine"] = engine  # the code lives as long as its engine
-    _state["transpose"] = engine.get_function_address("tr")
-    _state["deinterleave"] = engine.get_function_address("deint")
-    _state["wide"] = engine.get_function_address("ukr_wide")
-    _state["taps"] = engine.get_function_address("ukr_taps"), engine.get_function_address("ukr_wide_taps")
-    return engine.get_function_address("ukr")
+    names = ("ukr", "ukr_wide", "ukr_taps", "ukr_wide_taps", "tr", "deint")
+    return {"engine": engine, **{name: engine.get_function_address(name) for name in names}}  # the engine holds
+    # the code: it lives as long as the dict
 
 
 def transpose_address() -> int:
     """The compiled 16 x 16 transposing copy's address (see transpose_ir), or 0 where microkernel_address is."""
-    return _state["transpose"] if microkernel_address() else 0
+    return _state["tr"] if microkernel_address() else 0
 
 
 def wide_microkernel_address() -> int:
     """The compiled MR x WIDE_NR micro-kernel's address (same arguments as the MR x NR one), or 0 where
     microkernel_address is."""
-    return _state["wide"] if microkernel_address() else 0
+    return _state["ukr_wide"] if microkernel_address() else 0
 
 
 def taps_microkernel_address(nr: int) -> int:
     """The compiled MR x nr (NR or WIDE_NR) micro-kernel with the taps loop (microkernel_ir's `taps`), or 0 where
     microkernel_address is."""
-    return _state["taps"][nr == WIDE_NR] if microkernel_address() else 0
+    return _state["ukr_wide_taps" if nr == WIDE_NR else "ukr_taps"] if microkernel_address() else 0
 
 
 def deinterleave_address() -> int:
     """The compiled pair split's address (see deinterleave_ir), or 0 where microkernel_address is."""
-    return _state["deinterleave"] if microkernel_address() else 0
+    return _state["deint"] if microkernel_address() else 0

@@ -4,14 +4,14 @@ PyTorch, its error against float64, and a network trained through it against im2
 import numpy as np
 import pytest
 
-from ember.kernels import conv, parallel
+from ember.kernels import conv, parallel, sgemm_microkernel
 from ember.kernels.conv import direct, winograd
 from ember.ops import conv as conv_ops
 
 pytest.importorskip("numba")
 torch = pytest.importorskip("torch")
 if not direct.applies((2, 16, 8, 8), (16, 16, 3, 3), np.float32, (1, 1), (1, 1, 1, 1), (1, 1), 1):
-    pytest.skip("no AVX-512 micro-kernel on this CPU", allow_module_level=True)
+    pytest.skip("no AVX-512 or AVX2 micro-kernel on this CPU", allow_module_level=True)
 
 ONE = (1, 1)
 SAME = (1, 1, 1, 1)
@@ -197,10 +197,15 @@ def test_stride_2_weight_gradients_of_few_channels_match_torch(x_shape, out_chan
 
 
 def test_small_maps_take_positions_as_rows_where_that_masks_fewer_lanes():
-    assert direct._by_position(8, 8, 9, 64)         # 8 x 8: 8 row blocks of 8, not 72 positions in 96 columns
-    assert direct._by_position(16, 16, 17, 32)      # 16 x 16: 32 blocks of 8 rows, not 272 in 288 columns
-    assert not direct._by_position(32, 32, 33, 16)  # 1056 positions fill 22 blocks of 48 columns
-    assert not direct._by_position(8, 8, 9, 24)     # 24 channels do not fill the 16 x 16 transposing copy
+    if sgemm_microkernel.BLOCK is sgemm_microkernel.AVX512:  # 8 x 32 and 8 x 48
+        assert direct._by_position(8, 8, 9, 64)         # 8 x 8: 8 row blocks of 8, not 72 positions in 96 columns
+        assert direct._by_position(16, 16, 17, 32)      # 16 x 16: 32 blocks of 8 rows, not 272 in 288 columns
+        assert not direct._by_position(32, 32, 33, 16)  # 1056 positions fill 22 blocks of 48 columns
+    else:  # 4 x 24
+        assert direct._by_position(4, 4, 5, 48)         # 4 x 4: 4 row blocks of 4, not 20 positions in 24 columns
+        assert not direct._by_position(8, 8, 9, 64)     # a tie: 72 positions in 3 blocks of 24, 64 channels in 3
+        assert not direct._by_position(16, 16, 17, 32)  # 272 positions in 288 columns, not 32 channels in 48
+    assert not direct._by_position(8, 8, 9, 24)         # 24 channels do not fill the 16 x 16 transposing copy
 
 
 @pytest.mark.parametrize("stride", [1, 2])

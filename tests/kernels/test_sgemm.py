@@ -11,7 +11,7 @@ from ember.kernels.sgemm_microkernel import MR, NR
 pytest.importorskip("numba")
 from ember.kernels.sgemm import KC, driver, sgemm  # noqa: E402
 
-pytestmark = pytest.mark.skipif(driver() is None, reason="needs an AVX-512 CPU")
+pytestmark = pytest.mark.skipif(driver() is None, reason="the driver runs on AVX-512 CPUs")
 
 
 @pytest.fixture
@@ -294,82 +294,3 @@ def test_ops_on_the_kernel_match_torch(case, monkeypatch, own_gemm):
     for mine, ref in zip(ours, theirs):
         np.testing.assert_allclose(mine.grad.numpy(), ref.grad.numpy(), rtol=1e-4, atol=1e-3)
     assert calls  # the products ran on the kernel
-
-
-@pytest.mark.parametrize("count", [0, 1, 15, 16, 17, 40])
-def test_the_pair_split_puts_even_and_odd_values_apart(count):
-    """deint: two 16-pair vector blocks and a scalar rest, nothing written past `count` values of either side."""
-    import ctypes
-
-    from ember.kernels.sgemm_microkernel import deinterleave_address
-
-    src = np.arange(2 * count + 1, dtype=np.float32)  # one value more than the pairs: it must stay unread
-    even, odd = np.full(count + 2, -1, np.float32), np.full(count + 2, -1, np.float32)
-    split = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p)(
-        deinterleave_address())
-    split(src.ctypes.data, count, even.ctypes.data, odd.ctypes.data)
-    np.testing.assert_array_equal(even, np.r_[src[0:2 * count:2], -1, -1])
-    np.testing.assert_array_equal(odd, np.r_[src[1:2 * count:2], -1, -1])
-
-
-@pytest.mark.parametrize("nvalid, mvalid, acc", [(48, MR, 0), (47, MR, 1), (33, 3, 0), (1, 1, 1), (17, MR - 1, 2)])
-def test_the_wide_micro_kernel_sums_and_stores_like_the_narrow_one(nvalid, mvalid, acc):
-    """ukr_wide (8 x 48): C (+)= A B over the live rows and columns, bias row added for acc 2, nothing stored
-    outside them."""
-    import ctypes
-
-    from ember.kernels.sgemm_microkernel import WIDE_NR, wide_microkernel_address
-
-    rng = np.random.default_rng(nvalid * 10 + mvalid)
-    k = 37
-    a = rng.standard_normal((k, MR), np.float32)  # packed: ask = MR, asr = 1
-    b = rng.standard_normal((k, WIDE_NR + 5), np.float32)
-    c = rng.standard_normal((MR, WIDE_NR + 3), np.float32)
-    bias = rng.standard_normal(WIDE_NR, np.float32)
-    before = c.copy()
-    i64, ptr = ctypes.c_int64, ctypes.c_void_p
-    ukr = ctypes.CFUNCTYPE(None, i64, ptr, i64, i64, ptr, i64, ptr, i64, i64, i64, i64, ptr)(wide_microkernel_address())
-    ukr(k, a.ctypes.data, MR, 1, b.ctypes.data, b.shape[1], c.ctypes.data, c.shape[1], nvalid, mvalid, acc,
-        bias.ctypes.data)
-    sums = (a.T.astype(np.float64) @ b.astype(np.float64))[:mvalid, :nvalid]
-    want = before.copy()
-    want[:mvalid, :nvalid] = sums + (before[:mvalid, :nvalid] if acc == 1 else bias[:nvalid] if acc == 2 else 0)
-    np.testing.assert_allclose(c, want, rtol=1e-5, atol=1e-4)
-
-
-@pytest.mark.parametrize("width", ["narrow", "wide"])
-@pytest.mark.parametrize("taps, k, nvalid, mvalid, acc", [(9, 16, None, MR, 0), (5, 7, -3, 6, 1), (1, 40, -1, MR, 2),
-                                                          (0, 16, None, MR, 1), (3, 0, None, MR, 0)])
-def test_the_taps_micro_kernels_sum_every_tap_in_one_call(width, taps, k, nvalid, mvalid, acc):
-    """ukr_taps and ukr_wide_taps: C (+)= the sum over taps t of A_t B_t, A_t and B_t at their offsets, over the
-    live rows and columns; no taps or K = 0 sum to zero."""
-    import ctypes
-
-    from ember.kernels.sgemm_microkernel import NR, WIDE_NR, taps_microkernel_address
-
-    nr = WIDE_NR if width == "wide" else NR
-    nvalid = nr if nvalid is None else nr + nvalid
-    rng = np.random.default_rng(taps * 100 + k)
-    a = rng.standard_normal(4000, np.float32)
-    b = rng.standard_normal(9000, np.float32)
-    ldb = nr + 7
-    aoff = rng.integers(0, 4000 - max(k, 1) * MR, max(taps, 1)).astype(np.int64)
-    boff = rng.integers(0, 9000 - max(k, 1) * ldb, max(taps, 1)).astype(np.int64)
-    c = rng.standard_normal((MR, nr + 3), np.float32)
-    bias = rng.standard_normal(nr, np.float32)
-    before = c.copy()
-    i64, ptr = ctypes.c_int64, ctypes.c_void_p
-    ukr = ctypes.CFUNCTYPE(None, i64, ptr, i64, i64, ptr, i64, ptr, i64, i64, i64, i64, ptr, i64, ptr, ptr)(
-        taps_microkernel_address(nr))
-    ukr(k, a.ctypes.data, MR, 1, b.ctypes.data, ldb, c.ctypes.data, c.shape[1], nvalid, mvalid, acc, bias.ctypes.data,
-        taps, aoff.ctypes.data, boff.ctypes.data)
-    sums = np.zeros((MR, nr))
-    for t in range(taps):
-        at = a[aoff[t]:aoff[t] + k * MR].reshape(k, MR).astype(np.float64)  # packed: ask = MR, asr = 1
-        bt = np.stack([b[boff[t] + i * ldb:boff[t] + i * ldb + nr] for i in range(k)]).astype(np.float64) if k else \
-            np.zeros((0, nr))
-        sums += at.T @ bt
-    want = before.copy()
-    live = (slice(0, mvalid), slice(0, nvalid))
-    want[live] = sums[live] + (before[live] if acc == 1 else bias[:nvalid] if acc == 2 else 0)
-    np.testing.assert_allclose(c, want, rtol=1e-5, atol=1e-4)

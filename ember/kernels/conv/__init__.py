@@ -403,7 +403,8 @@ CONV2D_ALGORITHMS = algorithms("conv2d", [
               "each half compiled whole where Ember's GEMM driver runs",
               lambda xp, x, w, s, p, d, g: x.shape[0] == 1 and xp is np and _halves_pay(x, w, s, p, d, g),
               lambda xp, x, w, s, p, d, g: _forward_by_channel_halves(x, w, s, p, d)),
-    Algorithm("direct", "direct_conv.applies: 3x3 or 5x5, stride 1 or 2, float32, few channels (AVX-512, Numba)",
+    Algorithm("direct", "direct_conv.applies: 3x3 or 5x5, stride 1 or 2, float32, few channels (the AVX-512 or AVX2 "
+              "micro-kernel, Numba)",
               lambda xp, x, w, s, p, d, g: xp is np and direct_conv.applies(x.shape, w.shape, x.dtype, s, p, d, g),
               lambda xp, x, w, s, p, d, g: direct_conv.conv2d(x, w, s[0], p)),
     Algorithm("winograd", "winograd.applies: 3x3, stride 1, float32, 8+ channels each way, enough tiles (Numba; "
@@ -494,7 +495,7 @@ CONV_TRANSPOSE2D_ALGORITHMS = algorithms("conv_transpose2d", [
               and not (x.shape[1] == g and _as_conv_padding(x.shape, w.shape, s, p, d, o) is not None),
               _run_depthwise_adjoint),
     Algorithm("direct, stride-2 phases", "direct_conv.applies_transposed: 3x3 stride 2, float32, few channels "
-              "(AVX-512, Numba)",
+              "(the AVX-512 or AVX2 micro-kernel, Numba)",
               lambda xp, x, w, s, p, d, g, o: xp is np and direct_conv.applies_transposed(x.shape, w.shape, x.dtype,
                                                                                          s, p, d, g),
               lambda xp, x, w, s, p, d, g, o: direct_conv.input_grad_stride2(x, w, p, o)),
@@ -552,7 +553,7 @@ CONV2D_WEIGHT_GRAD_ALGORITHMS = algorithms("conv2d_weight_grad", [
               lambda xp, x, g, s, p, d, groups, k: xp is np and _few_patch_rows(x, groups, k)
               and few_rows.applies(x, g, s, d),
               lambda xp, x, g, s, p, d, groups, k: few_rows.weight_grad(x, g, k, s, p, d)),
-    Algorithm("direct", "direct_conv.applies(weight_grad=True) (AVX-512, Numba), more than "
+    Algorithm("direct", "direct_conv.applies(weight_grad=True) (the AVX-512 or AVX2 micro-kernel, Numba), more than "
               "wgrad_per_sample_max_rows patch rows",
               lambda xp, x, g, s, p, d, groups, k: xp is np and not _few_patch_rows(x, groups, k)
               and direct_conv.applies(x.shape, _wshape(x, g, groups, k), x.dtype, s, p, d, groups, weight_grad=True),

@@ -8,7 +8,7 @@ every output: the taps' inputs are the same contiguous rows shifted, and out[o, 
 w[o, c, tap] * plane[c, p + shift(tap)] is the micro-kernel's C[r, j] += A[k, r] B[k, j] with k = c, once per
 tap with B moved by the shift: one call of the kernel's taps variant, which keeps the block in registers across
 the taps. The pitch's extra columns (ox >= OW) are computed and dropped. On small
-maps the roles swap (rows: 8 positions, columns: output channels) where that masks fewer lanes, and the block is
+maps the roles swap (rows: MR positions, columns: output channels) where that masks fewer lanes, and the block is
 transposed back.
 
 Stride 2 runs on the input's four stride phases: phase (a, b) holds the padded input's rows a, a + 2, ... and
@@ -19,7 +19,7 @@ output gradient, one per phase of the input it writes (input_grad_stride2).
 The weight gradient is the same sum read the other way: gw[o, c, kh, kw] = sum_p g[o, p] * plane[c, p + kh *
 pitch + kw]. With the padded input transposed to (position, channel), the (kw, c) pairs of one kh (and phase)
 are contiguous at position p + kh * pitch, so each is one GEMM (O, P) @ (P, KW * C) with the output gradient
-read in place (its pitch columns zero), on an 8 x 48 micro-kernel where that masks fewer lanes than 8 x 32.
+read in place (its pitch columns zero), on the wider block (8 x 48 for AVX-512) where that masks fewer lanes.
 
 A non-finite input value can make a weight-gradient entry NaN where the exact sum is infinite: the dropped
 columns multiply it by zero (Winograd's transforms do the same).
@@ -30,7 +30,7 @@ K = C * KW.
 
 Used for float32 3x3 and 5x5 layers with few channels: there it beats Winograd F(2x2, 3x3) (winograd.py), whose
 transforms cost more than its fewer products save, and im2col, whose patch copies cost more than the products.
-Needs the micro-kernel (AVX-512) and Numba.
+Needs the micro-kernel (AVX-512 or AVX2: sgemm_microkernel.BLOCK) and Numba.
 """
 
 from __future__ import annotations
