@@ -43,6 +43,8 @@ import numpy as np
 from ember.kernels import background, parallel
 from ember.kernels.numba_loader import compiled_allowed
 from ember.kernels.sgemm_microkernel import (
+    AVX512,
+    BLOCK,
     MR,
     NR,
     WIDE_NR,
@@ -61,7 +63,10 @@ from ember.kernels.sgemm_microkernel import (
 # Winograd (0.43 against 0.40), as do 64 x 64 layers on 16 x 16 maps (1.39 / 1.38 against 1.37 / 1.30) and
 # larger ones (128 x 128 on 8 x 8: 1.44 / 1.59 against 1.21 / 1.09), where its 2.25 times fewer products win.
 _MAX_CHANNEL_PRODUCT = 48 * 48
-_MAX_CHANNEL_PRODUCT_SMALL_MAP = 64 * 64
+# AVX2's 4 x 24 block has no such edge: the positions of an 8 x 8 map fill its rows no better than 72 pitched ones
+# fill its columns, and Winograd won there (one thread, CPU time, AMD EPYC Zen 3: 64 x 64 on 8 x 8, direct 2.17
+# against Winograd 1.62 ms).
+_MAX_CHANNEL_PRODUCT_SMALL_MAP = 64 * 64 if BLOCK is AVX512 else _MAX_CHANNEL_PRODUCT
 _SMALL_MAP = 64
 _KERNELS = ((3, 3), (5, 5))
 _MIN_CHANNELS = 8  # input channels; fewer: a tap's GEMM (K = C) is too short to repay its call
