@@ -44,9 +44,11 @@ class Block(NamedTuple):
 # eight broadcasts per k) for the direct convolution, whose weight gradients have 3 x C columns (48 for 16
 # channels, which the 32-wide block runs in two calls, the second half-masked).
 AVX512 = Block("avx512f", 16, 8, 32, 48)
-# AVX2: 4 x 24, all 16 ymm registers. 4 rows divide channel counts; 6 x 16 (BLIS's Haswell block) ran the kernel
-# alone about as fast but padded 16 channels to 18, and 8 x 8 loads a B vector per 8 FMAs. One width serves both
-# blocks: 3 x C columns are whole blocks of 24 already.
+# AVX2: 4 x 24, all 16 ymm registers (12 accumulators, three B vectors, a broadcast). 4 rows divide channel
+# counts. 6 x 16 (BLIS's Haswell block) ran the kernel alone faster (76 against 65 GFLOP/s on a Zen 3 core, a
+# 16-channel layer's K = 16 over 9 taps) but pads 16 channels to 18, and ResNet-20's layers ran no faster on it;
+# 8 x 8 loads a B vector and 8 broadcasts per 8 FMAs and ran them slower. One width serves both blocks: 3 x C
+# columns are whole blocks of 24 already.
 AVX2 = Block("avx2", 8, 4, 24, 24)
 _BY_CAPABILITY = {"avx512": AVX512, "avx2": AVX2}
 TRANSPOSE = 16  # the transposing copy's block (two ymm registers a row on AVX2, which LLVM splits)
