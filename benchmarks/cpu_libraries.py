@@ -15,7 +15,7 @@ im2col + GEMM, "gemm:jit"), `onednn blocked` in the layouts it prefers with the 
 counted (what an NCHW framework pays per call), and `onednn kernel` the blocked primitive alone (the bound for a
 framework that kept oneDNN's layouts from layer to layer). PyTorch's columns run oneDNN and MKL themselves.
 
---cpu-time times this thread's CPU time on one thread (fair on a busy machine: waiting for a core is not counted);
+--cpu-time times the process's CPU time on one thread (fair on a busy machine: waiting for a core is not counted);
 otherwise wall time on --threads threads, every library set to that many. Benchmark as users run: unset
 OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE for this command; the header names the CPU, the BLAS kernels, each
 library's version and kernels, its installed size and the thread runtimes it brings.
@@ -34,7 +34,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 import _libraries  # noqa: E402
 import numpy as np  # noqa: E402
 import torch  # noqa: E402  (loaded before the libraries are: the gomp build of oneDNN then shares its libgomp)
-from _timing import interleaved  # noqa: E402
+from _timing import CPU_CLOCK, interleaved  # noqa: E402
 from kernel_choices import LAYERS  # noqa: E402
 
 from ember.kernels import conv, gemm, machine, parallel, selection  # noqa: E402
@@ -326,7 +326,7 @@ def _thread_runtimes_loaded() -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--threads", type=int, default=parallel.cores())
-    parser.add_argument("--cpu-time", action="store_true", help="time this thread's CPU time (forces one thread)")
+    parser.add_argument("--cpu-time", action="store_true", help="time the process's CPU time (forces one thread)")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--min-time", type=float, default=0.05, help="seconds each timed batch lasts at least")
     parser.add_argument("--only", default="", help="only rows whose model or product/layer contains this")
@@ -339,7 +339,7 @@ def main() -> None:
     if args.lib_dir:
         _libraries.LIB_DIRS.insert(0, args.lib_dir)
     threads = 1 if args.cpu_time else args.threads
-    clock = time.thread_time if args.cpu_time else time.perf_counter
+    clock = CPU_CLOCK if args.cpu_time else time.perf_counter
     print(machine.describe())
     print(f"torch {torch.__version__} ({torch.backends.mkldnn.is_available() and 'oneDNN' or ''} for convolutions, "
           f"MKL for GEMM); {threads} thread(s); {'CPU time' if args.cpu_time else 'wall time'}, best of {args.rounds} "

@@ -5,7 +5,7 @@ thresholds in ember.kernels.conv's table.
 Run: python benchmarks/kernel_choices.py [--threads N] [--rounds N] [--cpu-time] [--only NAME]
 Per layer and direction (forward, input gradient, weight gradient), each algorithm of ember.kernels.conv whose
 rule admits the shape is run directly on the same arrays (`*` marks the one the selection picks), PyTorch's
-convolution beside them. With --cpu-time the clock is this thread's CPU time (one thread only): comparisons of
+convolution beside them. With --cpu-time the clock is the process's CPU time (one thread only): comparisons of
 kernels that stay fair on a busy machine, since waiting for a core is not counted. Benchmark as users run: unset
 OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE for this command; the first line names the CPU and the BLAS kernels.
 """
@@ -21,7 +21,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
-from _timing import interleaved  # noqa: E402
+from _timing import CPU_CLOCK, interleaved  # noqa: E402
 
 from ember.kernels import conv, machine, parallel, selection  # noqa: E402
 
@@ -79,13 +79,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--threads", type=int, default=parallel.cores())
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--cpu-time", action="store_true", help="time this thread's CPU time (forces one thread)")
+    parser.add_argument("--cpu-time", action="store_true", help="time the process's CPU time (forces one thread)")
     parser.add_argument("--only", default="", help="only layers whose network or name contains this")
     args = parser.parse_args()
     threads = 1 if args.cpu_time else args.threads
     parallel.set_num_threads(threads)
     torch.set_num_threads(threads)
-    clock = time.thread_time if args.cpu_time else time.perf_counter
+    clock = CPU_CLOCK if args.cpu_time else time.perf_counter
     print(f"{machine.describe()}; torch {torch.__version__}; {threads} thread(s); "
           f"{'CPU time' if args.cpu_time else 'wall time'}, best of {args.rounds} rounds")
     for net, layer, x_shape, out_channels, k, stride, padding, groups in LAYERS:

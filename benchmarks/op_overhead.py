@@ -3,7 +3,7 @@
 Run: python benchmarks/op_overhead.py [--threads N] [--cpu-time]
 All frameworks run in this process on the same data with the same thread count; ratios are
 Ember time / competitor time (lower is better). With --cpu-time each small op's five variants take turns
-(interleaved) and are timed by this thread's CPU time, which a busy shared machine disturbs far less than
+(interleaved) and are timed by the process's CPU time, which a busy shared machine disturbs far less than
 wall time; the large table stays on wall time (BLAS threads do its work).
 """
 
@@ -12,13 +12,12 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(__file__))
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
-from _timing import best_time, fmt_ms, fmt_us, interleaved, machine_line  # noqa: E402
+from _timing import CPU_CLOCK, best_time, fmt_ms, fmt_us, interleaved, machine_line  # noqa: E402
 
 import ember as em  # noqa: E402
 
@@ -35,9 +34,9 @@ SMALL_OPS = {
 
 
 def _timer(cpu_time: bool, rounds: int):
-    """times(fns) -> best seconds per call of each: wall time each in turn, or interleaved thread CPU time."""
+    """times(fns) -> best seconds per call of each: wall time each in turn, or interleaved process CPU time."""
     if cpu_time:
-        return lambda fns: interleaved(fns, rounds, clock=time.thread_time, min_time=0.05)
+        return lambda fns: interleaved(fns, rounds, clock=CPU_CLOCK, min_time=0.05)
     return lambda fns: {name: best_time(fn) for name, fn in fns.items()}
 
 
@@ -52,7 +51,7 @@ def small_op_table(size: int, cpu_time: bool = False, rounds: int = 7) -> None:
     ta, tb = torch.tensor(a_np), torch.tensor(b_np)
     ga, gb = em.tensor(a_np, requires_grad=True), em.tensor(b_np, requires_grad=True)
     tga, tgb = ta.clone().requires_grad_(), tb.clone().requires_grad_()
-    clock = "thread CPU time, interleaved" if cpu_time else "wall time"
+    clock = "process CPU time, interleaved" if cpu_time else "wall time"
     print(f"\nSmall-op overhead ({size}x{size} float32), time per call ({clock})")
     print(f"{'op':10s} {'numpy':>12s} {'torch':>12s} {'ember':>12s} {'torch+grad':>12s} {'ember+grad':>12s}"
           f" {'ember/torch':>12s} {'grad ratio':>11s}")
@@ -132,7 +131,7 @@ def main() -> None:
     parser.add_argument("--small", type=int, default=16, help="side of the small square tensors")
     parser.add_argument("--skip-large", action="store_true")
     parser.add_argument("--cpu-time", action="store_true",
-                        help="time the small ops by this thread's CPU time, the frameworks taking turns")
+                        help="time the small ops by the process's CPU time, the frameworks taking turns")
     parser.add_argument("--rounds", type=int, default=7, help="turns per small op with --cpu-time (best is kept)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)

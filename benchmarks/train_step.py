@@ -26,7 +26,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from _cnn_models import mobilenet_v2, resnet18  # noqa: E402
-from _timing import fmt_ms, interleaved, machine_line  # noqa: E402
+from _timing import CPU_CLOCK, fmt_ms, interleaved, machine_line  # noqa: E402
 
 import ember as em  # noqa: E402
 
@@ -349,7 +349,7 @@ def main() -> None:
     parser.add_argument("--no-compile", action="store_true", help="skip the torch.compile column")
     parser.add_argument("--no-memory", action="store_true", help="skip the peak-memory subprocesses")
     parser.add_argument("--cpu-time", action="store_true",
-                        help="one thread for both, timed by this thread's CPU time: fair on a busy machine")
+                        help="one thread for both, timed by the process's CPU time: fair on a busy machine")
     parser.add_argument("--peak", help=argparse.SUPPRESS)  # internal: "name:framework", prints MB
     args = parser.parse_args()
     unknown = [m for m in args.models.split(",") if m not in CASES and m not in INFER_CASES]
@@ -357,14 +357,14 @@ def main() -> None:
         parser.error(f"--models: unknown {', '.join(unknown)}; choose from {', '.join(list(CASES) + list(INFER_CASES))}")
     if args.cpu_time:
         args.threads = 1
-    clock = time.thread_time if args.cpu_time else time.perf_counter
+    clock = CPU_CLOCK if args.cpu_time else time.perf_counter
     torch.set_num_threads(args.threads)
     em.set_num_threads(args.threads)  # Ember's pool and NumPy's BLAS, as torch's intra-op threads
     if args.peak:
         print(_peak_here(*args.peak.split(":")))
         return
     print(f"torch {torch.__version__} threads {args.threads}  numpy {np.__version__}  ember {em.__version__}  "
-          f"{'CPU time of this thread' if args.cpu_time else 'wall time'}")
+          f"{'CPU time of the process' if args.cpu_time else 'wall time'}")
     print(machine_line())
     header = (f"{'model':22s} {'torch eager':>12s} {'torch compile':>13s} {'ember eager':>12s} {'ember jit':>12s}"
               f" {'eager ratio':>12s} {'jit ratio':>10s} {'vs compile':>10s}  peak MB torch/ember/jit")
