@@ -86,10 +86,41 @@ def driver_enabled() -> bool:
     if "driver" not in _state:
         choice = config.GEMM.get()
         _choose(choice)  # (the same check of the setting's value)
-        from ember.kernels.sgemm import driver
-
-        _state["driver"] = choice != "blas" and _numba_available() and driver() is not None
+        _state["driver"] = choice != "blas" and _wide_block() and _numba_available() and _driver_runs()
     return _state["driver"]
+
+
+def loops_take_driver() -> bool:
+    """Whether compiled loops whose products are a few rows each (a recurrent layer's time loop: 16 x 512 x 128 a
+    thread a step) call Ember's driver rather than NumPy's OpenBLAS: where plain products take it (`enabled`), and
+    where AVX2 is the CPU's widest. There OpenBLAS's Haswell kernels cost more per call than such products repay:
+    the LSTM row's eager training step 26.7 -> 19.6 ms on one thread (process CPU time), 16.5 -> 14.7 and 13.9 ->
+    11.9 ms on two in two processes (best of six turns each, AMD EPYC Zen 3, 2026-12-04); the GRU's unchanged. Not
+    measured against OpenBLAS's AVX-512 kernels, which `auto` keeps there."""
+    if enabled():
+        return True
+    if config.KERNELS.get() == "numpy" or background.numpy_only() or config.GEMM.get() == "blas":
+        return False
+    if "loops" not in _state:
+        from ember.kernels.sgemm_microkernel import AVX2, BLOCK
+
+        _state["loops"] = BLOCK is AVX2 and _numba_available() and _driver_runs()
+    return _state["loops"]
+
+
+def _wide_block() -> bool:
+    """Whether the micro-kernel is AVX-512's. The kernels built on the driver took longer on AVX2's block than
+    their BLAS paths (the GRU's jitted step 13.7-14.8 -> 16.1-16.4 ms, ResNet-18's batch-1 forward 47.8-48.7 ->
+    50.7-52.6 ms; one thread, Zen 3), where OpenBLAS's kernels are as wide as the CPU's."""
+    from ember.kernels.sgemm_microkernel import AVX512, BLOCK
+
+    return BLOCK is AVX512
+
+
+def _driver_runs() -> bool:
+    from ember.kernels.sgemm import driver
+
+    return driver() is not None
 
 
 def _choose(choice: str) -> bool:
@@ -103,8 +134,9 @@ def _choose(choice: str) -> bool:
     # auto: only where NumPy's BLAS is an OpenBLAS held to narrower kernels; its AVX-512 ones (and other
     # libraries, tuned for their machines) ran these products in 0.7-1.1x its time (benchmarks/gemm.py).
     # Asked before the driver is compiled, which costs 1.4 s where the kernel cache is empty.
+    # Where the CPU's widest is AVX2, OpenBLAS's Haswell kernels are not narrower than it.
     core = openblas_core()
-    if choice == "auto" and (core is None or core.lower() in AVX512_CORES):
+    if choice == "auto" and (core is None or core.lower() in AVX512_CORES or not _wide_block()):
         return False
     return driver() is not None
 

@@ -4,7 +4,7 @@ over the threads.
 
 A step of a small layer (32 x 128) is a few thousand values: NumPy's dozen calls per step cost more in call
 overhead than in arithmetic, so a step is one compiled call after its GEMM; for float32 with a GEMM that compiled
-code can call (Ember's where gemm.enabled(), else NumPy's bundled OpenBLAS) the whole time loop runs compiled,
+code can call (Ember's where gemm.loops_take_driver(), else NumPy's bundled OpenBLAS) the whole time loop runs compiled,
 over a range of samples, so disjoint parts of the batch run on threads at once.
 """
 
@@ -67,11 +67,11 @@ class RecurrentKernels:
 
 def _gemm_loop(source: str, name: str, xp, dtype, elements: int):
     """A compiled whole-layer time loop whose products call `sgemm_rows` (float32): Ember's GEMM where
-    gemm.enabled(), else NumPy's bundled OpenBLAS where found; or None. Numba cannot cache a function that
+    gemm.loops_take_driver(), else NumPy's bundled OpenBLAS where found; or None. Numba cannot cache a function that
     holds a pointer (a ctypes function's, the micro-kernel's): compiled once per process."""
     if dtype != np.float32:
         return None
-    if gemm.enabled():
+    if gemm.loops_take_driver():
         return kernel_for(source + sgemm.ROWS_SOURCE, name, xp, dtype, elements, cache=False)
     if blas.sgemm is None:
         return None

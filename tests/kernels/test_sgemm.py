@@ -11,7 +11,7 @@ from ember.kernels.sgemm_microkernel import MR, NR
 pytest.importorskip("numba")
 from ember.kernels.sgemm import KC, driver, sgemm  # noqa: E402
 
-pytestmark = pytest.mark.skipif(driver() is None, reason="the driver runs on AVX-512 CPUs")
+pytestmark = pytest.mark.skipif(driver() is None, reason="needs a micro-kernel block (AVX-512 or AVX2)")
 
 
 @pytest.fixture
@@ -206,12 +206,14 @@ def test_matmul_chooses_by_dtype_size_layout_and_aliasing(own_gemm):
     np.testing.assert_array_equal(gemm.matmul(a, b), sgemm(a, b, np.empty((64, 128), np.float32)))
 
 
+@pytest.mark.parametrize("avx512", [True, False], ids=["AVX-512 CPU", "AVX2 CPU"])
 @pytest.mark.parametrize("core, chosen", [("Haswell", True), ("Zen", True), ("SkylakeX", False),
                                           ("Cooperlake", False), (None, False)])
-def test_auto_takes_the_kernel_only_over_narrower_openblas_kernels(core, chosen, monkeypatch):
-
+def test_auto_takes_the_kernel_only_over_narrower_openblas_kernels(core, chosen, avx512, monkeypatch):
+    """Haswell's kernels are narrower than an AVX-512 CPU's, not than an AVX2 one's."""
     monkeypatch.setattr(blas, "openblas_core", lambda: core)
-    assert gemm._choose("auto") is chosen
+    monkeypatch.setattr(gemm, "_wide_block", lambda: avx512)
+    assert gemm._choose("auto") is (chosen and avx512)
     assert gemm._choose("ember") is True  # wherever the kernel runs
     assert gemm._choose("blas") is False
 
@@ -242,6 +244,7 @@ def test_the_kernels_built_on_the_driver_take_it_over_avx512_openblas_too(monkey
     from ember.graph import codegen
 
     monkeypatch.setattr(blas, "openblas_core", lambda: "SkylakeX")
+    monkeypatch.setattr(gemm, "_wide_block", lambda: True)
     for value, products, kernels in (("auto", False, True), ("ember", True, True), ("blas", False, False)):
         monkeypatch.setattr(gemm, "_state", {})
         monkeypatch.setenv("EMBER_GEMM", value)
@@ -252,6 +255,23 @@ def test_the_kernels_built_on_the_driver_take_it_over_avx512_openblas_too(monkey
     config.GEMM.reset()
     codegen.set_backend("numpy")
     assert not gemm.driver_enabled()
+
+
+def test_on_avx2s_block_only_the_recurrent_loops_take_the_driver(monkeypatch):
+    """Where AVX2 is the widest, plain products and the convolutions' kernels stay on OpenBLAS's Haswell kernels;
+    the recurrent time loops take the driver (`auto`; `ember` everything, `blas` nothing)."""
+    from ember import config
+    from ember.kernels import sgemm_microkernel
+
+    monkeypatch.setattr(blas, "openblas_core", lambda: "Haswell")
+    monkeypatch.setattr(gemm, "_wide_block", lambda: False)
+    monkeypatch.setattr(sgemm_microkernel, "BLOCK", sgemm_microkernel.AVX2)
+    for value, products, kernels, loops in (("auto", False, False, True), ("ember", True, False, True),
+                                            ("blas", False, False, False)):
+        monkeypatch.setattr(gemm, "_state", {})
+        monkeypatch.setenv("EMBER_GEMM", value)
+        config.GEMM.reset()
+        assert (gemm.enabled(), gemm.driver_enabled(), gemm.loops_take_driver()) == (products, kernels, loops), value
 
 
 @pytest.mark.parametrize("case", ["matmul", "linear", "conv2d", "batched matmul"])
