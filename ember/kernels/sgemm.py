@@ -1,5 +1,5 @@
-"""Ember's own float32 GEMM: operands packed for the AVX-512 micro-kernel (sgemm_microkernel.py), the
-blocks walked by a compiled (Numba) driver, split over the batch threads.
+"""Ember's own float32 GEMM: operands packed for the micro-kernel (sgemm_microkernel.py: its AVX-512 or AVX2
+block), the blocks walked by a compiled (Numba) driver, split over the batch threads.
 
 The driver reads a row-major A in place and packs other layouts (and a last partial row panel) into
 MR-row panels, k-major, rows zero-padded; it packs B's NR-column panels when its columns are strided (a
@@ -219,11 +219,6 @@ _drivers: dict = {}
 _lock = threading.Lock()
 
 
-def _runs_here() -> bool:
-    """Whether the driver runs on this host: wherever a micro-kernel block does (gemm.py says who takes it)."""
-    return microkernel_address() != 0
-
-
 def driver():
     """The compiled address-based driver (`sgemm_blocks`), or None where the micro-kernel or Numba is missing."""
     return _compiled()["blocks"]
@@ -269,7 +264,7 @@ def _serve_while_compiling(with_entry: bool) -> None:
     """Where an op is served while kernels compile (ember.kernels.background) and the driver (sgemm_arrays, and
     with `with_entry` sgemm_entry too) is neither compiled nor on disk: compile it in the background, raising
     NotCompiledYet until it is."""
-    if not background.served() or not _runs_here():  # nothing to compile
+    if not background.served() or not microkernel_address():  # no micro-kernel block: nothing to compile
         return
     for key in ("sgemm driver", "sgemm entry"):  # handed over already: no need to look at the disk again
         if background.compiling(key):
@@ -297,7 +292,7 @@ def _compiled() -> dict:
             if "arrays" not in _drivers:
                 from ember.kernels.numba_loader import compile_source
 
-                blocks = compile_source(SOURCE, "sgemm_blocks") if _runs_here() else None
+                blocks = compile_source(SOURCE, "sgemm_blocks") if microkernel_address() else None
                 arrays = None
                 if blocks is not None:
                     arrays = compile_source(SOURCE, "sgemm_arrays", signature=_arrays_signature(6))
