@@ -1,6 +1,8 @@
 """Ember: a deep-learning framework — tensors on devices, autograd, eager and graph execution."""
 
 from ember import config as _config
+
+_config.CPU_CAPABILITY.get()  # read at import by the kernels: a bad value fails here, not deep in their imports
 from ember import dtypes as _dtypes
 from ember.dtypes import (
     DType as dtype,
