@@ -23,8 +23,8 @@ kernel wherever it runs) and EMBER_GEMM=blas never take it.
 
 The kernels built on the driver (a single sample's convolution by output rows or channel halves, the Winograd
 convolution's forward and weight gradient, a pointwise convolution's affine epilogue, attention's one-kernel
-forward) take it wherever it runs
-(`driver_enabled`), over OpenBLAS's AVX-512 kernels too: what they win is no Python in the split and the patches or
+forward) take it wherever AVX-512's block runs (`driver_enabled`; on AVX2's they ran slower than their BLAS
+paths, see `_wide_block`), over OpenBLAS's AVX-512 kernels too: what they win is no Python in the split and the patches or
 tiles kept in cache between the copy and the product, not a faster product. On the 2-core Xeon (family 6 model 167,
 OpenBLAS 0.3.31 SkylakeX kernels, 2026-12-02), in one process against plain products' rule for them: ResNet-18's
 batch-1 forward 25.5 -> 22.6-23.5 ms under ember.jit, 27.3 -> 24.6 ms eager; MobileNetV2's 11.9 -> 11.0 ms under

@@ -128,9 +128,10 @@ def _block_in_process(capability: str) -> str:
 
 def test_a_process_takes_the_widest_block_the_setting_allows():
     """EMBER_CPU_CAPABILITY caps the block as ATEN_CPU_CAPABILITY caps PyTorch's kernels: `avx2` takes AVX2's on
-    an AVX-512 CPU too, `default` none; `auto` the widest the CPU has."""
+    an AVX-512 CPU too, `default` none; `auto` the widest the CPU has, and `avx512` on an AVX2 CPU AVX2's."""
     widest = BLOCKS[0] if BLOCKS else None
     assert _block_in_process("auto").split()[0] == (widest.isa if widest else "None")
+    assert _block_in_process("avx512").split()[0] == (widest.isa if widest else "None")  # a cap, not a demand
     assert _block_in_process("avx2").split() == (["avx2", "4", "24"] if mk.AVX2 in BLOCKS else ["None", "8", "32"])
     assert _block_in_process("default").split()[0] == "None"
 
