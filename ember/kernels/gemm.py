@@ -97,15 +97,21 @@ def loops_take_driver() -> bool:
     the LSTM row's eager training step 26.7 -> 19.6 ms on one thread (process CPU time), 16.5 -> 14.7 and 13.9 ->
     11.9 ms on two in two processes (best of six turns each, AMD EPYC Zen 3, 2026-12-04); the GRU's unchanged. Not
     measured against OpenBLAS's AVX-512 kernels, which `auto` keeps there."""
-    if enabled():
-        return True
+    return enabled() or narrow_driver()
+
+
+def narrow_driver() -> bool:
+    """Whether Ember's driver runs here on AVX2's block (the CPU's widest) and the settings allow it
+    (not EMBER_GEMM=blas or EMBER_KERNELS=numpy): then the products measured faster on it than on OpenBLAS's
+    Haswell kernels take it, not the rest (a recurrent time loop's, loops_take_driver; a pointwise convolution's
+    with its affine epilogue on large maps, conv/affine.py)."""
     if config.KERNELS.get() == "numpy" or background.numpy_only() or config.GEMM.get() == "blas":
         return False
-    if "loops" not in _state:
+    if "narrow" not in _state:
         from ember.kernels.sgemm_microkernel import AVX2, BLOCK
 
-        _state["loops"] = BLOCK is AVX2 and _numba_available() and _driver_runs()
-    return _state["loops"]
+        _state["narrow"] = BLOCK is AVX2 and _numba_available() and _driver_runs()
+    return _state["narrow"]
 
 
 def _wide_block() -> bool:

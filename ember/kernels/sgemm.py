@@ -231,10 +231,11 @@ def driver_address() -> int:
     micro-kernel is missing."""
     if "entry" not in _drivers:
         _serve_while_compiling(with_entry=True)
+        runs = driver() is not None  # before the lock, which driver() takes too where it is not compiled yet
         with _lock:
             if "entry" not in _drivers:
                 try:
-                    _drivers["entry"] = _entry() if driver() is not None else (0, None)
+                    _drivers["entry"] = _entry() if runs else (0, None)
                 except background.NotCompiledYet:
                     raise
                 except Exception:  # noqa: BLE001 - a Numba that cannot build it: the callers take their other paths
@@ -277,12 +278,7 @@ def _serve_while_compiling(with_entry: bool) -> None:
     if "arrays" not in _drivers and not background.function_loadable(module.sgemm_arrays, _arrays_signature(6)):
         background.serve_or_compile("sgemm driver", driver)
     if with_entry and not background.function_loadable(module.sgemm_entry, types.void(*(types.int64,) * 22)):
-        background.serve_or_compile("sgemm entry", _compile_entry)
-
-
-def _compile_entry() -> None:
-    driver()  # before driver_address, which calls it holding the lock
-    driver_address()
+        background.serve_or_compile("sgemm entry", driver_address)
 
 
 def _compiled() -> dict:

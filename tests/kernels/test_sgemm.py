@@ -272,6 +272,49 @@ def test_on_avx2s_block_only_the_recurrent_loops_take_the_driver(monkeypatch):
         monkeypatch.setenv("EMBER_GEMM", value)
         config.GEMM.reset()
         assert (gemm.enabled(), gemm.driver_enabled(), gemm.loops_take_driver()) == (products, kernels, loops), value
+        assert gemm.narrow_driver() == loops, value
+
+
+def test_on_avx2s_block_pointwise_layers_of_few_channels_on_large_maps_take_the_driver(monkeypatch):
+    """conv2d's pointwise GEMM (and the jit's with its affine epilogue): on AVX-512's block every float32 layer; on
+    AVX2's those of at most pointwise_avx2_max_channels inputs on maps of pointwise_avx2_min_pixels or more, and
+    none under EMBER_GEMM=blas."""
+    from ember import config
+    from ember.kernels import conv
+
+    def layer(channels, side, dtype=np.float32):
+        return np.zeros((1, channels, side, side), dtype), np.zeros((8, channels, 1, 1), dtype)
+
+    layers = {(16, 112): True, (192, 14): True, (384, 14): False, (160, 7): False}
+    monkeypatch.setattr(gemm, "driver_enabled", lambda: False)
+    for value, takes in (("auto", True), ("blas", False)):
+        monkeypatch.setattr(gemm, "_state", {"narrow": True})
+        monkeypatch.setenv("EMBER_GEMM", value)
+        config.GEMM.reset()
+        assert {k: conv.pointwise_on_driver(*layer(*k), 1) for k in layers} == {
+            k: takes and on for k, on in layers.items()}, value
+    monkeypatch.setattr(gemm, "driver_enabled", lambda: True)
+    assert all(conv.pointwise_on_driver(*layer(*k), 1) for k in layers)
+    assert not conv.pointwise_on_driver(*layer(16, 112, np.float64), 1)
+    assert not conv.pointwise_on_driver(*layer(16, 112), 2)
+
+
+def test_the_drivers_c_entry_asked_for_first_compiles_the_driver_too(monkeypatch):
+    """driver_address() before any driver() call (a kernel built on the entry point asked first): it compiles or loads
+    the driver itself and returns, where it used to wait forever on the lock it held."""
+    import threading
+
+    from ember.kernels import sgemm as sgemm_module
+
+    monkeypatch.setattr(sgemm_module, "_drivers", {})
+    monkeypatch.setattr(sgemm_module, "_lock", threading.Lock())  # a thread stuck on it holds only this one
+    monkeypatch.setattr(sgemm_module.background, "served", lambda: False)  # compile here, not in the background
+    got = []
+    thread = threading.Thread(target=lambda: got.append(sgemm_module.driver_address()), daemon=True)
+    thread.start()
+    thread.join(60)
+    assert not thread.is_alive(), "driver_address() waited on its own lock"
+    assert got[0] != 0 and sgemm_module._drivers["blocks"] is not None
 
 
 @pytest.mark.parametrize("case", ["matmul", "linear", "conv2d", "batched matmul"])

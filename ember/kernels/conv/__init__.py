@@ -28,6 +28,13 @@ CONV2D = Table("conv2d", measured_on="AMD EPYC (family 26), 2 cores, OpenBLAS he
                                     "products); larger ones one big GEMM, which BLAS runs far better"),
     "pointwise_min_pixels": (256, "a 1x1 layer of a batch runs as a GEMM on the input as it lies from maps of this many "
                                   "pixels (on smaller maps one GEMM over the batch's patches runs BLAS better)"),
+    "pointwise_avx2_max_channels": (192, "on AVX2's micro-kernel block, a float32 pointwise layer of this many "
+                                         "input channels or fewer runs on Ember's GEMM (with its affine epilogue "
+                                         "under the jit: MobileNetV2's batch-1 layers on 2 threads, a Zen 3, "
+                                         "2026-12-04: 0.62-0.88x the time of OpenBLAS's product and the affine "
+                                         "pass; 384 channels and more: 1.15-1.22x)"),
+    "pointwise_avx2_min_pixels": (196, "... on maps of this many pixels or more: on 7 x 7 maps the block's 24 "
+                                       "columns pad 49 to 72 (1.12-1.48x)"),
     "rows_min_pixels": (256, "a single sample's output rows are split over the threads from this many output pixels "
                              "per channel: on smaller maps each band's GEMM is too narrow and both threads read the "
                              "whole weight (ResNet-18's (1, 512, 7, 7): 2.1 ms split against 1.7)"),
@@ -153,6 +160,19 @@ def pointwise_takes_batch(x, w, stride, padding) -> bool:
     or maps of pointwise_min_pixels and more) rather than by patches."""
     return w.shape[2] == w.shape[3] == 1 and tuple(stride) == (1, 1) and not any(padding) \
         and (x.shape[0] == 1 or x.shape[2] * x.shape[3] >= CONV2D["pointwise_min_pixels"])
+
+
+def pointwise_on_driver(x, w, groups) -> bool:
+    """Whether a pointwise convolution conv2d runs as a GEMM on its input (pointwise_takes_batch) takes Ember's GEMM
+    driver: float32 NumPy arrays, one group, and on AVX-512's block every such layer, on AVX2's those of
+    pointwise_avx2_max_channels inputs or fewer on maps of pointwise_avx2_min_pixels or more. The jit's conv2d_affine
+    applies its epilogue on the same layers, so its values are conv2d's and channel_affine's."""
+    if type(x) is not np.ndarray or x.dtype != np.float32 or w.dtype != np.float32 or groups != 1:
+        return False
+    if gemm.driver_enabled():
+        return True
+    return (x.shape[1] <= CONV2D["pointwise_avx2_max_channels"]
+            and x.shape[2] * x.shape[3] >= CONV2D["pointwise_avx2_min_pixels"] and gemm.narrow_driver())
 
 
 def _rows_pay(x, w, stride, padding, dilation) -> bool:
@@ -351,6 +371,12 @@ def _run_pointwise(xp, x, w, stride, padding, dilation, groups):
     if xp is not np:
         return xp.matmul(wm, cols).reshape(n, o, h, wd)
     out = np.empty((n, groups, o // groups, h * wd), np.result_type(x, wm))
+    if pointwise_on_driver(x, w, groups):
+        a, b, c = np.broadcast_to(wm[0], (n, o, wm.shape[2])), cols.reshape(n, -1, h * wd), out.reshape(n, o, h * wd)
+        if gemm.fits_own(a, b, c):
+            from ember.kernels.sgemm import sgemm
+
+            return sgemm(a, b, c).reshape(n, o, h, wd)
     return _per_sample_gemm(wm, cols, out).reshape(n, o, h, wd)
 
 

@@ -8,13 +8,13 @@ from __future__ import annotations
 import numpy as np
 
 from ember.kernels import gemm
-from ember.kernels.conv import _out_hw, depthwise, pointwise_takes_batch
+from ember.kernels.conv import _out_hw, depthwise, pointwise_on_driver, pointwise_takes_batch
 from ember.kernels.selection import Algorithm, algorithms, always, note
 
 algorithms("conv2d_affine", [
     Algorithm("depthwise compiled with epilogue", "a depthwise convolution, one dtype throughout, Numba", None),
-    Algorithm("pointwise GEMM with epilogue", "a float32 1x1 convolution conv2d runs as a GEMM on its input, where "
-              "Ember's GEMM driver runs (sgemm's affine epilogue)", None),
+    Algorithm("pointwise GEMM with epilogue", "a float32 1x1 convolution conv2d runs as a GEMM on its input and on "
+              "Ember's GEMM driver (conv.pointwise_on_driver): sgemm's affine epilogue", None),
     Algorithm("conv2d, then channel_affine", "otherwise: the two ops' own kernels", always),
 ])
 
@@ -30,7 +30,7 @@ def conv2d_affine(xp, x, w, scale, shift, stride, padding, dilation, groups, act
         if out is not None:
             note("conv2d_affine", "depthwise compiled with epilogue")
         return out
-    if xp is np and x.dtype == np.float32 and groups == 1 and pointwise_takes_batch(x, w, stride, padding):
+    if pointwise_takes_batch(x, w, stride, padding) and pointwise_on_driver(x, w, groups):
         out = _pointwise(x, w, scale, shift, activation)
         if out is not None:
             note("conv2d_affine", "pointwise GEMM with epilogue")
@@ -39,8 +39,8 @@ def conv2d_affine(xp, x, w, scale, shift, stride, padding, dilation, groups, act
 
 
 def _pointwise(x, w, scale, shift, activation):
-    """conv2d's pointwise product (a product per sample, the weight read in place) with the affine as its epilogue,
-    or None where Ember's GEMM does not take it (conv2d's kernel would then run NumPy's)."""
+    """conv2d's pointwise product on Ember's GEMM (a product per sample, the weight read in place) with the affine as
+    its epilogue, or None where the GEMM does not fit it (conv2d's kernel then runs NumPy's)."""
     from ember.kernels.sgemm import sgemm
 
     n, c, h, wd = x.shape
@@ -48,6 +48,6 @@ def _pointwise(x, w, scale, shift, activation):
     a = np.broadcast_to(w.reshape(o, c), (n, o, c))
     b = x.reshape(n, c, h * wd)
     out = np.empty((n, o, h * wd), np.float32)
-    if not (gemm.driver_enabled() and gemm.fits_own(a, b, out)):
+    if not gemm.fits_own(a, b, out):
         return None
     return sgemm(a, b, out, affine=(scale, shift, activation)).reshape(n, o, h, wd)
