@@ -18,6 +18,9 @@ CASES = [  # x shape, multiplier, kernel, stride, padding, dilation
     ((2, 16, 40, 24), 3, (3, 3), 3, 0, 2),
     ((4, 16, 33, 34), 1, (3, 3), 2, 3, 1),  # padding wider than the kernel: whole rows and columns of zeros
     ((4, 16, 27, 26), 1, (1, 4), (3, 2), (1, 2), (1, 2)),  # a one-row kernel, stride phases in both directions
+    ((4, 8, 30, 40), 1, (3, 3), 2, 0, 1),  # stride 2 unpadded on rows of 20 column pairs: both phases in one loop
+    ((2, 8, 20, 65), 1, (3, 3), 2, 1, 1),  # ... padded, an odd width
+    ((16, 8, 33, 9), 1, (2, 2), 2, (0, 1), 1),  # rows of a few columns, padded on one side: a loop per phase
     ((32, 96, 28, 28), 1, (3, 3), 1, 1, 1),  # enough work (43 MFLOP) to split the planes over the batch threads
     ((2, 8, 32, 36), 2, (3, 3), 1, 2, 2),  # stride 1, two filters a channel, dilated: the adjoint kernel's input grad
 ]
