@@ -1,5 +1,6 @@
 """Shared timing helpers for the benchmarks: best-of-N wall time per call. Importing this tunes the process as
-`ember train` does (ember.kernels.tune_process), so the benchmarks time what training runs."""
+`ember train` does (ember.kernels.tune_process), so the benchmarks time what training runs; `--untuned` leaves
+the process as a plain script that never calls it has it."""
 
 from __future__ import annotations
 
@@ -36,7 +37,10 @@ def run_as_users_do() -> None:
 
 
 run_as_users_do()
-tune_process()
+if "--untuned" in sys.argv:
+    sys.argv.remove("--untuned")
+else:
+    tune_process()
 # Timings are of the steady state: kernels compile where first called (during the untimed warm-up calls), never
 # a NumPy path standing in while they compile in the background. cold_start.py times first calls itself.
 use_deterministic_algorithms(True)
