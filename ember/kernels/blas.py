@@ -79,17 +79,20 @@ def set_threads(n: int) -> None:
 SPIN_CYCLES_LOG2 = 19
 
 
-def shorten_spin(log2_cycles: int = SPIN_CYCLES_LOG2) -> bool:
+def shorten_spin(log2_cycles: int = SPIN_CYCLES_LOG2, for_children: bool = True) -> bool:
     """Make NumPy's OpenBLAS threads sleep after 2**log2_cycles idle cycles, unless the user set
     OPENBLAS_THREAD_TIMEOUT; True if applied. OpenBLAS reads the setting when it starts its threads, so they are
-    stopped here and start again at the next threaded call: call it while no thread is inside BLAS. The value is
-    left in the environment, so that child processes start their OpenBLAS with it (part of tune_process)."""
+    stopped here and start again at the next threaded call: call it while no thread is inside BLAS. With
+    `for_children` the value is left in the environment, so that child processes start their OpenBLAS with it
+    (tune_process); without, the environment is left as it was (Ember's thread pool as it starts: parallel.py)."""
     if config.outside("OPENBLAS_THREAD_TIMEOUT") not in (None, str(log2_cycles)):
         return False
     for lib in _openblas_libraries():
         if hasattr(lib, "openblas_read_env") and hasattr(lib, "blas_thread_shutdown_"):
-            config.set_outside("OPENBLAS_THREAD_TIMEOUT", str(log2_cycles))
-            lib.openblas_read_env()
+            with config.outside_for_children({"OPENBLAS_THREAD_TIMEOUT": str(log2_cycles)}):
+                lib.openblas_read_env()  # OpenBLAS keeps what it read; its threads start with it again below
+            if for_children:
+                config.set_outside("OPENBLAS_THREAD_TIMEOUT", str(log2_cycles))
             lib.blas_thread_shutdown_()
             return True
     return False

@@ -32,8 +32,9 @@ def keep_freed_blocks_for_reuse() -> bool:
 
 def tune_process(malloc: bool = True, blas_spin: bool = True) -> dict:
     """Tune this process for training: glibc keeps freed blocks for reuse (`malloc`), and NumPy's OpenBLAS
-    threads sleep 0.2 ms after a GEMM instead of spinning 0.1 s beside Ember's threads (`blas_spin`, unless
-    OPENBLAS_THREAD_TIMEOUT is set). Returns what was applied."""
+    threads sleep 0.2 ms after a GEMM instead of spinning 0.1 s beside Ember's threads, here and in the processes
+    this one starts (`blas_spin`, unless OPENBLAS_THREAD_TIMEOUT is set; Ember's pool does the first part itself
+    as it starts). Returns what was applied."""
     return {"malloc": malloc and keep_freed_blocks_for_reuse(), "blas_spin": blas_spin and blas.shorten_spin()}
 
 

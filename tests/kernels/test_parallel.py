@@ -147,6 +147,30 @@ def test_import_and_eager_use_leave_environment_blas_and_threads_as_they_were():
     assert _run(_STATE) == "True"
 
 
+_POOL_START = """
+import os
+from ember.kernels import blas, parallel
+calls = []
+real = blas.shorten_spin
+blas.shorten_spin = lambda **kw: calls.append(kw) or real(**kw)
+started = parallel._pool() is not None and parallel._pool() is not None
+timeout = blas._openblas_libraries()[0].openblas_thread_timeout()
+print(started, calls, timeout, os.environ.get('OPENBLAS_THREAD_TIMEOUT'))
+"""
+
+
+def test_the_pool_has_openblas_threads_sleep_soon_as_it_starts_leaving_the_environment():
+    """Ember's pool, as it starts (once), has NumPy's OpenBLAS threads sleep after 2^19 idle cycles instead of
+    spinning 0.1 s on the cores its workers need; the environment stays as it was, and a user's
+    OPENBLAS_THREAD_TIMEOUT holds."""
+    if not blas.controllable():
+        pytest.skip("NumPy's BLAS is not a bundled OpenBLAS")
+    env = dict(EMBER_NUM_THREADS="2", EMBER_COMPILE_IN_BACKGROUND="0")
+    assert _run(_POOL_START, **env).split(maxsplit=1) == ["True", f"[{{'for_children': False}}] {blas.SPIN_CYCLES_LOG2} None"]
+    assert _run(_POOL_START, OPENBLAS_THREAD_TIMEOUT="25", **env).split(maxsplit=1) == [
+        "True", "[{'for_children': False}] 25 25"]
+
+
 def test_tune_process_shortens_openblas_spin_unless_the_user_set_it():
     if not blas.controllable():
         pytest.skip("NumPy's BLAS is not a bundled OpenBLAS")
