@@ -216,7 +216,7 @@ def sgemm_rows(M, N, K, a, lda, b, ldb, c, ldc):
 '''
 
 _drivers: dict = {}
-_lock = threading.Lock()
+_lock = threading.RLock()  # driver_address holds it while driver() may take it to compile the driver
 
 
 def driver():
@@ -231,11 +231,10 @@ def driver_address() -> int:
     micro-kernel is missing."""
     if "entry" not in _drivers:
         _serve_while_compiling(with_entry=True)
-        runs = driver() is not None  # before the lock, which driver() takes too where it is not compiled yet
         with _lock:
             if "entry" not in _drivers:
                 try:
-                    _drivers["entry"] = _entry() if runs else (0, None)
+                    _drivers["entry"] = _entry() if driver() is not None else (0, None)
                 except background.NotCompiledYet:
                     raise
                 except Exception:  # noqa: BLE001 - a Numba that cannot build it: the callers take their other paths

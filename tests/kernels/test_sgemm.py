@@ -307,7 +307,7 @@ def test_the_drivers_c_entry_asked_for_first_compiles_the_driver_too(monkeypatch
     from ember.kernels import sgemm as sgemm_module
 
     monkeypatch.setattr(sgemm_module, "_drivers", {})
-    monkeypatch.setattr(sgemm_module, "_lock", threading.Lock())  # a thread stuck on it holds only this one
+    monkeypatch.setattr(sgemm_module, "_lock", type(sgemm_module._lock)())  # a thread stuck on it holds only this
     monkeypatch.setattr(sgemm_module.background, "served", lambda: False)  # compile here, not in the background
     got = []
     thread = threading.Thread(target=lambda: got.append(sgemm_module.driver_address()), daemon=True)

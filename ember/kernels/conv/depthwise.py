@@ -69,26 +69,32 @@ def _phase_plan(H, W, sh, sw, pt, pl, dh, dw, oh, ow, kh, kw):
 
 
 @njit(inline="always")
+def _fill_column_pairs(phases, x, xb, rows, W, pl, row_at, q_lo, q_hi):
+    # _fill_phases at stride 2: a row's two phases in one loop over its column pairs, which LLVM vectorises, where a
+    # strided loop per phase did not (MobileNetV2's (1, 96, 112, 112) layer: 0.67-0.71 -> 0.46 ms on one core, its
+    # (1, 144, 56, 56) 0.29-0.32 -> 0.26); on rows of a few pairs the loops per phase ran faster (14 x 14: 0.14 against
+    # 0.18 ms), so _fill_phases takes this from 16 pairs
+    qa, qb = max(q_lo[0], q_lo[1]), min(q_hi[0], q_hi[1])
+    for r in range(rows):
+        d0, d1 = row_at[r * 2], row_at[r * 2 + 1]
+        src = xb + r * W - pl
+        for q in range(qa, qb):
+            phases[np.uint64(d0 + q)] = x[np.uint64(src + 2 * q)]
+            phases[np.uint64(d1 + q)] = x[np.uint64(src + 2 * q + 1)]
+        for ph in range(2):  # each phase's columns outside the pairs
+            d = row_at[r * 2 + ph]
+            for q in range(q_lo[ph], min(qa, q_hi[ph])):
+                phases[np.uint64(d + q)] = x[np.uint64(src + q * 2 + ph)]
+            for q in range(max(qb, q_lo[ph]), q_hi[ph]):
+                phases[np.uint64(d + q)] = x[np.uint64(src + q * 2 + ph)]
+
+
+@njit(inline="always")
 def _fill_phases(phases, x, xb, rows, sw, W, pl, row_at, q_lo, q_hi):
     # copies the plane at x[xb:] into its phases; every plane writes the same positions, so the padding, zeroed
     # once, stays zero
-    qa, qb = max(q_lo[0], q_lo[-1]), min(q_hi[0], q_hi[-1])
-    if sw == 2 and qb - qa >= 16:
-        # a stride-2 row's two phases in one loop over its column pairs, which LLVM vectorises: a strided loop per
-        # phase did not (MobileNetV2's (1, 96, 112, 112) layer: 0.67-0.71 -> 0.46 ms on one core, its (1, 144, 56,
-        # 56) 0.29-0.32 -> 0.26); on rows of a few pairs the loops per phase ran faster (14 x 14: 0.14 against 0.18)
-        for r in range(rows):
-            d0, d1 = row_at[r * 2], row_at[r * 2 + 1]
-            src = xb + r * W - pl
-            for q in range(qa, qb):
-                phases[np.uint64(d0 + q)] = x[np.uint64(src + 2 * q)]
-                phases[np.uint64(d1 + q)] = x[np.uint64(src + 2 * q + 1)]
-            for ph in range(2):
-                d = row_at[r * 2 + ph]
-                for q in range(q_lo[ph], min(qa, q_hi[ph])):
-                    phases[np.uint64(d + q)] = x[np.uint64(src + q * 2 + ph)]
-                for q in range(max(qb, q_lo[ph]), q_hi[ph]):
-                    phases[np.uint64(d + q)] = x[np.uint64(src + q * 2 + ph)]
+    if sw == 2 and min(q_hi[0], q_hi[1]) - max(q_lo[0], q_lo[1]) >= 16:
+        _fill_column_pairs(phases, x, xb, rows, W, pl, row_at, q_lo, q_hi)
         return
     for r in range(rows):
         for ph in range(sw):
