@@ -417,7 +417,8 @@ CONV2D_ALGORITHMS = algorithms("conv2d", [
     Algorithm("depthwise taps", "depthwise, and depthwise_taps.forward_pays (a sum over the kernel's taps in NumPy)",
               lambda xp, x, w, s, p, d, g: _depthwise(xp, x, w, s, p, d, g) and depthwise_taps.forward_pays(x.shape, s, p),
               lambda xp, x, w, s, p, d, g: depthwise_taps.forward(xp, x, w, s, p, d)),
-    Algorithm("pointwise GEMM", "1x1, stride 1, unpadded; a single sample, or maps of pointwise_min_pixels or more",
+    Algorithm("pointwise GEMM", "1x1, stride 1, unpadded; a single sample, or maps of pointwise_min_pixels or more "
+              "(on Ember's GEMM where pointwise_on_driver, else NumPy's BLAS)",
               lambda xp, x, w, s, p, d, g: pointwise_takes_batch(x, w, s, p), _run_pointwise),
     Algorithm("single sample by row bands", "batch 1, several threads, rows_min_pixels output pixels or more, "
               "and not Winograd's own split; each thread's bands compiled whole where Ember's GEMM driver runs "
