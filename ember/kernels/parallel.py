@@ -96,9 +96,10 @@ def _pool() -> Pool | None:
             if state["pool"] is None:
                 # After each threaded GEMM, NumPy's OpenBLAS threads spin 0.1 s (blas.py), on the cores this pool's
                 # workers then wait for: in a script that never calls tune_process, ResNet-18's batch-1 forward ran
-                # at 1.5-2.1x PyTorch's time instead of 1.0, ResNet-20's step at 1.5-1.6x instead of 0.8-0.9 (a Zen 3,
-                # 2 threads, 2026-12-04). The pool owns those cores, so as it starts it has BLAS's threads sleep
-                # after 0.2 ms, as tune_process does (unless OPENBLAS_THREAD_TIMEOUT is set), the environment kept.
+                # at 1.5-2.1x PyTorch's time instead of 0.9-1.05, ResNet-20's step at 1.5-1.6x instead of 0.8-1.05
+                # (eager and jit; a Zen 3, 2 threads, 2026-12-04). The pool owns those cores, so as it starts it has
+                # BLAS's threads sleep after 0.2 ms, as tune_process does (unless OPENBLAS_THREAD_TIMEOUT is set), the
+                # environment kept.
                 blas.shorten_spin(for_children=False)
                 state["pool"] = Pool(state["threads"] - 1)
     return state["pool"]

@@ -370,14 +370,27 @@ def _run_pointwise(xp, x, w, stride, padding, dilation, groups):
     cols = x.reshape(n, groups, -1, h * wd)
     if xp is not np:
         return xp.matmul(wm, cols).reshape(n, o, h, wd)
-    out = np.empty((n, groups, o // groups, h * wd), np.result_type(x, wm))
     if pointwise_on_driver(x, w, groups):
-        a, b, c = np.broadcast_to(wm[0], (n, o, wm.shape[2])), cols.reshape(n, -1, h * wd), out.reshape(n, o, h * wd)
-        if gemm.fits_own(a, b, c):
-            from ember.kernels.sgemm import sgemm
-
-            return sgemm(a, b, c).reshape(n, o, h, wd)
+        out = pointwise_on_ember_gemm(x, w)
+        if out is not None:
+            return out
+    out = np.empty((n, groups, o // groups, h * wd), np.result_type(x, wm))
     return _per_sample_gemm(wm, cols, out).reshape(n, o, h, wd)
+
+
+def pointwise_on_ember_gemm(x, w, affine=None):
+    """A float32 pointwise convolution as Ember's GEMM runs it (a product per sample, the weight read in place), with
+    sgemm's `affine` epilogue (scale, shift, activation) where given; None where the GEMM does not fit it."""
+    from ember.kernels.sgemm import sgemm
+
+    n, c, h, wd = x.shape
+    o = w.shape[0]
+    a = np.broadcast_to(w.reshape(o, c), (n, o, c))
+    b = x.reshape(n, c, h * wd)
+    out = np.empty((n, o, h * wd), np.float32)
+    if not gemm.fits_own(a, b, out):
+        return None
+    return sgemm(a, b, out, affine=affine).reshape(n, o, h, wd)
 
 
 def _run_batch_split(xp, x, w, stride, padding, dilation, groups):

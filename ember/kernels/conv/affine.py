@@ -5,10 +5,7 @@ they are in cache), so the activations are written once instead of written, read
 
 from __future__ import annotations
 
-import numpy as np
-
-from ember.kernels import gemm
-from ember.kernels.conv import _out_hw, depthwise, pointwise_on_driver, pointwise_takes_batch
+from ember.kernels.conv import _out_hw, depthwise, pointwise_on_driver, pointwise_on_ember_gemm, pointwise_takes_batch
 from ember.kernels.selection import Algorithm, algorithms, always, note
 
 algorithms("conv2d_affine", [
@@ -31,23 +28,8 @@ def conv2d_affine(xp, x, w, scale, shift, stride, padding, dilation, groups, act
             note("conv2d_affine", "depthwise compiled with epilogue")
         return out
     if pointwise_takes_batch(x, w, stride, padding) and pointwise_on_driver(x, w, groups):
-        out = _pointwise(x, w, scale, shift, activation)
+        out = pointwise_on_ember_gemm(x, w, (scale, shift, activation))
         if out is not None:
             note("conv2d_affine", "pointwise GEMM with epilogue")
         return out
     return None
-
-
-def _pointwise(x, w, scale, shift, activation):
-    """conv2d's pointwise product on Ember's GEMM (a product per sample, the weight read in place) with the affine as
-    its epilogue, or None where the GEMM does not fit it (conv2d's kernel then runs NumPy's)."""
-    from ember.kernels.sgemm import sgemm
-
-    n, c, h, wd = x.shape
-    o = w.shape[0]
-    a = np.broadcast_to(w.reshape(o, c), (n, o, c))
-    b = x.reshape(n, c, h * wd)
-    out = np.empty((n, o, h * wd), np.float32)
-    if not gemm.fits_own(a, b, out):
-        return None
-    return sgemm(a, b, out, affine=(scale, shift, activation)).reshape(n, o, h, wd)
