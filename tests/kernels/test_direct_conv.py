@@ -96,6 +96,14 @@ def test_the_weight_gradient_of_a_wide_layer_on_a_small_map_stays_with_winograd(
     assert direct.applies((32, 32, 16, 16), (32, 32, 3, 3), np.float32, ONE, SAME, ONE, 1, weight_grad=True)
 
 
+def test_a_wide_stride_2_weight_gradient_takes_the_direct_kernel_on_avx512_only():
+    """On AVX2's block ResNet-20's 32 -> 64 stride-2 layer's weight gradient ran faster on im2col's GEMMs."""
+    shapes = ((32, 32, 16, 16), (64, 32, 3, 3), np.float32, (2, 2), SAME, ONE, 1)
+    assert direct.applies(*shapes)
+    assert direct.applies(*shapes, weight_grad=True) is AVX512
+    assert direct.applies((32, 16, 32, 32), (32, 16, 3, 3), np.float32, (2, 2), SAME, ONE, 1, weight_grad=True)
+
+
 def _torch_conv_and_grads(x, w, stride, padding, g):
     pt, pb, pl, pr = padding
     tx, tw = torch.tensor(x, requires_grad=True), torch.tensor(w, requires_grad=True)

@@ -68,6 +68,10 @@ _MAX_CHANNEL_PRODUCT = 48 * 48
 # fill its columns, and Winograd won there (one thread, CPU time, AMD EPYC Zen 3: 64 x 64 on 8 x 8, direct 2.17
 # against Winograd 1.62 ms).
 _MAX_CHANNEL_PRODUCT_SMALL_MAP = 64 * 64 if BLOCK is AVX512 else _MAX_CHANNEL_PRODUCT
+# On AVX2's block a stride-2 weight gradient with more channel pairs than this runs slower than im2col's GEMMs
+# (AMD EPYC Zen 3, ResNet-20's 32 -> 64 layer on 16 x 16 maps: one thread, CPU time, 2.21 against 1.72 ms; two
+# threads 1.63 against 1.36); its 16 -> 32 layer on 32 x 32 maps is even (2.35 / 2.20; 1.79 / 1.89).
+_MAX_STRIDE2_WGRAD_CHANNEL_PRODUCT = _MAX_CHANNEL_PRODUCT if BLOCK is AVX512 else 16 * 32
 _SMALL_MAP = 64
 _KERNELS = ((3, 3), (5, 5))
 _MIN_CHANNELS = 8  # input channels; fewer: a tap's GEMM (K = C) is too short to repay its call
@@ -394,6 +398,8 @@ def applies(x_shape, w_shape, dtype, stride, padding, dilation, groups, weight_g
     if tuple(stride) not in ((1, 1), (2, 2)) or not _takes(w_shape, dtype, padding, dilation, groups, weight_grad):
         return False
     o, c, kh, kw = w_shape
+    if weight_grad and tuple(stride) == (2, 2) and c * o > _MAX_STRIDE2_WGRAD_CHANNEL_PRODUCT:
+        return False
     if c * o > _MAX_CHANNEL_PRODUCT:
         oh, ow, _, _ = _geometry(x_shape[2], x_shape[3], kh, kw, stride[0], padding)
         if weight_grad or c * o > _MAX_CHANNEL_PRODUCT_SMALL_MAP or oh * ow > _SMALL_MAP:
