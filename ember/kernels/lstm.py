@@ -48,15 +48,16 @@ _FORWARD_LOOP_SOURCE = _FORWARD_SOURCE + '''
 
 
 def lstm_forward_loop(xw, batch_major, h0, w_t, hs, act, cs, tanh_cs, pre, n0, n1):
-    # every step of the layer for samples [n0, n1): pre = h_prev @ w_t (sgemm_rows) + xw[t], then the
+    # every step of the layer for samples [n0, n1): pre = h_prev @ w_t (sgemm_rows_packed) + xw[t], then the
     # step's gates and cell; xw is (T, N, 4H), or (N, T, 4H) when batch_major, C-contiguous; cs[0] holds the
     # first cell state. Samples are independent, so disjoint ranges may run on threads at once.
     T, N, H = hs.shape
     G = 4 * H
     M = n1 - n0
+    wp = pack_rows_b(G, H, w_t.ctypes.data, G)  # once for every step
     for t in range(T):
         h_prev = h0[n0:] if t == 0 else hs[t - 1, n0:]
-        sgemm_rows(M, G, H, h_prev.ctypes.data, H, w_t.ctypes.data, G, pre[n0:].ctypes.data, G)
+        sgemm_rows_packed(M, G, H, h_prev.ctypes.data, H, wp, w_t.ctypes.data, G, pre[n0:].ctypes.data, G)
         for n in range(n0, n1):
             p = pre[n]
             x = xw[n, t] if batch_major else xw[t, n]
@@ -106,12 +107,13 @@ _BACKWARD_LOOP_SOURCE = _SOURCE + '''
 
 def lstm_backward_loop(ghs, has_ghs, w_hh, act, cs, tanh_cs, dpre, dh, dc, n0, n1):
     # every step back from the last for samples [n0, n1): dh += ghs[t] (when given), the step's rule into
-    # dpre[t], then dh = dpre[t] @ w_hh (sgemm_rows); dh and dc hold the last step's incoming gradients
+    # dpre[t], then dh = dpre[t] @ w_hh (sgemm_rows_packed); dh and dc hold the last step's incoming gradients
     # on entry and the first step's outgoing ones on return. All arrays C-contiguous float32; disjoint
     # ranges may run on threads at once.
     T, N, G = act.shape
     H = G // 4
     M = n1 - n0
+    wp = pack_rows_b(H, G, w_hh.ctypes.data, H)  # once for every step
     for t in range(T - 1, -1, -1):
         if has_ghs:
             for n in range(n0, n1):
@@ -121,7 +123,7 @@ def lstm_backward_loop(ghs, has_ghs, w_hh, act, cs, tanh_cs, dpre, dh, dc, n0, n
                     d[j] += g[j]
         for n in range(n0, n1):
             _backward_row(dh[n], dc[n], act[t, n], tanh_cs[t, n], cs[t, n], dpre[t, n], H)
-        sgemm_rows(M, H, G, dpre[t, n0:].ctypes.data, G, w_hh.ctypes.data, H, dh[n0:].ctypes.data, H)
+        sgemm_rows_packed(M, H, G, dpre[t, n0:].ctypes.data, G, wp, w_hh.ctypes.data, H, dh[n0:].ctypes.data, H)
 '''
 
 LSTM = RecurrentKernels("lstm", _FORWARD_SOURCE, _FORWARD_LOOP_SOURCE, _SOURCE, _BACKWARD_LOOP_SOURCE)

@@ -198,21 +198,70 @@ def _pack_b(B, b, bpack, base, sbk, sbn, kc, width, tr):
 
 # sgemm_rows(M, N, K, a, lda, b, ldb, c, ldc): C = A B for row-major float32 at addresses a, b, c, on the
 # driver, for compiled loops (a recurrence's time loop) that paste it after their own imports (`njit`, `np`);
-# the micro-kernel's address is a constant of the loop, so such a loop is compiled once per process
-ROWS_SOURCE = '''
+# the micro-kernel's address is a constant of the loop, so such a loop is compiled once per process.
+# pack_rows_b(N, K, b, ldb) and sgemm_rows_packed(M, N, K, a, lda, bp, b, ldb, c, ldc): the same product with B
+# packed once for many calls (a time loop's weight, the same at every step), where sgemm_rows packed it again at
+# every call: the micro-kernel's NR-column panels, B's K in blocks of KC, each block's panels contiguous. The same
+# sums in the same order as sgemm_rows, so the same values.
+ROWS_SOURCE = f'''
 from ember.kernels.sgemm import driver as _sgemm_driver
+from ember.kernels.sgemm_intrinsics import call_microkernel as _call_microkernel
+from ember.kernels.sgemm_intrinsics import float32_at as _float32_at
 from ember.kernels.sgemm_microkernel import microkernel_address as _microkernel_address
 from ember.kernels.sgemm_microkernel import transpose_address as _transpose_address
 
 _sgemm_blocks = _sgemm_driver()
 _MICROKERNEL = _microkernel_address()
 _TRANSPOSE = _transpose_address()
+_MR, _NR, _KC = {MR}, {NR}, {KC}
 
 
 @njit(inline="always")
 def sgemm_rows(M, N, K, a, lda, b, ldb, c, ldc):
     _sgemm_blocks(_MICROKERNEL, _TRANSPOSE, np.int64(a), 0, lda, 1, np.int64(b), 0, ldb, 1, np.int64(c), 0, ldc, K, 0,
                   0, 1, 0, M, 0, N)
+
+
+@njit(inline="always")
+def pack_rows_b(N, K, b, ldb):
+    # B (K x N, row-major at address b, leading dimension ldb) as K blocks of NR-column panels: block kb's panel j
+    # at (kb * panels + j) * KC * NR, its rows NR values apart, the columns past N zero
+    panels = (N + _NR - 1) // _NR
+    out = np.zeros(max((K + _KC - 1) // _KC, 1) * panels * _KC * _NR, np.float32)
+    B = _float32_at(b)
+    for k in range(K):
+        kb, kk = k // _KC, k % _KC
+        for j in range(panels):
+            dst = ((kb * panels + j) * _KC + kk) * _NR
+            for c in range(min(_NR, N - j * _NR)):
+                out[dst + c] = B[k * ldb + j * _NR + c]
+    return out
+
+
+@njit(inline="always")
+def sgemm_rows_packed(M, N, K, a, lda, bp, b, ldb, c, ldc):
+    # C = A B with B packed by pack_rows_b (b and ldb unused): A's whole MR-row panels read in place, its last
+    # partial one copied with zero rows (the micro-kernel reads MR rows), as the driver does
+    panels = (N + _NR - 1) // _NR
+    full = M // _MR
+    tail = M - full * _MR
+    apack = np.zeros(_MR * _KC if tail else 1, np.float32)
+    A = _float32_at(a)
+    for kb in range(max((K + _KC - 1) // _KC, 1)):
+        k0 = kb * _KC
+        kc = min(_KC, K - k0)
+        for k in range(kc):
+            for r in range(tail):
+                apack[k * _MR + r] = A[(full * _MR + r) * lda + k0 + k]
+        for j in range(panels):
+            width = min(_NR, N - j * _NR)
+            panel = bp.ctypes.data + 4 * (kb * panels + j) * _KC * _NR
+            for blk in range(full):
+                _call_microkernel(_MICROKERNEL, kc, a + 4 * (blk * _MR * lda + k0), 1, lda, panel, _NR,
+                                  c + 4 * (blk * _MR * ldc + j * _NR), ldc, width, _MR, 1 if kb else 0, 0)
+            if tail:
+                _call_microkernel(_MICROKERNEL, kc, apack.ctypes.data, _MR, 1, panel, _NR,
+                                  c + 4 * (full * _MR * ldc + j * _NR), ldc, width, tail, 1 if kb else 0, 0)
 '''
 
 _drivers: dict = {}

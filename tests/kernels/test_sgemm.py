@@ -9,7 +9,7 @@ from ember.kernels import blas, gemm, parallel
 from ember.kernels.sgemm_microkernel import MR, NR
 
 pytest.importorskip("numba")
-from ember.kernels.sgemm import KC, driver, sgemm  # noqa: E402
+from ember.kernels.sgemm import KC, ROWS_SOURCE, driver, sgemm  # noqa: E402
 
 pytestmark = pytest.mark.skipif(driver() is None, reason="needs a micro-kernel block (AVX-512 or AVX2)")
 
@@ -357,3 +357,34 @@ def test_ops_on_the_kernel_match_torch(case, monkeypatch, own_gemm):
     for mine, ref in zip(ours, theirs):
         np.testing.assert_allclose(mine.grad.numpy(), ref.grad.numpy(), rtol=1e-4, atol=1e-3)
     assert calls  # the products ran on the kernel
+
+
+_ROWS_BOTH = '''
+import numpy as np
+from numba import njit
+''' + ROWS_SOURCE + '''
+
+
+def both(a, b, once, packed):
+    M, K = a.shape
+    N = b.shape[1]
+    sgemm_rows(M, N, K, a.ctypes.data, K, b.ctypes.data, N, once.ctypes.data, N)
+    bp = pack_rows_b(N, K, b.ctypes.data, N)
+    sgemm_rows_packed(M, N, K, a.ctypes.data, K, bp, b.ctypes.data, N, packed.ctypes.data, N)
+'''
+
+
+@pytest.mark.parametrize("m,n,k", [(16, 512, 128), (15, 512, 128), (16, 128, 512), (MR - 1, NR, 7),
+                                   (3 * MR + 2, 2 * NR + 5, KC + 9), (MR, NR - 3, 0)])
+def test_a_recurrent_loops_prepacked_weight_gives_sgemm_rows_values(m, n, k):
+    """A time loop packs its weight once (pack_rows_b) for every step's sgemm_rows_packed: the values of
+    sgemm_rows, which packs it at every call, bit for bit, across partial row panels, column panels and K blocks."""
+    from ember.kernels.numba_loader import compile_source
+
+    both = compile_source(_ROWS_BOTH, "both", cache=False)
+    rng = np.random.default_rng(12)
+    a, b = rng.standard_normal((m, k), np.float32), rng.standard_normal((k, n), np.float32)
+    once, packed = np.full((m, n), np.nan, np.float32), np.full((m, n), np.nan, np.float32)
+    both(a, b, once, packed)
+    np.testing.assert_array_equal(packed, once)
+    _close(packed, a, b)
