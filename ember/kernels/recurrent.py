@@ -66,7 +66,7 @@ class RecurrentKernels:
 
 
 def _gemm_loop(source: str, name: str, xp, dtype, elements: int):
-    """A compiled whole-layer time loop whose products call `sgemm_rows` (float32): Ember's GEMM where
+    """A compiled whole-layer time loop whose products call `sgemm_rows_packed` (float32): Ember's GEMM where
     gemm.loops_take_driver(), else NumPy's bundled OpenBLAS where found; or None. Numba cannot cache a function that
     holds a pointer (a ctypes function's, the micro-kernel's): compiled once per process."""
     if dtype != np.float32:

@@ -196,30 +196,19 @@ def _pack_b(B, b, bpack, base, sbk, sbn, kc, width, tr):
 
 '''
 
-# sgemm_rows(M, N, K, a, lda, b, ldb, c, ldc): C = A B for row-major float32 at addresses a, b, c, on the
-# driver, for compiled loops (a recurrence's time loop) that paste it after their own imports (`njit`, `np`);
-# the micro-kernel's address is a constant of the loop, so such a loop is compiled once per process.
-# pack_rows_b(N, K, b, ldb) and sgemm_rows_packed(M, N, K, a, lda, bp, b, ldb, c, ldc): the same product with B
-# packed once for many calls (a time loop's weight, the same at every step), where sgemm_rows packed it again at
-# every call: the micro-kernel's NR-column panels, B's K in blocks of KC, each block's panels contiguous. The same
-# sums in the same order as sgemm_rows, so the same values.
+# pack_rows_b(N, K, b, ldb) and sgemm_rows_packed(M, N, K, a, lda, bp, b, ldb, c, ldc): C = A B for row-major
+# float32 at addresses a, b, c with B packed once for many products (a recurrent time loop's weight, the same at
+# every step: the driver packed it again at every call), for compiled loops that paste this source after their own
+# imports (`njit`, `np`); blas.SGEMM_ROWS_SOURCE has the same names on OpenBLAS. B goes into the micro-kernel's
+# NR-column panels, its K in blocks of KC, and each product sums as the driver does (sgemm), so the values are the
+# driver's. The micro-kernel's address is a constant of the loop, so such a loop is compiled once per process.
 ROWS_SOURCE = f'''
-from ember.kernels.sgemm import driver as _sgemm_driver
 from ember.kernels.sgemm_intrinsics import call_microkernel as _call_microkernel
 from ember.kernels.sgemm_intrinsics import float32_at as _float32_at
 from ember.kernels.sgemm_microkernel import microkernel_address as _microkernel_address
-from ember.kernels.sgemm_microkernel import transpose_address as _transpose_address
 
-_sgemm_blocks = _sgemm_driver()
 _MICROKERNEL = _microkernel_address()
-_TRANSPOSE = _transpose_address()
 _MR, _NR, _KC = {MR}, {NR}, {KC}
-
-
-@njit(inline="always")
-def sgemm_rows(M, N, K, a, lda, b, ldb, c, ldc):
-    _sgemm_blocks(_MICROKERNEL, _TRANSPOSE, np.int64(a), 0, lda, 1, np.int64(b), 0, ldb, 1, np.int64(c), 0, ldc, K, 0,
-                  0, 1, 0, M, 0, N)
 
 
 @njit(inline="always")

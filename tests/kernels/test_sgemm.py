@@ -359,32 +359,32 @@ def test_ops_on_the_kernel_match_torch(case, monkeypatch, own_gemm):
     assert calls  # the products ran on the kernel
 
 
-_ROWS_BOTH = '''
+_ROWS_PACKED = '''
 import numpy as np
 from numba import njit
 ''' + ROWS_SOURCE + '''
 
 
-def both(a, b, once, packed):
+def product(a, b, out):
     M, K = a.shape
     N = b.shape[1]
-    sgemm_rows(M, N, K, a.ctypes.data, K, b.ctypes.data, N, once.ctypes.data, N)
     bp = pack_rows_b(N, K, b.ctypes.data, N)
-    sgemm_rows_packed(M, N, K, a.ctypes.data, K, bp, b.ctypes.data, N, packed.ctypes.data, N)
+    sgemm_rows_packed(M, N, K, a.ctypes.data, K, bp, b.ctypes.data, N, out.ctypes.data, N)
 '''
 
 
 @pytest.mark.parametrize("m,n,k", [(16, 512, 128), (15, 512, 128), (16, 128, 512), (MR - 1, NR, 7),
                                    (3 * MR + 2, 2 * NR + 5, KC + 9), (MR, NR - 3, 0)])
-def test_a_recurrent_loops_prepacked_weight_gives_sgemm_rows_values(m, n, k):
-    """A time loop packs its weight once (pack_rows_b) for every step's sgemm_rows_packed: the values of
-    sgemm_rows, which packs it at every call, bit for bit, across partial row panels, column panels and K blocks."""
+def test_a_recurrent_loops_prepacked_weight_gives_the_drivers_values(m, n, k):
+    """A time loop packs its weight once (pack_rows_b) for every step's sgemm_rows_packed: the driver's values
+    (which packs it at every call) bit for bit, across partial row panels, column panels, K blocks and K = 0."""
     from ember.kernels.numba_loader import compile_source
 
-    both = compile_source(_ROWS_BOTH, "both", cache=False)
+    product = compile_source(_ROWS_PACKED, "product", cache=False)
     rng = np.random.default_rng(12)
     a, b = rng.standard_normal((m, k), np.float32), rng.standard_normal((k, n), np.float32)
-    once, packed = np.full((m, n), np.nan, np.float32), np.full((m, n), np.nan, np.float32)
-    both(a, b, once, packed)
-    np.testing.assert_array_equal(packed, once)
+    packed, driven = np.full((m, n), np.nan, np.float32), np.full((1, m, n), np.nan, np.float32)
+    product(a, b, packed)
+    sgemm(a[None], b[None], driven)
+    np.testing.assert_array_equal(packed, driven[0])
     _close(packed, a, b)

@@ -203,8 +203,8 @@ def forward_samples(ukr, nr, tr, split, x, wq, phases, shifts, s, fold, pt, pl, 
     # tap t reads phase plane phases[t] shifted by shifts[t]; xq (s * s, C, plane) and buf (O, ldc) scratch. With
     # bt (OH * OW, O) not empty (step 1 only), the micro-kernel's rows are positions and its columns channels (a
     # small map: an 8 x 8 output's rows are 8 blocks of 8 positions, where its 72 pitched positions filled 96
-    # columns of 32). With fold > 1 (stride 1, few
-    # channels) xq holds fold shifted copies of each plane (fill_shifted) and a tap is a kernel row, K = C * fold
+    # columns of 32). With fold > 1 (stride 1, few channels) xq holds fold shifted copies of each plane
+    # (fill_shifted) and a tap is a kernel row, K = C * fold
     C = xq.shape[1]
     O, OH, OW, step, y0, x0 = out.shape[1], place[0], place[1], place[2], place[3], place[4]
     HO, WO = out.shape[2], out.shape[3]
