@@ -130,8 +130,8 @@ SMALL_GEMM_MAX = 1_000_000
 
 # sgemm_rows(M, N, K, a, lda, b, ldb, c, ldc): C = A B for row-major float32 at addresses a, b, c (NO_TRANS
 # both), in as few calls of evenly split rows as keep each call within SMALL_GEMM_MAX; source for kernels that
-# paste it after their own imports (`njit`, `np`). pack_rows_b and sgemm_rows_packed: the names of Ember's
-# driver's prepacked form (sgemm.ROWS_SOURCE), with no packing (OpenBLAS packs inside each call)
+# paste it after their own imports (`njit`, `np`). sgemm_rows_packed: the name of Ember's driver's prepacked form
+# (sgemm.ROWS_SOURCE), here reading b itself (OpenBLAS packs inside each call)
 SGEMM_ROWS_SOURCE = f'''
 from ember.kernels.blas import sgemm
 
@@ -145,11 +145,6 @@ def sgemm_rows(M, N, K, a, lda, b, ldb, c, ldc):
         r1 = M * (k + 1) // calls
         sgemm(101, 111, 111, r1 - r0, N, K, np.float32(1), a + np.uintp(r0 * lda * 4), lda, b, ldb, np.float32(0),
               c + np.uintp(r0 * ldc * 4), ldc)
-
-
-@njit(inline="always")
-def pack_rows_b(N, K, b, ldb):
-    return np.empty(0, np.float32)
 
 
 @njit(inline="always")

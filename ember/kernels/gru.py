@@ -42,14 +42,13 @@ def gru_step_forward(x, pre, b, h_prev, act, ghn, h):
 _FORWARD_LOOP_SOURCE = _FORWARD_SOURCE + '''
 
 
-def gru_forward_loop(xw, batch_major, h0, w_t, b, hs, act, ghn, pre, n0, n1):
+def gru_forward_loop(xw, batch_major, h0, w_t, wp, b, hs, act, ghn, pre, n0, n1):
     # every step of the layer for samples [n0, n1): pre = h_prev @ w_t (sgemm_rows_packed), then the step's
-    # gates and state; xw is (T, N, 3H), or (N, T, 3H) when batch_major, C-contiguous. Samples are
-    # independent, so disjoint ranges may run on threads at once.
+    # gates and state; xw is (T, N, 3H), or (N, T, 3H) when batch_major, C-contiguous; wp: w_t packed
+    # (RecurrentKernels.packed). Samples are independent, so disjoint ranges may run on threads at once.
     T, N, H = hs.shape
     G = 3 * H
     M = n1 - n0
-    wp = pack_rows_b(G, H, w_t.ctypes.data, G)  # once for every step
     for t in range(T):
         h_prev = h0 if t == 0 else hs[t - 1]
         sgemm_rows_packed(M, G, H, h_prev[n0:].ctypes.data, H, wp, w_t.ctypes.data, G, pre[n0:].ctypes.data, G)
@@ -102,14 +101,13 @@ def gru_step_backward(dz, dw, g, has_g, act, ghn, h_prev, dh, dx, dg):
 _BACKWARD_LOOP_SOURCE = _BACKWARD_SOURCE + '''
 
 
-def gru_backward_loop(ghs, has_ghs, w_hh, h0, hs, act, ghn, dxw, dgh, dz, dw, dh, n0, n1):
+def gru_backward_loop(ghs, has_ghs, w_hh, wp, h0, hs, act, ghn, dxw, dgh, dz, dw, dh, n0, n1):
     # every step back from the last for samples [n0, n1): the step's rule into dxw[t] and dgh[t] (and dz),
     # then dw = dgh[t] @ W_hh (sgemm_rows_packed); the state's gradient is dz + dw, which the caller sums for
-    # h0's. All arrays C-contiguous float32; disjoint ranges may run on threads at once.
+    # h0's; wp: w_hh packed. All arrays C-contiguous float32; disjoint ranges may run on threads at once.
     T, N, G = act.shape
     H = G // 3
     M = n1 - n0
-    wp = pack_rows_b(H, G, w_hh.ctypes.data, H)  # once for every step
     for t in range(T - 1, -1, -1):
         h_prev = h0 if t == 0 else hs[t - 1]
         g = ghs[t] if has_ghs else ghs[0]

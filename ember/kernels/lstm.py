@@ -47,14 +47,14 @@ def lstm_step_forward(pre, c_prev, act, c_next, tanh_c, h):
 _FORWARD_LOOP_SOURCE = _FORWARD_SOURCE + '''
 
 
-def lstm_forward_loop(xw, batch_major, h0, w_t, hs, act, cs, tanh_cs, pre, n0, n1):
+def lstm_forward_loop(xw, batch_major, h0, w_t, wp, hs, act, cs, tanh_cs, pre, n0, n1):
     # every step of the layer for samples [n0, n1): pre = h_prev @ w_t (sgemm_rows_packed) + xw[t], then the
     # step's gates and cell; xw is (T, N, 4H), or (N, T, 4H) when batch_major, C-contiguous; cs[0] holds the
-    # first cell state. Samples are independent, so disjoint ranges may run on threads at once.
+    # first cell state; wp: w_t packed (RecurrentKernels.packed). Samples are independent, so disjoint ranges may
+    # run on threads at once.
     T, N, H = hs.shape
     G = 4 * H
     M = n1 - n0
-    wp = pack_rows_b(G, H, w_t.ctypes.data, G)  # once for every step
     for t in range(T):
         h_prev = h0[n0:] if t == 0 else hs[t - 1, n0:]
         sgemm_rows_packed(M, G, H, h_prev.ctypes.data, H, wp, w_t.ctypes.data, G, pre[n0:].ctypes.data, G)
@@ -105,15 +105,14 @@ def lstm_step_backward(dh, dc, act, tanh_c, c_prev, d):
 _BACKWARD_LOOP_SOURCE = _SOURCE + '''
 
 
-def lstm_backward_loop(ghs, has_ghs, w_hh, act, cs, tanh_cs, dpre, dh, dc, n0, n1):
+def lstm_backward_loop(ghs, has_ghs, w_hh, wp, act, cs, tanh_cs, dpre, dh, dc, n0, n1):
     # every step back from the last for samples [n0, n1): dh += ghs[t] (when given), the step's rule into
     # dpre[t], then dh = dpre[t] @ w_hh (sgemm_rows_packed); dh and dc hold the last step's incoming gradients
-    # on entry and the first step's outgoing ones on return. All arrays C-contiguous float32; disjoint
-    # ranges may run on threads at once.
+    # on entry and the first step's outgoing ones on return; wp: w_hh packed. All arrays C-contiguous float32;
+    # disjoint ranges may run on threads at once.
     T, N, G = act.shape
     H = G // 4
     M = n1 - n0
-    wp = pack_rows_b(H, G, w_hh.ctypes.data, H)  # once for every step
     for t in range(T - 1, -1, -1):
         if has_ghs:
             for n in range(n0, n1):

@@ -53,6 +53,11 @@ class RecurrentKernels:
         """The compiled step gradient for `elements` values of `dtype` in all, or None to use NumPy."""
         return kernel_for(self._sources["step_backward"], f"{self.kind}_step_backward", xp, dtype, elements)
 
+    def packed(self, w: np.ndarray) -> np.ndarray:
+        """A time loop's weight `w` (K, N) as its products read it: packed once for all steps and threads where
+        they run on Ember's GEMM (sgemm.pack_rows), else an empty array (OpenBLAS's products read `w` itself)."""
+        return sgemm.pack_rows(w) if gemm.loops_take_driver() else np.empty(0, np.float32)
+
     def run_loop(self, op: str, loop, args: tuple, batch: int, flops: float) -> None:
         """loop(*args, n0, n1) over samples [n0, n1) of the batch, split over the threads."""
         note(op, "compiled time loop")

@@ -196,11 +196,11 @@ def _pack_b(B, b, bpack, base, sbk, sbn, kc, width, tr):
 
 '''
 
-# pack_rows_b(N, K, b, ldb) and sgemm_rows_packed(M, N, K, a, lda, bp, b, ldb, c, ldc): C = A B for row-major
-# float32 at addresses a, b, c with B packed once for many products (a recurrent time loop's weight, the same at
-# every step: the driver packed it again at every call), for compiled loops that paste this source after their own
-# imports (`njit`, `np`); blas.SGEMM_ROWS_SOURCE has the same names on OpenBLAS. B goes into the micro-kernel's
-# NR-column panels, its K in blocks of KC, and each product sums as the driver does (sgemm), so the values are the
+# sgemm_rows_packed(M, N, K, a, lda, bp, b, ldb, c, ldc): C = A B for row-major float32 at addresses a, b, c with
+# B packed once (pack_rows) for many products: a recurrent time loop's weight, the same at every step, which the
+# driver packed again at every call; one packed copy serves every thread's part of the batch. For compiled loops
+# that paste this source after their own imports (`njit`, `np`); blas.SGEMM_ROWS_SOURCE has the same name on
+# OpenBLAS (b and ldb read there, bp not). Each product sums as the driver does (sgemm), so the values are the
 # driver's. The micro-kernel's address is a constant of the loop, so such a loop is compiled once per process.
 ROWS_SOURCE = f'''
 from ember.kernels.sgemm_intrinsics import call_microkernel as _call_microkernel
@@ -212,24 +212,8 @@ _MR, _NR, _KC = {MR}, {NR}, {KC}
 
 
 @njit(inline="always")
-def pack_rows_b(N, K, b, ldb):
-    # B (K x N, row-major at address b, leading dimension ldb) as K blocks of NR-column panels: block kb's panel j
-    # at (kb * panels + j) * KC * NR, its rows NR values apart, the columns past N zero
-    panels = (N + _NR - 1) // _NR
-    out = np.zeros(max((K + _KC - 1) // _KC, 1) * panels * _KC * _NR, np.float32)
-    B = _float32_at(b)
-    for k in range(K):
-        kb, kk = k // _KC, k % _KC
-        for j in range(panels):
-            dst = ((kb * panels + j) * _KC + kk) * _NR
-            for c in range(min(_NR, N - j * _NR)):
-                out[dst + c] = B[k * ldb + j * _NR + c]
-    return out
-
-
-@njit(inline="always")
 def sgemm_rows_packed(M, N, K, a, lda, bp, b, ldb, c, ldc):
-    # C = A B with B packed by pack_rows_b (b and ldb unused): A's whole MR-row panels read in place, its last
+    # C = A B with B packed by pack_rows (b and ldb unused): A's whole MR-row panels read in place, its last
     # partial one copied with zero rows (the micro-kernel reads MR rows), as the driver does
     panels = (N + _NR - 1) // _NR
     full = M // _MR
@@ -244,7 +228,7 @@ def sgemm_rows_packed(M, N, K, a, lda, bp, b, ldb, c, ldc):
                 apack[k * _MR + r] = A[(full * _MR + r) * lda + k0 + k]
         for j in range(panels):
             width = min(_NR, N - j * _NR)
-            panel = bp.ctypes.data + 4 * (kb * panels + j) * _KC * _NR
+            panel = bp.ctypes.data + 4 * (k0 * panels + j * kc) * _NR
             for blk in range(full):
                 _call_microkernel(_MICROKERNEL, kc, a + 4 * (blk * _MR * lda + k0), 1, lda, panel, _NR,
                                   c + 4 * (blk * _MR * ldc + j * _NR), ldc, width, _MR, 1 if kb else 0, 0)
@@ -252,6 +236,22 @@ def sgemm_rows_packed(M, N, K, a, lda, bp, b, ldb, c, ldc):
                 _call_microkernel(_MICROKERNEL, kc, apack.ctypes.data, _MR, 1, panel, _NR,
                                   c + 4 * (full * _MR * ldc + j * _NR), ldc, width, tail, 1 if kb else 0, 0)
 '''
+
+
+def pack_rows(b: np.ndarray) -> np.ndarray:
+    """A (K, N) float32 B as sgemm_rows_packed reads it: its K in blocks of KC rows (the last shorter), each
+    block's NR-column panels one after another, each panel's rows NR values apart, the columns past N zero."""
+    k, n = b.shape
+    panels, whole = -(-n // NR), n // NR
+    out = np.zeros(max(k, 1) * panels * NR, np.float32)
+    for k0 in range(0, k, KC):
+        kc = min(KC, k - k0)
+        block = out[k0 * panels * NR:(k0 + kc) * panels * NR].reshape(panels, kc, NR)
+        block[:whole] = b[k0:k0 + kc, :whole * NR].reshape(kc, whole, NR).transpose(1, 0, 2)
+        if whole < panels:
+            block[whole, :, :n - whole * NR] = b[k0:k0 + kc, whole * NR:]
+    return out
+
 
 _drivers: dict = {}
 _lock = threading.RLock()  # driver_address holds it while driver() may take it to compile the driver

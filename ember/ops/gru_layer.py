@@ -79,7 +79,7 @@ class GRULayerOp(Op):
         if loop is not None:  # the whole time loop compiled, its GEMMs NumPy's BLAS called from inside
             batch_major = not xw.flags.c_contiguous and xw.transpose(1, 0, 2).flags.c_contiguous
             xs = xw.transpose(1, 0, 2) if batch_major else xp.ascontiguousarray(xw)
-            args = (xs, batch_major, h0, w_t, b, hs, gates, ghn, pre)
+            args = (xs, batch_major, h0, w_t, GRU.packed(w_t), b, hs, gates, ghn, pre)
             GRU.run_loop(self.name, loop, args, batch, 2.0 * xw.size * (three_h // 3))
             return _outputs(xp, hs, gates, ghn, h0, dtype)
         step = GRU.noted_steps(self.name, GRU.step_forward(xp, xw.dtype, xw.size))
@@ -150,7 +150,7 @@ class GRULayerBackwardOp(Op):
             dz[...] = upcast(gh)
         loop = GRU.backward_loop(xp, work, gates.size)
         if loop is not None:  # the whole time loop compiled, its GEMMs NumPy's BLAS called from inside
-            args = (ghs, has_ghs, w_hh, h0, hs, gates, ghn, dxw, dgh, dz, dw, dh)
+            args = (ghs, has_ghs, w_hh, GRU.packed(w_hh), h0, hs, gates, ghn, dxw, dgh, dz, dw, dh)
             GRU.run_loop(self.name, loop, args, h0.shape[0], 2.0 * gates.size * h0.shape[1])
         else:
             step = GRU.noted_steps(self.name, GRU.step_backward(xp, work, gates.size))

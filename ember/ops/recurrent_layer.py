@@ -79,7 +79,8 @@ class LSTMLayerOp(Op):
         if loop is not None:  # the whole time loop compiled, its GEMMs NumPy's BLAS called from inside
             batch_major = not xw.flags.c_contiguous and xw.transpose(1, 0, 2).flags.c_contiguous
             xs = xw.transpose(1, 0, 2) if batch_major else np.ascontiguousarray(xw)
-            args = (xs, batch_major, np.ascontiguousarray(h0), w_t, hs, gates, cs, tanh_cs, np.empty(xw.shape[1:], xw.dtype))
+            args = (xs, batch_major, np.ascontiguousarray(h0), w_t, LSTM.packed(w_t), hs, gates, cs, tanh_cs,
+                    np.empty(xw.shape[1:], xw.dtype))
             LSTM.run_loop(self.name, loop, args, xw.shape[1], 2.0 * xw.size * hidden)
             return _outputs(xp, hs, gates, cs, tanh_cs, h0, dtype)
         compiled = LSTM.noted_steps(self.name, LSTM.step_forward(xp, xw.dtype, xw.size))
@@ -148,8 +149,9 @@ class LSTMLayerBackwardOp(Op):
         dc = xp.zeros(c0.shape, work) if gc is None else xp.array(gc, dtype=work)
         loop = LSTM.backward_loop(xp, work, gates.size)
         if loop is not None:  # the whole time loop compiled, its GEMMs NumPy's BLAS called from inside
+            w_hh = xp.ascontiguousarray(w_hh)
             args = (xp.zeros((1, 1, 1), work) if ghs is None else xp.ascontiguousarray(ghs), ghs is not None,
-                    xp.ascontiguousarray(w_hh), *(xp.ascontiguousarray(a) for a in (gates, cs, tanh_cs)), dpre, dh, dc)
+                    w_hh, LSTM.packed(w_hh), *(xp.ascontiguousarray(a) for a in (gates, cs, tanh_cs)), dpre, dh, dc)
             LSTM.run_loop(self.name, loop, args, gates.shape[1], 2.0 * gates.size * hidden)
             return self._finish(xp, dpre, dh, dc, h_prev, dtype)
         tmp = xp.empty_like(dc)

@@ -9,7 +9,7 @@ from ember.kernels import blas, gemm, parallel
 from ember.kernels.sgemm_microkernel import MR, NR
 
 pytest.importorskip("numba")
-from ember.kernels.sgemm import KC, ROWS_SOURCE, driver, sgemm  # noqa: E402
+from ember.kernels.sgemm import KC, ROWS_SOURCE, driver, pack_rows, sgemm  # noqa: E402
 
 pytestmark = pytest.mark.skipif(driver() is None, reason="needs a micro-kernel block (AVX-512 or AVX2)")
 
@@ -365,10 +365,9 @@ from numba import njit
 ''' + ROWS_SOURCE + '''
 
 
-def product(a, b, out):
+def product(a, b, bp, out):
     M, K = a.shape
     N = b.shape[1]
-    bp = pack_rows_b(N, K, b.ctypes.data, N)
     sgemm_rows_packed(M, N, K, a.ctypes.data, K, bp, b.ctypes.data, N, out.ctypes.data, N)
 '''
 
@@ -376,7 +375,7 @@ def product(a, b, out):
 @pytest.mark.parametrize("m,n,k", [(16, 512, 128), (15, 512, 128), (16, 128, 512), (MR - 1, NR, 7),
                                    (3 * MR + 2, 2 * NR + 5, KC + 9), (MR, NR - 3, 0)])
 def test_a_recurrent_loops_prepacked_weight_gives_the_drivers_values(m, n, k):
-    """A time loop packs its weight once (pack_rows_b) for every step's sgemm_rows_packed: the driver's values
+    """A time loop's weight is packed once (pack_rows) for every step's sgemm_rows_packed: the driver's values
     (which packs it at every call) bit for bit, across partial row panels, column panels, K blocks and K = 0."""
     from ember.kernels.numba_loader import compile_source
 
@@ -384,7 +383,7 @@ def test_a_recurrent_loops_prepacked_weight_gives_the_drivers_values(m, n, k):
     rng = np.random.default_rng(12)
     a, b = rng.standard_normal((m, k), np.float32), rng.standard_normal((k, n), np.float32)
     packed, driven = np.full((m, n), np.nan, np.float32), np.full((1, m, n), np.nan, np.float32)
-    product(a, b, packed)
+    product(a, b, pack_rows(b), packed)
     sgemm(a[None], b[None], driven)
     np.testing.assert_array_equal(packed, driven[0])
     _close(packed, a, b)
