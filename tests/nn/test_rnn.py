@@ -240,3 +240,27 @@ def test_jitted_training_of_the_fused_layers_equals_eager(kind, hidden, reads):
         np.testing.assert_allclose(jitted(x, y).item(), eager(x, y).item(), rtol=1e-5, atol=1e-6)
     for (name, pe), pj in zip(m_eager.named_parameters(), m_jit.parameters()):
         np.testing.assert_allclose(pj.detach().numpy(), pe.detach().numpy(), rtol=1e-4, atol=1e-6, err_msg=name)
+
+
+@pytest.mark.parametrize("kind", ["LSTM", "GRU"])
+def test_the_compiled_loops_read_the_recurrent_weight_of_each_call(kind):
+    """The time loops pack the recurrent weight once per call (at 128 hidden units, on Ember's GEMM where the loops
+    take it): after the weight changes in place, outputs and input gradients follow it as PyTorch's do."""
+    em.manual_seed(0)
+    layer = getattr(nn, kind)(4, 128, batch_first=True)
+    ref = getattr(torch.nn, kind)(4, 128, batch_first=True)
+    with torch.no_grad():
+        for name, p in layer.named_parameters():
+            getattr(ref, name).copy_(torch.from_numpy(p.detach().numpy()))
+    x = np.random.default_rng(1).standard_normal((32, 6, 4)).astype(np.float32)
+    for scale in (1.0, -0.5):
+        with em.no_grad():
+            layer.weight_hh_l0.mul_(scale)
+        with torch.no_grad():
+            ref.weight_hh_l0.mul_(scale)
+        xe, xt = em.tensor(x, requires_grad=True), torch.tensor(x, requires_grad=True)
+        out, tout = layer(xe)[0], ref(xt)[0]
+        np.testing.assert_allclose(out.detach().numpy(), tout.detach().numpy(), rtol=1e-5, atol=1e-5)
+        out.sum().backward()
+        tout.sum().backward()
+        np.testing.assert_allclose(xe.grad.numpy(), xt.grad.numpy(), rtol=1e-4, atol=1e-5)
