@@ -32,6 +32,17 @@ class DType:
             return _load_bfloat16()
         raise AttributeError(f"'DType' object has no attribute {attr!r}")
 
+    # Identity is equality (there is one object per dtype, kept by pickling through get_dtype). Saying so here
+    # keeps `dtype == np.dtype(...)` from falling to NumPy's reflected comparison, which tries to convert the
+    # DType into a NumPy dtype and fails: 3.4 us for a False.
+    def __eq__(self, other) -> bool:
+        return self is other
+
+    def __ne__(self, other) -> bool:
+        return self is not other
+
+    __hash__ = object.__hash__
+
     def __repr__(self) -> str:
         return f"ember.{self.name}"
 

@@ -32,15 +32,12 @@ def require_float(op: str, dtype, what: str = "input") -> None:
         raise DtypeError(f"{op}: {what} must be floating point, got {np.dtype(dtype).name}")
 
 
-_NP_BOOL = np.dtype(np.bool_)
-
-
 def refuse_bool(op: str, *values) -> None:
     """Refuse bool tensors where PyTorch has no bool kernel (matrix products, convolution, max pooling); `values`
     are tensors, or the arrays and specs a kernel or shape rule sees (NumPy dtypes)."""
     for v in values:
         dtype = getattr(v, "dtype", None)
-        if dtype is not None and (dtype == dt.bool_ or dtype == _NP_BOOL):
+        if dtype is dt.bool_ or (isinstance(dtype, np.dtype) and dtype.kind == "b"):
             raise DtypeError(f"{op}: not defined for bool tensors")
 
 
