@@ -24,7 +24,7 @@ import numpy as np
 
 from ember import config
 from ember.kernels import blas, mkl, selection, thread_pool
-from ember.kernels.thread_pool import Pool
+from ember.kernels.thread_pool import Pool, run_ready_chunk
 
 _lock = threading.Lock()
 _state: dict = {}  # pid, threads, pool, active (splits under way), saved/saved_mkl (BLAS/MKL threads before them)
@@ -176,6 +176,8 @@ def run_kernel(kernel, parts: list, head: tuple, parted: tuple = (), strided: bo
     `strided`: see Pool.try_run_kernel."""
     pool = _pool()
     if pool is not None and pool.native:
+        if len(parts) == 1 and run_ready_chunk(kernel, head, parted, parts[0][0], parts[0][1], strided):
+            return
         bounds = _bounds.get(tuple(parts))
         if bounds is None:
             if len(_bounds) >= _MAX_BOUNDS:  # a workload of ever new sizes: start again rather than grow

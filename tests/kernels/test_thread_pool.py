@@ -297,6 +297,39 @@ def test_an_exception_in_any_chunk_of_a_kernel_reaches_the_caller(split_everythi
         parallel.run_kernel(kernel, [(0, 5), (5, 10)], (np.zeros(10), bad))
 
 
+def test_one_chunk_of_a_kernel_the_pool_has_run_runs_in_the_caller_through_its_entry_point(split_everything):
+    if not parallel.native():
+        pytest.skip("no GIL-free workers on this platform")
+    kernel = compile_source(_SOURCE, "scaled")
+    x, counts, want = _scaled_case()
+    head = (x, counts, 0.5, False, 2)
+    scratch = np.zeros((1, 2), np.int64)
+    unseen = (x.astype(np.float64),) + head[1:] + (np.zeros(11),)  # argument kinds no test runs on the pool
+    assert not thread_pool.run_ready_chunk(kernel, unseen, (scratch,), 0, 11)
+    out = np.zeros(11)
+    parallel.run_kernel(kernel, [(0, 5), (5, 11)], head + (out,), (np.zeros((2, 2), np.int64),))
+    np.testing.assert_array_equal(out, want)
+    for flag, sign in ((False, 1), (True, -1)):  # a changed argument between calls reaches the kernel
+        out = np.zeros(11)
+        assert thread_pool.run_ready_chunk(kernel, (x, counts, 0.5, flag, 2, out), (scratch,), 0, 11)
+        np.testing.assert_array_equal(out, sign * want)
+        assert scratch.tolist() == [[0, 11]]
+    out = np.zeros(11)
+    parallel.run_kernel(kernel, [(3, 9)], head + (out,), (scratch,))  # run_kernel's one chunk goes the same way
+    np.testing.assert_array_equal(out[3:9], want[3:9])
+    assert not out[:3].any() and not out[9:].any() and scratch.tolist() == [[3, 9]]
+    other = compile_source(_SOURCE, "shifted")  # another kernel, not run by the pool on those kinds
+    assert not thread_pool.run_ready_chunk(other, unseen, (scratch,), 0, 11)
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+def test_an_exception_in_a_one_chunk_kernel_the_pool_has_run_reaches_the_caller(split_everything):
+    kernel = compile_source(_SOURCE, "raises_at")
+    parallel.run_kernel(kernel, [(0, 5), (5, 10)], (np.zeros(10), 99))
+    with pytest.raises(ValueError, match="bad index"):
+        parallel.run_kernel(kernel, [(0, 10)], (np.zeros(10), 4))
+
+
 def test_thousands_of_kernel_splits_in_a_row_each_run_every_chunk(native_pool):
     kernel = compile_source(_SOURCE, "scaled")
     x, counts, want = _scaled_case(64)
