@@ -34,7 +34,7 @@ from ember.nn._tuples import _pair, _single
 from ember.ops._rules import refuse_bool, require_float
 from ember.ops.attention import safe_softmax as _safe_softmax
 from ember.ops.attention import scaled_dot_product_attention as _fused_attention
-from ember.ops.channel_affine import batch_norm_scale_shift, channel_affine
+from ember.ops.channel_affine import batch_norm_inference
 from ember.ops.indexing import index_select
 from ember.ops.nn_extra import batch_norm_train as _fused_batch_norm
 from ember.ops.nn_extra import layer_norm as _fused_layer_norm
@@ -387,9 +387,8 @@ def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor |
         raise ValueError("batch_norm: running_mean and running_var are required when training=False")
     # eval: one scale and one shift per channel (in float32 for float16/bfloat16 statistics), then one pass
     # over the input (ember/ops/channel_affine.py); float16/bfloat16 inputs run in float32 and round once.
-    scale, shift = batch_norm_scale_shift(running_mean, running_var, weight, bias, eps)
     x = _upcast(input)
-    out = channel_affine(x, scale, shift)  # one pass over the input (ember/ops/channel_affine.py)
+    out = batch_norm_inference(x, running_mean, running_var, weight, bias, eps)
     return out if x is input else out.to(input.dtype)
 
 

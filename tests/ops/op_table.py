@@ -880,6 +880,15 @@ row("layer_norm_no_affine", lambda L, x: nnf(L).layer_norm(x, (6,)), mats((3, 4,
 row("layer_norm_weight_only", lambda L, x, w: nnf(L).layer_norm(x, (6,), w), mats((5, 6), (6,)), tol=REDUCTION)
 row("layer_norm_long_rows", lambda L, x, w, b: nnf(L).layer_norm(x, (1000,), w, b), mats((3, 1000), (1000,), (1000,)),
     tol=REDUCTION, **LONG)
+# eval mode where nothing needs a gradient: the one op batch_norm_inference (NumPy below 16K values, compiled above)
+row("batch_norm_inference", lambda L, x, m, v, w, b: nnf(L).batch_norm(x, m, v, w, b, training=False, eps=1e-3),
+    lambda r: [r.normal((3, c := r.size(1, 6), 4, 2)), r.normal((c,)), r.positive((c,)), r.normal((c,)),
+               r.normal((c,))], grad=False)
+row("batch_norm_inference_no_affine", lambda L, x, m, v: nnf(L).batch_norm(x, m, v, training=False),
+    lambda r: [r.normal((5, c := r.size(1, 6))), r.normal((c,)), r.positive((c,))], grad=False)
+row("batch_norm_inference_long", lambda L, x, m, v, w, b: nnf(L).batch_norm(x, m, v, w, b, training=False),
+    lambda r: [r.normal((2, 24, 24, 24)), r.normal((24,)), r.positive((24,)), r.normal((24,)), r.normal((24,))],
+    grad=False, **LONG)
 row("batch_norm_train", lambda L, x, w, b: nnf(L).batch_norm(x, None, None, w, b, training=True),
     mats((4, 3, 5), (3,), (3,)), tol=REDUCTION)
 row("batch_norm_train_large_values", lambda L, x, w, b: nnf(L).batch_norm(x, None, None, w, b, training=True),

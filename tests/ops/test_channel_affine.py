@@ -133,3 +133,63 @@ def test_batch_norm_names_a_per_channel_tensor_of_the_wrong_shape(bad, training)
     tensors[bad] = em.ones(4, 1) if bad == "running_mean" else em.ones(5)
     with pytest.raises(ValueError, match=rf"batch_norm: {bad} should have shape \(4,\).*\(2, 4, 3, 3\)"):
         em.nn.functional.batch_norm(x, training=training, **tensors)
+
+
+def _ops_run(fn):
+    with em.profiler.profile() as prof:
+        out = fn()
+    return out, [e.name for e in prof.events if e.cat != "range"]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16"])
+@pytest.mark.parametrize("shape", [(2, 5, 3, 4), (2, 24, 24, 24)])  # NumPy's pass; the compiled one
+@pytest.mark.parametrize("affine", [True, False])
+def test_eval_batch_norm_without_gradients_is_one_op_with_the_two_ops_values(dtype, shape, affine):
+    rng = np.random.default_rng(2)
+    c = shape[1]
+    x = em.tensor(rng.standard_normal(shape)).to(getattr(em, dtype))
+    stats = [em.tensor(rng.standard_normal(c).astype(np.float32)), em.tensor(rng.uniform(0.5, 2, c).astype(np.float32))]
+    wb = [em.tensor(rng.standard_normal(c).astype(np.float32), requires_grad=True) for _ in range(2)] if affine \
+        else [None, None]
+    with em.no_grad():
+        fused, ops = _ops_run(lambda: em.nn.functional.batch_norm(x, *stats, *wb, training=False))
+    assert "batch_norm_inference" in ops and "channel_affine" not in ops
+    xg = x.detach().requires_grad_()  # an input that needs a gradient: the two ops
+    two, ops = _ops_run(lambda: em.nn.functional.batch_norm(xg, *stats, *wb, training=False))
+    assert "batch_norm_inference" not in ops and "channel_affine" in ops and "batch_norm_scale_shift" in ops
+    assert fused.dtype == two.dtype == x.dtype
+    np.testing.assert_array_equal(fused.numpy(), two.detach().numpy())
+    ref = torch.nn.functional.batch_norm(torch.tensor(x.float().numpy()), *(torch.tensor(t.detach().numpy()) for t in stats),
+                                         *(None if t is None else torch.tensor(t.detach().numpy()) for t in wb))
+    np.testing.assert_allclose(fused.float().numpy(), ref.numpy(), rtol=1e-2 if dtype == "float16" else 1e-5, atol=1e-2 if dtype == "float16" else 1e-5)
+
+
+def test_eval_batch_norm_module_follows_changed_statistics_between_calls():
+    bn = em.nn.BatchNorm2d(3).eval()
+    tbn = torch.nn.BatchNorm2d(3).eval()
+    x = np.random.default_rng(3).standard_normal((2, 3, 4, 4)).astype(np.float32)
+    with em.no_grad(), torch.no_grad():
+        for step in range(3):
+            out, ref = bn(em.tensor(x)), tbn(torch.tensor(x))
+            np.testing.assert_allclose(out.numpy(), ref.numpy(), rtol=1e-5, atol=1e-6)
+            for mine, theirs in ((bn.running_mean, tbn.running_mean), (bn.running_var, tbn.running_var),
+                                 (bn.weight, tbn.weight), (bn.bias, tbn.bias)):
+                change = np.float32(0.5 + step)
+                mine.mul_(change).add_(0.25)  # in place, as a loaded state dict or an optimizer step writes them
+                theirs.mul_(change).add_(0.25)
+        bn.train(), tbn.train()  # training mode between: batch statistics, running ones updated
+        np.testing.assert_allclose(bn(em.tensor(x)).numpy(), tbn(torch.tensor(x)).numpy(), rtol=1e-4, atol=1e-5)
+        bn.eval(), tbn.eval()
+        np.testing.assert_allclose(bn(em.tensor(x)).numpy(), tbn(torch.tensor(x)).numpy(), rtol=1e-5, atol=1e-5)
+
+
+def test_eval_batch_norm_traced_by_the_jit_keeps_the_two_ops():
+    bn = em.nn.BatchNorm2d(4).eval()
+    x = em.randn(2, 4, 8, 8)
+    f = em.jit(bn)
+    with em.no_grad():
+        want = bn(x)
+        got = f(x)
+        names = [n.op.name for n in f.lower(x).nodes if n.kind == "op"]
+    np.testing.assert_array_equal(got.numpy(), want.numpy())
+    assert "batch_norm_inference" not in names and "channel_affine" in names

@@ -80,6 +80,10 @@ class _NormBase(Module):
 class _BatchNorm(_NormBase):
     def forward(self, input: Tensor) -> Tensor:
         self._check_input_dim(input)
+        if not self.training:  # eval by the running statistics, read once (each read goes through __getattr__)
+            mean, var = self.running_mean, self.running_var
+            if mean is not None or var is not None:
+                return F.batch_norm(input, mean, var, self.weight, self.bias, False, 0.0, self.eps)
         factor = 0.0 if self.momentum is None else self.momentum
         if self.training and self.track_running_stats and self.num_batches_tracked is not None:
             self.num_batches_tracked.add_(1)
