@@ -159,10 +159,12 @@ def splitting_now() -> bool:
     return bool(_ready()["active"])
 
 
-def worth_splitting(flops: float) -> bool:
+def worth_splitting(flops: float, compiled: bool = False) -> bool:
     """Whether a kernel of `flops` should split itself over the threads now: there are several, it is large
-    enough, and no split is under way."""
-    return get_num_threads() > 1 and flops >= THRESHOLDS["min_python_chunk_flops"] and not splitting_now()
+    enough (for `compiled` chunks on GIL-free workers, as `chunks` has it), and no split is under way."""
+    if get_num_threads() == 1 or splitting_now():
+        return False
+    return flops >= THRESHOLDS["min_kernel_chunk_flops" if compiled and native() else "min_python_chunk_flops"]
 
 
 _bounds: dict = {}  # run_kernel's chunks as the (parts, 2) array the pool takes, by chunks

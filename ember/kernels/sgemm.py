@@ -395,12 +395,12 @@ def sgemm(a: np.ndarray, b: np.ndarray, out: np.ndarray, accumulate: bool = Fals
     n = b.shape[2]
     acc = int(accumulate)
     flops = 2.0 * batch * m * n * k_len
-    if not parallel.worth_splitting(flops):
+    if not parallel.worth_splitting(flops, compiled=True):
         fn(ukr, tr, a, b, out, bias, acc, 0, batch, 0, m, 0, n)
         return result
     axis, count = _split_axis(b, batch, m, n)
     # strided: one native task for every layout of a, b and out, as sgemm_chunk is compiled for any
-    parallel.run_kernel(_chunk_kernel(), parallel.chunks(count, flops), (ukr, tr, a, b, out, bias, acc, axis),
+    parallel.run_kernel(_chunk_kernel(), parallel.chunks(count, flops, compiled=True), (ukr, tr, a, b, out, bias, acc, axis),
                              strided=True)
     return result
 
@@ -431,10 +431,10 @@ def _sgemm_affine(a, b, out, affine):
     flops = 2.0 * batch * m * n * k_len
     head = (microkernel_address(), transpose_address(), a, b, out, _NO_BIAS, 0)
     tail = (np.ascontiguousarray(scale, np.float32), np.ascontiguousarray(shift, np.float32), bounds, mode)
-    if not parallel.worth_splitting(flops):
+    if not parallel.worth_splitting(flops, compiled=True):
         _affine_chunk_kernel()(*head, 0, *tail, 0, batch)
         return result
     axis, count = _split_axis(b, batch, m, n)
-    parallel.run_kernel(_affine_chunk_kernel(), parallel.chunks(count, flops), head + (axis,) + tail,
+    parallel.run_kernel(_affine_chunk_kernel(), parallel.chunks(count, flops, compiled=True), head + (axis,) + tail,
                              strided=True)
     return result

@@ -152,13 +152,34 @@ def test_rows_do_not_depend_on_the_split(shape, monkeypatch):
     whole = np.empty((batch, m, n), np.float32)
     sgemm(a, b, whole)
     _close(whole, a, b)
-    monkeypatch.setattr(parallel, "worth_splitting", lambda flops: False)
+    monkeypatch.setattr(parallel, "worth_splitting", lambda flops, compiled=False: False)
     alone = np.empty((batch, m, n), np.float32)
     sgemm(a, b, alone)
     np.testing.assert_array_equal(alone, whole)
     row = np.empty((1, 1, n), np.float32)
     sgemm(a[-1:, -1:], b[-1:], row)
     np.testing.assert_array_equal(row[0, 0], whole[-1, -1])
+
+
+@pytest.mark.parametrize("affine", [False, True])
+def test_a_product_of_a_compiled_chunks_worth_splits_over_the_threads(two_threads, monkeypatch, affine):
+    """sgemm's chunks are compiled: a product splits from min_kernel_chunk_flops (MobileNetV2's 5-10 MFLOP pointwise
+    layers at batch 1 ran on one thread under the Python chunks' 10 MFLOP), with the unsplit values."""
+    if not parallel.native():
+        pytest.skip("no GIL-free workers on this platform")
+    rng = np.random.default_rng(5)
+    a, b = rng.standard_normal((1, 64, 192), np.float32), rng.standard_normal((1, 192, 196), np.float32)  # 4.8 MFLOP
+    assert parallel.THRESHOLDS["min_kernel_chunk_flops"] <= 2.0 * a.size * b.shape[-1] < \
+        parallel.THRESHOLDS["min_python_chunk_flops"]
+    scale, shift = rng.standard_normal(64, np.float32), rng.standard_normal(64, np.float32)
+    extra = {"affine": (scale, shift, ("relu",))} if affine else {}
+    splits, run_kernel = [], parallel.run_kernel
+    monkeypatch.setattr(parallel, "run_kernel", lambda kernel, parts, *args, **kw: splits.append(len(parts)) or
+                        run_kernel(kernel, parts, *args, **kw))
+    split = sgemm(a, b, np.empty((1, 64, 196), np.float32), **extra)
+    assert splits == [2]
+    monkeypatch.setattr(parallel, "worth_splitting", lambda flops, compiled=False: False)
+    np.testing.assert_array_equal(split, sgemm(a, b, np.empty((1, 64, 196), np.float32), **extra))
 
 
 @pytest.mark.parametrize("activation", [None, ("relu",), ("clamp", -0.5, 6.0)])
