@@ -366,10 +366,13 @@ def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor |
     if input.ndim < 2:
         raise ValueError(f"batch_norm: expected at least 2-D input (N, C, ...), got shape {tuple(input.shape)}")
     c = input.shape[1]
-    for what, t in (("running_mean", running_mean), ("running_var", running_var), ("weight", weight), ("bias", bias)):
-        if t is not None and tuple(t.shape) != (c,):
+    given = [(what, t) for what, t in (("running_mean", running_mean), ("running_var", running_var),
+                                       ("weight", weight), ("bias", bias)) if t is not None]
+    for what, t in given:
+        if tuple(t.shape) != (c,):
             raise ValueError(f"batch_norm: {what} should have shape ({c},), one value per channel of the input "
                              f"{tuple(input.shape)}, got {tuple(t.shape)}")
+    _check_batch_norm_dtypes(input, given)
     if training:
         n = input.numel() // c if c else 0
         if n <= 1:
@@ -390,6 +393,19 @@ def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor |
     x = _upcast(input)
     out = batch_norm_inference(x, running_mean, running_var, weight, bias, eps)
     return out if x is input else out.to(input.dtype)
+
+
+def _check_batch_norm_dtypes(input: Tensor, given: list) -> None:
+    """PyTorch's rule: the statistics, weight and bias share one dtype, the input's, or float32 for a float16 or
+    bfloat16 input (mixed precision); anything else is refused rather than computed in a promoted dtype."""
+    dtypes_given = {t.dtype for _, t in given}
+    if not dtypes_given:
+        return
+    allowed = (input.dtype, dtypes.float32) if input.dtype in (dtypes.float16, dtypes.bfloat16) else (input.dtype,)
+    if len(dtypes_given) > 1 or dtypes_given.pop() not in allowed:
+        got = ", ".join(f"{what} {t.dtype.name}" for what, t in given)
+        raise DtypeError(f"batch_norm: the running statistics, weight and bias must share one dtype, the input's "
+                         f"({input.dtype.name}{' or float32' if len(allowed) > 1 else ''}); got {got}")
 
 
 def _check_normalized_shape(input: Tensor, normalized_shape) -> tuple:

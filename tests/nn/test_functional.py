@@ -243,3 +243,41 @@ INTERP_CASES = [
 @pytest.mark.parametrize(("name", "shape", "kwargs"), INTERP_CASES, ids=[c[0] for c in INTERP_CASES])
 def test_interpolate(name, shape, kwargs) -> None:
     _run(lambda x: F.interpolate(x, **kwargs), lambda x: tF.interpolate(x, **kwargs), [randn(*shape)])
+
+
+_BN_DTYPES = ["float32", "float64", "float16", "bfloat16"]
+
+
+@pytest.mark.parametrize("training", [False, True])
+@pytest.mark.parametrize("input_dtype", _BN_DTYPES)
+@pytest.mark.parametrize("param_dtype", _BN_DTYPES + ["int64"])
+@pytest.mark.parametrize("which", ["statistics", "weight alone", "weight and bias, no statistics"])
+def test_batch_norm_refuses_parameter_dtypes_where_pytorch_does(training, input_dtype, param_dtype, which):
+    """The statistics, weight and bias share one dtype, the input's or float32 for a float16/bfloat16 input; any
+    other mix is a one-line error naming them, where it computed in a promoted dtype before."""
+    if getattr(em, input_dtype) is None or getattr(em, param_dtype) is None:
+        pytest.skip("bfloat16 needs ml_dtypes")
+    if which == "weight and bias, no statistics" and not training:
+        pytest.skip("eval needs the statistics")
+
+    def call(lib, functional):
+        x = lib.ones(2, 3, 4, 4).to(getattr(lib, input_dtype))
+        own, other = getattr(lib, input_dtype), getattr(lib, param_dtype)
+        if which == "statistics":
+            args = (lib.zeros(3, dtype=other), lib.ones(3, dtype=other), None, None)
+        elif which == "weight alone":
+            args = (lib.zeros(3, dtype=own), lib.ones(3, dtype=own), lib.ones(3, dtype=other), None)
+        else:
+            args = (None, None, lib.ones(3, dtype=other), lib.zeros(3, dtype=other))
+        return functional.batch_norm(x, *args, training=training)
+
+    try:
+        call(torch, torch.nn.functional)
+        torch_refuses = False
+    except RuntimeError:
+        torch_refuses = True
+    if torch_refuses:
+        with pytest.raises(em.errors.DtypeError, match=f"batch_norm: .*{param_dtype}"):
+            call(em, em.nn.functional)
+    else:
+        assert call(em, em.nn.functional).dtype == getattr(em, input_dtype)

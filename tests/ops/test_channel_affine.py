@@ -148,8 +148,9 @@ def test_eval_batch_norm_without_gradients_is_one_op_with_the_two_ops_values(dty
     rng = np.random.default_rng(2)
     c = shape[1]
     x = em.tensor(rng.standard_normal(shape)).to(getattr(em, dtype))
-    stats = [em.tensor(rng.standard_normal(c).astype(np.float32)), em.tensor(rng.uniform(0.5, 2, c).astype(np.float32))]
-    wb = [em.tensor(rng.standard_normal(c).astype(np.float32), requires_grad=True) for _ in range(2)] if affine \
+    p = np.float32 if dtype == "float16" else dtype  # a float16 input's parameters in float32, as PyTorch allows
+    stats = [em.tensor(rng.standard_normal(c).astype(p)), em.tensor(rng.uniform(0.5, 2, c).astype(p))]
+    wb = [em.tensor(rng.standard_normal(c).astype(p), requires_grad=True) for _ in range(2)] if affine \
         else [None, None]
     with em.no_grad():
         fused, ops = _ops_run(lambda: em.nn.functional.batch_norm(x, *stats, *wb, training=False))
@@ -159,8 +160,9 @@ def test_eval_batch_norm_without_gradients_is_one_op_with_the_two_ops_values(dty
     assert "batch_norm_inference" not in ops and "channel_affine" in ops and "batch_norm_scale_shift" in ops
     assert fused.dtype == two.dtype == x.dtype
     np.testing.assert_array_equal(fused.numpy(), two.detach().numpy())
-    ref = torch.nn.functional.batch_norm(torch.tensor(x.float().numpy()), *(torch.tensor(t.detach().numpy()) for t in stats),
-                                         *(None if t is None else torch.tensor(t.detach().numpy()) for t in wb))
+    ref = torch.nn.functional.batch_norm(torch.tensor(x.float().numpy()),
+                                         *(torch.tensor(t.detach().numpy()).float() for t in stats),
+                                         *(None if t is None else torch.tensor(t.detach().numpy()).float() for t in wb))
     np.testing.assert_allclose(fused.float().numpy(), ref.numpy(), rtol=1e-2 if dtype == "float16" else 1e-5, atol=1e-2 if dtype == "float16" else 1e-5)
 
 
