@@ -195,3 +195,9 @@ def test_eval_batch_norm_traced_by_the_jit_keeps_the_two_ops():
         names = [n.op.name for n in f.lower(x).nodes if n.kind == "op"]
     np.testing.assert_array_equal(got.numpy(), want.numpy())
     assert "batch_norm_inference" not in names and "channel_affine" in names
+
+
+def test_eval_batch_norm_without_gradients_names_the_devices_of_a_mismatch():
+    bn = em.nn.BatchNorm2d(3).eval()
+    with em.no_grad(), pytest.raises(em.errors.DeviceMismatchError, match=r"batch_norm.*cpu:1.*cpu"):
+        bn(em.ones(2, 3, 4, 4, device="cpu:1"))
