@@ -46,8 +46,10 @@ def test_meta_tensor_is_instant_and_uses_no_memory():
 def test_ops_on_meta_compute_shapes_and_dtypes():
     a = em.ones((1_000_000, 2_000_000), device="meta")
     b = em.ones((2_000_000, 3), device="meta", dtype=em.float64)
-    c = a @ b
+    c = a.double() @ b
     assert c.shape == (1_000_000, 3) and c.dtype is em.float64 and c.device == "meta"
+    with pytest.raises(em.errors.DtypeError, match=r"matmul: .*float32 \(1000000, 2000000\), other float64"):
+        a @ b  # refused by the shape rule, as on the CPU
     assert a.sum(1).shape == (1_000_000,) and a.T.shape == (2_000_000, 1_000_000)
     assert (a[:10, 5] + 1).shape == (10,)
     assert em.zeros_like(a).device == "meta" and em.randn(3, device="meta").shape == (3,)

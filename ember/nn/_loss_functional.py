@@ -8,6 +8,7 @@ import warnings
 from ember import creation, dtypes, ops
 from ember.amp.state import autocast_function
 from ember.errors import DtypeError
+from ember.ops._rules import refuse_mixed
 from ember.ops.cross_entropy import cross_entropy as _fused_cross_entropy
 from ember.ops.cross_entropy import fused_applies as _fused_cross_entropy_applies
 from ember.ops.loss_domain import binary_cross_entropy as _binary_cross_entropy
@@ -35,9 +36,10 @@ def _reduction(size_average, reduce, reduction: str) -> str:
 
 def _float_inputs(op: str, *tensors: Tensor) -> None:
     """Refuse integer and bool inputs to a loss, as PyTorch does, instead of computing in floating point."""
-    for t in tensors:
-        if t is not None and not t.is_floating_point():
-            raise DtypeError(f"{op}: input must be floating point, got {t.dtype.name}")
+    if any(t is not None and not t.is_floating_point() for t in tensors):
+        got = " and ".join(t.dtype.name for t in tensors if t is not None)
+        raise DtypeError(f"{op}: expected floating-point {'input' if len(tensors) == 1 else 'input and target'}, "
+                         f"got {got}")
 
 
 def _reduce(loss: Tensor, reduction: str) -> Tensor:
@@ -216,6 +218,7 @@ def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None, s
     _float_inputs("cross_entropy", input)
     if not (target.is_floating_point() and tuple(target.shape) == tuple(input.shape)):
         _check_class_target("cross_entropy", target)  # a float target of another shape is not probabilities
+        refuse_mixed("cross_entropy", ("input", "weight"), input, weight)  # PyTorch: "expected scalar type ..."
     if _fused_cross_entropy_applies(input, target, weight, label_smoothing):
         return _fused_cross_entropy(input, target, ignore_index, reduction)  # log_softmax and nll_loss as one op
     class_dim = 0 if input.ndim == 1 else 1

@@ -31,7 +31,7 @@ from ember.nn._loss_functional import (  # noqa: F401  (re-exported: F.<loss> is
     soft_margin_loss,
 )
 from ember.nn._tuples import _pair, _single
-from ember.ops._rules import refuse_bool, require_float
+from ember.ops._rules import refuse_bool, refuse_mixed, require_float
 from ember.ops.attention import safe_softmax as _safe_softmax
 from ember.ops.attention import scaled_dot_product_attention as _fused_attention
 from ember.ops.channel_affine import batch_norm_inference
@@ -187,6 +187,7 @@ def threshold(input: Tensor, threshold: float, value: float, inplace: bool = Fal
 def prelu(input: Tensor, weight: Tensor) -> Tensor:
     """x for x > 0, weight * x otherwise (weight per channel, dim 1)."""
     _float_input("prelu", input, weight)
+    refuse_mixed("prelu", ("input", "weight"), input, weight)
     if weight.numel() != 1 and input.ndim >= 2:
         weight = weight.reshape((1, -1) + (1,) * (input.ndim - 2))
     return ops.where(input > 0, input, input * weight)
@@ -241,12 +242,14 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     refuse_bool("linear", input, weight)
     if weight.ndim == 2:
         return _fused_linear(input, weight, bias)
+    refuse_mixed("linear", ("input", "weight", "bias"), input, weight, bias)
     out = ops.matmul(input, weight.T)
     return out if bias is None else out + bias
 
 
 def bilinear(input1: Tensor, input2: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     """x1^T A x2 + b for each output feature (weight is (out, in1, in2))."""
+    refuse_mixed("bilinear", ("input1", "input2", "weight", "bias"), input1, input2, weight, bias)
     out = ops.einsum("...i,oij,...j->...o", input1, weight, input2)
     return out if bias is None else out + bias
 
@@ -261,6 +264,7 @@ def conv1d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride=1, 
            groups: int = 1) -> Tensor:
     """1-D cross-correlation over (N, C, L) input (run as conv2d with a unit height)."""
     refuse_bool("conv1d", input, weight)
+    refuse_mixed("conv1d", ("input", "weight", "bias"), input, weight, bias)
     if weight.ndim != 3:
         raise ValueError(f"conv1d: expected a 3-D weight (out, in/groups, k), got shape {tuple(weight.shape)}")
     if input.ndim not in (2, 3):
@@ -282,6 +286,7 @@ def conv_transpose1d(input: Tensor, weight: Tensor, bias: Tensor | None = None, 
                      output_padding=0, groups: int = 1, dilation=1) -> Tensor:
     """Transposed 1-D convolution (run as conv_transpose2d with a unit height)."""
     refuse_bool("conv_transpose1d", input, weight)
+    refuse_mixed("conv_transpose1d", ("input", "weight"), input, weight)
     out = ops.conv_transpose2d(input.unsqueeze(-2), weight.unsqueeze(2), bias, (1, _single(stride)[0]),
                               (0, _single(padding)[0]), (0, _single(output_padding)[0]), groups,
                               (1, _single(dilation)[0]))
@@ -372,7 +377,7 @@ def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor |
         if tuple(t.shape) != (c,):
             raise ValueError(f"batch_norm: {what} should have shape ({c},), one value per channel of the input "
                              f"{tuple(input.shape)}, got {tuple(t.shape)}")
-    _check_batch_norm_dtypes(input, given)
+    _check_norm_dtypes("batch_norm", input, given, "running statistics, weight and bias")
     if training:
         n = input.numel() // c if c else 0
         if n <= 1:
@@ -395,16 +400,18 @@ def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor |
     return out if x is input else out.to(input.dtype)
 
 
-def _check_batch_norm_dtypes(input: Tensor, given: list) -> None:
-    """PyTorch's rule: the statistics, weight and bias share one dtype, the input's, or float32 for a float16 or
-    bfloat16 input (mixed precision); anything else is refused rather than computed in a promoted dtype."""
-    dtypes_given = {t.dtype for _, t in given}
-    if not dtypes_given:
+def _check_norm_dtypes(op: str, input: Tensor, given: list, what: str = "weight and bias") -> None:
+    """PyTorch's rule for a normalisation's parameters: they share one dtype, the input's, or float32 for a float16
+    or bfloat16 input (mixed precision); anything else is refused rather than computed in a promoted dtype."""
+    given = [(name, t) for name, t in given if t is not None]
+    own = input.dtype
+    if all(t.dtype is own for _, t in given):  # (the common case, decided first)
         return
+    dtypes_given = {t.dtype for _, t in given}
     allowed = (input.dtype, dtypes.float32) if input.dtype in (dtypes.float16, dtypes.bfloat16) else (input.dtype,)
     if len(dtypes_given) > 1 or dtypes_given.pop() not in allowed:
-        got = ", ".join(f"{what} {t.dtype.name}" for what, t in given)
-        raise DtypeError(f"batch_norm: the running statistics, weight and bias must share one dtype, the input's "
+        got = ", ".join(f"{name} {t.dtype.name}" for name, t in given)
+        raise DtypeError(f"{op}: the {what} must share one dtype, the input's "
                          f"({input.dtype.name}{' or float32' if len(allowed) > 1 else ''}); got {got}")
 
 
@@ -424,6 +431,7 @@ def layer_norm(input: Tensor, normalized_shape, weight: Tensor | None = None, bi
     """Normalise over the trailing `normalized_shape` dims, then scale and shift."""
     _float_input("layer_norm", input)
     dims = _check_normalized_shape(input, normalized_shape)
+    _check_norm_dtypes("layer_norm", input, [("weight", weight), ("bias", bias)])
     return _fused_layer_norm(input, len(dims), weight, bias, eps)[0]
 
 
@@ -444,7 +452,8 @@ def rms_norm(input: Tensor, normalized_shape, weight: Tensor | None = None, eps:
     out = x * ops.rsqrt(ops.mean(x * x, dims, True) + eps)
     if weight is not None:
         out = out * _upcast(weight)
-    return out if x is input else out.to(input.dtype)
+    # the input's dtype whatever the weight's, as PyTorch's rms_norm returns
+    return out if out.dtype is input.dtype else out.to(input.dtype)
 
 
 def group_norm(input: Tensor, num_groups: int, weight: Tensor | None = None, bias: Tensor | None = None,
@@ -456,6 +465,7 @@ def group_norm(input: Tensor, num_groups: int, weight: Tensor | None = None, bia
     n, c = input.shape[0], input.shape[1]
     if c % num_groups:
         raise ValueError(f"group_norm: expected number of channels {c} to be divisible by num_groups={num_groups}")
+    _check_norm_dtypes("group_norm", input, [("weight", weight), ("bias", bias)])
     x = _upcast(input)  # float16/bfloat16: normalise, scale and shift in float32, round once
     out = _fused_layer_norm(x.reshape(n, num_groups, -1), 1, None, None, eps)[0].reshape(input.shape)
     shape = (1, c) + (1,) * (input.ndim - 2)
@@ -471,6 +481,7 @@ def instance_norm(input: Tensor, running_mean: Tensor | None = None, running_var
                   momentum: float = 0.1, eps: float = 1e-5) -> Tensor:
     """Normalise each channel of each sample over its spatial positions."""
     _float_input("instance_norm", input)
+    _check_norm_dtypes("instance_norm", input, [("weight", weight), ("bias", bias)])
     if not use_input_stats:
         return batch_norm(input, running_mean, running_var, weight, bias, False, momentum, eps)
     dims = tuple(range(2, input.ndim))
@@ -606,6 +617,9 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
     if not query.dtype == key.dtype == value.dtype:  # PyTorch refuses to promote here too (a RuntimeError)
         raise RuntimeError(f"scaled_dot_product_attention: expected query, key and value of one dtype, got "
                         f"{query.dtype}, {key.dtype} and {value.dtype}")
+    if attn_mask is not None and attn_mask.dtype not in (dtypes.bool_, dtypes.float32, query.dtype):
+        raise DtypeError(f"scaled_dot_product_attention: expected a bool, float32 or {query.dtype.name} (the "
+                         f"query's dtype) attn_mask, got {attn_mask.dtype.name}")
     _float_input("scaled_dot_product_attention", query)
     L, S = query.shape[-2], key.shape[-2]
     if enable_gqa and query.ndim >= 3 and key.shape[-3] != query.shape[-3]:

@@ -776,7 +776,7 @@ def tensordot(a, b, axes=2) -> Tensor:
 
 def einsum(subscripts: str, *operands) -> Tensor:
     """Einstein summation."""
-    return _ops.einsum(subscripts, *_tensors(operands))
+    return _ops.einsum(subscripts, *_promoted(*_tensors(operands)))  # NumPy promotes; Ember's einsum does not
 
 
 def nonzero(a) -> tuple:

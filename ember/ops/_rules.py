@@ -41,6 +41,25 @@ def refuse_bool(op: str, *values) -> None:
             raise DtypeError(f"{op}: not defined for bool tensors")
 
 
+def refuse_mixed(op: str, names, *values) -> None:
+    """Refuse operands of different dtypes where PyTorch computes in one dtype and raises on a mix (matrix
+    products, convolution, a layer's weight and bias) rather than promote; `names` name `values` (tensors, or the
+    arrays and specs a kernel or shape rule sees), and a None value is an absent optional operand."""
+    first = None
+    for v in values:
+        if v is not None:
+            dtype = v.dtype
+            if first is None:
+                first = dtype
+            elif dtype is not first and dtype != first:
+                break
+    else:
+        return
+    got = ", ".join(f"{name} {v.dtype.name} {fmt_shape(tuple(v.shape))}"
+                    for name, v in zip(names, values) if v is not None)
+    raise DtypeError(f"{op}: expected operands of one dtype, got {got}")
+
+
 def is_plus_zero(v) -> bool:
     """Whether a Python number is 0 or +0.0 (not -0.0, not False)."""
     return type(v) in (int, float) and v == 0 and math.copysign(1.0, v) > 0

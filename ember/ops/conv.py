@@ -9,10 +9,10 @@ are multiplied and summed in float32 and each result is rounded once.
 from __future__ import annotations
 
 from ember.dispatch import apply
-from ember.errors import ShapeError, fmt_shape
+from ember.errors import DtypeError, ShapeError, fmt_shape
 from ember.kernels import conv as conv_kernels
 from ember.op import Op, register
-from ember.ops._rules import binary_dtype, refuse_bool, spec
+from ember.ops._rules import binary_dtype, refuse_bool, refuse_mixed, spec
 from ember.ops.channel_affine import channel_affine
 from ember.ops.opmath import rounded, upcast
 
@@ -34,6 +34,7 @@ def conv_out_size(size, k, stride, pad_lo, pad_hi, dil):
 
 
 def _check_conv(op, x, w, stride, pad, dil, groups, transposed=False):
+    refuse_mixed(op, ("input", "weight"), x, w)  # PyTorch: "expected scalar type Float but found Double"
     if len(x.shape) != 4:
         raise ShapeError(f"{op}: expected a 4-D input (N, C, H, W), got shape {fmt_shape(x.shape)}")
     if len(w.shape) != 4:
@@ -78,7 +79,7 @@ class Conv2dOp(Op):
                 f"conv2d: input {fmt_shape(x.shape)} (padded by {padding}) is smaller than the dilated "
                 f"kernel {fmt_shape(w.shape[2:])}"
             )
-        return spec((n, w.shape[0], oh, ow), binary_dtype(x, w))
+        return spec((n, w.shape[0], oh, ow), x.dtype)
 
     def kernel(self, xp, x, w, stride, padding, dilation, groups):
         dtype = self.infer(x, w, stride, padding, dilation, groups).dtype
@@ -103,7 +104,7 @@ class ConvTranspose2dOp(Op):
         _check_conv(self.name, x, w, stride, padding, dilation, groups, transposed=True)
         if x.shape[1] is not None and x.shape[1] % groups:
             raise ShapeError(f"{self.name}: input channels {x.shape[1]} not divisible by groups={groups}")
-        return spec((x.shape[0], w.shape[1] * groups) + tuple(out_hw), binary_dtype(x, w))
+        return spec((x.shape[0], w.shape[1] * groups) + tuple(out_hw), x.dtype)
 
     def kernel(self, xp, x, w, stride, padding, dilation, groups, out_hw):
         dtype = self.infer(x, w, stride, padding, dilation, groups, out_hw).dtype
@@ -206,6 +207,8 @@ def _padding4(padding, kernel_hw, dilation, stride, op):
 def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups: int = 1):
     """2-D cross-correlation over NCHW input with an (out, in/groups, kh, kw) weight."""
     refuse_bool("conv2d", input, weight)
+    if bias is not None:  # (the op's shape rule checks the input and weight)
+        refuse_mixed("conv2d", ("input", "weight", "bias"), input, weight, bias)
     if len(weight.shape) != 4:
         raise ShapeError(f"conv2d: expected a 4-D weight, got shape {fmt_shape(weight.shape)}")
     squeeze = input.ndim == 3
@@ -250,5 +253,10 @@ def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_paddi
         if tuple(bias.shape) != (weight.shape[1] * int(groups),):
             raise ShapeError(f"conv_transpose2d: bias must have shape ({weight.shape[1] * int(groups)},), "
                              f"got {fmt_shape(bias.shape)}")
+        if bias.dtype is not out.dtype:  # PyTorch adds another dtype's bias in place, in the output's dtype
+            if bias.dtype.is_floating_point and not out.dtype.is_floating_point:
+                raise DtypeError(f"conv_transpose2d: cannot add a {bias.dtype.name} bias to the {out.dtype.name} "
+                                 f"output")
+            bias = bias.to(out.dtype)
         out = channel_affine(out, None, bias)
     return out.squeeze(0) if squeeze else out

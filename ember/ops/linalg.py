@@ -13,7 +13,7 @@ from ember.dispatch import apply, binary_path
 from ember.errors import ShapeError, fmt_shape
 from ember.kernels import gemm
 from ember.op import Op, register
-from ember.ops._rules import binary_dtype, broadcast_shapes, refuse_bool, spec
+from ember.ops._rules import broadcast_shapes, refuse_bool, refuse_mixed, spec
 from ember.ops.opmath import LOW_FLOAT_NP, rounded, upcast
 
 
@@ -55,7 +55,8 @@ class MatMulOp(Op):
 
     def infer(self, a, b):
         refuse_bool(self.name, a, b)
-        return spec(matmul_shape(self.name, a.shape, b.shape), binary_dtype(a, b))
+        refuse_mixed(self.name, ("input", "other"), a, b)  # PyTorch: "expected m1 and m2 to have the same dtype"
+        return spec(matmul_shape(self.name, a.shape, b.shape), a.dtype)
 
     def kernel(self, xp, a, b):
         dtype = a.dtype
@@ -65,11 +66,7 @@ class MatMulOp(Op):
                 return np.matmul(a, b)
             return gemm.matmul(a, b, xp=xp)
         refuse_bool(self.name, a, b)  # PyTorch has no bool matrix product (every path: `a @ b` included)
-        dtype = binary_dtype(a, b)
-        if a.dtype != dtype:
-            a = a.astype(dtype)
-        if b.dtype != dtype:
-            b = b.astype(dtype)
+        refuse_mixed(self.name, ("input", "other"), a, b)
         if a.ndim == 0 or b.ndim == 0:
             matmul_shape(self.name, a.shape, b.shape)
         if dtype in LOW_FLOAT_NP:
@@ -121,6 +118,7 @@ def mm(input, mat2):
     """Product of two 2-D matrices."""
     if input.ndim != 2 or mat2.ndim != 2:
         raise ShapeError(f"mm: both arguments must be 2-D, got {fmt_shape(input.shape)} and {fmt_shape(mat2.shape)}")
+    refuse_mixed("mm", ("input", "mat2"), input, mat2)
     matmul_shape("mm", input.shape, mat2.shape)  # so a mismatch is reported as mm's
     return matmul(input, mat2)
 
@@ -131,6 +129,7 @@ def bmm(input, mat2):
         raise ShapeError(f"bmm: both arguments must be 3-D, got {fmt_shape(input.shape)} and {fmt_shape(mat2.shape)}")
     if input.shape[0] != mat2.shape[0]:
         raise ShapeError(f"bmm: batch sizes differ: {fmt_shape(input.shape)} and {fmt_shape(mat2.shape)}")
+    refuse_mixed("bmm", ("input", "mat2"), input, mat2)
     matmul_shape("bmm", input.shape, mat2.shape)
     return matmul(input, mat2)
 
@@ -139,6 +138,7 @@ def mv(input, vec):
     """Matrix-vector product."""
     if input.ndim != 2 or vec.ndim != 1:
         raise ShapeError(f"mv: expected a 2-D matrix and a 1-D vector, got {fmt_shape(input.shape)} and {fmt_shape(vec.shape)}")
+    refuse_mixed("mv", ("input", "vec"), input, vec)
     return matmul(input, vec)
 
 
@@ -146,10 +146,18 @@ def dot(input, other):
     """Inner product of two 1-D tensors."""
     if input.ndim != 1 or other.ndim != 1:
         raise ShapeError(f"dot: expected 1-D tensors, got {fmt_shape(input.shape)} and {fmt_shape(other.shape)}")
+    refuse_mixed("dot", ("input", "other"), input, other)
     return matmul(input, other)
 
 
-inner = dot
+def inner(input, other):
+    """Sum of products over the last dimension of each (a plain product where either is 0-D)."""
+    refuse_mixed("inner", ("input", "other"), input, other)
+    if input.ndim == 0 or other.ndim == 0:
+        return input * other
+    if input.shape[-1] != other.shape[-1]:
+        raise ShapeError(f"inner: last dimensions differ: {fmt_shape(input.shape)} and {fmt_shape(other.shape)}")
+    return tensordot(input, other, dims=([input.ndim - 1], [other.ndim - 1]))
 
 
 def outer(input, vec2):
@@ -166,6 +174,7 @@ ger = outer
 
 def addmm(input, mat1, mat2, *, beta=1, alpha=1):
     """beta * input + alpha * (mat1 @ mat2)."""
+    refuse_mixed("addmm", ("input", "mat1", "mat2"), input, mat1, mat2)
     prod = mm(mat1, mat2)
     if alpha != 1:
         prod = prod * alpha
@@ -235,17 +244,15 @@ class EinsumOp(Op):
 
     def infer(self, *xs, equation):
         ins, out = parse_einsum(equation, [x.shape for x in xs])
-        from ember.ops._rules import result_dtype
-
-        return spec(_einsum_shape(ins, out, [x.shape for x in xs]), result_dtype(*xs))
+        refuse_mixed(self.name, [f"operand {i}" for i in range(len(xs))], *xs)  # PyTorch's products do not promote
+        return spec(_einsum_shape(ins, out, [x.shape for x in xs]), xs[0].dtype)
 
     def kernel(self, xp, *xs, equation):
-        from ember.ops._rules import result_dtype
-
         ins, out = parse_einsum(equation, [x.shape for x in xs])
         _einsum_shape(ins, out, [x.shape for x in xs])
-        dtype = result_dtype(*xs)
-        xs = [upcast(x.astype(dtype, copy=False)) for x in xs]
+        refuse_mixed(self.name, [f"operand {i}" for i in range(len(xs))], *xs)
+        dtype = xs[0].dtype
+        xs = [upcast(x) for x in xs]
         return xp.asarray(rounded(xp.einsum(",".join(ins) + "->" + out, *xs, optimize=len(xs) > 2), dtype))
 
     def vjp(self, ctx, g):
@@ -311,6 +318,7 @@ def einsum(equation: str, *operands):
 
 def tensordot(a, b, dims=2):
     """Sum products over the last `dims` dims of a and the first of b (or explicit dim lists)."""
+    refuse_mixed("tensordot", ("a", "b"), a, b)
     letters = iter(string.ascii_lowercase)
     sa = [next(letters) for _ in range(a.ndim)]
     sb = [next(letters) for _ in range(b.ndim)]

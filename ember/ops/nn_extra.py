@@ -26,7 +26,7 @@ from ember.errors import DtypeError, ShapeError, fmt_shape
 from ember.kernels import batch_norm, elementwise, gemm
 from ember.kernels.blas import BIAS_PREFILL_MIN, linear_with_bias
 from ember.op import OPS, Op, register
-from ember.ops._rules import FLOAT_NP, binary_dtype, channel_shape, require_float, spec
+from ember.ops._rules import FLOAT_NP, channel_shape, refuse_mixed, require_float, spec
 from ember.ops.elementwise import zeros_like_grad
 from ember.ops.opmath import LOW_FLOAT_NP, opmath, rounded, upcast, upcast_tensor
 from ember.tensor import Tensor
@@ -355,15 +355,13 @@ class LinearOp(Op):
                              f"of weight {fmt_shape(w.shape)}")
         if b is not None and tuple(b.shape) != (w.shape[0],):
             raise ShapeError(f"linear: bias must have shape ({w.shape[0]},), got {fmt_shape(b.shape)}")
-        dtype = binary_dtype(x, w) if b is None else binary_dtype(spec((), binary_dtype(x, w)), b)
-        return spec(tuple(x.shape[:-1]) + (w.shape[0],), dtype)
+        refuse_mixed(self.name, ("input", "weight", "bias"), x, w, b)  # PyTorch: "expected ... the same dtype"
+        return spec(tuple(x.shape[:-1]) + (w.shape[0],), x.dtype)
 
     def kernel(self, xp, x, w, b):
         dtype = x.dtype
         if x.dtype != w.dtype or (b is not None and b.dtype != x.dtype) or x.ndim == 0:
-            dtype = self.infer(x, w, b).dtype
-            x, w = x.astype(dtype, copy=False), w.astype(dtype, copy=False)
-            b = None if b is None else b.astype(dtype, copy=False)
+            self.infer(x, w, b)  # raises, naming the shapes and dtypes
         if dtype in LOW_FLOAT_NP:  # one float32 product and bias, rounded once
             return rounded(self.kernel(xp, upcast(x), upcast(w), None if b is None else upcast(b)), dtype)
         if b is not None and xp is np and x.ndim and x.flags.c_contiguous and x.shape[-1] and \
@@ -497,6 +495,7 @@ def _check(op: str, logp, target, weight, reduction: str) -> None:
                          f"{fmt_shape(logp.shape)}, got {fmt_shape(target.shape)}")
     if weight is not None and tuple(weight.shape) != (logp.shape[1],):
         raise ShapeError(f"{op}: weight must have shape ({logp.shape[1]},), got {fmt_shape(weight.shape)}")
+    refuse_mixed(op, ("input", "weight"), logp, weight)  # PyTorch: "expected scalar type Float but found Double"
 
 
 _EXACT_COUNT = 1 << 24  # float32 counts the samples exactly below this (the total weight of unit weights)

@@ -13,7 +13,7 @@ import numpy as np
 from ember.dispatch import apply
 from ember.errors import DtypeError
 from ember.op import Op, register
-from ember.ops._rules import FLOAT_NP, broadcast_shapes, result_dtype, shape_of, spec
+from ember.ops._rules import FLOAT_NP, broadcast_shapes, refuse_mixed, result_dtype, shape_of, spec
 
 _FLOAT32 = np.dtype(np.float32)
 
@@ -48,6 +48,9 @@ class LerpOp(Op):
     grad_reads = {0: (2,), 1: (2,), 2: (0, 1)}
 
     def infer(self, start, end, weight):
+        # PyTorch refuses an end, or a weight tensor with dimensions, of another dtype ("expected dtype float for
+        # `end`"); a 0-d weight is a number
+        refuse_mixed("lerp", ("input", "end", "weight"), start, end, weight if len(shape_of(weight)) else None)
         shape, dtype = _operands("lerp", start, end)
         if dtype not in FLOAT_NP:
             raise DtypeError(f"lerp: expected floating-point tensors, got {dtype.name}")

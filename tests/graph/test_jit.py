@@ -11,7 +11,7 @@ def test_forward_matches_eager_and_is_cached_per_signature():
 
     @em.jit
     def f(x):
-        return (x @ w).relu().sum(1)
+        return (x @ w.to(x.dtype)).relu().sum(1)
 
     x = em.randn(5, 4)
     np.testing.assert_allclose(f(x).numpy(), (x @ w).relu().sum(1).numpy(), rtol=1e-6)
