@@ -41,8 +41,9 @@ def _host_to_device(arr: np.ndarray, device, requires_grad=False) -> Tensor:
     return _finish(device.backend.from_host(arr), device, requires_grad)
 
 
-def _infer_np(data):
-    """NumPy array with PyTorch's dtype inference for Python data."""
+def _infer_np(data, narrow: bool = True):
+    """NumPy array with PyTorch's dtype inference for Python data (`narrow=False`: Python floats stay float64,
+    for a caller that casts to a dtype of its own; narrowing first rounded float64 data through float32)."""
     if isinstance(data, np.ndarray):
         return data
     if isinstance(data, np.generic):
@@ -50,7 +51,7 @@ def _infer_np(data):
     if isinstance(data, (list, tuple)) and any(isinstance(x, Tensor) for x in _flat_first(data)):
         data = _to_nested(data)
     arr = np.asarray(data)
-    if arr.dtype == np.float64:
+    if arr.dtype == np.float64 and narrow:
         arr = arr.astype(dt.get_default_dtype().np)
     elif arr.dtype.kind in "iu" and arr.dtype != np.uint8:
         arr = arr.astype(np.int64)
@@ -79,13 +80,28 @@ def tensor(data, dtype=None, device=None, requires_grad: bool = False) -> Tensor
     if isinstance(data, Tensor):
         out = data.detach().to(device=device, dtype=dtype, copy=True)
         return out.requires_grad_(True) if requires_grad else out
-    arr = _infer_np(data)
+    arr = _infer_np(data, narrow=dtype is None)
     if dtype is not None:
-        arr = arr.astype(dt.as_dtype(dtype).np)
+        target = dt.as_dtype(dtype)
+        if target.np.kind in "iu" and not isinstance(data, (np.ndarray, np.generic)):
+            _refuse_overflow(arr, target)
+        arr = arr.astype(target.np)
     else:
         dt.from_numpy_dtype(arr.dtype)  # reject unsupported dtypes with a clear message
     arr = np.array(arr, copy=True, order="C")
     return _host_to_device(arr, device, requires_grad)
+
+
+def _refuse_overflow(arr: np.ndarray, target) -> None:
+    """Python numbers outside an integer dtype's range are an error, as in PyTorch, not wrapped around."""
+    if not arr.size or arr.dtype.kind not in "iuf":
+        return
+    limits = np.iinfo(target.np)
+    lo, hi = arr.min(), arr.max()
+    least = -256 if target.np == np.uint8 and arr.dtype.kind in "iu" else limits.min  # PyTorch wraps -256..-1
+    if not (np.isfinite(lo) and np.isfinite(hi)) or lo < least or hi > limits.max:
+        bad = lo if not np.isfinite(lo) or lo < limits.min else hi
+        raise RuntimeError(f"tensor: value {bad} cannot be converted to {target.name} without overflow")
 
 
 def as_tensor(data, dtype=None, device=None) -> Tensor:

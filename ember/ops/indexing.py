@@ -216,6 +216,7 @@ class IndexPutOp(Op):
 
     def infer(self, base, values, *arrays, index, accumulate=False):
         shape = _abstract_index(self.name, base, index, arrays)
+        _refuse_cast_through_index(self.name, base, values, arrays)
         if not isinstance(values, (int, float, bool)):
             try:
                 from ember.ops._rules import broadcast_shapes
@@ -233,6 +234,7 @@ class IndexPutOp(Op):
     def kernel(self, xp, base, values, *arrays, index, accumulate=False):
         out = base.copy()
         idx = decode_index(index, arrays)
+        _refuse_cast_through_index(self.name, base, values, arrays)
         if not isinstance(values, (int, float, bool)):
             values = values.astype(base.dtype, copy=False)
         if accumulate and arrays:
@@ -296,6 +298,8 @@ def setitem(x, index, value) -> None:
         _check_setitem(x._data, vals, arrays, template)
         x._version[0] += 1
         return
+    if isinstance(value, Tensor):
+        _refuse_cast_through_index("setitem", x._data, vals, arrays)
     if isinstance(vals, (list, tuple)):
         vals = np.asarray(vals)
     if not isinstance(vals, (int, float, bool)) and not isinstance(vals, np.generic):
@@ -309,6 +313,15 @@ def setitem(x, index, value) -> None:
         _check_setitem(x._data, vals, arrays, template)
         raise type(e)(f"setitem: {e}") from None
     x._version[0] += 1
+
+
+def _refuse_cast_through_index(op: str, base, values, arrays) -> None:
+    """PyTorch's rule for index tensors: the values written through them are a tensor of the destination's dtype,
+    or a Python number; a tensor of another dtype is refused rather than cast (a float into an integer tensor was
+    truncated). Basic indexing (no index tensors) copies with a cast, as PyTorch's x[0] = t does."""
+    if arrays and hasattr(values, "shape") and not isinstance(values, np.generic) and values.dtype != base.dtype:
+        raise DtypeError(f"{op}: values written through an index tensor must have the tensor's dtype "
+                         f"({base.dtype.name}), got {values.dtype.name}; cast them with .to() first")
 
 
 def _check_setitem(x, vals, arrays, template) -> None:

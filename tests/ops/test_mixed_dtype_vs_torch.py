@@ -1,7 +1,7 @@
 """Operands of different dtypes in products, convolutions and layers' parameters, against PyTorch.
 
-PyTorch computes these ops in one dtype and raises on a mix (a float32 input with a float64 weight) rather than
-promote; Ember refuses the same mixes with a one-line error naming the op, and where PyTorch accepts a mix
+PyTorch computes these ops in one dtype and raises on a mix (a float32 input with a float64 weight, float values
+written through an index tensor into an integer one) rather than promote or cast; Ember refuses the same mixes with a one-line error naming the op, and where PyTorch accepts a mix
 (float32 norm parameters beside a float16 input, another dtype's bias in a transposed convolution) Ember gives
 its result dtype and values.
 """
@@ -87,6 +87,10 @@ CASES = {
                                               L.t(np.full(3, 0.25), b)),
     "lerp 0-d weight": lambda L, a, b: L.mod.lerp(L.t(_arr((3,), a), a), L.t(_arr((3,), a), a),
                                                   L.t(np.array(0.75), b)),
+    "index_put values": lambda L, a, b: L.t(_arr((4,), a), a).index_put((L.t(np.array([0, 2]), "int64"),),
+                                                                      L.t(_arr((2,), b) + 0.25, b)),
+    "setitem values through a mask": lambda L, a, b: _set(L.t(_arr((4,), a), a), L.t(np.array([1, 0, 1, 0]) > 0,
+                                                                                      "bool"), L.t(_arr((2,), b), b)),
     "scaled_dot_product_attention mask": lambda L, a, b: L.F.scaled_dot_product_attention(
         *(L.t(_arr((1, 2, 3, 4), a), a) for _ in range(3)), attn_mask=L.t(_arr((3, 3), b), b)),
     "nll_loss weight": lambda L, a, b: L.F.nll_loss(L.t(_arr((4, 3), a), a), L.t(np.array([0, 2, 1, 2]), "int64"),
@@ -94,6 +98,11 @@ CASES = {
     "cross_entropy weight": lambda L, a, b: L.F.cross_entropy(
         L.t(_arr((4, 3), a), a), L.t(np.array([0, 2, 1, 2]), "int64"), weight=L.t(np.abs(_arr((3,), b)) + 1, b)),
 }
+
+def _set(x, index, values):
+    """x[index] = values, returning x."""
+    x[index] = values
+    return x
 
 # PyTorch computes an integer lerp in a 0-d floating weight's dtype; Ember refuses integer lerp with a clear error
 FLOAT_INPUT_ONLY = {"lerp 0-d weight"}
