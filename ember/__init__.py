@@ -33,6 +33,7 @@ from ember.errors import (
     ShapeError,
 )
 from ember.size import Size
+from ember.type_info import finfo, iinfo
 from ember.tensor import Tensor
 from ember.version import __version__
 from ember import ops

@@ -6,7 +6,10 @@ works on batches of matrices, and raises `LinAlgError` (a RuntimeError) for a ma
 
 from __future__ import annotations
 
-from ember.errors import LinAlgError
+from ember import dtypes
+from ember.errors import LinAlgError, ShapeError, fmt_shape
+from ember.ops.creation_ops import eye_like, ones_like
+from ember.ops.elementwise import where
 from ember.ops.linalg import matmul
 from ember.ops.linalg_decomp import (
     EighResult,
@@ -41,6 +44,24 @@ def multi_dot(tensors):
     return out
 
 
+def matrix_power(A, n: int):
+    """A @ A @ ... (n times) for square matrices (batched); n = 0 gives the identity, n < 0 powers of the inverse."""
+    if A.ndim < 2 or A.shape[-1] != A.shape[-2]:
+        raise ShapeError(f"linalg.matrix_power: expected square matrices, got shape {fmt_shape(A.shape)}")
+    n = int(n)
+    if n == 0:  # the identity, still a function of A (a zero gradient), as PyTorch's is
+        return where(ones_like(A, dtype=dtypes.bool_), eye_like(A, A.shape[-1]), A)
+    base, out = (inv(A) if n < 0 else A), None
+    n = abs(n)
+    while n:  # square and multiply: log2(n) products
+        if n & 1:
+            out = base if out is None else matmul(out, base)
+        n >>= 1
+        if n:
+            base = matmul(base, base)
+    return out
+
+
 def vecdot(x, y, *, dim: int = -1):
     """The dot product of x and y along `dim`, broadcasting the other dims."""
     from ember.ops.reduction import sum as _sum
@@ -50,6 +71,6 @@ def vecdot(x, y, *, dim: int = -1):
 
 __all__ = [
     "LinAlgError", "EighResult", "LstsqResult", "QRResult", "SVDResult", "SlogdetResult", "cholesky", "det",
-    "eigh", "eigvalsh", "inv", "lstsq", "matmul", "matrix_norm", "multi_dot", "norm", "pinv", "qr", "slogdet",
+    "eigh", "eigvalsh", "inv", "lstsq", "matmul", "matrix_norm", "matrix_power", "multi_dot", "norm", "pinv", "qr", "slogdet",
     "solve", "svd", "svdvals", "vecdot", "vector_norm",
 ]

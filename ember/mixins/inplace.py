@@ -16,7 +16,8 @@ from ember.tensor import Tensor
 INPLACE_FORMS = (
     "exp", "log", "log1p", "sqrt", "rsqrt", "sin", "cos", "tanh", "sigmoid", "relu", "abs", "neg", "reciprocal",
     "floor", "ceil", "trunc", "round", "pow", "remainder", "masked_fill", "scatter", "scatter_add", "index_add",
-    "index_put", "clamp_min", "clamp_max", "lerp", "square", "sign", "addcmul", "addcdiv",
+    "index_put", "clamp_min", "clamp_max", "lerp", "square", "sign", "addcmul", "addcdiv", "nan_to_num", "sgn",
+    "fmax", "fmin", "heaviside", "deg2rad", "rad2deg", "addmm", "addmv", "addr", "baddbmm", "addbmm",
 )
 
 

@@ -18,6 +18,14 @@ class LinalgMixin:
     mv = op_method()
     outer = op_method()
     inner = op_method()
+    vdot = op_method()
+    addmm = op_method()
+    addmv = op_method()
+    addr = op_method()
+    baddbmm = op_method()
+    addbmm = op_method()
+    dist = op_method()
+    trace = op_method()
 
     def inverse(self):
         """`ember.inverse(self)`."""

@@ -34,6 +34,7 @@ class ShapeMixin:
     select = op_method()
     split = op_method()
     chunk = op_method()
+    tensor_split = op_method()
     unbind = op_method()
     movedim = op_method()
     moveaxis = op_method()
@@ -44,6 +45,13 @@ class ShapeMixin:
     sum_to_size = op_method()
     diagonal = op_method()
     broadcast_to = op_method()
+    diag = op_method()
+    diag_embed = op_method()
+    diagflat = op_method()
+    kron = op_method()
+    rot90 = op_method()
+    repeat_interleave = op_method()
+    diff = op_method()
 
     def view_as(self, other):
         """A view with `other`'s shape."""

@@ -346,6 +346,35 @@ def soft_margin_loss(input: Tensor, target: Tensor, size_average=None, reduce=No
     return _reduce(ops.softplus(-target * input), reduction)
 
 
+def triplet_margin_loss(anchor: Tensor, positive: Tensor, negative: Tensor, margin: float = 1.0, p: float = 2.0,
+                        eps: float = 1e-6, swap: bool = False, size_average=None, reduce=None,
+                        reduction: str = "mean") -> Tensor:
+    """max(d(anchor, positive) - d(anchor, negative) + margin, 0), d the pairwise p-distance (with swap, the
+    smaller of d(anchor, negative) and d(positive, negative))."""
+    from ember.nn.functional import pairwise_distance
+
+    reduction = _reduction(size_average, reduce, reduction)
+    d_pos = pairwise_distance(anchor, positive, p, eps)
+    d_neg = pairwise_distance(anchor, negative, p, eps)
+    if swap:
+        d_neg = ops.minimum(d_neg, pairwise_distance(positive, negative, p, eps))
+    return _reduce(ops.clamp_min(d_pos - d_neg + margin, 0.0), reduction)
+
+
+@autocast_function("fp32")
+def multilabel_soft_margin_loss(input: Tensor, target: Tensor, weight: Tensor | None = None, size_average=None,
+                                reduce=None, reduction: str = "mean") -> Tensor:
+    """The mean over classes of -(t log sigmoid(x) + (1 - t) log sigmoid(-x)), per sample."""
+    from ember.nn.functional import logsigmoid
+
+    _float_inputs("multilabel_soft_margin_loss", input)
+    reduction = _reduction(size_average, reduce, reduction)
+    loss = -(target * logsigmoid(input) + (1 - target) * logsigmoid(-input))
+    if weight is not None:
+        loss = loss * weight
+    return _reduce(ops.mean(loss, input.ndim - 1), reduction)
+
+
 @autocast_function("fp32")
 def cosine_embedding_loss(input1: Tensor, input2: Tensor, target: Tensor, margin: float = 0.0, size_average=None,
                           reduce=None, reduction: str = "mean") -> Tensor:

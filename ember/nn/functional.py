@@ -25,10 +25,12 @@ from ember.nn._loss_functional import (  # noqa: F401  (re-exported: F.<loss> is
     l1_loss,
     margin_ranking_loss,
     mse_loss,
+    multilabel_soft_margin_loss,
     nll_loss,
     poisson_nll_loss,
     smooth_l1_loss,
     soft_margin_loss,
+    triplet_margin_loss,
 )
 from ember.nn._tuples import _pair, _single
 from ember.ops._rules import refuse_bool, refuse_mixed, require_float
@@ -667,9 +669,46 @@ def _linear_indices(in_size: int, out_size: int, scale, align_corners: bool):
     return i0, i1, src - i0
 
 
+def pixel_shuffle(input: Tensor, upscale_factor: int) -> Tensor:
+    """(*, C*r*r, H, W) rearranged to (*, C, H*r, W*r): each group of r*r channels becomes an r x r block."""
+    r = int(upscale_factor)
+    if input.ndim < 3 or input.shape[-3] % (r * r):
+        raise ValueError(f"pixel_shuffle: expected (*, C*{r * r}, H, W) input, got shape {tuple(input.shape)}")
+    *lead, c, h, w = input.shape
+    x = input.reshape(*lead, c // (r * r), r, r, h, w)
+    n = len(lead)
+    x = x.permute(*range(n), n, n + 3, n + 1, n + 4, n + 2)
+    return x.reshape(*lead, c // (r * r), h * r, w * r)
+
+
+def pixel_unshuffle(input: Tensor, downscale_factor: int) -> Tensor:
+    """pixel_shuffle's inverse: (*, C, H*r, W*r) to (*, C*r*r, H, W)."""
+    r = int(downscale_factor)
+    if input.ndim < 3 or input.shape[-1] % r or input.shape[-2] % r:
+        raise ValueError(f"pixel_unshuffle: expected height and width divisible by {r}, got shape "
+                         f"{tuple(input.shape)}")
+    *lead, c, h, w = input.shape
+    x = input.reshape(*lead, c, h // r, r, w // r, r)
+    n = len(lead)
+    x = x.permute(*range(n), n, n + 2, n + 4, n + 1, n + 3)
+    return x.reshape(*lead, c * r * r, h // r, w // r)
+
+
+def gumbel_softmax(logits: Tensor, tau: float = 1.0, hard: bool = False, eps: float = 1e-10, dim: int = -1) -> Tensor:
+    """softmax((logits + Gumbel noise) / tau); with hard=True, the one-hot of its argmax in the forward pass and
+    the soft sample's gradient (straight through)."""
+    gumbels = -ops.log(ops.empty_like(logits).exponential_())  # -log of Exp(1) draws, as PyTorch samples them
+    soft = ops.softmax((logits + gumbels) / tau, dim)
+    if not hard:
+        return soft
+    index = ops.argmax(soft, dim, keepdim=True)
+    one_hot = ops.scatter(ops.zeros_like(soft), dim, index, 1.0)
+    return one_hot - soft.detach() + soft
+
+
 def interpolate(input: Tensor, size=None, scale_factor=None, mode: str = "nearest", align_corners: bool | None = None,
                 recompute_scale_factor: bool | None = None, antialias: bool = False) -> Tensor:
-    """Resize the spatial dims: mode 'nearest', 'nearest-exact', 'linear', 'bilinear' or 'trilinear'."""
+    """Resize the spatial dims: mode 'nearest', 'nearest-exact', 'linear', 'bilinear', 'trilinear' or 'area'."""
     if antialias:
         raise NotImplementedError("interpolate: antialias=True is not supported")
     if not (input.is_floating_point() or (input.dtype == dtypes.uint8 and mode in ("nearest", "nearest-exact"))):
@@ -689,6 +728,12 @@ def interpolate(input: Tensor, size=None, scale_factor=None, mode: str = "neares
         out_sizes = tuple(int(math.floor(s * f)) for s, f in zip(in_sizes, scales))
         if recompute_scale_factor:
             scales = (None,) * spatial
+    if mode == "area":  # PyTorch's 'area' is adaptive average pooling to the output size
+        if spatial == 1:
+            return adaptive_avg_pool1d(input, out_sizes[0])
+        if spatial == 2:
+            return adaptive_avg_pool2d(input, out_sizes)
+        raise NotImplementedError(f"interpolate: mode 'area' takes 3-D or 4-D input, got shape {tuple(input.shape)}")
     out = input
     for k, (n_in, n_out, sc) in enumerate(zip(in_sizes, out_sizes, scales)):
         dim = 2 + k

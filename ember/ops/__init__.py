@@ -16,6 +16,9 @@ from ember.ops.elementwise import (
     negative, not_equal, pow, reciprocal, relu, relu6, remainder, round, rsqrt, sigmoid, sign, silu, sin,
     softplus, sqrt, square, sub, subtract, tan, tanh, true_divide, trunc, where,
 )
+from ember.ops.elementwise_composed import (
+    deg2rad, float_power, fmax, fmin, heaviside, isneginf, isposinf, logaddexp2, nan_to_num, rad2deg, sgn,
+)
 from ember.ops.elementwise_extra import (
     acos, acosh, arccos, arccosh, arcsin, arcsinh, arctan, arctanh, asin, asinh, atan, atanh, bitwise_left_shift,
     bitwise_right_shift, copysign, cosh, hypot, logaddexp, nextafter, signbit, sinh,
@@ -24,7 +27,10 @@ from ember.ops.indexing import (
     argwhere, gather, getitem, index_add, index_put, index_select, masked_fill, masked_select, nonzero, one_hot,
     scatter, scatter_add, setitem, take_along_dim,
 )
-from ember.ops.linalg import addmm, bmm, dot, einsum, ger, inner, matmul, mm, mv, outer, tensordot
+from ember.ops.linalg import (
+    addbmm, addmm, addmv, addr, baddbmm, bmm, dist, dot, einsum, ger, inner, matmul, mm, mv, outer, tensordot, trace,
+    vdot,
+)
 from ember.ops.linalg_decomp import det, inverse, logdet, pinverse, slogdet
 from ember.ops.pointwise import addcdiv, addcmul, lerp
 from ember.ops.pool import adaptive_avg_pool2d, avg_pool2d, max_pool2d
@@ -40,9 +46,15 @@ from ember.ops.shape import (
     reshape, roll, select, squeeze, stack, sum_to_size, swapaxes, swapdims, t, tile, transpose, tril, triu,
     unflatten, unsqueeze, view, vstack,
 )
-from ember.ops.split import chunk, split, unbind
+from ember.ops.search import bincount, bucketize, histc, isin, searchsorted, unique
+from ember.ops.shape_composed import (
+    atleast_1d, atleast_2d, atleast_3d, block_diag, cartesian_prod, diag, diag_embed, diagflat, diff, kron, meshgrid,
+    repeat_interleave, rot90, tril_indices, triu_indices,
+)
+from ember.ops.split import chunk, split, tensor_split, unbind
 from ember.ops.sorting import argsort, cumprod, cumsum, kthvalue, msort, sort, topk
 from ember.ops.special import digamma, erfc, erfinv, lgamma, logit, polygamma, xlogy
+from ember.ops.statistics import aminmax, median, nanmean, nanmedian, nanquantile, nansum, quantile
 
 __all__ = [name for name in dir() if not name.startswith("_")]
 

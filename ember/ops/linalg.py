@@ -172,13 +172,78 @@ def outer(input, vec2):
 ger = outer
 
 
+def _scaled_sum(op: str, input, prod, beta, alpha):
+    """beta * input + alpha * prod, where beta == 0 ignores input's values (NaN and inf too), as PyTorch's do."""
+    if alpha != 1:
+        prod = prod * alpha
+    if beta == 0:
+        if broadcast_shapes(op, tuple(input.shape), tuple(prod.shape)) != tuple(prod.shape):
+            raise ShapeError(f"{op}: input {fmt_shape(input.shape)} does not broadcast to the product's shape "
+                             f"{fmt_shape(prod.shape)}")
+        from ember import dtypes
+        from ember.ops.creation_ops import ones_like
+        from ember.ops.elementwise import where
+
+        # prod's values exactly, with input still in the graph: its gradient is zero, as PyTorch's is
+        return where(ones_like(prod, dtype=dtypes.bool_), prod, input)
+    return prod + (input if beta == 1 else input * beta)
+
+
 def addmm(input, mat1, mat2, *, beta=1, alpha=1):
     """beta * input + alpha * (mat1 @ mat2)."""
     refuse_mixed("addmm", ("input", "mat1", "mat2"), input, mat1, mat2)
-    prod = mm(mat1, mat2)
-    if alpha != 1:
-        prod = prod * alpha
-    return prod + (input if beta == 1 else input * beta)
+    return _scaled_sum("addmm", input, mm(mat1, mat2), beta, alpha)
+
+
+def addmv(input, mat, vec, *, beta=1, alpha=1):
+    """beta * input + alpha * (mat @ vec)."""
+    refuse_mixed("addmv", ("input", "mat", "vec"), input, mat, vec)
+    return _scaled_sum("addmv", input, mv(mat, vec), beta, alpha)
+
+
+def addr(input, vec1, vec2, *, beta=1, alpha=1):
+    """beta * input + alpha * outer(vec1, vec2)."""
+    refuse_mixed("addr", ("input", "vec1", "vec2"), input, vec1, vec2)
+    return _scaled_sum("addr", input, outer(vec1, vec2), beta, alpha)
+
+
+def baddbmm(input, batch1, batch2, *, beta=1, alpha=1):
+    """beta * input + alpha * (batch1 @ batch2), batch by batch."""
+    refuse_mixed("baddbmm", ("input", "batch1", "batch2"), input, batch1, batch2)
+    return _scaled_sum("baddbmm", input, bmm(batch1, batch2), beta, alpha)
+
+
+def addbmm(input, batch1, batch2, *, beta=1, alpha=1):
+    """beta * input + alpha * the sum over the batch of batch1[i] @ batch2[i]."""
+    from ember.ops.reduction import sum as _sum
+
+    refuse_mixed("addbmm", ("input", "batch1", "batch2"), input, batch1, batch2)
+    return _scaled_sum("addbmm", input, _sum(bmm(batch1, batch2), 0), beta, alpha)
+
+
+def trace(input):
+    """The sum of a 2-D tensor's main diagonal (integers sum to int64)."""
+    from ember.ops.reduction import sum as _sum
+    from ember.ops.shape import diagonal
+
+    if input.ndim != 2:
+        raise ShapeError(f"trace: expected a 2-D tensor, got shape {fmt_shape(input.shape)}")
+    return _sum(diagonal(input))
+
+
+def vdot(input, other):
+    """Inner product of two 1-D tensors (no conjugate to take: Ember's tensors are real)."""
+    if input.ndim != 1 or other.ndim != 1:
+        raise ShapeError(f"vdot: expected 1-D tensors, got {fmt_shape(input.shape)} and {fmt_shape(other.shape)}")
+    refuse_mixed("vdot", ("input", "other"), input, other)
+    return matmul(input, other)
+
+
+def dist(input, other, p=2):
+    """The p-norm of input - other (broadcast)."""
+    from ember.ops.reduction import norm
+
+    return norm(input - other, p)
 
 
 # --- einsum -------------------------------------------------------------------------------

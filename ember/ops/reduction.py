@@ -693,6 +693,10 @@ def _norm(input, p, dim, keepdim):
         return sum(_abs(input), dim, keepdim)
     if p == float("inf"):
         return amax(_abs(input), dim, keepdim)
+    if p == float("-inf"):
+        return amin(_abs(input), dim, keepdim)
+    if p == 0:  # the number of non-zero elements, in the input's dtype (no gradient, as in PyTorch)
+        return sum(input != 0, dim, keepdim).to(input.dtype)
     return _pow(sum(_pow(_abs(input), p), dim, keepdim), 1.0 / p)
 
 

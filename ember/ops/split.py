@@ -101,3 +101,26 @@ def unbind(input, dim: int = 0) -> tuple:
     d = norm_dim("unbind", dim, input.ndim)
     pieces = apply(_op(input.shape[d]), input, sizes=(1,) * input.shape[d], dim=d, squeeze=True)
     return pieces if isinstance(pieces, tuple) else (pieces,)
+
+
+def tensor_split(input, indices_or_sections, dim: int = 0):
+    """Views of input split along `dim` into n parts of sizes differing by at most one (the first ones larger), or
+    at the given indices (NumPy's array_split)."""
+    from ember.ops.shape import narrow
+
+    d = norm_dim("tensor_split", dim, input.ndim)
+    size = input.shape[d]
+    if hasattr(indices_or_sections, "shape"):
+        if indices_or_sections.ndim == 0:
+            indices_or_sections = int(indices_or_sections.item())
+        else:
+            indices_or_sections = [int(i) for i in indices_or_sections.tolist()]
+    if isinstance(indices_or_sections, int):
+        n = indices_or_sections
+        if n <= 0:
+            raise ValueError(f"tensor_split: the number of sections must be positive, got {n}")
+        bounds = [i * (size // n) + min(i, size % n) for i in range(n + 1)]
+    else:
+        cuts = [min(max(i + size if i < 0 else i, 0), size) for i in indices_or_sections]
+        bounds = [0] + cuts + [size]
+    return tuple(narrow(input, d, lo, max(hi - lo, 0)) for lo, hi in zip(bounds, bounds[1:]))

@@ -1274,7 +1274,7 @@ def _set_scalar(x, index, value):
     return y
 
 
-from . import op_table_extra, op_table_linalg, op_table_special  # noqa: E402, F401  (the rows of ember.linalg, the special functions and the extra elementwise ops)
+from . import op_table_composed, op_table_extra, op_table_linalg, op_table_special  # noqa: E402, F401  (the rows of ember.linalg, the special functions, the extra elementwise ops and the composed functions)
 
 ROW_BY_NAME = {r.name: r for r in ROWS}
 assert len(ROW_BY_NAME) == len(ROWS), "row names must be unique"

@@ -50,10 +50,12 @@ from ember.nn.modules.loss import (
     L1Loss,
     MarginRankingLoss,
     MSELoss,
+    MultiLabelSoftMarginLoss,
     NLLLoss,
     PoissonNLLLoss,
     SmoothL1Loss,
     SoftMarginLoss,
+    TripletMarginLoss,
 )
 from ember.nn.modules.module import Module
 from ember.nn.modules.normalization import GroupNorm, LayerNorm, RMSNorm
@@ -75,7 +77,7 @@ from ember.nn.modules.transformer import (
     TransformerEncoder,
     TransformerEncoderLayer,
 )
-from ember.nn.modules.upsampling import Upsample
+from ember.nn.modules.upsampling import PixelShuffle, PixelUnshuffle, Upsample
 
 __all__ = [
     "AdaptiveAvgPool1d", "AdaptiveAvgPool2d", "AdaptiveMaxPool2d", "AvgPool1d", "AvgPool2d", "BCELoss",
@@ -87,7 +89,7 @@ __all__ = [
     "MaxPool2d", "Mish", "Module", "ModuleDict", "ModuleList", "NLLLoss", "PReLU", "ParameterDict", "ParameterList",
     "PoissonNLLLoss", "RMSNorm", "ReLU", "ReLU6", "SELU", "Sequential", "SiLU", "Sigmoid", "SmoothL1Loss",
     "SoftMarginLoss", "Softmax", "Softmin", "Softplus", "Softsign", "Tanh", "Tanhshrink", "Threshold", "Unflatten",
-    "Upsample",
+    "Upsample", "MultiLabelSoftMarginLoss", "PixelShuffle", "PixelUnshuffle", "TripletMarginLoss",
     "MultiheadAttention", "Transformer", "TransformerDecoder", "TransformerDecoderLayer", "TransformerEncoder",
     "TransformerEncoderLayer",
     "GRU", "GRUCell", "LSTM", "LSTMCell", "RNN", "RNNBase", "RNNCell", "RNNCellBase",

@@ -1,4 +1,5 @@
-"""`Upsample`: resize spatial dims by nearest or (bi/tri)linear interpolation."""
+"""`Upsample`: resize spatial dims by nearest, (bi/tri)linear or area interpolation; `PixelShuffle` and
+`PixelUnshuffle`: move r x r blocks of pixels between channels and space."""
 
 from __future__ import annotations
 
@@ -29,3 +30,31 @@ class Upsample(Module):
     def extra_repr(self) -> str:
         info = f"scale_factor={self.scale_factor!r}" if self.scale_factor is not None else f"size={self.size!r}"
         return info + f", mode={self.mode!r}"
+
+
+class PixelShuffle(Module):
+    """(*, C*r*r, H, W) to (*, C, H*r, W*r) (see nn.functional.pixel_shuffle)."""
+
+    def __init__(self, upscale_factor: int) -> None:
+        super().__init__()
+        self.upscale_factor = upscale_factor
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.pixel_shuffle(input, self.upscale_factor)
+
+    def extra_repr(self) -> str:
+        return f"upscale_factor={self.upscale_factor}"
+
+
+class PixelUnshuffle(Module):
+    """(*, C, H*r, W*r) to (*, C*r*r, H, W) (see nn.functional.pixel_unshuffle)."""
+
+    def __init__(self, downscale_factor: int) -> None:
+        super().__init__()
+        self.downscale_factor = downscale_factor
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.pixel_unshuffle(input, self.downscale_factor)
+
+    def extra_repr(self) -> str:
+        return f"downscale_factor={self.downscale_factor}"

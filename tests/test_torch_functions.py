@@ -1,0 +1,268 @@
+"""PyTorch functions programs reach for beyond the op table, against PyTorch: finfo/iinfo, unique, isin,
+searchsorted/bucketize, bincount, histc, the index lists, grids and shape helpers, pixel shuffles, area resizing,
+the triplet and multi-label soft margin losses, gumbel_softmax, and tensor() from Python data given a dtype
+(values, gradients and errors)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import ember as em
+
+NAN, INF = float("nan"), float("inf")
+
+
+def _same(got, want) -> None:
+    """Same values (NaN equal to NaN), shape and dtype name; tuples element by element."""
+    if isinstance(want, tuple):
+        assert isinstance(got, tuple) and len(got) == len(want)
+        for g, w in zip(got, want):
+            _same(g, w)
+        return
+    assert list(got.shape) == list(want.shape), (got.shape, want.shape)
+    assert got.dtype.name == str(want.dtype).removeprefix("torch."), (got.dtype, want.dtype)
+    np.testing.assert_array_equal(got.float().numpy() if got.dtype.name == "bfloat16" else got.numpy(),
+                                  want.float().numpy() if want.dtype == torch.bfloat16 else want.numpy())
+
+
+@pytest.mark.parametrize("name", ["float16", "bfloat16", "float32", "float64"])
+def test_finfo_matches_torch(name: str) -> None:
+    ours, theirs = em.finfo(getattr(em, name)), torch.finfo(getattr(torch, name))
+    for field in ("bits", "eps", "max", "min", "tiny", "smallest_normal", "resolution", "dtype"):
+        assert getattr(ours, field) == getattr(theirs, field), field
+    assert em.finfo().eps == torch.finfo().eps  # the default float dtype's
+
+
+@pytest.mark.parametrize("name", ["uint8", "int8", "int16", "int32", "int64"])
+def test_iinfo_matches_torch(name: str) -> None:
+    ours, theirs = em.iinfo(getattr(em, name)), torch.iinfo(getattr(torch, name))
+    assert (ours.bits, ours.min, ours.max, ours.dtype) == (theirs.bits, theirs.min, theirs.max, theirs.dtype)
+
+
+def test_finfo_and_iinfo_refuse_the_other_kind() -> None:
+    with pytest.raises(TypeError, match="finfo: int64 is not a floating point dtype"):
+        em.finfo(em.int64)
+    with pytest.raises(TypeError, match="iinfo: float32 is not an integer dtype"):
+        em.iinfo(em.float32)
+    with pytest.raises(TypeError, match="iinfo: bool"):
+        em.iinfo(em.bool)
+
+
+@pytest.mark.parametrize("kwargs", [{}, {"return_inverse": True}, {"return_counts": True},
+                                    {"return_inverse": True, "return_counts": True}, {"dim": 0, "return_inverse": True},
+                                    {"dim": 1, "return_counts": True}])
+def test_unique_matches_torch(kwargs) -> None:
+    data = np.array([[3, 1, 3], [3, 1, 3], [0, 2, 0]])
+    _same(em.unique(em.tensor(data), **kwargs), torch.unique(torch.tensor(data), **kwargs))
+    _same(em.tensor(data).unique(**kwargs), torch.tensor(data).unique(**kwargs))
+
+
+def test_unique_keeps_each_nan_as_torch_does() -> None:
+    _same(em.unique(em.tensor([NAN, 1.0, NAN, 1.0])), torch.unique(torch.tensor([NAN, 1.0, NAN, 1.0])))
+
+
+def test_isin_matches_torch() -> None:
+    x = [3, 1, 3, 2, 1]
+    _same(em.isin(em.tensor(x), em.tensor([1, 2])), torch.isin(torch.tensor(x), torch.tensor([1, 2])))
+    _same(em.isin(em.tensor(x), 3, invert=True), torch.isin(torch.tensor(x), 3, invert=True))
+    _same(em.isin(em.tensor([NAN, 1.0]), em.tensor([NAN])), torch.isin(torch.tensor([NAN, 1.0]), torch.tensor([NAN])))
+
+
+@pytest.mark.parametrize("kwargs", [{}, {"right": True}, {"side": "right"}, {"out_int32": True}])
+def test_searchsorted_and_bucketize_match_torch(kwargs) -> None:
+    seq, values = [1.0, 2.0, 2.0, 3.0, INF], [[2.0, 0.5, NAN], [3.5, 2.0, INF]]
+    _same(em.searchsorted(em.tensor(seq), em.tensor(values), **kwargs),
+          torch.searchsorted(torch.tensor(seq), torch.tensor(values), **kwargs))
+    _same(em.searchsorted(em.tensor(seq), 2.0, **kwargs), torch.searchsorted(torch.tensor(seq), 2.0, **kwargs))
+    rows = [[1.0, 3.0, 5.0], [2.0, 4.0, 6.0]]
+    _same(em.searchsorted(em.tensor(rows), em.tensor([[3.0], [7.0]]), **kwargs),
+          torch.searchsorted(torch.tensor(rows), torch.tensor([[3.0], [7.0]]), **kwargs))
+    if "side" not in kwargs:
+        _same(em.bucketize(em.tensor(values), em.tensor(seq), **kwargs),
+              torch.bucketize(torch.tensor(values), torch.tensor(seq), **kwargs))
+
+
+def test_searchsorted_with_a_sorter_and_its_errors() -> None:
+    _same(em.searchsorted(em.tensor([3.0, 1.0, 2.0]), em.tensor([2.5]), sorter=em.tensor([1, 2, 0])),
+          torch.searchsorted(torch.tensor([3.0, 1.0, 2.0]), torch.tensor([2.5]), sorter=torch.tensor([1, 2, 0])))
+    with pytest.raises(ValueError, match="searchsorted: side='left' and right=True"):
+        em.searchsorted(em.tensor([1.0]), em.tensor([1.0]), right=True, side="left")
+    with pytest.raises(ValueError, match="searchsorted: the sorted sequence"):
+        em.searchsorted(em.ones(2, 3), em.ones(3, 1))
+
+
+@pytest.mark.parametrize("weights", [None, [0.5, 1.0, 2.0, 4.0], [1, 2, 3, 4]])
+def test_bincount_matches_torch(weights) -> None:
+    x = [0, 2, 2, 5]
+    w_e = None if weights is None else em.tensor(weights)
+    w_t = None if weights is None else torch.tensor(weights)
+    _same(em.bincount(em.tensor(x), w_e, minlength=8), torch.bincount(torch.tensor(x), w_t, minlength=8))
+    _same(em.bincount(em.tensor(x), w_e), torch.bincount(torch.tensor(x), w_t))
+    _same(em.bincount(em.tensor([], dtype=em.int64)), torch.bincount(torch.tensor([], dtype=torch.int64)))
+    with pytest.raises(ValueError, match="bincount: input must be non-negative, got -1"):
+        em.bincount(em.tensor([1, -1]))
+    with pytest.raises(em.errors.DtypeError, match="bincount: input must be an integer tensor"):
+        em.bincount(em.tensor([1.0]))
+
+
+@pytest.mark.parametrize("args", [(10, -2, 2), (7, 0, 0), (4, 0, 4), (13, -3.0, 3.3)])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_histc_matches_torch(args, dtype) -> None:
+    values = np.random.default_rng(0).standard_normal(1000).astype(dtype) * 1.5
+    values[:6] = [0.0, 1.0, 2.0, 3.0, 4.0, -2.0]  # elements on the bin edges and on max
+    _same(em.histc(em.tensor(values), *args), torch.histc(torch.tensor(values), *args))
+    _same(em.histc(em.tensor([1.0, 1.0]), 4), torch.histc(torch.tensor([1.0, 1.0]), 4))
+
+
+@pytest.mark.parametrize("args", [(3, 3), (3, 4, 1), (4, 3, -1), (0, 0), (5, 2, -3)])
+def test_tril_and_triu_indices_match_torch(args) -> None:
+    _same(em.tril_indices(*args), torch.tril_indices(*args))
+    _same(em.triu_indices(*args), torch.triu_indices(*args))
+
+
+@pytest.mark.parametrize("indexing", ["ij", "xy"])
+def test_meshgrid_matches_torch(indexing) -> None:
+    tensors = ([1, 2], [3, 4, 5], [6])
+    ours = em.meshgrid(*[em.tensor(t) for t in tensors], indexing=indexing)
+    _same(tuple(ours), tuple(torch.meshgrid(*[torch.tensor(t) for t in tensors], indexing=indexing)))
+    _same(tuple(em.meshgrid([em.tensor([1.0]), em.tensor([2.0, 3.0])])),
+          tuple(torch.meshgrid([torch.tensor([1.0]), torch.tensor([2.0, 3.0])], indexing="ij")))
+
+
+@pytest.mark.parametrize("fn", ["atleast_1d", "atleast_2d", "atleast_3d"])
+def test_atleast_nd_matches_torch(fn) -> None:
+    for shape in [(), (3,), (2, 3), (2, 3, 4)]:
+        _same(getattr(em, fn)(em.zeros(*shape)), getattr(torch, fn)(torch.zeros(shape)))
+    _same(getattr(em, fn)(em.zeros(2), em.zeros(())), getattr(torch, fn)(torch.zeros(2), torch.zeros(())))
+
+
+def test_repeat_interleave_of_counts_alone_and_its_errors() -> None:
+    _same(em.repeat_interleave(em.tensor([2, 0, 1])), torch.repeat_interleave(torch.tensor([2, 0, 1])))
+    with pytest.raises(ValueError, match="repeat_interleave: repeats must be non-negative"):
+        em.repeat_interleave(em.ones(2), em.tensor([1, -1]), 0)
+    with pytest.raises(ValueError, match="repeat_interleave: repeats must be an integer tensor of 1 or 2"):
+        em.repeat_interleave(em.ones(2), em.tensor([1, 1, 1]), 0)
+
+
+def test_diagonal_matrices_keep_zeros_beside_infinities() -> None:
+    """A where, not a product by the identity: inf * 0 would put NaN beside an infinite diagonal entry."""
+    _same(em.diag(em.tensor([INF, 1.0]), 1), torch.diag(torch.tensor([INF, 1.0]), 1))
+    _same(em.diag_embed(em.tensor([[NAN, -INF]])), torch.diag_embed(torch.tensor([[NAN, -INF]])))
+
+
+def test_nan_to_num_of_integers_and_in_place() -> None:
+    _same(em.nan_to_num(em.tensor([1, 2])), torch.nan_to_num(torch.tensor([1, 2])))
+    x, t = em.tensor([NAN, INF, 1.0]), torch.tensor([NAN, INF, 1.0])
+    x.nan_to_num_(posinf=5.0)
+    t.nan_to_num_(posinf=5.0)
+    _same(x, t)
+
+
+def test_errors_name_the_function() -> None:
+    with pytest.raises(em.errors.DtypeError, match="quantile: input must be float32 or float64, got int64"):
+        em.quantile(em.tensor([1, 2]), 0.5)
+    with pytest.raises(ValueError, match=r"quantile: q values must be in the range \[0, 1\]"):
+        em.quantile(em.tensor([1.0, 2.0]), 1.5)
+    with pytest.raises(em.errors.DtypeError, match="quantile: q must have the input's dtype"):
+        em.quantile(em.tensor([1.0, 2.0]), em.tensor([0.5], dtype=em.float64))
+    with pytest.raises(em.errors.DtypeError, match="heaviside: input and values must have one dtype"):
+        em.heaviside(em.tensor([1.0]), em.tensor([1.0], dtype=em.float64))
+    with pytest.raises(em.errors.ShapeError, match=r"median: cannot take the median of an empty dimension"):
+        em.median(em.zeros(0))
+    with pytest.raises(em.errors.DataDependentError, match="unique"):
+        em.unique(em.ones(3, device="meta"))
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32", "float16", "bfloat16", "int64", "int32", "int8", "uint8",
+                                   "bool"])
+def test_tensor_from_python_data_with_a_dtype_matches_torch(dtype) -> None:
+    """Python floats go straight to the dtype asked for (they were rounded through float32 on the way to
+    float64), and numbers outside an integer dtype's range are an error (they wrapped around)."""
+    if getattr(em, dtype) is None:
+        pytest.skip("bfloat16 needs ml_dtypes")
+    for data in ([1.8, 1e300, -2.5], [2**60 + 1, 3], 0.1, [[True, False]], [255, 0], [-1], [-200], [-257],
+                 [3.9, -3.9], [-1.0], 2**63 - 1):
+        try:
+            want = torch.tensor(data, dtype=getattr(torch, dtype)).tolist()
+        except RuntimeError:
+            with pytest.raises(RuntimeError, match=f"tensor: value .* cannot be converted to {dtype} without overflow"):
+                em.tensor(data, dtype=getattr(em, dtype))
+            continue
+        assert em.tensor(data, dtype=getattr(em, dtype)).tolist() == want, data
+
+
+def _forward_and_grads(fn_em, fn_torch, arrays, atol=1e-6):
+    """fn on tensors made from `arrays` (all needing gradients): the same output and gradients in both."""
+    xs = [em.tensor(a, requires_grad=True) for a in arrays]
+    ts = [torch.tensor(a, requires_grad=True) for a in arrays]
+    out, want = fn_em(*xs), fn_torch(*ts)
+    np.testing.assert_allclose(out.detach().numpy(), want.detach().numpy(), atol=atol, rtol=1e-5)
+    g = np.random.default_rng(1).standard_normal(tuple(want.shape)).astype(np.float32)
+    out.backward(em.tensor(g))
+    want.backward(torch.tensor(g))
+    for x, t in zip(xs, ts):
+        np.testing.assert_allclose(x.grad.numpy(), t.grad.numpy(), atol=atol, rtol=1e-5)
+
+
+RNG = np.random.default_rng(0)
+
+
+@pytest.mark.parametrize("factor", [2, 3])
+def test_pixel_shuffle_and_unshuffle_match_torch(factor) -> None:
+    x = RNG.standard_normal((2, 2 * factor * factor, 3, 2)).astype(np.float32)
+    _forward_and_grads(lambda t: em.nn.functional.pixel_shuffle(t, factor),
+                       lambda t: torch.nn.functional.pixel_shuffle(t, factor), [x])
+    y = RNG.standard_normal((2, 3, 2 * factor, 3 * factor)).astype(np.float32)
+    _forward_and_grads(lambda t: em.nn.PixelUnshuffle(factor)(t), lambda t: torch.nn.PixelUnshuffle(factor)(t), [y])
+    with pytest.raises(ValueError, match="pixel_shuffle: expected"):
+        em.nn.functional.pixel_shuffle(em.ones(1, 3, 2, 2), 2)
+
+
+@pytest.mark.parametrize("kwargs", [{"size": (3, 4)}, {"scale_factor": 0.5}, {"size": (7, 9)}])
+def test_area_interpolation_matches_torch(kwargs) -> None:
+    x = RNG.standard_normal((2, 3, 7, 9)).astype(np.float32)
+    _forward_and_grads(lambda t: em.nn.functional.interpolate(t, mode="area", **kwargs),
+                       lambda t: torch.nn.functional.interpolate(t, mode="area", **kwargs), [x])
+    _forward_and_grads(lambda t: em.nn.functional.interpolate(t[:, :, 0], mode="area", scale_factor=0.5),
+                       lambda t: torch.nn.functional.interpolate(t[:, :, 0], mode="area", scale_factor=0.5), [x])
+
+
+@pytest.mark.parametrize("kwargs", [{}, {"swap": True, "p": 1.0, "margin": 0.3}, {"reduction": "none"},
+                                    {"reduction": "sum", "p": 3.0}])
+def test_triplet_margin_loss_matches_torch(kwargs) -> None:
+    arrays = [RNG.standard_normal((4, 5)).astype(np.float32) for _ in range(3)]
+    _forward_and_grads(lambda a, p, n: em.nn.TripletMarginLoss(**kwargs)(a, p, n),
+                       lambda a, p, n: torch.nn.TripletMarginLoss(**kwargs)(a, p, n), arrays)
+
+
+@pytest.mark.parametrize("reduction", ["mean", "none", "sum"])
+def test_multilabel_soft_margin_loss_matches_torch(reduction) -> None:
+    x = RNG.standard_normal((4, 5)).astype(np.float32) * 3
+    target = (RNG.random((4, 5)) > 0.5).astype(np.float32)
+    weight = RNG.random(5).astype(np.float32)
+    _forward_and_grads(
+        lambda t: em.nn.functional.multilabel_soft_margin_loss(t, em.tensor(target), em.tensor(weight),
+                                                               reduction=reduction),
+        lambda t: torch.nn.functional.multilabel_soft_margin_loss(t, torch.tensor(target), torch.tensor(weight),
+                                                                  reduction=reduction), [x])
+
+
+def test_gumbel_softmax_samples_and_passes_the_soft_gradient_straight_through() -> None:
+    """A random draw, so its properties rather than PyTorch's values: soft samples sum to 1, hard ones are
+    one-hot, and a hard sample's gradient is the soft sample's."""
+    em.manual_seed(0)
+    logits = em.tensor(RNG.standard_normal((64, 5)).astype(np.float32), requires_grad=True)
+    soft = em.nn.functional.gumbel_softmax(logits, tau=0.5)
+    np.testing.assert_allclose(soft.sum(1).detach().numpy(), 1.0, rtol=1e-6)
+    hard = em.nn.functional.gumbel_softmax(logits, hard=True)
+    assert set(np.unique(hard.detach().numpy())) <= {0.0, 1.0} and (hard.sum(1) == 1).all()
+    weights = em.tensor(RNG.standard_normal((64, 5)).astype(np.float32))
+    (hard * weights).sum().backward()
+    assert logits.grad is not None and float(logits.grad.abs().sum()) > 0
+    # the draws follow the logits: the most likely class is picked most often
+    em.manual_seed(1)
+    peaked = em.tensor([[0.0, 3.0, 0.0]]).expand(2000, 3)
+    picks = em.nn.functional.gumbel_softmax(peaked, hard=True).sum(0).numpy()
+    assert picks[1] > 0.8 * 2000 and picks.sum() == 2000
