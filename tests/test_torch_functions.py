@@ -266,3 +266,19 @@ def test_gumbel_softmax_samples_and_passes_the_soft_gradient_straight_through() 
     peaked = em.tensor([[0.0, 3.0, 0.0]]).expand(2000, 3)
     picks = em.nn.functional.gumbel_softmax(peaked, hard=True).sum(0).numpy()
     assert picks[1] > 0.8 * 2000 and picks.sum() == 2000
+
+
+@pytest.mark.parametrize(("shape", "kwargs"), [((2, 3, 7, 6), {"kernel_size": 3}),
+                                               ((2, 3, 7, 6), {"kernel_size": (2, 3), "stride": 2, "padding": 1,
+                                                               "dilation": (1, 2)}),
+                                               ((3, 5, 5), {"kernel_size": 2})])
+def test_unfold_and_fold_match_torch(shape, kwargs) -> None:
+    """Overlapping blocks: unfold's gradient adds the overlaps up, fold sums them into the image."""
+    x = RNG.standard_normal(shape).astype(np.float32)
+    _forward_and_grads(lambda t: em.nn.Unfold(**kwargs)(t), lambda t: torch.nn.Unfold(**kwargs)(t), [x])
+    cols = torch.nn.functional.unfold(torch.tensor(x), **kwargs).numpy()
+    cols = RNG.standard_normal(cols.shape).astype(np.float32)
+    _forward_and_grads(lambda t: em.nn.Fold(shape[-2:], **kwargs)(t), lambda t: torch.nn.Fold(shape[-2:], **kwargs)(t),
+                       [cols])
+    with pytest.raises(ValueError, match="fold: expected input of shape"):
+        em.nn.functional.fold(em.ones(1, 5, 3), (4, 4), 2)

@@ -32,6 +32,7 @@ from ember.nn._loss_functional import (  # noqa: F401  (re-exported: F.<loss> is
     soft_margin_loss,
     triplet_margin_loss,
 )
+from ember.nn._patches import fold, unfold  # noqa: F401  (re-exported: F.unfold and F.fold)
 from ember.nn._tuples import _pair, _single
 from ember.ops._rules import refuse_bool, refuse_mixed, require_float
 from ember.ops.attention import safe_softmax as _safe_softmax

@@ -52,7 +52,9 @@ from ember.ops.shape_composed import (
     repeat_interleave, rot90, tril_indices, triu_indices,
 )
 from ember.ops.split import chunk, split, tensor_split, unbind
-from ember.ops.sorting import argsort, cumprod, cumsum, kthvalue, msort, sort, topk
+from ember.ops.sorting import (
+    argsort, cummax, cummin, cumprod, cumsum, kthvalue, logcumsumexp, msort, sort, topk,
+)
 from ember.ops.special import digamma, erfc, erfinv, lgamma, logit, polygamma, xlogy
 from ember.ops.statistics import aminmax, median, nanmean, nanmedian, nanquantile, nansum, quantile
 

@@ -278,7 +278,22 @@ reciprocal = _unary("reciprocal", lambda xp, x: 1 / x, lambda c, g: -(g * c.outp
 floor = _unary("floor", lambda xp, x: xp.floor(x), _zero_grad, float_only=False, refuses="bool")
 ceil = _unary("ceil", lambda xp, x: xp.ceil(x), _zero_grad, float_only=False, refuses="bool")
 trunc = _unary("trunc", lambda xp, x: xp.trunc(x), _zero_grad, float_only=False, refuses="bool")
-round = _unary("round", lambda xp, x: xp.round(x), _zero_grad, float_only=False, refuses="bool")
+_round_half_even = _unary("round", lambda xp, x: xp.round(x), _zero_grad, float_only=False, refuses="bool")
+
+
+def round(input, *, decimals: int = 0):  # noqa: A001  (PyTorch's name)
+    """Round half to even; with `decimals`, to that many decimal places (negative: to tens, hundreds, ...), as
+    PyTorch computes it: x * 10**d rounded, then divided by 10**d."""
+    if not decimals:
+        return _round_half_even(input)
+    if not input.dtype.is_floating_point:
+        raise DtypeError(f"round: decimals needs a floating-point input, got {input.dtype.name}")
+    from ember.ops.opmath import upcast_tensor
+
+    scale = 10.0 ** (int(decimals) if decimals > 0 else -int(decimals))  # (abs is the op here)
+    x = upcast_tensor(input)  # float16/bfloat16: scaled and rounded in float32, as PyTorch does, rounded once
+    out = _round_half_even(x * scale) / scale if decimals > 0 else _round_half_even(x / scale) * scale
+    return out if x is input else out.to(input.dtype)
 frac = _unary("frac", lambda xp, x: x - xp.trunc(x), lambda c, g: g, refuses="int")
 logical_not = _unary("logical_not", ufunc="logical_not", ufunc_kinds="biuf", bool_result=True, float_only=False)
 bitwise_not = _unary("bitwise_not", ufunc="invert", ufunc_kinds="biu", float_only=False)

@@ -1,11 +1,12 @@
-"""Ordering and scans: sort, argsort, topk, cumsum, cumprod (float16/bfloat16 scans run in float32)."""
+"""Ordering and scans: sort, argsort, topk, cumsum, cumprod, cummax, cummin, logcumsumexp (float16/bfloat16 scans
+run in float32)."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from ember.dispatch import apply
-from ember.errors import ShapeError
+from ember.errors import DtypeError, ShapeError
 from ember.op import Op, register
 from ember.ops._rules import FLOAT_NP, INT64_NP, norm_dim, spec
 from ember.ops.opmath import opmath, rounded, upcast
@@ -199,22 +200,139 @@ class CumProdOp(Op):
         return rounded(xp.cumprod(upcast(x), axis=norm_dim(self.name, dim, x.ndim), dtype=opmath(dtype)), dtype)
 
     def vjp(self, ctx, g):
+        from ember.ops.elementwise import where
         from ember.ops.shape import flip
 
-        x, y = ctx.input(0), ctx.output
+        x = ctx.input(0)
         if x.ndim == 0:
             return (g,)
         d = ctx.attrs["dim"]
-        # d y_j / d x_i = y_j / x_i for j >= i (inputs without zeros).
-        return (flip(cumsum(flip(g * y, (d,)), d), (d,)) / x,)
+
+        def from_the_end(z):  # sum over j >= i
+            return flip(cumsum(flip(z, (d,)), d), (d,))
+
+        # d y_j / d x_i = the product of x_m for m <= j but i. With zeros replaced by 1 (x1, its running product
+        # p1) and c_j the number of zeros up to j, that is p1_j / x1_i where no other zero is among them: c_j == 0
+        # for a non-zero x_i, c_j == 1 for a zero one (the first); else 0. Dividing y_j by x_i gave NaN at zeros.
+        # A non-zero x_i's terms past the first zero x_k carry the factor x_k: written as x_k times them, so the
+        # gradient's own derivative by x_k is right too (second derivatives exact with one zero per slice).
+        from ember.ops.reduction import sum as _sum
+
+        zero = x == 0
+        x1 = where(zero, 1.0, x)
+        weighted = g * cumprod(x1, d)
+        zeros_so_far = cumsum(zero, d)
+        none_yet = from_the_end(where(zeros_so_far == 0, weighted, 0.0))
+        past_one = from_the_end(where(zeros_so_far == 1, weighted, 0.0))
+        first_zero = _sum(where(zero & (zeros_so_far == 1), x, 0.0), d, True)  # its value, 0, as a function of x
+        return (where(zero, past_one, none_yet + first_zero * past_one) / x1,)
 
 
 _cumprod_op = register(CumProdOp())
 
 
 def cumprod(input, dim: int, *, dtype=None):
-    """Running product along `dim` (gradient assumes no zeros in the input)."""
+    """Running product along `dim` (its gradient exact at zeros too)."""
     if dtype is None:
         return apply(_cumprod_op, input, dim=dim)
     out = apply(_cumprod_op, input.to(dtype), dim=dim)
     return out if out.dtype is dtype else out.to(dtype)  # an integer dtype asked for is the result's, as in PyTorch
+
+
+class CumExtremeOp(Op):
+    """(values, indices) of the running max (or min) along `dim`: a NaN propagates and takes the index; a tie
+    takes the later index, as PyTorch's cummax and cummin do."""
+
+    fresh_output = True
+    n_outputs = 2
+    save_outputs = (1,)
+
+    def __init__(self, name: str, ufunc) -> None:
+        self.name, self.ufunc = name, ufunc
+
+    def infer(self, x, dim):
+        norm_dim(self.name, dim, max(len(x.shape), 1))
+        return spec(x.shape, x.dtype), spec(x.shape, INT64_NP)
+
+    def kernel(self, xp, x, dim):
+        d = norm_dim(self.name, dim, max(x.ndim, 1))
+        if x.ndim == 0:
+            return x.copy(), xp.zeros((), dtype=np.int64)
+        values = self.ufunc.accumulate(x, axis=d)
+        taken = values == x  # where the running value is this element (a later tie included)
+        if x.dtype in FLOAT_NP:
+            taken |= xp.isnan(x)
+        positions = xp.arange(x.shape[d]).reshape((-1,) + (1,) * (x.ndim - 1 - d))
+        return values, xp.maximum.accumulate(xp.where(taken, positions, 0), axis=d).astype(np.int64)
+
+    def vjp(self, ctx, g, _gi=None):
+        return (_scatter_back(ctx, g, ctx.attrs["dim"]),)
+
+
+_cummax_op = register(CumExtremeOp("cummax", np.maximum))
+_cummin_op = register(CumExtremeOp("cummin", np.minimum))
+
+
+def cummax(input, dim: int):
+    """(values, indices) of the running maximum along `dim`."""
+    from ember.ops.reduction import MaxMinResult
+
+    return MaxMinResult(*apply(_cummax_op, input, dim=dim))
+
+
+def cummin(input, dim: int):
+    """(values, indices) of the running minimum along `dim`."""
+    from ember.ops.reduction import MaxMinResult
+
+    return MaxMinResult(*apply(_cummin_op, input, dim=dim))
+
+
+class LogCumSumExpOp(Op):
+    """log(cumsum(exp(x))) along `dim`, accumulated pairwise in log space (no overflow, no underflow to -inf)."""
+
+    name = "logcumsumexp"
+    fresh_output = True
+    save_inputs = (0,)
+    save_outputs = (0,)
+
+    def infer(self, x, dim):
+        norm_dim(self.name, dim, max(len(x.shape), 1))
+        if x.dtype not in FLOAT_NP:
+            raise DtypeError(f"logcumsumexp: input must be floating point, got {np.dtype(x.dtype).name}")
+        return spec(x.shape, x.dtype)
+
+    def kernel(self, xp, x, dim):
+        self.infer(x, dim)
+        if x.ndim == 0:
+            return x.copy()
+        return rounded(xp.logaddexp.accumulate(upcast(x), axis=norm_dim(self.name, dim, x.ndim)), x.dtype)
+
+    def vjp(self, ctx, g):
+        # d out_j / d x_i = exp(x_i - out_j) for i <= j, so the gradient is exp(x_i) times a reversed sum of
+        # g_j exp(-out_j): summed in log space, the positive and negative parts of g apart (PyTorch's way)
+        from ember.ops.elementwise import exp, log, where
+        from ember.ops.shape import flip
+
+        d = ctx.attrs["dim"]
+        if not ctx.in_shape(0):
+            return (g,)
+        x, out = ctx.input(0), ctx.output_at(0)
+
+        def reversed_scan(z):
+            return flip(logcumsumexp(flip(z, (d,)), d), (d,))
+
+        # an absent part is the dtype's lowest finite value, not -inf: -inf - out and its gradients would be NaN
+        from ember.type_info import finfo
+
+        lowest = finfo(g.dtype).min
+        pos = where(g > 0, log(where(g > 0, g, 1.0)), lowest)
+        neg = where(g < 0, log(where(g < 0, -g, 1.0)), lowest)
+        return (exp(x + reversed_scan(pos - out)) - exp(x + reversed_scan(neg - out)),)
+
+
+_logcumsumexp_op = register(LogCumSumExpOp())
+
+
+def logcumsumexp(input, dim: int):
+    """log(cumsum(exp(input))) along `dim`, without overflow."""
+    return apply(_logcumsumexp_op, input, dim=dim)

@@ -97,3 +97,25 @@ row("tensor_split", lambda L, x: (*L.tensor_split(x, 3, 1), *L.tensor_split(x, [
     lambda r: [r.normal((4, 5))], tol=EXACT)
 row("matrix_power", lambda L, a, n: L.linalg.matrix_power(a, n),
     lambda r: [r.normal((2, 3, 3)) + 3 * np.eye(3), int(r.choice([0, 1, 2, 3, -1, -2]))], tol=MATMUL)
+
+
+# The scans of ops/sorting.py added with these functions, and cumprod's gradient at zeros
+def _with_zeros(r: Rand):
+    """Zeros, at most one in each row and each column (second derivatives are exact with one zero per slice)."""
+    x = r.normal((3, 5))
+    x[0, 1] = x[1, 0] = x[2, 4] = 0.0
+    return [x, int(r.rng.integers(-2, 2))]
+
+
+row("cumprod_zeros", lambda L, x, d: L.cumprod(x, d), _with_zeros, tol=REDUCTION)
+row("cummax_cummin", lambda L, x, d: (*L.cummax(x, d), *L.cummin(x, d)),
+    lambda r: [r.distinct((3, 4)), int(r.rng.integers(-2, 2))], tol=EXACT)
+row("cummax_ties_nan", lambda L, x: (*L.cummax(x, 1), *L.cummin(x, 1)),
+    lambda r: [np.array([[1.0, 3.0, 3.0, 2.0, 5.0], [1.0, np.nan, 3.0, np.nan, 0.0]], r.dtype)], tol=EXACT,
+    gradcheck=False)
+row("logcumsumexp", lambda L, x, d: L.logcumsumexp(x, d),
+    lambda r: [r.normal((3, 4), scale=5.0), int(r.rng.integers(-2, 2))], tol=TRANSCENDENTAL)
+row("logcumsumexp_far_apart", lambda L, x: L.logcumsumexp(x, 0),
+    lambda r: [np.array([-1000.0, 0.0, 3.0, -np.inf, 1000.0], r.dtype)], tol=TRANSCENDENTAL, gradcheck=False)
+row("round_decimals", lambda L, x: (L.round(x, decimals=2), L.round(x, decimals=-1), x.round(decimals=1)),
+    one("normal", scale=50.0), tol=EXACT)

@@ -35,7 +35,7 @@ from ember.nn.modules.batchnorm import BatchNorm1d, BatchNorm2d, InstanceNorm1d,
 from ember.nn.modules.container import ModuleDict, ModuleList, ParameterDict, ParameterList, Sequential
 from ember.nn.modules.conv import Conv1d, Conv2d, ConvTranspose1d, ConvTranspose2d
 from ember.nn.modules.dropout import Dropout, Dropout1d, Dropout2d
-from ember.nn.modules.flatten import Flatten, Unflatten
+from ember.nn.modules.flatten import Flatten, Fold, Unflatten, Unfold
 from ember.nn.modules.graph import GATConv, GCNConv, SAGEConv
 from ember.nn.modules.linear import Bilinear, Identity, Linear
 from ember.nn.modules.loss import (
@@ -89,7 +89,7 @@ __all__ = [
     "MaxPool2d", "Mish", "Module", "ModuleDict", "ModuleList", "NLLLoss", "PReLU", "ParameterDict", "ParameterList",
     "PoissonNLLLoss", "RMSNorm", "ReLU", "ReLU6", "SELU", "Sequential", "SiLU", "Sigmoid", "SmoothL1Loss",
     "SoftMarginLoss", "Softmax", "Softmin", "Softplus", "Softsign", "Tanh", "Tanhshrink", "Threshold", "Unflatten",
-    "Upsample", "MultiLabelSoftMarginLoss", "PixelShuffle", "PixelUnshuffle", "TripletMarginLoss",
+    "Upsample", "MultiLabelSoftMarginLoss", "PixelShuffle", "PixelUnshuffle", "TripletMarginLoss", "Fold", "Unfold",
     "MultiheadAttention", "Transformer", "TransformerDecoder", "TransformerDecoderLayer", "TransformerEncoder",
     "TransformerEncoderLayer",
     "GRU", "GRUCell", "LSTM", "LSTMCell", "RNN", "RNNBase", "RNNCell", "RNNCellBase",
