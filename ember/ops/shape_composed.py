@@ -13,7 +13,6 @@ from ember.ops.elementwise import logical_xor, where
 from ember.ops.indexing import index_select
 from ember.ops.shape import (
     cat,
-    diagonal,
     expand,
     flip,
     movedim,
@@ -24,6 +23,7 @@ from ember.ops.shape import (
     transpose,
     unsqueeze,
 )
+from ember.ops.shape import diagonal as _diagonal  # (diag's parameter is named diagonal, as in PyTorch)
 
 
 def _eye_mask(like, n: int):
@@ -39,7 +39,7 @@ def diag_embed(input, offset: int = 0, dim1: int = -2, dim2: int = -1):
     lead = tuple(x.shape[:-1])
     square = where(_eye_mask(x, n), expand(unsqueeze(x, -1), lead + (n, n)), 0)
     k = abs(int(offset))
-    if k:  # rows below (offset > 0) or columns after (offset < 0) the square, then the same on the other side
+    if k:  # offset > 0: k columns before and k rows after move the diagonal k up; offset < 0: k down
         square = pad(square, (k, 0, 0, k) if offset > 0 else (0, k, k, 0))
     nd = square.ndim
     d1, d2 = norm_dim("diag_embed", dim1, nd), norm_dim("diag_embed", dim2, nd)
@@ -56,8 +56,6 @@ def diag(input, diagonal: int = 0):
         return _diagonal(input, diagonal).clone()
     raise ShapeError(f"diag: expected a 1-D or 2-D tensor, got shape {fmt_shape(input.shape)}")
 
-
-_diagonal = diagonal
 
 
 def diagflat(input, offset: int = 0):
