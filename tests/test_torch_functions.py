@@ -282,3 +282,37 @@ def test_unfold_and_fold_match_torch(shape, kwargs) -> None:
                        [cols])
     with pytest.raises(ValueError, match="fold: expected input of shape"):
         em.nn.functional.fold(em.ones(1, 5, 3), (4, 4), 2)
+
+
+def test_cdist_gradient_is_zero_where_rows_coincide() -> None:
+    """PyTorch's value there (a root's derivative at 0 is infinite: NaN unless kept apart)."""
+    a = em.tensor([[1.0, 2.0], [0.0, 0.0]], requires_grad=True)
+    for p in (2.0, 0.5, 3.0):
+        a.grad = None
+        em.cdist(a, em.tensor([[1.0, 2.0]]), p).sum().backward()
+        assert np.isfinite(a.grad.numpy()).all() and a.grad.numpy()[0].tolist() == [0.0, 0.0], p
+    with pytest.raises(em.errors.ShapeError, match=r"cdist: expected \(\.\.\., P, M\) and \(\.\.\., R, M\)"):
+        em.cdist(em.ones(2, 3), em.ones(2, 4))
+
+
+@pytest.mark.parametrize("name", ["quantile", "quantile of a traced q", "median", "nan_to_num", "diag", "kron", "cdist",
+                                  "logcumsumexp", "cummax", "unfold"])
+def test_composed_functions_trace_under_the_jit(name) -> None:
+    """They are made of ops, so ember.jit traces them into graphs that give eager's values (q values are checked
+    where they are known: a traced q is not)."""
+    fns = {
+        "quantile": lambda t: em.quantile(t, 0.3, 1),
+        "quantile of a traced q": lambda t, q: em.quantile(t, q, 1),
+        "median": lambda t: em.median(t, 1)[0],
+        "nan_to_num": lambda t: em.nan_to_num(t / 0),
+        "diag": lambda t: em.diag(t[0], 1),
+        "kron": lambda t: em.kron(t, t),
+        "cdist": lambda t: em.cdist(t, t),
+        "logcumsumexp": lambda t: em.logcumsumexp(t, 1),
+        "cummax": lambda t: em.cummax(t, 1)[0],
+        "unfold": lambda t: em.nn.functional.unfold(t[None, None], 2),
+    }
+    x = em.tensor(RNG.standard_normal((4, 5)).astype(np.float32))
+    args = (x, em.tensor([0.2, 0.5])) if name == "quantile of a traced q" else (x,)
+    fn = fns[name]
+    np.testing.assert_allclose(em.jit(fn)(*args).numpy(), fn(*args).numpy(), rtol=1e-6, equal_nan=True)

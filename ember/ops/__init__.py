@@ -28,7 +28,7 @@ from ember.ops.indexing import (
     scatter, scatter_add, setitem, take_along_dim,
 )
 from ember.ops.linalg import (
-    addbmm, addmm, addmv, addr, baddbmm, bmm, dist, dot, einsum, ger, inner, matmul, mm, mv, outer, tensordot, trace,
+    addbmm, addmm, addmv, addr, baddbmm, bmm, cdist, dist, dot, einsum, ger, inner, matmul, mm, mv, outer, tensordot, trace,
     vdot,
 )
 from ember.ops.linalg_decomp import det, inverse, logdet, pinverse, slogdet

@@ -239,6 +239,44 @@ def vdot(input, other):
     return matmul(input, other)
 
 
+def cdist(x1, x2, p: float = 2.0, compute_mode=None):
+    """The p-norm distance between each row of x1 (..., P, M) and each row of x2 (..., R, M): (..., P, R); its
+    gradient is 0 where two rows coincide (not NaN), as PyTorch's is."""
+    from ember.ops.elementwise import abs as _abs
+    from ember.ops.elementwise import pow as _pow
+    from ember.ops.elementwise import sqrt, where
+    from ember.ops.reduction import amax
+    from ember.ops.reduction import sum as _sum
+
+    if x1.ndim < 2 or x2.ndim < 2 or x1.shape[-1] != x2.shape[-1]:
+        raise ShapeError(f"cdist: expected (..., P, M) and (..., R, M) with one M, got {fmt_shape(x1.shape)} and "
+                         f"{fmt_shape(x2.shape)}")
+    if p < 0:
+        raise ValueError(f"cdist: p must be non-negative, got {p}")
+    refuse_mixed("cdist", ("x1", "x2"), x1, x2)
+    diff = x1.unsqueeze(-2) - x2.unsqueeze(-3)  # (..., P, R, M)
+    if p == 0:  # the count of differing coordinates, still a function of x1 and x2 (a zero gradient, as PyTorch's)
+        from ember import dtypes
+        from ember.ops.creation_ops import ones_like
+
+        count = _sum(diff != 0, -1).to(x1.dtype)
+        return where(ones_like(count, dtype=dtypes.bool_), count, _sum(diff, -1))
+    if p == float("inf"):
+        return amax(_abs(diff), -1)
+    if p == 1:
+        return _sum(_abs(diff), -1)
+    if p == 2:
+        total = _sum(diff * diff, -1)
+    else:  # |d|**p of a zero difference is 0 with gradient 0 (for p < 1 its derivative is infinite at 0)
+        size = _abs(diff)
+        nonzero = size > 0
+        total = _sum(where(nonzero, _pow(where(nonzero, size, 1.0), p), 0.0), -1)
+    # the root of a positive total only: at 0 its gradient is infinite, and 0 * inf is NaN
+    apart = total > 0
+    root = sqrt(where(apart, total, 1.0)) if p == 2 else _pow(where(apart, total, 1.0), 1.0 / p)
+    return where(apart, root, 0.0)
+
+
 def dist(input, other, p=2):
     """The p-norm of input - other (broadcast)."""
     from ember.ops.reduction import norm

@@ -5,7 +5,10 @@ from __future__ import annotations
 
 from collections import namedtuple
 
+import numpy as np
+
 from ember import creation
+from ember.backends.meta import is_symbolic
 from ember.errors import DtypeError, ShapeError, fmt_shape
 from ember.ops._rules import SINGLE_DOUBLE_NP, norm_dim, require_float
 from ember.ops.elementwise import (
@@ -93,9 +96,12 @@ def _quantile(op: str, input, q, dim, keepdim: bool, interpolation: str, skip_na
         if q.ndim > 1:
             raise ShapeError(f"{op}: q must be a scalar or 1-D, got shape {fmt_shape(q.shape)}")
         qs = reshape(q, (-1,))
+        # checked where q has values (not on meta, nor while the jit traces q as an input)
+        values = None if q.device.type == "meta" or is_symbolic(q) else q.detach().cpu().numpy()
     else:
         qs = creation.tensor([float(q)], dtype=input.dtype, device=input.device)
-    if qs.device.type != "meta" and bool(any((qs < 0) | (qs > 1))):  # (a meta q has no values to check)
+        values = np.asarray([float(q)])
+    if values is not None and ((values < 0) | (values > 1)).any():
         raise ValueError(f"{op}: q values must be in the range [0, 1]")
     x, d = _rows(op, input, dim)
     n = x.shape[-1]

@@ -119,3 +119,17 @@ row("logcumsumexp_far_apart", lambda L, x: L.logcumsumexp(x, 0),
     lambda r: [np.array([-1000.0, 0.0, 3.0, -np.inf, 1000.0], r.dtype)], tol=TRANSCENDENTAL, gradcheck=False)
 row("round_decimals", lambda L, x: (L.round(x, decimals=2), L.round(x, decimals=-1), x.round(decimals=1)),
     one("normal", scale=50.0), tol=EXACT)
+_NO_HALF_CDIST = {d: "PyTorch 2.13's CPU cdist has no float16/bfloat16 kernel" for d in ("float16", "bfloat16")}
+row("cdist", lambda L, a, b, p: L.cdist(a, b, p),
+    lambda r: [r.normal((2, 3, 4)), r.normal((2, 5, 4)), r.choice([2.0, 1.0, 3.0, 0.5, float("inf")])], tol=MATMUL,
+    torch_second=False, skip_low=_NO_HALF_CDIST)  # (PyTorch has no second derivative of cdist: finite differences)
+
+
+def _coinciding_rows(r: Rand):
+    a, b = r.normal((3, 2)), r.normal((4, 2))
+    b[1] = a[2]
+    return [a, b]
+
+
+row("cdist_coinciding_rows", lambda L, a, b: (L.cdist(a, b), L.cdist(a, b, 1.0), L.cdist(a, b, 0.5), L.cdist(a, b, 0)),
+    _coinciding_rows, tol=MATMUL, gradcheck=False, torch_second=False, skip_low=_NO_HALF_CDIST)
