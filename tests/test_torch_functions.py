@@ -316,3 +316,33 @@ def test_composed_functions_trace_under_the_jit(name) -> None:
     args = (x, em.tensor([0.2, 0.5])) if name == "quantile of a traced q" else (x,)
     fn = fns[name]
     np.testing.assert_allclose(em.jit(fn)(*args).numpy(), fn(*args).numpy(), rtol=1e-6, equal_nan=True)
+
+
+@pytest.mark.parametrize("dim", [None, 0, 1])
+def test_unique_consecutive_matches_torch(dim) -> None:
+    data = np.array([[1, 1], [1, 1], [2, 0], [1, 1], [1, 1]])
+    _same(em.unique_consecutive(em.tensor(data), True, True, dim),
+          torch.unique_consecutive(torch.tensor(data), return_inverse=True, return_counts=True, dim=dim))
+
+
+@pytest.mark.parametrize("kwargs", [{"bins": 4, "range": (0.0, 3.0)}, {"bins": 10}, {"bins": 7, "density": True},
+                                    {"bins": 5, "weight": True}])
+def test_histogram_matches_torch(kwargs) -> None:
+    values = RNG.standard_normal(500).astype(np.float32)
+    weight = RNG.random(500).astype(np.float32)
+    ek = {k: (em.tensor(weight) if k == "weight" else v) for k, v in kwargs.items()}
+    tk = {k: (torch.tensor(weight) if k == "weight" else v) for k, v in kwargs.items()}
+    ours, theirs = em.histogram(em.tensor(values), **ek), torch.histogram(torch.tensor(values), **tk)
+    np.testing.assert_allclose(ours.hist.numpy(), theirs.hist.numpy(), rtol=1e-5)
+    # the edges are ember.linspace's: float64 steps rounded once, where PyTorch steps in float32 (1 ulp apart)
+    assert ours.bin_edges.dtype is em.float32
+    np.testing.assert_allclose(ours.bin_edges.numpy(), theirs.bin_edges.numpy(), rtol=2e-7, atol=1e-7)
+    _same(tuple(em.histogram(em.tensor([1.0, 2.0, 1.0]), em.tensor([0.0, 1.0, 2.5, 3.0]))),
+          tuple(torch.histogram(torch.tensor([1.0, 2.0, 1.0]), torch.tensor([0.0, 1.0, 2.5, 3.0]))))
+
+
+def test_mode_picks_the_smallest_most_frequent_value_at_its_last_position() -> None:
+    for data, dim in (([[1, 2, 2, 3, 3], [4, 4, 1, 1, 0]], 1), ([1.0, NAN, NAN, 2.0], 0), ([[1, 1], [2, 1], [2, 2]], 0)):
+        _same(tuple(em.mode(em.tensor(data), dim)), tuple(torch.mode(torch.tensor(data), dim)))
+    _same(tuple(em.tensor([[1, 2, 2], [3, 3, 1]]).mode(1, keepdim=True)),
+          tuple(torch.tensor([[1, 2, 2], [3, 3, 1]]).mode(1, keepdim=True)))

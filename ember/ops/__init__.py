@@ -46,7 +46,9 @@ from ember.ops.shape import (
     reshape, roll, select, squeeze, stack, sum_to_size, swapaxes, swapdims, t, tile, transpose, tril, triu,
     unflatten, unsqueeze, view, vstack,
 )
-from ember.ops.search import bincount, bucketize, histc, isin, searchsorted, unique
+from ember.ops.search import (
+    bincount, bucketize, histc, histogram, isin, mode, searchsorted, unique, unique_consecutive,
+)
 from ember.ops.shape_composed import (
     atleast_1d, atleast_2d, atleast_3d, block_diag, cartesian_prod, diag, diag_embed, diagflat, diff, kron, meshgrid,
     repeat_interleave, rot90, tril_indices, triu_indices,
@@ -56,7 +58,9 @@ from ember.ops.sorting import (
     argsort, cummax, cummin, cumprod, cumsum, kthvalue, logcumsumexp, msort, sort, topk,
 )
 from ember.ops.special import digamma, erfc, erfinv, lgamma, logit, polygamma, xlogy
-from ember.ops.statistics import aminmax, median, nanmean, nanmedian, nanquantile, nansum, quantile
+from ember.ops.statistics import (
+    aminmax, corrcoef, cov, median, nanmean, nanmedian, nanquantile, nansum, quantile,
+)
 
 __all__ = [name for name in dir() if not name.startswith("_")]
 

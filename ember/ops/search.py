@@ -1,6 +1,6 @@
-"""Functions whose result's shape or positions depend on the values (no gradient, as in PyTorch): unique, isin,
-searchsorted, bucketize, bincount, histc. They read the values on the host and return a tensor on the input's
-device; on the meta device they raise DataDependentError."""
+"""Functions whose result's shape or positions depend on the values (no gradient, as in PyTorch, but mode's
+values): unique, unique_consecutive, isin, searchsorted, bucketize, bincount, histc, histogram, mode. They read the
+values on the host and return a tensor on the input's device; on the meta device they raise DataDependentError."""
 
 from __future__ import annotations
 
@@ -125,3 +125,81 @@ def histc(input, bins: int = 100, min: float = 0, max: float = 0):  # noqa: A002
     position = ((inside - lo) * bins / (hi - lo)).astype(np.int64)
     counts = np.bincount(np.minimum(position, bins - 1), minlength=bins)
     return _like(counts.astype(input.dtype.np), input)
+
+
+def mode(input, dim: int = -1, keepdim: bool = False):
+    """(values, indices) of the most frequent value along `dim`: the smallest among equally frequent ones, at its
+    last position (each NaN counts once, as in PyTorch); the values carry the gradient to those positions."""
+    from ember.ops.indexing import gather
+    from ember.ops.reduction import MaxMinResult
+
+    d = norm_dim("mode", dim, max(input.ndim, 1))
+    values = _host("mode", input)
+    rows = np.moveaxis(values.reshape(values.shape or (1,)), d, -1)
+    flat = rows.reshape(-1, rows.shape[-1]) if rows.size or rows.shape[-1] else rows.reshape(0, 0)
+    if flat.shape[-1] == 0:
+        raise ShapeError(f"mode: cannot take the mode of an empty dimension (input {fmt_shape(input.shape)})")
+    picks = np.empty(flat.shape[0], np.int64)
+    for r, row in enumerate(flat):
+        order = np.argsort(row, kind="stable")
+        ordered = row[order]
+        starts = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]])  # NaN != NaN: each its own run
+        counts = np.diff(np.r_[starts, ordered.size])
+        best = int(np.argmax(counts))  # the first of the longest runs: the smallest value
+        picks[r] = order[starts[best] + counts[best] - 1]  # a stable order ends each run at its last position
+    index = picks.reshape(rows.shape[:-1] + (1,))
+    index_t = creation.tensor(np.moveaxis(index, -1, d) if input.ndim else index.reshape(()), device=input.device)
+    picked = gather(input, d, index_t) if input.ndim else input.clone()
+    if not keepdim and input.ndim:
+        picked, index_t = picked.squeeze(d), index_t.squeeze(d)
+    return MaxMinResult(picked, index_t)
+
+
+def unique_consecutive(input, return_inverse: bool = False, return_counts: bool = False, dim: int | None = None):
+    """Each run of equal consecutive elements (or slices along `dim`) kept once; with return_inverse, the run
+    each element is in, with return_counts, each run's length."""
+    values = _host("unique_consecutive", input)
+    if dim is None:
+        moved = values.reshape(-1, 1)
+    else:
+        d = norm_dim("unique_consecutive", dim, values.ndim)
+        moved = np.moveaxis(values, d, 0).reshape(values.shape[d], -1)
+    if moved.shape[0] == 0:
+        starts = np.zeros(0, np.int64)
+    else:
+        starts = np.flatnonzero(np.r_[True, (moved[1:] != moved[:-1]).any(axis=1)])
+    kept = moved[starts]
+    if dim is None:
+        out = kept.reshape(-1)
+    else:
+        rest = np.moveaxis(values, d, 0).shape[1:]
+        out = np.moveaxis(kept.reshape((len(starts),) + rest), 0, d)
+    result = [_like(np.ascontiguousarray(out), input)]
+    if return_inverse:
+        inverse = np.cumsum(np.isin(np.arange(moved.shape[0]), starts)) - 1
+        result.append(_like(inverse.reshape(values.shape if dim is None else -1).astype(np.int64), input))
+    if return_counts:
+        result.append(_like(np.diff(np.r_[starts, moved.shape[0]]).astype(np.int64), input))
+    return result[0] if len(result) == 1 else tuple(result)
+
+
+def histogram(input, bins=100, *, range=None, weight=None, density: bool = False):  # noqa: A002
+    """(hist, bin_edges): counts (or summed weights) in `bins` equal bins over `range` (the data's by default)
+    or between given edges, the last bin closed on the right, as NumPy's histogram; density normalises them."""
+    from collections import namedtuple
+
+    if not input.dtype.is_floating_point:
+        raise DtypeError(f"histogram: input must be floating point, got {input.dtype.name}")
+    values = _host("histogram", input).reshape(-1)
+    w = None if weight is None else _host("histogram", weight).reshape(-1)
+    if hasattr(bins, "shape"):
+        edges = _host("histogram", bins).astype(values.dtype)
+    else:
+        lo, hi = (float(values.min()), float(values.max())) if range is None and values.size else \
+            (tuple(float(v) for v in range) if range is not None else (0.0, 1.0))
+        if lo == hi:
+            lo, hi = lo - 0.5, hi + 0.5  # NumPy's widening of an empty range
+        edges = creation.linspace(lo, hi, int(bins) + 1, dtype=input.dtype).numpy()  # (ember.linspace's values)
+    hist, _ = np.histogram(values, bins=edges, weights=w, density=density)
+    result = namedtuple("histogram", ["hist", "bin_edges"])
+    return result(_like(hist.astype(values.dtype), input), _like(edges, input))

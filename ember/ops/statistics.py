@@ -1,5 +1,6 @@
 """Order statistics and NaN-ignoring reductions composed of other ops (gradients through sort and gather):
-median, nanmedian, quantile, nanquantile, nansum, nanmean, aminmax, with PyTorch's rules for NaN and ties."""
+median, nanmedian, quantile, nanquantile, nansum, nanmean, aminmax, cov, corrcoef, with PyTorch's rules for NaN
+and ties."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from collections import namedtuple
 import numpy as np
 
 from ember import creation
+from ember import dtypes as dt
 from ember.backends.meta import is_symbolic
 from ember.errors import DtypeError, ShapeError, fmt_shape
 from ember.ops._rules import SINGLE_DOUBLE_NP, norm_dim, require_float
@@ -156,3 +158,48 @@ def nanmean(input, dim=None, keepdim: bool = False, *, dtype=None):
 def aminmax(input, *, dim=None, keepdim: bool = False):
     """(min, max) over `dim` or all elements."""
     return aminmax_result(amin(input, dim, keepdim), amax(input, dim, keepdim))
+
+
+def cov(input, *, correction: int = 1, fweights=None, aweights=None):
+    """The covariance matrix of the variables in input's rows (observations in its columns; a 1-D input is one
+    variable), with integer frequency weights and float observation weights as in PyTorch and NumPy."""
+    from ember.ops.linalg import matmul
+
+    if input.ndim > 2:
+        raise ShapeError(f"cov: expected a 1-D or 2-D input (variables, observations), got {fmt_shape(input.shape)}")
+    x = reshape(input, (1, -1)) if input.ndim < 2 else input
+    if not x.dtype.is_floating_point:  # integers give the default float dtype, as in PyTorch
+        x = x.to(dt.get_default_dtype())
+    weights = None
+    for given in (fweights, aweights):
+        if given is not None:
+            if given.ndim != 1 or given.shape[0] != x.shape[1]:
+                raise ShapeError(f"cov: weights must be 1-D with one value per observation ({x.shape[1]}), got "
+                                 f"{fmt_shape(given.shape)}")
+            weights = given if weights is None else weights * given
+    if weights is None:
+        total = x.shape[1]
+        mean = sum(x, 1, True) / total
+        norm = total - correction
+        centred = x - mean
+        out = matmul(centred, centred.T) / norm
+    else:
+        weights = weights.to(x.dtype)
+        total = sum(weights)
+        mean = sum(x * weights, 1, True) / total
+        norm = total - correction if aweights is None else total - correction * sum(weights * aweights) / total
+        centred = x - mean
+        out = matmul(centred * weights, centred.T) / norm
+    return reshape(out, ()) if input.ndim < 2 else out
+
+
+def corrcoef(input):
+    """Pearson correlation coefficients of the variables in input's rows, clipped to [-1, 1]."""
+    from ember.ops.elementwise import clamp, sqrt
+    from ember.ops.shape import diagonal
+
+    c = cov(input)
+    if input.ndim < 2:
+        return c / c
+    spread = sqrt(diagonal(c))
+    return clamp(c / unsqueeze(spread, 1) / unsqueeze(spread, 0), -1.0, 1.0)

@@ -133,3 +133,9 @@ def _coinciding_rows(r: Rand):
 
 row("cdist_coinciding_rows", lambda L, a, b: (L.cdist(a, b), L.cdist(a, b, 1.0), L.cdist(a, b, 0.5), L.cdist(a, b, 0)),
     _coinciding_rows, tol=MATMUL, gradcheck=False, torch_second=False, skip_low=_NO_HALF_CDIST)
+row("cov_corrcoef", lambda L, x: (L.cov(x), L.corrcoef(x), L.cov(x, correction=0)), lambda r: [r.normal((3, 6))],
+    tol=MATMUL)
+row("cov_weights", lambda L, x, f, a: L.cov(x, fweights=f, aweights=a),
+    lambda r: [r.normal((2, 5)), r.ints((5,), 1, 4), r.uniform((5,), 0.1, 1.0)], nograd=(2,), tol=MATMUL)
+row("mode_values", lambda L, x: tuple(L.mode(x, 1)), lambda r: [r.ints((3, 7), -2, 3).astype(r.dtype)], tol=EXACT,
+    gradcheck=False, meta=False)  # (the positions depend on the values; the gradient is a scatter to them)
