@@ -346,3 +346,39 @@ def test_mode_picks_the_smallest_most_frequent_value_at_its_last_position() -> N
         _same(tuple(em.mode(em.tensor(data), dim)), tuple(torch.mode(torch.tensor(data), dim)))
     _same(tuple(em.tensor([[1, 2, 2], [3, 3, 1]]).mode(1, keepdim=True)),
           tuple(torch.tensor([[1, 2, 2], [3, 3, 1]]).mode(1, keepdim=True)))
+
+
+@pytest.mark.parametrize(("call", "error", "message"), [
+    (lambda: em.histc(em.ones(3), bins=0), ValueError, "histc: bins must be positive, got 0"),
+    (lambda: em.histc(em.ones(3), 4, min=2, max=1), ValueError, r"histc: max \(1.0\) must be at least min \(2.0\)"),
+    (lambda: em.histc(em.tensor([1, 2]), 4), em.errors.DtypeError, "histc: input must be floating point"),
+    (lambda: em.histogram(em.tensor([1, 2]), 4), em.errors.DtypeError, "histogram: input must be floating point"),
+    (lambda: em.quantile(em.ones(3), 0.5, interpolation="cubic"), ValueError, "quantile: interpolation must be"),
+    (lambda: em.searchsorted(em.ones(3), em.ones(2), side="middle"), ValueError, "searchsorted: side must be"),
+    (lambda: em.bucketize(em.ones(2), em.ones(2, 2)), em.errors.ShapeError, "bucketize: boundaries must be 1-D"),
+    (lambda: em.rot90(em.ones(2, 2), 1, (0, 0)), ValueError, "rot90: the two dims must differ"),
+    (lambda: em.rot90(em.ones(2), 1), em.errors.ShapeError, "rot90: expected two dims"),
+    (lambda: em.diag(em.ones(2, 2, 2)), em.errors.ShapeError, r"diag: expected a 1-D or 2-D tensor, got shape \(2, 2, 2\)"),
+    (lambda: em.diag_embed(em.ones(2), 0, 0, 0), ValueError, "diag_embed: dim1 and dim2 must differ"),
+    (lambda: em.meshgrid(em.ones(2, 2)), em.errors.ShapeError, "meshgrid: expected 0-D or 1-D tensors"),
+    (lambda: em.meshgrid(em.ones(2), em.ones(2, dtype=em.int64)), TypeError, "meshgrid: expected tensors of one dtype"),
+    (lambda: em.meshgrid(em.ones(2), indexing="yx"), ValueError, "meshgrid: indexing must be 'ij' or 'xy'"),
+    (lambda: em.repeat_interleave(em.ones(3), 2, output_size=5), ValueError, "repeat_interleave: output_size=5"),
+    (lambda: em.tensor_split(em.ones(3), 0), ValueError, "tensor_split: the number of sections must be positive"),
+    (lambda: em.linalg.matrix_power(em.ones(2, 3), 2), em.errors.ShapeError, "linalg.matrix_power: expected square"),
+    (lambda: em.cdist(em.ones(2, 3), em.ones(2, 3), -1.0), ValueError, "cdist: p must be non-negative"),
+    (lambda: em.mode(em.ones(0)), em.errors.ShapeError, "mode: cannot take the mode of an empty dimension"),
+    (lambda: em.trace(em.ones(3)), em.errors.ShapeError, r"trace: expected a 2-D tensor, got shape \(3,\)"),
+    (lambda: em.vdot(em.ones(2, 2), em.ones(2)), em.errors.ShapeError, "vdot: expected 1-D tensors"),
+    (lambda: em.addmm(em.ones(3, 3), em.ones(2, 2), em.ones(2, 2), beta=0), em.errors.ShapeError, "addmm:"),
+    (lambda: em.cov(em.ones(2, 2, 2)), em.errors.ShapeError, "cov: expected a 1-D or 2-D input"),
+    (lambda: em.cov(em.ones(2, 3), fweights=em.ones(2)), em.errors.ShapeError, "cov: weights must be 1-D with one value"),
+    (lambda: em.nn.functional.unfold(em.ones(1, 1, 2, 2), 3), ValueError, "unfold: a 2x2 image padded by"),
+    (lambda: em.nn.functional.pixel_unshuffle(em.ones(1, 1, 3, 3), 2), ValueError, "pixel_unshuffle: expected"),
+    (lambda: em.logcumsumexp(em.tensor([1, 2]), 0), em.errors.DtypeError, "logcumsumexp: input must be floating point"),
+    (lambda: em.round(em.tensor([1, 2]), decimals=1), em.errors.DtypeError, "round: decimals needs a floating-point"),
+])
+def test_bad_inputs_get_one_line_errors_naming_the_function(call, error, message) -> None:
+    with pytest.raises(error, match=message) as caught:
+        call()
+    assert "\n" not in str(caught.value)
