@@ -382,3 +382,26 @@ def test_bad_inputs_get_one_line_errors_naming_the_function(call, error, message
     with pytest.raises(error, match=message) as caught:
         call()
     assert "\n" not in str(caught.value)
+
+
+@pytest.mark.parametrize(("norm_type", "kernel_size", "stride", "ceil_mode"),
+                         [(2.0, 2, None, False), (3.0, (2, 3), 1, False), (float("inf"), 2, None, False),
+                          (1.5, 3, 2, True)])
+def test_lp_pool_matches_torch(norm_type, kernel_size, stride, ceil_mode) -> None:
+    x = np.abs(RNG.standard_normal((2, 3, 6, 7)).astype(np.float32)) + 0.1
+    _forward_and_grads(lambda t: em.nn.LPPool2d(norm_type, kernel_size, stride, ceil_mode)(t),
+                       lambda t: torch.nn.LPPool2d(norm_type, kernel_size, stride, ceil_mode)(t), [x], atol=1e-5)
+    k = kernel_size if isinstance(kernel_size, int) else kernel_size[0]
+    _forward_and_grads(lambda t: em.nn.LPPool1d(norm_type, k, stride, ceil_mode)(t[:, :, 0]),
+                       lambda t: torch.nn.LPPool1d(norm_type, k, stride, ceil_mode)(t[:, :, 0]), [x], atol=1e-5)
+
+
+@pytest.mark.parametrize("size", [1, 2, 3, 5])
+def test_local_response_norm_matches_torch(size) -> None:
+    y = RNG.standard_normal((2, 7, 5, 4)).astype(np.float32)
+    _forward_and_grads(lambda t: em.nn.LocalResponseNorm(size, 1e-2, 0.75, 2.0)(t),
+                       lambda t: torch.nn.LocalResponseNorm(size, 1e-2, 0.75, 2.0)(t), [y], atol=1e-5)
+    _forward_and_grads(lambda t: em.nn.functional.local_response_norm(t[:, :, 0], size),
+                       lambda t: torch.nn.functional.local_response_norm(t[:, :, 0], size), [y], atol=1e-5)
+    with pytest.raises(ValueError, match="local_response_norm: expected 3-D or higher input"):
+        em.nn.functional.local_response_norm(em.ones(2, 3), size)

@@ -329,6 +329,37 @@ def avg_pool1d(input: Tensor, kernel_size, stride=None, padding=0, ceil_mode: bo
     return out.squeeze(-2)
 
 
+def lp_pool2d(input: Tensor, norm_type: float, kernel_size, stride=None, ceil_mode: bool = False) -> Tensor:
+    """(sum of x**p over each window)**(1/p), PyTorch's formula: the windows' mean of x**p times their size."""
+    kh, kw = _pair(kernel_size)
+    if norm_type == float("inf"):
+        return max_pool2d(input, (kh, kw), stride, 0, 1, ceil_mode)
+    out = avg_pool2d(ops.pow(input, norm_type), (kh, kw), stride, 0, ceil_mode)
+    return ops.pow(ops.sign(out) * ops.relu(ops.abs(out)) * (kh * kw), 1.0 / norm_type)
+
+
+def lp_pool1d(input: Tensor, norm_type: float, kernel_size, stride=None, ceil_mode: bool = False) -> Tensor:
+    """lp_pool2d over windows of the last dim."""
+    k = _single(kernel_size)[0]
+    if norm_type == float("inf"):
+        return max_pool1d(input, k, stride, 0, 1, ceil_mode)
+    out = avg_pool1d(ops.pow(input, norm_type), k, stride, 0, ceil_mode)
+    return ops.pow(ops.sign(out) * ops.relu(ops.abs(out)) * k, 1.0 / norm_type)
+
+
+def local_response_norm(input: Tensor, size: int, alpha: float = 1e-4, beta: float = 0.75, k: float = 1.0) -> Tensor:
+    """x / (k + alpha * mean of x**2 over `size` neighbouring channels)**beta (AlexNet's normalisation)."""
+    _float_input("local_response_norm", input)
+    if input.ndim < 3:
+        raise ValueError(f"local_response_norm: expected 3-D or higher input (N, C, ...), got shape "
+                         f"{tuple(input.shape)}")
+    n, c = input.shape[0], input.shape[1]
+    squares = (input * input).reshape(n, 1, c, -1)  # the channels as rows of one image, the positions as columns
+    squares = ops.pad(squares, (0, 0, size // 2, (size - 1) // 2))
+    div = avg_pool2d(squares, (size, 1), stride=1).reshape(input.shape)
+    return input / ops.pow(div * alpha + k, beta)
+
+
 def adaptive_avg_pool2d(input: Tensor, output_size) -> Tensor:
     """Average pooling to a fixed (H, W) output size."""
     _float_input("adaptive_avg_pool2d", input)

@@ -58,13 +58,15 @@ from ember.nn.modules.loss import (
     TripletMarginLoss,
 )
 from ember.nn.modules.module import Module
-from ember.nn.modules.normalization import GroupNorm, LayerNorm, RMSNorm
+from ember.nn.modules.normalization import GroupNorm, LayerNorm, LocalResponseNorm, RMSNorm
 from ember.nn.modules.pooling import (
     AdaptiveAvgPool1d,
     AdaptiveAvgPool2d,
     AdaptiveMaxPool2d,
     AvgPool1d,
     AvgPool2d,
+    LPPool1d,
+    LPPool2d,
     MaxPool1d,
     MaxPool2d,
 )
@@ -90,6 +92,7 @@ __all__ = [
     "PoissonNLLLoss", "RMSNorm", "ReLU", "ReLU6", "SELU", "Sequential", "SiLU", "Sigmoid", "SmoothL1Loss",
     "SoftMarginLoss", "Softmax", "Softmin", "Softplus", "Softsign", "Tanh", "Tanhshrink", "Threshold", "Unflatten",
     "Upsample", "MultiLabelSoftMarginLoss", "PixelShuffle", "PixelUnshuffle", "TripletMarginLoss", "Fold", "Unfold",
+    "LPPool1d", "LPPool2d", "LocalResponseNorm",
     "MultiheadAttention", "Transformer", "TransformerDecoder", "TransformerDecoderLayer", "TransformerEncoder",
     "TransformerEncoderLayer",
     "GRU", "GRUCell", "LSTM", "LSTMCell", "RNN", "RNNBase", "RNNCell", "RNNCellBase",

@@ -1,4 +1,4 @@
-"""Per-sample normalisation layers: LayerNorm, GroupNorm, RMSNorm."""
+"""Per-sample normalisation layers: LayerNorm, GroupNorm, RMSNorm, LocalResponseNorm."""
 
 from __future__ import annotations
 
@@ -108,3 +108,17 @@ class RMSNorm(Module):
 
     def extra_repr(self) -> str:
         return f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.elementwise_affine}"
+
+
+class LocalResponseNorm(Module):
+    """x / (k + alpha * mean of x**2 over `size` neighbouring channels)**beta (see nn.functional)."""
+
+    def __init__(self, size: int, alpha: float = 1e-4, beta: float = 0.75, k: float = 1.0) -> None:
+        super().__init__()
+        self.size, self.alpha, self.beta, self.k = size, alpha, beta, k
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.local_response_norm(input, self.size, self.alpha, self.beta, self.k)
+
+    def extra_repr(self) -> str:
+        return f"{self.size}, alpha={self.alpha}, beta={self.beta}, k={self.k}"

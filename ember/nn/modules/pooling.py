@@ -1,4 +1,4 @@
-"""Pooling layers: max, average and adaptive pooling in 1-D and 2-D."""
+"""Pooling layers: max, average, power-average and adaptive pooling in 1-D and 2-D."""
 
 from __future__ import annotations
 
@@ -115,3 +115,25 @@ class AdaptiveMaxPool2d(_AdaptivePoolNd):
 
     def forward(self, input: Tensor) -> Tensor:
         return F.adaptive_max_pool2d(input, self.output_size, self.return_indices)
+
+
+class LPPool2d(Module):
+    """(sum of x**p over each window)**(1/p) (see nn.functional.lp_pool2d)."""
+
+    def __init__(self, norm_type: float, kernel_size, stride=None, ceil_mode: bool = False) -> None:
+        super().__init__()
+        self.norm_type, self.kernel_size, self.stride, self.ceil_mode = norm_type, kernel_size, stride, ceil_mode
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.lp_pool2d(input, self.norm_type, self.kernel_size, self.stride, self.ceil_mode)
+
+
+class LPPool1d(Module):
+    """(sum of x**p over each window of the last dim)**(1/p) (see nn.functional.lp_pool1d)."""
+
+    def __init__(self, norm_type: float, kernel_size, stride=None, ceil_mode: bool = False) -> None:
+        super().__init__()
+        self.norm_type, self.kernel_size, self.stride, self.ceil_mode = norm_type, kernel_size, stride, ceil_mode
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.lp_pool1d(input, self.norm_type, self.kernel_size, self.stride, self.ceil_mode)
