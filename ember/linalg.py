@@ -6,10 +6,9 @@ works on batches of matrices, and raises `LinAlgError` (a RuntimeError) for a ma
 
 from __future__ import annotations
 
-from ember import dtypes
 from ember.errors import LinAlgError, ShapeError, fmt_shape
-from ember.ops.creation_ops import eye_like, ones_like
-from ember.ops.elementwise import where
+from ember.ops.creation_ops import eye_like
+from ember.ops.elementwise_composed import with_zero_gradient_to
 from ember.ops.linalg import matmul
 from ember.ops.linalg_decomp import (
     EighResult,
@@ -50,7 +49,7 @@ def matrix_power(A, n: int):
         raise ShapeError(f"linalg.matrix_power: expected square matrices, got shape {fmt_shape(A.shape)}")
     n = int(n)
     if n == 0:  # the identity, still a function of A (a zero gradient), as PyTorch's is
-        return where(ones_like(A, dtype=dtypes.bool_), eye_like(A, A.shape[-1]), A)
+        return with_zero_gradient_to(eye_like(A, A.shape[-1]).expand(*A.shape), A)
     base, out = (inv(A) if n < 0 else A), None
     n = abs(n)
     while n:  # square and multiply: log2(n) products

@@ -1,5 +1,6 @@
 """Elementwise functions composed of other ops (their gradients come from those ops): nan_to_num, fmax/fmin,
-heaviside, float_power, logaddexp2, the angle conversions and the signed-infinity tests, with PyTorch's rules."""
+heaviside, float_power, logaddexp2, the angle conversions and the signed-infinity tests, with PyTorch's rules; and
+`with_zero_gradient_to`, for results that ignore an input's values but not the input."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import math
 
 from ember import dtypes as dt
 from ember.errors import DtypeError
+from ember.ops.creation_ops import ones_like
 from ember.ops.elementwise import abs, exp2, isinf, isnan, log1p, logical_or, maximum, mul, pow, sign, where
 from ember.type_info import finfo
 
@@ -79,3 +81,9 @@ def isposinf(input):
 def isneginf(input):
     """Where the input is -inf."""
     return isinf(input) & (input < 0)
+
+
+def with_zero_gradient_to(value, source):
+    """`value`'s values exactly, with `source` (broadcasting to it) still in the graph with a zero gradient: PyTorch's
+    result where an op ignores an input's values (beta=0, a zeroth power, a count) but keeps the input."""
+    return where(ones_like(value, dtype=dt.bool_), value, source)

@@ -180,12 +180,9 @@ def _scaled_sum(op: str, input, prod, beta, alpha):
         if broadcast_shapes(op, tuple(input.shape), tuple(prod.shape)) != tuple(prod.shape):
             raise ShapeError(f"{op}: input {fmt_shape(input.shape)} does not broadcast to the product's shape "
                              f"{fmt_shape(prod.shape)}")
-        from ember import dtypes
-        from ember.ops.creation_ops import ones_like
-        from ember.ops.elementwise import where
+        from ember.ops.elementwise_composed import with_zero_gradient_to
 
-        # prod's values exactly, with input still in the graph: its gradient is zero, as PyTorch's is
-        return where(ones_like(prod, dtype=dtypes.bool_), prod, input)
+        return with_zero_gradient_to(prod, input)
     return prod + (input if beta == 1 else input * beta)
 
 
@@ -256,11 +253,9 @@ def cdist(x1, x2, p: float = 2.0, compute_mode=None):
     refuse_mixed("cdist", ("x1", "x2"), x1, x2)
     diff = x1.unsqueeze(-2) - x2.unsqueeze(-3)  # (..., P, R, M)
     if p == 0:  # the count of differing coordinates, still a function of x1 and x2 (a zero gradient, as PyTorch's)
-        from ember import dtypes
-        from ember.ops.creation_ops import ones_like
+        from ember.ops.elementwise_composed import with_zero_gradient_to
 
-        count = _sum(diff != 0, -1).to(x1.dtype)
-        return where(ones_like(count, dtype=dtypes.bool_), count, _sum(diff, -1))
+        return with_zero_gradient_to(_sum(diff != 0, -1).to(x1.dtype), _sum(diff, -1))
     if p == float("inf"):
         return amax(_abs(diff), -1)
     if p == 1:

@@ -4,12 +4,16 @@ values on the host and return a tensor on the input's device; on the meta device
 
 from __future__ import annotations
 
+from collections import namedtuple
+
 import numpy as np
 
 from ember import creation
 from ember import dtypes as dt
 from ember.errors import DataDependentError, DtypeError, ShapeError, fmt_shape
 from ember.ops._rules import norm_dim
+
+histogram_result = namedtuple("histogram", ["hist", "bin_edges"])
 
 
 def _host(op: str, t) -> np.ndarray:
@@ -186,8 +190,6 @@ def unique_consecutive(input, return_inverse: bool = False, return_counts: bool 
 def histogram(input, bins=100, *, range=None, weight=None, density: bool = False):  # noqa: A002
     """(hist, bin_edges): counts (or summed weights) in `bins` equal bins over `range` (the data's by default)
     or between given edges, the last bin closed on the right, as NumPy's histogram; density normalises them."""
-    from collections import namedtuple
-
     if not input.dtype.is_floating_point:
         raise DtypeError(f"histogram: input must be floating point, got {input.dtype.name}")
     values = _host("histogram", input).reshape(-1)
@@ -201,5 +203,4 @@ def histogram(input, bins=100, *, range=None, weight=None, density: bool = False
             lo, hi = lo - 0.5, hi + 0.5  # NumPy's widening of an empty range
         edges = creation.linspace(lo, hi, int(bins) + 1, dtype=input.dtype).numpy()  # (ember.linspace's values)
     hist, _ = np.histogram(values, bins=edges, weights=w, density=density)
-    result = namedtuple("histogram", ["hist", "bin_edges"])
-    return result(_like(hist.astype(values.dtype), input), _like(edges, input))
+    return histogram_result(_like(hist.astype(values.dtype), input), _like(edges, input))

@@ -67,20 +67,21 @@ def _median(op: str, input, dim, keepdim: bool, skip_nan: bool):
     return gather(values, -1, pos), gather(indices, -1, pos), d
 
 
-def median(input, dim=None, keepdim: bool = False):
-    """The lower median (NaN if any element is); with `dim`, (values, indices) along it."""
-    v, i, d = _median("median", input, dim, keepdim, skip_nan=False)
+def _median_result(op: str, input, dim, keepdim: bool, skip_nan: bool):
+    v, i, d = _median(op, input, dim, keepdim, skip_nan)
     if dim is None:
         return reshape(v, ())
     return MaxMinResult(_restore(v, input, d, keepdim), _restore(i, input, d, keepdim))
+
+
+def median(input, dim=None, keepdim: bool = False):
+    """The lower median (NaN if any element is); with `dim`, (values, indices) along it."""
+    return _median_result("median", input, dim, keepdim, skip_nan=False)
 
 
 def nanmedian(input, dim=None, keepdim: bool = False):
     """The lower median of the elements that are not NaN (NaN where all are); with `dim`, (values, indices)."""
-    v, i, d = _median("nanmedian", input, dim, keepdim, skip_nan=True)
-    if dim is None:
-        return reshape(v, ())
-    return MaxMinResult(_restore(v, input, d, keepdim), _restore(i, input, d, keepdim))
+    return _median_result("nanmedian", input, dim, keepdim, skip_nan=True)
 
 
 _INTERPOLATIONS = ("linear", "lower", "higher", "midpoint", "nearest")
