@@ -187,6 +187,71 @@ def threshold(input: Tensor, threshold: float, value: float, inplace: bool = Fal
     return _maybe_inplace(input, ops.where(input > threshold, input, value), inplace)
 
 
+def hardshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
+    """x where |x| > lambd, else 0 (a NaN stays NaN)."""
+    _float_input("hardshrink", input)
+    return ops.where((input >= -lambd) & (input <= lambd), ops.zeros_like(input), input)
+
+
+def softshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
+    """x - lambd above lambd, x + lambd below -lambd, else 0 (a NaN stays NaN); lambd >= 0."""
+    _float_input("softshrink", input)
+    if not lambd >= 0:
+        raise ValueError(f"softshrink: lambd must be >= 0, got {lambd}")
+    # the values inside [-lambd, lambd] zero, the rest moved lambd towards zero (a NaN's gradient passes, as PyTorch's)
+    return ops.where((input >= -lambd) & (input <= lambd), ops.zeros_like(input), input - ops.sign(input) * lambd)
+
+
+def rrelu(input: Tensor, lower: float = 1.0 / 8, upper: float = 1.0 / 3, training: bool = False,
+          inplace: bool = False) -> Tensor:
+    """Randomized leaky ReLU: in training, x * a for x <= 0 with a drawn from U(lower, upper) for each value (a fresh
+    draw per call); otherwise leaky_relu with the slope (lower + upper) / 2."""
+    _float_input("rrelu", input)
+    if not 0 <= lower <= upper:
+        raise ValueError(f"rrelu: expected 0 <= lower <= upper, got lower={lower}, upper={upper}")
+    if not training:
+        return leaky_relu(input, (lower + upper) / 2, inplace)
+    np_dtype = input.dtype.np
+    slope = creation._random(input.device, tuple(input.shape), np_dtype,
+                             lambda g, shape: g.uniform(shape, np_dtype, lower, upper), False, like=input)
+    return _maybe_inplace(input, ops.where(input > 0, input, input * slope), inplace)
+
+
+def rrelu_(input: Tensor, lower: float = 1.0 / 8, upper: float = 1.0 / 3, training: bool = False) -> Tensor:
+    """rrelu in place."""
+    return rrelu(input, lower, upper, training, inplace=True)
+
+
+def elu_(input: Tensor, alpha: float = 1.0) -> Tensor:
+    """elu in place."""
+    return elu(input, alpha, inplace=True)
+
+
+def selu_(input: Tensor) -> Tensor:
+    """selu in place."""
+    return selu(input, inplace=True)
+
+
+def celu_(input: Tensor, alpha: float = 1.0) -> Tensor:
+    """celu in place."""
+    return celu(input, alpha, inplace=True)
+
+
+def leaky_relu_(input: Tensor, negative_slope: float = 0.01) -> Tensor:
+    """leaky_relu in place."""
+    return leaky_relu(input, negative_slope, inplace=True)
+
+
+def hardtanh_(input: Tensor, min_val: float = -1.0, max_val: float = 1.0) -> Tensor:
+    """hardtanh in place."""
+    return hardtanh(input, min_val, max_val, inplace=True)
+
+
+def threshold_(input: Tensor, threshold: float, value: float) -> Tensor:
+    """threshold in place."""
+    return _maybe_inplace(input, ops.where(input > threshold, input, value), True)
+
+
 def prelu(input: Tensor, weight: Tensor) -> Tensor:
     """x for x > 0, weight * x otherwise (weight per channel, dim 1)."""
     _float_input("prelu", input, weight)
@@ -237,6 +302,17 @@ def cosine_similarity(x1: Tensor, x2: Tensor, dim: int = 1, eps: float = 1e-8) -
 def pairwise_distance(x1: Tensor, x2: Tensor, p: float = 2.0, eps: float = 1e-6, keepdim: bool = False) -> Tensor:
     """||x1 - x2 + eps||_p along the last dim."""
     return ops.norm(x1 - x2 + eps, p, -1, keepdim)
+
+
+def pdist(input: Tensor, p: float = 2.0) -> Tensor:
+    """The p-norm distances between the rows of a 2-D input, i < j in row-major order: (N * (N - 1) / 2,)."""
+    _float_input("pdist", input)
+    if input.ndim != 2:
+        raise ValueError(f"pdist: expected a 2-D input (rows, features), got shape {tuple(input.shape)}")
+    n = input.shape[0]
+    i, j = np.triu_indices(n, 1)
+    rows = creation.tensor(i, device=input.device), creation.tensor(j, device=input.device)
+    return ops.norm(index_select(input, 0, rows[0]) - index_select(input, 0, rows[1]), p, 1)
 
 
 # --- linear and convolution ------------------------------------------------------------------
@@ -372,24 +448,55 @@ def adaptive_avg_pool1d(input: Tensor, output_size) -> Tensor:
     return ops.adaptive_avg_pool2d(input.unsqueeze(-2), (1, _single(output_size)[0])).squeeze(-2)
 
 
-def adaptive_max_pool2d(input: Tensor, output_size, return_indices: bool = False) -> Tensor:
-    """Max pooling to a fixed (H, W) output size (PyTorch's start/end window rule)."""
+def adaptive_max_pool2d(input: Tensor, output_size, return_indices: bool = False):
+    """Max pooling to a fixed (H, W) output size (PyTorch's start/end window rule); with return_indices, also each
+    maximum's flat h * W + w input position. Each maximum is its window's first, and takes the whole gradient."""
     _float_input("adaptive_max_pool2d", input)
-    if return_indices:
-        raise NotImplementedError("adaptive_max_pool2d: return_indices=True is not supported")
     oh, ow = _pair(output_size)
     h, w = input.shape[-2], input.shape[-1]
     oh = h if oh is None else oh
     ow = w if ow is None else ow
     if h % oh == 0 and w % ow == 0:
-        return ops.max_pool2d(input, (h // oh, w // ow))
-    rows = []
-    for i in range(oh):
-        h0, h1 = (i * h) // oh, math.ceil((i + 1) * h / oh)
-        cols = [ops.amax(input[..., h0:h1, (j * w) // ow:math.ceil((j + 1) * w / ow)], (-2, -1), True)
-                for j in range(ow)]
-        rows.append(ops.cat(cols, -1))
-    return ops.cat(rows, -2)
+        return ops.max_pool2d(input, (h // oh, w // ow), return_indices=return_indices)
+    positions = []
+    with grad_mode.no_grad():
+        for i in range(oh):
+            h0, h1 = (i * h) // oh, math.ceil((i + 1) * h / oh)
+            for j in range(ow):
+                w0, w1 = (j * w) // ow, math.ceil((j + 1) * w / ow)
+                k = ops.argmax(input[..., h0:h1, w0:w1].flatten(-2), -1)
+                positions.append((k // (w1 - w0) + h0) * w + k % (w1 - w0) + w0)
+    indices = ops.stack(positions, -1)
+    out = ops.gather(input.flatten(-2), -1, indices).reshape(tuple(input.shape[:-2]) + (oh, ow))
+    return (out, indices.reshape(out.shape)) if return_indices else out
+
+
+def adaptive_max_pool1d(input: Tensor, output_size, return_indices: bool = False):
+    """Max pooling of the last dim to a fixed length (with return_indices, also each maximum's position)."""
+    out = adaptive_max_pool2d(input.unsqueeze(-2), (1, _single(output_size)[0]), return_indices)
+    return (out[0].squeeze(-2), out[1].squeeze(-2)) if return_indices else out.squeeze(-2)
+
+
+def max_pool1d_with_indices(input: Tensor, kernel_size, stride=None, padding=0, dilation=1, ceil_mode: bool = False,
+                            return_indices: bool = True):
+    """max_pool1d with its indices."""
+    return max_pool1d(input, kernel_size, stride, padding, dilation, ceil_mode, True)
+
+
+def max_pool2d_with_indices(input: Tensor, kernel_size, stride=None, padding=0, dilation=1, ceil_mode: bool = False,
+                            return_indices: bool = True):
+    """max_pool2d with its indices."""
+    return max_pool2d(input, kernel_size, stride, padding, dilation, ceil_mode, True)
+
+
+def adaptive_max_pool1d_with_indices(input: Tensor, output_size, return_indices: bool = True):
+    """adaptive_max_pool1d with its indices."""
+    return adaptive_max_pool1d(input, output_size, True)
+
+
+def adaptive_max_pool2d_with_indices(input: Tensor, output_size, return_indices: bool = True):
+    """adaptive_max_pool2d with its indices."""
+    return adaptive_max_pool2d(input, output_size, True)
 
 
 # --- normalisation --------------------------------------------------------------------------
@@ -549,21 +656,23 @@ def _check_p(p: float) -> None:
         raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
 
 
+def _keep_mask(input: Tensor, keep: float, mask_shape: tuple, scale=1):
+    # PyTorch's mask on the CPU: bernoulli_(keep) (a float64 uniform per value) on empty_like(input) (in the input's
+    # memory order) or on a fresh tensor of the channel mask's shape, times `scale` in the input's dtype
+    np_dtype = input.dtype.np
+    like = input if tuple(mask_shape) == tuple(input.shape) else None
+    return creation._random(input.device, mask_shape, np_dtype,
+                            lambda g, shape: g.bernoulli(keep, shape, np_dtype) * scale, False, like=like)
+
+
 def _dropout_with_mask_shape(input: Tensor, p: float, mask_shape: tuple, inplace: bool) -> Tensor:
     if p == 1.0:
         out = input * 0.0
     else:
-        # PyTorch's mask on the CPU: bernoulli_(1 - p) (a float64 uniform per value) on empty_like(input) (in
-        # the input's memory order) or on a fresh tensor of the channel mask's shape, divided by 1 - p in the
-        # input's dtype, then multiplied in
         keep = 1.0 - p
         np_dtype = input.dtype.np
         acc = np.float64 if np_dtype == np.float64 else np.float32  # 16-bit floats divide in float32, then round
-        scale = np_dtype.type(acc(1) / acc(keep))
-        like = input if tuple(mask_shape) == tuple(input.shape) else None
-        noise = creation._random(input.device, mask_shape, np_dtype,
-                                    lambda g, shape: g.bernoulli(keep, shape, np_dtype) * scale, False, like=like)
-        out = input * noise
+        out = input * _keep_mask(input, keep, mask_shape, np_dtype.type(acc(1) / acc(keep)))
     return _maybe_inplace(input, out, inplace)
 
 
@@ -594,6 +703,43 @@ def dropout1d(input: Tensor, p: float = 0.5, training: bool = True, inplace: boo
 def dropout2d(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> Tensor:
     """Zero whole channels of (N, C, H, W) input with probability p."""
     return _channel_dropout(input, p, training, inplace, 2, "dropout2d")
+
+
+def dropout3d(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> Tensor:
+    """Zero whole channels of (N, C, D, H, W) input with probability p."""
+    return _channel_dropout(input, p, training, inplace, 3, "dropout3d")
+
+
+_ALPHA_PRIME = _SELU_ALPHA * _SELU_SCALE  # the value SELU tends to for large negative inputs, negated
+
+
+def _alpha_dropout(input: Tensor, p: float, training: bool, inplace: bool, mask_shape: tuple, name: str) -> Tensor:
+    # dropped values set to SELU's negative saturation -alpha', then an affine a * x + b that keeps a zero-mean,
+    # unit-variance input so (PyTorch's _dropout_impl with alpha)
+    _check_p(p)
+    if not training or p == 0.0:
+        return input
+    _float_input(name, input)
+    if p == 1.0:
+        return _maybe_inplace(input, input * 0.0, inplace)
+    a = 1.0 / math.sqrt((_ALPHA_PRIME ** 2 * p + 1) * (1 - p))
+    mask = _keep_mask(input, 1.0 - p, mask_shape)
+    out = input * (mask * a) + ((mask - 1) * (_ALPHA_PRIME * a) + _ALPHA_PRIME * a * p)
+    return _maybe_inplace(input, out, inplace)
+
+
+def alpha_dropout(input: Tensor, p: float = 0.5, training: bool = False, inplace: bool = False) -> Tensor:
+    """Dropout for SELU networks: dropped values take SELU's negative saturation, and the result is rescaled so a
+    zero-mean, unit-variance input keeps its mean and variance (training mode only)."""
+    return _alpha_dropout(input, p, training, inplace, tuple(input.shape), "alpha_dropout")
+
+
+def feature_alpha_dropout(input: Tensor, p: float = 0.5, training: bool = False, inplace: bool = False) -> Tensor:
+    """alpha_dropout of whole channels (dim 1) of a (N, C, ...) input."""
+    if training and input.ndim < 2:
+        raise ValueError(f"feature_alpha_dropout: expected an input with a channel dim, got shape {tuple(input.shape)}")
+    return _alpha_dropout(input, p, training, inplace, tuple(input.shape[:2]) + (1,) * (input.ndim - 2),
+                          "feature_alpha_dropout")
 
 
 # --- embedding --------------------------------------------------------------------------------
@@ -790,3 +936,24 @@ def interpolate(input: Tensor, size=None, scale_factor=None, mode: str = "neares
 def upsample(input: Tensor, size=None, scale_factor=None, mode: str = "nearest", align_corners=None) -> Tensor:
     """Deprecated alias of interpolate."""
     return interpolate(input, size, scale_factor, mode, align_corners)
+
+
+def upsample_nearest(input: Tensor, size=None, scale_factor=None) -> Tensor:
+    """Deprecated: interpolate(mode="nearest")."""
+    return interpolate(input, size, scale_factor, "nearest")
+
+
+def upsample_bilinear(input: Tensor, size=None, scale_factor=None) -> Tensor:
+    """Deprecated: interpolate(mode="bilinear", align_corners=True)."""
+    return interpolate(input, size, scale_factor, "bilinear", align_corners=True)
+
+
+def channel_shuffle(input: Tensor, groups: int) -> Tensor:
+    """(N, C, *) with its channels taken group by group in turn (ShuffleNet): channel g * (C / groups) + k moves
+    to k * groups + g."""
+    if groups <= 0 or input.ndim < 2 or input.shape[1] % groups:
+        raise ValueError(f"channel_shuffle: the channels (dim 1) of shape {tuple(input.shape)} must divide into "
+                         f"{groups} groups")
+    n, c = input.shape[:2]
+    rest = tuple(input.shape[2:])
+    return input.reshape((n, groups, c // groups) + rest).transpose(1, 2).reshape((n, c) + rest)

@@ -10,6 +10,7 @@ from ember.nn.modules.activation import (
     GELU,
     GLU,
     SELU,
+    Hardshrink,
     Hardsigmoid,
     Hardswish,
     Hardtanh,
@@ -20,11 +21,14 @@ from ember.nn.modules.activation import (
     PReLU,
     ReLU,
     ReLU6,
+    RReLU,
     Sigmoid,
     SiLU,
     Softmax,
+    Softmax2d,
     Softmin,
     Softplus,
+    Softshrink,
     Softsign,
     Tanh,
     Tanhshrink,
@@ -34,7 +38,8 @@ from ember.nn.modules.attention import MultiheadAttention
 from ember.nn.modules.batchnorm import BatchNorm1d, BatchNorm2d, InstanceNorm1d, InstanceNorm2d
 from ember.nn.modules.container import ModuleDict, ModuleList, ParameterDict, ParameterList, Sequential
 from ember.nn.modules.conv import Conv1d, Conv2d, ConvTranspose1d, ConvTranspose2d
-from ember.nn.modules.dropout import Dropout, Dropout1d, Dropout2d
+from ember.nn.modules.distance import CosineSimilarity, PairwiseDistance
+from ember.nn.modules.dropout import AlphaDropout, Dropout, Dropout1d, Dropout2d, Dropout3d, FeatureAlphaDropout
 from ember.nn.modules.flatten import Flatten, Fold, Unflatten, Unfold
 from ember.nn.modules.graph import GATConv, GCNConv, SAGEConv
 from ember.nn.modules.linear import Bilinear, Identity, Linear
@@ -59,9 +64,27 @@ from ember.nn.modules.loss import (
 )
 from ember.nn.modules.module import Module
 from ember.nn.modules.normalization import GroupNorm, LayerNorm, LocalResponseNorm, RMSNorm
+from ember.nn.modules.padding import (
+    CircularPad1d,
+    CircularPad2d,
+    CircularPad3d,
+    ConstantPad1d,
+    ConstantPad2d,
+    ConstantPad3d,
+    ReflectionPad1d,
+    ReflectionPad2d,
+    ReflectionPad3d,
+    ReplicationPad1d,
+    ReplicationPad2d,
+    ReplicationPad3d,
+    ZeroPad1d,
+    ZeroPad2d,
+    ZeroPad3d,
+)
 from ember.nn.modules.pooling import (
     AdaptiveAvgPool1d,
     AdaptiveAvgPool2d,
+    AdaptiveMaxPool1d,
     AdaptiveMaxPool2d,
     AvgPool1d,
     AvgPool2d,
@@ -79,7 +102,14 @@ from ember.nn.modules.transformer import (
     TransformerEncoder,
     TransformerEncoderLayer,
 )
-from ember.nn.modules.upsampling import PixelShuffle, PixelUnshuffle, Upsample
+from ember.nn.modules.upsampling import (
+    ChannelShuffle,
+    PixelShuffle,
+    PixelUnshuffle,
+    Upsample,
+    UpsamplingBilinear2d,
+    UpsamplingNearest2d,
+)
 
 __all__ = [
     "AdaptiveAvgPool1d", "AdaptiveAvgPool2d", "AdaptiveMaxPool2d", "AvgPool1d", "AvgPool2d", "BCELoss",
@@ -93,6 +123,11 @@ __all__ = [
     "SoftMarginLoss", "Softmax", "Softmin", "Softplus", "Softsign", "Tanh", "Tanhshrink", "Threshold", "Unflatten",
     "Upsample", "MultiLabelSoftMarginLoss", "PixelShuffle", "PixelUnshuffle", "TripletMarginLoss", "Fold", "Unfold",
     "LPPool1d", "LPPool2d", "LocalResponseNorm",
+    "AdaptiveMaxPool1d", "AlphaDropout", "ChannelShuffle", "CircularPad1d", "CircularPad2d", "CircularPad3d",
+    "ConstantPad1d", "ConstantPad2d", "ConstantPad3d", "CosineSimilarity", "Dropout3d", "FeatureAlphaDropout",
+    "Hardshrink", "PairwiseDistance", "RReLU", "ReflectionPad1d", "ReflectionPad2d", "ReflectionPad3d",
+    "ReplicationPad1d", "ReplicationPad2d", "ReplicationPad3d", "Softmax2d", "Softshrink", "UpsamplingBilinear2d",
+    "UpsamplingNearest2d", "ZeroPad1d", "ZeroPad2d", "ZeroPad3d",
     "MultiheadAttention", "Transformer", "TransformerDecoder", "TransformerDecoderLayer", "TransformerEncoder",
     "TransformerEncoderLayer",
     "GRU", "GRUCell", "LSTM", "LSTMCell", "RNN", "RNNBase", "RNNCell", "RNNCellBase",

@@ -224,6 +224,41 @@ class Threshold(Module):
         return f"threshold={self.threshold}, value={self.value}" + _inplace_str(self.inplace)
 
 
+class Hardshrink(Module):
+    """x where |x| > lambd, else 0."""
+
+    def __init__(self, lambd: float = 0.5) -> None:
+        super().__init__()
+        self.lambd = lambd
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.hardshrink(input, self.lambd)
+
+    def extra_repr(self) -> str:
+        return f"{self.lambd}"
+
+
+class Softshrink(Hardshrink):
+    """x - lambd above lambd, x + lambd below -lambd, else 0."""
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.softshrink(input, self.lambd)
+
+
+class RReLU(Module):
+    """Randomized leaky ReLU: a slope drawn from U(lower, upper) per value in training, (lower + upper) / 2 in eval."""
+
+    def __init__(self, lower: float = 1.0 / 8, upper: float = 1.0 / 3, inplace: bool = False) -> None:
+        super().__init__()
+        self.lower, self.upper, self.inplace = lower, upper, inplace
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.rrelu(input, self.lower, self.upper, self.training, self.inplace)
+
+    def extra_repr(self) -> str:
+        return f"lower={self.lower}, upper={self.upper}" + _inplace_str(self.inplace)
+
+
 class PReLU(Module):
     """x for x > 0, a * x otherwise, with a learned (per channel or shared) slope a."""
 
@@ -293,3 +328,12 @@ class Softmin(_SoftmaxBase):
 
     def forward(self, input: Tensor) -> Tensor:
         return F.softmin(input, self.dim)
+
+
+class Softmax2d(Module):
+    """softmax over the channels (dim -3) of a (C, H, W) or (N, C, H, W) input."""
+
+    def forward(self, input: Tensor) -> Tensor:
+        if input.ndim not in (3, 4):
+            raise ValueError(f"Softmax2d: expected a 3-D or 4-D input, got shape {tuple(input.shape)}")
+        return F.softmax(input, -3)

@@ -117,6 +117,13 @@ class AdaptiveMaxPool2d(_AdaptivePoolNd):
         return F.adaptive_max_pool2d(input, self.output_size, self.return_indices)
 
 
+class AdaptiveMaxPool1d(AdaptiveMaxPool2d):
+    """Max pooling of the last dim to a fixed length."""
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.adaptive_max_pool1d(input, self.output_size, self.return_indices)
+
+
 class LPPool2d(Module):
     """(sum of x**p over each window)**(1/p) (see nn.functional.lp_pool2d)."""
 

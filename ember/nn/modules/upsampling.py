@@ -1,5 +1,6 @@
-"""`Upsample`: resize spatial dims by nearest, (bi/tri)linear or area interpolation; `PixelShuffle` and
-`PixelUnshuffle`: move r x r blocks of pixels between channels and space."""
+"""`Upsample` (and its older names UpsamplingNearest2d, UpsamplingBilinear2d): resize spatial dims by nearest,
+(bi/tri)linear or area interpolation; `PixelShuffle` and `PixelUnshuffle`: move r x r blocks of pixels between channels
+and space; `ChannelShuffle`: interleave groups of channels."""
 
 from __future__ import annotations
 
@@ -58,3 +59,31 @@ class PixelUnshuffle(Module):
 
     def extra_repr(self) -> str:
         return f"downscale_factor={self.downscale_factor}"
+
+
+class UpsamplingNearest2d(Upsample):
+    """Upsample(mode="nearest") of a 4-D input (PyTorch's older name)."""
+
+    def __init__(self, size=None, scale_factor=None) -> None:
+        super().__init__(size, scale_factor, mode="nearest")
+
+
+class UpsamplingBilinear2d(Upsample):
+    """Upsample(mode="bilinear", align_corners=True) of a 4-D input (PyTorch's older name)."""
+
+    def __init__(self, size=None, scale_factor=None) -> None:
+        super().__init__(size, scale_factor, mode="bilinear", align_corners=True)
+
+
+class ChannelShuffle(Module):
+    """Interleave the channels of `groups` groups (see nn.functional.channel_shuffle)."""
+
+    def __init__(self, groups: int) -> None:
+        super().__init__()
+        self.groups = groups
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.channel_shuffle(input, self.groups)
+
+    def extra_repr(self) -> str:
+        return f"groups={self.groups}"
