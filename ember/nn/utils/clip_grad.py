@@ -56,3 +56,9 @@ def clip_grad_value_(parameters, clip_value: float, foreach=None) -> None:
     clip_value = float(clip_value)
     for g in _grads(parameters):
         g.clamp_(-clip_value, clip_value)
+
+
+def clip_grad_norm(parameters, max_norm: float, norm_type: float = 2.0, error_if_nonfinite: bool = False,
+                   foreach=None) -> Tensor:
+    """Deprecated name of clip_grad_norm_ (it clips in place too)."""
+    return clip_grad_norm_(parameters, max_norm, norm_type, error_if_nonfinite, foreach)
