@@ -33,6 +33,7 @@ from ember.nn._loss_functional import (  # noqa: F401  (re-exported: F.<loss> is
     triplet_margin_loss,
 )
 from ember.nn._patches import fold, unfold  # noqa: F401  (re-exported: F.unfold and F.fold)
+from ember.nn._sampling import affine_grid, grid_sample  # noqa: F401  (re-exported: F.affine_grid, F.grid_sample)
 from ember.nn._tuples import _pair, _single
 from ember.ops._rules import refuse_bool, refuse_mixed, require_float
 from ember.ops.attention import safe_softmax as _safe_softmax
@@ -847,6 +848,23 @@ def _linear_indices(in_size: int, out_size: int, scale, align_corners: bool):
     return i0, i1, src - i0
 
 
+def _cubic_taps(in_size: int, out_size: int, scale, align_corners: bool):
+    """The four source positions (clamped into the input) and weights of bicubic interpolation along one dim:
+    cubic convolution with A = -0.75 around each output's source position, which is not clamped at 0."""
+    dst = np.arange(out_size, dtype=np.float64)
+    if align_corners:
+        src = dst * ((in_size - 1) / (out_size - 1)) if out_size > 1 else np.zeros(out_size)
+    else:
+        src = (dst + 0.5) * ((1.0 / scale) if scale is not None else in_size / out_size) - 0.5
+    first = np.floor(src)
+    t = src - first
+    a = -0.75
+    near = lambda d: ((a + 2) * d - (a + 3)) * d * d + 1  # noqa: E731 - |d| <= 1
+    far = lambda d: ((a * d - 5 * a) * d + 8 * a) * d - 4 * a  # noqa: E731 - 1 < |d| < 2
+    taps = [np.clip(first - 1 + k, 0, in_size - 1).astype(np.int64) for k in range(4)]
+    return taps, [far(t + 1), near(t), near(1 - t), far(2 - t)]
+
+
 def pixel_shuffle(input: Tensor, upscale_factor: int) -> Tensor:
     """(*, C*r*r, H, W) rearranged to (*, C, H*r, W*r): each group of r*r channels becomes an r x r block."""
     r = int(upscale_factor)
@@ -886,7 +904,8 @@ def gumbel_softmax(logits: Tensor, tau: float = 1.0, hard: bool = False, eps: fl
 
 def interpolate(input: Tensor, size=None, scale_factor=None, mode: str = "nearest", align_corners: bool | None = None,
                 recompute_scale_factor: bool | None = None, antialias: bool = False) -> Tensor:
-    """Resize the spatial dims: mode 'nearest', 'nearest-exact', 'linear', 'bilinear', 'trilinear' or 'area'."""
+    """Resize the spatial dims: mode 'nearest', 'nearest-exact', 'linear', 'bilinear', 'bicubic', 'trilinear' or
+    'area'."""
     if antialias:
         raise NotImplementedError("interpolate: antialias=True is not supported")
     if not (input.is_floating_point() or (input.dtype == dtypes.uint8 and mode in ("nearest", "nearest-exact"))):
@@ -928,8 +947,18 @@ def interpolate(input: Tensor, size=None, scale_factor=None, mode: str = "neares
             a = ops.index_select(out, dim, creation.tensor(i0, device=input.device))
             b = ops.index_select(out, dim, creation.tensor(i1, device=input.device))
             out = a + (b - a) * w1
+        elif mode == "bicubic":
+            if spatial != 2:
+                raise ValueError(f"interpolate: mode 'bicubic' takes 4-D input, got shape {tuple(input.shape)}")
+            taps, weights = _cubic_taps(n_in, n_out, sc, bool(align_corners))
+            wshape = (n_out,) + (1,) * (input.ndim - 1 - dim)
+            terms = [ops.index_select(out, dim, creation.tensor(i, device=input.device))
+                     * creation.tensor(wt.reshape(wshape), dtype=input.dtype, device=input.device)
+                     for i, wt in zip(taps, weights)]
+            out = terms[0] + terms[1] + terms[2] + terms[3]
         else:
-            raise NotImplementedError(f"interpolate: mode {mode!r} is not supported")
+            raise ValueError(f"interpolate: mode must be nearest, nearest-exact, linear, bilinear, bicubic, "
+                             f"trilinear or area, got {mode!r}")
     return out
 
 
