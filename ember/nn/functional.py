@@ -35,6 +35,15 @@ from ember.nn._loss_functional import (  # noqa: F401  (re-exported: F.<loss> is
 from ember.nn._patches import fold, unfold  # noqa: F401  (re-exported: F.unfold and F.fold)
 from ember.nn._sampling import affine_grid, grid_sample  # noqa: F401  (re-exported: F.affine_grid, F.grid_sample)
 from ember.nn._tuples import _pair, _single
+from ember.nn._volumetric import (  # noqa: F401  (re-exported: F.conv3d, F.max_pool3d, ...)
+    adaptive_avg_pool3d,
+    adaptive_max_pool3d,
+    avg_pool3d,
+    conv3d,
+    conv_transpose3d,
+    lp_pool3d,
+    max_pool3d,
+)
 from ember.ops._rules import refuse_bool, refuse_mixed, require_float
 from ember.ops.attention import safe_softmax as _safe_softmax
 from ember.ops.attention import scaled_dot_product_attention as _fused_attention
@@ -986,3 +995,14 @@ def channel_shuffle(input: Tensor, groups: int) -> Tensor:
     n, c = input.shape[:2]
     rest = tuple(input.shape[2:])
     return input.reshape((n, groups, c // groups) + rest).transpose(1, 2).reshape((n, c) + rest)
+
+
+def max_pool3d_with_indices(input: Tensor, kernel_size, stride=None, padding=0, dilation=1, ceil_mode: bool = False,
+                            return_indices: bool = True):
+    """max_pool3d with its indices."""
+    return max_pool3d(input, kernel_size, stride, padding, dilation, ceil_mode, True)
+
+
+def adaptive_max_pool3d_with_indices(input: Tensor, output_size, return_indices: bool = True):
+    """adaptive_max_pool3d with its indices."""
+    return adaptive_max_pool3d(input, output_size, True)

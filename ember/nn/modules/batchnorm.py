@@ -1,4 +1,4 @@
-"""Batch normalisation with running statistics: BatchNorm1d, BatchNorm2d (and the InstanceNorm base)."""
+"""Batch normalisation with running statistics (BatchNorm1d, 2d, 3d) and instance normalisation (InstanceNorm1d, 2d, 3d)."""
 
 from __future__ import annotations
 
@@ -113,6 +113,14 @@ class BatchNorm2d(_BatchNorm):
             raise ValueError(f"expected 4D input (got {input.ndim}D input)")
 
 
+class BatchNorm3d(_BatchNorm):
+    """Batch norm over (N, C, D, H, W) input: statistics per channel over the batch and the volume."""
+
+    def _check_input_dim(self, input: Tensor) -> None:
+        if input.ndim != 5:
+            raise ValueError(f"expected 5D input (got {input.ndim}D input)")
+
+
 class _InstanceNorm(_NormBase):
     def __init__(self, num_features: int, eps: float = 1e-5, momentum: float | None = 0.1, affine: bool = False,
                  track_running_stats: bool = False, device=None, dtype=None, *, bias: bool = True) -> None:
@@ -146,3 +154,10 @@ class InstanceNorm2d(_InstanceNorm):
 
     def _spatial(self) -> int:
         return 2
+
+
+class InstanceNorm3d(_InstanceNorm):
+    """Normalise each sample's channels over their volume: (N, C, D, H, W) or (C, D, H, W)."""
+
+    def _spatial(self) -> int:
+        return 3

@@ -1,4 +1,4 @@
-"""Convolution layers: Conv1d, Conv2d, ConvTranspose1d, ConvTranspose2d."""
+"""Convolution layers: Conv1d, Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d, ConvTranspose3d."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import math
 from ember import creation, ops
 from ember.nn import functional as F
 from ember.nn import init
-from ember.nn._tuples import _pair, _reverse_repeat_tuple, _single
+from ember.nn._tuples import _pair, _reverse_repeat_tuple, _single, _triple
 from ember.nn.modules.module import Module
 from ember.nn.parameter import Parameter
 from ember.tensor import Tensor
@@ -127,6 +127,21 @@ class Conv2d(_ConvNd):
         return ops.conv2d(input, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
 
 
+class Conv3d(_ConvNd):
+    """3-D convolution over (N, C, D, H, W) input; weight (out, in/groups, kd, kh, kw)."""
+
+    def __init__(self, in_channels: int, out_channels: int, kernel_size, stride=1, padding=0, dilation=1,
+                 groups: int = 1, bias: bool = True, padding_mode: str = "zeros", device=None, dtype=None) -> None:
+        super().__init__(in_channels, out_channels, _triple(kernel_size), _triple(stride),
+                         padding if isinstance(padding, str) else _triple(padding), _triple(dilation), False,
+                         _triple(0), groups, bias, padding_mode, device, dtype)
+
+    def forward(self, input: Tensor) -> Tensor:
+        if self.padding_mode != "zeros":
+            return F.conv3d(self._padded(input), self.weight, self.bias, self.stride, 0, self.dilation, self.groups)
+        return F.conv3d(input, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
+
+
 class _ConvTransposeNd(_ConvNd):
     def _output_padding(self, input: Tensor, output_size, n_spatial: int) -> tuple:
         """The output_padding that makes the output exactly output_size (PyTorch's rule)."""
@@ -187,3 +202,20 @@ class ConvTranspose2d(_ConvTransposeNd):
         op = self._output_padding(input, output_size, 2)
         return ops.conv_transpose2d(input, self.weight, self.bias, self.stride, self.padding, op, self.groups,
                                    self.dilation)
+
+
+class ConvTranspose3d(_ConvTransposeNd):
+    """Transposed 3-D convolution; weight (in, out/groups, kd, kh, kw)."""
+
+    def __init__(self, in_channels: int, out_channels: int, kernel_size, stride=1, padding=0, output_padding=0,
+                 groups: int = 1, bias: bool = True, dilation=1, padding_mode: str = "zeros", device=None,
+                 dtype=None) -> None:
+        if padding_mode != "zeros":
+            raise ValueError(f'Only "zeros" padding mode is supported for {type(self).__name__}')
+        super().__init__(in_channels, out_channels, _triple(kernel_size), _triple(stride), _triple(padding),
+                         _triple(dilation), True, _triple(output_padding), groups, bias, padding_mode, device, dtype)
+
+    def forward(self, input: Tensor, output_size=None) -> Tensor:
+        op = self._output_padding(input, output_size, 3)
+        return F.conv_transpose3d(input, self.weight, self.bias, self.stride, self.padding, op, self.groups,
+                                  self.dilation)

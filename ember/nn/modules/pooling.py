@@ -1,4 +1,4 @@
-"""Pooling layers: max, average, power-average and adaptive pooling in 1-D and 2-D."""
+"""Pooling layers: max, average, power-average and adaptive pooling in 1-D, 2-D and 3-D."""
 
 from __future__ import annotations
 
@@ -36,6 +36,14 @@ class MaxPool2d(_MaxPoolNd):
 
     def forward(self, input: Tensor):
         return F.max_pool2d(input, self.kernel_size, self.stride, self.padding, self.dilation, self.ceil_mode,
+                            self.return_indices)
+
+
+class MaxPool3d(_MaxPoolNd):
+    """Max over sliding windows of (N, C, D, H, W) input."""
+
+    def forward(self, input: Tensor):
+        return F.max_pool3d(input, self.kernel_size, self.stride, self.padding, self.dilation, self.ceil_mode,
                             self.return_indices)
 
 
@@ -83,6 +91,14 @@ class AvgPool2d(Module):
         return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
 
 
+class AvgPool3d(AvgPool2d):
+    """Mean over sliding windows of (N, C, D, H, W) input."""
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.avg_pool3d(input, self.kernel_size, self.stride, self.padding, self.ceil_mode,
+                            self.count_include_pad, self.divisor_override)
+
+
 class _AdaptivePoolNd(Module):
     def __init__(self, output_size) -> None:
         super().__init__()
@@ -124,6 +140,20 @@ class AdaptiveMaxPool1d(AdaptiveMaxPool2d):
         return F.adaptive_max_pool1d(input, self.output_size, self.return_indices)
 
 
+class AdaptiveAvgPool3d(_AdaptivePoolNd):
+    """Average pooling to a fixed (D, H, W) output size (None keeps that dim)."""
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.adaptive_avg_pool3d(input, self.output_size)
+
+
+class AdaptiveMaxPool3d(AdaptiveMaxPool2d):
+    """Max pooling to a fixed (D, H, W) output size."""
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.adaptive_max_pool3d(input, self.output_size, self.return_indices)
+
+
 class LPPool2d(Module):
     """(sum of x**p over each window)**(1/p) (see nn.functional.lp_pool2d)."""
 
@@ -134,13 +164,20 @@ class LPPool2d(Module):
     def forward(self, input: Tensor) -> Tensor:
         return F.lp_pool2d(input, self.norm_type, self.kernel_size, self.stride, self.ceil_mode)
 
+    def extra_repr(self) -> str:
+        return (f"norm_type={self.norm_type}, kernel_size={self.kernel_size}, stride={self.stride}, "
+                f"ceil_mode={self.ceil_mode}")
 
-class LPPool1d(Module):
+
+class LPPool1d(LPPool2d):
     """(sum of x**p over each window of the last dim)**(1/p) (see nn.functional.lp_pool1d)."""
-
-    def __init__(self, norm_type: float, kernel_size, stride=None, ceil_mode: bool = False) -> None:
-        super().__init__()
-        self.norm_type, self.kernel_size, self.stride, self.ceil_mode = norm_type, kernel_size, stride, ceil_mode
 
     def forward(self, input: Tensor) -> Tensor:
         return F.lp_pool1d(input, self.norm_type, self.kernel_size, self.stride, self.ceil_mode)
+
+
+class LPPool3d(LPPool2d):
+    """(sum of x**p over each (kd, kh, kw) window)**(1/p) (see nn.functional.lp_pool3d)."""
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.lp_pool3d(input, self.norm_type, self.kernel_size, self.stride, self.ceil_mode)
