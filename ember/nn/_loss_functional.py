@@ -387,3 +387,66 @@ def cosine_embedding_loss(input1: Tensor, input2: Tensor, target: Tensor, margin
     cos = prod / denom
     loss = ops.where(target == 1, 1.0 - cos, 0.0) + ops.where(target == -1, ops.clamp_min(cos - margin, 0.0), 0.0)
     return _reduce(loss, reduction)
+
+
+@autocast_function("fp32")
+def multi_margin_loss(input: Tensor, target: Tensor, p: int = 1, margin: float = 1.0, weight: Tensor | None = None,
+                      size_average=None, reduce=None, reduction: str = "mean") -> Tensor:
+    """The multi-class hinge loss: per sample, the mean over classes i other than the target y of
+    max(0, margin - x[y] + x[i])**p (times weight[y])."""
+    _float_inputs("multi_margin_loss", input)
+    reduction = _reduction(size_average, reduce, reduction)
+    if p not in (1, 2):
+        raise ValueError(f"multi_margin_loss: only p = 1 and p = 2 are supported, got {p}")
+    x = input.unsqueeze(0) if input.ndim == 1 else input
+    y = target.reshape(-1)
+    if x.ndim != 2 or y.shape[0] != x.shape[0]:
+        raise ValueError(f"multi_margin_loss: expected input (N, C) or (C,) and target (N,) or (), got "
+                         f"{tuple(input.shape)} and {tuple(target.shape)}")
+    _check_class_target("multi_margin_loss", target)
+    picked = ops.gather(x, 1, y.unsqueeze(1))
+    hinge = ops.relu(margin - picked + x)  # relu: no gradient where the hinge is exactly 0, as PyTorch's
+    hinge = hinge * hinge if p == 2 else hinge
+    others = creation.arange(x.shape[1], device=x.device).unsqueeze(0) != y.unsqueeze(1)
+    hinge = ops.where(others, hinge, ops.zeros_like(hinge))
+    if weight is not None:
+        hinge = hinge * ops.index_select(weight, 0, y).unsqueeze(1)
+    loss = ops.sum(hinge, 1) / x.shape[1]
+    return _reduce(loss.reshape(()) if input.ndim == 1 else loss, reduction)
+
+
+@autocast_function("fp32")
+def multilabel_margin_loss(input: Tensor, target: Tensor, size_average=None, reduce=None,
+                           reduction: str = "mean") -> Tensor:
+    """The multi-label hinge loss: target holds each sample's classes, ended by the first -1; per sample, the sum
+    over its classes j and the other classes i of max(0, 1 - (x[j] - x[i])), over the number of classes."""
+    _float_inputs("multilabel_margin_loss", input)
+    reduction = _reduction(size_average, reduce, reduction)
+    if tuple(target.shape) != tuple(input.shape) or input.ndim not in (1, 2):
+        raise ValueError(f"multilabel_margin_loss: expected input and target of one shape, (N, C) or (C,), got "
+                         f"{tuple(input.shape)} and {tuple(target.shape)}")
+    x = input.unsqueeze(0) if input.ndim == 1 else input
+    t = target.unsqueeze(0) if target.ndim == 1 else target
+    listed = ops.cumprod((t != -1).long(), 1) > 0  # the classes before the first -1
+    classes = ops.where(listed, t, ops.zeros_like(t))
+    is_target = ops.scatter_add(creation.zeros(x.shape, dtype=dtypes.int64, device=x.device), 1, classes, listed.long()) > 0
+    chosen = ops.gather(x, 1, classes)  # (N, K)
+    hinge = ops.relu(1 - (chosen.unsqueeze(2) - x.unsqueeze(1)))  # (N, K, C)
+    keep = listed.unsqueeze(2) & ~is_target.unsqueeze(1)
+    loss = ops.sum(ops.where(keep, hinge, ops.zeros_like(hinge)), (1, 2)) / x.shape[1]
+    return _reduce(loss.reshape(()) if input.ndim == 1 else loss, reduction)
+
+
+def triplet_margin_with_distance_loss(anchor: Tensor, positive: Tensor, negative: Tensor, *, distance_function=None,
+                                      margin: float = 1.0, swap: bool = False, reduction: str = "mean") -> Tensor:
+    """max(d(anchor, positive) - d(anchor, negative) + margin, 0) for any distance function d (pairwise_distance by
+    default); with swap, the smaller of d(anchor, negative) and d(positive, negative)."""
+    from ember.nn.functional import pairwise_distance
+
+    if margin <= 0:
+        raise ValueError(f"triplet_margin_with_distance_loss: margin must be greater than 0, got {margin}")
+    distance = pairwise_distance if distance_function is None else distance_function
+    d_pos, d_neg = distance(anchor, positive), distance(anchor, negative)
+    if swap:
+        d_neg = ops.minimum(d_neg, distance(positive, negative))
+    return _reduce(ops.clamp_min(margin + d_pos - d_neg, 0.0), reduction)

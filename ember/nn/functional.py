@@ -13,6 +13,8 @@ from ember import creation, dtypes, ops
 from ember.amp.state import autocast_function
 from ember.autograd import grad_mode
 from ember.errors import DtypeError
+from ember.nn._bags import embedding_bag  # noqa: F401  (re-exported: F.embedding_bag)
+from ember.nn._ctc import ctc_loss  # noqa: F401  (re-exported: F.ctc_loss)
 from ember.nn._loss_functional import (  # noqa: F401  (re-exported: F.<loss> is the public name)
     binary_cross_entropy,
     binary_cross_entropy_with_logits,
@@ -25,16 +27,20 @@ from ember.nn._loss_functional import (  # noqa: F401  (re-exported: F.<loss> is
     l1_loss,
     margin_ranking_loss,
     mse_loss,
+    multi_margin_loss,
+    multilabel_margin_loss,
     multilabel_soft_margin_loss,
     nll_loss,
     poisson_nll_loss,
     smooth_l1_loss,
     soft_margin_loss,
     triplet_margin_loss,
+    triplet_margin_with_distance_loss,
 )
 from ember.nn._patches import fold, unfold  # noqa: F401  (re-exported: F.unfold and F.fold)
 from ember.nn._sampling import affine_grid, grid_sample  # noqa: F401  (re-exported: F.affine_grid, F.grid_sample)
 from ember.nn._tuples import _pair, _single
+from ember.nn._unpool import max_unpool1d, max_unpool2d, max_unpool3d  # noqa: F401  (re-exported: F.max_unpool*)
 from ember.nn._volumetric import (  # noqa: F401  (re-exported: F.conv3d, F.max_pool3d, ...)
     adaptive_avg_pool3d,
     adaptive_max_pool3d,

@@ -55,6 +55,7 @@ from ember.nn.modules.loss import (
     BCEWithLogitsLoss,
     CosineEmbeddingLoss,
     CrossEntropyLoss,
+    CTCLoss,
     GaussianNLLLoss,
     HingeEmbeddingLoss,
     HuberLoss,
@@ -62,12 +63,15 @@ from ember.nn.modules.loss import (
     L1Loss,
     MarginRankingLoss,
     MSELoss,
+    MultiLabelMarginLoss,
     MultiLabelSoftMarginLoss,
+    MultiMarginLoss,
     NLLLoss,
     PoissonNLLLoss,
     SmoothL1Loss,
     SoftMarginLoss,
     TripletMarginLoss,
+    TripletMarginWithDistanceLoss,
 )
 from ember.nn.modules.module import Module
 from ember.nn.modules.normalization import GroupNorm, LayerNorm, LocalResponseNorm, RMSNorm
@@ -104,9 +108,12 @@ from ember.nn.modules.pooling import (
     MaxPool1d,
     MaxPool2d,
     MaxPool3d,
+    MaxUnpool1d,
+    MaxUnpool2d,
+    MaxUnpool3d,
 )
 from ember.nn.modules.rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNNCell, RNNCellBase
-from ember.nn.modules.sparse import Embedding
+from ember.nn.modules.sparse import Embedding, EmbeddingBag
 from ember.nn.modules.transformer import (
     Transformer,
     TransformerDecoder,
@@ -142,6 +149,8 @@ __all__ = [
     "UpsamplingNearest2d", "ZeroPad1d", "ZeroPad2d", "ZeroPad3d",
     "AdaptiveAvgPool3d", "AdaptiveMaxPool3d", "AvgPool3d", "BatchNorm3d", "Conv3d", "ConvTranspose3d",
     "InstanceNorm3d", "LPPool3d", "MaxPool3d",
+    "CTCLoss", "EmbeddingBag", "MaxUnpool1d", "MaxUnpool2d", "MaxUnpool3d", "MultiLabelMarginLoss", "MultiMarginLoss",
+    "TripletMarginWithDistanceLoss",
     "MultiheadAttention", "Transformer", "TransformerDecoder", "TransformerDecoderLayer", "TransformerEncoder",
     "TransformerEncoderLayer",
     "GRU", "GRUCell", "LSTM", "LSTMCell", "RNN", "RNNBase", "RNNCell", "RNNCellBase",

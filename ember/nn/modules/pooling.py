@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ember.nn import functional as F
+from ember.nn._tuples import _ntuple
 from ember.nn.modules.module import Module
 from ember.tensor import Tensor
 
@@ -181,3 +182,42 @@ class LPPool3d(LPPool2d):
 
     def forward(self, input: Tensor) -> Tensor:
         return F.lp_pool3d(input, self.norm_type, self.kernel_size, self.stride, self.ceil_mode)
+
+
+class _MaxUnpoolNd(Module):
+    dims = 2
+
+    def __init__(self, kernel_size, stride=None, padding=0) -> None:
+        super().__init__()
+        as_tuple = _ntuple(self.dims)
+        self.kernel_size = as_tuple(kernel_size)
+        self.stride = as_tuple(stride if stride is not None else kernel_size)
+        self.padding = as_tuple(padding)
+
+    def extra_repr(self) -> str:
+        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
+
+
+class MaxUnpool1d(_MaxUnpoolNd):
+    """MaxPool1d's inverse: its values back at their indices, zeros elsewhere."""
+
+    dims = 1
+
+    def forward(self, input: Tensor, indices: Tensor, output_size=None) -> Tensor:
+        return F.max_unpool1d(input, indices, self.kernel_size, self.stride, self.padding, output_size)
+
+
+class MaxUnpool2d(_MaxUnpoolNd):
+    """MaxPool2d's inverse: its values back at their indices, zeros elsewhere."""
+
+    def forward(self, input: Tensor, indices: Tensor, output_size=None) -> Tensor:
+        return F.max_unpool2d(input, indices, self.kernel_size, self.stride, self.padding, output_size)
+
+
+class MaxUnpool3d(_MaxUnpoolNd):
+    """MaxPool3d's inverse: its values back at their indices, zeros elsewhere."""
+
+    dims = 3
+
+    def forward(self, input: Tensor, indices: Tensor, output_size=None) -> Tensor:
+        return F.max_unpool3d(input, indices, self.kernel_size, self.stride, self.padding, output_size)
