@@ -256,3 +256,14 @@ def test_bad_inputs_raise_one_line_errors(name: str) -> None:
     with pytest.raises(error, match=message) as info:
         make()
     assert "\n" not in str(info.value)
+
+
+def test_data_parallel_wraps_the_module_as_torch_does() -> None:
+    ours, theirs = em.nn.DataParallel(em.nn.Linear(3, 2)), torch.nn.DataParallel(torch.nn.Linear(3, 2))
+    assert sorted(ours.state_dict()) == sorted(theirs.state_dict()) == ["module.bias", "module.weight"]
+    assert repr(ours) == repr(theirs) and em.nn.parallel.DataParallel is em.nn.DataParallel
+    x = em.ones(4, 3)
+    np.testing.assert_array_equal(ours(x).detach().numpy(), ours.module(x).detach().numpy())
+    with pytest.raises(ValueError, match="DataParallel: one device per process here"):
+        em.nn.DataParallel(em.nn.Linear(3, 2), device_ids=[0, 1])
+    assert isinstance(em.nn.NLLLoss2d(), em.nn.NLLLoss)
