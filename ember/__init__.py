@@ -139,6 +139,16 @@ _LAZY_SUBMODULES = (
 _RUNTIME_NAMES = ("set_num_interop_threads", "get_num_interop_threads", "set_async", "is_async",
                   "synchronize")
 _KERNEL_NAMES = ("set_num_threads", "get_num_threads")
+# PyTorch's top-level forms of functional layers whose arguments are F's in F's order (torch.conv1d is F.conv1d),
+# resolved from ember.nn.functional; torch.batch_norm, torch.embedding, torch.kl_div and the other losses take theirs
+# in another order or a reduction code, so they are not here
+_FUNCTIONAL_NAMES = (
+    "adaptive_avg_pool1d", "alpha_dropout", "avg_pool1d", "bilinear", "celu", "celu_", "channel_shuffle", "conv1d",
+    "conv3d", "conv_transpose1d", "conv_transpose3d", "cosine_similarity", "dropout", "feature_alpha_dropout",
+    "group_norm", "hardshrink", "layer_norm", "max_pool1d", "max_pool1d_with_indices", "max_pool3d",
+    "pairwise_distance", "pdist", "pixel_shuffle", "pixel_unshuffle", "prelu", "rms_norm", "rrelu", "rrelu_", "selu",
+    "selu_", "threshold", "threshold_",
+)
 
 
 def __getattr__(name: str):
@@ -167,6 +177,10 @@ def __getattr__(name: str):
         from ember.utils.checkpoint import checkpoint
 
         return checkpoint
+    if name in _FUNCTIONAL_NAMES:
+        from ember.nn import functional
+
+        return getattr(functional, name)
     if name in _KERNEL_NAMES:
         from ember.kernels import parallel
 

@@ -73,3 +73,10 @@ __all__ = [
     "eigh", "eigvalsh", "inv", "lstsq", "matmul", "matrix_norm", "matrix_power", "multi_dot", "norm", "pinv", "qr", "slogdet",
     "solve", "svd", "svdvals", "vecdot", "vector_norm",
 ]
+
+
+def cross(input, other, *, dim: int = -1):
+    """The cross product of 3-vectors along dim (the last by default), broadcasting the rest."""
+    from ember.ops.linalg import cross as _cross
+
+    return _cross(input, other, dim)

@@ -415,3 +415,105 @@ def test_local_response_norm_matches_torch(size) -> None:
                        lambda t: torch.nn.functional.local_response_norm(t[:, :, 0], size), [y], atol=1e-5)
     with pytest.raises(ValueError, match="local_response_norm: expected 3-D or higher input"):
         em.nn.functional.local_response_norm(em.ones(2, 3), size)
+
+
+@pytest.mark.parametrize("name", ["hann", "hamming", "blackman", "bartlett", "kaiser"])
+@pytest.mark.parametrize("periodic", [True, False])
+@pytest.mark.parametrize("n", [0, 1, 2, 7, 8])
+def test_windows_match_torch(name: str, periodic: bool, n: int) -> None:
+    ours = getattr(em, f"{name}_window")(n, periodic)
+    theirs = getattr(torch, f"{name}_window")(n, periodic)
+    assert ours.dtype == em.float32 and tuple(ours.shape) == tuple(theirs.shape)
+    np.testing.assert_allclose(ours.numpy(), theirs.numpy(), atol=1e-6)
+    doubles = getattr(em, f"{name}_window")(n, periodic, dtype=em.float64)
+    np.testing.assert_allclose(doubles.numpy(), getattr(torch, f"{name}_window")(n, periodic, dtype=torch.float64),
+                               atol=1e-12)
+
+
+def test_dtype_and_shape_questions_match_torch() -> None:
+    pairs = [(em.ones(2, dtype=em.int32), 2.5), (em.ones(2, dtype=em.float16), em.tensor(1.0, dtype=em.float64)),
+             (em.ones(2, dtype=em.uint8), em.ones(2, dtype=em.int8)), (True, em.ones(2, dtype=em.int16))]
+    for a, b in pairs:
+        ta = torch.tensor(a.numpy()) if isinstance(a, em.Tensor) else a
+        tb = torch.tensor(b.numpy()) if isinstance(b, em.Tensor) else b
+        assert em.result_type(a, b).name == str(torch.result_type(ta, tb)).removeprefix("torch.")
+    names = ["bool", "uint8", "int8", "int32", "int64", "float16", "bfloat16", "float32", "float64"]
+    for a in names:
+        for b in names:
+            assert em.can_cast(getattr(em, a), getattr(em, b)) == torch.can_cast(getattr(torch, a), getattr(torch, b))
+    assert tuple(em.broadcast_shapes((2, 1), (3,), 1)) == tuple(torch.broadcast_shapes((2, 1), (3,), 1))
+    x = em.ones(2, 3, dtype=em.uint8)
+    assert (em.is_signed(x), em.is_floating_point(x), em.is_complex(x), x.is_signed()) == (False, False, False, False)
+    assert em.is_nonzero(em.tensor([0.5])) and not em.is_nonzero(em.tensor(0))
+    assert em.is_same_size(x, em.zeros(2, 3)) and not x.is_same_size(em.zeros(3, 2))
+    with pytest.raises(RuntimeError, match=r"is_nonzero: expected a tensor of one value, got shape \(2,\)"):
+        em.is_nonzero(em.ones(2))
+    with pytest.raises(Exception, match="broadcast_shapes"):
+        em.broadcast_shapes((2, 3), (4,))
+
+
+def test_gcd_lcm_refuse_floats_and_scatter_functions_check_their_inputs() -> None:
+    with pytest.raises(Exception, match="gcd"):
+        em.gcd(em.ones(2), em.ones(2))
+    bad = {
+        "hsplit": (lambda: em.hsplit(em.ones(2, 5), 2), "hsplit: dim 1 of size 5 does not split into 2 equal parts"),
+        "vsplit": (lambda: em.vsplit(em.ones(4), 2), r"vsplit: expected a tensor of 2 dims or more, got shape \(4,\)"),
+        "cross": (lambda: em.cross(em.ones(2, 4), em.ones(2, 4)), r"cross: no dim of size 3 in \(2, 4\)"),
+        "cross dim": (lambda: em.linalg.cross(em.ones(3, 2), em.ones(3, 2)), r"cross: dim 1 of \(3, 2\) must have size 3"),
+        "combinations": (lambda: em.combinations(em.ones(2, 2)), "combinations: expected a 1-d tensor"),
+        "masked_scatter": (lambda: em.masked_scatter(em.zeros(4), em.tensor([True] * 4), em.ones(3)),
+                           "masked_scatter: the mask selects 4 values, the source has only 3"),
+        "index_copy": (lambda: em.index_copy(em.zeros(3, 2), 0, em.tensor([3]), em.ones(1, 2)),
+                       r"index_copy: index \[3\] is out of bounds for dim 0 of size 3"),
+        "slice_scatter": (lambda: em.slice_scatter(em.zeros(4, 2), em.ones(3, 2), 0, 0, 2),
+                          r"slice_scatter: expected a source of shape \(2, 2\), got \(3, 2\)"),
+        "take": (lambda: em.take(em.zeros(2, 2), em.tensor([4])), "index 4 is out of bounds"),
+        "window": (lambda: em.hann_window(4, dtype=em.int32), "hann_window: expected a floating-point dtype"),
+    }
+    for name, (make, message) in bad.items():
+        with pytest.raises(Exception, match=message) as info:
+            make()
+        assert "\n" not in str(info.value), name
+
+
+_R = np.random.default_rng(21)
+TOP_LEVEL = {  # name: PyTorch's positional arguments
+    "adaptive_avg_pool1d": (_R.standard_normal((2, 3, 7)), 3),
+    "avg_pool1d": (_R.standard_normal((2, 3, 7)), 3, 2, 1, True, False),
+    "bilinear": (_R.standard_normal((2, 3)), _R.standard_normal((2, 4)), _R.standard_normal((5, 3, 4)),
+                 _R.standard_normal(5)),
+    "celu": (_R.standard_normal(5), 0.5),
+    "channel_shuffle": (_R.standard_normal((1, 6, 2, 2)), 3),
+    "conv1d": (_R.standard_normal((1, 4, 9)), _R.standard_normal((6, 2, 3)), _R.standard_normal(6), 2, 1, 1, 2),
+    "conv3d": (_R.standard_normal((1, 2, 4, 5, 5)), _R.standard_normal((3, 2, 2, 3, 2)), None, 1, (1, 0, 1)),
+    "conv_transpose1d": (_R.standard_normal((1, 2, 5)), _R.standard_normal((2, 3, 3)), None, 2, 1, 1),
+    "conv_transpose3d": (_R.standard_normal((1, 2, 2, 3, 2)), _R.standard_normal((2, 3, 2, 2, 2)), None, 2),
+    "cosine_similarity": (_R.standard_normal((3, 4)), _R.standard_normal((3, 4)), 0, 1e-6),
+    "dropout": (_R.standard_normal(5), 0.5, False),
+    "alpha_dropout": (_R.standard_normal(5), 0.5, False),
+    "feature_alpha_dropout": (_R.standard_normal((2, 5)), 0.5, False),
+    "group_norm": (_R.standard_normal((2, 4, 3)), 2, _R.standard_normal(4), _R.standard_normal(4), 1e-3),
+    "hardshrink": (_R.standard_normal(6), 0.7),
+    "layer_norm": (_R.standard_normal((2, 4)), (4,), _R.standard_normal(4), _R.standard_normal(4), 1e-3),
+    "max_pool1d": (_R.standard_normal((1, 2, 9)), 3, 2, 1, 1, True),
+    "max_pool1d_with_indices": (_R.standard_normal((1, 2, 9)), 3, 2),
+    "max_pool3d": (_R.standard_normal((1, 2, 4, 4, 4)), 2, 2, 1),
+    "pairwise_distance": (_R.standard_normal((3, 4)), _R.standard_normal((3, 4)), 1.5, 1e-6, True),
+    "pdist": (_R.standard_normal((4, 3)), 1.0),
+    "pixel_shuffle": (_R.standard_normal((1, 8, 2, 2)), 2),
+    "pixel_unshuffle": (_R.standard_normal((1, 2, 4, 4)), 2),
+    "prelu": (_R.standard_normal((2, 3, 4)), _R.standard_normal(3)),
+    "rms_norm": (_R.standard_normal((2, 4)), (4,), _R.standard_normal(4), 1e-3),
+    "rrelu": (_R.standard_normal(6), 0.1, 0.3, False),
+    "selu": (_R.standard_normal(5),),
+    "threshold": (_R.standard_normal(5), 0.1, -2.0),
+}
+
+
+@pytest.mark.parametrize("name", list(TOP_LEVEL))
+def test_top_level_functional_names_take_torchs_arguments(name: str) -> None:
+    args = TOP_LEVEL[name]
+    ours = getattr(em, name)(*(em.tensor(a) if isinstance(a, np.ndarray) else a for a in args))
+    theirs = getattr(torch, name)(*(torch.tensor(a) if isinstance(a, np.ndarray) else a for a in args))
+    for got, want in zip(ours if isinstance(ours, tuple) else (ours,), theirs if isinstance(theirs, tuple) else (theirs,)):
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6, atol=1e-9)

@@ -18,6 +18,7 @@ INPLACE_FORMS = (
     "floor", "ceil", "trunc", "round", "pow", "remainder", "masked_fill", "scatter", "scatter_add", "index_add",
     "index_put", "clamp_min", "clamp_max", "lerp", "square", "sign", "addcmul", "addcdiv", "nan_to_num", "sgn",
     "fmax", "fmin", "heaviside", "deg2rad", "rad2deg", "addmm", "addmv", "addr", "baddbmm", "addbmm",
+    "gcd", "lcm", "sinc", "ldexp", "renorm", "fix", "absolute", "arctan2", "index_copy", "index_fill", "masked_scatter",
 )
 
 

@@ -14,10 +14,14 @@ from ember.ops.elementwise import (
     greater_equal, gt, hardtanh, isfinite, isinf, isnan, le, leaky_relu, less, less_equal, log, log1p,
     log2, log10, logical_and, logical_not, logical_or, logical_xor, lt, maximum, minimum, mul, multiply, ne, neg,
     negative, not_equal, pow, reciprocal, relu, relu6, remainder, round, rsqrt, sigmoid, sign, silu, sin,
-    softplus, sqrt, square, sub, subtract, tan, tanh, true_divide, trunc, where,
+    softplus, sqrt, square, sub, subtract, tan, tanh, true_divide, trunc, where, gcd, lcm,
 )
+from ember.ops.elementwise import abs as absolute  # noqa: E402  (PyTorch's other names)
+from ember.ops.elementwise import atan2 as arctan2  # noqa: E402
+from ember.ops.elementwise import trunc as fix  # noqa: E402
 from ember.ops.elementwise_composed import (
-    deg2rad, float_power, fmax, fmin, heaviside, isneginf, isposinf, logaddexp2, nan_to_num, rad2deg, sgn,
+    deg2rad, float_power, fmax, fmin, heaviside, isneginf, isposinf, ldexp, logaddexp2, nan_to_num, positive,
+    rad2deg, renorm, rsub, sgn, sinc,
 )
 from ember.ops.elementwise_extra import (
     acos, acosh, arccos, arccosh, arcsin, arcsinh, arctan, arctanh, asin, asinh, atan, atanh, bitwise_left_shift,
@@ -28,11 +32,14 @@ from ember.ops.indexing import (
     scatter, scatter_add, setitem, take_along_dim,
 )
 from ember.ops.linalg import (
-    addbmm, addmm, addmv, addr, baddbmm, bmm, cdist, dist, dot, einsum, ger, inner, matmul, mm, mv, outer, tensordot, trace,
-    vdot,
+    addbmm, addmm, addmv, addr, baddbmm, bmm, cdist, cross, dist, dot, einsum, ger, inner, matmul, mm, mv, outer,
+    tensordot, trace, vdot,
 )
 from ember.ops.linalg_decomp import det, inverse, logdet, pinverse, slogdet
 from ember.ops.pointwise import addcdiv, addcmul, lerp
+from ember.ops.queries import (
+    broadcast_shapes, can_cast, is_complex, is_floating_point, is_nonzero, is_same_size, is_signed, result_type,
+)
 from ember.ops.pool import adaptive_avg_pool2d, avg_pool2d, max_pool2d
 from ember.ops.reduction import (
     all, amax, amin, any, argmax, argmin, count_nonzero, equal, logsumexp, max, mean, min, norm, prod, std, std_mean,
@@ -50,14 +57,17 @@ from ember.ops.search import (
     bincount, bucketize, histc, histogram, isin, mode, searchsorted, unique, unique_consecutive,
 )
 from ember.ops.shape_composed import (
-    atleast_1d, atleast_2d, atleast_3d, block_diag, cartesian_prod, diag, diag_embed, diagflat, diff, kron, meshgrid,
-    repeat_interleave, rot90, tril_indices, triu_indices,
+    adjoint, atleast_1d, atleast_2d, atleast_3d, block_diag, cartesian_prod, column_stack, combinations,
+    cumulative_trapezoid, diag, diag_embed, diagflat, diagonal_scatter, diff, dsplit, dstack, hsplit, index_copy,
+    index_fill, kron, masked_scatter, meshgrid, ravel, repeat_interleave, rot90, row_stack, select_scatter,
+    slice_scatter, take, trapezoid, trapz, tril_indices, triu_indices, vander, vsplit,
 )
 from ember.ops.split import chunk, split, tensor_split, unbind
 from ember.ops.sorting import (
     argsort, cummax, cummin, cumprod, cumsum, kthvalue, logcumsumexp, msort, sort, topk,
 )
 from ember.ops.special import digamma, erfc, erfinv, lgamma, logit, polygamma, xlogy
+from ember.ops.windows import bartlett_window, blackman_window, hamming_window, hann_window, kaiser_window
 from ember.ops.statistics import (
     aminmax, corrcoef, cov, median, nanmean, nanmedian, nanquantile, nansum, quantile,
 )

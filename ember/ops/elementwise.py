@@ -575,6 +575,8 @@ logical_xor = _binary("logical_xor", ufunc="logical_xor", result="bool")
 bitwise_and = _binary("bitwise_and", ufunc="bitwise_and", result="int")
 bitwise_or = _binary("bitwise_or", ufunc="bitwise_or", result="int")
 bitwise_xor = _binary("bitwise_xor", ufunc="bitwise_xor", result="int")
+gcd = _binary("gcd", ufunc="gcd", result="int")  # the greatest common divisor, >= 0, of integers
+lcm = _binary("lcm", ufunc="lcm", result="int")  # the least common multiple, >= 0, of integers
 
 greater, less, greater_equal, less_equal, not_equal = gt, lt, ge, le, ne  # (torch.equal is reduction.equal)
 multiply, subtract, divide, true_divide, negative = mul, sub, div, div, neg

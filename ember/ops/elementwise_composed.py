@@ -87,3 +87,42 @@ def with_zero_gradient_to(value, source):
     """`value`'s values exactly, with `source` (broadcasting to it) still in the graph with a zero gradient: PyTorch's
     result where an op ignores an input's values (beta=0, a zeroth power, a count) but keeps the input."""
     return where(ones_like(value, dtype=dt.bool_), value, source)
+
+
+def sinc(input):
+    """sin(pi x) / (pi x), 1 at 0; at 0 its series 1 - (pi x)**2 / 6, so the derivatives there are exact (the first
+    0, the second -pi**2 / 3, where PyTorch's is NaN)."""
+    from ember.ops.elementwise import sin
+
+    zero = input == 0
+    safe = where(zero, ones_like(input), input) * math.pi
+    near = input * math.pi
+    return where(zero, 1 - near * near / 6, sin(safe) / safe)
+
+
+def ldexp(input, other):
+    """input * 2**other (a float result)."""
+    x = input if input.is_floating_point() else input.float()
+    return mul(x, exp2(other if not hasattr(other, "is_floating_point") or other.is_floating_point()
+                       else other.to(x.dtype)))
+
+
+def positive(input):
+    """The input itself (an error for bool, as PyTorch's)."""
+    if input.dtype == dt.bool_:
+        raise DtypeError("positive: not defined for bool tensors")
+    return input
+
+
+def rsub(input, other, alpha=1):
+    """other - alpha * input."""
+    return other - (input if alpha == 1 else input * alpha)
+
+
+def renorm(input, p: float, dim: int, maxnorm: float):
+    """Each slice along `dim` whose p-norm is above maxnorm, scaled down to maxnorm (maxnorm / (norm + 1e-7))."""
+    from ember.ops.reduction import norm
+
+    others = tuple(d for d in range(input.ndim) if d != dim % input.ndim)
+    norms = norm(input, p, others, True)
+    return input * where(norms > maxnorm, maxnorm / (norms + 1e-7), ones_like(norms))

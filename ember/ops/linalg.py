@@ -429,3 +429,23 @@ def tensordot(a, b, dims=2):
     contracted = {sa[da] for da, _ in pairs}
     out = [c for c in sa if c not in contracted] + [c for c in sb if c not in contracted]
     return einsum("".join(sa) + "," + "".join(sb) + "->" + "".join(out), a, b)
+
+
+def cross(input, other, dim: int | None = None):
+    """The cross product of 3-vectors along dim (broadcasting the rest); torch.cross's default is the first dim of
+    size 3, linalg.cross's the last."""
+    from ember.ops.shape import broadcast_tensors, cat, narrow
+
+    refuse_mixed("cross", ("input", "other"), input, other)
+    a, b = broadcast_tensors(input, other)
+    if dim is None:
+        sizes = [d for d, n in enumerate(a.shape) if n == 3]
+        if not sizes:
+            raise ShapeError(f"cross: no dim of size 3 in {fmt_shape(a.shape)}")
+        dim = sizes[0]
+    dim = dim % a.ndim if a.ndim else 0
+    if a.ndim == 0 or a.shape[dim] != 3:
+        raise ShapeError(f"cross: dim {dim} of {fmt_shape(a.shape)} must have size 3")
+    ax, ay, az = (narrow(a, dim, k, 1) for k in range(3))
+    bx, by, bz = (narrow(b, dim, k, 1) for k in range(3))
+    return cat([ay * bz - az * by, az * bx - ax * bz, ax * by - ay * bx], dim)

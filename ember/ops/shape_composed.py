@@ -228,3 +228,228 @@ def diff(input, n: int = 1, dim: int = -1, prepend=None, append=None):
         hi, lo = narrow(x, d, 1, size - 1), narrow(x, d, 0, size - 1)
         x = logical_xor(hi, lo) if x.dtype is dt.bool_ else hi - lo
     return x
+
+
+# --- stacking, splitting and flat reads ---------------------------------------------------------------------------
+def column_stack(tensors):
+    """The tensors side by side as columns: 0-d and 1-d ones as (n, 1), then concatenated along dim 1."""
+    from ember.ops.shape import hstack
+
+    return hstack([t.reshape(-1, 1) if t.ndim < 2 else t for t in tensors])
+
+
+def row_stack(tensors):
+    """vstack's other name: the tensors as rows (1-d ones as (1, n)), concatenated along dim 0."""
+    from ember.ops.shape import vstack
+
+    return vstack(tensors)
+
+
+def dstack(tensors):
+    """The tensors, made at least 3-d, concatenated along dim 2 (depth)."""
+    return cat(list(atleast_3d(*tensors)), 2)
+
+
+def _split_along(op: str, input, sections, dim: int, least: int):
+    from ember.ops.split import tensor_split
+
+    if input.ndim < least:
+        raise ShapeError(f"{op}: expected a tensor of {least} dims or more, got shape {fmt_shape(input.shape)}")
+    if isinstance(sections, int) and input.shape[dim] % sections:
+        raise ShapeError(f"{op}: dim {dim} of size {input.shape[dim]} does not split into {sections} equal parts")
+    return tensor_split(input, sections, dim)
+
+
+def hsplit(input, sections):
+    """tensor_split along dim 1 (dim 0 of a 1-d tensor); an int must divide that dim."""
+    return _split_along("hsplit", input, sections, 1 if input.ndim > 1 else 0, 1)
+
+
+def vsplit(input, sections):
+    """tensor_split along dim 0 of a tensor of 2 dims or more; an int must divide that dim."""
+    return _split_along("vsplit", input, sections, 0, 2)
+
+
+def dsplit(input, sections):
+    """tensor_split along dim 2 of a tensor of 3 dims or more; an int must divide that dim."""
+    return _split_along("dsplit", input, sections, 2, 3)
+
+
+def ravel(input):
+    """The tensor as one dim (a view where it can be)."""
+    return reshape(input, (-1,))
+
+
+def take(input, index):
+    """input's values at `index` (of any shape), input read as one flat dim; negative indices count from the end."""
+    flat = reshape(input, (-1,))
+    at = reshape(index, (-1,))
+    at = where(at < 0, at + flat.shape[0], at)  # (one past either end stays out of bounds: index_select's error)
+    return reshape(index_select(flat, 0, at), tuple(index.shape))
+
+
+def adjoint(input):
+    """The last two dims swapped (the conjugate transpose of a real tensor)."""
+    if input.ndim < 2:
+        raise ShapeError(f"adjoint: expected a tensor of 2 dims or more, got shape {fmt_shape(input.shape)}")
+    return transpose(input, -2, -1)
+
+
+def combinations(input, r: int = 2, with_replacement: bool = False):
+    """The r-element combinations of a 1-d tensor's values, in order, one per row: (count, r)."""
+    import itertools
+
+    if input.ndim != 1:
+        raise ShapeError(f"combinations: expected a 1-d tensor, got shape {fmt_shape(input.shape)}")
+    pick = itertools.combinations_with_replacement if with_replacement else itertools.combinations
+    rows = np.array(list(pick(range(input.shape[0]), r)), np.int64).reshape(-1, r)
+    if not rows.size:
+        return reshape(index_select(input, 0, creation.tensor(np.zeros(0, np.int64), device=input.device)), (0,))
+    return reshape(index_select(input, 0, creation.tensor(rows.reshape(-1), device=input.device)), rows.shape)
+
+
+def vander(x, N: int | None = None, increasing: bool = False):
+    """The Vandermonde matrix of a 1-d x: column k is x ** (N - 1 - k) (x ** k with increasing); N = len(x)."""
+    from ember.ops.elementwise import pow
+
+    if x.ndim != 1:
+        raise ShapeError(f"vander: expected a 1-d tensor, got shape {fmt_shape(x.shape)}")
+    n = x.shape[0] if N is None else int(N)
+    if n < 0:
+        raise ValueError(f"vander: N must be non-negative, got {n}")
+    powers = np.arange(n) if increasing else np.arange(n)[::-1].copy()
+    columns = [pow(x, int(k)) for k in powers]
+    return stack(columns, 1) if columns else reshape(x, (-1, 1))[:, :0]
+
+
+# --- writing parts of a tensor (PyTorch's *_scatter, index_copy, index_fill, masked_scatter) -------------------------
+def _placed(input, source, slots: np.ndarray):
+    """input with position p holding source's flat value slots[p] wherever slots[p] >= 0: gradients flow to the kept
+    values of input and to the placed values of source."""
+    placed = slots >= 0
+    flat = reshape(source, (-1,))
+    picked = index_select(flat, 0, creation.tensor(np.where(placed, slots, 0).reshape(-1), device=input.device))
+    mask = creation.tensor(placed, device=input.device)
+    return where(mask, reshape(picked, tuple(input.shape)).to(input.dtype), input)
+
+
+def _slots(shape) -> np.ndarray:
+    return np.full(tuple(shape), -1, np.int64)
+
+
+def _source_ids(source, expected, op: str) -> np.ndarray:
+    if tuple(source.shape) != tuple(expected):
+        raise ShapeError(f"{op}: expected a source of shape {fmt_shape(expected)}, got {fmt_shape(source.shape)}")
+    return np.arange(int(np.prod(expected, dtype=np.int64))).reshape(expected)
+
+
+def select_scatter(input, src, dim: int, index: int):
+    """input with input.select(dim, index) replaced by src."""
+    dim = norm_dim("select_scatter", dim, input.ndim)
+    slots = _slots(input.shape)
+    view = np.moveaxis(slots, dim, 0)
+    view[index] = _source_ids(src, view.shape[1:], "select_scatter")
+    return _placed(input, src, slots)
+
+
+def slice_scatter(input, src, dim: int = 0, start=None, end=None, step: int = 1):
+    """input with input[..., start:end:step, ...] (along dim) replaced by src."""
+    dim = norm_dim("slice_scatter", dim, input.ndim)
+    slots = _slots(input.shape)
+    view = np.moveaxis(slots, dim, 0)[slice(start, end, step)]
+    view[...] = np.moveaxis(_source_ids(src, np.moveaxis(view, 0, dim).shape, "slice_scatter"), dim, 0)
+    return _placed(input, src, slots)
+
+
+def diagonal_scatter(input, src, offset: int = 0, dim1: int = 0, dim2: int = 1):
+    """input with its diagonal (offset, dim1, dim2) replaced by src (whose last dim runs along the diagonal)."""
+    d1, d2 = norm_dim("diagonal_scatter", dim1, input.ndim), norm_dim("diagonal_scatter", dim2, input.ndim)
+    slots = _slots(input.shape)
+    view = np.moveaxis(slots, (d1, d2), (-2, -1))
+    rows = np.arange(max(0, min(view.shape[-2] + min(offset, 0), view.shape[-1] - max(offset, 0))))
+    ids = _source_ids(src, view.shape[:-2] + (rows.size,), "diagonal_scatter")
+    view[..., rows - min(offset, 0), rows + max(offset, 0)] = ids
+    return _placed(input, src, slots)
+
+
+def _index_positions(op: str, input, dim: int, index) -> tuple:
+    dim = norm_dim(op, dim, input.ndim) if input.ndim else 0
+    at = np.asarray(index.numpy() if hasattr(index, "numpy") else index).astype(np.int64).reshape(-1)
+    size = input.shape[dim] if input.ndim else 1
+    if at.size and (at.min() < -size or at.max() >= size):
+        raise IndexError(f"{op}: index {at.tolist()} is out of bounds for dim {dim} of size {size}")
+    return dim, at % max(size, 1)
+
+
+def index_copy(input, dim: int, index, source):
+    """input with its slices `index` along dim replaced by source's, in order (a repeated index: the last)."""
+    dim, at = _index_positions("index_copy", input, dim, index)
+    slots = _slots(input.shape)
+    view = np.moveaxis(slots, dim, 0)
+    expected = np.moveaxis(view[at], 0, dim).shape if input.ndim else ()
+    view[at] = np.moveaxis(_source_ids(source, expected, "index_copy"), dim, 0) if input.ndim else 0
+    return _placed(input, source, slots)
+
+
+def index_fill(input, dim: int, index, value):
+    """input with its slices `index` along dim set to value (a number or a 0-d tensor)."""
+    dim, at = _index_positions("index_fill", input, dim, index)
+    mask = np.zeros(tuple(input.shape), bool)
+    np.moveaxis(mask, dim, 0)[at] = True
+    fill = value if hasattr(value, "shape") else creation.tensor(value, dtype=input.dtype, device=input.device)
+    return where(creation.tensor(mask, device=input.device), fill.to(input.dtype), input)
+
+
+def masked_scatter(input, mask, source):
+    """input with the positions where mask (broadcast to input) is True filled by source's leading values, in order."""
+    chosen = np.broadcast_to(np.asarray(mask.numpy()).astype(bool), tuple(input.shape))
+    count = int(chosen.sum())
+    if source.numel() < count:
+        raise ShapeError(f"masked_scatter: the mask selects {count} values, the source has only {source.numel()}")
+    slots = _slots(input.shape)
+    slots[chosen] = np.arange(count)
+    return _placed(input, source, slots)
+
+
+# --- integration --------------------------------------------------------------------------------------------------
+def _trapezoids(op: str, y, x, dx, dim: int):
+    from ember.ops.shape import narrow as _narrow
+
+    dim = norm_dim(op, dim, y.ndim)
+    n = y.shape[dim]
+    if n == 0:
+        return None, dim
+    left, right = _narrow(y, dim, 0, n - 1), _narrow(y, dim, 1, n - 1)
+    if x is not None:
+        if dx is not None:
+            raise ValueError(f"{op}: pass x or dx, not both")
+        spacing = diff(x, 1, dim if x.ndim == y.ndim else -1)
+        if x.ndim == 1 and y.ndim > 1:
+            spacing = reshape(spacing, (-1,) + (1,) * (y.ndim - 1 - dim))
+        return (left + right) * spacing / 2, dim
+    return (left + right) * (1.0 if dx is None else dx) / 2, dim
+
+
+def trapezoid(y, x=None, *, dx=None, dim: int = -1):
+    """The trapezoidal rule's integral of y along dim, at points x (1-d, or y's shape) or spacing dx (default 1)."""
+    from ember.ops.reduction import sum as _sum
+
+    areas, dim = _trapezoids("trapezoid", y, x, dx, dim)
+    if areas is None:
+        return _sum(y, dim) * 0
+    return _sum(areas, dim)
+
+
+def trapz(y, x=None, *, dx=None, dim: int = -1):
+    """trapezoid's older name."""
+    return trapezoid(y, x, dx=dx, dim=dim)
+
+
+def cumulative_trapezoid(y, x=None, *, dx=None, dim: int = -1):
+    """The running trapezoidal integral of y along dim (one value fewer than y there)."""
+    from ember.ops.sorting import cumsum
+
+    areas, dim = _trapezoids("cumulative_trapezoid", y, x, dx, dim)
+    if areas is None:
+        return y
+    return cumsum(areas, dim)

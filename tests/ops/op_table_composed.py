@@ -7,7 +7,7 @@ import numpy as np
 
 from .helpers import EXACT, MATMUL, REDUCTION, TRANSCENDENTAL
 from .inputs import Rand
-from .op_table import mats, one, row, two
+from .op_table import INTS, mats, one, row, two
 
 
 def _specials(r: Rand):
@@ -139,3 +139,47 @@ row("cov_weights", lambda L, x, f, a: L.cov(x, fweights=f, aweights=a),
     lambda r: [r.normal((2, 5)), r.ints((5,), 1, 4), r.uniform((5,), 0.1, 1.0)], nograd=(2,), tol=MATMUL)
 row("mode_values", lambda L, x: tuple(L.mode(x, 1)), lambda r: [r.ints((3, 7), -2, 3).astype(r.dtype)], tol=EXACT,
     gradcheck=False, meta=False)  # (the positions depend on the values; the gradient is a scatter to them)
+
+
+# --- PyTorch's remaining everyday functions (shape_composed.py, elementwise_composed.py, linalg.cross) --------------
+def _mask_and_source(r: Rand):
+    x = r.normal((3, 4))
+    mask = r.rng.random((3, 4)) < 0.5
+    return [x, mask, r.normal((12,))]
+
+
+row("gcd_lcm", lambda L, a, b: (L.gcd(a, b), L.lcm(a, b)), lambda r: [r.ints((3, 4), -30, 30), r.ints((4,), -12, 13)],
+    dtypes=INTS, grad=False, tol=EXACT)
+row("sinc", lambda L, x: L.sinc(x), lambda r: [np.concatenate([r.normal((5,)), np.zeros(1, r.dtype)])],
+    tol=TRANSCENDENTAL, torch_second=False)  # PyTorch's second derivative at 0 is NaN (-pi**2 / 3 here)
+row("ldexp", lambda L, x, e: L.ldexp(x, e), lambda r: [r.normal((3, 4)), r.ints((4,), -3, 4).astype(r.dtype)],
+    nograd=(1,))  # (float exponents: PyTorch's gradient with negative integer ones is an integer 2**e, 0)
+row("renorm", lambda L, x: L.renorm(x, 2, 0, 1.5), lambda r: [r.normal((3, 4), scale=2.0)], tol=REDUCTION)
+row("rsub_fix_absolute", lambda L, a, b: (L.rsub(a, b, alpha=2), L.fix(a * 3), L.absolute(a), L.arctan2(a, b)),
+    two("normal", "normal"), tol=TRANSCENDENTAL, gradcheck=False)
+row("cross", lambda L, a, b: L.cross(a, b, dim=1), lambda r: [r.normal((2, 3, 4)), r.normal((1, 3, 4))], tol=REDUCTION)
+row("linalg_cross", lambda L, a, b: L.linalg.cross(a, b), lambda r: [r.normal((4, 3)), r.normal((1, 3))], tol=REDUCTION)
+row("take", lambda L, x, i: L.take(x, i), lambda r: [r.normal((3, 4)), r.ints((2, 3), -12, 12)], tol=EXACT)
+row("adjoint_ravel", lambda L, x: (L.adjoint(x), L.ravel(x)), lambda r: [r.normal((2, 3, 4))], tol=EXACT)
+row("column_row_dstack", lambda L, a, b: (L.column_stack([a, b]), L.row_stack([a, b]), L.dstack([a, b])),
+    lambda r: [r.normal((3,)), r.normal((3,))], tol=EXACT)
+row("hsplit_vsplit_dsplit", lambda L, x: (*L.hsplit(x, 2), *L.vsplit(x, [1]), *L.dsplit(x, [1, 3])),
+    lambda r: [r.normal((2, 4, 5))], tol=EXACT)
+row("combinations", lambda L, x: (L.combinations(x), L.combinations(x, 3, with_replacement=True)),
+    lambda r: [r.normal((4,))], tol=EXACT)
+row("vander", lambda L, x: (L.vander(x), L.vander(x, 3, increasing=True)), lambda r: [r.normal((4,))], tol=REDUCTION,
+    torch_grad=False)  # PyTorch's vander writes its cumulative product in place: no gradient
+row("trapezoid", lambda L, y, x: (L.trapezoid(y), L.trapezoid(y, dx=0.5, dim=0), L.trapezoid(y, x)),
+    lambda r: [r.normal((3, 5)), np.sort(r.normal((5,)))], tol=REDUCTION)
+row("cumulative_trapezoid", lambda L, y, x: (L.cumulative_trapezoid(y, dim=0), L.cumulative_trapezoid(y, x)),
+    lambda r: [r.normal((3, 5)), np.sort(r.normal((5,)))], tol=REDUCTION)
+row("index_copy_fill", lambda L, x, s: (L.index_copy(x, 1, L.tensor([2, 0]), s), L.index_fill(x, 0, L.tensor([1]), -2.5)),
+    lambda r: [r.normal((3, 4)), r.normal((3, 2))], tol=EXACT, meta=False)
+row("masked_scatter", lambda L, x, m, s: L.masked_scatter(x, m, s), _mask_and_source, tol=EXACT,
+    meta=False)
+row("select_slice_scatter", lambda L, x, a, b: (L.select_scatter(x, a, 1, -1), L.slice_scatter(x, b, 1, 1, None, 2)),
+    lambda r: [r.normal((3, 5)), r.normal((3,)), r.normal((3, 2))], tol=EXACT)
+row("diagonal_scatter", lambda L, x, d: L.diagonal_scatter(x, d, 1), lambda r: [r.normal((3, 4)), r.normal((3,))],
+    tol=EXACT)
+row("diagonal_scatter_dims", lambda L, x, d: L.diagonal_scatter(x, d, -1, 2, 0), lambda r: [r.normal((3, 2, 4)),
+                                                                                           r.normal((2, 3))], tol=EXACT)
