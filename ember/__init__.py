@@ -132,7 +132,7 @@ Tensor.__array_namespace__ = _array_namespace
 
 _LAZY_SUBMODULES = (
     "nn", "optim", "data", "datasets", "models", "graph", "v1", "numpy", "profiler", "memory", "train", "runtime",
-    "sparse", "distributions", "utils", "scipy", "misc", "test_util", "amp", "onnx", "array_api",
+    "sparse", "distributions", "utils", "scipy", "misc", "test_util", "amp", "onnx", "array_api", "func",
 )
 
 
