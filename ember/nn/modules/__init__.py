@@ -50,6 +50,16 @@ from ember.nn.modules.distance import CosineSimilarity, PairwiseDistance
 from ember.nn.modules.dropout import AlphaDropout, Dropout, Dropout1d, Dropout2d, Dropout3d, FeatureAlphaDropout
 from ember.nn.modules.flatten import Flatten, Fold, Unflatten, Unfold
 from ember.nn.modules.graph import GATConv, GCNConv, SAGEConv
+from ember.nn.modules.lazy import (
+    LazyConv1d,
+    LazyConv2d,
+    LazyConv3d,
+    LazyConvTranspose1d,
+    LazyConvTranspose2d,
+    LazyConvTranspose3d,
+    LazyLinear,
+    UninitializedParameter,
+)
 from ember.nn.modules.linear import Bilinear, Identity, Linear
 from ember.nn.modules.loss import (
     BCELoss,
@@ -153,6 +163,8 @@ __all__ = [
     "InstanceNorm3d", "LPPool3d", "MaxPool3d",
     "CTCLoss", "EmbeddingBag", "MaxUnpool1d", "MaxUnpool2d", "MaxUnpool3d", "MultiLabelMarginLoss", "MultiMarginLoss",
     "TripletMarginWithDistanceLoss", "DataParallel", "NLLLoss2d",
+    "LazyConv1d", "LazyConv2d", "LazyConv3d", "LazyConvTranspose1d", "LazyConvTranspose2d", "LazyConvTranspose3d",
+    "LazyLinear", "UninitializedParameter",
     "MultiheadAttention", "Transformer", "TransformerDecoder", "TransformerDecoderLayer", "TransformerEncoder",
     "TransformerEncoderLayer",
     "GRU", "GRUCell", "LSTM", "LSTMCell", "RNN", "RNNBase", "RNNCell", "RNNCellBase",
