@@ -21,6 +21,9 @@ from ember.dtypes import (
     uint8,
 )
 from ember.device import Device as device
+from ember.device import get_default_device, set_default_device
+from ember.precision import get_float32_matmul_precision, set_float32_matmul_precision, set_flush_denormal
+from ember.printing import get_printoptions, set_printoptions
 from ember.errors import (
     CheckpointError,
     ConcretizationError,

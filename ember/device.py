@@ -133,10 +133,29 @@ def _scope_stack() -> list:
     return stack
 
 
+_GLOBAL_DEFAULT: list = []  # set_default_device's device, when one was set (else cpu)
+
+
 def default_device() -> Device:
-    """The device new tensors are created on: the innermost `with device(...)` scope, else cpu."""
+    """The device new tensors are created on: the innermost `with device(...)` scope, else set_default_device's
+    device, else cpu."""
     stack = getattr(_local, "stack", None)
-    return stack[-1] if stack else CPU
+    if stack:
+        return stack[-1]
+    return _GLOBAL_DEFAULT[0] if _GLOBAL_DEFAULT else CPU
+
+
+def set_default_device(device) -> None:
+    """Create tensors on `device` when no device is given (None: back to cpu), as torch.set_default_device; a
+    `with device(...)` scope still wins inside it."""
+    _GLOBAL_DEFAULT.clear()
+    if device is not None:
+        _GLOBAL_DEFAULT.append(device if type(device) is Device else Device(device))
+
+
+def get_default_device() -> Device:
+    """The device tensors are created on when none is given."""
+    return default_device()
 
 
 def scope_depth() -> int:

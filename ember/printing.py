@@ -8,9 +8,32 @@ from ember import dtypes as dt
 from ember.backends.meta import MetaArray
 
 _DEFAULT_DTYPES = ("float32", "int64", "bool")
-_THRESHOLD = 1000  # more elements than this print summarised
-_EDGE = 3  # elements shown at each end of a summarised axis
-_LINE_WIDTH = 80
+# PyTorch's print options: decimals, the element count from which a print is summarised, the elements shown at each
+# end of a summarised axis, the line width, and scientific notation forced on or off (None: chosen by the values)
+_DEFAULTS = {"precision": 4, "threshold": 1000, "edgeitems": 3, "linewidth": 80, "sci_mode": None}
+_PROFILES = {"default": _DEFAULTS, "short": dict(_DEFAULTS, precision=2, edgeitems=2),
+             "full": dict(_DEFAULTS, threshold=float("inf"))}
+_OPTIONS = dict(_DEFAULTS)
+
+
+def set_printoptions(precision=None, threshold=None, edgeitems=None, linewidth=None, profile=None,
+                     sci_mode=None) -> None:
+    """Set how tensors print, as torch.set_printoptions: a profile ('default', 'short', 'full') first, then each
+    option given; sci_mode None lets the values choose."""
+    if profile is not None:
+        if profile not in _PROFILES:
+            raise ValueError(f"set_printoptions: profile must be one of {', '.join(_PROFILES)}, got {profile!r}")
+        _OPTIONS.update(_PROFILES[profile])
+    for name, value in (("precision", precision), ("threshold", threshold), ("edgeitems", edgeitems),
+                        ("linewidth", linewidth)):
+        if value is not None:
+            _OPTIONS[name] = value
+    _OPTIONS["sci_mode"] = sci_mode
+
+
+def get_printoptions() -> dict:
+    """The current print options (set_printoptions' names)."""
+    return dict(_OPTIONS)
 
 
 def _suffix(t) -> list:
@@ -30,26 +53,29 @@ def _suffix(t) -> list:
 
 def _summarized(host: np.ndarray) -> np.ndarray:
     """The elements a summarised print shows (the first and last edge items along every axis)."""
-    if host.size <= _THRESHOLD:
+    edge = _OPTIONS["edgeitems"]
+    if host.size <= _OPTIONS["threshold"]:
         return host
     for axis, n in enumerate(host.shape):
-        if n > 2 * _EDGE:
-            host = np.concatenate([np.take(host, range(_EDGE), axis), np.take(host, range(n - _EDGE, n), axis)], axis)
+        if n > 2 * edge:
+            host = np.concatenate([np.take(host, range(edge), axis), np.take(host, range(n - edge, n), axis)], axis)
     return host
 
 
 def _float_style(vals: np.ndarray):
-    """PyTorch's float style: `1.` for whole numbers, else 4 decimals, or scientific for wide ranges."""
+    """PyTorch's float style: `1.` for whole numbers, else `precision` decimals, or scientific for wide ranges (or
+    as sci_mode forces)."""
     finite = vals[np.isfinite(vals)]
     nonzero = np.abs(finite[finite != 0])
-    fmt = "{:.0f}."
+    digits, forced = _OPTIONS["precision"], _OPTIONS["sci_mode"]
+    whole = bool(np.all(finite == np.ceil(finite)))
+    sci = False
     if nonzero.size:
         lo, hi = nonzero.min(), nonzero.max()
-        wide = hi / lo > 1000.0 or hi > 1.0e8
-        if np.all(finite == np.ceil(finite)):
-            fmt = "{:.4e}" if wide else "{:.0f}."
-        else:
-            fmt = "{:.4e}" if wide or lo < 1.0e-4 else "{:.4f}"
+        sci = bool(hi / lo > 1000.0 or hi > 1.0e8) or (not whole and lo < 1.0e-4)
+    sci = sci if forced is None else forced
+    fmt = "{:.DIGITSe}" if sci else ("{:.0f}." if whole else "{:.DIGITSf}")
+    fmt = fmt.replace("DIGITS", str(digits))
 
     def one(v) -> str:
         if np.isnan(v):
@@ -74,9 +100,10 @@ def _formatter(host: np.ndarray):
 
 
 def _vector_str(vec: np.ndarray, indent: int, fmt, width: int, summarize: bool) -> str:
-    per_line = max(1, (_LINE_WIDTH - indent) // (width + 2))
-    if summarize and vec.shape[0] > 2 * _EDGE:
-        items = [fmt(v) for v in vec[:_EDGE].tolist()] + [" ..."] + [fmt(v) for v in vec[-_EDGE:].tolist()]
+    per_line = max(1, (_OPTIONS["linewidth"] - indent) // (width + 2))
+    edge = _OPTIONS["edgeitems"]
+    if summarize and vec.shape[0] > 2 * edge:
+        items = [fmt(v) for v in vec[:edge].tolist()] + [" ..."] + [fmt(v) for v in vec[-edge:].tolist()]
     else:
         items = [fmt(v) for v in vec.tolist()]
     lines = [", ".join(items[i : i + per_line]) for i in range(0, len(items), per_line)]
@@ -88,9 +115,10 @@ def _body(arr: np.ndarray, indent: int, fmt, width: int, summarize: bool) -> str
         return fmt(arr.item())
     if arr.ndim == 1:
         return _vector_str(arr, indent, fmt, width, summarize)
-    if summarize and arr.shape[0] > 2 * _EDGE:
-        rows = [_body(arr[i], indent + 1, fmt, width, summarize) for i in range(_EDGE)]
-        rows += ["..."] + [_body(arr[i], indent + 1, fmt, width, summarize) for i in range(len(arr) - _EDGE, len(arr))]
+    edge = _OPTIONS["edgeitems"]
+    if summarize and arr.shape[0] > 2 * edge:
+        rows = [_body(arr[i], indent + 1, fmt, width, summarize) for i in range(edge)]
+        rows += ["..."] + [_body(arr[i], indent + 1, fmt, width, summarize) for i in range(len(arr) - edge, len(arr))]
     else:
         rows = [_body(row, indent + 1, fmt, width, summarize) for row in arr]
     return "[" + ("," + "\n" * (arr.ndim - 1) + " " * (indent + 1)).join(rows) + "]"
@@ -119,5 +147,5 @@ def tensor_repr(t, as_str: bool = False) -> str:
         parts = ["[]"] if host.shape == (0,) else ["[]", f"size={tuple(host.shape)}"]
         return "tensor(" + ", ".join(parts + _suffix(t)) + ")"
     fmt, width = _formatter(host)
-    body = _body(host, len("tensor("), fmt, width, host.size > _THRESHOLD)
+    body = _body(host, len("tensor("), fmt, width, host.size > _OPTIONS["threshold"])
     return "tensor(" + ", ".join([body] + _suffix(t)) + ")"

@@ -136,3 +136,44 @@ def test_accelerator_and_cuda_seeding_match_torch_without_a_gpu():
         em.accelerator.current_device_index()
     em.cuda.manual_seed_all(0)  # no devices to seed: nothing happens, as in PyTorch
     torch.cuda.manual_seed_all(0)
+
+
+PRINT_VALUES = [[1.123456, 2.5, -3.25], [1e-5, 2.0, 3.0], [1.0, 2.0, 3000.0], [1.0, 2.0, 3.0],
+                [float(v) for v in range(2000)], np.random.default_rng(0).standard_normal((20, 30)).tolist()]
+
+
+@pytest.mark.parametrize("options", [{}, {"precision": 2}, {"sci_mode": True}, {"sci_mode": False},
+                                     {"precision": 6, "sci_mode": False}, {"threshold": 5, "edgeitems": 1},
+                                     {"linewidth": 40}, {"profile": "short"}, {"profile": "full"}])
+def test_set_printoptions_prints_as_torch(options):
+    try:
+        em.set_printoptions(**options)
+        torch.set_printoptions(**options)
+        for values in PRINT_VALUES:
+            assert repr(em.tensor(values)) == repr(torch.tensor(values))
+        assert em.get_printoptions()["precision"] == torch._tensor_str.PRINT_OPTS.precision
+    finally:
+        em.set_printoptions(profile="default")
+        torch.set_printoptions(profile="default")
+    with pytest.raises(ValueError, match="set_printoptions: profile must be one of default, short, full"):
+        em.set_printoptions(profile="long")
+
+
+def test_default_device_and_precision_settings():
+    try:
+        em.set_default_device("meta")
+        assert em.ones(2).device.type == "meta" and em.get_default_device().type == "meta"
+        assert em.ones(2, device="cpu").device.type == "cpu"
+        with em.device("cpu"):
+            assert em.zeros(1).device.type == "cpu"  # a scope wins inside it
+    finally:
+        em.set_default_device(None)
+    assert em.ones(1).device.type == "cpu"
+    try:
+        em.set_float32_matmul_precision("high")
+        assert em.get_float32_matmul_precision() == "high"
+    finally:
+        em.set_float32_matmul_precision("highest")
+    with pytest.raises(ValueError, match="set_float32_matmul_precision: expected one of highest, high, medium"):
+        em.set_float32_matmul_precision("low")
+    assert em.set_flush_denormal(True) is False
