@@ -72,3 +72,25 @@ def compare_module(em_mod, t_mod, *inputs: np.ndarray, train: bool = True, backw
     for name, b in em_mod.named_buffers():
         assert_close(b, tbufs[name], atol, rtol, f"buffer {name}")
     return out, tout
+
+
+def train_both(em_mod, t_mod, shape, steps: int = 3, lr: float = 0.1) -> None:
+    """Forward, backward and an SGD step in both modules, `steps` times, on fresh inputs of `shape`, comparing the
+    outputs, every parameter's gradient and the whole state dict after each step."""
+    for step in range(steps):
+        x = randn(*shape)
+        out, tout = em_mod(em.tensor(x)), t_mod(torch.tensor(x))
+        assert_close(out, tout, 1e-5, 1e-5, f"output at step {step}")
+        g = randn(*tout.shape)
+        out.backward(em.tensor(g))
+        tout.backward(torch.tensor(g))
+        theirs = dict(t_mod.named_parameters())
+        with em.no_grad(), torch.no_grad():
+            for name, p in em_mod.named_parameters():
+                assert_close(p.grad, theirs[name].grad, 1e-5, 1e-4, f"grad of {name} at step {step}")
+                p -= lr * p.grad
+                theirs[name] -= lr * theirs[name].grad
+                p.grad, theirs[name].grad = None, None
+        theirs_state = t_mod.state_dict()
+        for name, value in em_mod.state_dict().items():
+            assert_close(value, theirs_state[name], 1e-5, 1e-5, f"{name} after step {step}")

@@ -14,7 +14,7 @@ from torch.nn.utils import parametrizations as torch_parametrizations
 from torch.nn.utils import parametrize as torch_parametrize
 
 import ember as em
-from tests.nn.helpers import assert_close, copy_weights, randn
+from tests.nn.helpers import assert_close, copy_weights, randn, train_both
 
 parametrize = em.nn.utils.parametrize
 parametrizations = em.nn.utils.parametrizations
@@ -24,26 +24,6 @@ LAYERS = {
     "conv2d": (lambda L: L.nn.Conv2d(2, 3, 3), (1, 2, 5, 5)),
     "conv_transpose2d": (lambda L: L.nn.ConvTranspose2d(3, 2, 3, stride=2), (1, 3, 3, 3)),
 }
-
-
-def _train_both(ours, theirs, shape, steps: int = 3) -> None:
-    for step in range(steps):
-        x = randn(*shape)
-        out, tout = ours(em.tensor(x)), theirs(torch.tensor(x))
-        assert_close(out, tout, 1e-5, 1e-5, f"output at step {step}")
-        g = randn(*tout.shape)
-        out.backward(em.tensor(g))
-        tout.backward(torch.tensor(g))
-        theirs_params = dict(theirs.named_parameters())
-        with em.no_grad(), torch.no_grad():
-            for name, p in ours.named_parameters():
-                assert_close(p.grad, theirs_params[name].grad, 1e-5, 1e-4, f"grad of {name} at step {step}")
-                p -= 0.1 * p.grad
-                theirs_params[name] -= 0.1 * theirs_params[name].grad
-                p.grad, theirs_params[name].grad = None, None
-        theirs_state = theirs.state_dict()
-        for name, value in ours.state_dict().items():
-            assert_close(value, theirs_state[name], 1e-5, 1e-5, f"{name} after step {step}")
 
 
 @pytest.mark.parametrize("layer", list(LAYERS))
@@ -56,10 +36,10 @@ def test_parametrizations_match_torch(layer: str, kind: str) -> None:
     assert sorted(ours.state_dict()) == sorted(theirs.state_dict())
     copy_weights(ours, theirs)
     assert type(ours).__name__ == type(theirs).__name__ and isinstance(ours, type(build(em)))
-    _train_both(ours, theirs, shape)
+    train_both(ours, theirs, shape)
     ours.eval()
     theirs.eval()
-    _train_both(ours, theirs, shape, steps=1)
+    train_both(ours, theirs, shape, steps=1)
     parametrize.remove_parametrizations(ours, "weight")
     torch_parametrize.remove_parametrizations(theirs, "weight")
     assert type(ours) is type(build(em)) and sorted(ours.state_dict()) == sorted(theirs.state_dict())
@@ -88,7 +68,7 @@ def test_a_users_parametrization_with_right_inverse() -> None:
     torch_parametrize.register_parametrization(theirs, "weight", _Symmetric.build(torch))
     w = ours.weight.detach().numpy()
     np.testing.assert_array_equal(w, w.T)
-    _train_both(ours, theirs, (2, 3))
+    train_both(ours, theirs, (2, 3))
     target = randn(3, 3)
     target = target + target.T
     ours.weight = em.tensor(target)  # the setter: the original becomes right_inverse(target)

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import ember as em
-from tests.nn.helpers import assert_close, copy_weights, randn
+from tests.nn.helpers import assert_close, copy_weights, randn, train_both
 
 pytestmark = pytest.mark.filterwarnings("ignore:`torch.nn.utils.weight_norm` is deprecated:FutureWarning")
 
@@ -18,28 +18,6 @@ LAYERS = {
     "conv2d": (lambda L: L.nn.Conv2d(2, 3, 3), (2, 2, 5, 5)),
     "conv_transpose2d": (lambda L: L.nn.ConvTranspose2d(3, 2, 3, stride=2), (1, 3, 4, 4)),
 }
-
-
-def _steps(em_mod, t_mod, shape, steps: int = 3, lr: float = 0.1) -> None:
-    """Forward, backward and an SGD step in both, `steps` times, comparing outputs, gradients and all state."""
-    for step in range(steps):
-        x = randn(*shape)
-        out, tout = em_mod(em.tensor(x)), t_mod(torch.tensor(x))
-        assert_close(out, tout, 1e-5, 1e-5, f"output at step {step}")
-        g = randn(*tout.shape)
-        out.backward(em.tensor(g))
-        tout.backward(torch.tensor(g))
-        theirs = dict(t_mod.named_parameters())
-        for name, p in em_mod.named_parameters():
-            assert_close(p.grad, theirs[name].grad, 1e-5, 1e-4, f"grad of {name} at step {step}")
-        with em.no_grad(), torch.no_grad():
-            for name, p in em_mod.named_parameters():
-                p -= lr * p.grad
-                theirs[name] -= lr * theirs[name].grad
-                p.grad, theirs[name].grad = None, None
-        theirs_state = t_mod.state_dict()
-        for name, value in em_mod.state_dict().items():
-            assert_close(value, theirs_state[name], 1e-6, 1e-5, f"{name} after step {step}")
 
 
 @pytest.mark.parametrize("layer", list(LAYERS))
@@ -52,12 +30,12 @@ def test_weight_norm_matches_torch(layer: str, dim) -> None:
     torch.nn.utils.weight_norm(t_mod, dim=dim)
     assert sorted(em_mod.state_dict()) == sorted(t_mod.state_dict())
     assert_close(em_mod.weight_g, t_mod.weight_g, 1e-6, 1e-6, "g")
-    _steps(em_mod, t_mod, shape)
+    train_both(em_mod, t_mod, shape)
     em.nn.utils.remove_weight_norm(em_mod)
     torch.nn.utils.remove_weight_norm(t_mod)
     assert sorted(em_mod.state_dict()) == sorted(t_mod.state_dict()) == ["bias", "weight"]
     assert isinstance(em_mod.weight, em.nn.Parameter)
-    _steps(em_mod, t_mod, shape, steps=1)
+    train_both(em_mod, t_mod, shape, steps=1)
 
 
 @pytest.mark.parametrize("layer", list(LAYERS))
@@ -69,10 +47,10 @@ def test_spectral_norm_matches_torch(layer: str, iterations: int) -> None:
     torch.nn.utils.spectral_norm(t_mod, n_power_iterations=iterations)
     assert sorted(em_mod.state_dict()) == sorted(t_mod.state_dict())
     copy_weights(em_mod, t_mod)  # the same weight and the same starting u and v
-    _steps(em_mod, t_mod, shape)  # training mode: a power-iteration step per forward
+    train_both(em_mod, t_mod, shape)  # training mode: a power-iteration step per forward
     em_mod.eval()
     t_mod.eval()
-    _steps(em_mod, t_mod, shape, steps=2)  # eval: u and v as they are
+    train_both(em_mod, t_mod, shape, steps=2)  # eval: u and v as they are
     em.nn.utils.remove_spectral_norm(em_mod)
     torch.nn.utils.remove_spectral_norm(t_mod)
     assert sorted(em_mod.state_dict()) == sorted(t_mod.state_dict()) == ["bias", "weight"]

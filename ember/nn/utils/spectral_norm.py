@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from ember import creation, ops
 from ember.autograd import grad_mode
+from ember.nn.utils.weight_norm import hook_key, remove_hook
 from ember.tensor import Tensor
 
 
@@ -43,9 +44,8 @@ class SpectralNorm:
     @staticmethod
     def apply(module, name: str, n_power_iterations: int, dim: int, eps: float) -> SpectralNorm:
         """Move module.<name> to <name>_orig, add the u and v buffers (random unit vectors) and register the hook."""
-        for hook in module._forward_pre_hooks.values():
-            if isinstance(hook, SpectralNorm) and hook.name == name:
-                raise RuntimeError(f"spectral_norm: {type(module).__name__}.{name} already has spectral norm")
+        if hook_key(module, SpectralNorm, name) is not None:
+            raise RuntimeError(f"spectral_norm: {type(module).__name__}.{name} already has spectral norm")
         weight = module._parameters.get(name)
         if weight is None:
             raise ValueError(f"spectral_norm: {type(module).__name__} has no parameter {name!r}")
@@ -89,9 +89,4 @@ def spectral_norm(module, name: str = "weight", n_power_iterations: int = 1, eps
 
 def remove_spectral_norm(module, name: str = "weight"):
     """Undo spectral_norm: module.<name> a parameter again, holding the normalised weight; returns the module."""
-    for key, hook in list(module._forward_pre_hooks.items()):
-        if isinstance(hook, SpectralNorm) and hook.name == name:
-            hook.remove(module)
-            del module._forward_pre_hooks[key]
-            return module
-    raise ValueError(f"remove_spectral_norm: spectral_norm of {name!r} not found in {type(module).__name__}")
+    return remove_hook("remove_spectral_norm", module, SpectralNorm, name)

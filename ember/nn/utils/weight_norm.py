@@ -32,9 +32,8 @@ class WeightNorm:
     @staticmethod
     def apply(module, name: str, dim: int) -> WeightNorm:
         """Replace module.<name> by <name>_g and <name>_v and register the hook."""
-        for hook in module._forward_pre_hooks.values():
-            if isinstance(hook, WeightNorm) and hook.name == name:
-                raise RuntimeError(f"weight_norm: {type(module).__name__}.{name} already has weight norm")
+        if hook_key(module, WeightNorm, name) is not None:
+            raise RuntimeError(f"weight_norm: {type(module).__name__}.{name} already has weight norm")
         weight = module._parameters.get(name)
         if weight is None:
             raise ValueError(f"weight_norm: {type(module).__name__} has no parameter {name!r}")
@@ -65,11 +64,23 @@ def weight_norm(module, name: str = "weight", dim: int | None = 0):
     return module
 
 
+def hook_key(module, kind: type, name: str):
+    """The key of the forward pre-hook of type `kind` (WeightNorm, SpectralNorm) on module.<name>, or None."""
+    for key, hook in module._forward_pre_hooks.items():
+        if isinstance(hook, kind) and hook.name == name:
+            return key
+    return None
+
+
+def remove_hook(op: str, module, kind: type, name: str):
+    """Undo the reparametrisation of type `kind` on module.<name> (`op` names the call in its error)."""
+    key = hook_key(module, kind, name)
+    if key is None:
+        raise ValueError(f"{op}: {op.removeprefix('remove_')} of {name!r} not found in {type(module).__name__}")
+    module._forward_pre_hooks.pop(key).remove(module)
+    return module
+
+
 def remove_weight_norm(module, name: str = "weight"):
     """Undo weight_norm: module.<name> a parameter again, with its current value; returns the module."""
-    for key, hook in list(module._forward_pre_hooks.items()):
-        if isinstance(hook, WeightNorm) and hook.name == name:
-            hook.remove(module)
-            del module._forward_pre_hooks[key]
-            return module
-    raise ValueError(f"remove_weight_norm: weight_norm of {name!r} not found in {type(module).__name__}")
+    return remove_hook("remove_weight_norm", module, WeightNorm, name)
