@@ -26,14 +26,7 @@ class Embedding(Module):
         super().__init__()
         self.num_embeddings = num_embeddings
         self.embedding_dim = embedding_dim
-        if padding_idx is not None:
-            if padding_idx > 0 and padding_idx >= num_embeddings:
-                raise ValueError("Padding_idx must be within num_embeddings")
-            if padding_idx < 0:
-                if padding_idx < -num_embeddings:
-                    raise ValueError("Padding_idx must be within num_embeddings")
-                padding_idx = num_embeddings + padding_idx
-        self.padding_idx = padding_idx
+        self.padding_idx = F._norm_padding_idx(padding_idx, num_embeddings)
         self.max_norm = max_norm
         self.norm_type = norm_type
         self.scale_grad_by_freq = scale_grad_by_freq
@@ -98,7 +91,7 @@ class EmbeddingBag(Module):
         self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
         self.max_norm, self.norm_type, self.scale_grad_by_freq = max_norm, norm_type, scale_grad_by_freq
         self.mode, self.sparse, self.include_last_offset = mode, sparse, include_last_offset
-        self.padding_idx = None if padding_idx is None else F._norm_padding_idx(padding_idx, num_embeddings)
+        self.padding_idx = F._norm_padding_idx(padding_idx, num_embeddings)
         if _weight is None:
             self.weight = Parameter(creation.empty(num_embeddings, embedding_dim, device=device, dtype=dtype))
             self.reset_parameters()
@@ -107,12 +100,8 @@ class EmbeddingBag(Module):
                 raise ValueError("Shape of weight does not match num_embeddings and embedding_dim")
             self.weight = Parameter(_weight)
 
-    def reset_parameters(self) -> None:
-        """N(0, 1) rows, with the padding_idx row zeroed."""
-        init.normal_(self.weight)
-        if self.padding_idx is not None:
-            with grad_mode.no_grad():
-                self.weight[self.padding_idx] = 0.0
+    reset_parameters = Embedding.reset_parameters  # N(0, 1) rows, the padding_idx row zeroed
+    _fill_padding_idx_with_zero = Embedding._fill_padding_idx_with_zero
 
     def forward(self, input: Tensor, offsets: Tensor | None = None, per_sample_weights: Tensor | None = None) -> Tensor:
         return F.embedding_bag(input, self.weight, offsets, self.max_norm, self.norm_type, self.scale_grad_by_freq,
