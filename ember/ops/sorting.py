@@ -214,8 +214,10 @@ class CumProdOp(Op):
         # d y_j / d x_i = the product of x_m for m <= j but i. With zeros replaced by 1 (x1, its running product
         # p1) and c_j the number of zeros up to j, that is p1_j / x1_i where no other zero is among them: c_j == 0
         # for a non-zero x_i, c_j == 1 for a zero one (the first); else 0. Dividing y_j by x_i gave NaN at zeros.
-        # A non-zero x_i's terms past the first zero x_k carry the factor x_k: written as x_k times them, so the
-        # gradient's own derivative by x_k is right too (second derivatives exact with one zero per slice).
+        # Terms whose product holds exactly one zero x_k (other than x_i) are 0 but not their derivative by x_k: they
+        # are written as x_k times the rest, so the gradient's own derivative is right (exact second derivatives).
+        # Those are a non-zero x_i's terms between the first zero and the second, the first zero's terms between
+        # the second zero and the third (times the second), and the second zero's there (times the first).
         from ember.ops.reduction import sum as _sum
 
         zero = x == 0
@@ -224,8 +226,12 @@ class CumProdOp(Op):
         zeros_so_far = cumsum(zero, d)
         none_yet = from_the_end(where(zeros_so_far == 0, weighted, 0.0))
         past_one = from_the_end(where(zeros_so_far == 1, weighted, 0.0))
+        past_two = from_the_end(where(zeros_so_far == 2, weighted, 0.0))
         first_zero = _sum(where(zero & (zeros_so_far == 1), x, 0.0), d, True)  # its value, 0, as a function of x
-        return (where(zero, past_one, none_yet + first_zero * past_one) / x1,)
+        second_zero = _sum(where(zero & (zeros_so_far == 2), x, 0.0), d, True)
+        at_zero = where(zeros_so_far == 1, past_one + second_zero * past_two,
+                        where(zeros_so_far == 2, first_zero * past_two, 0.0))
+        return (where(zero, at_zero, none_yet + first_zero * past_one) / x1,)
 
 
 _cumprod_op = register(CumProdOp())

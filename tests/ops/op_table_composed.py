@@ -101,13 +101,25 @@ row("matrix_power", lambda L, a, n: L.linalg.matrix_power(a, n),
 
 # The scans of ops/sorting.py added with these functions, and cumprod's gradient at zeros
 def _with_zeros(r: Rand):
-    """Zeros, at most one in each row and each column (second derivatives are exact with one zero per slice)."""
+    """Zeros, at most one in each row and each column."""
     x = r.normal((3, 5))
     x[0, 1] = x[1, 0] = x[2, 4] = 0.0
     return [x, int(r.rng.integers(-2, 2))]
 
 
+def _with_many_zeros(r: Rand):
+    """Two and three zeros in a row, two in a column, a row starting with two: the terms whose products hold one
+    zero besides the value differentiated carry the second derivatives."""
+    x = r.normal((4, 6))
+    x[0, 1] = x[0, 3] = 0.0
+    x[1, 0] = x[1, 2] = x[1, 5] = 0.0
+    x[2, 0] = x[2, 1] = 0.0
+    x[3, 3] = 0.0
+    return [x, int(r.rng.integers(-2, 2))]
+
+
 row("cumprod_zeros", lambda L, x, d: L.cumprod(x, d), _with_zeros, tol=REDUCTION)
+row("cumprod_many_zeros", lambda L, x, d: L.cumprod(x, d), _with_many_zeros, tol=REDUCTION)
 row("cummax_cummin", lambda L, x, d: (*L.cummax(x, d), *L.cummin(x, d)),
     lambda r: [r.distinct((3, 4)), int(r.rng.integers(-2, 2))], tol=EXACT)
 row("cummax_ties_nan", lambda L, x: (*L.cummax(x, 1), *L.cummin(x, 1)),
