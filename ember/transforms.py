@@ -143,12 +143,21 @@ def value_and_grad(fun, argnums=0, has_aux: bool = False, *, argnum=None):
             new_leaves = (by_leaf.get((n, k)) for k in range(len(prepared[n])))
             results.append(_unflatten(specs[n], new_leaves))
         result = tuple(results) if multi else results[0]
-        value = out if nested else (adopt(out.detach()) if _is_ndarray(out) else out.detach())
+        value = out if nested else _detached(out)
         if has_aux:
+            if not nested:  # as the value: the auxiliary outputs do not hold the function's graph (torch.func's)
+                leaves: list = []
+                spec = _flatten(aux, leaves)
+                aux = _unflatten(spec, iter(_detached(x) if isinstance(x, Tensor) else x for x in leaves))
             return (value, aux), result
         return value, result
 
     return wrapped
+
+
+def _detached(t: Tensor) -> Tensor:
+    """t cut from its graph, an ember.numpy array staying one."""
+    return adopt(t.detach()) if _is_ndarray(t) else t.detach()
 
 
 _DEPTH = [0]  # how many transformed functions are running (per process; transforms are not threaded)

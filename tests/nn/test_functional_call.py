@@ -86,3 +86,23 @@ def test_grad_and_value_matches_torch_func() -> None:
     assert float(v) == float(tv)
     for ours, theirs in zip(g, tg):
         np.testing.assert_allclose(ours.numpy(), theirs.numpy())
+
+
+@pytest.mark.parametrize("outer_requires_grad", [False, True])
+def test_grad_has_aux_returns_aux_as_torch_func(outer_requires_grad) -> None:
+    # the auxiliary outputs are cut from the function's graph, as the value is, unless an outer differentiation
+    # holds the input (then both libraries keep them on its graph)
+    def f(lib):
+        return lambda x: ((x ** 2).sum(), {"double": x * 2, "rest": [x.sin()]})
+
+    x = np.array([1.0, 2.0])
+    ex = em.tensor(x, requires_grad=outer_requires_grad)
+    tx = torch.tensor(x, requires_grad=outer_requires_grad)
+    g, aux = em.func.grad(f(em), has_aux=True)(ex)
+    tg, taux = torch_func.grad(f(torch), has_aux=True)(tx)
+    np.testing.assert_allclose(g.detach().numpy(), tg.detach().numpy())
+    for ours, theirs in ((aux["double"], taux["double"]), (aux["rest"][0], taux["rest"][0])):
+        np.testing.assert_allclose(ours.detach().numpy(), theirs.detach().numpy())
+        assert ours.requires_grad == theirs.requires_grad == outer_requires_grad
+    (gv, (value, aux2)) = em.func.grad_and_value(f(em), has_aux=True)(ex)
+    assert aux2["double"].requires_grad == outer_requires_grad and value.requires_grad == outer_requires_grad
