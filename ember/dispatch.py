@@ -184,7 +184,9 @@ def apply(op, *inputs, **attrs):
         if op.is_view:
             link_view(op, out, inputs, attrs)
         if needs_grad and grad_state.enabled and op.differentiable and outs.dtype in FLOAT_NP:
-            record(op, attrs, inputs, (out,))
+            node = record(op, attrs, inputs, (out,))
+            if interp.sees_nodes:
+                interp.recorded(node)
         return out
 
     results = tuple(
@@ -196,7 +198,9 @@ def apply(op, *inputs, **attrs):
         for t in results:
             link_view(op, t, inputs, attrs)
     if needs_grad and grad_state.enabled and op.differentiable:
-        record(op, attrs, inputs, results)
+        node = record(op, attrs, inputs, results)
+        if interp.sees_nodes:
+            interp.recorded(node)
     return results
 
 

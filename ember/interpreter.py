@@ -21,6 +21,7 @@ class Interpreter:
     tracer = None  # the ember.jit trace being recorded, if this interpreter records one
     casts_inputs = False  # True: `prepare` casts inputs (autocast), also for graphs built above it
     records_eager_kernels = False  # True: the profiler's, whose `profile` records kernels run beside the ops
+    sees_nodes = False  # True: `recorded` is called with each autograd node `apply` records under it (anomaly mode)
     below: Interpreter | None = None
 
     def run(self, op, inputs, arrays, attrs, device):
@@ -52,6 +53,11 @@ class Interpreter:
 
     def outputs(self, tensors) -> None:
         """Called with the tensors an op made (a tracer remembers them)."""
+
+    def recorded(self, node) -> None:
+        """Called with each autograd node an op run under this interpreter recorded, where `sees_nodes`."""
+        if self.below is not None:
+            self.below.recorded(node)
 
     def jit_key(self):
         """What of this interpreter's state a program traced under it depends on (autocast: its dtype), or None."""
@@ -91,6 +97,8 @@ def push(interp: Interpreter) -> None:
             raise RuntimeError(f"{type(interp).__name__} is already active in this thread")
         node = node.below
     interp.below = top
+    if top is not None and top.sees_nodes:  # nodes recorded above still reach the one below that wants them
+        interp.sees_nodes = True
     with _entered_lock:
         entered[0] += 1
     _stack.top = interp

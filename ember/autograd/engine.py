@@ -337,8 +337,14 @@ def run_backward(
                     in_grads = node.op.vjp(node, *out_grads)
             except NotCompiledYet:  # a kernel of a fast path is compiling in the background: NumPy this time
                 in_grads = numpy_instead(node.op.vjp, node, *out_grads)
+            except Exception:
+                if _anomaly.state.enabled:  # the forward call that made the node, as a warning before the error
+                    _anomaly.report(node)
+                raise
             if type(in_grads) is not tuple and not isinstance(in_grads, (tuple, list)):
                 in_grads = (in_grads,)
+            if _anomaly.state.enabled:
+                _anomaly.check_node(node, in_grads)
             if not retain_graph and (node._saved is not None or node._out_saved is not None):
                 node._saved = node._out_saved = None  # node.release() inline
                 node.freed = True
@@ -554,6 +560,7 @@ def retain_node_grad(t) -> None:
 import numpy as _np  # noqa: E402
 
 from ember import dispatch as _dispatch  # noqa: E402
+from ember.autograd import anomaly_mode as _anomaly  # noqa: E402
 from ember.autograd import hooks as _hooks  # noqa: E402
 from ember.autograd import views as _views  # noqa: E402
 from ember.interpreter import entered as _entered  # noqa: E402

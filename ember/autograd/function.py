@@ -29,6 +29,7 @@ import inspect
 
 from ember.autograd.engine import Node
 from ember.autograd.grad_mode import state as _grad_state
+from ember.interpreter import current as current_interpreter
 from ember.op import OPS, Op
 from ember.tensor import _FLOAT_NP, Tensor
 
@@ -296,6 +297,9 @@ def _record(cls: type, ctx: FunctionCtx, args: tuple, outputs: tuple, differenti
     node._saved = {"ctx": ctx._to_save}  # freed with the node after a backward that does not retain the graph
     ctx._to_save = ()
     ctx._node = node
+    top = current_interpreter()
+    if top.sees_nodes:  # anomaly mode keeps the forward call's stack
+        top.recorded(node)
     for nr, (out, wanted) in enumerate(zip(outputs, differentiable)):
         if wanted and isinstance(out, Tensor) and out._data.dtype in _FLOAT_NP:
             out._requires_grad, out._grad_fn, out._output_nr = True, node, nr
