@@ -197,6 +197,10 @@ def __getattr__(name: str):
         from ember.compiler import compile
 
         return compile
+    if name == "vmap":  # torch.vmap is torch.func.vmap
+        from ember.func_transforms import vmap
+
+        return vmap
     if name in ("jit", "is_tracing"):
         from ember.graph import jit as _jit
 

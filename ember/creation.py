@@ -214,6 +214,7 @@ def _random(device, shape, np_dtype, draw, requires_grad, generator=None, like: 
 
     device = as_device(device)
     interp = _dispatch.current()
+    interp.check_random()
     if interp.symbolic:  # inside ember.jit: a graph node drawing afresh at every run
         t = interp.random(draw, shape, np_dtype, device, generator, like=like)
         return t.requires_grad_(True) if requires_grad else t

@@ -54,6 +54,11 @@ class Interpreter:
     def outputs(self, tensors) -> None:
         """Called with the tensors an op made (a tracer remembers them)."""
 
+    def check_random(self) -> None:
+        """Called before a random draw made outside an op (ember.creation's); vmap's randomness='error' refuses it."""
+        if self.below is not None:
+            self.below.check_random()
+
     def recorded(self, node) -> None:
         """Called with each autograd node an op run under this interpreter recorded, where `sees_nodes`."""
         if self.below is not None:

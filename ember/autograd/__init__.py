@@ -13,3 +13,13 @@ __all__ = [
     "inference_mode", "is_grad_enabled", "no_grad", "once_differentiable", "record", "retain_node_grad", "seq_mark",
     "set_detect_anomaly", "set_grad_enabled", "walk",
 ]
+
+
+def __getattr__(name: str):
+    # `ember.autograd.functional` (torch.autograd.functional) builds on the library layer's transforms: loaded on first
+    # use rather than with the package, which the layers below import
+    if name == "functional":
+        import importlib
+
+        return importlib.import_module("ember.autograd.functional")
+    raise AttributeError(f"module 'ember.autograd' has no attribute {name!r}")
