@@ -175,3 +175,24 @@ def test_a_module_of_another_dtype_than_its_input_is_refused_as_pytorch_does() -
     with pytest.raises(em.errors.DtypeError, match="linear: .*float32.*float64"):
         model.double()(em.ones(2, 3))
     assert model(em.ones(2, 3, dtype=em.float64)).dtype == em.float64
+
+
+# Losses PyTorch returns in one operand's float32 where Ember promotes to float64, as both do for every other loss
+# (docs/errors.md, "on purpose"): Ember's values are PyTorch's computed in float64.
+_PROMOTED_LOSSES = {
+    "huber_loss": (lambda F, x, t: F.huber_loss(x, t, reduction="none"), "float32", "float64"),
+    "soft_margin_loss": (lambda F, x, t: F.soft_margin_loss(x, t.sign(), reduction="none"), "float32", "float64"),
+    "binary_cross_entropy_with_logits": (
+        lambda F, x, t: F.binary_cross_entropy_with_logits(x, t.abs() / 2, reduction="none"), "float64", "float32"),
+}
+
+
+@pytest.mark.parametrize("name", list(_PROMOTED_LOSSES))
+def test_losses_of_mixed_floats_promote(name) -> None:
+    fn, input_dtype, target_dtype = _PROMOTED_LOSSES[name]
+    x, t = _arr((2, 3), "float32"), _arr((2, 3), "float32") + 0.25
+    ours = fn(F, EMBER.t(x, input_dtype), EMBER.t(t, target_dtype))
+    theirs = fn(torch.nn.functional, TORCH.t(x, input_dtype), TORCH.t(t, target_dtype))
+    in_float64 = fn(torch.nn.functional, torch.tensor(x), torch.tensor(t))
+    assert ours.dtype == em.float64 and theirs.dtype == torch.float32  # the difference, pinned
+    np.testing.assert_allclose(ours.numpy(), in_float64.numpy(), rtol=1e-15)
