@@ -35,6 +35,7 @@ from ember.errors import (
     LinAlgError,
     ShapeError,
 )
+from ember.layout import layout, sparse_coo, strided
 from ember.size import Size
 from ember.type_info import finfo, iinfo
 from ember.tensor import Tensor

@@ -26,6 +26,11 @@ class DtypeError(TypeError, NotImplementedError):
     for 'Long'"), which both catch it too."""
 
 
+class InplaceCastError(RuntimeError, TypeError):
+    """An in-place op's result cannot be cast into the tensor's dtype (a float into an integer tensor): a RuntimeError
+    as PyTorch raises, and a TypeError as NumPy's same-kind refusal is, for ember.numpy's arrays."""
+
+
 class DomainError(ValueError, RuntimeError):
     """Input values outside an op's domain (binary_cross_entropy's probabilities outside [0, 1]). A ValueError,
     and a RuntimeError as PyTorch raises."""

@@ -15,6 +15,7 @@ import numpy as np
 from ember import creation, dispatch
 from ember import dtypes as dt
 from ember.errors import DataDependentError, DeviceMismatchError, ShapeError, fmt_shape
+from ember.layout import sparse_coo
 from ember.ops.opmath import upcast_tensor
 from ember.tensor import Tensor
 
@@ -23,7 +24,7 @@ class SparseCOOTensor:
     """A sparse tensor in coordinate format: int64 `indices` (sparse_dim, nnz) and `values` (nnz, *dense_dims)."""
 
     is_sparse = True
-    layout = "sparse_coo"
+    layout = sparse_coo  # torch.sparse_coo
 
     def __init__(self, indices: Tensor, values: Tensor, size: tuple, *, coalesced: bool = False) -> None:
         # Use sparse_coo_tensor() to build one: it checks the arguments; this only stores them.

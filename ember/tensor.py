@@ -7,7 +7,7 @@ import numpy as np
 from ember import dtypes as dt
 from ember.backends.meta import MetaArray
 from ember.device import Device, as_device
-from ember.errors import DeviceMismatchError, ShapeError, fmt_shape
+from ember.errors import DeviceMismatchError, InplaceCastError, ShapeError, fmt_shape
 from ember.interpreter import _stack
 from ember.interpreter import entered as _entered
 from ember.size import Size, norm_dim, size_as_is, size_of
@@ -193,6 +193,24 @@ class Tensor:
         from ember.autograd.engine import retain_node_grad
 
         retain_node_grad(self)
+
+    def register_hook(self, hook):
+        """Call hook(grad) on this tensor's gradient in each backward; a tensor it returns replaces the gradient."""
+        from ember.autograd.hooks import register_tensor_hook
+
+        return register_tensor_hook(self, self.grad_fn, hook)
+
+    @property
+    def retains_grad(self) -> bool:
+        """Whether retain_grad() was called on this non-leaf tensor."""
+        node = self.grad_fn
+        ref = None if node is None or not node.retained else node.retained.get(self._output_nr)
+        return ref is not None and ref() is self
+
+    @property
+    def output_nr(self) -> int:
+        """Which output of its grad_fn this tensor is."""
+        return self._output_nr
 
     def register_post_accumulate_grad_hook(self, hook):
         """Call hook(self) after each backward pass has accumulated this leaf's gradient into .grad."""
@@ -393,7 +411,7 @@ class Tensor:
             )
         src, dst = result._data.dtype, self._data.dtype
         if src != dst and not _can_cast(src, dst):
-            raise TypeError(f"{name}: result type {dt.from_numpy_dtype(src)} can't be cast to the "
+            raise InplaceCastError(f"{name}: result type {dt.from_numpy_dtype(src)} can't be cast to the "
                             f"desired output type {dt.from_numpy_dtype(dst)}")
         if result._device is not self._device:
             raise RuntimeError(f"{name}: result on {result._device} but the tensor is on {self._device}")

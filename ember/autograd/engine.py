@@ -229,9 +229,9 @@ def walk(roots, follow=None) -> list:
     return found
 
 
-def _collect(roots: list) -> tuple:
+def _collect(roots: list, within=None) -> tuple:
     """Count, for each node and each leaf (by id) reachable from the roots (nodes), how many edges point at it
-    (one depth-first pass, as `walk` makes, counting as it goes)."""
+    (one depth-first pass, as `walk` makes, counting as it goes); with `within`, nodes outside it are left out."""
     deps: dict = {}
     leaves: dict = {}
     stack = list(roots)
@@ -242,6 +242,8 @@ def _collect(roots: list) -> tuple:
                 continue
             parent = edge[0]
             if type(parent) is Node:
+                if within is not None and parent not in within:
+                    continue
                 deps[parent] = deps.get(parent, 0) + 1
                 if parent not in seen:
                     seen.add(parent)
@@ -250,6 +252,40 @@ def _collect(roots: list) -> tuple:
                 key = id(parent)
                 leaves[key] = leaves.get(key, 0) + 1
     return deps, leaves
+
+
+def _paths_to(roots: list, target_nodes: set, target_leaves: dict) -> tuple:
+    """(reached, runs) for a pass that only computes the gradients of some tensors: `runs`, the nodes with one of
+    them above (a target node, or a target leaf on an edge); `reached`, those and the target nodes, every node whose
+    output gradients the pass must complete."""
+    runs: set = set()
+    above: dict = {}  # node -> whether a target is above it (through its edges)
+    for root in roots:
+        stack = [(root, False)]
+        while stack:
+            node, expanded = stack.pop()
+            if node in above:
+                continue
+            if not expanded:
+                stack.append((node, True))
+                for edge in node.edges:
+                    if edge is not None and type(edge[0]) is Node and edge[0] not in above:
+                        stack.append((edge[0], False))
+                continue
+            hit = False
+            for edge in node.edges:
+                if edge is None:
+                    continue
+                parent = edge[0]
+                if type(parent) is Node:
+                    hit = hit or parent in target_nodes or above.get(parent, False)
+                else:
+                    hit = hit or id(parent) in target_leaves
+            above[node] = hit
+            if hit:
+                runs.add(node)
+    reached = runs | {n for n in target_nodes if n in above}
+    return reached, runs
 
 
 def _fit(g, shape, np_dtype):
@@ -305,11 +341,16 @@ def run_backward(
             if fn not in root_nodes:
                 root_nodes.append(fn)
 
-        deps, leaf_edges = _collect(root_nodes)
-        # backward() accumulates each leaf's gradient as soon as its last edge is done, so a
-        # post-accumulate hook (DDP's) can act on it while the rest of the pass runs.
+        runs = None  # with inputs: the nodes on a path to one (run), the rest of the graph left alone, as PyTorch does
         if inputs is not None:
+            reached, runs = _paths_to(root_nodes, {fn for fn, _ in capture_node}, capture_leaf)
+            root_nodes = [n for n in root_nodes if n in reached]
+            deps, _ = _collect(root_nodes, reached)
             leaf_edges = None
+        else:
+            # backward() accumulates each leaf's gradient as soon as its last edge is done, so a
+            # post-accumulate hook (DDP's) can act on it while the rest of the pass runs.
+            deps, leaf_edges = _collect(root_nodes)
         ready = []
         for n in root_nodes:  # (a loop, not a comprehension: no frame of its own, and there is mostly one root)
             if n not in deps:
@@ -317,6 +358,8 @@ def run_backward(
         while ready:
             node = ready.pop()
             out_grads = buffers.pop(node)
+            if node.retained is not None:  # hooks on the outputs' tensors (register_hook), then retain_grad below
+                out_grads = _hooks.run_node_hooks(node, out_grads)
             if capture_node:
                 for nr, g in enumerate(out_grads):
                     for k in capture_node.get((node, nr), ()):
@@ -326,6 +369,8 @@ def run_backward(
                     t = ref()
                     if t is not None and out_grads[nr] is not None:
                         _accumulate_retained(t, out_grads[nr], create_graph)
+            if runs is not None and node not in runs:  # an input's node with no other input above it
+                continue
             if node.freed:
                 node._raise_freed()
             try:
@@ -354,6 +399,8 @@ def run_backward(
                 if edge is None:
                     continue
                 parent, nr = edge
+                if runs is not None and (parent not in reached if type(parent) is Node else id(parent) not in capture_leaf):
+                    continue
                 g = in_grads[i] if i < n_grads else None
                 if g is not None:
                     shape, np_dtype = in_meta[i]
@@ -388,7 +435,9 @@ def run_backward(
         _grad_state.enabled = prev_mode
 
     if inputs is not None:
-        for key, (_leaf, g) in leaf_grads.items():
+        for key, (leaf, g) in leaf_grads.items():
+            if key in capture_leaf and "_backward_hooks" in leaf.__dict__:
+                g = _hooks.run_leaf_hooks(leaf, g)
             for k in capture_leaf.get(key, ()):
                 results[k] = g
         for k, r in enumerate(results):
@@ -404,7 +453,9 @@ def run_backward(
     return None
 
 
-def _accumulate_into_leaf(leaf, g, create_graph: bool, stored: set) -> None:
+def _accumulate_into_leaf(leaf, g, create_graph: bool, stored: set, run_hooks: bool = True) -> None:
+    if run_hooks and "_backward_hooks" in leaf.__dict__:  # register_hook's hooks see the whole gradient first
+        g = _hooks.run_leaf_hooks(leaf, g)
     # A gradient the pass made is a tensor of no graph and no view (detach would copy its fields only), unless
     # create_graph recorded it or an identity rule passed on a view or a tensor that requires grad.
     if not create_graph and (g._requires_grad or g._base is not None):
@@ -477,8 +528,8 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph: bool =
                          allow_unused=True)
     stored = {id(g._data) for g in grads}  # as run_backward's: the caller's gradients are never a .grad's own
     for x, g in zip(chosen, found):
-        if g is not None:  # an input the outputs do not reach keeps its .grad, as in PyTorch
-            _accumulate_into_leaf(x, g, create_graph, stored)
+        if g is not None:  # an input the outputs do not reach keeps its .grad, as in PyTorch (hooks ran in the pass)
+            _accumulate_into_leaf(x, g, create_graph, stored, run_hooks=False)
 
 
 def _chosen_inputs(inputs) -> list:

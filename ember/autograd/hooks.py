@@ -1,5 +1,11 @@
 """Tensor hooks of the autograd engine, and `RemovableHandle`, what registering any hook returns.
 
+`Tensor.register_hook(hook)` (PyTorch's): when backward has the whole gradient of the tensor, it calls `hook(grad)`,
+which may return a replacement; for a leaf, before the gradient is accumulated into `.grad`, for a non-leaf before it
+flows on into the node that made the tensor (and before retain_grad stores it), and for either before `autograd.grad`
+returns it. A non-leaf's hooks are kept per node and output (`_node_hooks`), and the node's `retained` field, which
+the engine checks anyway, is made non-None so that the engine looks for them.
+
 `Tensor.register_post_accumulate_grad_hook(hook)` (PyTorch's name and semantics): after a backward
 pass has accumulated a leaf's gradient into `.grad`, the engine calls `hook(leaf)`. A leaf's
 gradient is accumulated as soon as every edge into it is done, not at the end of the pass, so a
@@ -60,3 +66,55 @@ def run_post_accumulate_grad_hooks(leaf) -> None:
         out = hook(leaf)
         if out is not None:  # PyTorch refuses a result too: the hook acts on the tensor, it replaces nothing
             raise RuntimeError(f"Tensor post accumulate grad hooks should return None (a hook returned {type(out).__name__})")
+
+
+_node_hooks: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # node -> {output nr: OrderedDict of hooks}
+
+
+def register_tensor_hook(tensor, node, hook) -> RemovableHandle:
+    """Call `hook(grad)` on `tensor`'s gradient in each backward (`node`: the tensor's grad_fn, None for a leaf)."""
+    if not callable(hook):
+        raise TypeError(f"register_hook: hook must be callable, got {type(hook).__name__}")
+    if not tensor._requires_grad:
+        raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
+    if node is None:
+        hooks = tensor.__dict__.get("_backward_hooks")
+        if hooks is None:
+            hooks = tensor.__dict__["_backward_hooks"] = OrderedDict()
+    else:
+        hooks = _node_hooks.setdefault(node, {}).setdefault(tensor._output_nr, OrderedDict())
+        if node.retained is None:
+            node.retained = {}  # the engine looks at a node's hooks where this is set
+    handle = RemovableHandle(hooks)
+    hooks[handle.id] = hook
+    return handle
+
+
+def _applied(hooks: OrderedDict, g):
+    for hook in list(hooks.values()):
+        out = hook(g)
+        if out is not None:
+            if tuple(out.shape) != tuple(g.shape):
+                name = getattr(hook, "__name__", type(hook).__name__)
+                raise RuntimeError(f"hook '{name}' has changed the size of value: from {tuple(g.shape)} to "
+                                   f"{tuple(out.shape)}")
+            g = out
+    return g
+
+
+def run_node_hooks(node, grads: list) -> list:
+    """The gradients of a node's outputs after their tensors' hooks (the engine calls this)."""
+    per_output = _node_hooks.get(node)
+    if not per_output:
+        return grads
+    grads = list(grads)
+    for nr, hooks in per_output.items():
+        if hooks and grads[nr] is not None:
+            grads[nr] = _applied(hooks, grads[nr])
+    return grads
+
+
+def run_leaf_hooks(leaf, g):
+    """A leaf's gradient after its hooks (the engine calls this before accumulating or returning it)."""
+    hooks = leaf.__dict__.get("_backward_hooks")
+    return _applied(hooks, g) if hooks else g

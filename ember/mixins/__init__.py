@@ -16,11 +16,12 @@ from ember.mixins.linalg import LinalgMixin
 from ember.mixins.math import MathMixin
 from ember.mixins.op_method import op_method
 from ember.mixins.operators import OperatorsMixin
+from ember.mixins.queries import QueriesMixin
 from ember.mixins.reduction import ReductionMixin
 from ember.mixins.shape import ShapeMixin
 
 MIXINS = (OperatorsMixin, MathMixin, ReductionMixin, ShapeMixin, IndexingMixin, LinalgMixin, InplaceMixin,
-          CreationMixin, ArrayAPIMixin)
+          CreationMixin, ArrayAPIMixin, QueriesMixin)
 _CLASS_ONLY = {"__module__", "__qualname__", "__doc__", "__slots__", "__dict__", "__weakref__"}
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ember import dispatch, ops
+from ember import creation, dispatch, ops
 from ember.autograd import engine, grad_mode, views
 from ember.errors import DeviceMismatchError
 from ember.op import OPS
@@ -19,6 +19,13 @@ INPLACE_FORMS = (
     "index_put", "clamp_min", "clamp_max", "lerp", "square", "sign", "addcmul", "addcdiv", "nan_to_num", "sgn",
     "fmax", "fmin", "heaviside", "deg2rad", "rad2deg", "addmm", "addmv", "addr", "baddbmm", "addbmm",
     "gcd", "lcm", "sinc", "ldexp", "renorm", "fix", "absolute", "arctan2", "index_copy", "index_fill", "masked_scatter",
+    "acos", "acosh", "asin", "asinh", "atan", "atanh", "arccos", "arccosh", "arcsin", "arcsinh", "arctan", "arctanh",
+    "atan2", "cosh", "sinh", "tan", "exp2", "expm1", "log2", "log10", "erf", "erfc", "erfinv", "lgamma", "digamma",
+    "logit", "frac", "negative", "hypot", "copysign", "nextafter", "xlogy", "fmod", "floor_divide", "divide",
+    "true_divide", "multiply", "subtract", "eq", "ne", "not_equal", "lt", "less", "le", "less_equal", "gt", "greater",
+    "ge", "greater_equal", "logical_and", "logical_or", "logical_xor", "logical_not", "bitwise_and", "bitwise_or",
+    "bitwise_xor", "bitwise_not", "bitwise_left_shift", "bitwise_right_shift", "cumsum", "cumprod", "tril", "triu",
+    "scatter_reduce", "index_reduce",
 )
 
 
@@ -131,6 +138,81 @@ class InplaceMixin:
             self._version[0] += 1
             return self
         return self._assign_result("copy_", ops.identity(src) if src._requires_grad else src)
+
+    def float_power_(self, exponent):
+        """In-place `ember.float_power(self, exponent)`: self must be float64, the dtype the power is computed in."""
+        if self.dtype.np != np.float64:
+            raise RuntimeError(f"float_power_: the base given to float_power_ has dtype {self.dtype} but the operation's "
+                               "result requires dtype float64")
+        return self._inplace("float_power_", ops.float_power, exponent)
+
+    def polygamma_(self, n: int):
+        """In-place `ember.polygamma(n, self)`."""
+        return self._inplace("polygamma_", lambda x, k: ops.polygamma(k, x), n)
+
+    def fill_diagonal_(self, fill_value, wrap: bool = False):
+        """Fill the main diagonal (of a 2-D tensor, or of one whose dims are all equal) in place; `wrap` continues
+        it every N + 1 rows of a tall matrix, as NumPy's fill_diagonal."""
+        shape = tuple(self.shape)
+        if self.ndim < 2 or (self.ndim > 2 and len(set(shape)) != 1):
+            raise RuntimeError(f"fill_diagonal_: dimensions must be larger than 1 and all of equal length for more "
+                               f"than 2 dims, got shape {shape}")
+        mask = np.zeros(shape, np.bool_)
+        np.fill_diagonal(mask, True, wrap=wrap)
+        return self.masked_fill_(creation.tensor(mask, device=self.device), fill_value)
+
+    def put_(self, index, source, accumulate: bool = False):
+        """Write `source` at the flat positions `index` of this tensor (as if it were 1-D), summing with
+        accumulate."""
+        flat = ops.reshape(self, (-1,))
+        target = ops.index_put(flat, (ops.reshape(index, (-1,)),), ops.reshape(source, (-1,)), accumulate)
+        return self._inplace("put_", lambda x, t: ops.reshape(t, tuple(x.shape)), target)
+
+    def apply_(self, callable):
+        """Replace each value by callable(value), in place (Python numbers in and out; slow, as PyTorch's)."""
+        if self.requires_grad:
+            raise RuntimeError("apply_: can't call apply_() on a tensor that requires grad")
+        if self.device.type != "cpu":
+            raise TypeError(f"apply_: only implemented on CPU tensors, got one on {self.device}")
+        values = np.vectorize(callable, otypes=[self.dtype.np])(self.numpy()) if self.numel() else self.numpy()
+        return self.copy_(creation.tensor(values, device=self.device))
+
+    def map_(self, other, callable):
+        """Replace each value a (with b from `other`, broadcast) by callable(a, b), in place."""
+        if self.requires_grad or other.requires_grad:
+            raise RuntimeError("map_: can't call map_() on tensors that require grad")
+        b = np.broadcast_to(other.numpy(), tuple(self.shape))
+        values = np.vectorize(callable, otypes=[self.dtype.np])(self.numpy(), b) if self.numel() else self.numpy()
+        return self.copy_(creation.tensor(values, device=self.device))
+
+    # In-place view ops: the tensor becomes the view (a new shape over the same storage), as PyTorch's
+    def squeeze_(self, *args, **kwargs):
+        """`squeeze` in place."""
+        return self._become_view("squeeze_", ops.squeeze(self, *args, **kwargs))
+
+    def unsqueeze_(self, dim: int):
+        """`unsqueeze` in place."""
+        return self._become_view("unsqueeze_", ops.unsqueeze(self, dim))
+
+    def t_(self):
+        """`t` in place."""
+        return self._become_view("t_", ops.t(self))
+
+    def transpose_(self, dim0: int, dim1: int):
+        """`transpose` in place."""
+        return self._become_view("transpose_", ops.transpose(self, dim0, dim1))
+
+    swapaxes_ = swapdims_ = transpose_
+
+    def _become_view(self, name: str, view):
+        """This tensor made `view` of itself (its storage, strides and autograd history)."""
+        if self._requires_grad and self._grad_fn is None and grad_mode.state.enabled:
+            raise RuntimeError(f"{name}: a leaf Variable that requires grad is being used in an in-place operation.")
+        self._data = view._data
+        self._grad_fn, self._output_nr, self._requires_grad = view._grad_fn, view._output_nr, view._requires_grad
+        if self._base is not None:  # a view stays a view of the same base, through the longer chain
+            self._base, self._view_fn = view._base, view._view_fn
+        return self
 
     def __iadd__(self, other):
         return self.add_(other)
