@@ -332,3 +332,16 @@ def test_gradients_flow_through_deep_stack() -> None:
     x = em.tensor(RNG.standard_normal((4, 3)).astype(np.float32))
     net(x).sum().backward()
     assert all(p.grad is not None and p.grad.shape == p.shape for p in net.parameters())
+
+
+@pytest.mark.parametrize("momentum", [None, 0.3])
+def test_instance_norm_running_stats_follow_torch_momentum(momentum) -> None:
+    # PyTorch's instance norm takes momentum None as 0: its running statistics then never move
+    theirs = torch.nn.InstanceNorm1d(3, momentum=momentum, track_running_stats=True)
+    ours = nn.InstanceNorm1d(3, momentum=momentum, track_running_stats=True)
+    for step in range(3):
+        x = RNG.standard_normal((2, 3, 6)) * (step + 1)
+        theirs(torch.tensor(x, dtype=torch.float32))
+        ours(em.tensor(x, dtype=em.float32))
+    for name in ("running_mean", "running_var"):
+        np.testing.assert_allclose(getattr(ours, name).numpy(), getattr(theirs, name).numpy(), rtol=1e-5, atol=1e-6)

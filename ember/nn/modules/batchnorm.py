@@ -138,7 +138,7 @@ class _InstanceNorm(_NormBase):
             input = input.unsqueeze(0)
         use_input_stats = self.training or not self.track_running_stats
         out = F.instance_norm(input, self.running_mean, self.running_var, self.weight, self.bias, use_input_stats,
-                              0.1 if self.momentum is None else self.momentum, self.eps)
+                              0.0 if self.momentum is None else self.momentum, self.eps)
         return out.squeeze(0) if unbatched else out
 
 

@@ -46,7 +46,7 @@ def _fmt_size(shape) -> str:
 
 
 _HOOK_STORES = ("_forward_hooks", "_forward_hooks_with_kwargs", "_forward_hooks_always_called", "_forward_pre_hooks",
-                "_forward_pre_hooks_with_kwargs")
+                "_forward_pre_hooks_with_kwargs", "_backward_hooks", "_backward_pre_hooks")
 
 
 class Module:
@@ -535,8 +535,34 @@ class Module:
             self._forward_hooks.move_to_end(handle.id, last=False)
         return handle
 
+    def register_full_backward_pre_hook(self, hook: Callable, prepend: bool = False) -> RemovableHandle:
+        """hook(module, grad_output) runs when the gradients of the module's outputs are computed; a non-None result
+        replaces them."""
+        return self._add_backward_hook(self._backward_pre_hooks, hook, prepend)
+
+    def register_full_backward_hook(self, hook: Callable, prepend: bool = False) -> RemovableHandle:
+        """hook(module, grad_input, grad_output) runs when the gradients of the module's tensor inputs are computed
+        (grad_input None where an input needs none); a non-None result replaces grad_input."""
+        return self._add_backward_hook(self._backward_hooks, hook, prepend)
+
+    def register_backward_hook(self, hook: Callable) -> RemovableHandle:
+        """PyTorch's deprecated form, whose grad_input is its last operation's: refused (use
+        register_full_backward_hook, the module's own inputs' gradients)."""
+        raise NotImplementedError(f"{type(self).__name__}.register_backward_hook: the deprecated non-full backward "
+                                  "hook (grad_input of the module's last operation) is not supported; use "
+                                  "register_full_backward_hook")
+
+    def _add_backward_hook(self, store, hook: Callable, prepend: bool) -> RemovableHandle:
+        if not callable(hook):
+            raise TypeError(f"backward hook must be callable, got {type(hook).__name__}")
+        handle = RemovableHandle(store)
+        store[handle.id] = hook
+        if prepend:
+            store.move_to_end(handle.id, last=False)
+        return handle
+
     def __call__(self, *args, **kwargs):
-        if not (self._forward_hooks or self._forward_pre_hooks):
+        if not (self._forward_hooks or self._forward_pre_hooks or self._backward_hooks or self._backward_pre_hooks):
             return self.forward(*args, **kwargs)
         return self._call_with_hooks(args, kwargs)
 
@@ -554,6 +580,13 @@ class Module:
                 result = hook(self, args)
                 if result is not None:
                     args = result if isinstance(result, tuple) else (result,)
+        if self._backward_hooks or self._backward_pre_hooks:
+            from ember.nn.modules.backward_hooks import run_with_backward_hooks
+
+            return run_with_backward_hooks(self, args, lambda wrapped: self._forward_with_hooks(wrapped, kwargs))
+        return self._forward_with_hooks(args, kwargs)
+
+    def _forward_with_hooks(self, args: tuple, kwargs: dict):
         try:
             output = self.forward(*args, **kwargs)
         except Exception:
