@@ -1,14 +1,17 @@
 """`ember.linalg`: PyTorch's `torch.linalg` namespace — norms, inverses, determinants, solves and decompositions.
 
-Every function is differentiable (the ops live in `ember/ops/linalg_decomp.py` and `ember/ops/linalg_norms.py`),
-works on batches of matrices, and raises `LinAlgError` (a RuntimeError) for a matrix it cannot factor.
+Every function is differentiable (the ops live in `ember/ops/linalg_decomp.py`, `ember/ops/linalg_norms.py`,
+`ember/ops/linalg_lu.py` and `ember/ops/linalg_extra.py`), works on batches of matrices, and raises `LinAlgError`
+(a RuntimeError) for a matrix it cannot factor; the `*_ex` functions report it in `info` instead. Ember has no
+complex dtype, so `eig` and `eigvals` (complex results) are absent, as are `ldl_factor`/`ldl_solve`.
 """
 
-from __future__ import annotations
-
-from ember.errors import LinAlgError, ShapeError, fmt_shape
-from ember.ops.creation_ops import eye_like
-from ember.ops.elementwise_composed import with_zero_gradient_to
+# helpers under private names, so dir(ember.linalg) lists torch.linalg's names and no others
+from ember.errors import LinAlgError
+from ember.errors import ShapeError as _ShapeError
+from ember.errors import fmt_shape as _fmt_shape
+from ember.ops.creation_ops import eye_like as _eye_like
+from ember.ops.elementwise_composed import with_zero_gradient_to as _with_zero_gradient_to
 from ember.ops.linalg import matmul
 from ember.ops.linalg_decomp import (
     EighResult,
@@ -29,6 +32,32 @@ from ember.ops.linalg_decomp import (
     svd,
     svdvals,
 )
+from ember.ops.linalg_extra import (
+    CholeskyExResult,
+    cholesky_ex,
+    cond,
+    diagonal,
+    householder_product,
+    matrix_exp,
+    matrix_rank,
+    tensorinv,
+    tensorsolve,
+    vander,
+)
+from ember.ops.linalg_lu import (
+    InvExResult,
+    LUFactorExResult,
+    LUFactorResult,
+    LUResult,
+    SolveExResult,
+    inv_ex,
+    lu,
+    lu_factor,
+    lu_factor_ex,
+    lu_solve,
+    solve_ex,
+    solve_triangular,
+)
 from ember.ops.linalg_norms import matrix_norm, norm, vector_norm
 
 
@@ -46,10 +75,10 @@ def multi_dot(tensors):
 def matrix_power(A, n: int):
     """A @ A @ ... (n times) for square matrices (batched); n = 0 gives the identity, n < 0 powers of the inverse."""
     if A.ndim < 2 or A.shape[-1] != A.shape[-2]:
-        raise ShapeError(f"linalg.matrix_power: expected square matrices, got shape {fmt_shape(A.shape)}")
+        raise _ShapeError(f"linalg.matrix_power: expected square matrices, got shape {_fmt_shape(A.shape)}")
     n = int(n)
     if n == 0:  # the identity, still a function of A (a zero gradient), as PyTorch's is
-        return with_zero_gradient_to(eye_like(A, A.shape[-1]).expand(*A.shape), A)
+        return _with_zero_gradient_to(_eye_like(A, A.shape[-1]).expand(*A.shape), A)
     base, out = (inv(A) if n < 0 else A), None
     n = abs(n)
     while n:  # square and multiply: log2(n) products
@@ -68,15 +97,19 @@ def vecdot(x, y, *, dim: int = -1):
     return _sum(x * y, dim)
 
 
-__all__ = [
-    "LinAlgError", "EighResult", "LstsqResult", "QRResult", "SVDResult", "SlogdetResult", "cholesky", "det",
-    "eigh", "eigvalsh", "inv", "lstsq", "matmul", "matrix_norm", "matrix_power", "multi_dot", "norm", "pinv", "qr", "slogdet",
-    "solve", "svd", "svdvals", "vecdot", "vector_norm",
-]
-
-
 def cross(input, other, *, dim: int = -1):
     """The cross product of 3-vectors along dim (the last by default), broadcasting the rest."""
     from ember.ops.linalg import cross as _cross
 
     return _cross(input, other, dim)
+
+
+# exactly the public functions and result classes (torch.linalg's names), not the helpers imported above
+__all__ = [
+    "CholeskyExResult", "EighResult", "InvExResult", "LUFactorExResult", "LUFactorResult", "LUResult", "LinAlgError",
+    "LstsqResult", "QRResult", "SVDResult", "SlogdetResult", "SolveExResult", "cholesky", "cholesky_ex", "cond",
+    "cross", "det", "diagonal", "eigh", "eigvalsh", "householder_product", "inv", "inv_ex", "lstsq", "lu", "lu_factor",
+    "lu_factor_ex", "lu_solve", "matmul", "matrix_exp", "matrix_norm", "matrix_power", "matrix_rank", "multi_dot",
+    "norm", "pinv", "qr", "slogdet", "solve", "solve_ex", "solve_triangular", "svd", "svdvals", "tensorinv",
+    "tensorsolve", "vander", "vecdot", "vector_norm",
+]

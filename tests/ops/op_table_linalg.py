@@ -132,3 +132,81 @@ lrow("logdet", lambda L, a: L.logdet(a), lambda r: [np.stack([_square(r, 3), -_s
 lrow("logdet_positive", lambda L, a: a.logdet(), lambda r: [(m := _square(r, 3)) * np.sign(np.linalg.det(m))])
 lrow("slogdet_fn", lambda L, a: tuple(L.slogdet(a)), square())
 lrow("pinverse", lambda L, a: (L.pinverse(a), a.pinverse(rcond=1e-3)), rect(tall=True))
+
+# --- the rest of torch.linalg: the LU family (ember/ops/linalg_lu.py) and ember/ops/linalg_extra.py ----------------
+lrow("linalg_solve_triangular_lower", lambda L, a, b: L.linalg.solve_triangular(a, b, upper=False),
+     square_and(lambda n, batch, r: batch + (n, r.size(1, 3))))
+lrow("linalg_solve_triangular_upper_unit", lambda L, a, b: L.linalg.solve_triangular(a, b, upper=True, unitriangular=True),
+     square_and(lambda n, batch, r: batch + (n, r.size(1, 3))))
+lrow("linalg_solve_triangular_right", lambda L, a, b: L.linalg.solve_triangular(a, b, upper=True, left=False),
+     square_and(lambda n, batch, r: batch + (r.size(1, 3), n)))
+lrow("linalg_solve_triangular_right_unit_lower",
+     lambda L, a, b: L.linalg.solve_triangular(a, b, upper=False, left=False, unitriangular=True),
+     square_and(lambda n, batch, r: batch + (r.size(1, 3), n)))
+lrow("linalg_solve_triangular_broadcast", lambda L, a, b: L.linalg.solve_triangular(a, b, upper=True),
+     lambda r: [_square(r, 3, (2, 1)), r.normal((3, 3, 2))])
+lrow("linalg_lu_factor", lambda L, a: tuple(L.linalg.lu_factor(a)), square())
+lrow("linalg_lu_factor_ex", lambda L, a: tuple(L.linalg.lu_factor_ex(a)), square())
+lrow("linalg_lu_factor_tall", lambda L, a: tuple(L.linalg.lu_factor(a)), rect(tall=True))
+lrow("linalg_lu_factor_wide", lambda L, a: tuple(L.linalg.lu_factor_ex(a)), rect(tall=False))
+lrow("linalg_lu", lambda L, a: tuple(L.linalg.lu(a)), square())
+lrow("linalg_lu_tall", lambda L, a: tuple(L.linalg.lu(a)), rect(tall=True))
+lrow("linalg_lu_wide", lambda L, a: tuple(L.linalg.lu(a)), rect(tall=False))
+lrow("linalg_lu_solve", lambda L, a, b: L.linalg.lu_solve(*L.linalg.lu_factor(a), b),
+     square_and(lambda n, batch, r: batch + (n, r.size(1, 3))))
+lrow("linalg_lu_solve_adjoint", lambda L, a, b: L.linalg.lu_solve(*L.linalg.lu_factor(a), b, adjoint=True),
+     square_and(lambda n, batch, r: batch + (n, r.size(1, 3))))
+lrow("linalg_lu_solve_right", lambda L, a, b: L.linalg.lu_solve(*L.linalg.lu_factor(a), b, left=False),
+     square_and(lambda n, batch, r: batch + (r.size(1, 3), n)))
+lrow("linalg_lu_solve_right_adjoint_broadcast",
+     lambda L, a, b: L.linalg.lu_solve(*L.linalg.lu_factor(a), b, left=False, adjoint=True),
+     lambda r: [_square(r, 3, (2, 1)), r.normal((4, 2, 3))])
+lrow("linalg_solve_ex", lambda L, a, b: tuple(L.linalg.solve_ex(a, b)), square_and(lambda n, batch, r: batch + (n,)))
+lrow("linalg_solve_ex_matrix_right", lambda L, a, b: tuple(L.linalg.solve_ex(a, b, left=False)),
+     square_and(lambda n, batch, r: batch + (r.size(1, 3), n)))
+lrow("linalg_inv_ex", lambda L, a: tuple(L.linalg.inv_ex(a)), square())
+lrow("linalg_cholesky_ex", lambda L, a: tuple(L.linalg.cholesky_ex(spd(L, a))), square())
+lrow("linalg_cholesky_ex_upper", lambda L, a: tuple(L.linalg.cholesky_ex(spd(L, a), upper=True)), square())
+# PyTorch's cond for p = +-1, +-inf, 'fro' writes its inverse in place and cannot differentiate it: finite differences
+# check Ember's gradients (first and second) there.
+for _p in (None, 2, -2, "nuc", 1, -1, INF, -INF, "fro"):
+    _fd_only = _p in (1, -1, INF, -INF, "fro")
+    lrow(f"linalg_cond_{_p}", (lambda p: lambda L, a: L.linalg.cond(a, p))(_p), square(),
+         torch_grad=not _fd_only, torch_second=not _fd_only)
+lrow("linalg_cond_rect", lambda L, a: L.linalg.cond(a), rect(tall=False))
+
+
+def _deficient(r: Rand):
+    """A batch of 4 x 3 matrices of rank 3, 2, 1 and 0 (exact zeros: the rank is clear-cut in float32 too)."""
+    a = r.normal((4, 4, 3))
+    a[1, :, 2] = a[1, :, 0] + a[1, :, 1]
+    a[2] = np.outer(r.normal((4,)), r.normal((3,)))
+    a[3] = 0
+    return a
+
+
+lrow("linalg_matrix_rank", lambda L, a: L.linalg.matrix_rank(a), lambda r: [_deficient(r)], grad=False)
+lrow("linalg_matrix_rank_tolerances", lambda L, a: (L.linalg.matrix_rank(a, atol=1.0, rtol=0.1),
+                                                    L.linalg.matrix_rank(a, 0.5), L.linalg.matrix_rank(a, rtol=0.5)),
+     lambda r: [_deficient(r)], grad=False)
+lrow("linalg_matrix_rank_hermitian", lambda L, a: L.linalg.matrix_rank(a @ a.mT, hermitian=True),
+     lambda r: [_deficient(r)], grad=False)
+lrow("linalg_diagonal", lambda L, a: L.linalg.diagonal(a, offset=1), lambda r: [r.normal(r.shape(2, 4, 1, 4))])
+lrow("linalg_diagonal_dims", lambda L, a: L.linalg.diagonal(a, offset=-1, dim1=0, dim2=2),
+     lambda r: [r.normal((3, 2, 4))])
+lrow("linalg_vander", lambda L, x: L.linalg.vander(x), lambda r: [r.normal(r.shape(1, 3, 2, 4))])
+lrow("linalg_vander_n", lambda L, x: L.linalg.vander(x, N=4), lambda r: [r.normal(r.shape(0, 2))])
+lrow("linalg_vander_int", lambda L, x: L.linalg.vander(x, N=3), lambda r: [r.ints(r.shape(1, 2), -4, 5, r.dtype)],
+     dtypes=("int64", "int32"), grad=False)
+lrow("linalg_tensorinv", lambda L, a: L.linalg.tensorinv(a, ind=1),
+     lambda r: [(r.normal((6, 6)) + 6 * np.eye(6)).reshape(6, 2, 3).astype(r.dtype)])
+lrow("linalg_tensorinv_ind2", lambda L, a: L.linalg.tensorinv(a),
+     lambda r: [(r.normal((6, 6)) + 6 * np.eye(6)).reshape(2, 3, 6).astype(r.dtype)])
+lrow("linalg_tensorsolve", lambda L, a, b: L.linalg.tensorsolve(a, b),
+     lambda r: [(r.normal((6, 6)) + 6 * np.eye(6)).reshape(2, 3, 6).astype(r.dtype), r.normal((2, 3))])
+lrow("linalg_tensorsolve_dims", lambda L, a, b: L.linalg.tensorsolve(a, b, dims=(0,)),
+     lambda r: [(r.normal((6, 6)) + 6 * np.eye(6)).reshape(6, 2, 3).astype(r.dtype), r.normal((2, 3))])
+lrow("linalg_matrix_exp", lambda L, a: L.linalg.matrix_exp(a), lambda r: [r.normal(r.shape(0, 2, 1, 3) + (3, 3))])
+lrow("linalg_matrix_exp_scaled", lambda L, a: L.linalg.matrix_exp(a), lambda r: [r.normal((2, 2), scale=4.0)])
+lrow("linalg_householder_product", lambda L, a, t: L.linalg.householder_product(a, t),
+     lambda r: [r.normal((2, 5, 3)), r.normal((2, 2))])
