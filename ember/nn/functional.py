@@ -14,7 +14,14 @@ from ember.amp.state import autocast_function
 from ember.autograd import grad_mode
 from ember.errors import DtypeError
 from ember.nn._bags import embedding_bag  # noqa: F401  (re-exported: F.embedding_bag)
+from ember.nn._conv_tbc import conv_tbc  # noqa: F401  (re-exported: F.conv_tbc)
 from ember.nn._ctc import ctc_loss  # noqa: F401  (re-exported: F.ctc_loss)
+from ember.nn._fractional_pool import (  # noqa: F401  (re-exported: F.fractional_max_pool2d, ...)
+    fractional_max_pool2d,
+    fractional_max_pool2d_with_indices,
+    fractional_max_pool3d,
+    fractional_max_pool3d_with_indices,
+)
 from ember.nn._loss_functional import (  # noqa: F401  (re-exported: F.<loss> is the public name)
     binary_cross_entropy,
     binary_cross_entropy_with_logits,
@@ -37,6 +44,7 @@ from ember.nn._loss_functional import (  # noqa: F401  (re-exported: F.<loss> is
     triplet_margin_loss,
     triplet_margin_with_distance_loss,
 )
+from ember.nn._multi_head import multi_head_attention_forward  # noqa: F401  (re-exported: F.<its name>)
 from ember.nn._patches import fold, unfold  # noqa: F401  (re-exported: F.unfold and F.fold)
 from ember.nn._sampling import affine_grid, grid_sample  # noqa: F401  (re-exported: F.affine_grid, F.grid_sample)
 from ember.nn._tuples import _pair, _single

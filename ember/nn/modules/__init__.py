@@ -34,6 +34,7 @@ from ember.nn.modules.activation import (
     Tanhshrink,
     Threshold,
 )
+from ember.nn.modules.adaptive import AdaptiveLogSoftmaxWithLoss
 from ember.nn.modules.attention import MultiheadAttention
 from ember.nn.modules.batchnorm import (
     BatchNorm1d,
@@ -45,10 +46,12 @@ from ember.nn.modules.batchnorm import (
 )
 from ember.nn.modules.container import ModuleDict, ModuleList, ParameterDict, ParameterList, Sequential
 from ember.nn.modules.conv import Conv1d, Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d, ConvTranspose3d
+from ember.nn.modules.cross_map_lrn import CrossMapLRN2d
 from ember.nn.modules.data_parallel import DataParallel
 from ember.nn.modules.distance import CosineSimilarity, PairwiseDistance
 from ember.nn.modules.dropout import AlphaDropout, Dropout, Dropout1d, Dropout2d, Dropout3d, FeatureAlphaDropout
 from ember.nn.modules.flatten import Flatten, Fold, Unflatten, Unfold
+from ember.nn.modules.fractional_pool import FractionalMaxPool2d, FractionalMaxPool3d
 from ember.nn.modules.graph import GATConv, GCNConv, SAGEConv
 from ember.nn.modules.lazy import (
     LazyConv1d,
@@ -58,7 +61,14 @@ from ember.nn.modules.lazy import (
     LazyConvTranspose2d,
     LazyConvTranspose3d,
     LazyLinear,
-    UninitializedParameter,
+)
+from ember.nn.modules.lazy_norm import (
+    LazyBatchNorm1d,
+    LazyBatchNorm2d,
+    LazyBatchNorm3d,
+    LazyInstanceNorm1d,
+    LazyInstanceNorm2d,
+    LazyInstanceNorm3d,
 )
 from ember.nn.modules.linear import Bilinear, Identity, Linear
 from ember.nn.modules.loss import (
@@ -141,6 +151,7 @@ from ember.nn.modules.upsampling import (
     UpsamplingBilinear2d,
     UpsamplingNearest2d,
 )
+from ember.nn.parameter import UninitializedBuffer, UninitializedParameter
 
 __all__ = [
     "AdaptiveAvgPool1d", "AdaptiveAvgPool2d", "AdaptiveMaxPool2d", "AvgPool1d", "AvgPool2d", "BCELoss",
@@ -164,7 +175,9 @@ __all__ = [
     "CTCLoss", "EmbeddingBag", "MaxUnpool1d", "MaxUnpool2d", "MaxUnpool3d", "MultiLabelMarginLoss", "MultiMarginLoss",
     "TripletMarginWithDistanceLoss", "DataParallel", "NLLLoss2d",
     "LazyConv1d", "LazyConv2d", "LazyConv3d", "LazyConvTranspose1d", "LazyConvTranspose2d", "LazyConvTranspose3d",
-    "LazyLinear", "UninitializedParameter",
+    "LazyLinear", "UninitializedParameter", "UninitializedBuffer",
+    "LazyBatchNorm1d", "LazyBatchNorm2d", "LazyBatchNorm3d", "LazyInstanceNorm1d", "LazyInstanceNorm2d",
+    "LazyInstanceNorm3d", "FractionalMaxPool2d", "FractionalMaxPool3d", "AdaptiveLogSoftmaxWithLoss", "CrossMapLRN2d",
     "MultiheadAttention", "Transformer", "TransformerDecoder", "TransformerDecoderLayer", "TransformerEncoder",
     "TransformerEncoderLayer",
     "GRU", "GRUCell", "LSTM", "LSTMCell", "RNN", "RNNBase", "RNNCell", "RNNCellBase",

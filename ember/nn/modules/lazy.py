@@ -1,29 +1,17 @@
 """Lazy layers, PyTorch's: LazyLinear and the LazyConv / LazyConvTranspose layers take their input size from their
-first input. Until then their weights are UninitializedParameters of no shape; the first forward (or loading a state
-dict) gives them their shapes in place, so an optimizer built before holds the same objects, initialises them as
-the eager layer would, and turns the module into that layer (LazyLinear becomes a Linear)."""
+first input (the lazy norms, built on the same mixin, are in lazy_norm.py). Until then their weights are
+UninitializedParameters (and a norm's running statistics UninitializedBuffers) of no shape; the first forward (or
+loading a state dict) gives them their shapes in place, so an optimizer built before holds the same objects,
+initialises them as the eager layer would, and turns the module into that layer (LazyLinear becomes a Linear)."""
 
 from __future__ import annotations
 
-from ember import creation
+import itertools
+
 from ember.nn.modules.conv import Conv1d, Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d, ConvTranspose3d
 from ember.nn.modules.linear import Linear
 from ember.nn.modules.module import Module
-from ember.nn.parameter import Parameter, _swap_storage
-
-
-class UninitializedParameter(Parameter):
-    """A parameter whose shape is not known yet (a lazy layer's, until its first input)."""
-
-    def materialize(self, shape, device=None, dtype=None) -> None:
-        """Give the parameter `shape` (its values uninitialised), in place: it becomes a plain Parameter."""
-        _swap_storage(self, creation.empty(tuple(shape), device=device or self.device, dtype=dtype or self.dtype))
-        self.__class__ = Parameter
-
-    def __repr__(self) -> str:
-        return "<UninitializedParameter>"
-
-    __str__ = __repr__
+from ember.nn.parameter import UninitializedParameter, _swap_storage, is_lazy
 
 
 class LazyModuleMixin:
@@ -35,12 +23,14 @@ class LazyModuleMixin:
         self._lazy_hook = self.register_forward_pre_hook(LazyModuleMixin._infer_parameters)
 
     def has_uninitialized_params(self) -> bool:
-        """Whether a parameter still has no shape."""
-        return any(isinstance(p, UninitializedParameter) for p in self._parameters.values())
+        """Whether a parameter or buffer still has no shape."""
+        return any(is_lazy(t) for t in itertools.chain(self._parameters.values(), self._buffers.values()))
 
     @staticmethod
     def _infer_parameters(module, args) -> None:
         module.initialize_parameters(*args)
+        if module.has_uninitialized_params():
+            raise RuntimeError(f"module {module._get_name()} has not been fully initialized")
         module._become()
 
     def _become(self) -> None:
@@ -49,17 +39,35 @@ class LazyModuleMixin:
         if self.cls_to_become is not None:
             self.__class__ = self.cls_to_become
 
+    def _apply(self, fn):
+        # Module._apply replaces buffers with fn(buffer), a plain tensor: keep each uninitialized one (moved or
+        # cast in place, as parameters are) so the module stays lazy after .to(), .double(), ...
+        lazy = {k: b for k, b in self._buffers.items() if is_lazy(b)}
+        super()._apply(fn)
+        for k, b in lazy.items():
+            _swap_storage(b, self._buffers[k])
+            self._buffers[k] = b
+        return self
+
+    def _save_to_state_dict(self, destination: dict, prefix: str, keep_vars: bool) -> None:
+        super()._save_to_state_dict(destination, prefix, keep_vars)
+        # an uninitialized tensor is saved as itself, as PyTorch does, so loading it leaves a lazy module lazy
+        for name, t in itertools.chain(self._parameters.items(), self._buffers.items()):
+            if is_lazy(t) and prefix + name in destination:
+                destination[prefix + name] = t
+
     def _load_from_state_dict(self, state_dict: dict, prefix: str, local_metadata: dict, strict: bool,
                               missing_keys: list, unexpected_keys: list, error_msgs: list) -> None:
+        load = super()._load_from_state_dict  # bound now: _become() below changes the class, and so the MRO
         if self.has_uninitialized_params():  # the saved tensors' shapes are the layer's
-            for name, p in self._parameters.items():
-                if isinstance(p, UninitializedParameter) and prefix + name in state_dict:
-                    p.materialize(state_dict[prefix + name].shape)
+            for name, t in itertools.chain(self._parameters.items(), self._buffers.items()):
+                value = state_dict.get(prefix + name)
+                if is_lazy(t) and value is not None and not is_lazy(value):
+                    t.materialize(value.shape)
             if not self.has_uninitialized_params():
                 self._infer_sizes()
                 self._become()
-        Module._load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
-                                     error_msgs)
+        load(state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, error_msgs)
 
     def reset_parameters(self) -> None:
         if not self.has_uninitialized_params():
@@ -74,9 +82,9 @@ class LazyLinear(LazyModuleMixin, Linear):
     def __init__(self, out_features: int, bias: bool = True, device=None, dtype=None) -> None:
         Module.__init__(self)
         self.in_features, self.out_features = 0, out_features
-        self.weight = UninitializedParameter(creation.empty(0, device=device, dtype=dtype))
+        self.weight = UninitializedParameter(device=device, dtype=dtype)
         if bias:
-            self.bias = UninitializedParameter(creation.empty(0, device=device, dtype=dtype))
+            self.bias = UninitializedParameter(device=device, dtype=dtype)
         else:
             self.register_parameter("bias", None)
         self._lazy_setup()
@@ -98,9 +106,9 @@ class _LazyConvMixin(LazyModuleMixin):
     dims = 2
 
     def _lazy_conv_setup(self, bias: bool) -> None:
-        self.weight = UninitializedParameter(creation.empty(0, dtype=self.weight.dtype, device=self.weight.device))
+        self.weight = UninitializedParameter(device=self.weight.device, dtype=self.weight.dtype)
         if bias:
-            self.bias = UninitializedParameter(creation.empty(0, dtype=self.weight.dtype, device=self.weight.device))
+            self.bias = UninitializedParameter(device=self.weight.device, dtype=self.weight.dtype)
         self._lazy_setup()
 
     def initialize_parameters(self, input, *args, **kwargs) -> None:
