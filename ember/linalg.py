@@ -8,10 +8,6 @@ complex dtype, so `eig` and `eigvals` (complex results) are absent, as are `ldl_
 
 # helpers under private names, so dir(ember.linalg) lists torch.linalg's names and no others
 from ember.errors import LinAlgError
-from ember.errors import ShapeError as _ShapeError
-from ember.errors import fmt_shape as _fmt_shape
-from ember.ops.creation_ops import eye_like as _eye_like
-from ember.ops.elementwise_composed import with_zero_gradient_to as _with_zero_gradient_to
 from ember.ops.linalg import matmul
 from ember.ops.linalg_decomp import (
     EighResult,
@@ -44,6 +40,7 @@ from ember.ops.linalg_extra import (
     tensorsolve,
     vander,
 )
+from ember.ops.linalg_legacy import matrix_power
 from ember.ops.linalg_lu import (
     InvExResult,
     LUFactorExResult,
@@ -69,24 +66,6 @@ def multi_dot(tensors):
     out = tensors[0]
     for t in tensors[1:]:
         out = matmul(out, t)
-    return out
-
-
-def matrix_power(A, n: int):
-    """A @ A @ ... (n times) for square matrices (batched); n = 0 gives the identity, n < 0 powers of the inverse."""
-    if A.ndim < 2 or A.shape[-1] != A.shape[-2]:
-        raise _ShapeError(f"linalg.matrix_power: expected square matrices, got shape {_fmt_shape(A.shape)}")
-    n = int(n)
-    if n == 0:  # the identity, still a function of A (a zero gradient), as PyTorch's is
-        return _with_zero_gradient_to(_eye_like(A, A.shape[-1]).expand(*A.shape), A)
-    base, out = (inv(A) if n < 0 else A), None
-    n = abs(n)
-    while n:  # square and multiply: log2(n) products
-        if n & 1:
-            out = base if out is None else matmul(out, base)
-        n >>= 1
-        if n:
-            base = matmul(base, base)
     return out
 
 

@@ -499,3 +499,55 @@ def test_the_new_functions_run_in_a_traced_training_step():
     value, grad = step(traced)
     np.testing.assert_allclose(value.item(), loss(eager).item(), rtol=1e-12)
     np.testing.assert_allclose(grad.numpy(), eager.grad.numpy(), rtol=1e-10)
+
+
+# ---- PyTorch's top-level forms (torch.svd, torch.lu, torch.cholesky_solve, ...) and their Tensor methods -------------
+_RNG = np.random.default_rng(7)
+_A = _RNG.standard_normal((2, 3, 3))
+_SPD = _A @ np.swapaxes(_A, -1, -2) + 3 * np.eye(3)
+_B = _RNG.standard_normal((2, 3, 2))
+
+LEGACY = {
+    "svd_V": lambda L, a, s, b: L.svd(a)[2].abs(),
+    "svd_some_false": lambda L, a, s, b: L.svd(a[..., :2], some=False)[0].abs(),
+    "svd_no_uv": lambda L, a, s, b: L.svd(a, compute_uv=False),
+    "qr": lambda L, a, s, b: L.qr(a)[1].abs(),
+    "cholesky_upper": lambda L, a, s, b: L.cholesky(s, upper=True),
+    "cholesky_solve": lambda L, a, s, b: L.cholesky_solve(b, L.linalg.cholesky(s)),
+    "cholesky_solve_upper": lambda L, a, s, b: L.cholesky_solve(b, L.linalg.cholesky(s).mT, upper=True),
+    "cholesky_inverse": lambda L, a, s, b: L.cholesky_inverse(L.linalg.cholesky(s)),
+    "lu": lambda L, a, s, b: L.lu(a)[0],
+    "lu_solve": lambda L, a, s, b: L.lu_solve(b, *L.lu(a)),
+    "lu_unpack": lambda L, a, s, b: L.lu_unpack(*L.lu(a)),
+    "triangular_solve": lambda L, a, s, b: L.triangular_solve(b, L.linalg.cholesky(s), upper=False),
+    "triangular_solve_transposed": lambda L, a, s, b: L.triangular_solve(b, L.linalg.cholesky(s), upper=False,
+                                                                          transpose=True)[0],
+    "matrix_exp": lambda L, a, s, b: L.matrix_exp(a * 0.3),
+    "matrix_power": lambda L, a, s, b: L.matrix_power(a, -2),
+    "chain_matmul": lambda L, a, s, b: L.chain_matmul(a[0], a[1], b[0]),
+    "methods": lambda L, a, s, b: (a.matrix_exp(), a.matrix_power(2), a.lu()[0], b.cholesky_solve(s.cholesky()),
+                                   a.svd()[1], s.cholesky_inverse() * 0 + s.cholesky()),
+}
+
+
+@pytest.mark.parametrize("name", list(LEGACY))
+def test_top_level_legacy_forms_match_torch(name) -> None:
+    import warnings
+
+    results = []
+    for lib in (torch, em):
+        a, s, b = (lib.tensor(v, requires_grad=True) for v in (_A, _SPD, _B))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # PyTorch's deprecation notes
+            out = LEGACY[name](lib, a, s, b)
+            outs = out if isinstance(out, tuple) else (out,)
+            total = sum((o.double() * (k + 1)).sum() for k, o in enumerate(outs) if o.is_floating_point())
+            grads = lib.autograd.grad(total, (a, s, b), allow_unused=True) if total.requires_grad else (None,) * 3
+        results.append(([o.detach().numpy() for o in outs], [None if g is None else g.numpy() for g in grads]))
+    (theirs, their_grads), (ours, our_grads) = results
+    for o, t in zip(ours, theirs):
+        np.testing.assert_allclose(o, t, rtol=1e-9, atol=1e-9)
+    for o, t in zip(our_grads, their_grads):
+        assert (o is None) == (t is None)
+        if t is not None:
+            np.testing.assert_allclose(o, t, rtol=1e-7, atol=1e-8)

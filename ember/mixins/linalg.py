@@ -44,3 +44,16 @@ class LinalgMixin:
         return ops.slogdet(self)
 
     pinverse = op_method()
+    svd = op_method()
+    qr = op_method()
+    cholesky = op_method()
+    matrix_exp = op_method()
+    matrix_power = op_method()
+    cholesky_solve = op_method()
+    cholesky_inverse = op_method()
+    triangular_solve = op_method()
+    lu_solve = op_method()
+
+    def lu(self, pivot: bool = True, get_infos: bool = False):
+        """`ember.lu(self, ...)`: the packed factorisation (LU, pivots[, infos])."""
+        return ops.lu(self, pivot, get_infos)

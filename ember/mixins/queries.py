@@ -1,5 +1,5 @@
 """Tensor methods PyTorch programs call for what a tensor is (is_cpu, get_device, storage_offset, layout), its
-real-number forms of the complex API (real, conj, angle, mH), and forms of other ops (unfold, svd, bernoulli)."""
+real-number forms of the complex API (real, conj, angle, mH), and forms of other ops (unfold, bernoulli)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,6 @@ from ember import creation, ops
 from ember import dtypes as dt
 from ember.errors import ShapeError, fmt_shape
 from ember.layout import strided
-from ember.ops import linalg_decomp
 
 
 class QueriesMixin:
@@ -159,20 +158,3 @@ class QueriesMixin:
     def multinomial(self, num_samples: int, replacement: bool = False, *, generator=None):
         """Indices drawn with the probabilities of each row (`ember.multinomial`)."""
         return creation.multinomial(self, num_samples, replacement, generator=generator)
-
-    def cholesky(self, upper: bool = False):
-        """The Cholesky factor (lower, or upper with `upper`), as the deprecated torch.Tensor.cholesky."""
-        return linalg_decomp.cholesky(self, upper=upper)
-
-    def qr(self, some: bool = True):
-        """(Q, R), reduced unless some=False (torch.Tensor.qr)."""
-        return linalg_decomp.qr(self, mode="reduced" if some else "complete")
-
-    def svd(self, some: bool = True, compute_uv: bool = True):
-        """(U, S, V) with self = U diag(S) V^T, as torch.Tensor.svd (V, not linalg.svd's Vh)."""
-        if not compute_uv:
-            batch, (m, n) = tuple(self.shape[:-2]), tuple(self.shape[-2:])
-            return self.new_zeros(batch + (m, m)), linalg_decomp.svdvals(self), self.new_zeros(batch + (n, n))
-        u, s, vh = linalg_decomp.svd(self, full_matrices=not some)
-        return u, s, vh.mT
-

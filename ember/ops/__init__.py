@@ -36,6 +36,11 @@ from ember.ops.linalg import (
     tensordot, trace, vdot,
 )
 from ember.ops.linalg_decomp import det, inverse, logdet, pinverse, slogdet
+from ember.ops.linalg_extra import matrix_exp
+from ember.ops.linalg_legacy import (
+    chain_matmul, cholesky, cholesky_inverse, cholesky_solve, lu, lu_solve, lu_unpack, matrix_power, qr, svd,
+    triangular_solve,
+)
 from ember.ops.pointwise import addcdiv, addcmul, lerp
 from ember.ops.queries import (
     broadcast_shapes, can_cast, is_complex, is_floating_point, is_nonzero, is_same_size, is_signed, result_type,
