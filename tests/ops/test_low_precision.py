@@ -124,3 +124,21 @@ def test_linear_and_cross_entropy_gradients(dtype) -> None:
         assert p.grad.dtype == p.dtype
         np.testing.assert_allclose(p.grad.numpy().astype(np.float64), torch_to_np(tp.grad), rtol=5e-2,
                                    atol=2e-2 * float(np.abs(torch_to_np(tp.grad)).max()))
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_fused_products_round_once_as_torch(dtype) -> None:
+    # addmm, addmv and baddbmm add the product before rounding, addbmm one batch at a time, addr after rounding the
+    # outer product: PyTorch's CPU kernels, bit for bit
+    rng = np.random.default_rng(0)
+    c, a, b = rng.standard_normal((8, 6)), rng.standard_normal((8, 16)), rng.standard_normal((16, 6))
+    v, w = rng.standard_normal(16), rng.standard_normal(6)
+    results = []
+    for lib in (torch, em):
+        d = getattr(lib, dtype)
+        tc, ta, tb, tv, tw = (lib.tensor(x).to(d) for x in (c, a, b, v, w))
+        results.append([lib.addmm(tc, ta, tb, beta=0.5, alpha=2.0), lib.addmv(tc[:, 0], ta, tv),
+                        lib.addr(tc, tc[:, 0], tw), lib.baddbmm(tc[None], ta[None], tb[None]),
+                        lib.addbmm(tc, ta[None].expand(3, 8, 16), tb[None].expand(3, 16, 6), alpha=0.5)])
+    for theirs, ours in zip(*results):
+        np.testing.assert_array_equal(ours.float().numpy(), theirs.float().numpy())
