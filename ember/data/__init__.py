@@ -7,11 +7,13 @@ from ember.data.dataset import (
     ConcatDataset,
     Dataset,
     IterableDataset,
+    StackDataset,
     Subset,
     TensorDataset,
     TransformDataset,
     random_split,
 )
+from ember.data.distributed import DistributedSampler
 from ember.data.sampler import (
     BatchSampler,
     RandomSampler,
@@ -23,7 +25,8 @@ from ember.data.sampler import (
 from ember.data.worker import WorkerInfo, get_worker_info
 
 __all__ = [
-    "BatchSampler", "ChainDataset", "ConcatDataset", "DataLoader", "Dataset", "IterableDataset", "RandomSampler",
-    "Sampler", "SequentialSampler", "Subset", "SubsetRandomSampler", "TensorDataset", "TransformDataset",
-    "WeightedRandomSampler", "WorkerInfo", "default_collate", "default_convert", "get_worker_info", "random_split",
+    "BatchSampler", "ChainDataset", "ConcatDataset", "DataLoader", "Dataset", "DistributedSampler", "IterableDataset",
+    "RandomSampler", "Sampler", "SequentialSampler", "StackDataset", "Subset", "SubsetRandomSampler", "TensorDataset",
+    "TransformDataset", "WeightedRandomSampler", "WorkerInfo", "default_collate", "default_convert", "get_worker_info",
+    "random_split",
 ]

@@ -116,6 +116,49 @@ class ConcatDataset(Dataset):
         return self.datasets[which][index - start]
 
 
+class StackDataset(Dataset):
+    """Datasets of equal length read side by side: sample i is the tuple of their i-th samples (datasets given
+    by position) or the dict of them (datasets given by keyword)."""
+
+    def __init__(self, *args: Dataset, **kwargs: Dataset) -> None:
+        if args and kwargs:
+            raise ValueError("StackDataset: pass the datasets either by position (tuple samples) or by keyword "
+                             "(dict samples), not both")
+        if not args and not kwargs:
+            raise ValueError("StackDataset: at least one dataset should be passed")
+        self.datasets: tuple | dict = args or kwargs
+        lengths = [len(d) for d in (args or kwargs.values())]
+        if any(n != lengths[0] for n in lengths):
+            raise ValueError(f"StackDataset: size mismatch between datasets, got lengths {lengths}")
+        self._length = lengths[0]
+
+    def __getitem__(self, index):
+        if isinstance(self.datasets, dict):
+            return {k: d[index] for k, d in self.datasets.items()}
+        return tuple(d[index] for d in self.datasets)
+
+    def __getitems__(self, indices: list) -> list:
+        """The samples at `indices`, each dataset read by its own `__getitems__` where it has one (batched reads)."""
+        named = self.datasets.items() if isinstance(self.datasets, dict) else enumerate(self.datasets)
+        columns = {}
+        for key, d in named:
+            getitems = getattr(d, "__getitems__", None)
+            if callable(getitems):
+                items = getitems(indices)
+                if len(items) != len(indices):
+                    raise ValueError(f"StackDataset: a nested dataset returned {len(items)} samples for "
+                                     f"{len(indices)} indices")
+            else:
+                items = [d[i] for i in indices]
+            columns[key] = items
+        if isinstance(self.datasets, dict):
+            return [{k: items[j] for k, items in columns.items()} for j in range(len(indices))]
+        return [tuple(items[j] for items in columns.values()) for j in range(len(indices))]
+
+    def __len__(self) -> int:
+        return self._length
+
+
 class TransformDataset(Dataset):
     """Another dataset with a transform applied to each sample's input (and optionally its target)."""
 
