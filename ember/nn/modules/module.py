@@ -16,6 +16,7 @@ from ember.device import Device
 from ember.dtypes import DType
 from ember.graph import module_structure as structure
 from ember.graph.module_structure import TrackedDict, TrackedOrderedDict
+from ember.nn.modules.state_hooks import EXTRA_STATE_KEY, StateHooksMixin
 from ember.nn.parameter import Parameter, _swap_storage
 from ember.nn.utils.hooks import RemovableHandle
 from ember.tensor import Tensor
@@ -49,7 +50,7 @@ _HOOK_STORES = ("_forward_hooks", "_forward_hooks_with_kwargs", "_forward_hooks_
                 "_forward_pre_hooks_with_kwargs", "_backward_hooks", "_backward_pre_hooks")
 
 
-class Module:
+class Module(StateHooksMixin):
     """Base class for all neural-network modules (PyTorch's interface).
 
     Subclasses call `super().__init__()` and then assign Parameters, buffers and submodules as
@@ -272,6 +273,19 @@ class Module:
                 raise AttributeError(f"`{item}` is not an nn.Module")
         return mod
 
+    def set_submodule(self, target: str, module: Module, strict: bool = False) -> None:
+        """Put `module` at a dotted path such as 'features.0' (with strict, only where a submodule is already)."""
+        if not isinstance(module, Module):
+            raise ValueError(f"`{module}` is not an nn.Module, found {type(module)}")
+        if target == "":
+            raise ValueError("Cannot set the submodule without a target name!")
+        parent_path, _, name = target.rpartition(".")
+        parent = self.get_submodule(parent_path)
+        if strict and not isinstance(getattr(parent, name, None), Module):
+            raise AttributeError(f"{parent._get_name()} has no attribute `{name}`" if not hasattr(parent, name)
+                                 else f"`{name}` is not an nn.Module")
+        setattr(parent, name, module)
+
     def get_parameter(self, target: str) -> Parameter:
         """The parameter at a dotted path such as 'features.0.weight'."""
         module_path, _, name = target.rpartition(".")
@@ -335,6 +349,23 @@ class Module:
                     self._buffers[k] = fn(b)
         return self
 
+    def to_empty(self, *, device, recurse: bool = True) -> Module:
+        """Parameters and buffers moved to `device` without their values (uninitialised storage of the same shapes
+        and dtypes): a model built on the meta device made real, to be initialised or loaded next."""
+        def empty(t):
+            return creation.empty(tuple(t.shape), dtype=t.dtype, device=device)
+
+        if recurse:
+            return self._apply(empty)
+        with grad_mode.no_grad():  # this module's own tensors only
+            for p in self._parameters.values():
+                if p is not None:
+                    _swap_storage(p, empty(p))
+            for k, b in self._buffers.items():
+                if b is not None:
+                    self._buffers[k] = empty(b)
+        return self
+
     def to(self, *args, **kwargs) -> Module:
         """Move and/or cast the parameters and buffers in place: to(device), to(dtype), to(device, dtype).
 
@@ -387,6 +418,8 @@ class Module:
         for name, b in self._buffers.items():
             if b is not None and name not in self._non_persistent_buffers_set:
                 destination[prefix + name] = b if keep_vars else b.detach()
+        if self._has_extra_state():
+            destination[prefix + EXTRA_STATE_KEY] = self.get_extra_state()
 
     def state_dict(self, *args, destination: dict | None = None, prefix: str = "",
                    keep_vars: bool = False) -> OrderedDict:
@@ -401,17 +434,27 @@ class Module:
             destination = OrderedDict()
             destination._metadata = OrderedDict()
         meta = getattr(destination, "_metadata", None)
+        local_metadata = {"version": self._version}
         if meta is not None:
-            meta[prefix[:-1]] = {"version": self._version}
+            meta[prefix[:-1]] = local_metadata
+        self._run_state_hooks("_state_dict_pre_hooks", prefix, keep_vars)
         self._save_to_state_dict(destination, prefix, keep_vars)
         for name, m in self._modules.items():
             if m is not None:
                 m.state_dict(destination=destination, prefix=prefix + name + ".", keep_vars=keep_vars)
+        self._run_state_hooks("_state_dict_hooks", destination, prefix, local_metadata)
         return destination
 
     def _load_from_state_dict(self, state_dict: dict, prefix: str, local_metadata: dict, strict: bool,
                               missing_keys: list, unexpected_keys: list, error_msgs: list) -> None:
         """Copy this module's own entries (not its children's) from state_dict."""
+        self._run_state_hooks("_load_state_dict_pre_hooks", state_dict, prefix, local_metadata, strict, missing_keys,
+                              unexpected_keys, error_msgs)
+        if self._has_extra_state():
+            if prefix + EXTRA_STATE_KEY in state_dict:
+                self.set_extra_state(state_dict[prefix + EXTRA_STATE_KEY])
+            elif strict:
+                missing_keys.append(prefix + EXTRA_STATE_KEY)
         persistent = {k: v for k, v in self._buffers.items() if k not in self._non_persistent_buffers_set}
         local_state = {k: v for k, v in itertools.chain(self._parameters.items(), persistent.items()) if v is not None}
         for name, param in local_state.items():
@@ -453,7 +496,8 @@ class Module:
             for key in state_dict:
                 if key.startswith(prefix):
                     input_name = key[len(prefix):].split(".", 1)
-                    if input_name[0] not in self._modules and input_name[0] not in local_state:
+                    if input_name[0] not in self._modules and input_name[0] not in local_state and not (
+                            input_name[0] == EXTRA_STATE_KEY and self._has_extra_state()):
                         unexpected_keys.append(key)
 
     def _assign_loaded(self, name: str, current: Tensor, value: Tensor) -> None:
@@ -487,6 +531,7 @@ class Module:
             for name, child in module._modules.items():
                 if child is not None:
                     load(child, prefix + name + ".")
+            module._run_state_hooks("_load_state_dict_post_hooks", _IncompatibleKeys(missing_keys, unexpected_keys))
 
         load(self)
         if strict:
