@@ -69,7 +69,14 @@ from ember.creation import (
     zeros,
 )
 from ember.random import Generator, default_generator, get_rng_state, initial_seed, manual_seed, seed, set_rng_state
-from ember.autograd.grad_mode import enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled
+from ember.autograd.grad_mode import (
+    enable_grad,
+    inference_mode,
+    is_grad_enabled,
+    is_inference_mode_enabled,
+    no_grad,
+    set_grad_enabled,
+)
 from ember.autograd.anomaly_mode import is_anomaly_check_nan_enabled, is_anomaly_enabled, set_anomaly_enabled
 from ember import autograd
 from ember.transforms import (

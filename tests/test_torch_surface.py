@@ -177,3 +177,22 @@ def test_default_device_and_precision_settings():
     with pytest.raises(ValueError, match="set_float32_matmul_precision: expected one of highest, high, medium"):
         em.set_float32_matmul_precision("low")
     assert em.set_flush_denormal(True) is False
+
+
+def test_is_inference_mode_enabled_follows_torch() -> None:
+    seen = []
+    for lib in (torch, em):
+        states = [lib.is_inference_mode_enabled()]
+        with lib.inference_mode():
+            states += [lib.is_inference_mode_enabled(), lib.is_grad_enabled()]
+            with lib.inference_mode(False):
+                states.append(lib.is_inference_mode_enabled())
+            states.append(lib.is_inference_mode_enabled())
+
+        @lib.inference_mode()
+        def inside(lib=lib):
+            return lib.is_inference_mode_enabled(), lib.is_grad_enabled()
+
+        states += [inside(), lib.is_inference_mode_enabled()]
+        seen.append(states)
+    assert seen[0] == seen[1]

@@ -8,6 +8,7 @@ import threading
 
 class _GradState(threading.local):
     enabled = True
+    inference = False  # inside inference_mode (which records nothing, as no_grad)
 
 
 state = _GradState()
@@ -102,3 +103,31 @@ class inference_mode(_GradMode):
     def __init__(self, mode=True) -> None:
         if not callable(mode):
             self.mode = not bool(mode)
+
+    def __enter__(self) -> None:
+        self._prev_inference = state.inference
+        state.inference = not self.mode
+        super().__enter__()
+
+    def __exit__(self, *exc) -> None:
+        super().__exit__(*exc)
+        state.inference = self._prev_inference
+
+    def __call__(self, fn):
+        mode = self.mode
+
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            prev = state.enabled, state.inference
+            state.enabled, state.inference = mode, not mode
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                state.enabled, state.inference = prev
+
+        return wrapper
+
+
+def is_inference_mode_enabled() -> bool:
+    """Whether inference_mode is on in this thread (torch.is_inference_mode_enabled)."""
+    return state.inference
