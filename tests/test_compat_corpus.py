@@ -54,3 +54,13 @@ def test_autograd_logistic_regression_matches_autograd(tmp_path):
     for key in ("initial_loss", "trained_loss", "weights", "gradient"):
         np.testing.assert_allclose(ours[key], theirs[key], rtol=1e-10, err_msg=key)
     np.testing.assert_allclose(ours["gradient"], ours["numeric_gradient"], rtol=1e-6)
+
+
+def test_pytorch_extending_program_matches_pytorch(tmp_path):
+    pytest.importorskip("torch")
+    program = CORPUS / "torch" / "extending.py"
+    ours, theirs = _run(program, False, tmp_path), _run(program, True, tmp_path)
+    for key in ("losses", "hook_norms", "averaged_first_weight"):
+        np.testing.assert_allclose(ours[key], theirs[key], rtol=1e-5, err_msg=key)
+    assert ours["per_sample_shape"] == theirs["per_sample_shape"] == [8, 8, 4]
+    assert ours["per_sample_mean_is_batch_grad"] and theirs["per_sample_mean_is_batch_grad"]
