@@ -351,6 +351,7 @@ def run_backward(
             # backward() accumulates each leaf's gradient as soon as its last edge is done, so a
             # post-accumulate hook (DDP's) can act on it while the rest of the pass runs.
             deps, leaf_edges = _collect(root_nodes)
+        anomaly = _anomaly.state.enabled  # read once: the mode is switched between passes, not inside one
         ready = []
         for n in root_nodes:  # (a loop, not a comprehension: no frame of its own, and there is mostly one root)
             if n not in deps:
@@ -383,12 +384,12 @@ def run_backward(
             except NotCompiledYet:  # a kernel of a fast path is compiling in the background: NumPy this time
                 in_grads = numpy_instead(node.op.vjp, node, *out_grads)
             except Exception:
-                if _anomaly.state.enabled:  # the forward call that made the node, as a warning before the error
+                if anomaly:  # the forward call that made the node, as a warning before the error
                     _anomaly.report(node)
                 raise
             if type(in_grads) is not tuple and not isinstance(in_grads, (tuple, list)):
                 in_grads = (in_grads,)
-            if _anomaly.state.enabled:
+            if anomaly:
                 _anomaly.check_node(node, in_grads)
             if not retain_graph and (node._saved is not None or node._out_saved is not None):
                 node._saved = node._out_saved = None  # node.release() inline
