@@ -384,3 +384,18 @@ def test_missing_backward_and_legacy_call() -> None:
         NoBackward()(em.tensor(X))
     with pytest.raises(TypeError, match="save_for_backward can only save tensors or None, but argument 0 is of type int"):
         em.autograd.function.FunctionCtx(()).save_for_backward(3)
+
+
+def test_a_rule_written_as_vjp() -> None:
+    class Double(em.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 2.0
+
+        @staticmethod
+        def vjp(ctx, grad):
+            return grad * 2.0
+
+    x = em.tensor(X, requires_grad=True)
+    Double.apply(x).sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), np.full(X.shape, 2.0))

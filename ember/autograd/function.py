@@ -102,7 +102,9 @@ class _CustomOp(Op):
         ctx = node.attrs["ctx"]
         if ctx.materialize_grads:
             grads = self._materialized(grads)
-        result = self.function.backward(ctx, *grads)
+        cls = self.function  # a class may define its rule as vjp, PyTorch's other name for backward
+        rule = cls.vjp if _overrides(cls, "vjp") and not _overrides(cls, "backward") else cls.backward
+        result = rule(ctx, *grads)
         return self._checked(node, result if isinstance(result, tuple) else (result,))
 
     def _materialized(self, grads: tuple) -> tuple:
@@ -285,8 +287,7 @@ def _own_outputs(cls: type, args: tuple, outputs: tuple, ctx: FunctionCtx) -> tu
 
 def _shares(view: Tensor, t: Tensor) -> bool:
     """Whether `view` is a view of t's storage."""
-    base = view._base
-    return base is t or base is t._base or (t._base is not None and base is t._base)
+    return view._base is t or view._base is t._base
 
 
 def _record(cls: type, ctx: FunctionCtx, args: tuple, outputs: tuple, differentiable: tuple) -> None:
