@@ -192,7 +192,7 @@ def jacrev(func, argnums=0, *, has_aux: bool = False, chunk_size=None):
                 raise TypeError("jacrev: has_aux=True needs the function to return (output, aux)")
             result, aux = result
         outs, spec = _leaves(result)
-        rows = _jacobian(outs, [args[a] for a in nums], create_graph=nested or autograd.is_grad_enabled())
+        rows = _jacobian(outs, [args[a] for a in nums], create_graph=nested)  # a graph only for an outer derivative
         if not nested:
             rows = [[j.detach() for j in row] for row in rows]
         per_output = [row if isinstance(argnums, tuple) else row[0] for row in rows]
