@@ -48,6 +48,7 @@ class Tensor:
     __slots__ = ("_data", "_device", "_version", "_requires_grad", "_grad_fn", "_output_nr", "_base", "_view_fn",
                  "__weakref__", "__dict__")
     _post_accumulate_grad_hooks = None  # set by register_post_accumulate_grad_hook
+    _backward_hooks = None  # a leaf's register_hook hooks (a class default: reading it makes no instance dict)
     _grad = None  # .grad's storage (see the property below)
     name = None  # as torch.Tensor.name; an ember.v1 graph tensor's is its TF1 name (ember/v1/graph_tensor.py)
 

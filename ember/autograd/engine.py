@@ -437,7 +437,7 @@ def run_backward(
 
     if inputs is not None:
         for key, (leaf, g) in leaf_grads.items():
-            if key in capture_leaf and "_backward_hooks" in leaf.__dict__:
+            if key in capture_leaf and leaf._backward_hooks:
                 g = _hooks.run_leaf_hooks(leaf, g)
             for k in capture_leaf.get(key, ()):
                 results[k] = g
@@ -455,7 +455,7 @@ def run_backward(
 
 
 def _accumulate_into_leaf(leaf, g, create_graph: bool, stored: set, run_hooks: bool = True) -> None:
-    if run_hooks and "_backward_hooks" in leaf.__dict__:  # register_hook's hooks see the whole gradient first
+    if run_hooks and leaf._backward_hooks:  # register_hook's hooks see the whole gradient first
         g = _hooks.run_leaf_hooks(leaf, g)
     # A gradient the pass made is a tensor of no graph and no view (detach would copy its fields only), unless
     # create_graph recorded it or an identity rule passed on a view or a tensor that requires grad.

@@ -78,9 +78,9 @@ def register_tensor_hook(tensor, node, hook) -> RemovableHandle:
     if not tensor._requires_grad:
         raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
     if node is None:
-        hooks = tensor.__dict__.get("_backward_hooks")
+        hooks = tensor._backward_hooks
         if hooks is None:
-            hooks = tensor.__dict__["_backward_hooks"] = OrderedDict()
+            hooks = tensor._backward_hooks = OrderedDict()
     else:
         hooks = _node_hooks.setdefault(node, {}).setdefault(tensor._output_nr, OrderedDict())
         if node.retained is None:
@@ -116,5 +116,5 @@ def run_node_hooks(node, grads: list) -> list:
 
 def run_leaf_hooks(leaf, g):
     """A leaf's gradient after its hooks (the engine calls this before accumulating or returning it)."""
-    hooks = leaf.__dict__.get("_backward_hooks")
+    hooks = leaf._backward_hooks
     return _applied(hooks, g) if hooks else g
