@@ -1,17 +1,73 @@
-"""Probability distributions with torch.distributions' interface: Categorical, Normal, Bernoulli.
+"""Probability distributions with torch.distributions' interface.
 
-`sample` draws from Ember's generator (seeded by ember.manual_seed); `rsample` (Normal) is
-differentiable in the parameters; `log_prob` and `entropy` are differentiable, so policy gradients
-and VAEs are written as in PyTorch. Parameters and log_prob's values are validated as PyTorch does
-(`validate_args`, on by default; `set_default_validate_args(False)` turns it off).
+`sample` draws from Ember's generator (seeded by ember.manual_seed); `rsample` is differentiable in the
+parameters where PyTorch's is (`has_rsample`; Gamma, Beta, Dirichlet and their relatives through the implicit
+reparameterisation gradient); `log_prob`, `entropy`, `cdf`, `icdf` and the moments are differentiable, so policy
+gradients and VAEs are written as in PyTorch. Parameters and log_prob's values are validated as PyTorch does
+(`validate_args`, on by default; `set_default_validate_args(False)` turns it off). `kl_divergence` covers the
+pairs PyTorch registers; `register_kl` adds more.
 """
 
-from ember.distributions import constraints
+from ember.distributions import constraints, transforms
 from ember.distributions.bernoulli import Bernoulli
+from ember.distributions.beta import Beta
+from ember.distributions.binomial import Binomial
 from ember.distributions.categorical import Categorical
+from ember.distributions.cauchy import Cauchy
+from ember.distributions.continuous_bernoulli import ContinuousBernoulli
+from ember.distributions.dirichlet import Dirichlet
 from ember.distributions.distribution import Distribution, set_default_validate_args
-from ember.distributions.kl import kl_divergence
+from ember.distributions.exponential import Exponential
+from ember.distributions.fisher_snedecor import FisherSnedecor
+from ember.distributions.gamma import Chi2, Gamma
+from ember.distributions.geometric import Geometric
+from ember.distributions.gumbel import Gumbel
+from ember.distributions.half import HalfCauchy, HalfNormal
+from ember.distributions.independent import Independent
+from ember.distributions.kl import kl_divergence, register_kl
+from ember.distributions.kumaraswamy import Kumaraswamy
+from ember.distributions.laplace import Laplace
+from ember.distributions.log_normal import LogNormal
+from ember.distributions.lowrank_multivariate_normal import LowRankMultivariateNormal
+from ember.distributions.mixture_same_family import MixtureSameFamily
+from ember.distributions.multinomial import Multinomial
+from ember.distributions.multivariate_normal import MultivariateNormal
+from ember.distributions.negative_binomial import NegativeBinomial
 from ember.distributions.normal import Normal
+from ember.distributions.one_hot_categorical import OneHotCategorical, OneHotCategoricalStraightThrough
+from ember.distributions.pareto import Pareto
+from ember.distributions.poisson import Poisson
+from ember.distributions.relaxed import (
+    ExpRelaxedCategorical,
+    LogitRelaxedBernoulli,
+    RelaxedBernoulli,
+    RelaxedOneHotCategorical,
+)
+from ember.distributions.student_t import StudentT
+from ember.distributions.transformed_distribution import TransformedDistribution
+from ember.distributions.transforms import (
+    AbsTransform,
+    AffineTransform,
+    ComposeTransform,
+    ExpTransform,
+    IndependentTransform,
+    PowerTransform,
+    SigmoidTransform,
+    SoftmaxTransform,
+    SoftplusTransform,
+    TanhTransform,
+    Transform,
+)
+from ember.distributions.uniform import Uniform
+from ember.distributions.von_mises import VonMises
+from ember.distributions.weibull import Weibull
 
-__all__ = ["Bernoulli", "Categorical", "Distribution", "Normal", "constraints", "kl_divergence",
-           "set_default_validate_args"]
+__all__ = ["AbsTransform", "AffineTransform", "Bernoulli", "Beta", "Binomial", "Categorical", "Cauchy", "Chi2",
+           "ComposeTransform", "ContinuousBernoulli", "Dirichlet", "Distribution", "ExpRelaxedCategorical",
+           "ExpTransform", "Exponential", "FisherSnedecor", "Gamma", "Geometric", "Gumbel", "HalfCauchy", "HalfNormal",
+           "Independent", "IndependentTransform", "Kumaraswamy", "Laplace", "LogNormal", "LogitRelaxedBernoulli",
+           "LowRankMultivariateNormal", "MixtureSameFamily", "Multinomial", "MultivariateNormal", "NegativeBinomial",
+           "Normal", "OneHotCategorical", "OneHotCategoricalStraightThrough", "Pareto", "Poisson", "PowerTransform",
+           "RelaxedBernoulli", "RelaxedOneHotCategorical", "SigmoidTransform", "SoftmaxTransform", "SoftplusTransform",
+           "StudentT", "TanhTransform", "Transform", "TransformedDistribution", "Uniform", "VonMises", "Weibull",
+           "constraints", "kl_divergence", "register_kl", "set_default_validate_args", "transforms"]

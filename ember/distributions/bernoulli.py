@@ -5,7 +5,13 @@ from __future__ import annotations
 from ember import creation, ops
 from ember.autograd import grad_mode
 from ember.distributions import constraints
-from ember.distributions.distribution import Distribution, as_float_tensor, clamp_probs
+from ember.distributions.distribution import (
+    Distribution,
+    broadcast_all,
+    lazy_property,
+    logits_to_probs,
+    probs_to_logits,
+)
 from ember.nn import functional as F
 from ember.tensor import Tensor
 
@@ -15,28 +21,30 @@ class Bernoulli(Distribution):
 
     arg_constraints = {"probs": constraints.unit_interval, "logits": constraints.real}
     support = constraints.boolean
+    has_enumerate_support = True
 
     def __init__(self, probs=None, logits=None, validate_args: bool | None = None) -> None:
         if (probs is None) == (logits is None):
             raise ValueError("Either `probs` or `logits` must be specified, but not both.")
         if probs is not None:
-            self.probs = as_float_tensor(probs)
+            (self.probs,) = broadcast_all(probs)
             shape = self.probs.shape
         else:
-            self.logits = as_float_tensor(logits)
+            (self.logits,) = broadcast_all(logits)
             shape = self.logits.shape
         super().__init__(shape, (), validate_args)
 
-    def __getattr__(self, name: str):
-        # The parameter not given is derived on first use (PyTorch's lazy_property).
-        if name == "probs":
-            self.__dict__["probs"] = value = ops.sigmoid(self.__dict__["logits"])
-            return value
-        if name == "logits":
-            p = clamp_probs(self.__dict__["probs"])
-            self.__dict__["logits"] = value = p.log() - (-p).log1p()
-            return value
-        raise AttributeError(f"'Bernoulli' object has no attribute {name!r}")
+    @lazy_property
+    def probs(self) -> Tensor:
+        return logits_to_probs(self.logits, is_binary=True)
+
+    @lazy_property
+    def logits(self) -> Tensor:
+        return probs_to_logits(self.probs, is_binary=True)
+
+    @property
+    def param_shape(self) -> tuple:
+        return self._batch_shape
 
     @property
     def mean(self) -> Tensor:
@@ -64,6 +72,12 @@ class Bernoulli(Distribution):
 
     def entropy(self) -> Tensor:
         return F.binary_cross_entropy_with_logits(self.logits, self.probs, reduction="none")
+
+    def enumerate_support(self, expand: bool = True) -> Tensor:
+        """The values 0 and 1, shaped (2, *batch_shape) (or (2, 1, ...) without expand)."""
+        param = self.__dict__.get("probs", self.__dict__.get("logits"))
+        values = creation.arange(2, dtype=param.dtype, device=param.device).reshape(2, *([1] * len(self._batch_shape)))
+        return values.expand(2, *self._batch_shape) if expand else values
 
 
 __all__ = ["Bernoulli"]

@@ -7,7 +7,14 @@ import math
 from ember import creation, dtypes, ops
 from ember.autograd import grad_mode
 from ember.distributions import constraints
-from ember.distributions.distribution import Distribution, as_float_tensor, clamp_probs, finfo
+from ember.distributions.distribution import (
+    Distribution,
+    as_float_tensor,
+    finfo,
+    lazy_property,
+    logits_to_probs,
+    probs_to_logits,
+)
 from ember.tensor import Tensor
 
 
@@ -38,17 +45,19 @@ class Categorical(Distribution):
         self._num_events = param.shape[-1]
         super().__init__(param.shape[:-1], (), validate_args)
 
-    def __getattr__(self, name: str):
-        # The parameter not given is derived on first use (PyTorch's lazy_property).
-        if name == "probs":
-            self.__dict__["probs"] = value = ops.softmax(self.__dict__["logits"], -1)
-            return value
-        if name == "logits":
-            self.__dict__["logits"] = value = clamp_probs(self.__dict__["probs"]).log()
-            return value
-        raise AttributeError(f"'Categorical' object has no attribute {name!r}")
+    @lazy_property
+    def probs(self) -> Tensor:
+        return logits_to_probs(self.logits)
+
+    @lazy_property
+    def logits(self) -> Tensor:
+        return probs_to_logits(self.probs)
 
     @property
+    def _param(self) -> Tensor:
+        return self.__dict__["probs"] if "probs" in self.__dict__ else self.__dict__["logits"]
+
+    @constraints.dependent_property(is_discrete=True, event_dim=0)
     def support(self):
         return constraints.integer_interval(0, self._num_events - 1)
 
@@ -58,7 +67,7 @@ class Categorical(Distribution):
 
     @property
     def mean(self) -> Tensor:
-        return creation.full(self._batch_shape, math.nan, dtype=self.probs.dtype, device=self.probs.device)
+        return creation.full(self._batch_shape, math.nan, dtype=self._param.dtype, device=self._param.device)
 
     @property
     def mode(self) -> Tensor:
@@ -66,7 +75,7 @@ class Categorical(Distribution):
 
     @property
     def variance(self) -> Tensor:
-        return creation.full(self._batch_shape, math.nan, dtype=self.probs.dtype, device=self.probs.device)
+        return creation.full(self._batch_shape, math.nan, dtype=self._param.dtype, device=self._param.device)
 
     def sample(self, sample_shape=()) -> Tensor:
         shape = self._extended_shape(sample_shape)
@@ -91,7 +100,8 @@ class Categorical(Distribution):
 
     def enumerate_support(self, expand: bool = True) -> Tensor:
         """The values 0..K-1, shaped (K, *batch_shape) (or (K, 1, ...) without expand)."""
-        values = creation.arange(self._num_events, device=self.probs.device).reshape(-1, *([1] * len(self._batch_shape)))
+        values = creation.arange(self._num_events, device=self._param.device)
+        values = values.reshape(-1, *([1] * len(self._batch_shape)))
         return values.expand(self._num_events, *self._batch_shape) if expand else values
 
 

@@ -6,7 +6,7 @@ import math
 
 from ember import creation, ops
 from ember.distributions import constraints
-from ember.distributions.distribution import Distribution, as_float_tensor
+from ember.distributions.distribution import Distribution, broadcast_all
 from ember.tensor import Tensor
 
 
@@ -18,9 +18,7 @@ class Normal(Distribution):
     has_rsample = True
 
     def __init__(self, loc, scale, validate_args: bool | None = None) -> None:
-        like = loc if isinstance(loc, Tensor) else scale
-        loc, scale = as_float_tensor(loc, like), as_float_tensor(scale, like)
-        self.loc, self.scale = ops.broadcast_tensors(loc, scale)
+        self.loc, self.scale = broadcast_all(loc, scale, what="Normal(loc, scale)")
         super().__init__(self.loc.shape, (), validate_args)
 
     @property
@@ -55,6 +53,10 @@ class Normal(Distribution):
         if self._validate_args:
             self._validate_sample(value)
         return 0.5 * (1 + ops.erf((value - self.loc) * self.scale.reciprocal() / math.sqrt(2)))
+
+    def icdf(self, value) -> Tensor:
+        """The quantile at probability value."""
+        return self.loc + self.scale * ops.erfinv(2 * value - 1) * math.sqrt(2)
 
     def entropy(self) -> Tensor:
         return 0.5 + 0.5 * math.log(2 * math.pi) + self.scale.log()
