@@ -6,17 +6,15 @@ from ember import creation, ops
 from ember.autograd import grad_mode
 from ember.distributions import constraints
 from ember.distributions.distribution import (
+    BinaryProbsLogits,
     Distribution,
     broadcast_all,
-    lazy_property,
-    logits_to_probs,
-    probs_to_logits,
 )
 from ember.nn import functional as F
 from ember.tensor import Tensor
 
 
-class Bernoulli(Distribution):
+class Bernoulli(BinaryProbsLogits, Distribution):
     """Bernoulli(probs=...) or Bernoulli(logits=...): 1 with probability probs = sigmoid(logits)."""
 
     arg_constraints = {"probs": constraints.unit_interval, "logits": constraints.real}
@@ -33,14 +31,6 @@ class Bernoulli(Distribution):
             (self.logits,) = broadcast_all(logits)
             shape = self.logits.shape
         super().__init__(shape, (), validate_args)
-
-    @lazy_property
-    def probs(self) -> Tensor:
-        return logits_to_probs(self.logits, is_binary=True)
-
-    @lazy_property
-    def logits(self) -> Tensor:
-        return probs_to_logits(self.probs, is_binary=True)
 
     @property
     def param_shape(self) -> tuple:

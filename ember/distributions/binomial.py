@@ -6,11 +6,9 @@ from ember import creation
 from ember.autograd import grad_mode
 from ember.distributions import _sampling, constraints
 from ember.distributions.distribution import (
+    BinaryProbsLogits,
     Distribution,
     broadcast_all,
-    lazy_property,
-    logits_to_probs,
-    probs_to_logits,
 )
 from ember.tensor import Tensor
 
@@ -20,7 +18,7 @@ def _clamp_by_zero(x):
     return (x.clamp(min=0) + x - x.clamp(max=0)) / 2
 
 
-class Binomial(Distribution):
+class Binomial(BinaryProbsLogits, Distribution):
     """Binomial(total_count, probs=...) or Binomial(total_count, logits=...)."""
 
     arg_constraints = {"total_count": constraints.nonnegative_integer, "probs": constraints.unit_interval,
@@ -39,14 +37,6 @@ class Binomial(Distribution):
             self.total_count = self.total_count.to(self.logits.dtype)
             shape = self.logits.shape
         super().__init__(shape, (), validate_args)
-
-    @lazy_property
-    def probs(self) -> Tensor:
-        return logits_to_probs(self.logits, is_binary=True)
-
-    @lazy_property
-    def logits(self) -> Tensor:
-        return probs_to_logits(self.probs, is_binary=True)
 
     @property
     def _param(self) -> Tensor:

@@ -76,6 +76,19 @@ class lazy_property:
         return value
 
 
+class BinaryProbsLogits:
+    """`probs` and `logits` of a yes/no event's distribution given one of them, each derived from the other on first
+    use (Bernoulli, Binomial, Geometric, NegativeBinomial, LogitRelaxedBernoulli)."""
+
+    @lazy_property
+    def probs(self):
+        return logits_to_probs(self.logits, is_binary=True)
+
+    @lazy_property
+    def logits(self):
+        return probs_to_logits(self.probs, is_binary=True)
+
+
 class Distribution:
     """A batch of probability distributions of shape `batch_shape`, each over values of shape `event_shape`."""
 

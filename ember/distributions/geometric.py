@@ -6,19 +6,17 @@ from ember import creation, ops
 from ember.autograd import grad_mode
 from ember.distributions import constraints
 from ember.distributions.distribution import (
+    BinaryProbsLogits,
     Distribution,
     _flat,
     broadcast_all,
     finfo,
-    lazy_property,
-    logits_to_probs,
-    probs_to_logits,
 )
 from ember.nn import functional as F
 from ember.tensor import Tensor
 
 
-class Geometric(Distribution):
+class Geometric(BinaryProbsLogits, Distribution):
     """Geometric(probs=...) or Geometric(logits=...): P(k) = (1 - p)^k p for k = 0, 1, ...."""
 
     arg_constraints = {"probs": constraints.unit_interval, "logits": constraints.real}
@@ -40,14 +38,6 @@ class Geometric(Distribution):
                 raise ValueError(_flat(
                     f"Expected parameter probs (Tensor of shape {tuple(self.probs.shape)}) of distribution {self!r} "
                     f"to be positive but found invalid values: {self.probs.detach()!r}"))
-
-    @lazy_property
-    def probs(self) -> Tensor:
-        return logits_to_probs(self.logits, is_binary=True)
-
-    @lazy_property
-    def logits(self) -> Tensor:
-        return probs_to_logits(self.probs, is_binary=True)
 
     @property
     def mean(self) -> Tensor:

@@ -5,18 +5,16 @@ from __future__ import annotations
 from ember.autograd import grad_mode
 from ember.distributions import _sampling, constraints
 from ember.distributions.distribution import (
+    BinaryProbsLogits,
     Distribution,
     broadcast_all,
-    lazy_property,
-    logits_to_probs,
-    probs_to_logits,
 )
 from ember.distributions.gamma import Gamma
 from ember.nn import functional as F
 from ember.tensor import Tensor
 
 
-class NegativeBinomial(Distribution):
+class NegativeBinomial(BinaryProbsLogits, Distribution):
     """NegativeBinomial(total_count, probs=...) or (total_count, logits=...); probs is each trial's success rate."""
 
     arg_constraints = {"total_count": constraints.greater_than_eq(0),
@@ -37,14 +35,6 @@ class NegativeBinomial(Distribution):
             self.total_count = self.total_count.to(self.logits.dtype)
             shape = self.logits.shape
         super().__init__(shape, (), validate_args)
-
-    @lazy_property
-    def probs(self) -> Tensor:
-        return logits_to_probs(self.logits, is_binary=True)
-
-    @lazy_property
-    def logits(self) -> Tensor:
-        return probs_to_logits(self.probs, is_binary=True)
 
     @property
     def param_shape(self) -> tuple:

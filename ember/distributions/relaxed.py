@@ -6,20 +6,18 @@ from ember import creation, ops
 from ember.distributions import constraints
 from ember.distributions.categorical import Categorical
 from ember.distributions.distribution import (
+    BinaryProbsLogits,
     Distribution,
     as_float_tensor,
     broadcast_all,
     clamp_probs,
-    lazy_property,
-    logits_to_probs,
-    probs_to_logits,
 )
 from ember.distributions.transformed_distribution import TransformedDistribution
 from ember.distributions.transforms import ExpTransform, SigmoidTransform
 from ember.tensor import Tensor
 
 
-class LogitRelaxedBernoulli(Distribution):
+class LogitRelaxedBernoulli(BinaryProbsLogits, Distribution):
     """The logit of a RelaxedBernoulli sample: (logistic noise + logits) / temperature."""
 
     arg_constraints = {"probs": constraints.unit_interval, "logits": constraints.real}
@@ -43,14 +41,6 @@ class LogitRelaxedBernoulli(Distribution):
         new.temperature = self.temperature  # a scalar setting shared by the batch, not expanded
         return new
 
-    @lazy_property
-    def probs(self) -> Tensor:
-        return logits_to_probs(self.logits, is_binary=True)
-
-    @lazy_property
-    def logits(self) -> Tensor:
-        return probs_to_logits(self.probs, is_binary=True)
-
     @property
     def param_shape(self) -> tuple:
         return self._batch_shape
@@ -69,19 +59,14 @@ class LogitRelaxedBernoulli(Distribution):
         return self.temperature.log() + diff - 2 * diff.exp().log1p()
 
 
-class RelaxedBernoulli(TransformedDistribution):
-    """RelaxedBernoulli(temperature, probs=... | logits=...): a continuous relaxation on (0, 1)."""
+class _Relaxed(TransformedDistribution):
+    """A relaxation of a discrete distribution: a transform of its base, whose temperature, logits and probs it
+    shows."""
 
-    arg_constraints = {"probs": constraints.unit_interval, "logits": constraints.real}
-    support = constraints.unit_interval
     has_rsample = True
 
-    def __init__(self, temperature, probs=None, logits=None, validate_args: bool | None = None) -> None:
-        base = LogitRelaxedBernoulli(temperature, probs, logits, validate_args=False)
-        super().__init__(base, SigmoidTransform(), validate_args=validate_args)
-
     def expand(self, batch_shape, _instance=None):
-        return super().expand(batch_shape, _instance=self._get_checked_instance(RelaxedBernoulli, _instance))
+        return super().expand(batch_shape, _instance=self._get_checked_instance(type(self), _instance))
 
     @property
     def temperature(self) -> Tensor:
@@ -94,6 +79,17 @@ class RelaxedBernoulli(TransformedDistribution):
     @property
     def probs(self) -> Tensor:
         return self.base_dist.probs
+
+
+class RelaxedBernoulli(_Relaxed):
+    """RelaxedBernoulli(temperature, probs=... | logits=...): a continuous relaxation on (0, 1)."""
+
+    arg_constraints = {"probs": constraints.unit_interval, "logits": constraints.real}
+    support = constraints.unit_interval
+
+    def __init__(self, temperature, probs=None, logits=None, validate_args: bool | None = None) -> None:
+        base = LogitRelaxedBernoulli(temperature, probs, logits, validate_args=False)
+        super().__init__(base, SigmoidTransform(), validate_args=validate_args)
 
 
 class ExpRelaxedCategorical(Distribution):
@@ -147,31 +143,15 @@ class ExpRelaxedCategorical(Distribution):
         return score + log_scale
 
 
-class RelaxedOneHotCategorical(TransformedDistribution):
+class RelaxedOneHotCategorical(_Relaxed):
     """RelaxedOneHotCategorical(temperature, probs=... | logits=...): the Gumbel-softmax / Concrete distribution."""
 
     arg_constraints = {"probs": constraints.simplex, "logits": constraints.real_vector}
     support = constraints.simplex
-    has_rsample = True
 
     def __init__(self, temperature, probs=None, logits=None, validate_args: bool | None = None) -> None:
         base = ExpRelaxedCategorical(temperature, probs, logits, validate_args=False)
         super().__init__(base, ExpTransform(), validate_args=validate_args)
-
-    def expand(self, batch_shape, _instance=None):
-        return super().expand(batch_shape, _instance=self._get_checked_instance(RelaxedOneHotCategorical, _instance))
-
-    @property
-    def temperature(self) -> Tensor:
-        return self.base_dist.temperature
-
-    @property
-    def logits(self) -> Tensor:
-        return self.base_dist.logits
-
-    @property
-    def probs(self) -> Tensor:
-        return self.base_dist.probs
 
 
 __all__ = ["ExpRelaxedCategorical", "LogitRelaxedBernoulli", "RelaxedBernoulli", "RelaxedOneHotCategorical"]
