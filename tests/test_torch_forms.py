@@ -89,3 +89,21 @@ def test_unravel_index_asarray_scalar_tensor_fill() -> None:
         em.unravel_index(em.tensor([1.0]), (2, 3))
     with pytest.raises(ValueError, match="copy=False"):
         em.asarray([1, 2], copy=False)
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda L: L.gradient(L.tensor([1.0, 2.0]), edge_order=2), "expected each dimension size to be at least"),
+    (lambda L: L.gradient(L.ones(2, 3), spacing=[1.0, 2.0, 3.0]), "a list of length equal to 'self.dim() = 2'"),
+    (lambda L: L.gradient(L.ones(2, 3), edge_order=3), "only supports edge_order=1 and edge_order=2"),
+])
+def test_gradient_refusals_match_torch(call, message) -> None:
+    for lib in (torch, em):
+        with pytest.raises(RuntimeError) as info:
+            call(lib)
+    assert message in str(info.value) and len(str(info.value).splitlines()) == 1
+
+
+def test_gradient_of_integers_is_in_the_default_float_dtype() -> None:
+    ours, theirs = em.gradient(em.tensor([1, 2, 4]))[0], torch.gradient(torch.tensor([1, 2, 4]))[0]
+    assert ours.dtype == em.float32 and theirs.dtype == torch.float32
+    np.testing.assert_array_equal(ours.numpy(), theirs.numpy())

@@ -31,6 +31,7 @@ from ember.ops.indexing import (
     argwhere, gather, getitem, index_add, index_put, index_select, masked_fill, masked_select, nonzero, one_hot,
     scatter, scatter_add, setitem, take_along_dim,
 )
+from ember.ops.finite_differences import gradient
 from ember.ops.linalg import (
     addbmm, addmm, addmv, addr, baddbmm, bmm, cdist, cross, dist, dot, einsum, ger, inner, matmul, mm, mv, outer,
     tensordot, trace, vdot,

@@ -195,3 +195,13 @@ row("diagonal_scatter", lambda L, x, d: L.diagonal_scatter(x, d, 1), lambda r: [
     tol=EXACT)
 row("diagonal_scatter_dims", lambda L, x, d: L.diagonal_scatter(x, d, -1, 2, 0), lambda r: [r.normal((3, 2, 4)),
                                                                                            r.normal((2, 3))], tol=EXACT)
+
+
+# gradient (ops/finite_differences.py): uniform spacings, both edge orders, and coordinates
+_COORDS = np.array([0.0, 0.7, 1.1, 2.0, 2.4])
+row("gradient", lambda L, x: L.gradient(x), lambda r: [r.normal((3, 5))], tol=REDUCTION)
+row("gradient_edge2_spacing", lambda L, x: L.gradient(x, spacing=[0.5, 2.0], edge_order=2),
+    lambda r: [r.normal((3, 5))], tol=REDUCTION)
+row("gradient_coordinates",
+    lambda L, x: L.gradient(x, spacing=(L.tensor(_COORDS, dtype=x.dtype, device=x.device),), dim=1, edge_order=2),
+    lambda r: [r.normal((3, 5))], tol=REDUCTION)
