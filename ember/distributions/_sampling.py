@@ -12,6 +12,7 @@ import numpy as np
 
 from ember import creation
 from ember.autograd.function import Function
+from ember.ops.special import _scipy_special
 from ember.random import host_rng
 from ember.tensor import Tensor
 
@@ -25,9 +26,8 @@ def _like(arr: np.ndarray, t: Tensor) -> Tensor:
 
 
 def _digamma(x: np.ndarray) -> np.ndarray:
-    from scipy.special import digamma
-
-    return digamma(x)
+    # SciPy's, as ember.digamma's kernel is: without SciPy, the same one-line ImportError naming the extra
+    return _scipy_special(np, "digamma").digamma(x)
 
 
 # --- gamma ----------------------------------------------------------------------------------------------------------
