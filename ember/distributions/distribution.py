@@ -11,6 +11,7 @@ from ember import creation, dispatch, dtypes, ops
 from ember.autograd import grad_mode
 from ember.errors import ShapeError
 from ember.tensor import Tensor
+from ember.type_info import finfo  # the machine limits of a float dtype, bfloat16's too
 
 _VALIDATE_DEFAULT = True
 
@@ -257,16 +258,6 @@ def broadcast_all(*values, what: str | None = None) -> tuple:
         shapes = ", ".join(str(tuple(t.shape)) for t in tensors)
         raise ParameterShapeError(f"{what or 'broadcast_all'}: parameters of shapes {shapes} cannot be broadcast "
                                   "together") from None
-
-
-def finfo(dtype):
-    """NumPy's (or, for bfloat16, ml_dtypes') machine limits of an Ember float dtype."""
-    try:
-        return np.finfo(dtype.np)
-    except ValueError:
-        import ml_dtypes
-
-        return ml_dtypes.finfo(dtype.np)
 
 
 def clamp_probs(probs: Tensor) -> Tensor:
