@@ -18,22 +18,10 @@ from ember.dispatch import apply
 from ember.errors import DomainError, DtypeError, LinAlgError, ShapeError, fmt_shape
 from ember.op import register
 from ember.ops._rules import norm_dim, refuse_mixed, spec
-from ember.ops.linalg_decomp import _LinalgOp, check_float, check_matrix, eigvalsh, inv, solve, svdvals
+from ember.ops.linalg_decomp import _LinalgOp, _mm, _mT, check_float, check_matrix, eigvalsh, inv, solve, svdvals
 from ember.ops.linalg_lu import INT32_NP, inv_ex, solve_triangular
 
 _INF = math.inf
-
-
-def _mT(t):
-    from ember.ops.shape import transpose
-
-    return transpose(t, -2, -1)
-
-
-def _mm(a, b):
-    from ember.ops.linalg import matmul
-
-    return matmul(a, b)
 
 
 # --- cholesky_ex -----------------------------------------------------------------------------------------------------

@@ -11,22 +11,17 @@ from ember.errors import ShapeError, fmt_shape
 from ember.ops.creation_ops import eye_like
 from ember.ops.elementwise_composed import with_zero_gradient_to
 from ember.ops.linalg import matmul
+from ember.ops.linalg_decomp import _mT, inv, svdvals
 from ember.ops.linalg_decomp import cholesky as _cholesky
-from ember.ops.linalg_decomp import inv, svdvals
 from ember.ops.linalg_decomp import qr as _qr
 from ember.ops.linalg_decomp import svd as _svd
 from ember.ops.linalg_lu import lu_factor_ex, solve_triangular, unpack
 from ember.ops.linalg_lu import lu_solve as _lu_solve
-from ember.ops.shape import transpose
 
 SVDLegacy = namedtuple("svd", ["U", "S", "V"])
 QRLegacy = namedtuple("qr", ["Q", "R"])
 TriangularSolveResult = namedtuple("triangular_solve", ["solution", "cloned_coefficient"])
 LUUnpackResult = namedtuple("lu_unpack", ["P", "L", "U"])
-
-
-def _mT(t):
-    return transpose(t, -2, -1)
 
 
 def matrix_power(A, n: int):  # noqa: N803 - PyTorch's names

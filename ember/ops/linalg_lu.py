@@ -17,21 +17,9 @@ from ember.dispatch import apply
 from ember.errors import DtypeError, IndexOutOfBoundsError, LinAlgError, ShapeError, fmt_shape
 from ember.op import Op, register
 from ember.ops._rules import broadcast_shapes, refuse_mixed, spec
-from ember.ops.linalg_decomp import _LinalgOp, check_float, check_matrix, is_vector_rhs
+from ember.ops.linalg_decomp import _LinalgOp, _mm, _mT, check_float, check_matrix, is_vector_rhs
 
 INT32_NP = np.dtype(np.int32)
-
-
-def _mT(t):
-    from ember.ops.shape import transpose
-
-    return transpose(t, -2, -1)
-
-
-def _mm(a, b):
-    from ember.ops.linalg import matmul
-
-    return matmul(a, b)
 
 
 def _batch_of(op: str, *shapes) -> tuple:
