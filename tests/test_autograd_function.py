@@ -399,3 +399,10 @@ def test_a_rule_written_as_vjp() -> None:
     x = em.tensor(X, requires_grad=True)
     Double.apply(x).sum().backward()
     np.testing.assert_array_equal(x.grad.numpy(), np.full(X.shape, 2.0))
+
+
+def test_backward_returning_a_number_as_a_gradient() -> None:
+    bad = _one_off(em, lambda ctx, a: a * 2, lambda ctx, g: 1.0)
+    with pytest.raises(RuntimeError, match="returned a float as the gradient at position 0, but a gradient must be a "
+                                           "tensor or None"):
+        bad.apply(em.tensor(X, requires_grad=True)).sum().backward()

@@ -138,3 +138,11 @@ def test_one_line_errors(call, message) -> None:
     with pytest.raises((ValueError, TypeError, RuntimeError)) as info:
         call()
     assert message in str(info.value) and len(str(info.value).splitlines()) == 1
+
+
+def test_vjp_refuses_cotangents_that_do_not_fit() -> None:
+    _, vjp_fn = em.func.vjp(lambda a: a * 2, em.ones(3))
+    with pytest.raises(ValueError, match=r"vjp: a cotangent of shape \(2,\) for an output of shape \(3,\)"):
+        vjp_fn(em.ones(2))
+    with pytest.raises(ValueError, match="vjp: expected 1 cotangents"):
+        vjp_fn((em.ones(3), em.ones(3)))
