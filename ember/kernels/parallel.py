@@ -119,14 +119,19 @@ def chunks(n: int, flops: float = float("inf"), grain: int = 1, compiled: bool =
     chunks, `compiled`, repay their hand-off from less work than Python's; `least` overrides that amount for a
     kernel whose flops run slower than a GEMM's, so that a chunk of fewer of them repays its hand-off)."""
     threads = get_num_threads()
-    if threads == 1 or n < 2:
-        return [(0, n)]
+    if threads == 1 or n < 2 or flops < min(_least_chunk_flops(), least if compiled and least is not None else 1e300):
+        return [(0, n)]  # (decided without starting the pool: it starts only for work it will take)
     if least is None or not (compiled and native()):
         least = THRESHOLDS["min_kernel_chunk_flops" if compiled and native() else "min_python_chunk_flops"]
     if flops < least:
         return [(0, n)]
     by_work = threads if flops == float("inf") or least <= 0 else -(-flops // least)  # chunks of `least` or more
     return split(n, int(max(1, min(threads, n // max(grain, 1), by_work))))
+
+
+def _least_chunk_flops() -> float:
+    """The least work any chunk repays its hand-off with: below it nothing splits, whichever the pool's kind."""
+    return min(THRESHOLDS["min_kernel_chunk_flops"], THRESHOLDS["min_python_chunk_flops"])
 
 
 def parallel_for(n: int, fn, flops: float = float("inf"), grain: int = 1) -> list:
@@ -162,8 +167,8 @@ def splitting_now() -> bool:
 def worth_splitting(flops: float, compiled: bool = False) -> bool:
     """Whether a kernel of `flops` should split itself over the threads now: there are several, it is large
     enough (for `compiled` chunks on GIL-free workers, as `chunks` has it), and no split is under way."""
-    if get_num_threads() == 1 or splitting_now():
-        return False
+    if get_num_threads() == 1 or splitting_now() or flops < _least_chunk_flops():
+        return False  # (decided without starting the pool)
     return flops >= THRESHOLDS["min_kernel_chunk_flops" if compiled and native() else "min_python_chunk_flops"]
 
 
