@@ -5,8 +5,11 @@
 products, attention). It takes Ember's kernel for float32 products of 2-D or equally batched 3-D operands
 that are large enough to repay its call (about 2 us against NumPy's 1 us), where the host has AVX-512, the
 `jit` extra is installed, and NumPy's BLAS is an OpenBLAS running narrower kernels than the CPU has (as
-OPENBLAS_CORETYPE=Haswell makes it): OpenBLAS's own AVX-512 kernels ran these products in 0.7-1.1x the
-kernel's time. EMBER_GEMM=ember takes the kernel wherever it runs, EMBER_GEMM=blas never. A B with strided
+OPENBLAS_CORETYPE=Haswell makes it), or its AVX-512 kernels on an AMD Zen 4: on Intel's AVX-512 cores OpenBLAS's own
+AVX-512 kernels ran these products in 0.7-1.1x the kernel's time, on a Zen 4, which runs each 512-bit instruction as
+two 256-bit halves, in 0.95-1.6x (one thread; the transformer's and the LSTM's jitted training steps 0.96-1.03x ->
+0.83-0.93x PyTorch's, two threads, AMD EPYC family 25 model 17, 2026-12-04). EMBER_GEMM=ember takes the kernel
+wherever it runs, EMBER_GEMM=blas never. A B with strided
 columns (a transposed weight) is copied into panels first (16 x 16 transposes when its K axis is the
 contiguous one), which pays off from 16 rows of A. On the
 AMD EPYC (Zen 5) this project runs on, where OPENBLAS_CORETYPE=Haswell holds NumPy's OpenBLAS to AVX2,
@@ -59,8 +62,8 @@ algorithms("matmul", [
     Algorithm("mkl sgemm", "EMBER_GEMM=mkl with the mkl extra installed: float32 2-D NumPy operands within "
               "MKL_GEMM's sizes", None),
     Algorithm("ember sgemm", "float32 2-D or equally batched 3-D NumPy operands of min_flops or more, AVX-512, Numba, "
-              "and NumPy's OpenBLAS running narrower kernels than the CPU has (EMBER_GEMM=ember: wherever it runs)",
-              None),
+              "and NumPy's OpenBLAS running narrower kernels than the CPU has, or its AVX-512 ones on an AMD Zen 4 "
+              "(EMBER_GEMM=ember: wherever it runs)", None),
     Algorithm("numpy", "otherwise: NumPy's matmul (its BLAS)", always),
 ])
 _state: dict = {}
@@ -142,9 +145,21 @@ def _choose(choice: str) -> bool:
     # Asked before the driver is compiled, which costs 1.4 s where the kernel cache is empty.
     # Where the CPU's widest is AVX2, OpenBLAS's Haswell kernels are not narrower than it.
     core = openblas_core()
-    if choice == "auto" and (core is None or core.lower() in AVX512_CORES or not _wide_block()):
+    if choice == "auto" and (core is None or not _wide_block()
+                             or (core.lower() in AVX512_CORES and not _halved_avx512())):
         return False
     return driver() is not None
+
+
+def _halved_avx512() -> bool:
+    """Whether the CPU is an AMD Zen 4 (family 25 with AVX-512), which runs each 512-bit instruction as two 256-bit
+    halves. There OpenBLAS's AVX-512 kernels (SkylakeX, blocked for Intel's cores) ran the benchmark models' products
+    in 1.0-1.6x Ember's kernel's time on one thread (benchmarks/gemm.py's shapes; all but two 3x3 convolutions'
+    im2col products, 0.95-1.0x, faster on Ember's), where on Intel's AVX-512 cores they ran in 0.7-1.1x its time."""
+    from ember.kernels.machine import detect
+
+    m = detect()
+    return m.vendor == "AuthenticAMD" and m.family == 25 and m.avx512
 
 
 def _numba_available() -> bool:

@@ -2,6 +2,8 @@
 (gemm.matmul): values against float64 NumPy on shapes around every block edge, layouts and splits, and the
 products the ops route through it against PyTorch."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -230,13 +232,28 @@ def test_matmul_chooses_by_dtype_size_layout_and_aliasing(own_gemm):
 @pytest.mark.parametrize("avx512", [True, False], ids=["AVX-512 CPU", "AVX2 CPU"])
 @pytest.mark.parametrize("core, chosen", [("Haswell", True), ("Zen", True), ("SkylakeX", False),
                                           ("Cooperlake", False), (None, False)])
-def test_auto_takes_the_kernel_only_over_narrower_openblas_kernels(core, chosen, avx512, monkeypatch):
-    """Haswell's kernels are narrower than an AVX-512 CPU's, not than an AVX2 one's."""
+@pytest.mark.parametrize("zen4", [False, True], ids=["Intel", "Zen 4"])
+def test_auto_takes_the_kernel_over_narrower_openblas_kernels_or_on_zen4(core, chosen, avx512, zen4, monkeypatch):
+    """Haswell's kernels are narrower than an AVX-512 CPU's, not than an AVX2 one's; on a Zen 4 (AVX-512 run as two
+    256-bit halves) the kernel is taken over OpenBLAS's AVX-512 kernels too."""
     monkeypatch.setattr(blas, "openblas_core", lambda: core)
     monkeypatch.setattr(gemm, "_wide_block", lambda: avx512)
-    assert gemm._choose("auto") is (chosen and avx512)
+    monkeypatch.setattr(gemm, "_halved_avx512", lambda: zen4)
+    assert gemm._choose("auto") is ((chosen or (zen4 and core is not None)) and avx512)
     assert gemm._choose("ember") is True  # wherever the kernel runs
     assert gemm._choose("blas") is False
+
+
+def test_zen4_is_told_from_its_family(monkeypatch):
+    from ember.kernels import machine
+
+    real = machine.detect()
+    for vendor, family, avx512, expected in (("AuthenticAMD", 25, True, True), ("AuthenticAMD", 25, False, False),
+                                             ("AuthenticAMD", 26, True, False), ("GenuineIntel", 6, True, False)):
+        isa = frozenset({"avx512f"} if avx512 else {"avx2", "fma"})
+        fake = dataclasses.replace(real, vendor=vendor, family=family, isa=isa)
+        monkeypatch.setattr(machine, "detect", lambda fake=fake: fake)
+        assert gemm._halved_avx512() is expected, (vendor, family, avx512)
 
 
 def test_settings_and_numpy_backend(monkeypatch):
@@ -266,6 +283,7 @@ def test_the_kernels_built_on_the_driver_take_it_over_avx512_openblas_too(monkey
 
     monkeypatch.setattr(blas, "openblas_core", lambda: "SkylakeX")
     monkeypatch.setattr(gemm, "_wide_block", lambda: True)
+    monkeypatch.setattr(gemm, "_halved_avx512", lambda: False)  # Intel's AVX-512 cores
     for value, products, kernels in (("auto", False, True), ("ember", True, True), ("blas", False, False)):
         monkeypatch.setattr(gemm, "_state", {})
         monkeypatch.setenv("EMBER_GEMM", value)
