@@ -349,3 +349,29 @@ def multinomial(input: Tensor, num_samples: int, replacement: bool = False, *, g
         raise ValueError("multinomial: invalid multinomial distribution (sum of probabilities <= 0)")
     picks = host_rng(generator).multinomial(np.ascontiguousarray(rows), num_samples, replacement)
     return _host_to_device(picks.reshape(probs.shape[:-1] + (num_samples,)), input.device)
+
+
+def poisson(input: Tensor, generator: Generator | None = None) -> Tensor:
+    """Poisson counts with rates `input`, as floats of its dtype (torch.poisson; no gradient flows through a draw)."""
+    if not input.is_floating_point():
+        raise TypeError(f"poisson: rates must be floating point, got {input.dtype}")
+    rates = input.detach().numpy()
+    if np.isnan(rates).any() or (rates < 0).any():
+        raise ValueError("poisson: invalid Poisson rate, expected rate to be non-negative (got a negative or NaN rate)")
+    counts = host_rng(generator).numpy.poisson(rates.astype(np.float64))
+    return _host_to_device(counts.astype(rates.dtype), input.device)
+
+
+def binomial(count: Tensor, prob: Tensor, generator: Generator | None = None) -> Tensor:
+    """Binomial counts of `count` trials with success probabilities `prob` (broadcast together), as floats of their
+    dtype (torch.binomial)."""
+    if not (count.is_floating_point() and prob.is_floating_point()) or count.dtype != prob.dtype:
+        raise TypeError(f"binomial: count and prob must be floating point of one dtype, got {count.dtype} and "
+                        f"{prob.dtype}")
+    n, p = np.broadcast_arrays(count.detach().numpy(), prob.detach().numpy())
+    if np.isnan(p).any() or (p < 0).any() or (p > 1).any():
+        raise ValueError("binomial: prob must be in [0, 1]")
+    if np.isnan(n).any() or (n < 0).any():
+        raise ValueError("binomial: count must be non-negative")
+    draws = host_rng(generator).numpy.binomial(np.floor(n).astype(np.int64), p.astype(np.float64))
+    return _host_to_device(draws.astype(prob.detach().numpy().dtype), prob.device)

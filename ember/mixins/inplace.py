@@ -20,7 +20,7 @@ INPLACE_FORMS = (
     "fmax", "fmin", "heaviside", "deg2rad", "rad2deg", "addmm", "addmv", "addr", "baddbmm", "addbmm",
     "gcd", "lcm", "sinc", "ldexp", "renorm", "fix", "absolute", "arctan2", "index_copy", "index_fill", "masked_scatter",
     "acos", "acosh", "asin", "asinh", "atan", "atanh", "arccos", "arccosh", "arcsin", "arcsinh", "arctan", "arctanh",
-    "atan2", "cosh", "sinh", "tan", "exp2", "expm1", "log2", "log10", "erf", "erfc", "erfinv", "lgamma", "digamma",
+    "atan2", "cosh", "sinh", "tan", "exp2", "expm1", "log2", "log10", "erf", "erfc", "erfinv", "i0", "lgamma", "digamma",
     "logit", "frac", "negative", "hypot", "copysign", "nextafter", "xlogy", "fmod", "floor_divide", "divide",
     "true_divide", "multiply", "subtract", "eq", "ne", "not_equal", "lt", "less", "le", "less_equal", "gt", "greater",
     "ge", "greater_equal", "logical_and", "logical_or", "logical_xor", "logical_not", "bitwise_and", "bitwise_or",

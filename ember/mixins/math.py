@@ -151,6 +151,9 @@ class MathMixin:
         """`ember.erfinv(self)`."""
         return ops.erfinv(self)
 
+    i0 = op_method()
+    frexp = op_method()
+
     logit = op_method()
 
     def xlogy(self, other):

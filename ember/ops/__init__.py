@@ -25,7 +25,7 @@ from ember.ops.elementwise_composed import (
 )
 from ember.ops.elementwise_extra import (
     acos, acosh, arccos, arccosh, arcsin, arcsinh, arctan, arctanh, asin, asinh, atan, atanh, bitwise_left_shift,
-    bitwise_right_shift, copysign, cosh, hypot, logaddexp, nextafter, signbit, sinh,
+    bitwise_right_shift, copysign, cosh, frexp, hypot, logaddexp, nextafter, signbit, sinh,
 )
 from ember.ops.indexing import (
     argwhere, gather, getitem, index_add, index_put, index_select, masked_fill, masked_select, nonzero, one_hot,
@@ -73,6 +73,7 @@ from ember.ops.sorting import (
     argsort, cummax, cummin, cumprod, cumsum, kthvalue, logcumsumexp, msort, sort, topk,
 )
 from ember.ops.special import digamma, erfc, erfinv, lgamma, logit, polygamma, xlogy
+from ember.ops.special_bessel import i0
 from ember.ops.windows import bartlett_window, blackman_window, hamming_window, hann_window, kaiser_window
 from ember.ops.torch_forms import *  # noqa: F403  (torch.relu_, torch.t_copy, torch.real, ...: see its __all__)
 from ember.ops.statistics import (

@@ -1,9 +1,17 @@
 """Elementwise ops beyond the core set: inverse and hyperbolic trig, logaddexp, hypot, copysign,
-nextafter, signbit and bit shifts (PyTorch's names; the Array API standard needs them all)."""
+nextafter, signbit and bit shifts (PyTorch's names; the Array API standard needs them all), and frexp."""
 
 from __future__ import annotations
 
-from ember.ops.elementwise import _binary, _unary, _x, eq, lt, sigmoid, sqrt, where
+from collections import namedtuple
+
+import numpy as np
+
+from ember.dispatch import apply
+from ember.op import Op, register
+from ember.ops._rules import require_float, shape_of, spec
+from ember.ops.elementwise import _binary, _unary, _x, eq, exp2, lt, sigmoid, sqrt, where
+from ember.ops.opmath import rounded, upcast
 
 asin = _unary("asin", None, lambda c, g: g / sqrt(1.0 - _x(c) * _x(c)), ufunc="arcsin", save_input=True)
 acos = _unary("acos", None, lambda c, g: -(g / sqrt(1.0 - _x(c) * _x(c))), ufunc="arccos", save_input=True)
@@ -46,8 +54,39 @@ nextafter = _binary("nextafter", ufunc="nextafter", ufunc_kinds="f")  # not diff
 bitwise_left_shift = _binary("bitwise_left_shift", ufunc="left_shift", result="int")
 bitwise_right_shift = _binary("bitwise_right_shift", ufunc="right_shift", result="int")
 
+
+
+class _FrexpExponent(Op):
+    """frexp's exponent: the int32 e with x = m * 2**e, 0.5 <= |m| < 1 (0 for 0, inf and NaN)."""
+
+    name = "frexp_exponent"
+    elementwise = True
+    differentiable = False
+
+    def infer(self, x):
+        return spec(shape_of(x), np.dtype(np.int32))
+
+    def kernel(self, xp, x):
+        return xp.frexp(upcast(x))[1].astype(np.int32, copy=False)  # (NumPy has no bfloat16 frexp)
+
+
+_frexp_exponent = register(_FrexpExponent())
+# PyTorch's gradient of the mantissa: grad / 2**exponent
+_frexp_mantissa = _unary("frexp_mantissa", lambda xp, x: rounded(xp.frexp(upcast(x))[0], x.dtype),
+                         lambda c, g: g / exp2(apply(_frexp_exponent, _x(c)).to(g.dtype)), save_input=True,
+                         refuses="int")
+FrexpResult = namedtuple("FrexpResult", ["mantissa", "exponent"])
+
+
+def frexp(input):
+    """(mantissa, exponent) with input = mantissa * 2**exponent and 0.5 <= |mantissa| < 1, the exponent int32, as
+    torch.frexp (differentiable in the mantissa)."""
+    require_float("frexp", input.dtype.np, "input (torch.frexp() only supports floating-point dtypes)")
+    return FrexpResult(_frexp_mantissa(input), apply(_frexp_exponent, input))
+
+
 __all__ = [
     "acos", "acosh", "arccos", "arccosh", "arcsin", "arcsinh", "arctan", "arctanh", "asin", "asinh", "atan",
-    "atanh", "bitwise_left_shift", "bitwise_right_shift", "copysign", "cosh", "hypot", "logaddexp", "nextafter",
+    "atanh", "bitwise_left_shift", "bitwise_right_shift", "copysign", "cosh", "frexp", "hypot", "logaddexp", "nextafter",
     "signbit", "sinh",
 ]

@@ -35,15 +35,19 @@ def _scipy_special(xp, op: str):
 
 
 class SpecialOp(Op):
-    """An elementwise special function of one or two tensor inputs (Python numbers allowed), by SciPy's name."""
+    """An elementwise special function of one or two tensor inputs (Python numbers allowed), by SciPy's name;
+    not differentiable where `grad` is None."""
 
     elementwise = True
 
-    def __init__(self, name: str, scipy_name: str, arity: int, grad, *, save_output: bool = False) -> None:
+    def __init__(self, name: str, scipy_name: str, arity: int, grad, *, save_output: bool = False,
+                 part: int | None = None) -> None:
         self.name = name
         self.scipy_name = scipy_name
         self.arity = arity
         self.grad = grad
+        self.differentiable = grad is not None  # PyTorch gives the Bessel functions' results no gradient
+        self.part = part  # which of SciPy's results is the op's, where SciPy returns several (airy)
         self.save_inputs = tuple(range(arity))
         self.save_outputs = (0,) if save_output else ()
 
@@ -58,6 +62,8 @@ class SpecialOp(Op):
         consts = attrs.values() if xp is np else [xp.asarray(c) for c in attrs.values()]  # cupyx wants arrays
         with np.errstate(all="ignore"):  # poles and the ends of the domain give inf/NaN quietly, as PyTorch
             out = fn(*consts, *args)
+        if self.part is not None:
+            out = out[self.part]
         return rounded(xp.asarray(out), dtype)
 
     def vjp(self, ctx, g):

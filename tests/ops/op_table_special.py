@@ -54,6 +54,63 @@ srow("special_multigammaln", lambda L, x: L.special.multigammaln(x, 3), one("uni
 srow("special_expit_logsumexp", lambda L, x: (L.special.expit(x), L.special.logsumexp(x, -1)),
      lambda r: [r.normal((2, 3))])
 
+# --- Bessel and Airy functions, erfcx, zeta (special_bessel.py) and the orthogonal polynomials -------------------
+# PyTorch's float64 Bessel kernels are off by up to 9e-7 (bessel_y1 near x = 5) and its airy_ai by up to 2e-5
+# relative (airy_ai(-2.2): 0.0961469 against the 0.0961454 SciPy and mpmath give); Ember's, SciPy's, are checked
+# against mpmath in test_special_functions.py. PyTorch's float32 ones are float32 code, Ember's SciPy's rounded once.
+BESSEL = Tol((2e-5, 2e-6), (1e-6, 1e-6))
+AIRY = Tol((1e-4, 1e-6), (5e-5, 1e-9))
+srow("i0", lambda L, x: L.i0(x), one("normal", scale=2.0))
+srow("i0_method", lambda L, x: x.i0(), one("uniform", lo=-6.0, hi=6.0))
+NO_HALF_BACKWARD = {"float16": "PyTorch 2.13's CPU backward of this function has no float16 version"}
+srow("special_i0e", lambda L, x: L.special.i0e(x), one("normal", scale=3.0), skip_low=NO_HALF_BACKWARD)
+srow("special_i1", lambda L, x: L.special.i1(x), one("normal", scale=2.0), skip_low=NO_HALF_BACKWARD)
+srow("special_i1e", lambda L, x: L.special.i1e(x), one("normal", scale=3.0), skip_low=NO_HALF_BACKWARD)
+srow("special_erfcx", lambda L, x: L.special.erfcx(x), one("normal", scale=2.0), skip_low=NO_LOW)
+
+
+def _zeta_args(r: Rand):
+    sa, sb = r.bshapes(2)
+    return [r.uniform(sa, 1.5, 4.0), r.uniform(sb, 0.5, 3.0)]
+
+
+srow("special_zeta", lambda L, x, q: L.special.zeta(x, q), _zeta_args, nograd=(0,), skip_low=NO_LOW)
+srow("special_zeta_scalar_x", lambda L, q: L.special.zeta(2.5, q), one("uniform", lo=0.5, hi=3.0), skip_low=NO_LOW)
+for _name, _gen in (("bessel_j0", one("normal", scale=4.0)), ("bessel_j1", one("normal", scale=4.0)),
+                    ("bessel_y0", one("uniform", lo=0.1, hi=9.0)), ("bessel_y1", one("uniform", lo=0.1, hi=9.0)),
+                    ("modified_bessel_i0", one("normal", scale=2.0)), ("modified_bessel_i1", one("normal", scale=2.0)),
+                    ("modified_bessel_k0", one("uniform", lo=0.05, hi=6.0)),
+                    ("modified_bessel_k1", one("uniform", lo=0.05, hi=6.0)),
+                    ("scaled_modified_bessel_k0", one("uniform", lo=0.05, hi=6.0)),
+                    ("scaled_modified_bessel_k1", one("uniform", lo=0.05, hi=6.0)),
+                    ("airy_ai", one("uniform", lo=-4.0, hi=4.0)), ("spherical_bessel_j0", one("normal", scale=4.0))):
+    srow(f"special_{_name}", (lambda n: lambda L, x: getattr(L.special, n)(x))(_name), _gen, grad=False,
+         skip_low=NO_LOW, tol=AIRY if _name == "airy_ai" else BESSEL)
+
+
+def _polynomial_args(lo: float, hi: float):
+    """x in [lo, hi) and integer degrees 0..11 (some negative), of broadcastable shapes."""
+    def make(r: Rand):
+        sa, sb = r.bshapes(2)
+        return [r.uniform(sa, lo, hi), r.ints(sb, -1, 12)]
+
+    return make
+
+
+# (name, x's range): degrees up to 11, so Chebyshev's trigonometric forms (above 6 inside (-1, 1)) are reached
+_POLYNOMIALS = (("chebyshev_polynomial_t", (-1.2, 1.2)), ("chebyshev_polynomial_u", (-1.2, 1.2)),
+                ("chebyshev_polynomial_v", (-1.2, 1.2)), ("chebyshev_polynomial_w", (-1.2, 1.2)),
+                ("shifted_chebyshev_polynomial_t", (-0.1, 1.1)), ("shifted_chebyshev_polynomial_u", (-0.1, 1.1)),
+                ("shifted_chebyshev_polynomial_v", (-0.1, 1.1)), ("shifted_chebyshev_polynomial_w", (-0.1, 1.1)),
+                ("hermite_polynomial_h", (-2.0, 2.0)), ("hermite_polynomial_he", (-2.0, 2.0)),
+                ("laguerre_polynomial_l", (0.0, 5.0)), ("legendre_polynomial_p", (-1.0, 1.0)))
+for _name, (_lo, _hi) in _POLYNOMIALS:
+    srow(f"special_{_name}", (lambda n: lambda L, x, k: getattr(L.special, n)(x, k))(_name), _polynomial_args(_lo, _hi),
+         grad=False, skip_low=NO_LOW, tol=Tol((2e-5, 2e-5), (1e-10, 1e-10)))
+srow("special_hermite_polynomial_h_scalar_n", lambda L, x: L.special.hermite_polynomial_h(x, 5),
+     one("uniform", lo=-2.0, hi=2.0), grad=False, skip_low=NO_LOW)
+
+
 # --- convolve (scipy.signal's modes; HIPS autograd's axes and dot_axes), checked against PyTorch's conv1d/conv2d ---
 def _th_conv1d(a, b, mode: str):
     """Convolution of 1-D a and b with torch's conv1d (a correlation): flip b, pad a."""
