@@ -317,6 +317,60 @@ class _PositiveDefinite(_Symmetric):
         return linalg.cholesky_ex(value.detach()).info == 0
 
 
+class _Joined(Constraint):
+    """Constraints `cseq` on parts of a value joined along `dim` (by torch.cat or torch.stack)."""
+
+    def __init__(self, cseq, dim: int = 0) -> None:
+        if not all(isinstance(c, Constraint) for c in cseq):
+            raise AssertionError("All elements of cseq must be Constraint instances")
+        self.cseq = list(cseq)
+        self.dim = dim
+
+    @property
+    def is_discrete(self) -> bool:
+        return any(c.is_discrete for c in self.cseq)
+
+
+class _Cat(_Joined):
+    """cseq[i] checked on the i-th block of lengths[i] entries along dim (the blocks torch.cat would join)."""
+
+    def __init__(self, cseq, dim: int = 0, lengths=None) -> None:
+        super().__init__(cseq, dim)
+        self.lengths = [1] * len(self.cseq) if lengths is None else list(lengths)
+        if len(self.lengths) != len(self.cseq):
+            raise AssertionError(f"lengths ({len(self.lengths)}) must match cseq ({len(self.cseq)})")
+
+    @property
+    def event_dim(self) -> int:
+        return max(c.event_dim for c in self.cseq)
+
+    def check(self, value):
+        if not -value.ndim <= self.dim < value.ndim:
+            raise AssertionError(f"dim {self.dim} out of range for value with {value.ndim} dimensions")
+        checks, start = [], 0
+        for constraint, length in zip(self.cseq, self.lengths):
+            checks.append(constraint.check(value.narrow(self.dim, start, length)))
+            start = start + length
+        return ops.cat(checks, self.dim)
+
+
+class _Stack(_Joined):
+    """cseq[i] checked on the i-th slice along dim (the slices torch.stack would join)."""
+
+    @property
+    def event_dim(self) -> int:
+        dim = max(c.event_dim for c in self.cseq)
+        if self.dim + dim < 0:  # a negative dim inside the parts' events makes the stacked dim an event dim too
+            dim += 1
+        return dim
+
+    def check(self, value):
+        if not -value.ndim <= self.dim < value.ndim:
+            raise AssertionError(f"dim {self.dim} out of range for value with {value.ndim} dimensions")
+        parts = [value.select(self.dim, i) for i in range(value.shape[self.dim])]
+        return ops.stack([c.check(v) for v, c in zip(parts, self.cseq)], self.dim)
+
+
 dependent = _Dependent()
 dependent_property = _DependentProperty
 independent = _IndependentConstraint
@@ -344,9 +398,12 @@ square = _Square()
 symmetric = _Symmetric()
 positive_semidefinite = _PositiveSemidefinite()
 positive_definite = _PositiveDefinite()
+cat = _Cat
+stack = _Stack
 
-__all__ = ["Constraint", "MixtureSameFamilyConstraint", "boolean", "corr_cholesky", "dependent", "dependent_property",
-           "greater_than", "greater_than_eq", "half_open_interval", "independent", "integer_interval", "interval",
-           "is_dependent", "less_than", "lower_cholesky", "lower_triangular", "multinomial", "nonnegative",
-           "nonnegative_integer", "one_hot", "positive", "positive_definite", "positive_integer",
-           "positive_semidefinite", "real", "real_vector", "simplex", "square", "symmetric", "unit_interval"]
+__all__ = ["Constraint", "MixtureSameFamilyConstraint", "boolean", "cat", "corr_cholesky", "dependent",
+           "dependent_property", "greater_than", "greater_than_eq", "half_open_interval", "independent",
+           "integer_interval", "interval", "is_dependent", "less_than", "lower_cholesky", "lower_triangular",
+           "multinomial", "nonnegative", "nonnegative_integer", "one_hot", "positive", "positive_definite",
+           "positive_integer", "positive_semidefinite", "real", "real_vector", "simplex", "square", "stack",
+           "symmetric", "unit_interval"]

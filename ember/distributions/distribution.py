@@ -284,6 +284,38 @@ def sum_rightmost(value, dim: int):
     return value.reshape(*value.shape[: value.ndim - dim], -1).sum(-1)
 
 
+def _tril_positions(n: int, diag: int) -> np.ndarray:
+    # the flat (row-major) positions of an n x n matrix's entries on or below diagonal `diag`, in row order
+    rows = np.arange(n)
+    return np.flatnonzero(rows < rows[:, None] + (diag + 1))
+
+
+def tril_matrix_to_vec(mat: Tensor, diag: int = 0) -> Tensor:
+    """The entries of mat's lower triangle (on and below diagonal `diag`) as a vector, in row order."""
+    n = mat.shape[-1]
+    if diag < -n or diag >= n:
+        raise ValueError(f"diag ({diag}) provided is outside [{-n}, {n - 1}].")
+    index = creation.tensor(_tril_positions(n, diag), device=mat.device)
+    return ops.index_select(mat.reshape(*mat.shape[:-2], n * n), -1, index)
+
+
+def vec_to_tril_matrix(vec: Tensor, diag: int = 0) -> Tensor:
+    """The n x n lower-triangular matrix (below diagonal `diag`) holding vec's entries in row order."""
+    size = vec.shape[-1]
+    # the positive root of n^2 + (1 + 2 diag) n - |diag| (diag + 1) - 2 size = 0
+    n = (-(1 + 2 * diag) + ((1 + 2 * diag) ** 2 + 8 * size + 4 * abs(diag) * (diag + 1)) ** 0.5) / 2
+    if abs(round(n) - n) > float(finfo(vec.dtype).eps):
+        raise ValueError(f"The size of last dimension is {size} which cannot be expressed as the lower triangular "
+                         "part of a square D x D matrix.")
+    n = round(n)
+    # a gather from vec with one zero appended: each position off the triangle reads that zero, so the map is
+    # differentiable without writing into a tensor
+    source = np.full(n * n, size, dtype=np.int64)
+    source[_tril_positions(n, diag)] = np.arange(size)
+    padded = ops.cat([vec, vec.new_zeros(*vec.shape[:-1], 1)], -1)
+    return ops.index_select(padded, -1, creation.tensor(source, device=vec.device)).reshape(*vec.shape[:-1], n, n)
+
+
 __all__ = ["Distribution", "ParameterShapeError", "as_float_tensor", "broadcast_all", "check_param", "clamp_probs",
            "euler_constant", "finfo", "lazy_property", "logits_to_probs", "probs_to_logits", "resolve_validate_args",
-           "set_default_validate_args", "sum_rightmost"]
+           "set_default_validate_args", "sum_rightmost", "tril_matrix_to_vec", "vec_to_tril_matrix"]

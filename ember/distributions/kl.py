@@ -37,7 +37,9 @@ from ember.distributions.pareto import Pareto
 from ember.distributions.poisson import Poisson
 from ember.distributions.transformed_distribution import TransformedDistribution
 from ember.distributions.uniform import Uniform
+from ember.distributions.wishart import Wishart, mvdigamma
 from ember.nn import functional as F
+from ember.special import multigammaln
 
 _KL_REGISTRY: dict = {}
 _KL_MEMOIZE: dict = {}
@@ -348,6 +350,24 @@ def _kl_cauchy_cauchy(p, q):
     t1 = ((p.scale + q.scale).pow(2) + (p.loc - q.loc).pow(2)).log()
     t2 = (4 * p.scale * q.scale).log()
     return t1 - t2
+
+
+@register_kl(Wishart, Wishart)
+def _kl_wishart_wishart(p, q):
+    # PyTorch reaches this pair through its exponential-family Bregman divergence; this is its closed form
+    # n_q (log|V_q| - log|V_p|) / 2 + n_p (tr(V_q^-1 V_p) - d) / 2 + log G_d(n_q / 2) - log G_d(n_p / 2)
+    # + (n_p - n_q) / 2 psi_d(n_p / 2), with G_d and psi_d the multivariate gamma and digamma functions
+    _same_event(p, q, "Wisharts")
+    d = p.event_shape[-1]
+    half_log_det_p = p._unbroadcasted_scale_tril.diagonal(dim1=-2, dim2=-1).log().sum(-1)
+    half_log_det_q = q._unbroadcasted_scale_tril.diagonal(dim1=-2, dim2=-1).log().sum(-1)
+    batch = tuple(np.broadcast_shapes(tuple(q._unbroadcasted_scale_tril.shape[:-2]),
+                                      tuple(p._unbroadcasted_scale_tril.shape[:-2])))
+    q_scale_tril = q._unbroadcasted_scale_tril.expand(*batch, d, d)
+    p_scale_tril = p._unbroadcasted_scale_tril.expand(*batch, d, d)
+    trace = _batch_trace_XXT(linalg.solve_triangular(q_scale_tril, p_scale_tril, upper=False))
+    return (q.df * (half_log_det_q - half_log_det_p) + p.df / 2 * (trace - d)
+            + multigammaln(q.df / 2, d) - multigammaln(p.df / 2, d) + (p.df - q.df) / 2 * mvdigamma(p.df / 2, d))
 
 
 # --- across families ------------------------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""Bijections with log-Jacobians for TransformedDistribution (torch.distributions.transforms, the common ones)."""
+"""Bijections with log-Jacobians for TransformedDistribution (torch.distributions.transforms)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,16 @@ import numbers
 
 import numpy as np
 
-from ember import ops
+from ember import creation, linalg, ops
 from ember.distributions import constraints
-from ember.distributions.distribution import broadcast_all, finfo, lazy_property, sum_rightmost
+from ember.distributions.distribution import (
+    broadcast_all,
+    finfo,
+    lazy_property,
+    sum_rightmost,
+    tril_matrix_to_vec,
+    vec_to_tril_matrix,
+)
 from ember.nn import functional as F
 from ember.tensor import Tensor
 
@@ -557,6 +564,340 @@ class SoftmaxTransform(Transform):
         return tuple(shape)
 
 
-__all__ = ["AbsTransform", "AffineTransform", "ComposeTransform", "ExpTransform", "IndependentTransform",
-           "PowerTransform", "SigmoidTransform", "SoftmaxTransform", "SoftplusTransform", "TanhTransform", "Transform",
+class StickBreakingTransform(Transform):
+    """Unconstrained K-vectors to the (K+1)-simplex by stick breaking: each sigmoid takes a share of what is left."""
+
+    domain = constraints.real_vector
+    codomain = constraints.simplex
+    bijective = True
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, StickBreakingTransform)
+
+    __hash__ = object.__hash__
+
+    @staticmethod
+    def _offset(x, k: int):
+        # log(k), log(k - 1), ..., log(1) centre the logits, so x = 0 maps to the uniform point of the simplex
+        return (k + 1 - x.new_ones(k).cumsum(-1)).log()
+
+    def _call(self, x):
+        z = _clipped_sigmoid(x - self._offset(x, x.shape[-1]))
+        z_cumprod = (1 - z).cumprod(-1)
+        return F.pad(z, [0, 1], value=1) * F.pad(z_cumprod, [1, 0], value=1)
+
+    def _inverse(self, y):
+        y_crop = y[..., :-1]
+        # the stick left before each break; kept positive where y's last entry is ~0 or the others sum to ~1
+        sf = (1 - y_crop.cumsum(-1)).clamp(min=float(finfo(y.dtype).tiny))
+        return y_crop.log() - sf.log() + self._offset(y, y_crop.shape[-1])
+
+    def log_abs_det_jacobian(self, x, y):
+        x = x - self._offset(x, x.shape[-1])
+        # the Jacobian is triangular with dy_i/dx_i = y_i (1 - z_i), and log(1 - sigmoid(x)) = -x + logsigmoid(x)
+        return (-x + F.logsigmoid(x) + y[..., :-1].log()).sum(-1)
+
+    def forward_shape(self, shape) -> tuple:
+        if len(shape) < 1:
+            raise ValueError("Too few dimensions on input")
+        return tuple(shape[:-1]) + (shape[-1] + 1,)
+
+    def inverse_shape(self, shape) -> tuple:
+        if len(shape) < 1:
+            raise ValueError("Too few dimensions on input")
+        return tuple(shape[:-1]) + (shape[-1] - 1,)
+
+
+class LowerCholeskyTransform(Transform):
+    """Unconstrained square matrices to lower-triangular ones with a positive diagonal: tril(x, -1) + diag(exp(x))."""
+
+    domain = constraints.independent(constraints.real, 2)
+    codomain = constraints.lower_cholesky
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, LowerCholeskyTransform)
+
+    __hash__ = object.__hash__
+
+    def _call(self, x):
+        return x.tril(-1) + x.diagonal(dim1=-2, dim2=-1).exp().diag_embed()
+
+    def _inverse(self, y):
+        return y.tril(-1) + y.diagonal(dim1=-2, dim2=-1).log().diag_embed()
+
+
+class PositiveDefiniteTransform(Transform):
+    """Unconstrained square matrices to positive-definite ones, L L^T with L = LowerCholeskyTransform()(x)."""
+
+    domain = constraints.independent(constraints.real, 2)
+    codomain = constraints.positive_definite
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, PositiveDefiniteTransform)
+
+    __hash__ = object.__hash__
+
+    def _call(self, x):
+        x = LowerCholeskyTransform()(x)
+        return x @ x.mT
+
+    def _inverse(self, y):
+        return LowerCholeskyTransform().inv(linalg.cholesky(y))
+
+
+class CorrCholeskyTransform(Transform):
+    """Unconstrained vectors of length D(D-1)/2 to Cholesky factors of D x D correlation matrices (rows of unit
+    norm, positive diagonal): tanh, then a signed stick breaking of each row's squares."""
+
+    domain = constraints.real_vector
+    codomain = constraints.corr_cholesky
+    bijective = True
+
+    def _call(self, x):
+        eps = float(finfo(x.dtype).eps)
+        r = vec_to_tril_matrix(x.tanh().clamp(min=-1 + eps, max=1 - eps), diag=-1)
+        # y = sign(r) sqrt(z * prod(1 - z) before it) = r * sqrt(prod(1 - r^2) before it), for z = r^2
+        z1m_cumprod_sqrt = (1 - r.pow(2)).sqrt().cumprod(-1)
+        r = r + creation.eye(r.shape[-1], dtype=r.dtype, device=r.device)  # the diagonal entries start at 1
+        return r * F.pad(z1m_cumprod_sqrt[..., :-1], [1, 0], value=1)
+
+    def _inverse(self, y):
+        y_cumsum = 1 - (y * y).cumsum(-1)
+        y_cumsum_shifted = F.pad(y_cumsum[..., :-1], [1, 0], value=1)
+        t = tril_matrix_to_vec(y, diag=-1) / tril_matrix_to_vec(y_cumsum_shifted, diag=-1).sqrt()
+        return (t.log1p() - (-t).log1p()) / 2  # atanh
+
+    def log_abs_det_jacobian(self, x, y, intermediates=None):
+        # the domain and codomain differ in dimension: this is the log-determinant of the map from x to y's strict
+        # lower triangle. Diagonal -2 picks the stick left before each entry without shifting the cumulative sums.
+        y1m_cumsum = 1 - (y * y).cumsum(-1)
+        stick_breaking_logdet = 0.5 * tril_matrix_to_vec(y1m_cumsum, diag=-2).log().sum(-1)
+        tanh_logdet = -2 * (x + F.softplus(-2 * x) - math.log(2.0)).sum(-1)
+        return stick_breaking_logdet + tanh_logdet
+
+    def forward_shape(self, shape) -> tuple:
+        if len(shape) < 1:
+            raise ValueError("Too few dimensions on input")
+        n = shape[-1]
+        d = round((0.25 + 2 * n) ** 0.5 + 0.5)
+        if d * (d - 1) // 2 != n:
+            raise ValueError("Input is not a flattened lower-diagonal number")
+        return tuple(shape[:-1]) + (d, d)
+
+    def inverse_shape(self, shape) -> tuple:
+        if len(shape) < 2:
+            raise ValueError("Too few dimensions on input")
+        if shape[-2] != shape[-1]:
+            raise ValueError("Input is not square")
+        d = shape[-1]
+        return tuple(shape[:-2]) + (d * (d - 1) // 2,)
+
+
+class ReshapeTransform(Transform):
+    """The rightmost in_shape of a tensor reshaped to out_shape (unit Jacobian)."""
+
+    bijective = True
+
+    def __init__(self, in_shape, out_shape, cache_size: int = 0) -> None:
+        self.in_shape, self.out_shape = tuple(in_shape), tuple(out_shape)
+        if math.prod(self.in_shape) != math.prod(self.out_shape):
+            raise ValueError("in_shape, out_shape have different numbers of elements")
+        super().__init__(cache_size=cache_size)
+
+    @constraints.dependent_property(is_discrete=False)
+    def domain(self):
+        return constraints.independent(constraints.real, len(self.in_shape))
+
+    @constraints.dependent_property(is_discrete=False)
+    def codomain(self):
+        return constraints.independent(constraints.real, len(self.out_shape))
+
+    def with_cache(self, cache_size: int = 1) -> Transform:
+        if self._cache_size == cache_size:
+            return self
+        return ReshapeTransform(self.in_shape, self.out_shape, cache_size=cache_size)
+
+    def _call(self, x):
+        return x.reshape(*x.shape[: x.ndim - len(self.in_shape)], *self.out_shape)
+
+    def _inverse(self, y):
+        return y.reshape(*y.shape[: y.ndim - len(self.out_shape)], *self.in_shape)
+
+    def log_abs_det_jacobian(self, x, y):
+        return x.new_zeros(tuple(x.shape[: x.ndim - len(self.in_shape)]))
+
+    def forward_shape(self, shape) -> tuple:
+        if len(shape) < len(self.in_shape):
+            raise ValueError("Too few dimensions on input")
+        cut = len(shape) - len(self.in_shape)
+        if tuple(shape[cut:]) != self.in_shape:
+            raise ValueError(f"Shape mismatch: expected {tuple(shape[cut:])} but got {self.in_shape}")
+        return tuple(shape[:cut]) + self.out_shape
+
+    def inverse_shape(self, shape) -> tuple:
+        if len(shape) < len(self.out_shape):
+            raise ValueError("Too few dimensions on input")
+        cut = len(shape) - len(self.out_shape)
+        if tuple(shape[cut:]) != self.out_shape:
+            raise ValueError(f"Shape mismatch: expected {tuple(shape[cut:])} but got {self.out_shape}")
+        return tuple(shape[:cut]) + self.in_shape
+
+
+def _check_dim(t, dim: int, size: int, what: str, name: str) -> None:
+    # PyTorch's AssertionErrors when dim does not index t, or t's size along it is not what the parts cover
+    if not -t.ndim <= dim < t.ndim:
+        raise AssertionError(f"dim {dim} out of range for {name} with {t.ndim} dimensions")
+    if t.shape[dim] != size:
+        raise AssertionError(f"{name}.size({dim}) = {t.shape[dim]} must equal {what} {size}")
+
+
+class CatTransform(Transform):
+    """transforms[i] applied to the i-th block of lengths[i] entries along dim (the blocks torch.cat would join)."""
+
+    def __init__(self, tseq, dim: int = 0, lengths=None, cache_size: int = 0) -> None:
+        if not all(isinstance(t, Transform) for t in tseq):
+            raise AssertionError("All elements of tseq must be Transform instances")
+        if cache_size:
+            tseq = [t.with_cache(cache_size) for t in tseq]
+        super().__init__(cache_size=cache_size)
+        self.transforms = list(tseq)
+        self.lengths = [1] * len(self.transforms) if lengths is None else list(lengths)
+        if len(self.lengths) != len(self.transforms):
+            raise AssertionError(f"lengths ({len(self.lengths)}) must match transforms ({len(self.transforms)})")
+        self.dim = dim
+
+    @property
+    def event_dim(self) -> int:
+        return max(t.event_dim for t in self.transforms)
+
+    @property
+    def length(self) -> int:
+        return sum(self.lengths)
+
+    def with_cache(self, cache_size: int = 1) -> Transform:
+        if self._cache_size == cache_size:
+            return self
+        return CatTransform(self.transforms, self.dim, self.lengths, cache_size)
+
+    def _blocks(self, t):
+        start = 0
+        for length in self.lengths:
+            yield t.narrow(self.dim, start, length)
+            start = start + length
+
+    def _call(self, x):
+        _check_dim(x, self.dim, self.length, "length", "x")
+        return ops.cat([t(block) for t, block in zip(self.transforms, self._blocks(x))], self.dim)
+
+    def _inverse(self, y):
+        _check_dim(y, self.dim, self.length, "length", "y")
+        return ops.cat([t.inv(block) for t, block in zip(self.transforms, self._blocks(y))], self.dim)
+
+    def log_abs_det_jacobian(self, x, y):
+        _check_dim(x, self.dim, self.length, "length", "x")
+        _check_dim(y, self.dim, self.length, "length", "y")
+        parts = []
+        for t, xb, yb in zip(self.transforms, self._blocks(x), self._blocks(y)):
+            part = t.log_abs_det_jacobian(xb, yb)
+            if t.event_dim < self.event_dim:
+                part = sum_rightmost(part, self.event_dim - t.event_dim)
+            parts.append(part)
+        # dim counted from the right of the log-Jacobians: a batch dim keeps the blocks apart, an event dim sums them
+        dim = (self.dim - x.ndim if self.dim >= 0 else self.dim) + self.event_dim
+        return ops.cat(parts, dim) if dim < 0 else sum(parts)
+
+    @property
+    def bijective(self) -> bool:
+        return all(t.bijective for t in self.transforms)
+
+    @constraints.dependent_property(is_discrete=False)
+    def domain(self):
+        return constraints.cat([t.domain for t in self.transforms], self.dim, self.lengths)
+
+    @constraints.dependent_property(is_discrete=False)
+    def codomain(self):
+        return constraints.cat([t.codomain for t in self.transforms], self.dim, self.lengths)
+
+
+class StackTransform(Transform):
+    """transforms[i] applied to the i-th slice along dim (the slices torch.stack would join)."""
+
+    def __init__(self, tseq, dim: int = 0, cache_size: int = 0) -> None:
+        if not all(isinstance(t, Transform) for t in tseq):
+            raise AssertionError("All elements of tseq must be Transform instances")
+        if cache_size:
+            tseq = [t.with_cache(cache_size) for t in tseq]
+        super().__init__(cache_size=cache_size)
+        self.transforms = list(tseq)
+        self.dim = dim
+
+    def with_cache(self, cache_size: int = 1) -> Transform:
+        if self._cache_size == cache_size:
+            return self
+        return StackTransform(self.transforms, self.dim, cache_size)
+
+    def _slice(self, z):
+        return [z.select(self.dim, i) for i in range(z.shape[self.dim])]
+
+    def _call(self, x):
+        _check_dim(x, self.dim, len(self.transforms), "len(transforms)", "x")
+        return ops.stack([t(s) for s, t in zip(self._slice(x), self.transforms)], self.dim)
+
+    def _inverse(self, y):
+        _check_dim(y, self.dim, len(self.transforms), "len(transforms)", "y")
+        return ops.stack([t.inv(s) for s, t in zip(self._slice(y), self.transforms)], self.dim)
+
+    def log_abs_det_jacobian(self, x, y):
+        _check_dim(x, self.dim, len(self.transforms), "len(transforms)", "x")
+        _check_dim(y, self.dim, len(self.transforms), "len(transforms)", "y")
+        parts = zip(self._slice(x), self._slice(y), self.transforms)
+        return ops.stack([t.log_abs_det_jacobian(xs, ys) for xs, ys, t in parts], self.dim)
+
+    @property
+    def bijective(self) -> bool:
+        return all(t.bijective for t in self.transforms)
+
+    @constraints.dependent_property(is_discrete=False)
+    def domain(self):
+        return constraints.stack([t.domain for t in self.transforms], self.dim)
+
+    @constraints.dependent_property(is_discrete=False)
+    def codomain(self):
+        return constraints.stack([t.codomain for t in self.transforms], self.dim)
+
+
+class CumulativeDistributionTransform(Transform):
+    """y = distribution.cdf(x), onto the unit interval (a Gaussian copula is an MVN pushed through Normal's cdf)."""
+
+    bijective = True
+    codomain = constraints.unit_interval
+    sign = +1
+
+    def __init__(self, distribution, cache_size: int = 0) -> None:
+        super().__init__(cache_size=cache_size)
+        self.distribution = distribution
+
+    @property
+    def domain(self):
+        return self.distribution.support
+
+    def with_cache(self, cache_size: int = 1) -> Transform:
+        if self._cache_size == cache_size:
+            return self
+        return CumulativeDistributionTransform(self.distribution, cache_size=cache_size)
+
+    def _call(self, x):
+        return self.distribution.cdf(x)
+
+    def _inverse(self, y):
+        return self.distribution.icdf(y)
+
+    def log_abs_det_jacobian(self, x, y):
+        return self.distribution.log_prob(x)
+
+
+__all__ = ["AbsTransform", "AffineTransform", "CatTransform", "ComposeTransform", "CorrCholeskyTransform",
+           "CumulativeDistributionTransform", "ExpTransform", "IndependentTransform", "LowerCholeskyTransform",
+           "PositiveDefiniteTransform", "PowerTransform", "ReshapeTransform", "SigmoidTransform", "SoftmaxTransform",
+           "SoftplusTransform", "StackTransform", "StickBreakingTransform", "TanhTransform", "Transform",
            "identity_transform"]
