@@ -81,7 +81,7 @@ FrexpResult = namedtuple("FrexpResult", ["mantissa", "exponent"])
 def frexp(input):
     """(mantissa, exponent) with input = mantissa * 2**exponent and 0.5 <= |mantissa| < 1, the exponent int32, as
     torch.frexp (differentiable in the mantissa)."""
-    require_float("frexp", input.dtype.np, "input (torch.frexp() only supports floating-point dtypes)")
+    require_float("frexp", input.dtype.np)
     return FrexpResult(_frexp_mantissa(input), apply(_frexp_exponent, input))
 
 

@@ -42,7 +42,7 @@ def test_frexp_gradient_matches_torch():
 
 
 def test_frexp_refuses_integers_and_runs_on_meta():
-    with pytest.raises(TypeError, match=r"frexp: input .*floating-point dtypes.*int64"):
+    with pytest.raises(TypeError, match="frexp: input must be floating point, got int64"):
         em.frexp(em.tensor([1, 2]))
     m, e = em.frexp(em.empty(2, 3, device="meta"))
     assert m.shape == e.shape == (2, 3) and e.dtype == em.int32
