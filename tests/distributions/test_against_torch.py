@@ -111,6 +111,11 @@ def test_sample_shapes_and_expand(name, build, params, value, q) -> None:
         assert tuple(se.shape) == tuple(st.shape), f"{name}: sample{shape}"
         assert str(se.dtype).split(".")[-1] == str(st.dtype).split(".")[-1], f"{name}: sample dtype"
         assert not se.requires_grad
+    check_rsample_and_expand(e, t, value, name)
+
+
+def check_rsample_and_expand(e, t, value, name: str) -> None:
+    """rsample has torch's shape; expand gives torch's batch shape, the same log_prob and samples of its shape."""
     if e.has_rsample:
         assert tuple(e.rsample((3,)).shape) == tuple(t.rsample((3,)).shape)
     big = (4,) + tuple(t.batch_shape)

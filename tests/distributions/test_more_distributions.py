@@ -17,7 +17,8 @@ import torch.distributions as td
 import ember as em
 import ember.distributions as ed
 
-from .test_against_torch import _grads, _np
+from .test_against_torch import _grads, _np, check_rsample_and_expand
+from .test_sampling import check_reproducible
 
 # torch 2.13 warns on every Wishart draw (pytorch/pytorch#122021), and a low df warns by design
 pytestmark = [pytest.mark.filterwarnings("ignore:Singular sample detected:UserWarning"),
@@ -170,24 +171,8 @@ def test_sample_shapes_expand_and_reproducibility(name, build, params, value, q)
         se, st = e.sample(shape), t.sample(shape)
         assert tuple(se.shape) == tuple(st.shape) and se.dtype == em.float64 and not se.requires_grad, shape
         assert bool(e.support.check(se).all()), name
-    if e.has_rsample:
-        assert tuple(e.rsample((3,)).shape) == tuple(t.rsample((3,)).shape)
-    em.manual_seed(11)
-    first = e.sample((3,)).numpy()
-    em.manual_seed(11)
-    np.testing.assert_array_equal(e.sample((3,)).numpy(), first, err_msg=f"{name}: not reproducible")
-    if name not in _OWN_SAMPLERS:
-        torch.manual_seed(11)
-        np.testing.assert_allclose(first, t.sample((3,)).numpy(), rtol=1e-12, atol=1e-14,
-                                   err_msg=f"{name}: not PyTorch's draws")
-    big = (4,) + tuple(t.batch_shape)
-    ex, tx = e.expand(big), t.expand(big)
-    assert type(ex) is type(e) and ex.batch_shape == tuple(tx.batch_shape) and ex.event_shape == e.event_shape
-    extra = value.ndim - len(e.batch_shape) - len(e.event_shape)
-    value = value[(0,) * extra] if extra > 0 else value  # one value per distribution, broadcast to the new batch
-    np.testing.assert_allclose(_np(ex.log_prob(em.tensor(value))), _np(tx.log_prob(torch.tensor(value))), rtol=1e-9,
-                               atol=1e-11, err_msg=f"{name}: expanded log_prob")
-    assert tuple(ex.sample((2,)).shape) == (2,) + big + e.event_shape
+    check_reproducible(e, t, name, torchs_draws=name not in _OWN_SAMPLERS)
+    check_rsample_and_expand(e, t, value, name)
 
 
 @pytest.mark.parametrize("name", ["generalized_pareto", "logistic_normal"])

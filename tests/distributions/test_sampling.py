@@ -30,11 +30,16 @@ def _both(build, params, grad=False):
 def test_reproducible_and_torchs_draws(name, build, params, value, q) -> None:
     """The same seed gives the same samples; where Ember samples as PyTorch does, they are PyTorch's samples."""
     e, t, _, _ = _both(build, params)
+    check_reproducible(e, t, name, torchs_draws=name not in _OWN_SAMPLERS)
+
+
+def check_reproducible(e, t, name: str, torchs_draws: bool) -> None:
+    """Ember's distribution `e` repeats its samples under the same seed; with `torchs_draws` they are torch's `t`'s."""
     em.manual_seed(11)
     first = e.sample((3,)).numpy()
     em.manual_seed(11)
     np.testing.assert_array_equal(e.sample((3,)).numpy(), first, err_msg=f"{name}: not reproducible")
-    if name not in _OWN_SAMPLERS:
+    if torchs_draws:
         torch.manual_seed(11)
         np.testing.assert_allclose(first, t.sample((3,)).numpy(), rtol=1e-12, atol=1e-14,
                                    err_msg=f"{name}: not PyTorch's draws")
