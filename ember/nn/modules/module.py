@@ -16,6 +16,7 @@ from ember.device import Device
 from ember.dtypes import DType
 from ember.graph import module_structure as structure
 from ember.graph.module_structure import TrackedDict, TrackedOrderedDict
+from ember.nn.modules.compiled_call import CompileMixin
 from ember.nn.modules.state_hooks import EXTRA_STATE_KEY, StateHooksMixin
 from ember.nn.parameter import Parameter, _swap_storage
 from ember.nn.utils.hooks import RemovableHandle
@@ -50,7 +51,7 @@ _HOOK_STORES = ("_forward_hooks", "_forward_hooks_with_kwargs", "_forward_hooks_
                 "_forward_pre_hooks_with_kwargs", "_backward_hooks", "_backward_pre_hooks")
 
 
-class Module(StateHooksMixin):
+class Module(StateHooksMixin, CompileMixin):
     """Base class for all neural-network modules (PyTorch's interface).
 
     Subclasses call `super().__init__()` and then assign Parameters, buffers and submodules as
