@@ -153,6 +153,7 @@ class MathMixin:
 
     i0 = op_method()
     frexp = op_method()
+    as_strided = op_method()
 
     logit = op_method()
 
