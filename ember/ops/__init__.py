@@ -75,6 +75,7 @@ from ember.ops.sorting import (
 from ember.ops.special import digamma, erfc, erfinv, lgamma, logit, polygamma, xlogy
 from ember.ops.special_bessel import i0
 from ember.ops.as_strided import as_strided
+from ember.ops.control_flow import cond, while_loop
 from ember.ops.windows import bartlett_window, blackman_window, hamming_window, hann_window, kaiser_window
 from ember.ops.torch_forms import *  # noqa: F403  (torch.relu_, torch.t_copy, torch.real, ...: see its __all__)
 from ember.ops.statistics import (
