@@ -101,82 +101,31 @@ def _host(a):
 _OPS = {kind: register(OrthogonalPolynomial(kind)) for kind in _KINDS}
 
 
-def _check(name: str, input, n) -> None:
-    if not hasattr(input, "shape") and not hasattr(n, "shape"):
-        raise TypeError(f"{name}(): expected a tensor for input or n, got {type(input).__name__} and "
-                        f"{type(n).__name__}")
+def _polynomial(kind: str, what: str):
+    """The public function torch.special names `kind`: P_n(x) elementwise, P being `what`."""
+
+    def fn(input, n):
+        if not hasattr(input, "shape") and not hasattr(n, "shape"):
+            raise TypeError(f"{kind}(): expected a tensor for input or n, got {type(input).__name__} and "
+                            f"{type(n).__name__}")
+        return apply(_OPS[kind], input, n)
+
+    fn.__name__ = fn.__qualname__ = kind
+    fn.__doc__ = f"{what} of degree n at x, elementwise (torch.special.{kind})."
+    return fn
 
 
-def chebyshev_polynomial_t(input, n):
-    """The Chebyshev polynomial of the first kind T_n(x), elementwise."""
-    _check("chebyshev_polynomial_t", input, n)
-    return apply(_OPS["chebyshev_polynomial_t"], input, n)
-
-
-def chebyshev_polynomial_u(input, n):
-    """The Chebyshev polynomial of the second kind U_n(x), elementwise."""
-    _check("chebyshev_polynomial_u", input, n)
-    return apply(_OPS["chebyshev_polynomial_u"], input, n)
-
-
-def chebyshev_polynomial_v(input, n):
-    """The Chebyshev polynomial of the third kind V_n(x), elementwise."""
-    _check("chebyshev_polynomial_v", input, n)
-    return apply(_OPS["chebyshev_polynomial_v"], input, n)
-
-
-def chebyshev_polynomial_w(input, n):
-    """The Chebyshev polynomial of the fourth kind W_n(x), elementwise."""
-    _check("chebyshev_polynomial_w", input, n)
-    return apply(_OPS["chebyshev_polynomial_w"], input, n)
-
-
-def shifted_chebyshev_polynomial_t(input, n):
-    """T_n(2x - 1), elementwise."""
-    _check("shifted_chebyshev_polynomial_t", input, n)
-    return apply(_OPS["shifted_chebyshev_polynomial_t"], input, n)
-
-
-def shifted_chebyshev_polynomial_u(input, n):
-    """U_n(2x - 1), elementwise."""
-    _check("shifted_chebyshev_polynomial_u", input, n)
-    return apply(_OPS["shifted_chebyshev_polynomial_u"], input, n)
-
-
-def shifted_chebyshev_polynomial_v(input, n):
-    """V_n(2x - 1), elementwise."""
-    _check("shifted_chebyshev_polynomial_v", input, n)
-    return apply(_OPS["shifted_chebyshev_polynomial_v"], input, n)
-
-
-def shifted_chebyshev_polynomial_w(input, n):
-    """W_n(2x - 1), elementwise."""
-    _check("shifted_chebyshev_polynomial_w", input, n)
-    return apply(_OPS["shifted_chebyshev_polynomial_w"], input, n)
-
-
-def hermite_polynomial_h(input, n):
-    """The physicists' Hermite polynomial H_n(x), elementwise."""
-    _check("hermite_polynomial_h", input, n)
-    return apply(_OPS["hermite_polynomial_h"], input, n)
-
-
-def hermite_polynomial_he(input, n):
-    """The probabilists' Hermite polynomial He_n(x), elementwise."""
-    _check("hermite_polynomial_he", input, n)
-    return apply(_OPS["hermite_polynomial_he"], input, n)
-
-
-def laguerre_polynomial_l(input, n):
-    """The Laguerre polynomial L_n(x), elementwise."""
-    _check("laguerre_polynomial_l", input, n)
-    return apply(_OPS["laguerre_polynomial_l"], input, n)
-
-
-def legendre_polynomial_p(input, n):
-    """The Legendre polynomial P_n(x), elementwise."""
-    _check("legendre_polynomial_p", input, n)
-    return apply(_OPS["legendre_polynomial_p"], input, n)
-
+chebyshev_polynomial_t = _polynomial("chebyshev_polynomial_t", "The Chebyshev polynomial of the first kind T_n")
+chebyshev_polynomial_u = _polynomial("chebyshev_polynomial_u", "The Chebyshev polynomial of the second kind U_n")
+chebyshev_polynomial_v = _polynomial("chebyshev_polynomial_v", "The Chebyshev polynomial of the third kind V_n")
+chebyshev_polynomial_w = _polynomial("chebyshev_polynomial_w", "The Chebyshev polynomial of the fourth kind W_n")
+shifted_chebyshev_polynomial_t = _polynomial("shifted_chebyshev_polynomial_t", "T_n(2x - 1)")
+shifted_chebyshev_polynomial_u = _polynomial("shifted_chebyshev_polynomial_u", "U_n(2x - 1)")
+shifted_chebyshev_polynomial_v = _polynomial("shifted_chebyshev_polynomial_v", "V_n(2x - 1)")
+shifted_chebyshev_polynomial_w = _polynomial("shifted_chebyshev_polynomial_w", "W_n(2x - 1)")
+hermite_polynomial_h = _polynomial("hermite_polynomial_h", "The physicists' Hermite polynomial H_n")
+hermite_polynomial_he = _polynomial("hermite_polynomial_he", "The probabilists' Hermite polynomial He_n")
+laguerre_polynomial_l = _polynomial("laguerre_polynomial_l", "The Laguerre polynomial L_n")
+legendre_polynomial_p = _polynomial("legendre_polynomial_p", "The Legendre polynomial P_n")
 
 __all__ = sorted(_KINDS)
