@@ -82,6 +82,10 @@ def test_errors_and_meta_and_jit():
         torch.as_strided(torch.zeros(4), (3,), (2,))
     with pytest.raises(ValueError, match="as_strided: negative strides are not supported"):
         em.as_strided(em.zeros(4), (2,), (-1,))
+    with pytest.raises(ValueError, match="as_strided: negative sizes are not allowed"):
+        em.as_strided(em.zeros(4), (-1,), (1,))
+    with pytest.raises(ValueError, match="as_strided: storage offset must be non-negative, got -1"):
+        em.as_strided(em.zeros(4), (2,), (1,), -1)
     with pytest.raises(ValueError, match="mismatch in length of strides and shape"):
         em.as_strided(em.zeros(4), (2, 2), (1,))
     assert em.empty(3, 4, device="meta").as_strided((2, 2), (4, 1)).shape == (2, 2)

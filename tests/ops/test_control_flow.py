@@ -41,6 +41,10 @@ def test_bad_predicates_and_operands_are_named():
     with pytest.raises(RuntimeError, match=r"cond: expected pred to be bool or single-element tensor, but got a "
                                            r"tensor of shape \(2,\)"):
         em.cond(em.tensor([True, True]), lambda: 1, lambda: 0)
+    with pytest.raises(RuntimeError, match="cond: expected true_fn and false_fn to be callable"):
+        em.cond(True, 1, lambda: 0)
+    with pytest.raises(RuntimeError, match="while_loop: expected carried_inputs to be a tuple or list"):
+        em.while_loop(lambda v: False, lambda v: v, em.ones(2))
     with pytest.raises(RuntimeError, match="cond: expected operands to be a tuple or list"):
         em.cond(True, lambda a: a, lambda a: a, em.ones(2))
     with pytest.raises(RuntimeError, match="while_loop: expected pred to be bool or single-element tensor"):

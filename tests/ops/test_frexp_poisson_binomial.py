@@ -62,6 +62,8 @@ def test_poisson_draws():
     assert em.poisson(em.tensor([2.0], dtype=em.float64)).dtype == em.float64
     with pytest.raises(ValueError, match="poisson: invalid Poisson rate"):
         em.poisson(em.tensor([1.0, -1.0]))
+    with pytest.raises(ValueError, match="poisson: invalid Poisson rate"):
+        em.poisson(em.tensor([float("nan")]))
     with pytest.raises(TypeError, match="poisson: rates must be floating point, got ember.int64"):
         em.poisson(em.tensor([1, 2]))
     with pytest.raises(RuntimeError):  # PyTorch refuses integer rates too
@@ -81,5 +83,7 @@ def test_binomial_draws():
     assert abs(many.mean() - 3.0) < 0.05 and abs(many.var() - 2.1) < 0.1
     with pytest.raises(ValueError, match=r"binomial: prob must be in \[0, 1\]"):
         em.binomial(em.tensor([3.0]), em.tensor([1.5]))
+    with pytest.raises(ValueError, match="binomial: count must be non-negative"):
+        em.binomial(em.tensor([-1.0]), em.tensor([0.5]))
     with pytest.raises(TypeError, match="binomial: count and prob must be floating point of one dtype"):
         em.binomial(em.tensor([3.0]), em.tensor([0.5], dtype=em.float64))
