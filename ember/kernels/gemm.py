@@ -127,9 +127,9 @@ def _wide_block() -> bool:
 
 
 def _driver_runs() -> bool:
-    from ember.kernels.sgemm import driver
+    from ember.kernels.sgemm import driver_address
 
-    return driver() is not None
+    return driver_address() != 0
 
 
 def _choose(choice: str) -> bool:
@@ -138,7 +138,6 @@ def _choose(choice: str) -> bool:
     if choice in ("blas", "mkl") or not _numba_available():
         return False
     from ember.kernels.blas import AVX512_CORES, openblas_core
-    from ember.kernels.sgemm import driver
 
     # auto: only where NumPy's BLAS is an OpenBLAS held to narrower kernels; its AVX-512 ones (and other
     # libraries, tuned for their machines) ran these products in 0.7-1.1x its time (benchmarks/gemm.py).
@@ -148,7 +147,7 @@ def _choose(choice: str) -> bool:
     if choice == "auto" and (core is None or not _wide_block()
                              or (core.lower() in AVX512_CORES and not _halved_avx512())):
         return False
-    return driver() is not None
+    return _driver_runs()
 
 
 def _halved_avx512() -> bool:

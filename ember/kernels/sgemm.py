@@ -16,6 +16,7 @@ import threading
 import numpy as np
 
 from ember.kernels import background, parallel
+from ember.kernels.numba_loader import numba_available
 from ember.kernels.sgemm_microkernel import MR, NR, microkernel_address, transpose_address
 
 KC = 512  # K block: an 8 x 512 A panel is 16 KB, a 512 x 32 B panel 64 KB
@@ -24,42 +25,34 @@ SOURCE = f'''
 import numpy as np
 from numba import njit
 
-from ember.kernels.sgemm_intrinsics import call_microkernel, call_transpose, float32_at
+from ember.kernels.sgemm_intrinsics import call_driver, call_microkernel, call_transpose, float32_at
 
 MR, NR, KC = {MR}, {NR}, {KC}
 
 
-def sgemm_blocks(ukr, tr, a, sab, sam, sak, b, sbb, sbk, sbn, c, scb, scm, k_len, accumulate, b_lo, b_hi, r_lo,
-                 r_hi, j_lo, j_hi):
-    _blocks(ukr, tr, a, sab, sam, sak, b, sbb, sbk, sbn, c, scb, scm, k_len, accumulate, 0, b_lo, b_hi, r_lo, r_hi,
-            j_lo, j_hi)
-
-
 def sgemm_entry(ukr, tr, a, sab, sam, sak, b, sbb, sbk, sbn, c, scb, scm, k_len, accumulate, bias, b_lo, b_hi, r_lo,
                 r_hi, j_lo, j_hi):
-    # _blocks with every argument, for its C entry point (driver_address)
+    # _blocks with every argument, for its C entry point (driver_address): the one function that holds the driver's
+    # code; every other kernel calls it through that address, so LLVM optimises the driver once (about 1.5 s on an
+    # empty kernel cache) rather than again inside each kernel built on it
     _blocks(ukr, tr, a, sab, sam, sak, b, sbb, sbk, sbn, c, scb, scm, k_len, accumulate, bias, b_lo, b_hi, r_lo, r_hi,
             j_lo, j_hi)
 
 
-def sgemm_arrays(ukr, tr, a, b, c, bias, accumulate, b_lo, b_hi, r_lo, r_hi, j_lo, j_hi):
-    _arrays(ukr, tr, a, b, c, bias, accumulate, b_lo, b_hi, r_lo, r_hi, j_lo, j_hi)
-
-
-def sgemm_chunk(ukr, tr, a, b, c, bias, accumulate, axis, lo, hi):
-    # sgemm_arrays on one chunk of a split (parallel.run_kernel): batch entries [lo, hi) (axis 0), or
-    # MR-row panels (1) or NR-column panels (2) [lo, hi) of every batch entry
+def sgemm_chunk(drv, ukr, tr, a, b, c, bias, accumulate, axis, lo, hi):
+    # the product of arrays a @ b into c on one chunk of a split (parallel.run_kernel): batch entries [lo, hi)
+    # (axis 0; [0, batch) is the whole product), or MR-row panels (1) or NR-column panels (2) [lo, hi) of every
+    # batch entry
     b_lo, b_hi, r_lo, r_hi, j_lo, j_hi = _chunk_ranges(c, axis, lo, hi)
-    # one call: LLVM inlines the driver at each call site, and three took 2.9 s to compile
-    _arrays(ukr, tr, a, b, c, bias, accumulate, b_lo, b_hi, r_lo, r_hi, j_lo, j_hi)
+    _arrays(drv, ukr, tr, a, b, c, bias, accumulate, b_lo, b_hi, r_lo, r_hi, j_lo, j_hi)
 
 
-def sgemm_affine_chunk(ukr, tr, a, b, c, bias, accumulate, axis, scale, shift, bounds, mode, lo, hi):
+def sgemm_affine_chunk(drv, ukr, tr, a, b, c, bias, accumulate, axis, scale, shift, bounds, mode, lo, hi):
     # sgemm_chunk, then each value v of the chunk's part of c becomes v * scale[row] + shift[row], the product and the
     # sum each rounded (channel_affine's values), mode 2 then through relu's select, mode 3 clipped to bounds (lo, hi)
     # as clip does (max then min, NaN kept): a pointwise convolution and its eval batch norm (ops/conv_affine.py)
     b_lo, b_hi, r_lo, r_hi, j_lo, j_hi = _chunk_ranges(c, axis, lo, hi)
-    _arrays(ukr, tr, a, b, c, bias, accumulate, b_lo, b_hi, r_lo, r_hi, j_lo, j_hi)
+    _arrays(drv, ukr, tr, a, b, c, bias, accumulate, b_lo, b_hi, r_lo, r_hi, j_lo, j_hi)
     C = float32_at(c.ctypes.data)  # c's last axis is contiguous: unit steps, so the loops vectorise
     scb, scm = c.strides[0] // 4, c.strides[1] // 4
     z = np.float32(0)
@@ -97,14 +90,14 @@ def _chunk_ranges(c, axis, lo, hi):
 
 
 @njit(inline="always")
-def _arrays(ukr, tr, a, b, c, bias, accumulate, b_lo, b_hi, r_lo, r_hi, j_lo, j_hi):
-    # sgemm_blocks on (B, M, K) @ (B, K, N) -> (B, M, N) float32 arrays (+ a contiguous (N,) bias row unless it is
-    # empty): their addresses and strides read here, where they cost nothing (NumPy's `ctypes.data` took 0.8 us
-    # each from Python)
-    _blocks(ukr, tr, a.ctypes.data, a.strides[0] // 4, a.strides[1] // 4, a.strides[2] // 4, b.ctypes.data,
-            b.strides[0] // 4, b.strides[1] // 4, b.strides[2] // 4, c.ctypes.data, c.strides[0] // 4,
-            c.strides[1] // 4, a.shape[2], accumulate, bias.ctypes.data if bias.size else 0, b_lo, b_hi, r_lo, r_hi,
-            j_lo, j_hi)
+def _arrays(drv, ukr, tr, a, b, c, bias, accumulate, b_lo, b_hi, r_lo, r_hi, j_lo, j_hi):
+    # the driver (its C entry point at `drv`) on (B, M, K) @ (B, K, N) -> (B, M, N) float32 arrays (+ a contiguous
+    # (N,) bias row unless it is empty): their addresses and strides read here, where they cost nothing (NumPy's
+    # `ctypes.data` took 0.8 us each from Python)
+    call_driver(drv, ukr, tr, a.ctypes.data, a.strides[0] // 4, a.strides[1] // 4, a.strides[2] // 4, b.ctypes.data,
+                b.strides[0] // 4, b.strides[1] // 4, b.strides[2] // 4, c.ctypes.data, c.strides[0] // 4,
+                c.strides[1] // 4, a.shape[2], accumulate, bias.ctypes.data if bias.size else 0, b_lo, b_hi, r_lo,
+                r_hi, j_lo, j_hi)
 
 
 @njit(nogil=True)
@@ -254,25 +247,20 @@ def pack_rows(b: np.ndarray) -> np.ndarray:
 
 
 _drivers: dict = {}
-_lock = threading.RLock()  # driver_address holds it while driver() may take it to compile the driver
-
-
-def driver():
-    """The compiled address-based driver (`sgemm_blocks`), or None where the micro-kernel or Numba is missing."""
-    return _compiled()["blocks"]
+_lock = threading.RLock()  # held while the driver's entry point or a chunk kernel compiles
 
 
 def driver_address() -> int:
-    """The address of a C entry point to the driver (sgemm_entry, its arguments all int64), for compiled kernels that
-    call it through sgemm_intrinsics.call_driver instead of linking it: a kernel that links the driver has LLVM
-    optimise the driver's code again inside it, 3-5 s a kernel while the kernel cache is empty. 0 where Numba or the
-    micro-kernel is missing."""
+    """The address of the GEMM driver's C entry point (sgemm_entry, its arguments all int64), which every compiled
+    kernel built on the driver calls through sgemm_intrinsics.call_driver (this module's chunk kernels too) instead
+    of linking it: a kernel that links the driver has LLVM optimise the driver's code again inside it, 1.5-5 s a
+    kernel while the kernel cache is empty. 0 where Numba or the micro-kernel is missing."""
     if "entry" not in _drivers:
-        _serve_while_compiling(with_entry=True)
+        _serve_while_compiling()
         with _lock:
             if "entry" not in _drivers:
                 try:
-                    _drivers["entry"] = _entry() if driver() is not None else (0, None)
+                    _drivers["entry"] = _entry() if microkernel_address() and numba_available() else (0, None)
                 except background.NotCompiledYet:
                     raise
                 except Exception:  # noqa: BLE001 - a Numba that cannot build it: the callers take their other paths
@@ -298,58 +286,41 @@ def _entry() -> tuple:
     return entry.address, entry  # the CFunc keeps its code alive
 
 
-def _serve_while_compiling(with_entry: bool) -> None:
-    """Where an op is served while kernels compile (ember.kernels.background) and the driver (sgemm_arrays, and
-    with `with_entry` sgemm_entry too) is neither compiled nor on disk: compile it in the background, raising
-    NotCompiledYet until it is."""
+def _serve_while_compiling() -> None:
+    """Where an op is served while kernels compile (ember.kernels.background) and the driver's entry point is
+    neither compiled nor on disk: compile it in the background, raising NotCompiledYet until it is."""
     if not background.served() or not microkernel_address():  # no micro-kernel block: nothing to compile
         return
-    for key in ("sgemm driver", "sgemm entry"):  # handed over already: no need to look at the disk again
-        if background.compiling(key):
-            background.serve_or_compile(key, None)
+    if background.compiling("sgemm entry"):  # handed over already: no need to look at the disk again
+        background.serve_or_compile("sgemm entry", None)
     from numba import types
 
     from ember.kernels import cache
 
     module = cache.load_source(SOURCE)
-    if "arrays" not in _drivers and not background.function_loadable(module.sgemm_arrays, _arrays_signature(6)):
-        background.serve_or_compile("sgemm driver", driver)
-    if with_entry and not background.function_loadable(module.sgemm_entry, types.void(*(types.int64,) * 22)):
+    if not background.function_loadable(module.sgemm_entry, types.void(*(types.int64,) * 22)):
         background.serve_or_compile("sgemm entry", driver_address)
 
 
-def _compiled() -> dict:
-    if "arrays" not in _drivers:  # the chunk kernels are compiled into the same dict at their first use
-        _serve_while_compiling(with_entry=False)
-        with _lock:
-            if "arrays" not in _drivers:
-                from ember.kernels.numba_loader import compile_source
-
-                blocks = compile_source(SOURCE, "sgemm_blocks") if microkernel_address() else None
-                arrays = None
-                if blocks is not None:
-                    arrays = compile_source(SOURCE, "sgemm_arrays", signature=_arrays_signature(6))
-                _drivers.update(blocks=blocks, arrays=arrays)
-    return _drivers
-
-
-def _arrays_signature(ranges: int):
-    """sgemm_arrays' signature (and sgemm_chunk's, with `ranges` 3: axis, lo, hi): one for every layout, where Numba
-    would compile one per C/F/A mix."""
+def _chunk_signature(*extra):
+    """sgemm_chunk's signature, with `extra` argument types before the chunk's (lo, hi): one for every layout of
+    the arrays, where Numba would compile one per C/F/A mix."""
     from numba import types
 
     read, write = (types.Array(types.float32, 3, "A", readonly=ro) for ro in (True, False))
     row = types.Array(types.float32, 1, "C", readonly=True)
-    return types.void(types.int64, types.int64, read, read, write, row, types.int64, *([types.int64] * ranges))
+    i64 = types.int64
+    return types.void(i64, i64, i64, read, read, write, row, i64, i64, *extra, i64, i64)
 
 
 def _chunk_kernel():
-    """sgemm_chunk, a split's kernel for parallel.run_kernel, compiled at the first split."""
+    """sgemm_chunk, the kernel of every product (a split's chunks, or the whole product as one chunk)."""
     if "chunk" not in _drivers:
         from ember.kernels.numba_loader import compile_source
 
         with _lock:
-            _drivers["chunk"] = compile_source(SOURCE, "sgemm_chunk", signature=_arrays_signature(3))
+            if "chunk" not in _drivers:
+                _drivers["chunk"] = compile_source(SOURCE, "sgemm_chunk", signature=_chunk_signature())
     return _drivers["chunk"]
 
 
@@ -361,9 +332,10 @@ def _affine_chunk_kernel():
         from ember.kernels.numba_loader import compile_source
 
         row = types.Array(types.float32, 1, "C", readonly=True)
-        signature = _arrays_signature(1).args + (row, row, row, types.int64, types.int64, types.int64)
         with _lock:
-            _drivers["affine"] = compile_source(SOURCE, "sgemm_affine_chunk", signature=types.void(*signature))
+            if "affine" not in _drivers:
+                signature = _chunk_signature(row, row, row, types.int64)
+                _drivers["affine"] = compile_source(SOURCE, "sgemm_affine_chunk", signature=signature)
     return _drivers["affine"]
 
 
@@ -373,7 +345,7 @@ _AFFINE_MODES = {None: 1, "relu": 2, "clamp": 3}  # sgemm_affine_chunk's mode by
 def sgemm(a: np.ndarray, b: np.ndarray, out: np.ndarray, accumulate: bool = False, bias=None,
           affine=None) -> np.ndarray:
     """out (+)= a @ b for float32 (M, K) @ (K, N) or (B, M, K) @ (B, K, N), any strides (out's last axis
-    contiguous), on the micro-kernel; large products split over the batch threads. Needs driver(). `bias`: a
+    contiguous), on the micro-kernel; large products split over the batch threads. Needs driver_address(). `bias`: a
     float32 (N,) row added to every row of the product (not with `accumulate`), with the bits of adding the
     product into an output prefilled with it. `affine`: (scale, shift, activation), float32 (M,) rows and None,
     ("relu",) or ("clamp", lo, hi): each output row r then becomes row * scale[r] + shift[r] and goes through the
@@ -382,7 +354,7 @@ def sgemm(a: np.ndarray, b: np.ndarray, out: np.ndarray, accumulate: bool = Fals
         if accumulate or bias is not None:  # the epilogue is applied to each chunk's first and only product
             raise ValueError("sgemm: an affine epilogue cannot be combined with accumulate or a bias row")
         return _sgemm_affine(a, b, out, affine)
-    fn, ukr, tr, result = _compiled()["arrays"], microkernel_address(), transpose_address(), out
+    drv, ukr, tr, result = driver_address(), microkernel_address(), transpose_address(), out
     if bias is None:
         bias = _NO_BIAS
     elif accumulate:
@@ -396,12 +368,12 @@ def sgemm(a: np.ndarray, b: np.ndarray, out: np.ndarray, accumulate: bool = Fals
     acc = int(accumulate)
     flops = 2.0 * batch * m * n * k_len
     if not parallel.worth_splitting(flops, compiled=True):
-        fn(ukr, tr, a, b, out, bias, acc, 0, batch, 0, m, 0, n)
+        _chunk_kernel()(drv, ukr, tr, a, b, out, bias, acc, 0, 0, batch)
         return result
     axis, count = _split_axis(b, batch, m, n)
     # strided: one native task for every layout of a, b and out, as sgemm_chunk is compiled for any
-    parallel.run_kernel(_chunk_kernel(), parallel.chunks(count, flops, compiled=True), (ukr, tr, a, b, out, bias, acc, axis),
-                             strided=True)
+    parallel.run_kernel(_chunk_kernel(), parallel.chunks(count, flops, compiled=True),
+                        (drv, ukr, tr, a, b, out, bias, acc, axis), strided=True)
     return result
 
 
@@ -415,7 +387,7 @@ def _split_axis(b, batch: int, m: int, n: int) -> tuple:
     return 2, -(-n // NR)
 
 
-_NO_BIAS = np.empty(0, np.float32)  # sgemm_arrays' bias row when there is none
+_NO_BIAS = np.empty(0, np.float32)  # sgemm_chunk's bias row when there is none
 
 
 def _sgemm_affine(a, b, out, affine):
@@ -429,7 +401,7 @@ def _sgemm_affine(a, b, out, affine):
     batch, m, k_len = a.shape
     n = b.shape[2]
     flops = 2.0 * batch * m * n * k_len
-    head = (microkernel_address(), transpose_address(), a, b, out, _NO_BIAS, 0)
+    head = (driver_address(), microkernel_address(), transpose_address(), a, b, out, _NO_BIAS, 0)
     tail = (np.ascontiguousarray(scale, np.float32), np.ascontiguousarray(shift, np.float32), bounds, mode)
     if not parallel.worth_splitting(flops, compiled=True):
         _affine_chunk_kernel()(*head, 0, *tail, 0, batch)

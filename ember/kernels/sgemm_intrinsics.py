@@ -66,6 +66,6 @@ def call_deinterleave(typingctx, fn, src, count, even, odd):
 @intrinsic
 def call_driver(typingctx, drv, ukr, tr, a, sab, sam, sak, b, sbb, sbk, sbn, c, scb, scm, k_len, accumulate, bias, b_lo,
                 b_hi, r_lo, r_hi, j_lo, j_hi):
-    """The GEMM driver's C entry point at address `drv` (sgemm_compiled.driver_address) with sgemm_blocks' arguments,
+    """The GEMM driver's C entry point at address `drv` (sgemm.driver_address) with sgemm_entry's arguments,
     all int64: a kernel calling it so compiles without the driver's code."""
     return _call_at("i" * 22)

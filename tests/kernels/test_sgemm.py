@@ -11,9 +11,9 @@ from ember.kernels import blas, gemm, parallel
 from ember.kernels.sgemm_microkernel import MR, NR
 
 pytest.importorskip("numba")
-from ember.kernels.sgemm import KC, ROWS_SOURCE, driver, pack_rows, sgemm  # noqa: E402
+from ember.kernels.sgemm import KC, ROWS_SOURCE, driver_address, pack_rows, sgemm  # noqa: E402
 
-pytestmark = pytest.mark.skipif(driver() is None, reason="needs a micro-kernel block (AVX-512 or AVX2)")
+pytestmark = pytest.mark.skipif(not driver_address(), reason="needs a micro-kernel block (AVX-512 or AVX2)")
 
 
 @pytest.fixture
@@ -339,8 +339,8 @@ def test_on_avx2s_block_pointwise_layers_of_few_channels_on_large_maps_take_the_
 
 
 def test_the_drivers_c_entry_asked_for_first_compiles_the_driver_too(monkeypatch):
-    """driver_address() before any driver() call (a kernel built on the entry point asked first): it compiles or loads
-    the driver itself and returns, where it used to wait forever on the lock it held."""
+    """driver_address() from a fresh start (a kernel built on the entry point asked first): it compiles or loads the
+    driver itself and returns, where it once waited forever on the lock it held."""
     import threading
 
     from ember.kernels import sgemm as sgemm_module
@@ -353,7 +353,7 @@ def test_the_drivers_c_entry_asked_for_first_compiles_the_driver_too(monkeypatch
     thread.start()
     thread.join(60)
     assert not thread.is_alive(), "driver_address() waited on its own lock"
-    assert got[0] != 0 and sgemm_module._drivers["blocks"] is not None
+    assert got[0] != 0 and sgemm_module._drivers["entry"][1] is not None
 
 
 @pytest.mark.parametrize("case", ["matmul", "linear", "conv2d", "batched matmul"])
