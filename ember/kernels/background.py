@@ -216,17 +216,28 @@ def serve_or_compile(key, job) -> None:
         raise NotCompiledYet(str(key))
 
 
-def submit(key, job, later: bool = False) -> None:
-    """Queue `job` (a compile) for the compiler thread, once per `key`; `later`: after every job not queued so."""
+def submit(key, job, later: bool = False, first: bool = False) -> None:
+    """Queue `job` (a compile) for the compiler thread, once per `key`; `later`: after every job not queued so;
+    `first`: before every queued job (a load from disk, milliseconds, that an op runs slower without)."""
     with _lock:
         if key in _submitted or _stopping[0]:
             return
         _submitted.add(key)
-        (_later if later else _queue).append((key, job))
+        if later:
+            _later.append((key, job))
+        elif first and not _newest_first[0]:
+            _queue.appendleft((key, job))
+        else:
+            _queue.append((key, job))
         if not _thread or not _thread[0].is_alive():
             _thread[:] = [threading.Thread(target=_serve, name="ember-compiler", daemon=True)]
             _thread[0].start()
         _lock.notify_all()
+
+
+def handed_over(key) -> bool:
+    """Whether a job of `key` was submitted (queued, running or finished)."""
+    return key in _submitted
 
 
 def compiling(key) -> bool:

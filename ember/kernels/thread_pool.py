@@ -420,16 +420,18 @@ def _compiled(kernel, kinds, launch_args: tuple = ()):
     argument_types = _kernel_types(kinds)
     with _chunks_lock:
         task, launch, words = _entry(kinds)
-    if background.compiling_elsewhere():
-        kernel_only = _while_entry_compiles(kernel, argument_types, task, launch, launch_args)
+    if not background.served():  # compiled here: the entry points, if missing, compile elsewhere meanwhile
+        kernel_only = _while_entry_compiles(kernel, argument_types, task, launch, launch_args, key)
         if kernel_only is not None:
             return kernel_only
     task_ready = task._wrapper_address is not None or background.loadable(task, task._sig)
     if not (task_ready and (_overload(kernel, argument_types) is not None
                             or background.loadable(kernel, argument_types))):
-        def compile_all():
-            launch.compile(tuple(launch.typeof_pyval(a) for a in launch_args))
-            _compiled(kernel, kinds)
+        launch_types = tuple(launch.typeof_pyval(a) for a in launch_args)
+
+        def compile_all():  # on the compiler thread: the kernel and its entry points
+            _compiled_overload(kernel, argument_types)
+            _compile_entry_points(task, launch, launch_types)
 
         job = compile_all
         if background.entry_points_last():  # ahead.py's child: the kernel now, its entry points after every kernel
@@ -440,11 +442,9 @@ def _compiled(kernel, kinds, launch_args: tuple = ()):
         found = _chunks.get(key)
         if found is not None and found[0] is kernel:  # compiled meanwhile (in the background)
             return None if found[1] is None else found[1:5]
-        task.compile()
+        if task._wrapper_address is None:  # shared by every kernel of these kinds: once
+            task.compile()
         compiled = _compiled_overload(kernel, argument_types)
-        if str(compiled.signature.return_type) != "none":  # the task's call returns nothing
-            raise TypeError(f"{kernel.py_func.__name__}: a kernel run on the pool must return None, not "
-                            f"{compiled.signature.return_type}")
         address = compiled.library.get_pointer_to_function(compiled.fndesc.llvm_func_name)
         # the CFunc keeps its code alive
         _chunks[key] = (kernel, task.address, launch, address, words, task, compiled.entry_point)
@@ -474,23 +474,51 @@ _looked: dict = {}  # (task, launch types) -> when the disk was last looked at f
 _LOOK_EVERY_S = 0.5  # reading a cache index costs about 0.1 ms: not at every split
 
 
-def _while_entry_compiles(kernel, argument_types, task, launch, launch_args):
-    """While another process compiles this one's step (ahead.py): where the chunk entry points for these kinds are
-    neither in memory nor on disk, `kernel` compiled (or loaded) here for `argument_types`, to be called from Python
-    for each chunk; None where they are ready."""
+def _while_entry_compiles(kernel, argument_types, task, launch, launch_args, key):
+    """Where kernels compile where called: if the chunk entry points for these kinds are not in memory and cannot be
+    loaded from disk at once, `kernel` compiled (or loaded) here for `argument_types`, to be called from Python for
+    each chunk, while the compiler thread compiles the entry points (the same code on the same chunks gives the same
+    bits, so the caller never waits for them); while another process compiles this one's step (ahead.py), they are
+    left to it until they are on disk. None where they are ready or load here (on disk, the compiler thread idle: a
+    few milliseconds), or where the compiler thread failed to build them (the caller then compiles them and meets
+    the error)."""
     launch_types = tuple(launch.typeof_pyval(a) for a in launch_args)
-    ready = task._wrapper_address is not None and launch_types in launch.overloads
-    if not ready:
-        now = time.monotonic()
-        looked = _looked.get((task, launch_types))
-        if looked is None or now - looked >= _LOOK_EVERY_S:
-            _looked[(task, launch_types)] = now
-            ready = ((task._wrapper_address is not None or background.on_disk(task, task._sig))
-                     and (launch_types in launch.overloads or background.on_disk(launch, launch_types)))
-    if ready:
+    if task._wrapper_address is not None and launch_types in launch.overloads:
         return None
+    job, build = ("entry points", key), functools.partial(_compile_entry_points, task, launch, launch_types)
+    if background.handed_over(job):
+        if not background.compiling(job):
+            return None  # built and still missing: it failed
+    elif background.compiling_elsewhere():
+        if _on_disk(task, launch, launch_types, every=_LOOK_EVERY_S):
+            background.submit(job, build, first=True)
+    elif _on_disk(task, launch, launch_types):
+        if not background.pending():
+            return None
+        background.submit(job, build, first=True)  # a load: ahead of the compiles queued
+    else:
+        background.submit(job, build)
     with _chunks_lock:
         return _KernelOnly(_compiled_overload(kernel, argument_types).entry_point)
+
+
+def _on_disk(task, launch, launch_types, every: float = 0.0) -> bool:
+    """Whether a kinds' entry point and launcher are both in memory or on disk; `every`: look at the disk at most
+    that often (reading a cache index costs about 0.1 ms, too much for every split), answering False between."""
+    now = time.monotonic()
+    looked = _looked.get((task, launch_types))
+    if every and looked is not None and now - looked < every:
+        return False
+    _looked[(task, launch_types)] = now
+    return ((task._wrapper_address is not None or background.on_disk(task, task._sig))
+            and (launch_types in launch.overloads or background.on_disk(launch, launch_types)))
+
+
+def _compile_entry_points(task, launch, launch_types) -> None:
+    """A kinds' chunk entry point and launcher, compiled (or loaded from disk), on the compiler thread."""
+    if task._wrapper_address is None:
+        task.compile()
+    launch.compile(launch_types)
 
 
 def _compiled_overload(kernel, argument_types):
@@ -499,6 +527,9 @@ def _compiled_overload(kernel, argument_types):
     if compiled is None:
         kernel.compile(argument_types)
         compiled = kernel.overloads[argument_types]
+    if str(compiled.signature.return_type) != "none":  # a chunk's task returns nothing
+        raise TypeError(f"{kernel.py_func.__name__}: a kernel run on the pool must return None, not "
+                        f"{compiled.signature.return_type}")
     return compiled
 
 

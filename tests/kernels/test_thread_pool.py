@@ -14,7 +14,7 @@ import time
 import numpy as np
 import pytest
 
-from ember.kernels import parallel, thread_pool
+from ember.kernels import background, parallel, thread_pool
 from ember.kernels.numba_loader import compile_source
 
 _SOURCE = '''
@@ -157,11 +157,20 @@ def native_pool():
     made.close()
 
 
+def _entry_points_loaded(pool, kernel, head, parted, chunks) -> None:
+    """One split of `kernel` on copies of its arrays, which hands its kinds' entry points to the compiler thread
+    (where not in memory, a split's chunks run in the caller while they load or compile), and a wait for them."""
+    copied = lambda args: tuple(a.copy() if isinstance(a, np.ndarray) else a for a in args)  # noqa: E731
+    assert pool.try_run_kernel(kernel, copied(head), copied(parted), chunks)
+    background.wait()
+
+
 def test_every_argument_kind_reaches_a_compiled_kernel_and_each_chunk_its_own_row(native_pool):
     kernel = compile_source(_SOURCE, "scaled")
     x, counts, want = _scaled_case()
     chunks = np.array([(0, 4), (4, 8), (8, 11)], np.int64)
     out, scratch = np.zeros(11), np.zeros((3, 2), np.int64)
+    _entry_points_loaded(native_pool, kernel, (x, counts, 0.5, False, 2, out), (scratch,), chunks)
     done = [int(native_pool._ctl[16 * w + DONE]) for w in range(2)]
     assert native_pool.try_run_kernel(kernel, (x, counts, 0.5, False, 2, out), (scratch,), chunks)
     np.testing.assert_array_equal(out, want)
@@ -208,6 +217,7 @@ def test_a_kernel_compiled_for_read_only_any_layout_arrays_takes_writable_contig
                             signature=types.void(read, types.float64[::1], types.int64, types.int64))
     x = np.arange(12.0).reshape(6, 2)
     out = np.zeros(6)
+    _entry_points_loaded(native_pool, kernel, (x, out), (), np.array([(0, 3), (3, 6)], np.int64))
     assert native_pool.try_run_kernel(kernel, (x, out), (), np.array([(0, 3), (3, 6)], np.int64))
     np.testing.assert_array_equal(out, x.sum(axis=1))
     assert thread_pool._chunks[(id(kernel), thread_pool._kinds((x, out), ()))][1] is not None
@@ -221,10 +231,16 @@ em.set_num_threads(2); em.use_deterministic_algorithms(True)
 kernel = compile_source(sys.argv[1], "scaled")
 x, counts = np.arange(22.0).reshape(11, 2), np.zeros(1, np.int64)
 out, scratch = np.zeros(11), np.zeros((2, 2), np.int64)
-parallel.run_kernel(kernel, [(0, 5), (5, 11)], (x, counts, 0.5, True, 2, out), (scratch,))
+from ember.kernels import background
 kinds = thread_pool._kinds((x, counts, 0.5, True, 2, out), (scratch,))
+first = (id(kernel), kinds) in thread_pool._chunks
+parallel.run_kernel(kernel, [(0, 5), (5, 11)], (x, counts, 0.5, True, 2, out), (scratch,))
+ok = out.tolist() == (x[:, 0] * 0.5 + 2).tolist()
+background.wait()  # where they were not on disk, the entry points compiled on the compiler thread meanwhile
+out[:] = 0
+parallel.run_kernel(kernel, [(0, 5), (5, 11)], (x, counts, 0.5, True, 2, out), (scratch,))
 native = parallel.native() and thread_pool._chunks[(id(kernel), kinds)][1] > 0
-print(out.tolist() == (x[:, 0] * 0.5 + 2).tolist(), native)
+print(ok and out.tolist() == (x[:, 0] * 0.5 + 2).tolist() and not first, native)
 """
 
 
@@ -238,6 +254,36 @@ def test_a_kernel_and_its_entry_point_loaded_from_disk_run_on_the_gil_free_path(
                               timeout=120)
         assert done.returncode == 0, done.stderr
         assert done.stdout.split() == ["True", "True"]
+
+
+def test_where_kernels_compile_where_called_missing_entry_points_compile_on_the_compiler_thread(tmp_path):
+    """use_deterministic_algorithms(True), an empty cache: a split's first call runs its chunks in the caller, one
+    after another, while the compiler thread builds the entry points; the next call after that runs on the pool,
+    with the same bits."""
+    if not thread_pool.native_available():
+        pytest.skip("no GIL-free workers on this platform")
+    code = """
+import sys, numpy as np, ember as em
+from ember.kernels import background, parallel, thread_pool
+from ember.kernels.numba_loader import compile_source
+em.set_num_threads(2); em.use_deterministic_algorithms(True)
+kernel = compile_source(sys.argv[1], "scaled")
+x, counts = np.arange(22.0).reshape(11, 2), np.zeros(1, np.int64)
+out, scratch = np.zeros(11), np.zeros((2, 2), np.int64)
+args = (x, counts, 0.5, True, 2, out)
+kinds = thread_pool._kinds(args, (scratch,))
+parallel.run_kernel(kernel, [(0, 5), (5, 11)], args, (scratch,))
+first = out.copy()
+caller_only = (id(kernel), kinds) not in thread_pool._chunks and background.handed_over(("entry points", (id(kernel), kinds)))
+background.wait()
+out[:] = 0
+parallel.run_kernel(kernel, [(0, 5), (5, 11)], args, (scratch,))
+print(caller_only, thread_pool._chunks[(id(kernel), kinds)][1] > 0, first.tolist() == out.tolist() == (x[:, 0] * 0.5 + 2).tolist())
+"""
+    env = dict(os.environ, EMBER_CACHE=str(tmp_path))
+    done = subprocess.run([sys.executable, "-c", code, _SOURCE], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["True", "True", "True"]
 
 
 def test_a_kernel_with_a_result_runs_as_python_tasks(split_everything):
@@ -428,6 +474,10 @@ args = (x, counts, 0.5, True, 2)
 runs = []
 for elsewhere in (True, False):
     background.compiling_elsewhere(elsewhere)
+    # the first split hands the entry points to the compiler thread (compiled there, or loaded from disk) unless
+    # they are neither in memory nor on disk while that process runs
+    parallel.run_kernel(kernel, [(0, 5), (5, 11)], args + (np.zeros(11),), (np.zeros((2, 2), np.int64),))
+    background.wait()
     out, scratch = np.zeros(11), np.zeros((2, 2), np.int64)
     parallel.run_kernel(kernel, [(0, 5), (5, 11)], args + (out,), (scratch,))
     kinds = thread_pool._kinds(args + (out,), (scratch,))
@@ -440,13 +490,14 @@ print(json.dumps(runs))
 
 def test_while_another_process_compiles_the_step_chunks_run_without_entry_points_until_they_are_on_disk(tmp_path):
     # ahead.py's parent: a split kernel whose entry points are neither in memory nor on disk runs its chunks through
-    # the kernel's own compiled code, compiling no entry point; once they are on disk, it loads and runs them
+    # the kernel's own compiled code, compiling no entry point; once they are on disk (or, that process gone), the
+    # compiler thread loads (or compiles) them and the next split runs them
     if not thread_pool.native_available():
         pytest.skip("no GIL-free workers on this platform")
     want = (np.arange(0.0, 22.0, 2) * 0.5 + 2).tolist()
     env = dict(os.environ, EMBER_CACHE=str(tmp_path))
     expected = ([[want, [[0, 5], [5, 11]], False, False], [want, [[0, 5], [5, 11]], True, True]],  # empty cache
-                [[want, [[0, 5], [5, 11]], True, True]] * 2)  # the entry points on disk: loaded at once
+                [[want, [[0, 5], [5, 11]], True, True]] * 2)  # the entry points on disk: loaded
     for runs in expected:
         done = subprocess.run([sys.executable, "-c", _ELSEWHERE, _SOURCE], env=env, capture_output=True, text=True,
                               timeout=120)
