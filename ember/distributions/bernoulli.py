@@ -7,14 +7,14 @@ from ember.autograd import grad_mode
 from ember.distributions import constraints
 from ember.distributions.distribution import (
     BinaryProbsLogits,
-    Distribution,
     broadcast_all,
 )
+from ember.distributions.exp_family import ExponentialFamily
 from ember.nn import functional as F
 from ember.tensor import Tensor
 
 
-class Bernoulli(BinaryProbsLogits, Distribution):
+class Bernoulli(BinaryProbsLogits, ExponentialFamily):
     """Bernoulli(probs=...) or Bernoulli(logits=...): 1 with probability probs = sigmoid(logits)."""
 
     arg_constraints = {"probs": constraints.unit_interval, "logits": constraints.real}
@@ -68,6 +68,15 @@ class Bernoulli(BinaryProbsLogits, Distribution):
         param = self.__dict__.get("probs", self.__dict__.get("logits"))
         values = creation.arange(2, dtype=param.dtype, device=param.device).reshape(2, *([1] * len(self._batch_shape)))
         return values.expand(2, *self._batch_shape) if expand else values
+
+    _mean_carrier_measure = 0
+
+    @property
+    def _natural_params(self) -> tuple:
+        return (self.probs.logit(),)
+
+    def _log_normalizer(self, x):
+        return x.exp().log1p()
 
 
 __all__ = ["Bernoulli"]

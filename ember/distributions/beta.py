@@ -6,10 +6,11 @@ from ember import ops
 from ember.distributions import constraints
 from ember.distributions.dirichlet import Dirichlet
 from ember.distributions.distribution import Distribution, broadcast_all
+from ember.distributions.exp_family import ExponentialFamily
 from ember.tensor import Tensor
 
 
-class Beta(Distribution):
+class Beta(ExponentialFamily):
     """Beta(concentration1, concentration0): density x^(a-1) (1-x)^(b-1) / B(a, b), a = concentration1."""
 
     arg_constraints = {"concentration1": constraints.positive, "concentration0": constraints.positive}
@@ -61,6 +62,13 @@ class Beta(Distribution):
 
     def entropy(self) -> Tensor:
         return self._dirichlet.entropy()
+
+    @property
+    def _natural_params(self) -> tuple:
+        return (self.concentration1, self.concentration0)
+
+    def _log_normalizer(self, x, y):
+        return x.lgamma() + y.lgamma() - (x + y).lgamma()
 
 
 __all__ = ["Beta"]

@@ -8,7 +8,6 @@ from ember import creation, ops
 from ember.autograd import grad_mode
 from ember.distributions import constraints
 from ember.distributions.distribution import (
-    Distribution,
     broadcast_all,
     check_param,
     clamp_probs,
@@ -17,11 +16,12 @@ from ember.distributions.distribution import (
     probs_to_logits,
     resolve_validate_args,
 )
+from ember.distributions.exp_family import ExponentialFamily
 from ember.nn import functional as F
 from ember.tensor import Tensor
 
 
-class ContinuousBernoulli(Distribution):
+class ContinuousBernoulli(ExponentialFamily):
     """ContinuousBernoulli(probs=... | logits=..., lims=(0.499, 0.501)): density C(p) p^x (1-p)^(1-x) on [0, 1]."""
 
     # Near p = 1/2 the closed forms divide 0 by 0, so for probs inside `lims` Taylor expansions are used instead.
@@ -131,6 +131,20 @@ class ContinuousBernoulli(Distribution):
         log_probs0 = (-self.probs).log1p()
         log_probs1 = self.probs.log()
         return self.mean * (log_probs0 - log_probs1) - self._cont_bern_log_norm() - log_probs0
+
+    _mean_carrier_measure = 0
+
+    @property
+    def _natural_params(self) -> tuple:
+        return (self.logits,)
+
+    def _log_normalizer(self, x):
+        """log of the normaliser as a function of the natural parameter (a Taylor series near 0)."""
+        outside = (x <= self._lims[0] - 0.5) | (x > self._lims[1] - 0.5)
+        cut = ops.where(outside, x, (self._lims[0] - 0.5) * ops.ones_like(x))
+        log_norm = cut.expm1().abs().log() - cut.abs().log()
+        taylor = 0.5 * x + x.pow(2) / 24.0 - x.pow(4) / 2880.0
+        return ops.where(outside, log_norm, taylor)
 
 
 __all__ = ["ContinuousBernoulli"]

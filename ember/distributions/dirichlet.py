@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from ember import ops
 from ember.distributions import _sampling, constraints
-from ember.distributions.distribution import Distribution, as_float_tensor
+from ember.distributions.distribution import as_float_tensor
+from ember.distributions.exp_family import ExponentialFamily
 from ember.nn import functional as F
 from ember.tensor import Tensor
 
 
-class Dirichlet(Distribution):
+class Dirichlet(ExponentialFamily):
     """Dirichlet(concentration): K concentrations in the last dimension, batch in the others."""
 
     arg_constraints = {"concentration": constraints.independent(constraints.positive, 1)}
@@ -55,6 +56,13 @@ class Dirichlet(Distribution):
         a0 = self.concentration.sum(-1)
         return (self.concentration.lgamma().sum(-1) - a0.lgamma() - (k - a0) * a0.digamma()
                 - ((self.concentration - 1.0) * self.concentration.digamma()).sum(-1))
+
+    @property
+    def _natural_params(self) -> tuple:
+        return (self.concentration,)
+
+    def _log_normalizer(self, x):
+        return x.lgamma().sum(-1) - x.sum(-1).lgamma()
 
 
 __all__ = ["Dirichlet"]

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from ember import creation, ops
 from ember.distributions import constraints
-from ember.distributions.distribution import Distribution, broadcast_all
+from ember.distributions.distribution import broadcast_all
+from ember.distributions.exp_family import ExponentialFamily
 from ember.tensor import Tensor
 
 
-class Exponential(Distribution):
+class Exponential(ExponentialFamily):
     """Exponential(rate): density rate * exp(-rate * x) on x >= 0."""
 
     arg_constraints = {"rate": constraints.positive}
@@ -55,6 +56,15 @@ class Exponential(Distribution):
 
     def entropy(self) -> Tensor:
         return 1.0 - self.rate.log()
+
+    _mean_carrier_measure = 0
+
+    @property
+    def _natural_params(self) -> tuple:
+        return (-self.rate,)
+
+    def _log_normalizer(self, x):
+        return -(-x).log()
 
 
 __all__ = ["Exponential"]

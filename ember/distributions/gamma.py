@@ -6,11 +6,12 @@ from __future__ import annotations
 from ember import ops
 from ember.distributions import _sampling, constraints
 from ember.distributions.distribution import Distribution, broadcast_all
+from ember.distributions.exp_family import ExponentialFamily
 from ember.ops import special
 from ember.tensor import Tensor
 
 
-class Gamma(Distribution):
+class Gamma(ExponentialFamily):
     """Gamma(concentration, rate): density rate^a x^(a-1) exp(-rate x) / Gamma(a)."""
 
     arg_constraints = {"concentration": constraints.positive, "rate": constraints.positive}
@@ -51,6 +52,15 @@ class Gamma(Distribution):
     def entropy(self) -> Tensor:
         return (self.concentration - self.rate.log() + self.concentration.lgamma()
                 + (1.0 - self.concentration) * self.concentration.digamma())
+
+    _mean_carrier_measure = 0
+
+    @property
+    def _natural_params(self) -> tuple:
+        return (self.concentration - 1, -self.rate)
+
+    def _log_normalizer(self, x, y):
+        return (x + 1).lgamma() + (x + 1) * (-y.reciprocal()).log()
 
 
 class Chi2(Gamma):

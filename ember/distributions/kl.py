@@ -10,6 +10,8 @@ import warnings
 import numpy as np
 
 from ember import linalg, ops
+from ember.autograd import enable_grad
+from ember.autograd import grad as autograd_grad
 from ember.distributions.bernoulli import Bernoulli
 from ember.distributions.beta import Beta
 from ember.distributions.binomial import Binomial
@@ -18,6 +20,7 @@ from ember.distributions.cauchy import Cauchy
 from ember.distributions.continuous_bernoulli import ContinuousBernoulli
 from ember.distributions.dirichlet import Dirichlet
 from ember.distributions.distribution import Distribution, euler_constant, sum_rightmost
+from ember.distributions.exp_family import ExponentialFamily
 from ember.distributions.exponential import Exponential
 from ember.distributions.gamma import Gamma
 from ember.distributions.geometric import Geometric
@@ -184,6 +187,28 @@ def _kl_dirichlet_dirichlet(p, q):
 def _kl_exponential_exponential(p, q):
     rate_ratio = q.rate / p.rate
     return -rate_ratio.log() + rate_ratio - 1
+
+
+@register_kl(ExponentialFamily, ExponentialFamily)
+def _kl_expfamily_expfamily(p, q):
+    # two members of one family: the Bregman divergence of its log normalizer F between the natural parameters,
+    # F(theta_q) - F(theta_p) - <theta_q - theta_p, grad F(theta_p)>
+    if type(p) is not type(q):
+        raise NotImplementedError(f"kl_divergence({type(p).__name__}, {type(q).__name__}): the KL divergence between "
+                                  f"different exponential families has no Bregman form")
+    batch = len(np.broadcast_shapes(tuple(p.batch_shape), tuple(q.batch_shape)))
+    with enable_grad():
+        p_params = [theta.detach().requires_grad_() for theta in p._natural_params]
+        q_params = q._natural_params
+        log_normalizer = p._log_normalizer(*p_params)
+        gradients = autograd_grad(log_normalizer.sum(), p_params, create_graph=True)
+        result = q._log_normalizer(*q_params) - log_normalizer
+        for p_theta, q_theta, g in zip(p_params, q_params, gradients):
+            # each parameter's inner product over its own dims past the batch's (PyTorch sums every one over the
+            # event's dims: a Wishart's degrees-of-freedom term, which has none, was summed over the batch)
+            term = (q_theta - p_theta) * g
+            result = result - sum_rightmost(term, max(term.ndim - batch, 0))
+    return result
 
 
 @register_kl(Gamma, Gamma)

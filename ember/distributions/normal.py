@@ -6,11 +6,12 @@ import math
 
 from ember import creation, ops
 from ember.distributions import constraints
-from ember.distributions.distribution import Distribution, broadcast_all
+from ember.distributions.distribution import broadcast_all
+from ember.distributions.exp_family import ExponentialFamily
 from ember.tensor import Tensor
 
 
-class Normal(Distribution):
+class Normal(ExponentialFamily):
     """Normal(loc, scale): a batch of Gaussians of the broadcast shape of loc and scale."""
 
     arg_constraints = {"loc": constraints.real, "scale": constraints.positive}
@@ -60,6 +61,15 @@ class Normal(Distribution):
 
     def entropy(self) -> Tensor:
         return 0.5 + 0.5 * math.log(2 * math.pi) + self.scale.log()
+
+    _mean_carrier_measure = 0
+
+    @property
+    def _natural_params(self) -> tuple:
+        return (self.loc / self.scale.pow(2), -0.5 * self.scale.pow(2).reciprocal())
+
+    def _log_normalizer(self, x, y):
+        return -0.25 * x.pow(2) / y + 0.5 * (-math.pi / y).log()
 
 
 __all__ = ["Normal"]

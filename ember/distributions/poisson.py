@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from ember.autograd import grad_mode
 from ember.distributions import _sampling, constraints
-from ember.distributions.distribution import Distribution, broadcast_all
+from ember.distributions.distribution import broadcast_all
+from ember.distributions.exp_family import ExponentialFamily
 from ember.tensor import Tensor
 
 
-class Poisson(Distribution):
+class Poisson(ExponentialFamily):
     """Poisson(rate): P(k) = rate^k exp(-rate) / k!."""
 
     arg_constraints = {"rate": constraints.nonnegative}
@@ -40,6 +41,13 @@ class Poisson(Distribution):
             self._validate_sample(value)
         rate, value = broadcast_all(self.rate, value)
         return value.xlogy(rate) - rate - (value + 1).lgamma()
+
+    @property
+    def _natural_params(self) -> tuple:
+        return (self.rate.log(),)
+
+    def _log_normalizer(self, x):
+        return x.exp()
 
 
 __all__ = ["Poisson"]

@@ -20,6 +20,7 @@ from ember.distributions.distribution import (
     lazy_property,
     vec_to_tril_matrix,
 )
+from ember.distributions.exp_family import ExponentialFamily
 from ember.distributions.gamma import Chi2
 from ember.distributions.multivariate_normal import _precision_to_scale_tril
 from ember.special import multigammaln
@@ -40,7 +41,7 @@ def mvdigamma(x: Tensor, p: int) -> Tensor:
     return (x.unsqueeze(-1) - creation.arange(p, dtype=x.dtype, device=x.device) / 2).digamma().sum(-1)
 
 
-class Wishart(Distribution):
+class Wishart(ExponentialFamily):
     """Wishart(df, covariance_matrix=... | precision_matrix=... | scale_tril=...): the law of sum_k x_k x_k^T for
     df normal vectors x_k of that covariance (df real, above dim - 1)."""
 
@@ -180,6 +181,18 @@ class Wishart(Distribution):
         half_log_det = self._unbroadcasted_scale_tril.diagonal(dim1=-2, dim2=-1).log().sum(-1)
         return ((p + 1) * (p * _LOG_2 / 2 + half_log_det) + multigammaln(nu / 2, p)
                 - (nu - p - 1) / 2 * mvdigamma(nu / 2, p) + nu * p / 2)
+
+    _mean_carrier_measure = 0
+
+    @property
+    def _natural_params(self) -> tuple:
+        p = self._event_shape[-1]
+        return -self.precision_matrix / 2, (self.df - p - 1) / 2
+
+    def _log_normalizer(self, x, y):
+        p = self._event_shape[-1]
+        return (y + (p + 1) / 2) * (-linalg.slogdet(-2 * x).logabsdet + _LOG_2 * p) + multigammaln(
+            y + (p + 1) / 2, p)
 
 
 __all__ = ["Wishart", "mvdigamma"]
