@@ -32,10 +32,14 @@ class ExponentialFamily(Distribution):
         """The entropy F(theta) - <theta, grad F(theta)> - E[k(x)], F's gradient by autograd."""
         result = -self._mean_carrier_measure
         with enable_grad():  # F's gradient, also where the caller turned gradients off
-            params = [p.detach().requires_grad_() for p in self._natural_params]
-            log_normalizer = self._log_normalizer(*params)
-            gradients = autograd_grad(log_normalizer.sum(), params, create_graph=True)
+            params, log_normalizer, gradients = self._log_normalizer_and_gradient()
             result = result + log_normalizer
             for theta, g in zip(params, gradients):
                 result = result - (theta * g).reshape(self._batch_shape + (-1,)).sum(-1)
         return result
+
+    def _log_normalizer_and_gradient(self) -> tuple:
+        """(theta detached, F(theta), grad F(theta) with its graph): call under enable_grad."""
+        params = [p.detach().requires_grad_() for p in self._natural_params]
+        log_normalizer = self._log_normalizer(*params)
+        return params, log_normalizer, autograd_grad(log_normalizer.sum(), params, create_graph=True)

@@ -11,7 +11,6 @@ import numpy as np
 
 from ember import linalg, ops
 from ember.autograd import enable_grad
-from ember.autograd import grad as autograd_grad
 from ember.distributions.bernoulli import Bernoulli
 from ember.distributions.beta import Beta
 from ember.distributions.binomial import Binomial
@@ -198,10 +197,8 @@ def _kl_expfamily_expfamily(p, q):
                                   f"different exponential families has no Bregman form")
     batch = len(np.broadcast_shapes(tuple(p.batch_shape), tuple(q.batch_shape)))
     with enable_grad():
-        p_params = [theta.detach().requires_grad_() for theta in p._natural_params]
+        p_params, log_normalizer, gradients = p._log_normalizer_and_gradient()
         q_params = q._natural_params
-        log_normalizer = p._log_normalizer(*p_params)
-        gradients = autograd_grad(log_normalizer.sum(), p_params, create_graph=True)
         result = q._log_normalizer(*q_params) - log_normalizer
         for p_theta, q_theta, g in zip(p_params, q_params, gradients):
             # each parameter's inner product over its own dims past the batch's (PyTorch sums every one over the
