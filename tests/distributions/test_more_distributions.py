@@ -17,7 +17,7 @@ import torch.distributions as td
 import ember as em
 import ember.distributions as ed
 
-from .test_against_torch import _grads, _np, check_rsample_and_expand
+from .test_against_torch import _build, _grads, _np, check_rsample_and_expand
 from .test_sampling import check_reproducible
 
 # torch 2.13 warns on every Wishart draw (pytorch/pytorch#122021), and a low df warns by design
@@ -101,12 +101,6 @@ _OWN_SAMPLERS = {"inverse_gamma", "inverse_gamma_bcast", "lkj_3", "lkj_2", "lkj_
                  "wishart_precision", "wishart_scale_tril_bcast"}
 
 
-def _build(build, params, dtype="float64"):
-    ep = [em.tensor(p, dtype=getattr(em, dtype), requires_grad=True) for p in params]
-    tp = [torch.tensor(p, dtype=getattr(torch, dtype), requires_grad=True) for p in params]
-    return build(ed, *ep), build(td, *tp), ep, tp
-
-
 def _quantities(d, value, q):
     """name -> a thunk computing it, for every quantity the distribution may have."""
     out = {"mean": lambda: d.mean, "variance": lambda: d.variance, "stddev": lambda: d.stddev, "mode": lambda: d.mode,
@@ -166,7 +160,7 @@ def test_matches_torch(name, build, params, value, q, dtype) -> None:
 def test_sample_shapes_expand_and_reproducibility(name, build, params, value, q) -> None:
     """Samples have torch's shapes and dtype, lie in the support and repeat under the same seed (and are torch's
     very draws where Ember samples as torch does); expand gives torch's batch shape and the same log_prob."""
-    e, t, _, _ = _build(build, params)
+    e, t, _, _ = _build(build, params, "float64")
     for shape in [(), (5,), (2, 3)]:
         se, st = e.sample(shape), t.sample(shape)
         assert tuple(se.shape) == tuple(st.shape) and se.dtype == em.float64 and not se.requires_grad, shape
@@ -179,7 +173,7 @@ def test_sample_shapes_expand_and_reproducibility(name, build, params, value, q)
 def test_rsample_gradients_match_torch(name) -> None:
     """Where Ember draws torch's numbers, rsample gives torch's values and gradients in every parameter."""
     _, build, params, _, _ = next(c for c in CASES if c[0] == name)
-    e, t, ep, tp = _build(build, params)
+    e, t, ep, tp = _build(build, params, "float64")
     em.manual_seed(5)
     torch.manual_seed(5)
     xe, xt = e.rsample((2,)), t.rsample((2,))
