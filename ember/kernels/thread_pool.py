@@ -341,7 +341,28 @@ def _kernel_types(kinds) -> tuple:
     return (*found, types.int64, types.int64)
 
 
+def _launch_types(kinds) -> tuple:
+    """The Numba types `launch` is compiled for with argument `kinds`: the pool's words and chunks, then every
+    argument as `kinds` says, read-only, and a strided one as "A" whatever its layout. One signature per kinds, so
+    that no array's layout or write flag compiles the launcher again (it reads addresses, shapes and strides only):
+    typed by the values instead, a C-, an F-ordered and a transposed operand of one sgemm kinds compiled it three
+    times, 0.2-0.4 s each, in the caller."""
+    from numba import from_dtype, types
+
+    words, chunks = types.Array(types.int64, 1, "C"), types.Array(types.int64, 2, "C")
+    found = [words, types.int64, chunks, types.int64, types.int64, types.int64, types.int64]
+    for kind in kinds:
+        if kind in ("b", "i", "f"):
+            found.append({"b": types.boolean, "i": types.int64, "f": types.float64}[kind])
+            continue
+        code, ndim = kind
+        layout = "A" if code[:-1] == "s" else "C"
+        found.append(types.Array(from_dtype(np.dtype(code[-1])), ndim, layout, readonly=True))
+    return tuple(found)
+
+
 # (id(kernel), kinds) -> (kernel, task address, launch, kernel address, words, task, the kernel's entry point), or Nones
+# (launch: the launcher's compiled entry point, called without Numba's dispatch: _kinds has checked what its types say)
 _chunks: dict = {}
 _entries: dict = {}  # kinds -> (task, launch, words): one entry point and launcher serve every kernel of those kinds
 _chunks_lock = threading.Lock()
@@ -379,7 +400,7 @@ def _entry(kinds):
         launch = module.launch
         if path is None or launch.stats.cache_path != path:
             launch.disable_caching()
-        found = _entries[kinds] = (task, background.defer(launch), words)
+        found = _entries[kinds] = (task, launch, words)
     return found
 
 
@@ -407,28 +428,26 @@ def _passes_as(given, wanted) -> bool:
             and (given.mutable or not wanted.mutable) and given.aligned == wanted.aligned)
 
 
-def _compiled(kernel, kinds, launch_args: tuple = ()):
+def _compiled(kernel, kinds):
     """(task address, launch, kernel address, words of a chunk's row) for `kernel` and argument `kinds`, compiled (or
-    loaded from disk) once; None where that failed before. `launch_args`: an example of launch's arguments, for a
-    compile in the background to compile launch too."""
+    loaded from disk) once; None where that failed before."""
     key = (id(kernel), kinds)
     found = _chunks.get(key)
     if found is not None and found[0] is kernel:
         return None if found[1] is None else found[1:5]
     if background.compiling(key):  # handed over already: serve NumPy without looking at the disk again
         background.serve_or_compile(key, None)
-    argument_types = _kernel_types(kinds)
+    argument_types, launch_types = _kernel_types(kinds), _launch_types(kinds)
     with _chunks_lock:
         task, launch, words = _entry(kinds)
     if not background.served():  # compiled here: the entry points, if missing, compile elsewhere meanwhile
-        kernel_only = _while_entry_compiles(kernel, argument_types, task, launch, launch_args, key)
+        kernel_only = _while_entry_compiles(kernel, argument_types, task, launch, launch_types, key)
         if kernel_only is not None:
             return kernel_only
     task_ready = task._wrapper_address is not None or background.loadable(task, task._sig)
-    if not (task_ready and (_overload(kernel, argument_types) is not None
-                            or background.loadable(kernel, argument_types))):
-        launch_types = tuple(launch.typeof_pyval(a) for a in launch_args)
-
+    launch_ready = launch_types in launch.overloads or background.loadable(launch, launch_types)
+    if not (task_ready and launch_ready and (_overload(kernel, argument_types) is not None
+                                             or background.loadable(kernel, argument_types))):
         def compile_all():  # on the compiler thread: the kernel and its entry points
             _compiled_overload(kernel, argument_types)
             _compile_entry_points(task, launch, launch_types)
@@ -442,13 +461,13 @@ def _compiled(kernel, kinds, launch_args: tuple = ()):
         found = _chunks.get(key)
         if found is not None and found[0] is kernel:  # compiled meanwhile (in the background)
             return None if found[1] is None else found[1:5]
-        if task._wrapper_address is None:  # shared by every kernel of these kinds: once
-            task.compile()
+        _compile_entry_points(task, launch, launch_types)  # shared by every kernel of these kinds: once
         compiled = _compiled_overload(kernel, argument_types)
         address = compiled.library.get_pointer_to_function(compiled.fndesc.llvm_func_name)
+        run = launch.overloads[launch_types].entry_point
         # the CFunc keeps its code alive
-        _chunks[key] = (kernel, task.address, launch, address, words, task, compiled.entry_point)
-    return task.address, launch, address, words
+        _chunks[key] = (kernel, task.address, run, address, words, task, compiled.entry_point)
+    return task.address, run, address, words
 
 
 def run_ready_chunk(kernel, head: tuple, parted: tuple, start: int, stop: int, strided: bool = False) -> bool:
@@ -474,7 +493,7 @@ _looked: dict = {}  # (task, launch types) -> when the disk was last looked at f
 _LOOK_EVERY_S = 0.5  # reading a cache index costs about 0.1 ms: not at every split
 
 
-def _while_entry_compiles(kernel, argument_types, task, launch, launch_args, key):
+def _while_entry_compiles(kernel, argument_types, task, launch, launch_types, key):
     """Where kernels compile where called: if the chunk entry points for these kinds are not in memory and cannot be
     loaded from disk at once, `kernel` compiled (or loaded) here for `argument_types`, to be called from Python for
     each chunk, while the compiler thread compiles the entry points (the same code on the same chunks gives the same
@@ -482,7 +501,6 @@ def _while_entry_compiles(kernel, argument_types, task, launch, launch_args, key
     left to it until they are on disk. None where they are ready or load here (on disk, the compiler thread idle: a
     few milliseconds), or where the compiler thread failed to build them (the caller then compiles them and meets
     the error)."""
-    launch_types = tuple(launch.typeof_pyval(a) for a in launch_args)
     if task._wrapper_address is not None and launch_types in launch.overloads:
         return None
     job, build = ("entry points", key), functools.partial(_compile_entry_points, task, launch, launch_types)
@@ -518,7 +536,8 @@ def _compile_entry_points(task, launch, launch_types) -> None:
     """A kinds' chunk entry point and launcher, compiled (or loaded from disk), on the compiler thread."""
     if task._wrapper_address is None:
         task.compile()
-    launch.compile(launch_types)
+    if launch_types not in launch.overloads:
+        launch.compile(launch_types)
 
 
 def _compiled_overload(kernel, argument_types):
@@ -660,13 +679,14 @@ class Pool:
         even where contiguous (one task for every layout, for a kernel compiled for "A" arrays)."""
         if not self.native or len(chunks) - 1 > self.workers:
             return False
+        if chunks.dtype != np.int64 or not chunks.flags.c_contiguous:  # as the launcher reads them
+            chunks = np.ascontiguousarray(chunks, np.int64)
         kinds = _kinds(head, parted, strided)
         if kinds is None or not self._busy.acquire(blocking=False):
             return False
         try:
             try:
-                compiled = _compiled(kernel, kinds, (self._ctl, 0, chunks, self._result_polls, _FUTEX_SYSCALL, 0, 0,
-                                                     *head, *parted))
+                compiled = _compiled(kernel, kinds)
                 if compiled is None:
                     return False
                 if not isinstance(compiled, _KernelOnly):

@@ -157,11 +157,11 @@ def native_pool():
     made.close()
 
 
-def _entry_points_loaded(pool, kernel, head, parted, chunks) -> None:
+def _entry_points_loaded(pool, kernel, head, parted, chunks, strided: bool = False) -> None:
     """One split of `kernel` on copies of its arrays, which hands its kinds' entry points to the compiler thread
     (where not in memory, a split's chunks run in the caller while they load or compile), and a wait for them."""
     copied = lambda args: tuple(a.copy() if isinstance(a, np.ndarray) else a for a in args)  # noqa: E731
-    assert pool.try_run_kernel(kernel, copied(head), copied(parted), chunks)
+    assert pool.try_run_kernel(kernel, copied(head), copied(parted), chunks, strided)
     background.wait()
 
 
@@ -190,6 +190,29 @@ def test_strided_arrays_reach_the_kernel_as_the_views_they_are(native_pool, view
     assert native_pool.try_run_kernel(kernel, (x, counts, 0.5, False, 2, out), (scratch,),
                                       np.array([(0, 5), (5, 11)], np.int64))
     np.testing.assert_array_equal(out, want)
+
+
+def test_one_launcher_serves_every_layout_and_write_flag_of_a_strided_kinds(native_pool):
+    # typed by the values, a C-, an F-ordered and a transposed operand compiled it once each, in the caller
+    from numba import types
+
+    read = types.Array(types.float64, 2, "A", readonly=True)
+    kernel = compile_source(_SOURCE, "summed_rows",
+                            signature=types.void(read, types.float64[::1], types.int64, types.int64))
+    chunks = np.array([(0, 3), (3, 6)], np.int64)
+    x = np.arange(12.0).reshape(6, 2)
+    _entry_points_loaded(native_pool, kernel, (x, np.zeros(6)), (), chunks)
+    kinds = thread_pool._kinds((x, np.zeros(6)), (), strided=True)
+    _entry_points_loaded(native_pool, kernel, (x, np.zeros(6)), (), chunks, strided=True)
+    launch = thread_pool._entries[kinds][1]
+    read_only = np.asfortranarray(x)
+    read_only.flags.writeable = False
+    for view in (x, read_only, np.ascontiguousarray(x.T).T, np.repeat(x, 2, axis=0)[::2]):
+        out = np.zeros(6)
+        assert native_pool.try_run_kernel(kernel, (view, out), (), chunks, strided=True)
+        np.testing.assert_array_equal(out, x.sum(axis=1))
+    assert list(launch.overloads) == [thread_pool._launch_types(kinds)]
+    assert thread_pool._chunks[(id(kernel), kinds)][1] is not None  # ran on the GIL-free path
 
 
 def test_kernels_of_the_same_argument_kinds_share_one_entry_point_that_calls_each_by_address(native_pool):
