@@ -1,6 +1,6 @@
 """Numba intrinsics for threads that hand work over without the GIL (thread_pool.py): atomic loads, stores and
-compare-and-swaps of int64 counters, `sched_yield`, the futex system call, and calls through a C function's address
-and through a Numba-compiled function's address.
+compare-and-swaps of int64 counters, `sched_yield`, the futex system call, calls through a C function's address
+and through a Numba-compiled function's address, and the words of a chunk's row and the array views built from them.
 Imported only by the generated kernel sources, so importing Ember needs no Numba."""
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ from llvmlite import ir
 from numba import types
 from numba.core import cgutils, errors
 from numba.extending import intrinsic
+from numba.np.arrayobj import populate_array
 
 _I64 = ir.IntType(64)
 
@@ -84,15 +85,6 @@ def call_task(typingctx, fn, arg):
 
 
 @intrinsic
-def address(typingctx, value):
-    """The int64 `value` as a void pointer (for carray)."""
-    def codegen(context, builder, sig, args):
-        return builder.inttoptr(args[0], ir.IntType(8).as_pointer())
-
-    return types.voidptr(types.int64), codegen
-
-
-@intrinsic
 def call_compiled(typingctx, fn, arguments, expected):
     """The Numba-compiled function at address fn (Numba's own calling convention, returning None) called with the
     tuple `arguments`, whose types must read `expected` (a string literal): a mismatch fails here, at compile time,
@@ -113,3 +105,108 @@ def call_compiled(typingctx, fn, arguments, expected):
         return context.get_dummy_value()
 
     return types.void(types.int64, arguments, expected), codegen
+
+
+# A chunk's row of int64 words, read and written at its address: typing these costs next to nothing, where carray,
+# as_strided and .ctypes are overloads that Numba types (and compiles helpers for) in every process, about half of
+# an entry point's compile.
+def _word_slot(builder, row, index, pointee):
+    return builder.gep(builder.inttoptr(row, pointee.as_pointer()), [index])
+
+
+@intrinsic
+def word(typingctx, row, index):
+    """The int64 word `index` of the row at address `row`."""
+    def codegen(context, builder, sig, args):
+        return builder.load(_word_slot(builder, args[0], args[1], _I64))
+
+    return types.int64(types.int64, types.intp), codegen
+
+
+@intrinsic
+def real(typingctx, row, index):
+    """The word `index` of the row at address `row`, read as a float64."""
+    def codegen(context, builder, sig, args):
+        return builder.load(_word_slot(builder, args[0], args[1], ir.DoubleType()))
+
+    return types.float64(types.int64, types.intp), codegen
+
+
+@intrinsic
+def put(typingctx, row, index, value):
+    """Word `index` of the row at address `row` = value (an integer, or a float64's bits)."""
+    if isinstance(value, types.Float):
+        value_type, pointee = types.float64, ir.DoubleType()
+    elif isinstance(value, (types.Integer, types.Boolean)):
+        value_type, pointee = types.int64, _I64
+    else:
+        return None
+
+    def codegen(context, builder, sig, args):
+        stored = context.cast(builder, args[2], sig.args[2], value_type)
+        builder.store(stored, _word_slot(builder, args[0], args[1], pointee))
+        return context.get_dummy_value()
+
+    return types.void(types.int64, types.intp, value), codegen
+
+
+@intrinsic
+def data_of(typingctx, array):
+    """The address of `array`'s first element, as an int64."""
+    if not isinstance(array, types.Array):
+        return None
+
+    def codegen(context, builder, sig, args):
+        data = context.make_array(sig.args[0])(context, builder, args[0]).data
+        return builder.ptrtoint(data, _I64)
+
+    return types.int64(array), codegen
+
+
+def _array_type(dtype, shape, strided: bool):
+    if not isinstance(dtype, (types.NumberClass, types.DType)) or not isinstance(shape, types.BaseTuple):
+        return None
+    return types.Array(dtype.dtype, len(shape), "A" if strided else "C")
+
+
+def _view(context, builder, array_type, data, shape, strides):
+    """An array of `array_type` over memory it does not own, at address `data` (int64)."""
+    view = context.make_array(array_type)(context, builder)
+    item = context.get_abi_sizeof(context.get_data_type(array_type.dtype))
+    populate_array(view, data=builder.inttoptr(data, view.data.type), shape=shape, strides=strides,
+                           itemsize=context.get_constant(types.intp, item), meminfo=None)
+    return view._getvalue()
+
+
+@intrinsic
+def array_at(typingctx, data, shape, dtype):
+    """The C-contiguous array of `shape` (a tuple) and `dtype` at address `data`, as carray makes it."""
+    array_type = _array_type(dtype, shape, strided=False)
+    if array_type is None:
+        return None
+
+    def codegen(context, builder, sig, args):
+        dims = cgutils.unpack_tuple(builder, args[1], array_type.ndim)
+        step = context.get_constant(types.intp, context.get_abi_sizeof(context.get_data_type(array_type.dtype)))
+        strides = []
+        for dim in reversed(dims):
+            strides.insert(0, step)
+            step = builder.mul(step, dim)
+        return _view(context, builder, array_type, args[0], dims, strides)
+
+    return array_type(types.int64, shape, dtype), codegen
+
+
+@intrinsic
+def strided_at(typingctx, data, shape, strides, dtype):
+    """The array of `shape` and `strides` (bytes; tuples) and `dtype` at address `data`, of any layout ("A")."""
+    array_type = _array_type(dtype, shape, strided=True)
+    if array_type is None:
+        return None
+
+    def codegen(context, builder, sig, args):
+        ndim = array_type.ndim
+        dims = cgutils.unpack_tuple(builder, args[1], ndim)
+        return _view(context, builder, array_type, args[0], dims, cgutils.unpack_tuple(builder, args[2], ndim))
+
+    return array_type(types.int64, shape, strides, dtype), codegen
