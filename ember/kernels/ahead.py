@@ -16,6 +16,13 @@ from Python (same code, same chunks: the same bits; the child holds the other co
 kernel first and the entry points last, so the two processes meet in the middle of the kernels alone, and the
 parent loads the entry points once they are on disk.
 
+Where the two meet, the first to start a kernel claims it (a file made with O_EXCL in the step's claims folder,
+emptied before the fork): the parent, needing that kernel next, waits for the child's on disk and loads it; the
+child's compiler thread skips a kernel the parent has claimed. Without claims both compiled the kernel they met
+(LeNet-5's weight gradient: 1.3 s of each core, started half a second apart). Once its queue is empty, the child runs
+the step again: splits its first step ran on NumPy (a product while GEMM's driver compiled) now reach their kernels
+and queue the entry points the parent would otherwise compile in its own first epochs.
+
 The child runs at a lower priority, dies with its parent, and leaves a marker under the kernel cache named by `key`
 (the step's model, shapes and Ember's version): a later run with the same key starts no child. Off with the
 `compile_ahead` setting (EMBER_COMPILE_AHEAD=0), without Numba, a disk cache, fork() or a second core, and where
@@ -29,10 +36,13 @@ them into the cache meanwhile; `compile_ahead` waits for it and then loads them.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
+import shutil
 import sys
 import threading
+import time
 
 from ember import config
 from ember.kernels import background, cache, parallel
@@ -71,18 +81,82 @@ def compile_ahead(step, args: tuple, key: str) -> int:
     # chunk entry points as this process's threads will run them
     _pool_compiled.wait(timeout=_POOL_WAIT_S)
     parallel.native()
+    claims = marker.parent / f"{marker.name}.claims"
+    try:
+        shutil.rmtree(claims, ignore_errors=True)  # a killed run's claims: nobody is compiling those
+        claims.mkdir(mode=0o700, parents=True)
+    except OSError:
+        claims = None
     parent = os.getpid()
+    background.compiling_elsewhere(True)  # split kernels run their chunks without entry points meanwhile
+    if claims is not None:
+        _claims[0] = claims
+        background.gate_compiles(_claimed)
     pid = os.fork()
     if pid:
-        background.compiling_elsewhere(True)  # split kernels run their chunks without entry points meanwhile
         threading.Thread(target=_reap, args=(pid, None, True), name="ember-compile-ahead-reaper",
                          daemon=True).start()
         return pid
     # the child: nothing here may return into the parent's code, whatever happens
     try:
+        _in_child[0] = parent
         _child(step, args, marker, parent)
     finally:
         os._exit(0)
+
+
+_claims: list = [None]  # the step's claims folder while a child compiles it ahead (in the parent and the child)
+_in_child = [0]  # in the child: the parent's pid
+_CLAIM_POLL_S = 0.01  # reading a cache index costs about 0.1 ms
+
+
+class ClaimedElsewhere(RuntimeError):
+    """The child's compiler thread leaves a kernel to the parent, which has claimed it."""
+
+
+def _claim_file(dispatcher, sig):
+    """The claim's path for `dispatcher` compiled for `sig`, named by its disk cache's index file (the same path in
+    both processes); None where it has no disk cache."""
+    cache_file = getattr(getattr(dispatcher, "_cache", None), "_cache_file", None)
+    index = getattr(cache_file, "_index_path", None)
+    if index is None or _claims[0] is None:
+        return None
+    return _claims[0] / hashlib.sha256(f"{index}|{sig}".encode()).hexdigest()[:24]
+
+
+def _other_alive() -> bool:
+    """Whether the other process of the pair still runs (from the parent: the child; from the child: the parent)."""
+    return os.getppid() == _in_child[0] if _in_child[0] else background.compiling_elsewhere()
+
+
+@contextlib.contextmanager
+def _claimed(dispatcher, sig):
+    """Around a kernel's compile (background.gate_compiles) while a child compiles the step ahead: claim it, or where
+    the other process has, wait for its code on disk (the compile then loads it), or, on the child's compiler
+    thread, skip it (ClaimedElsewhere). A failed compile gives its claim up."""
+    from numba.core import sigutils
+
+    args = tuple(sigutils.normalize_signature(sig)[0])
+    path = None
+    if args not in dispatcher.overloads and not background.on_disk(dispatcher, sig):
+        path = _claim_file(dispatcher, args)
+    if path is not None:
+        try:
+            os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+        except FileExistsError:
+            if _in_child[0] and background.on_compiler_thread():
+                raise ClaimedElsewhere(dispatcher.py_func.__name__) from None
+            while path.exists() and _other_alive() and not background.on_disk(dispatcher, sig):
+                time.sleep(_CLAIM_POLL_S)
+            path = None
+        except OSError:  # the claims folder is gone (the child has ended): compile as without claims
+            path = None
+    try:
+        yield
+    except BaseException:
+        if path is not None:
+            path.unlink(missing_ok=True)
+        raise
 
 
 _pool_compiled = threading.Event()  # set unless a compile_pool_ahead() process is running
@@ -122,7 +196,11 @@ def _reap(pid: int, finished: threading.Event | None = None, step: bool = False)
     if finished is not None:
         finished.set()
     if step:
+        background.gate_compiles(None)
         background.compiling_elsewhere(False)
+        if _claims[0] is not None:
+            shutil.rmtree(_claims[0], ignore_errors=True)
+            _claims[0] = None
 
 
 def _child(step, args: tuple, marker, parent: int) -> None:
@@ -136,8 +214,28 @@ def _child(step, args: tuple, marker, parent: int) -> None:
     except Exception:  # noqa: BLE001 - the parent meets the same error and reports it
         return
     background.release(newest_first=True)
-    while not background.wait(timeout=0.5):
-        if os.getppid() != parent:  # the parent is gone (no prctl on this kernel): stop
-            return
-    marker.parent.mkdir(mode=0o700, exist_ok=True)
-    marker.touch()
+    if _compile_queued(step, args, parent):
+        marker.parent.mkdir(mode=0o700, exist_ok=True)
+        marker.touch()
+
+
+def _compile_queued(step, args: tuple, parent: int) -> bool:
+    """Let the compiler thread empty its queue, then run step(*args) again, as long as each run hands over new
+    compiles (at most _PASSES runs): False where the parent is gone or the step raised."""
+    for passes in range(_PASSES + 1):
+        while not background.wait(timeout=0.5):
+            if os.getppid() != parent:  # the parent is gone (no prctl on this kernel): stop
+                return False
+        if passes == _PASSES:
+            break
+        handed = background.submitted()
+        try:
+            step(*args)  # again, on the kernels compiled: splits that ran on NumPy reach theirs
+        except Exception:  # noqa: BLE001 - the parent meets the same error and reports it
+            return False
+        if background.submitted() == handed:
+            break
+    return True
+
+
+_PASSES = 3  # steps the child runs after its first, while each hands over new compiles

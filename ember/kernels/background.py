@@ -31,6 +31,7 @@ class NotCompiledYet(RuntimeError):
 
 class _ThreadState(threading.local):
     numpy_only = 0  # > 0 while an op runs again on its NumPy path
+    gated = False  # inside a kernel's compile that passed the gate (gate_compiles)
 
 
 _here = _ThreadState()
@@ -46,6 +47,7 @@ _held = [False]  # the compiler thread waits (ahead.py's child collects a whole 
 _newest_first = [False]  # the compiler thread takes the newest job first
 _entry_points_last = [False]  # split kernels' chunk entry points go to _later (ahead.py's child)
 _elsewhere = [False]  # True while another process compiles this process's step (ahead.py)
+_gate: list = [None]  # around each kernel's compile while set (ahead.py's claims)
 _RUNNERS: dict = {}  # code object of a function that runs op kernels -> whether it serves NumPy meanwhile
 
 
@@ -195,6 +197,37 @@ def defer(dispatcher):
     return dispatcher
 
 
+def gated(dispatcher):
+    """Have each compile (or load) of `dispatcher` (a kernel's Numba function) run inside the gate while one is set
+    (gate_compiles); returns it."""
+    compile_signature = dispatcher.compile
+
+    def compile(sig):
+        gate = _gate[0]
+        if gate is None or _here.gated:  # the kernels a kernel calls compile inside its compile: its gate holds
+            return compile_signature(sig)
+        _here.gated = True
+        try:
+            with gate(dispatcher, sig):
+                return compile_signature(sig)
+        finally:
+            _here.gated = False
+
+    dispatcher.compile = compile  # Numba calls it for every compile: a call's, a caller's and an explicit one
+    return dispatcher
+
+
+def gate_compiles(gate) -> None:
+    """Run each kernel's compile (or load) inside the context `gate(dispatcher, sig)`; None: no gate. While two
+    processes compile one step (ahead.py), the gate keeps them from compiling the same kernel both."""
+    _gate[0] = gate
+
+
+def on_compiler_thread() -> bool:
+    """Whether this is the compiler thread."""
+    return bool(_thread) and threading.current_thread() is _thread[0]
+
+
 def on_disk(compiled, sig) -> bool:
     """Whether Numba's disk cache holds `compiled` (a dispatcher or a CFunc) for `sig` (read from its index only)."""
     cache = getattr(compiled, "_cache", None)
@@ -302,6 +335,11 @@ def wait(timeout: float | None = None) -> bool:
     """Block until every queued compile has run; False if `timeout` seconds passed first."""
     with _lock:
         return _lock.wait_for(lambda: not _queue and not _later and not _busy[0], timeout)
+
+
+def submitted() -> int:
+    """How many jobs were ever handed over (queued, running or finished)."""
+    return len(_submitted)
 
 
 def pending() -> int:

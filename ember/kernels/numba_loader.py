@@ -97,7 +97,7 @@ def jitted(text: str):
             fn = njit(cache=path is not None, error_model="numpy", nogil=True)(module.kernel)
             if path is not None and fn.stats.cache_path != path:
                 fn.disable_caching()  # a locator picked another folder: never load index files from there
-            module.jitted_kernel = fn
+            module.jitted_kernel = background.gated(fn)
         return fn
 
 
@@ -127,7 +127,7 @@ def compiled_function(text: str, name: str, **options):
             path = numba_cache_path(module) if options.pop("cache", True) else None
             # NumPy's error model: x / 0 is inf, not a ZeroDivisionError check that stops vectorising
             options = {"error_model": "numpy", **options}
-            fn = njit(cache=path is not None, nogil=True, **options)(module.__dict__[name])
+            fn = background.gated(njit(cache=path is not None, nogil=True, **options)(module.__dict__[name]))
             if path is not None and fn.stats.cache_path != path:
                 fn.disable_caching()
             if signature is not None:  # as numba.njit(signature) does: that signature alone

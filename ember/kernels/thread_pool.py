@@ -454,8 +454,10 @@ def _compiled(kernel, kinds):
             _compile_entry_points(task, launch, launch_types)
 
         job = compile_all
-        if background.entry_points_last():  # ahead.py's child: the kernel now, its entry points after every kernel
-            background.submit(("entry points", key), compile_all, later=True)
+        if background.entry_points_last():  # ahead.py's child: the kernel now (unless the parent has claimed it),
+            # its entry points after every kernel
+            background.submit(("entry points", key),
+                              functools.partial(_compile_entry_points, task, launch, launch_types), later=True)
             job = functools.partial(_compiled_overload, kernel, argument_types)
         background.serve_or_compile(key, job)
     with _chunks_lock:

@@ -1,0 +1,126 @@
+"""Where a training step's kernels compile in two processes at once (ember.kernels.ahead), the first to start a
+kernel claims it: the other waits for its code on disk (the parent) or leaves it (the child's compiler thread), a
+failed compile gives its claim up, and the child runs its step again while each run hands over new compiles."""
+
+import os
+import threading
+import uuid
+
+import numpy as np
+import pytest
+
+from ember.kernels import ahead, background
+from ember.kernels.numba_loader import compile_source, numba_available
+
+pytestmark = pytest.mark.skipif(not numba_available(), reason="needs Numba")
+
+_SOURCE = '''
+# {nonce}: a kernel no earlier run has compiled
+def doubled(x, out):
+    for i in range(x.shape[0]):
+        out[i] = 2 * x[i]
+'''
+
+
+def _fresh_kernel():
+    return compile_source(_SOURCE.format(nonce=uuid.uuid4().hex), "doubled")
+
+
+def _types(*values):
+    kernel = _fresh_kernel()
+    return kernel, tuple(kernel.typeof_pyval(v) for v in values)
+
+
+@pytest.fixture
+def claims(tmp_path):
+    """A claims folder and the gate around every deferred kernel's compile, as while a child compiles a step; the
+    other process taken as alive."""
+    ahead._claims[0] = tmp_path
+    background.gate_compiles(ahead._claimed)
+    background.compiling_elsewhere(True)
+    yield tmp_path
+    background.gate_compiles(None)
+    background.compiling_elsewhere(False)
+    ahead._claims[0] = None
+    ahead._in_child[0] = 0
+
+
+def test_the_first_to_compile_a_kernel_claims_it(claims):
+    kernel, sig = _types(np.zeros(4), np.zeros(4))
+    kernel.compile(sig)
+    assert sig in kernel.overloads
+    assert ahead._claim_file(kernel, sig).exists()
+    assert len(list(claims.iterdir())) == 1
+
+
+def test_a_kernel_claimed_by_the_other_process_is_waited_for_on_disk_and_loaded(claims):
+    import numba
+
+    kernel, sig = _types(np.zeros(4), np.zeros(4))
+    ahead._claim_file(kernel, sig).touch()  # the other process is compiling it
+    written = threading.Event()
+
+    def other_process():  # the same function compiled elsewhere, written to the shared disk cache
+        numba.njit(cache=True, nogil=True)(kernel.py_func).compile(sig)
+        written.set()
+
+    thread = threading.Thread(target=other_process)
+    thread.start()
+    kernel.compile(sig)
+    thread.join()
+    assert written.is_set() and kernel._cache_hits[sig] == 1  # loaded, not compiled a second time
+
+
+def test_a_claim_given_up_ends_the_wait_and_the_kernel_compiles_here(claims):
+    kernel, sig = _types(np.zeros(4, np.float32), np.zeros(4, np.float32))
+    claim = ahead._claim_file(kernel, sig)
+    claim.touch()
+    given_up = threading.Event()
+
+    def failed_elsewhere():
+        given_up.set()
+        claim.unlink()
+
+    timer = threading.Timer(0.2, failed_elsewhere)
+    timer.start()
+    kernel.compile(sig)
+    timer.join()
+    assert given_up.is_set() and sig in kernel.overloads and kernel._cache_hits[sig] == 0
+
+
+def test_the_childs_compiler_thread_leaves_a_kernel_the_parent_has_claimed(claims, monkeypatch):
+    monkeypatch.setattr(background, "enabled", lambda: True)
+    kernel, sig = _types(np.zeros(4, np.int64), np.zeros(4, np.int64))
+    ahead._claim_file(kernel, sig).touch()
+    ahead._in_child[0] = os.getppid()  # this process taken as the child of its parent
+    key = ("claimed by the parent", uuid.uuid4().hex)
+    background.submit(key, lambda: kernel.compile(sig))
+    assert background.wait(timeout=60)
+    assert sig not in kernel.overloads
+
+
+def test_a_failed_compile_gives_its_claim_up(claims):
+    kernel = _fresh_kernel()
+    sig = (kernel.typeof_pyval("text"), kernel.typeof_pyval(np.zeros(4)))
+    with pytest.raises(Exception, match="doubled|shape"):
+        kernel.compile(sig)
+    assert not ahead._claim_file(kernel, sig).exists()
+
+
+def test_the_child_runs_its_step_again_while_each_run_hands_over_new_compiles():
+    ran, jobs = [], []
+
+    def step():
+        ran.append(len(ran))
+        if len(ran) <= 2:  # the first two runs meet kernels the previous ones did not reach
+            background.submit(("next pass", uuid.uuid4().hex), lambda n=len(ran): jobs.append(n))
+
+    assert ahead._compile_queued(step, (), os.getppid())
+    assert ran == [0, 1, 2] and jobs == [1, 2]
+
+
+def test_the_child_stops_when_its_step_raises():
+    def step():
+        raise ValueError("the parent reports this")
+
+    assert not ahead._compile_queued(step, (), os.getppid())
