@@ -16,9 +16,9 @@ from Python (same code, same chunks: the same bits; the child holds the other co
 kernel first and the entry points last, so the two processes meet in the middle of the kernels alone, and the
 parent loads the entry points once they are on disk.
 
-Where the two meet, the first to start a kernel claims it (a file made with O_EXCL in the step's claims folder,
-emptied before the fork): the parent, needing that kernel next, waits for the child's on disk and loads it; the
-child's compiler thread skips a kernel the parent has claimed. Without claims both compiled the kernel they met
+Where the two meet, the first to start a kernel claims it while it compiles (a file made with O_EXCL in the step's
+claims folder, emptied before the fork, removed when the compile ends): the parent, needing that kernel next, waits
+for the child's to end and loads it from disk; the child's compiler thread skips a kernel the parent has claimed. Without claims both compiled the kernel they met
 (LeNet-5's weight gradient: 1.3 s of each core, started half a second apart). Once its queue is empty, the child runs
 the step again: splits its first step ran on NumPy (a product while GEMM's driver compiled) now reach their kernels
 and queue the entry points the parent would otherwise compile in its own first epochs.
@@ -131,9 +131,9 @@ def _other_alive() -> bool:
 
 @contextlib.contextmanager
 def _claimed(dispatcher, sig):
-    """Around a kernel's compile (background.gate_compiles) while a child compiles the step ahead: claim it, or where
-    the other process has, wait for its code on disk (the compile then loads it), or, on the child's compiler
-    thread, skip it (ClaimedElsewhere). A failed compile gives its claim up."""
+    """Around a kernel's compile (background.gate_compiles) while a child compiles the step ahead: claim it for the
+    time it compiles, or where the other process holds its claim, wait until the claim is given up (its code then
+    on disk, to be loaded) or, on the child's compiler thread, skip it (ClaimedElsewhere)."""
     from numba.core import sigutils
 
     args = tuple(sigutils.normalize_signature(sig)[0])
@@ -153,10 +153,9 @@ def _claimed(dispatcher, sig):
             path = None
     try:
         yield
-    except BaseException:
+    finally:  # done, or failed: a kernel Numba cannot keep on disk (dynamic globals) is never there to wait for
         if path is not None:
             path.unlink(missing_ok=True)
-        raise
 
 
 _pool_compiled = threading.Event()  # set unless a compile_pool_ahead() process is running

@@ -45,12 +45,13 @@ def claims(tmp_path):
     ahead._in_child[0] = 0
 
 
-def test_the_first_to_compile_a_kernel_claims_it(claims):
+def test_the_first_to_compile_a_kernel_claims_it_while_it_compiles(claims):
     kernel, sig = _types(np.zeros(4), np.zeros(4))
-    kernel.compile(sig)
-    assert sig in kernel.overloads
-    assert ahead._claim_file(kernel, sig).exists()
-    assert len(list(claims.iterdir())) == 1
+    with ahead._claimed(kernel, sig):
+        assert ahead._claim_file(kernel, sig).exists()
+    assert not ahead._claim_file(kernel, sig).exists()
+    kernel.compile(sig)  # through the gate
+    assert sig in kernel.overloads and not list(claims.iterdir())
 
 
 def test_a_kernel_claimed_by_the_other_process_is_waited_for_on_disk_and_loaded(claims):
