@@ -87,8 +87,7 @@ def driver_enabled() -> bool:
     if config.KERNELS.get() == "numpy" or background.numpy_only():
         return False
     if "driver" not in _state:
-        choice = config.GEMM.get()
-        _choose(choice)  # (the same check of the setting's value)
+        choice = _checked(config.GEMM.get())
         _state["driver"] = choice != "blas" and _wide_block() and _numba_available() and _driver_runs()
     return _state["driver"]
 
@@ -132,10 +131,15 @@ def _driver_runs() -> bool:
     return driver_address() != 0
 
 
-def _choose(choice: str) -> bool:
+def _checked(choice: str) -> str:
+    """The EMBER_GEMM setting `choice`, checked."""
     if choice not in ("auto", "ember", "blas", "mkl"):
         raise ValueError(f"EMBER_GEMM must be 'auto', 'ember', 'blas' or 'mkl', got {choice!r}")
-    if choice in ("blas", "mkl") or not _numba_available():
+    return choice
+
+
+def _choose(choice: str) -> bool:
+    if _checked(choice) in ("blas", "mkl") or not _numba_available():
         return False
     from ember.kernels.blas import AVX512_CORES, openblas_core
 
@@ -213,9 +217,8 @@ def mkl_mode() -> str | None:
     if config.KERNELS.get() == "numpy":
         return None
     if "mkl" not in _state:
-        choice = config.GEMM.get()
-        _choose(choice)  # (the same check of the setting's value)
-        from ember.kernels import mkl
+        choice = _checked(config.GEMM.get())  # not _choose: on a Zen 4 that compiles the driver (1.3 s), in the
+        from ember.kernels import mkl  # caller, even where an op runs its NumPy path while its kernels compile
 
         _state["mkl"] = "table" if choice == "mkl" and mkl.available() else None
     return _state["mkl"]

@@ -161,3 +161,15 @@ def test_threads_follow_set_num_threads_and_are_held_to_one_inside_a_split(split
     assert mkl.get_threads() == 1
     parallel.set_num_threads(2)
     assert mkl.get_threads() == 2
+
+
+def test_asking_whether_mkl_takes_a_product_never_compiles_the_gemm_driver(monkeypatch, gemm_setting):
+    # on a Zen 4 `auto` takes Ember's driver, whose first compile (1.3 s) this question once ran in the caller, even
+    # inside an op's NumPy path while its kernels compiled in the background
+    def compiled():
+        raise AssertionError("the driver was compiled")
+
+    monkeypatch.setattr(gemm, "_driver_runs", compiled)
+    for value in ("auto", "ember", "blas", "mkl"):
+        gemm_setting(value)
+        assert gemm.mkl_mode() in (None, "table")
