@@ -36,6 +36,7 @@ class _ThreadState(threading.local):
 
 _here = _ThreadState()
 _lock = threading.Condition()
+_first: deque = deque()  # (key, job) it takes before any other, even while held (loads; GEMM's driver)
 _queue: deque = deque()  # (key, job) waiting for the compiler thread
 _later: deque = deque()  # (key, job) it takes only once _queue is empty (ahead.py's child: chunk entry points)
 _submitted: set = set()  # keys handed over, queued, running or finished
@@ -241,25 +242,26 @@ def on_disk(compiled, sig) -> bool:
         return True
 
 
-def serve_or_compile(key, job) -> None:
-    """Where an op is served: hand `job` to the compiler thread (once per `key`) and raise NotCompiledYet
-    unless it has run; elsewhere do nothing (the caller compiles where it is)."""
+def serve_or_compile(key, job, first: bool = False) -> None:
+    """Where an op is served: hand `job` to the compiler thread (once per `key`; `first`: see submit) and raise
+    NotCompiledYet unless it has run; elsewhere do nothing (the caller compiles where it is)."""
     if key not in _finished and served():
-        submit(key, job)
+        submit(key, job, first=first)
         raise NotCompiledYet(str(key))
 
 
 def submit(key, job, later: bool = False, first: bool = False) -> None:
     """Queue `job` (a compile) for the compiler thread, once per `key`; `later`: after every job not queued so;
-    `first`: before every queued job (a load from disk, milliseconds, that an op runs slower without)."""
+    `first`: before every job not queued so, and even while the queue is held (a load from disk, milliseconds,
+    that an op runs slower without; GEMM's driver, which the kernels built on it call)."""
     with _lock:
         if key in _submitted or _stopping[0]:
             return
         _submitted.add(key)
         if later:
             _later.append((key, job))
-        elif first and not _newest_first[0]:
-            _queue.appendleft((key, job))
+        elif first:
+            _first.append((key, job))
         else:
             _queue.append((key, job))
         if not _thread or not _thread[0].is_alive():
@@ -313,9 +315,11 @@ def release(newest_first: bool = False) -> None:
 def _serve() -> None:
     while True:
         with _lock:
-            while not (_queue or _later) or _held[0]:
+            while not (_first or ((_queue or _later) and not _held[0])):
                 _lock.wait()
-            if not _queue:
+            if _first:
+                key, job = _first.popleft()
+            elif not _queue:
                 key, job = _later.popleft()
             else:
                 key, job = _queue.pop() if _newest_first[0] else _queue.popleft()
@@ -334,7 +338,7 @@ def _serve() -> None:
 def wait(timeout: float | None = None) -> bool:
     """Block until every queued compile has run; False if `timeout` seconds passed first."""
     with _lock:
-        return _lock.wait_for(lambda: not _queue and not _later and not _busy[0], timeout)
+        return _lock.wait_for(lambda: not _first and not _queue and not _later and not _busy[0], timeout)
 
 
 def submitted() -> int:
@@ -345,7 +349,7 @@ def submitted() -> int:
 def pending() -> int:
     """How many compiles are queued or running."""
     with _lock:
-        return len(_queue) + len(_later) + _busy[0]
+        return len(_first) + len(_queue) + len(_later) + _busy[0]
 
 
 @atexit.register
@@ -353,6 +357,7 @@ def _stop() -> None:
     # Queued compiles are dropped; the running one finishes, so that the interpreter never exits under LLVM.
     with _lock:
         _stopping[0] = True
+        _first.clear()
         _queue.clear()
         _later.clear()
         _lock.wait_for(lambda: not _busy[0])
@@ -361,6 +366,7 @@ def _stop() -> None:
 def _reset_after_fork() -> None:
     global _lock
     _lock = threading.Condition()  # the compiler thread does not exist in the child: its jobs start again
+    _first.clear()
     _queue.clear()
     _later.clear()
     _submitted.clear()

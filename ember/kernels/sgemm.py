@@ -292,14 +292,15 @@ def _serve_while_compiling() -> None:
     if not background.served() or not microkernel_address():  # no micro-kernel block: nothing to compile
         return
     if background.compiling("sgemm entry"):  # handed over already: no need to look at the disk again
-        background.serve_or_compile("sgemm entry", None)
+        background.serve_or_compile("sgemm entry", None, first=True)
     from numba import types
 
     from ember.kernels import cache
 
     module = cache.load_source(SOURCE)
     if not background.function_loadable(module.sgemm_entry, types.void(*(types.int64,) * 22)):
-        background.serve_or_compile("sgemm entry", driver_address)
+        # first: every kernel built on it calls it (and, held in ahead.py's child, it would come last)
+        background.serve_or_compile("sgemm entry", driver_address, first=True)
 
 
 def _chunk_signature(*extra):

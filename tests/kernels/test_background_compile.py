@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import threading
 
 import pytest
 
@@ -162,3 +163,22 @@ def test_jobs_queued_later_run_once_every_other_job_has_run():
         background.release(newest_first=True)
     assert background.wait(timeout=60)
     assert ran == ["kernel 3", "kernel 1", "entry 0", "entry 2"]
+
+
+def test_jobs_queued_first_run_before_the_others_even_while_the_queue_is_held():
+    # GEMM's driver, which every kernel built on it calls: in ahead.py's child, held while its step collects the
+    # kernels, it would otherwise come last of all
+    from ember.kernels import background
+
+    ran, driver_ran = [], threading.Event()
+    background.hold()
+    try:
+        background.submit(("first test", 0), lambda: ran.append("kernel 0"))
+        background.submit(("first test", 1), lambda: (ran.append("driver"), driver_ran.set()), first=True)
+        assert driver_ran.wait(timeout=60)  # held, and run all the same
+        assert ran == ["driver"]
+        background.submit(("first test", 2), lambda: ran.append("kernel 2"))
+    finally:
+        background.release(newest_first=True)
+    assert background.wait(timeout=60)
+    assert ran == ["driver", "kernel 2", "kernel 0"]
