@@ -18,10 +18,11 @@ parent loads the entry points once they are on disk.
 
 Where the two meet, the first to start a kernel claims it while it compiles (a file made with O_EXCL in the step's
 claims folder, emptied before the fork, removed when the compile ends): the parent, needing that kernel next, waits
-for the child's to end and loads it from disk; the child's compiler thread skips a kernel the parent has claimed. Without claims both compiled the kernel they met
-(LeNet-5's weight gradient: 1.3 s of each core, started half a second apart). Once its queue is empty, the child runs
-the step again: splits its first step ran on NumPy (a product while GEMM's driver compiled) now reach their kernels
-and queue the entry points the parent would otherwise compile in its own first epochs.
+for the child's compile to end and loads it from disk; the child's compiler thread skips a kernel the parent has
+claimed. Without claims both could compile the kernel they met (LeNet-5's weight gradient: 1.3 s of each core,
+started half a second apart). Once its queue is empty, the child runs the step again: splits its first step ran on
+NumPy (a product while GEMM's driver compiled) now reach their kernels and queue the entry points the parent would
+otherwise compile in its own first epochs.
 
 The child runs at a lower priority, dies with its parent, and leaves a marker under the kernel cache named by `key`
 (the step's model, shapes and Ember's version): a later run with the same key starts no child. Off with the
@@ -88,18 +89,17 @@ def compile_ahead(step, args: tuple, key: str) -> int:
     except OSError:
         claims = None
     parent = os.getpid()
-    background.compiling_elsewhere(True)  # split kernels run their chunks without entry points meanwhile
-    if claims is not None:
-        _claims[0] = claims
-        background.gate_compiles(_claimed)
     pid = os.fork()
     if pid:
+        background.compiling_elsewhere(True)  # split kernels run their chunks without entry points meanwhile
+        _gate_with(claims)
         threading.Thread(target=_reap, args=(pid, None, True), name="ember-compile-ahead-reaper",
                          daemon=True).start()
         return pid
     # the child: nothing here may return into the parent's code, whatever happens
     try:
         _in_child[0] = parent
+        _gate_with(claims)
         _child(step, args, marker, parent)
     finally:
         os._exit(0)
@@ -112,6 +112,13 @@ _CLAIM_POLL_S = 0.01  # reading a cache index costs about 0.1 ms
 
 class ClaimedElsewhere(RuntimeError):
     """The child's compiler thread leaves a kernel to the parent, which has claimed it."""
+
+
+def _gate_with(claims) -> None:
+    """Claim each kernel in folder `claims` before compiling it (nothing where None: no folder could be made)."""
+    if claims is not None:
+        _claims[0] = claims
+        background.gate_compiles(_claimed)
 
 
 def _claim_file(dispatcher, sig):

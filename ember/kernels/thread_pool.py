@@ -20,11 +20,10 @@ None. Per argument kinds a cfunc is generated that rebuilds the arrays from a ro
 views of any layout for strided ones) and calls the kernel through its address (so the kernel is compiled once, not
 again inside each entry point), with a compiled launcher that fills one of the pool's kept rows per chunk (compiled
 for one signature per kinds, whatever the arrays' layouts and write flags, and called without Numba's dispatch),
-both compiled once,
-shared by every kernel of those kinds and cached on disk like the kernels (while ahead.py's child compiles them,
-the kernel's chunks run one after another in the caller, through the kernel's own compiled code). Where a kernel
-raises, its cfunc's wrapper prints the exception and returns 0 (a C entry point cannot pass it on), and the split
-runs again as Python tasks, where the exception reaches the caller.
+both compiled once, shared by every kernel of those kinds and cached on disk like the kernels (while ahead.py's
+child compiles them, the kernel's chunks run one after another in the caller, through the kernel's own compiled
+code). Where a kernel raises, its cfunc's wrapper prints the exception and returns 0 (a C entry point cannot pass
+it on), and the split runs again as Python tasks, where the exception reaches the caller.
 """
 
 from __future__ import annotations
@@ -326,6 +325,13 @@ def _chunk_source(kinds) -> tuple:
     return source, at + 3
 
 
+def _scalar_type(kind: str):
+    """The Numba type a scalar of kind "b", "i" or "f" is carried as."""
+    from numba import types
+
+    return {"b": types.boolean, "i": types.int64, "f": types.float64}[kind]
+
+
 def _kernel_types(kinds) -> tuple:
     """The Numba types `task` passes the kernel for argument `kinds`: what carray and as_strided make of the block."""
     from numba import from_dtype, types
@@ -333,7 +339,7 @@ def _kernel_types(kinds) -> tuple:
     found = []
     for kind in kinds:
         if kind in ("b", "i", "f"):
-            found.append({"b": types.boolean, "i": types.int64, "f": types.float64}[kind])
+            found.append(_scalar_type(kind))
             continue
         code, ndim = kind
         dtype = from_dtype(np.dtype(code[-1]))
@@ -354,7 +360,7 @@ def _launch_types(kinds) -> tuple:
     found = [words, types.int64, chunks, types.int64, types.int64, types.int64, types.int64]
     for kind in kinds:
         if kind in ("b", "i", "f"):
-            found.append({"b": types.boolean, "i": types.int64, "f": types.float64}[kind])
+            found.append(_scalar_type(kind))
             continue
         code, ndim = kind
         layout = "A" if code[:-1] == "s" else "C"
