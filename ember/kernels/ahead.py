@@ -85,7 +85,8 @@ def compile_ahead(step, args: tuple, key: str) -> int:
     claims = marker.parent / f"{marker.name}.claims"
     try:
         shutil.rmtree(claims, ignore_errors=True)  # a killed run's claims: nobody is compiling those
-        claims.mkdir(mode=0o700, parents=True)
+        marker.parent.mkdir(mode=0o700, exist_ok=True)  # private, as the kernel cache it lies in
+        claims.mkdir(mode=0o700)
     except OSError:
         claims = None
     parent = os.getpid()
