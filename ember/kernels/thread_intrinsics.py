@@ -169,12 +169,16 @@ def _array_type(dtype, shape, strided: bool):
     return types.Array(dtype.dtype, len(shape), "A" if strided else "C")
 
 
+def _item_size(context, array_type):
+    """The bytes of one of `array_type`'s values, as an intp constant."""
+    return context.get_constant(types.intp, context.get_abi_sizeof(context.get_data_type(array_type.dtype)))
+
+
 def _view(context, builder, array_type, data, shape, strides):
     """An array of `array_type` over memory it does not own, at address `data` (int64)."""
     view = context.make_array(array_type)(context, builder)
-    item = context.get_abi_sizeof(context.get_data_type(array_type.dtype))
     populate_array(view, data=builder.inttoptr(data, view.data.type), shape=shape, strides=strides,
-                           itemsize=context.get_constant(types.intp, item), meminfo=None)
+                   itemsize=_item_size(context, array_type), meminfo=None)
     return view._getvalue()
 
 
@@ -187,7 +191,7 @@ def array_at(typingctx, data, shape, dtype):
 
     def codegen(context, builder, sig, args):
         dims = cgutils.unpack_tuple(builder, args[1], array_type.ndim)
-        step = context.get_constant(types.intp, context.get_abi_sizeof(context.get_data_type(array_type.dtype)))
+        step = _item_size(context, array_type)
         strides = []
         for dim in reversed(dims):
             strides.insert(0, step)
