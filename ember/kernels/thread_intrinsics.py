@@ -107,6 +107,25 @@ def call_compiled(typingctx, fn, arguments, expected):
     return types.void(types.int64, arguments, expected), codegen
 
 
+@intrinsic
+def call_split(typingctx, fn, ctl, task, blocks, block_bytes, parts, polls, futex_nr):
+    """The pool's compiled `split` at address fn (Numba's calling convention: int64(int64[::1], int64 x 6)) called
+    with the other arguments: its result. A launcher calls it so, not by name, which would link split's code into
+    every launcher, where LLVM would optimise and compile it again."""
+    words = types.Array(types.int64, 1, "C")
+    argtys = (words,) + (types.int64,) * 6
+
+    def codegen(context, builder, sig, args):
+        call_conv = context.call_conv
+        target = builder.inttoptr(args[0], call_conv.get_function_type(types.int64, argtys).as_pointer())
+        status, result = call_conv.call_function(builder, target, types.int64, argtys, list(args[1:]))
+        with builder.if_then(status.is_error, likely=False):
+            call_conv.return_status_propagate(builder, status)
+        return result
+
+    return types.int64(types.int64, *argtys), codegen
+
+
 # A chunk's row of int64 words, read and written at its address: typing these costs next to nothing, where carray,
 # as_strided and .ctypes are overloads that Numba types (and compiles helpers for) in every process, about half of
 # an entry point's compile.

@@ -170,20 +170,17 @@ def spin(ctl, polls):
 # per chunk of the pool's block from the arguments themselves (in compiled code: reading an address from Python
 # costs a microsecond an array) and runs the split. The task calls the kernel by its address rather than by name:
 # a call by name links the kernel's code into the task's, where LLVM optimises and compiles it a second time (0.5-0.8
-# s for the direct convolution's kernels, on every empty cache, in every process). The rows are the pool's, kept
+# s for the direct convolution's kernels, on every empty cache, in every process); the launcher calls the pool's
+# split by its address for the same reason (0.03-0.04 s of each launcher's compile). The rows are the pool's, kept
 # across splits (one split runs at a time, and a worker reads its row only once it has taken the chunk), so `launch`
 # allocates nothing: allocating and viewing a block there was 0.3 s of the first launcher's compile in a process.
 # Both read and write the row, and view the arrays, through thread_intrinsics' word/put/array_at/strided_at rather
 # than carray, as_strided and .ctypes: LeNet-5's nine argument kinds compiled in 2.15 s against 3.23 s.
 _CHUNK = '''
-import sys
-
 import numpy as np
 from numba import njit
 
-from ember.kernels.thread_intrinsics import array_at, call_compiled, data_of, put, real, strided_at, word
-
-split = sys.modules[{loops!r}].jitted_split
+from ember.kernels.thread_intrinsics import array_at, call_compiled, call_split, data_of, put, real, strided_at, word
 
 
 def task(block):
@@ -193,9 +190,9 @@ def task(block):
 
 
 @njit(nogil=True, cache=True)
-def launch(ctl, fn, chunks, polls, futex, kernel, rows, {parameters}):
+def launch(ctl, fn, chunks, polls, futex, kernel, rows, split, {parameters}):
     # the number of chunks whose kernel raised; `kernel`: the kernel's address; `rows`: the address of {size} int64
-    # words for each chunk
+    # words for each chunk; `split`: the address of the pool's compiled split
     parts = chunks.shape[0]
     for k in range(parts):
         row = rows + k * {size} * 8
@@ -203,7 +200,7 @@ def launch(ctl, fn, chunks, polls, futex, kernel, rows, {parameters}):
         put(row, {size} - 3, kernel)
         put(row, {size} - 2, chunks[k, 0])
         put(row, {size} - 1, chunks[k, 1])
-    return split(ctl, fn, rows, {size} * 8, parts, polls, futex)
+    return call_split(split, ctl, fn, rows, {size} * 8, parts, polls, futex)
 '''
 
 _ROW_WORDS = 16  # _LOOPS' ROW
@@ -317,9 +314,7 @@ def _chunk_source(kinds) -> tuple:
         arguments.append(f"array_at(word(block, {at}), ({shape}), np.{name})")
         at += 1 + len(dims)
     arguments += [f"word(block, {at + 1})", f"word(block, {at + 2})"]  # after the kernel's address: [start, stop)
-    from ember.kernels.cache import load_source
-
-    source = _CHUNK.format(loops=load_source(_LOOPS).__name__, size=at + 3, arguments=", ".join(arguments),
+    source = _CHUNK.format(size=at + 3, arguments=", ".join(arguments),
                            expected=str(_kernel_types(kinds)), parameters=", ".join(parameters),
                            packing="\n".join(" " * 8 + line for line in packing))
     return source, at + 3
@@ -332,6 +327,7 @@ def _scalar_type(kind: str):
     return {"b": types.boolean, "i": types.int64, "f": types.float64}[kind]
 
 
+@functools.cache  # every split run without entry points (while they compile) asks: 50-110 us built anew
 def _kernel_types(kinds) -> tuple:
     """The Numba types `task` passes the kernel for argument `kinds`: what carray and as_strided make of the block."""
     from numba import from_dtype, types
@@ -348,6 +344,7 @@ def _kernel_types(kinds) -> tuple:
     return (*found, types.int64, types.int64)
 
 
+@functools.cache
 def _launch_types(kinds) -> tuple:
     """The Numba types `launch` is compiled for with argument `kinds`: the pool's words and chunks, then every
     argument as `kinds` says, read-only, and a strided one as "A" whatever its layout. One signature per kinds, so
@@ -357,7 +354,7 @@ def _launch_types(kinds) -> tuple:
     from numba import from_dtype, types
 
     words, chunks = types.Array(types.int64, 1, "C"), types.Array(types.int64, 2, "C")
-    found = [words, types.int64, chunks, types.int64, types.int64, types.int64, types.int64]
+    found = [words, types.int64, chunks, types.int64, types.int64, types.int64, types.int64, types.int64]
     for kind in kinds:
         if kind in ("b", "i", "f"):
             found.append(_scalar_type(kind))
@@ -598,6 +595,8 @@ class Pool:
                  for name, signature in _LOOP_SIGNATURES.items()}
         self._loop_serve, self._loop_done, self._post_python = loops["serve"], loops["done"], loops["post_python"]
         self._wait_all, self._stop = loops["wait_all"], loops["stop"]
+        split = next(iter(loops["split"].overloads.values()))  # called by the launchers through its address
+        self._split = split.library.get_pointer_to_function(split.fndesc.llvm_func_name)
         raw = np.zeros(self.workers * _ROW_WORDS + 8, np.int64)  # rows on their own cache lines: 64-byte aligned
         skip = (-raw.ctypes.data % 64) // 8
         self._ctl = raw[skip:skip + self.workers * _ROW_WORDS]
@@ -703,8 +702,8 @@ class Pool:
                     # a kernel that raised (its exception cannot cross the C entry point): False, so that the caller
                     # runs the chunks again as Python tasks, where the exception reaches it
                     rows = self._rows.get(words) or self._new_rows(words)
-                    return launch(self._ctl, fn, chunks, self._result_polls, _FUTEX_SYSCALL, address, rows, *head,
-                                  *parted) == 0
+                    return launch(self._ctl, fn, chunks, self._result_polls, _FUTEX_SYSCALL, address, rows,
+                                  self._split, *head, *parted) == 0
             except background.NotCompiledYet:  # compiling in the background: the op runs its NumPy path meanwhile
                 raise
             except Exception:  # noqa: BLE001 - a task Numba could not build: these kinds run as Python tasks now on
