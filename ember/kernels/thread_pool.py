@@ -516,6 +516,8 @@ def _while_entry_compiles(kernel, argument_types, task, launch, launch_types, ke
     elif background.compiling_elsewhere():
         if _on_disk(task, launch, launch_types, every=_LOOK_EVERY_S):
             background.submit(job, build, first=True)
+        else:
+            _wanted.setdefault(key, (task, launch, launch_types))
     elif _on_disk(task, launch, launch_types):
         if not background.pending():
             return None
@@ -524,6 +526,26 @@ def _while_entry_compiles(kernel, argument_types, task, launch, launch_types, ke
         background.submit(job, build)
     with _chunks_lock:
         return _KernelOnly(_compiled_overload(kernel, argument_types).entry_point)
+
+
+# (id(kernel), kinds) -> (task, launch, launch types): the entry points this process has run without while another
+# process compiles its step (ahead.py), in the order it met them
+_wanted: dict = {}
+
+
+def compile_wanted_entry_points() -> bool:
+    """Compile (or load) the entry points of the newest kinds this process has run without while another process
+    compiles its step, unless already handed to the compiler thread: ahead.py's parent does it while it waits for a
+    kernel the child is compiling, instead of idling (the child takes them from the oldest). False where none was
+    left to compile."""
+    while _wanted:
+        key, (task, launch, launch_types) = _wanted.popitem()
+        if background.handed_over(("entry points", key)):
+            continue  # the compiler thread has it (a load from disk): never two compiles of one CFunc at once
+        if task._wrapper_address is None or launch_types not in launch.overloads:
+            _compile_entry_points(task, launch, launch_types)
+            return True
+    return False
 
 
 def _on_disk(task, launch, launch_types, every: float = 0.0) -> bool:

@@ -89,6 +89,38 @@ def test_a_claim_given_up_ends_the_wait_and_the_kernel_compiles_here(claims):
     assert given_up.is_set() and sig in kernel.overloads and kernel._cache_hits[sig] == 0
 
 
+def test_while_the_parent_waits_for_a_claimed_kernel_it_compiles_entry_points_the_child_would_later(claims,
+                                                                                                      monkeypatch):
+    from ember.kernels import thread_pool
+
+    kernel, sig = _types(np.zeros(3, np.float32), np.zeros(3, np.float32))
+    claim = ahead._claim_file(kernel, sig)
+    claim.touch()
+    built = []
+
+    def compile_one():  # each call one kinds' entry points; the child's compile ends after the second
+        built.append(len(built))
+        if len(built) == 2:
+            claim.unlink()
+        return len(built) <= 2
+
+    monkeypatch.setattr(thread_pool, "compile_wanted_entry_points", compile_one)
+    safety = threading.Timer(10, lambda: claim.unlink(missing_ok=True))  # a wait that never calls it still ends
+    safety.start()
+    kernel.compile(sig)
+    safety.cancel()
+    assert built == [0, 1] and sig in kernel.overloads
+
+    kernel, sig = _types(np.zeros(3, np.int32), np.zeros(3, np.int32))  # the child only sleeps while it waits
+    claim = ahead._claim_file(kernel, sig)
+    claim.touch()
+    ahead._in_child[0] = os.getppid()
+    built.clear()
+    threading.Timer(0.2, claim.unlink).start()
+    kernel.compile(sig)
+    assert built == [] and sig in kernel.overloads
+
+
 def test_the_childs_compiler_thread_leaves_a_kernel_the_parent_has_claimed(claims, monkeypatch):
     monkeypatch.setattr(background, "enabled", lambda: True)
     kernel, sig = _types(np.zeros(4, np.int64), np.zeros(4, np.int64))

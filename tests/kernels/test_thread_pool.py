@@ -510,6 +510,38 @@ for elsewhere in (True, False):
 print(json.dumps(runs))
 """
 
+_WANTED = """
+import json, sys, numpy as np, ember as em
+from ember.kernels import background, parallel, thread_pool
+from ember.kernels.numba_loader import compile_source
+em.set_num_threads(2); em.use_deterministic_algorithms(True)
+kernel = compile_source(sys.argv[1], "scaled")
+x, counts = np.arange(22.0).reshape(11, 2), np.zeros(1, np.int64)
+background.compiling_elsewhere(True)
+out, scratch = np.zeros(11), np.zeros((2, 2), np.int64)
+args = (x, counts, 0.5, True, 2, out)
+parallel.run_kernel(kernel, [(0, 5), (5, 11)], args, (scratch,))  # without entry points: registered as wanted
+kinds = thread_pool._kinds(args, (scratch,))
+before = (id(kernel), kinds) in thread_pool._chunks
+built, again = thread_pool.compile_wanted_entry_points(), thread_pool.compile_wanted_entry_points()
+out[:], scratch[:] = 0, 0
+parallel.run_kernel(kernel, [(0, 5), (5, 11)], args, (scratch,))
+print(json.dumps([before, built, again, (id(kernel), kinds) in thread_pool._chunks, out.tolist(), scratch.tolist()]))
+"""
+
+
+def test_entry_points_run_without_while_another_process_compiles_the_step_can_be_compiled_here_newest_first(
+        tmp_path):
+    # what ahead.py's parent does while it waits for a kernel the child is compiling: the entry points it has run
+    # without compile here, and the next split runs on them
+    if not thread_pool.native_available():
+        pytest.skip("no GIL-free workers on this platform")
+    done = subprocess.run([sys.executable, "-c", _WANTED, _SOURCE], env=dict(os.environ, EMBER_CACHE=str(tmp_path)),
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    want = (np.arange(0.0, 22.0, 2) * 0.5 + 2).tolist()
+    assert json.loads(done.stdout) == [False, True, False, True, want, [[0, 5], [5, 11]]]
+
 
 def test_while_another_process_compiles_the_step_chunks_run_without_entry_points_until_they_are_on_disk(tmp_path):
     # ahead.py's parent: a split kernel whose entry points are neither in memory nor on disk runs its chunks through
