@@ -4,9 +4,11 @@ Where kernels compile where first called (`use_deterministic_algorithms(True)`, 
 training step on an empty kernel cache compiles them one after another on one core, the others idle: about 12 s of
 LeNet-5's first epoch. `compile_ahead(step, args, key)` forks a process that runs step(*args) once with every kernel
 handed to its compiler thread (the NumPy paths serve the step, its results are dropped), then compiles the queued
-kernels from the last one the step met to the first, writing each to the disk cache. The parent goes on at once,
-compiling from the first: where it meets a kernel the child has written, it loads it (milliseconds), so the two meet
-in the middle. As torch.compile's parallel compile, only the compiling runs elsewhere; the parent's results do not
+kernels, the costliest first (`background.compile_cost`: the bytecode each compiles; the newest first among equals),
+writing each to the disk cache. The parent goes on at once, compiling from the first: where it meets a kernel the
+child has written, it loads it (milliseconds), so the two meet in the middle, on small kernels: from the last met,
+the child's last compile before they met was a convolution's weight gradient (1.5 s), which the parent, done with
+the rest, waited for. As torch.compile's parallel compile, only the compiling runs elsewhere; the parent's results do not
 depend on what the child managed (a kernel compiled here or loaded from disk is the same code).
 
 A split kernel's chunks run on the worker pool through entry points compiled per argument kinds (a C entry point
@@ -236,7 +238,7 @@ def _child(step, args: tuple, marker, parent: int) -> None:
         step(*args)
     except Exception:  # noqa: BLE001 - the parent meets the same error and reports it
         return
-    background.release(newest_first=True)
+    background.release(largest_first=True)
     if _compile_queued(step, args, parent):
         marker.parent.mkdir(mode=0o700, exist_ok=True)
         marker.touch()

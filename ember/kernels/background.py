@@ -37,7 +37,7 @@ class _ThreadState(threading.local):
 _here = _ThreadState()
 _lock = threading.Condition()
 _first: deque = deque()  # (key, job) it takes before any other, even while held (loads; GEMM's driver)
-_queue: deque = deque()  # (key, job) waiting for the compiler thread
+_queue: deque = deque()  # (key, job, cost) waiting for the compiler thread
 _later: deque = deque()  # (key, job) it takes only once _queue is empty (ahead.py's child: chunk entry points)
 _submitted: set = set()  # keys handed over, queued, running or finished
 _finished: set = set()  # keys whose job ran (compiled, or failed: their next call compiles and raises in the caller)
@@ -45,7 +45,7 @@ _busy = [False]
 _thread: list = []
 _stopping = [False]
 _held = [False]  # the compiler thread waits (ahead.py's child collects a whole step's kernels first)
-_newest_first = [False]  # the compiler thread takes the newest job first
+_largest_first = [False]  # the compiler thread takes the costliest job first (the newest among equals)
 _entry_points_last = [False]  # split kernels' chunk entry points go to _later (ahead.py's child)
 _elsewhere = [False]  # True while another process compiles this process's step (ahead.py)
 _gate: list = [None]  # around each kernel's compile while set (ahead.py's claims)
@@ -190,7 +190,7 @@ def defer(dispatcher):
             sig = tuple(dispatcher.typeof_pyval(a) for a in args)
             key = (id(dispatcher), sig)
             if key not in _finished and (key in _submitted or not loadable(dispatcher, sig)):
-                submit(key, lambda: dispatcher.compile(sig))
+                submit(key, lambda: dispatcher.compile(sig), cost=compile_cost(dispatcher.py_func))
                 raise NotCompiledYet(dispatcher.py_func.__name__)
         return compile_now(*args, **kws)
 
@@ -242,18 +242,19 @@ def on_disk(compiled, sig) -> bool:
         return True
 
 
-def serve_or_compile(key, job, first: bool = False) -> None:
-    """Where an op is served: hand `job` to the compiler thread (once per `key`; `first`: see submit) and raise
-    NotCompiledYet unless it has run; elsewhere do nothing (the caller compiles where it is)."""
+def serve_or_compile(key, job, first: bool = False, cost: int = 0) -> None:
+    """Where an op is served: hand `job` to the compiler thread (once per `key`; `first`, `cost`: see submit) and
+    raise NotCompiledYet unless it has run; elsewhere do nothing (the caller compiles where it is)."""
     if key not in _finished and served():
-        submit(key, job, first=first)
+        submit(key, job, first=first, cost=cost)
         raise NotCompiledYet(str(key))
 
 
-def submit(key, job, later: bool = False, first: bool = False) -> None:
+def submit(key, job, later: bool = False, first: bool = False, cost: int = 0) -> None:
     """Queue `job` (a compile) for the compiler thread, once per `key`; `later`: after every job not queued so;
     `first`: before every job not queued so, and even while the queue is held (a load from disk, milliseconds,
-    that an op runs slower without; GEMM's driver, which the kernels built on it call)."""
+    that an op runs slower without; GEMM's driver, which the kernels built on it call); `cost`: how much code it
+    compiles (compile_cost), for the order release(largest_first=True) sets."""
     with _lock:
         if key in _submitted or _stopping[0]:
             return
@@ -263,7 +264,7 @@ def submit(key, job, later: bool = False, first: bool = False) -> None:
         elif first:
             _first.append((key, job))
         else:
-            _queue.append((key, job))
+            _queue.append((key, job, cost))
         if not _thread or not _thread[0].is_alive():
             _thread[:] = [threading.Thread(target=_serve, name="ember-compiler", daemon=True)]
             _thread[0].start()
@@ -304,12 +305,37 @@ def compiling_elsewhere(running: bool | None = None) -> bool:
     return _elsewhere[0]
 
 
-def release(newest_first: bool = False) -> None:
-    """Let the compiler thread run the queue, from its newest job with `newest_first`."""
+def release(largest_first: bool = False) -> None:
+    """Let the compiler thread run the queue: in order, or with `largest_first` from its costliest job (the newest
+    among equals)."""
     with _lock:
         _held[0] = False
-        _newest_first[0] = newest_first
+        _largest_first[0] = largest_first
         _lock.notify_all()
+
+
+def compile_cost(py_func) -> int:
+    """How much code compiling `py_func` costs, roughly: the bytecode of it and of every function of its module it
+    calls, through the calls (inlined helpers compile inside it). Known before compiling, it orders ahead.py's
+    child's queue so that the longest compiles start first."""
+    found = _costs.get(py_func)
+    if found is None:
+        module, names, seen, found = getattr(py_func, "__module__", None), getattr(py_func, "__globals__", {}), set(), 0
+        codes = [py_func.__code__] if hasattr(py_func, "__code__") else []
+        while codes:
+            code = codes.pop()
+            found += len(code.co_code)
+            codes += [c for c in code.co_consts if hasattr(c, "co_code")]  # nested functions
+            for name in code.co_names:
+                called = getattr(names.get(name), "py_func", names.get(name))
+                if name not in seen and getattr(called, "__module__", None) == module and hasattr(called, "__code__"):
+                    seen.add(name)
+                    codes.append(called.__code__)
+        _costs[py_func] = found
+    return found
+
+
+_costs: dict = {}  # py_func -> its compile_cost
 
 
 def _serve() -> None:
@@ -321,8 +347,12 @@ def _serve() -> None:
                 key, job = _first.popleft()
             elif not _queue:
                 key, job = _later.popleft()
+            elif _largest_first[0]:
+                at = max(range(len(_queue)), key=lambda i: (_queue[i][2], i))
+                key, job, _ = _queue[at]
+                del _queue[at]
             else:
-                key, job = _queue.pop() if _newest_first[0] else _queue.popleft()
+                key, job, _ = _queue.popleft()
             _busy[0] = True
         try:
             job()
@@ -372,7 +402,7 @@ def _reset_after_fork() -> None:
     _submitted.clear()
     _finished.clear()
     _busy[0] = False
-    _held[0] = _newest_first[0] = _entry_points_last[0] = _elsewhere[0] = False
+    _held[0] = _largest_first[0] = _entry_points_last[0] = _elsewhere[0] = False
     _thread.clear()
 
 

@@ -118,7 +118,8 @@ def compiled_function(text: str, name: str, **options):
                                                            not background.function_loadable(module.__dict__[name],
                                                                                              signature)):
         again = dict(options, signature_or_function=signature)
-        background.serve_or_compile((module.__name__, name), lambda: compiled_function(text, name, **again))
+        background.serve_or_compile((module.__name__, name), lambda: compiled_function(text, name, **again),
+                                    cost=background.compile_cost(module.__dict__[name]))
     with _jit_lock:  # one lock a function: a compile in the background holds up only callers of the same one
         lock = _function_locks.setdefault((module.__name__, name), threading.Lock())
     with lock:

@@ -462,7 +462,7 @@ def _compiled(kernel, kinds):
             background.submit(("entry points", key),
                               functools.partial(_compile_entry_points, task, launch, launch_types), later=True)
             job = functools.partial(_compiled_overload, kernel, argument_types)
-        background.serve_or_compile(key, job)
+        background.serve_or_compile(key, job, cost=background.compile_cost(kernel.py_func))
     with _chunks_lock:
         found = _chunks.get(key)
         if found is not None and found[0] is kernel:  # compiled meanwhile (in the background)

@@ -160,9 +160,55 @@ def test_jobs_queued_later_run_once_every_other_job_has_run():
         background.submit(("later test", 3), lambda: ran.append("kernel 3"))
         assert background.pending() == 4
     finally:
-        background.release(newest_first=True)
+        background.release(largest_first=True)
     assert background.wait(timeout=60)
     assert ran == ["kernel 3", "kernel 1", "entry 0", "entry 2"]
+
+
+def test_released_largest_first_the_costliest_compiles_run_first_and_the_newest_among_equals():
+    # ahead.py's child: its longest compiles start first, so that the two processes do not meet inside one
+    from ember.kernels import background
+
+    ran = []
+    background.hold()
+    try:
+        for n, cost in enumerate([5, 40, 5, 900, 40]):
+            background.submit(("cost test", n), lambda n=n, cost=cost: ran.append((n, cost)), cost=cost)
+    finally:
+        background.release(largest_first=True)
+    assert background.wait(timeout=60)
+    assert ran == [(3, 900), (4, 40), (1, 40), (2, 5), (0, 5)]
+
+
+_COSTED = '''
+def helper(x):
+    return x + 1
+
+
+def unused(x):
+    return [x * i for i in range(x)]
+
+
+def small(x):
+    return x
+
+
+def kernel(x):
+    total = 0
+    for i in range(x):
+        total += helper(i) * helper(i + 1)
+    return total
+'''
+
+
+def test_a_compile_costs_the_bytecode_of_the_function_and_of_what_it_calls_in_its_module():
+    from ember.kernels import background
+
+    module = {"__name__": "costed"}
+    exec(compile(_COSTED, "costed", "exec"), module)
+    own = len(module["kernel"].__code__.co_code)
+    assert background.compile_cost(module["kernel"]) == own + len(module["helper"].__code__.co_code)
+    assert background.compile_cost(module["small"]) < background.compile_cost(module["kernel"])
 
 
 def test_jobs_queued_first_run_before_the_others_even_while_the_queue_is_held():
@@ -179,6 +225,6 @@ def test_jobs_queued_first_run_before_the_others_even_while_the_queue_is_held():
         assert ran == ["driver"]
         background.submit(("first test", 2), lambda: ran.append("kernel 2"))
     finally:
-        background.release(newest_first=True)
+        background.release(largest_first=True)
     assert background.wait(timeout=60)
     assert ran == ["driver", "kernel 2", "kernel 0"]
