@@ -8,14 +8,14 @@ kernels, the costliest first (`background.compile_cost`: the bytecode each compi
 writing each to the disk cache. The parent goes on at once, compiling from the first: where it meets a kernel the
 child has written, it loads it (milliseconds), so the two meet in the middle, on small kernels: from the last met,
 the child's last compile before they met was a convolution's weight gradient (1.5 s), which the parent, done with
-the rest, waited for. As torch.compile's parallel compile, only the compiling runs elsewhere; the parent's results do not
-depend on what the child managed (a kernel compiled here or loaded from disk is the same code).
+the rest, waited for. As torch.compile's parallel compile, only the compiling runs elsewhere; the parent's results
+do not depend on what the child managed (a kernel compiled here or loaded from disk is the same code).
 
 A split kernel's chunks run on the worker pool through entry points compiled per argument kinds (a C entry point
-and a launcher: about 2 s of LeNet-5's first step). While the child runs, the parent compiles none of them (but
-while it waits, below): where
-they are neither in memory nor on disk, it runs the chunks one after another, calling the kernel's compiled code
-from Python (same code, same chunks: the same bits; the child holds the other core). The child compiles every
+and a launcher: about 2 s of LeNet-5's first step). While the child runs, the parent compiles none of them but while
+it waits for the child (below): where they are neither in memory nor on disk, it runs the chunks one after another,
+calling the kernel's compiled code from Python (same code, same chunks: the same bits; the child holds the other
+core). The child compiles every
 kernel first and the entry points last, so the two processes meet in the middle of the kernels alone, and the
 parent loads the entry points once they are on disk.
 
