@@ -28,6 +28,12 @@ With fewer than 8 input channels a tap's K would be too short, so the forward fo
 (fill_shifted): each channel's plane is copied once per kernel column, shifted by it, and a tap is a kernel row,
 K = C * KW.
 
+The forward is three compiled kernels and the weight gradient two (_Kernels: stride 1, stride 2 on the phases,
+and positions as rows for small maps), each compiled where first called, so that a model compiles only the paths
+its layers take: LeNet-5, all stride 1, compiles its pair in 1.8 s of CPU on an empty kernel cache, where one forward
+and one weight gradient holding every path took 3.0-3.1 s (one process, AMD EPYC family 25 model 17). Every forward
+variant takes the same arguments, as do both weight gradients, so that they share the pool's chunk entry points.
+
 Used for float32 3x3 and 5x5 layers with few channels: there it beats Winograd F(2x2, 3x3) (winograd.py), whose
 transforms cost more than its fewer products save, and im2col, whose patch copies cost more than the products.
 Needs the micro-kernel (AVX-512 or AVX2: sgemm_microkernel.BLOCK) and Numba.
@@ -111,21 +117,14 @@ def u(i):
 
 
 @njit(inline="always")
-def fill_planes(x, n, s, pt, pl, pitch, xq, split):
-    # sample n of x into its stride phases' padded planes, xq (s * s, C, plane): input (y, i) at padded (y + pt,
-    # i + pl) goes to phase (a, b) = ((y + pt) % s, (i + pl) % s), row (y + pt) // s, column (i + pl) // s; the
-    # padding positions are left as they are (zero)
+def fill_phases(x, n, pt, pl, pitch, xq, split):
+    # stride 2: sample n of x into its stride phases' padded planes, xq (4, C, plane): input (y, i) at padded
+    # (y + pt, i + pl) goes to phase (a, b) = ((y + pt) % 2, (i + pl) % 2), row (y + pt) // 2, column (i + pl) // 2,
+    # each row's even and odd columns split by the compiled pair split; the padding positions left as they are
     C, H, W = x.shape[1], x.shape[2], x.shape[3]
     xf = x.reshape(-1)
-    if s == 1:  # one plane, row by row: contiguous copies, which vectorise
-        for c in range(C):
-            src, dst = xf[(n * C + c) * H * W:], xq[0, c, pt * pitch + pl:]
-            for y in range(H):
-                for i in range(W):
-                    dst[u(y * pitch + i)] = src[u(y * W + i)]
-        return
     plane = xq.shape[2]
-    for c in range(C):  # stride 2: each row's even and odd columns split by the compiled pair split
+    for c in range(C):
         for y in range(H):
             a, row = (y + pt) % 2, (y + pt) // 2
             # column 2m lands at pl // 2 + m of phase (a, pl % 2), column 2m + 1 at (pl + 1) // 2 + m of the other
@@ -140,10 +139,12 @@ def fill_planes(x, n, s, pt, pl, pitch, xq, split):
 
 @njit(inline="always")
 def fill_shifted(x, n, pt, pl, pitch, fold, xq):
-    # stride 1 with the kernel's columns folded into K: sample n of x into fold copies of each padded plane,
-    # copy k of channel c (xq[0, c * fold + k]) moved k values left of copy 0 (which starts fold - 1 values into
-    # its plane, so none starts before it): a read at q + fold - 1 sees the padded plane at q + k. Copy 0 is
-    # filled row by row, the others are one contiguous copy of it each (its padding included)
+    # stride 1: sample n of x into its padded planes xq (1, C * fold, plane), input (y, i) at (y + pt, i + pl), row
+    # by row: contiguous copies, which vectorise; the padding positions are left as they are (zero). With the
+    # kernel's columns folded into K (fold > 1), fold copies of each padded plane: copy k of channel c (xq[0, c *
+    # fold + k]) moved k values left of copy 0 (which starts fold - 1 values into its plane, so none starts before
+    # it): a read at q + fold - 1 sees the padded plane at q + k. Copy 0 is filled row by row, the others are one
+    # contiguous copy of it each (its padding included)
     C, H, W = x.shape[1], x.shape[2], x.shape[3]
     plane = xq.shape[2]
     xf = x.reshape(-1)
@@ -194,69 +195,82 @@ def transpose_phases(xq, xt, s, tr):
                 xt[ph, q, c] = xq[ph, c, q]
 
 
-def forward_samples(ukr, nr, tr, split, x, wq, phases, shifts, s, fold, pt, pl, pitch, out, place, xq, buf, bt, lo,
-                    hi):
-    # ukr: the micro-kernel with the taps loop (all of a block's taps in one call), nr its width.
-    # The (OH, OW) outputs of samples lo..hi, output (y, i) to out[n, :, y0 + step * y, x0 + step * i] for place =
-    # (OH, OW, step, y0, x0) (a stride-2 input gradient's phase: step 2; else out's own size, step 1): wq the
-    # weight zero-padded to whole MR-row panels, by panel (_panels), or (taps, C, O_pad) where bt is not empty;
-    # tap t reads phase plane phases[t] shifted by shifts[t]; xq (s * s, C, plane) and buf (O, ldc) scratch. With
-    # bt (OH * OW, O) not empty (step 1 only), the micro-kernel's rows are positions and its columns channels (a
-    # small map: an 8 x 8 output's rows are 8 blocks of 8 positions, where its 72 pitched positions filled 96
-    # columns of 32). With fold > 1 (stride 1, few channels) xq holds fold shifted copies of each plane
-    # (fill_shifted) and a tap is a kernel row, K = C * fold
-    C = xq.shape[1]
-    O, OH, OW, step, y0, x0 = out.shape[1], place[0], place[1], place[2], place[3], place[4]
-    HO, WO = out.shape[2], out.shape[3]
-    taps, opad = phases.shape[0], wq.shape[-1]  # wq is (taps, C, O_pad), or by panels (see _panels)
-    P = OH * pitch
-    plane, ldc, ldt = xq.shape[2], buf.shape[1], bt.shape[1]
-    xq[:] = 0  # the padding
-    of = out.reshape(-1)
-    # each tap's offsets (in values) in the weight and in the planes: the micro-kernel runs the taps in one call
+@njit(inline="always")
+def tap_offsets(phases, shifts, C, plane, panel):
+    # each tap's offsets (in values) in the weight (taps panel * C apart) and in the planes: the micro-kernel runs
+    # a block's taps in one call
+    taps = phases.shape[0]
     woff, xoff = np.empty(taps, np.int64), np.empty(taps, np.int64)
     for t in range(taps):
-        woff[t] = t * C * (opad if bt.shape[0] else MR)
+        woff[t] = t * C * panel
         xoff[t] = phases[t] * C * plane + shifts[t]
-    wa, xa, wo, xo = wq.ctypes.data, xq.ctypes.data, woff.ctypes.data, xoff.ctypes.data
+    return woff, xoff
+
+
+@njit(inline="always")
+def pitched_products(ukr, nr, wq, xq, buf, O, P, woff, xoff):
+    # buf[o, p] for every output channel and pitched position: by column blocks of the output, all its row panels
+    # and taps at once, so that the block's input rows stay in L1; wq by MR-row panels (_panels)
+    C, plane, ldc, taps = xq.shape[1], xq.shape[2], buf.shape[1], woff.shape[0]
+    wo, xo = woff.ctypes.data, xoff.ctypes.data
+    for p0 in range(0, P, nr):
+        width = min(nr, P - p0)
+        for o0 in range(0, O, MR):
+            call_microkernel_taps(ukr, C, wq.ctypes.data + 4 * o0 * taps * C, MR, 1, xq.ctypes.data + 4 * p0, plane,
+                                  buf.ctypes.data + 4 * (o0 * ldc + p0), ldc, width, min(MR, O - o0), 0, 0, taps,
+                                  wo, xo)
+
+
+@njit(inline="always")
+def rows_out(buf, out, n, place, pitch):
+    # sample n's pitched rows buf (O, ldc) into out[n] at place = (OH, OW, 1, y0, x0), dropping the pitch columns:
+    # contiguous rows, which vectorise (a stride known only at run time does not: see steps_out)
+    O, HO, WO = out.shape[1], out.shape[2], out.shape[3]
+    OH, OW, y0, x0 = place[0], place[1], place[3], place[4]
+    of = out.reshape(-1)
+    for o in range(O):
+        src, dst = buf[o], of[(n * O + o) * HO * WO + y0 * WO + x0:]
+        for y in range(OH):
+            for i in range(OW):
+                dst[u(y * WO + i)] = src[u(y * pitch + i)]
+
+
+def forward_stride1(ukr, nr, tr, split, x, wq, phases, shifts, s, fold, pt, pl, pitch, out, place, xq, buf, bt, lo,
+                    hi):
+    # ukr: the micro-kernel with the taps loop (all of a block's taps in one call), nr its width.
+    # The (OH, OW) outputs of samples lo..hi of a stride-1 layer (place = (OH, OW, 1, 0, 0)), the micro-kernel's
+    # columns pitched positions: wq the weight zero-padded to whole MR-row panels, by panel (_panels); tap t reads
+    # phase plane phases[t] shifted by shifts[t]; xq (1, C, plane) and buf (O, ldc) scratch. With fold > 1 (few
+    # channels) xq holds fold shifted copies of each plane (fill_shifted) and a tap is a kernel row, K = C *
+    # fold. Every forward variant takes these arguments, so that they share the pool's entry points; s and bt
+    # are unused here
+    O, P = out.shape[1], place[0] * pitch
+    xq[:] = 0  # the padding
+    woff, xoff = tap_offsets(phases, shifts, xq.shape[1], xq.shape[2], MR)
     for n in range(lo, hi):
-        if fold > 1:
-            fill_shifted(x, n, pt, pl, pitch, fold, xq)
+        fill_shifted(x, n, pt, pl, pitch, fold, xq)
+        pitched_products(ukr, nr, wq, xq, buf, O, P, woff, xoff)
+        rows_out(buf, out, n, place, pitch)
+
+
+def forward_phases(ukr, nr, tr, split, x, wq, phases, shifts, s, fold, pt, pl, pitch, out, place, xq, buf, bt, lo,
+                   hi):
+    # forward_stride1's outputs for stride s = 2, on the input's phase planes xq (4, C, plane), or (s = 1) a stride-2
+    # input gradient's phase: output (y, i) to out[n, :, y0 + step * y, x0 + step * i] for place = (OH, OW, step,
+    # y0, x0); fold and bt unused
+    O, OH, OW, step, y0, x0 = out.shape[1], place[0], place[1], place[2], place[3], place[4]
+    HO, WO = out.shape[2], out.shape[3]
+    xq[:] = 0  # the padding
+    of = out.reshape(-1)
+    woff, xoff = tap_offsets(phases, shifts, xq.shape[1], xq.shape[2], MR)
+    for n in range(lo, hi):
+        if s == 1:
+            fill_shifted(x, n, pt, pl, pitch, 1, xq)
         else:
-            fill_planes(x, n, s, pt, pl, pitch, xq, split)
-        if bt.shape[0]:
-            # each output row in blocks of MR positions (no pitch columns computed), into bt's compact rows
-            for y in range(OH):
-                for i0 in range(0, OW, MR):
-                    p, q = y * pitch + i0, y * OW + i0
-                    for o0 in range(0, O, nr):
-                        call_microkernel_taps(ukr, C, xa + 4 * p, plane, 1, wa + 4 * o0, opad,
-                                              bt.ctypes.data + 4 * (q * ldt + o0), ldt, min(nr, O - o0),
-                                              min(MR, OW - i0), 0, 0, taps, xo, wo)
-            # (positions, O) to out[n] (O, positions) by 16 x 16 blocks, the positions past them one by one
-            Q = OH * OW
-            full = Q // 16 * 16
-            for q0 in range(0, full, 16):
-                for o0 in range(0, O, 16):
-                    call_transpose(tr, bt.ctypes.data + 4 * (q0 * ldt + o0), ldt,
-                                   out.ctypes.data + 4 * ((n * O + o0) * Q + q0), Q)
-            for o in range(O):
-                for q in range(full, Q):
-                    of[(n * O + o) * Q + q] = bt[q, o]
-            continue
-        # by column blocks of the output, all its row panels and taps at once: the block's input rows stay in L1
-        for p0 in range(0, P, nr):
-            width = min(nr, P - p0)
-            for o0 in range(0, O, MR):
-                call_microkernel_taps(ukr, C, wa + 4 * o0 * taps * C, MR, 1, xa + 4 * p0, plane,
-                                      buf.ctypes.data + 4 * (o0 * ldc + p0), ldc, width, min(MR, O - o0), 0, 0, taps,
-                                      wo, xo)
-        if step == 1:  # contiguous rows, which vectorise (a stride known only at run time does not)
-            for o in range(O):
-                src, dst = buf[o], of[(n * O + o) * HO * WO + y0 * WO + x0:]
-                for y in range(OH):
-                    for i in range(OW):
-                        dst[u(y * WO + i)] = src[u(y * pitch + i)]
+            fill_phases(x, n, pt, pl, pitch, xq, split)
+        pitched_products(ukr, nr, wq, xq, buf, O, OH * pitch, woff, xoff)
+        if step == 1:
+            rows_out(buf, out, n, place, pitch)
             continue
         for o in range(O):
             src, dst = buf[o], of[(n * O + o) * HO * WO + y0 * WO + x0:]
@@ -265,44 +279,95 @@ def forward_samples(ukr, nr, tr, split, x, wq, phases, shifts, s, fold, pt, pl, 
                     dst[u(step * (y * WO + i))] = src[u(y * pitch + i)]
 
 
-def weight_grad_samples(ukr, nr, tr, split, x, g, kh_len, kw_len, s, pt, pl, pitch, xq, xt, gq, total, lo, hi):
-    # total[o, kh * KW * C + k * C + c] = sum over samples lo..hi and positions p of g[n, o, p] times the input
-    # under tap (kh, kw), the kw of each kh in phase order (those with kw % s == 0 first): xq (s * s, C, plane)
-    # the phase planes (empty for stride 1), xt (s * s, plane, C) the same transposed, gq (O_pad, ldg) the output gradient on the
-    # pitched grid (its extra columns and rows zero)
-    C = x.shape[1]
-    O, OH, OW = g.shape[1], g.shape[2], g.shape[3]
-    P = OH * pitch
-    plane, ldg, ldc = xt.shape[1], gq.shape[1], total.shape[1]
-    xq[:] = 0  # empty for stride 1, whose input goes straight into xt
-    xt[:] = 0
-    gq[:] = 0
-    gf = g.reshape(-1)
+def forward_by_position(ukr, nr, tr, split, x, wq, phases, shifts, s, fold, pt, pl, pitch, out, place, xq, buf, bt,
+                        lo, hi):
+    # forward_stride1's or forward_phases' outputs (step 1) with the micro-kernel's rows positions and its columns
+    # channels (a small map: an 8 x 8 output's rows are 8 blocks of 8 positions, where its 72 pitched positions
+    # filled 96 columns of 32): wq (taps, C, O_pad), bt (OH * OW,
+    # O) scratch; buf unused
+    C = xq.shape[1]
+    O, OH, OW = out.shape[1], place[0], place[1]
+    opad, plane, ldt = wq.shape[-1], xq.shape[2], bt.shape[1]
+    xq[:] = 0  # the padding
+    of = out.reshape(-1)
+    woff, xoff = tap_offsets(phases, shifts, C, plane, opad)
+    wa, xa, wo, xo = wq.ctypes.data, xq.ctypes.data, woff.ctypes.data, xoff.ctypes.data
+    taps, Q = phases.shape[0], OH * OW
+    full = Q // 16 * 16
     for n in range(lo, hi):
         if s == 1:
-            transpose_plane(x, n, pt, pl, pitch, xt, tr)
+            fill_shifted(x, n, pt, pl, pitch, fold, xq)
         else:
-            fill_planes(x, n, s, pt, pl, pitch, xq, split)
-            transpose_phases(xq, xt, s, tr)
+            fill_phases(x, n, pt, pl, pitch, xq, split)
+        # each output row in blocks of MR positions (no pitch columns computed), into bt's compact rows
+        for y in range(OH):
+            for i0 in range(0, OW, MR):
+                p, q = y * pitch + i0, y * OW + i0
+                for o0 in range(0, O, nr):
+                    call_microkernel_taps(ukr, C, xa + 4 * p, plane, 1, wa + 4 * o0, opad,
+                                          bt.ctypes.data + 4 * (q * ldt + o0), ldt, min(nr, O - o0),
+                                          min(MR, OW - i0), 0, 0, taps, xo, wo)
+        # (positions, O) to out[n] (O, positions) by 16 x 16 blocks, the positions past them one by one
+        for q0 in range(0, full, 16):
+            for o0 in range(0, O, 16):
+                call_transpose(tr, bt.ctypes.data + 4 * (q0 * ldt + o0), ldt,
+                               out.ctypes.data + 4 * ((n * O + o0) * Q + q0), Q)
         for o in range(O):
-            src, dst = gf[(n * O + o) * OH * OW:], gq[o]
-            for y in range(OH):
-                for i in range(OW):
-                    dst[u(y * pitch + i)] = src[u(y * OW + i)]
-        for kh in range(kh_len):
-            a, dh = kh % s, kh // s
-            col = kh * kw_len * C
-            for b in range(s):
-                # this phase's taps (kw = b, b + s, ...) read it at shifts dh * pitch + 0, 1, ...: their (kw, c)
-                # columns are contiguous in xt
-                cols = (kw_len - b + s - 1) // s * C
-                for o0 in range(0, O, MR):
-                    for j0 in range(0, cols, nr):
-                        call_microkernel(ukr, P, gq.ctypes.data + 4 * o0 * ldg, 1, ldg,
-                                         xt.ctypes.data + 4 * (((a * s + b) * plane + dh * pitch) * C + j0), C,
-                                         total.ctypes.data + 4 * (o0 * ldc + col + j0), ldc, min(nr, cols - j0),
-                                         min(MR, O - o0), 1 if n > lo else 0, 0)
-                col += cols
+            for q in range(full, Q):
+                of[(n * O + o) * Q + q] = bt[q, o]
+
+
+@njit(inline="always")
+def weight_grad_products(ukr, nr, g, n, kh_len, kw_len, s, pitch, xt, gq, total, first):
+    # sample n's share of total[o, kh * KW * C + k * C + c] (added unless `first`), from the transposed phase
+    # planes xt (s * s, plane, C): gq (O_pad, ldg) takes the output gradient on the pitched grid (its extra
+    # columns and rows stay zero)
+    C, plane, ldg, ldc = xt.shape[2], xt.shape[1], gq.shape[1], total.shape[1]
+    O, OH, OW = g.shape[1], g.shape[2], g.shape[3]
+    P = OH * pitch
+    gf = g.reshape(-1)
+    for o in range(O):
+        src, dst = gf[(n * O + o) * OH * OW:], gq[o]
+        for y in range(OH):
+            for i in range(OW):
+                dst[u(y * pitch + i)] = src[u(y * OW + i)]
+    for kh in range(kh_len):
+        a, dh = kh % s, kh // s
+        col = kh * kw_len * C
+        for b in range(s):
+            # this phase's taps (kw = b, b + s, ...) read it at shifts dh * pitch + 0, 1, ...: their (kw, c)
+            # columns are contiguous in xt
+            cols = (kw_len - b + s - 1) // s * C
+            for o0 in range(0, O, MR):
+                for j0 in range(0, cols, nr):
+                    call_microkernel(ukr, P, gq.ctypes.data + 4 * o0 * ldg, 1, ldg,
+                                     xt.ctypes.data + 4 * (((a * s + b) * plane + dh * pitch) * C + j0), C,
+                                     total.ctypes.data + 4 * (o0 * ldc + col + j0), ldc, min(nr, cols - j0),
+                                     min(MR, O - o0), 0 if first else 1, 0)
+            col += cols
+
+
+def weight_grad_stride1(ukr, nr, tr, split, x, g, kh_len, kw_len, s, pt, pl, pitch, xq, xt, gq, total, lo, hi):
+    # total[o, kh * KW * C + kw * C + c] = sum over samples lo..hi and positions p of g[n, o, p] times the input
+    # under tap (kh, kw), stride 1: each sample straight into its transposed padded plane xt (1, plane, C); xq
+    # unused (weight_grad_stride2's arguments, so that both share the pool's entry points)
+    xt[:] = 0
+    gq[:] = 0
+    for n in range(lo, hi):
+        transpose_plane(x, n, pt, pl, pitch, xt, tr)
+        weight_grad_products(ukr, nr, g, n, kh_len, kw_len, 1, pitch, xt, gq, total, n == lo)
+
+
+def weight_grad_stride2(ukr, nr, tr, split, x, g, kh_len, kw_len, s, pt, pl, pitch, xq, xt, gq, total, lo, hi):
+    # weight_grad_stride1's sum for stride s = 2, the kw of each kh in phase order (those with kw % s == 0 first):
+    # xq (s * s, C, plane) the phase planes, xt (s * s, plane, C) the same transposed
+    xq[:] = 0
+    xt[:] = 0
+    gq[:] = 0
+    for n in range(lo, hi):
+        fill_phases(x, n, pt, pl, pitch, xq, split)
+        transpose_phases(xq, xt, s, tr)
+        weight_grad_products(ukr, nr, g, n, kh_len, kw_len, s, pitch, xt, gq, total, n == lo)
 '''
 
 
@@ -407,18 +472,28 @@ def applies(x_shape, w_shape, dtype, stride, padding, dilation, groups, weight_g
     return _kernels() is not None
 
 
+class _Kernels(NamedTuple):
+    """The compiled kernels, each compiled where first called: a variant per way of filling the planes and of
+    laying out the products, so that a model compiles only the code its layers run."""
+
+    forward_stride1: object  # pitched positions as the micro-kernel's columns
+    forward_phases: object  # the same, stride 2 or (a stride-2 input gradient's phase) output step 2
+    forward_by_position: object  # positions as the micro-kernel's rows (small maps)
+    weight_grad_stride1: object  # weight gradient, stride 1
+    weight_grad_stride2: object  # weight gradient, stride 2
+
+
 def _kernels():
-    """The compiled (forward, weight gradient) pair, or None where Numba or the micro-kernel is missing or the
-    NumPy backend is chosen (EMBER_FUSION_BACKEND=numpy, asked again at every call, as kernel_for does)."""
+    """The compiled kernels (_Kernels), or None where Numba or the micro-kernel is missing or the NumPy backend is
+    chosen (EMBER_FUSION_BACKEND=numpy, asked again at every call, as kernel_for does)."""
     if not compiled_allowed() or background.numpy_only() or not microkernel_address():
         return None
-    if "pair" not in _state:
+    if "kernels" not in _state:
         from ember.kernels.numba_loader import compile_source
 
-        forward = compile_source(SOURCE, "forward_samples")
-        _state["pair"] = None if forward is None else (background.defer(forward),
-                                                       background.defer(compile_source(SOURCE, "weight_grad_samples")))
-    return _state["pair"]
+        found = [compile_source(SOURCE, name) for name in _Kernels._fields]
+        _state["kernels"] = None if found[0] is None else _Kernels(*(background.defer(k) for k in found))
+    return _state["kernels"]
 
 
 _state: dict = {}
@@ -474,7 +549,8 @@ def conv2d(x: np.ndarray, w: np.ndarray, stride: int, padding) -> np.ndarray:
     wq = _padded(wq) if rows else _panels(wq)
     x = np.ascontiguousarray(x)
     out = np.empty((n, o, plan.oh, plan.ow), np.float32)
-    forward = _kernels()[0]
+    kernels = _kernels()
+    forward = kernels.forward_by_position if rows else kernels.forward_stride1 if stride == 1 else kernels.forward_phases
     split, tr = deinterleave_address(), transpose_address()
 
     parts = parallel.chunks(n, compiled=True, flops=2.0 * w.size * n * plan.oh * plan.ow)
@@ -529,7 +605,8 @@ def weight_grad(x: np.ndarray, g: np.ndarray, stride: int, padding, kernel_hw) -
     opad = -(-o // MR) * MR
     ldg = _round(oh * pitch)
     x, g = np.ascontiguousarray(x), np.ascontiguousarray(g)
-    weight_grad_samples = _kernels()[1]
+    kernels = _kernels()
+    weight_grad_samples = kernels.weight_grad_stride1 if stride == 1 else kernels.weight_grad_stride2
     ukr, nr = _microkernel(*(len(range(b, kw, stride)) * c for b in range(stride)))  # each phase's columns
     tr, split = transpose_address(), deinterleave_address()
     planes = stride * stride * c * plane
@@ -593,7 +670,7 @@ def input_grad_stride2(g: np.ndarray, w: np.ndarray, padding, out_hw) -> np.ndar
     out = np.empty((n, c, h, wd), np.float32)
     most = max(int(p[3][0]) for p in phases) * pitch
     ldc = _round(most)
-    forward = _kernels()[0]
+    forward = _kernels().forward_phases
     nr = _microkernel(most)[1]
     ukr = taps_microkernel_address(nr)
     split, tr = deinterleave_address(), transpose_address()
