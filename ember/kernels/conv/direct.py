@@ -224,7 +224,7 @@ def pitched_products(ukr, nr, wq, xq, buf, O, P, woff, xoff):
 @njit(inline="always")
 def rows_out(buf, out, n, place, pitch):
     # sample n's pitched rows buf (O, ldc) into out[n] at place = (OH, OW, 1, y0, x0), dropping the pitch columns:
-    # contiguous rows, which vectorise (a stride known only at run time does not: see steps_out)
+    # contiguous rows, which vectorise (a stride known only at run time does not: forward_phases' step 2)
     O, HO, WO = out.shape[1], out.shape[2], out.shape[3]
     OH, OW, y0, x0 = place[0], place[1], place[3], place[4]
     of = out.reshape(-1)
@@ -283,8 +283,7 @@ def forward_by_position(ukr, nr, tr, split, x, wq, phases, shifts, s, fold, pt, 
                         lo, hi):
     # forward_stride1's or forward_phases' outputs (step 1) with the micro-kernel's rows positions and its columns
     # channels (a small map: an 8 x 8 output's rows are 8 blocks of 8 positions, where its 72 pitched positions
-    # filled 96 columns of 32): wq (taps, C, O_pad), bt (OH * OW,
-    # O) scratch; buf unused
+    # filled 96 columns of 32): wq (taps, C, O_pad), bt (OH * OW, O) scratch; buf unused
     C = xq.shape[1]
     O, OH, OW = out.shape[1], place[0], place[1]
     opad, plane, ldt = wq.shape[-1], xq.shape[2], bt.shape[1]
