@@ -196,18 +196,6 @@ def transpose_phases(xq, xt, s, tr):
 
 
 @njit(inline="always")
-def tap_offsets(phases, shifts, C, plane, panel):
-    # each tap's offsets (in values) in the weight (taps panel * C apart) and in the planes: the micro-kernel runs
-    # a block's taps in one call
-    taps = phases.shape[0]
-    woff, xoff = np.empty(taps, np.int64), np.empty(taps, np.int64)
-    for t in range(taps):
-        woff[t] = t * C * panel
-        xoff[t] = phases[t] * C * plane + shifts[t]
-    return woff, xoff
-
-
-@njit(inline="always")
 def pitched_products(ukr, nr, wq, xq, buf, O, P, woff, xoff):
     # buf[o, p] for every output channel and pitched position: by column blocks of the output, all its row panels
     # and taps at once, so that the block's input rows stay in L1; wq by MR-row panels (_panels)
@@ -235,25 +223,24 @@ def rows_out(buf, out, n, place, pitch):
                 dst[u(y * WO + i)] = src[u(y * pitch + i)]
 
 
-def forward_stride1(ukr, nr, tr, split, x, wq, phases, shifts, s, fold, pt, pl, pitch, out, place, xq, buf, bt, lo,
+def forward_stride1(ukr, nr, tr, split, x, wq, woff, xoff, s, fold, pt, pl, pitch, out, place, xq, buf, bt, lo,
                     hi):
     # ukr: the micro-kernel with the taps loop (all of a block's taps in one call), nr its width.
     # The (OH, OW) outputs of samples lo..hi of a stride-1 layer (place = (OH, OW, 1, 0, 0)), the micro-kernel's
     # columns pitched positions: wq the weight zero-padded to whole MR-row panels, by panel (_panels); tap t reads
-    # phase plane phases[t] shifted by shifts[t]; xq (1, C, plane) and buf (O, ldc) scratch. With fold > 1 (few
-    # channels) xq holds fold shifted copies of each plane (fill_shifted) and a tap is a kernel row, K = C *
-    # fold. Every forward variant takes these arguments, so that they share the pool's entry points; s and bt
+    # wq at woff[t] and the planes at xoff[t] (in values: _tap_offsets); xq (1, C, plane) and buf (O, ldc)
+    # scratch. With fold > 1 (few channels) xq holds fold shifted copies of each plane (fill_shifted) and a tap is a
+    # kernel row, K = C * fold. Every forward variant takes these arguments, so that they share the pool's entry points; s and bt
     # are unused here
     O, P = out.shape[1], place[0] * pitch
     xq[:] = 0  # the padding
-    woff, xoff = tap_offsets(phases, shifts, xq.shape[1], xq.shape[2], MR)
     for n in range(lo, hi):
         fill_shifted(x, n, pt, pl, pitch, fold, xq)
         pitched_products(ukr, nr, wq, xq, buf, O, P, woff, xoff)
         rows_out(buf, out, n, place, pitch)
 
 
-def forward_phases(ukr, nr, tr, split, x, wq, phases, shifts, s, fold, pt, pl, pitch, out, place, xq, buf, bt, lo,
+def forward_phases(ukr, nr, tr, split, x, wq, woff, xoff, s, fold, pt, pl, pitch, out, place, xq, buf, bt, lo,
                    hi):
     # forward_stride1's outputs for stride s = 2, on the input's phase planes xq (4, C, plane), or (s = 1) a stride-2
     # input gradient's phase: output (y, i) to out[n, :, y0 + step * y, x0 + step * i] for place = (OH, OW, step,
@@ -262,7 +249,6 @@ def forward_phases(ukr, nr, tr, split, x, wq, phases, shifts, s, fold, pt, pl, p
     HO, WO = out.shape[2], out.shape[3]
     xq[:] = 0  # the padding
     of = out.reshape(-1)
-    woff, xoff = tap_offsets(phases, shifts, xq.shape[1], xq.shape[2], MR)
     for n in range(lo, hi):
         if s == 1:
             fill_shifted(x, n, pt, pl, pitch, 1, xq)
@@ -279,7 +265,7 @@ def forward_phases(ukr, nr, tr, split, x, wq, phases, shifts, s, fold, pt, pl, p
                     dst[u(step * (y * WO + i))] = src[u(y * pitch + i)]
 
 
-def forward_by_position(ukr, nr, tr, split, x, wq, phases, shifts, s, fold, pt, pl, pitch, out, place, xq, buf, bt,
+def forward_by_position(ukr, nr, tr, split, x, wq, woff, xoff, s, fold, pt, pl, pitch, out, place, xq, buf, bt,
                         lo, hi):
     # forward_stride1's or forward_phases' outputs (step 1) with the micro-kernel's rows positions and its columns
     # channels (a small map: an 8 x 8 output's rows are 8 blocks of 8 positions, where its 72 pitched positions
@@ -289,9 +275,8 @@ def forward_by_position(ukr, nr, tr, split, x, wq, phases, shifts, s, fold, pt, 
     opad, plane, ldt = wq.shape[-1], xq.shape[2], bt.shape[1]
     xq[:] = 0  # the padding
     of = out.reshape(-1)
-    woff, xoff = tap_offsets(phases, shifts, C, plane, opad)
     wa, xa, wo, xo = wq.ctypes.data, xq.ctypes.data, woff.ctypes.data, xoff.ctypes.data
-    taps, Q = phases.shape[0], OH * OW
+    taps, Q = woff.shape[0], OH * OW
     full = Q // 16 * 16
     for n in range(lo, hi):
         if s == 1:
@@ -507,8 +492,8 @@ class _ForwardPlan(NamedTuple):
     pitch: int
     plane: int
     fold: int  # kernel columns folded into K (fill_shifted), 1 for none
-    phases: np.ndarray
-    shifts: np.ndarray
+    woff: np.ndarray  # each tap's offset in the weight, in values (_tap_offsets)
+    xoff: np.ndarray  # ... and in the planes
     ukr: int
     nr: int
     rows: int  # output positions of the by-position mode's scratch, 0 where the columns are positions
@@ -531,7 +516,17 @@ def _forward_plan(x_shape, w_shape, stride: int, padding) -> _ForwardPlan:
     nr = _microkernel(o if rows else oh * pitch)[1]
     ukr = taps_microkernel_address(nr)
     ldc = 0 if rows else _round(oh * pitch)  # by positions the blocks go straight back into out
-    return _ForwardPlan(oh, ow, pitch, plane, fold, phases, shifts, ukr, nr, rows, ldc, np.array([oh, ow, 1, 0, 0], np.int64))
+    woff, xoff = _tap_offsets(phases, shifts, c * fold, plane, -(-o // MR) * MR if rows else MR)
+    return _ForwardPlan(oh, ow, pitch, plane, fold, woff, xoff, ukr, nr, rows, ldc,
+                        np.array([oh, ow, 1, 0, 0], np.int64))
+
+
+def _tap_offsets(phases, shifts, channels: int, plane: int, panel: int) -> tuple:
+    """(woff, xoff): each tap's offset in values in the weight (its taps panel * channels apart: MR-row panels, or
+    by positions the padded output channels) and in the planes (tap t reads phase plane phases[t] shifted by
+    shifts[t]), for the micro-kernel, which runs a block's taps in one call."""
+    taps = len(phases)
+    return np.arange(taps, dtype=np.int64) * channels * panel, phases * channels * plane + shifts
 
 
 def conv2d(x: np.ndarray, w: np.ndarray, stride: int, padding) -> np.ndarray:
@@ -554,7 +549,7 @@ def conv2d(x: np.ndarray, w: np.ndarray, stride: int, padding) -> np.ndarray:
 
     parts = parallel.chunks(n, compiled=True, flops=2.0 * w.size * n * plan.oh * plan.ow)
     xq, buf, bt = _scratch(len(parts), (stride * stride, c * fold, plan.plane), (o, ldc), (rows, o))
-    parallel.run_kernel(forward, parts, (plan.ukr, plan.nr, tr, split, x, wq, plan.phases, plan.shifts, stride,
+    parallel.run_kernel(forward, parts, (plan.ukr, plan.nr, tr, split, x, wq, plan.woff, plan.xoff, stride,
                                               fold, padding[0], padding[2], plan.pitch, out, plan.place), (xq, buf, bt))
     return out
 
@@ -664,10 +659,10 @@ def input_grad_stride2(g: np.ndarray, w: np.ndarray, padding, out_hw) -> np.ndar
                 wq[t] = w[:, :, a + 2 * dh, b + 2 * dw]
             shifts = np.array([(y0 + 1 - dh) * pitch + x0 + 1 - dw for dh, dw in taps], np.int64)
             place = np.array([rows, cols, 2, 2 * y0 + a - pt, 2 * x0 + b - pl], np.int64)
-            phases.append((_panels(wq), np.zeros(len(taps), np.int64), shifts, place))
+            phases.append((_panels(wq), shifts, place))
     g = np.ascontiguousarray(g)
     out = np.empty((n, c, h, wd), np.float32)
-    most = max(int(p[3][0]) for p in phases) * pitch
+    most = max(int(p[2][0]) for p in phases) * pitch
     ldc = _round(most)
     forward = _kernels().forward_phases
     nr = _microkernel(most)[1]
@@ -675,7 +670,8 @@ def input_grad_stride2(g: np.ndarray, w: np.ndarray, padding, out_hw) -> np.ndar
     split, tr = deinterleave_address(), transpose_address()
     parts = parallel.chunks(n, compiled=True, flops=2.0 * w.size * n * oh * ow)
     xq, buf, no_rows = _scratch(len(parts), (1, o, plane), (c, ldc), (0, c))
-    for wq, taps_phase, shifts, place in phases:  # a split each: the compiled kernel runs one phase a call
-        parallel.run_kernel(forward, parts, (ukr, nr, tr, split, g, wq, taps_phase, shifts, 1, 1, 1, 1, pitch, out,
+    for wq, shifts, place in phases:  # a split each: the compiled kernel runs one phase a call
+        woff, xoff = _tap_offsets(np.zeros(len(shifts), np.int64), shifts, o, plane, MR)
+        parallel.run_kernel(forward, parts, (ukr, nr, tr, split, g, wq, woff, xoff, 1, 1, 1, 1, pitch, out,
                                                   place), (xq, buf, no_rows))
     return out
