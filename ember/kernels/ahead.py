@@ -116,10 +116,6 @@ _in_child = [0]  # in the child: the parent's pid
 _CLAIM_POLL_S = 0.01  # reading a cache index costs about 0.1 ms
 
 
-class ClaimedElsewhere(RuntimeError):
-    """The child's compiler thread leaves a kernel to the parent, which has claimed it."""
-
-
 def _gate_with(claims) -> None:
     """Claim each kernel in folder `claims` before compiling it (nothing where None: no folder could be made)."""
     if claims is not None:
@@ -144,21 +140,22 @@ def _other_alive() -> bool:
 
 @contextlib.contextmanager
 def _claimed(dispatcher, sig):
-    """Around a kernel's compile (background.gate_compiles) while a child compiles the step ahead: claim it for the
-    time it compiles, or where the other process holds its claim, wait until the claim is given up (its code then
-    on disk, to be loaded) or, on the child's compiler thread, skip it (ClaimedElsewhere)."""
+    """Around a kernel's compile (background.gate_compiles; `dispatcher` a kernel's Numba function or a CFunc)
+    while a child compiles the step ahead: claim it for the time it compiles, or where the other process holds its
+    claim, wait until the claim is given up (its code then on disk, to be loaded) or, on the child's compiler
+    thread, skip it (background.ClaimedElsewhere)."""
     from numba.core import sigutils
 
     args = tuple(sigutils.normalize_signature(sig)[0])
     path = None
-    if args not in dispatcher.overloads and not background.on_disk(dispatcher, sig):
+    if args not in getattr(dispatcher, "overloads", ()) and not background.on_disk(dispatcher, sig):
         path = _claim_file(dispatcher, args)
     if path is not None:
         try:
             os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
         except FileExistsError:
             if _in_child[0] and background.on_compiler_thread():
-                raise ClaimedElsewhere(dispatcher.py_func.__name__) from None
+                raise background.ClaimedElsewhere(dispatcher.__name__) from None
             while path.exists() and _other_alive() and not background.on_disk(dispatcher, sig):
                 if _in_child[0] or not _work_while_waiting():
                     time.sleep(_CLAIM_POLL_S)

@@ -29,6 +29,11 @@ class NotCompiledYet(RuntimeError):
     """A deferred kernel is compiling in the background; the op runs its NumPy path this time."""
 
 
+class ClaimedElsewhere(RuntimeError):
+    """The gate leaves a compile to another process, which has claimed it (ahead.py's child, on its compiler
+    thread): the job ends without it, and a later call loads what the other process wrote."""
+
+
 class _ThreadState(threading.local):
     numpy_only = 0  # > 0 while an op runs again on its NumPy path
     gated = False  # inside a kernel's compile that passed the gate (gate_compiles)
@@ -202,20 +207,31 @@ def gated(dispatcher):
     """Have each compile (or load) of `dispatcher` (a kernel's Numba function) run inside the gate while one is set
     (gate_compiles); returns it."""
     compile_signature = dispatcher.compile
+    dispatcher.compile = lambda sig: _through_gate(dispatcher, sig, lambda: compile_signature(sig))
+    return dispatcher  # Numba calls its compile for every compile: a call's, a caller's and an explicit one
 
-    def compile(sig):
-        gate = _gate[0]
-        if gate is None or _here.gated:  # the kernels a kernel calls compile inside its compile: its gate holds
-            return compile_signature(sig)
-        _here.gated = True
-        try:
-            with gate(dispatcher, sig):
-                return compile_signature(sig)
-        finally:
-            _here.gated = False
 
-    dispatcher.compile = compile  # Numba calls it for every compile: a call's, a caller's and an explicit one
-    return dispatcher
+def gated_entry_point(cfunc):
+    """Have the compile (or load) of `cfunc` (a Numba CFunc: a C entry point) run inside the gate while one is set,
+    as `gated` does for a kernel; returns it."""
+    # Numba makes a CFunc's target context on first use, under a lock it takes while holding its compiler lock:
+    # made inside the gate (on_disk) while another thread compiles, the two locks were taken in opposite orders
+    _ = cfunc._targetdescr.target_context
+    compile_now = cfunc.compile
+    cfunc.compile = lambda: _through_gate(cfunc, cfunc._sig, compile_now)
+    return cfunc
+
+
+def _through_gate(compiled, sig, run):
+    gate = _gate[0]
+    if gate is None or _here.gated:  # the kernels a kernel calls compile inside its compile: its gate holds
+        return run()
+    _here.gated = True
+    try:
+        with gate(compiled, sig):
+            return run()
+    finally:
+        _here.gated = False
 
 
 def gate_compiles(gate) -> None:

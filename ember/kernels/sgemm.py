@@ -261,7 +261,7 @@ def driver_address() -> int:
             if "entry" not in _drivers:
                 try:
                     _drivers["entry"] = _entry() if microkernel_address() and numba_available() else (0, None)
-                except background.NotCompiledYet:
+                except (background.NotCompiledYet, background.ClaimedElsewhere):  # not cached: asked again later
                     raise
                 except Exception:  # noqa: BLE001 - a Numba that cannot build it: the callers take their other paths
                     _drivers["entry"] = (0, None)
@@ -282,7 +282,9 @@ def _entry() -> tuple:
     entry.enable_caching()
     if entry._cache.cache_path != numba_cache_path(module):  # a locator picked another folder: never load from there
         entry = CFunc(module.sgemm_entry, signature, locals={}, options={"error_model": "numpy"})
-    entry.compile()
+    # claimed while it compiles, as kernels are: where ahead.py's child compiles a step, the process that meets it
+    # second loads it once on disk rather than compile it again (about 1 s, in the training process's first step)
+    background.gated_entry_point(entry).compile()
     return entry.address, entry  # the CFunc keeps its code alive
 
 

@@ -72,6 +72,60 @@ def test_a_kernel_claimed_by_the_other_process_is_waited_for_on_disk_and_loaded(
     assert written.is_set() and kernel._cache_hits[sig] == 1  # loaded, not compiled a second time
 
 
+_ENTRY_SOURCE = '''
+# {nonce}: a C entry point no earlier run has compiled
+def bumped(x):
+    return x + 1
+'''
+
+
+def _entry_point(py_func=None):
+    """A CFunc with its disk cache on, as the GEMM driver's entry point (sgemm._entry): of a fresh function, or of
+    `py_func` again (the same code in another process)."""
+    from numba import types
+    from numba.core.ccallback import CFunc
+
+    from ember.kernels import cache
+
+    if py_func is None:
+        py_func = cache.load_source(_ENTRY_SOURCE.format(nonce=uuid.uuid4().hex)).bumped
+    entry = CFunc(py_func, ((types.int64,), types.int64), locals={}, options={})
+    entry.enable_caching()
+    return entry
+
+
+def test_a_c_entry_point_claimed_by_the_other_process_is_waited_for_on_disk_and_loaded(claims):
+    entry = background.gated_entry_point(_entry_point())
+    ahead._claim_file(entry, entry._sig.args).touch()  # the other process is compiling it
+    written = threading.Event()
+
+    def other_process():
+        _entry_point(entry._pyfunc).compile()
+        written.set()
+
+    thread = threading.Thread(target=other_process)
+    thread.start()
+    entry.compile()
+    thread.join()
+    assert written.is_set() and entry._cache_hits == 1 and entry.address  # loaded, not compiled a second time
+
+
+def test_the_driver_left_to_the_other_process_is_asked_for_again_not_given_up(monkeypatch):
+    """On the child's compiler thread the driver's entry point claimed by the parent raises ClaimedElsewhere: the
+    child's later calls load it, rather than run without the driver for the rest of the process."""
+    from ember.kernels import sgemm
+
+    def claimed():
+        raise background.ClaimedElsewhere("sgemm_entry")
+
+    monkeypatch.setattr(sgemm, "_drivers", {})
+    monkeypatch.setattr(sgemm, "_entry", claimed)
+    monkeypatch.setattr(sgemm, "microkernel_address", lambda: 1)
+    with pytest.raises(background.ClaimedElsewhere):
+        sgemm.driver_address()
+    assert "entry" not in sgemm._drivers
+
+
 def test_a_claim_given_up_ends_the_wait_and_the_kernel_compiles_here(claims):
     kernel, sig = _types(np.zeros(4, np.float32), np.zeros(4, np.float32))
     claim = ahead._claim_file(kernel, sig)
