@@ -30,15 +30,6 @@ from ember.kernels.sgemm_intrinsics import call_driver, call_microkernel, call_t
 MR, NR, KC = {MR}, {NR}, {KC}
 
 
-def sgemm_entry(ukr, tr, a, sab, sam, sak, b, sbb, sbk, sbn, c, scb, scm, k_len, accumulate, bias, b_lo, b_hi, r_lo,
-                r_hi, j_lo, j_hi):
-    # _blocks with every argument, for its C entry point (driver_address): the one function that holds the driver's
-    # code; every other kernel calls it through that address, so LLVM optimises the driver once (about 1.5 s on an
-    # empty kernel cache) rather than again inside each kernel built on it
-    _blocks(ukr, tr, a, sab, sam, sak, b, sbb, sbk, sbn, c, scb, scm, k_len, accumulate, bias, b_lo, b_hi, r_lo, r_hi,
-            j_lo, j_hi)
-
-
 def sgemm_chunk(drv, ukr, tr, a, b, c, bias, accumulate, axis, lo, hi):
     # the product of arrays a @ b into c on one chunk of a split (parallel.run_kernel): batch entries [lo, hi)
     # (axis 0; [0, batch) is the whole product), or MR-row panels (1) or NR-column panels (2) [lo, hi) of every
@@ -100,12 +91,13 @@ def _arrays(drv, ukr, tr, a, b, c, bias, accumulate, b_lo, b_hi, r_lo, r_hi, j_l
                 r_hi, j_lo, j_hi)
 
 
-@njit(nogil=True)
-def _blocks(ukr, tr, a, sab, sam, sak, b, sbb, sbk, sbn, c, scb, scm, k_len, accumulate, bias, b_lo, b_hi, r_lo,
-            r_hi, j_lo, j_hi):
-    # C[i, r, j] (+)= sum_k A[i, r, k] B[i, k, j] for batch entries [b_lo, b_hi), rows [r_lo, r_hi), columns
-    # [j_lo, j_hi): a, b, c addresses of float32 values, strides in elements, C's columns contiguous. K runs
-    # in blocks of KC, so a block's panels stay in the core's L2 cache. An A whose rows or columns are contiguous
+def sgemm_entry(ukr, tr, a, sab, sam, sak, b, sbb, sbk, sbn, c, scb, scm, k_len, accumulate, bias, b_lo, b_hi, r_lo,
+                r_hi, j_lo, j_hi):
+    # The driver, compiled as a C entry point (driver_address) with every argument an int64: every other kernel calls
+    # it through that address, so LLVM optimises its code once (about 1 s on an empty kernel cache) rather than again
+    # inside each kernel built on it. C[i, r, j] (+)= sum_k A[i, r, k] B[i, k, j] for batch entries [b_lo, b_hi),
+    # rows [r_lo, r_hi), columns [j_lo, j_hi): a, b, c addresses of float32 values, strides in elements, C's columns
+    # contiguous. K runs in blocks of KC, so a block's panels stay in the core's L2 cache. An A whose rows or columns are contiguous
     # (row-major, or transposed as a weight gradient's) is read in place through the micro-kernel's strides but
     # for a last partial panel (whose missing rows must read as zeros); other layouts are packed. Packing a
     # transposed A cost more than the product (a 1600 x 512 by 1600 x 64 gradient: 92 against 240 GFLOP/s).
