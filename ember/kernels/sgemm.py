@@ -97,10 +97,10 @@ def sgemm_entry(ukr, tr, a, sab, sam, sak, b, sbb, sbk, sbn, c, scb, scm, k_len,
     # it through that address, so LLVM optimises its code once (about 1 s on an empty kernel cache) rather than again
     # inside each kernel built on it. C[i, r, j] (+)= sum_k A[i, r, k] B[i, k, j] for batch entries [b_lo, b_hi),
     # rows [r_lo, r_hi), columns [j_lo, j_hi): a, b, c addresses of float32 values, strides in elements, C's columns
-    # contiguous. K runs in blocks of KC, so a block's panels stay in the core's L2 cache. An A whose rows or columns are contiguous
-    # (row-major, or transposed as a weight gradient's) is read in place through the micro-kernel's strides but
-    # for a last partial panel (whose missing rows must read as zeros); other layouts are packed. Packing a
-    # transposed A cost more than the product (a 1600 x 512 by 1600 x 64 gradient: 92 against 240 GFLOP/s).
+    # contiguous. K runs in blocks of KC, so a block's panels stay in the core's L2 cache. An A whose rows or columns
+    # are contiguous (row-major, or transposed as a weight gradient's) is read in place through the micro-kernel's
+    # strides but for a last partial panel (whose missing rows must read as zeros); other layouts are packed. Packing
+    # a transposed A cost more than the product (a 1600 x 512 by 1600 x 64 gradient: 92 against 240 GFLOP/s).
     blocks = (r_hi - r_lo + MR - 1) // MR
     kc_max = min(k_len, KC)
     in_place = sak == 1 or sam == 1  # rows or columns contiguous: the micro-kernel's strided A reads

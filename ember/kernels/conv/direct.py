@@ -230,8 +230,8 @@ def forward_stride1(ukr, nr, tr, split, x, wq, woff, xoff, s, fold, pt, pl, pitc
     # columns pitched positions: wq the weight zero-padded to whole MR-row panels, by panel (_panels); tap t reads
     # wq at woff[t] and the planes at xoff[t] (in values: _tap_offsets); xq (1, C, plane) and buf (O, ldc)
     # scratch. With fold > 1 (few channels) xq holds fold shifted copies of each plane (fill_shifted) and a tap is a
-    # kernel row, K = C * fold. Every forward variant takes these arguments, so that they share the pool's entry points; s and bt
-    # are unused here
+    # kernel row, K = C * fold. Every forward variant takes these arguments, so that they share the pool's entry
+    # points; s and bt are unused here
     O, P = out.shape[1], place[0] * pitch
     xq[:] = 0  # the padding
     for n in range(lo, hi):
@@ -544,7 +544,8 @@ def conv2d(x: np.ndarray, w: np.ndarray, stride: int, padding) -> np.ndarray:
     x = np.ascontiguousarray(x)
     out = np.empty((n, o, plan.oh, plan.ow), np.float32)
     kernels = _kernels()
-    forward = kernels.forward_by_position if rows else kernels.forward_stride1 if stride == 1 else kernels.forward_phases
+    forward = (kernels.forward_by_position if rows
+               else kernels.forward_stride1 if stride == 1 else kernels.forward_phases)
     split, tr = deinterleave_address(), transpose_address()
 
     parts = parallel.chunks(n, compiled=True, flops=2.0 * w.size * n * plan.oh * plan.ow)
