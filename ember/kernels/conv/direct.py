@@ -660,10 +660,11 @@ def input_grad_stride2(g: np.ndarray, w: np.ndarray, padding, out_hw) -> np.ndar
                 wq[t] = w[:, :, a + 2 * dh, b + 2 * dw]
             shifts = np.array([(y0 + 1 - dh) * pitch + x0 + 1 - dw for dh, dw in taps], np.int64)
             place = np.array([rows, cols, 2, 2 * y0 + a - pt, 2 * x0 + b - pl], np.int64)
-            phases.append((_panels(wq), shifts, place))
+            woff, xoff = _tap_offsets(np.zeros(len(taps), np.int64), shifts, o, plane, MR)
+            phases.append((_panels(wq), woff, xoff, place))
     g = np.ascontiguousarray(g)
     out = np.empty((n, c, h, wd), np.float32)
-    most = max(int(p[2][0]) for p in phases) * pitch
+    most = max(int(place[0]) for *_, place in phases) * pitch
     ldc = _round(most)
     forward = _kernels().forward_phases
     nr = _microkernel(most)[1]
@@ -671,8 +672,7 @@ def input_grad_stride2(g: np.ndarray, w: np.ndarray, padding, out_hw) -> np.ndar
     split, tr = deinterleave_address(), transpose_address()
     parts = parallel.chunks(n, compiled=True, flops=2.0 * w.size * n * oh * ow)
     xq, buf, no_rows = _scratch(len(parts), (1, o, plane), (c, ldc), (0, c))
-    for wq, shifts, place in phases:  # a split each: the compiled kernel runs one phase a call
-        woff, xoff = _tap_offsets(np.zeros(len(shifts), np.int64), shifts, o, plane, MR)
+    for wq, woff, xoff, place in phases:  # a split each: the compiled kernel runs one phase a call
         parallel.run_kernel(forward, parts, (ukr, nr, tr, split, g, wq, woff, xoff, 1, 1, 1, 1, pitch, out,
                                                   place), (xq, buf, no_rows))
     return out
