@@ -258,8 +258,8 @@ def _plain(a: np.ndarray) -> bool:
 def _kinds(head: tuple, parted: tuple, strided: bool = False):
     """The kinds of the arguments (an array's dtype character and dims, "p"-prefixed in parted, "s"-prefixed where
     not C-contiguous, or with `strided` wherever it has two dims or more; a scalar's "b", "i" or "f"), or None for
-    one the block cannot carry (a misaligned or byte-swapped array, a strided parted one, a float32 scalar, an
-    object)."""
+    one the block cannot carry (a misaligned or byte-swapped array, a parted one whose rows are not each
+    C-contiguous, a float32 scalar, an object)."""
     kinds = []
     for v in head:
         t = type(v)
@@ -277,10 +277,20 @@ def _kinds(head: tuple, parted: tuple, strided: bool = False):
         else:
             return None
     for p in parted:
-        if type(p) is not np.ndarray or not _plain(p) or not p.flags.c_contiguous:
+        if type(p) is not np.ndarray or not _plain(p) or not _rows_contiguous(p):
             return None
         kinds.append(("p" + p.dtype.char, p.ndim))
     return tuple(kinds)
+
+
+def _rows_contiguous(p: np.ndarray) -> bool:
+    """Whether each row of a parted array is C-contiguous, the rows apart in order (each chunk's scratch may lie
+    in its own place: direct._scratch)."""
+    if p.flags.c_contiguous:
+        return True
+    if p.ndim < 2 or p.strides[0] < p[0].nbytes:
+        return False
+    return p[0].flags.c_contiguous
 
 
 def _chunk_source(kinds) -> tuple:

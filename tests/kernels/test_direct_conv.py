@@ -313,3 +313,13 @@ def test_the_numpy_backend_turns_it_off_at_any_time():
     finally:
         set_backend(None)
     assert direct.applies(*shapes)
+
+
+def test_each_chunk_has_its_scratch_on_pages_of_its_own():
+    xq, buf, none = direct._scratch(2, (1, 16, 1168), (16, 1088), (0, 16))
+    assert [a.shape for a in (xq, buf, none)] == [(2, 1, 16, 1168), (2, 16, 1088), (2, 0, 16)]
+    assert xq.ctypes.data % 4096 == 0 and xq.strides[0] == buf.strides[0] and xq.strides[0] % 4096 == 0
+    assert xq.ctypes.data + xq[0].nbytes <= buf.ctypes.data < xq.ctypes.data + xq.strides[0]  # chunk 0's together
+    assert all(a[k].flags.c_contiguous for a in (xq, buf) for k in range(2))
+    one = direct._scratch(1, (1, 16, 1168), (16, 1088))
+    assert all(a.flags.c_contiguous for a in one)

@@ -181,6 +181,23 @@ def test_every_argument_kind_reaches_a_compiled_kernel_and_each_chunk_its_own_ro
     np.testing.assert_array_equal(out, -want)
 
 
+def test_a_parted_array_whose_rows_lie_apart_gives_each_chunk_its_own_row(native_pool):
+    # each chunk's scratch on pages of its own (direct._scratch): rows C-contiguous, a gap between them
+    kernel = compile_source(_SOURCE, "scaled")
+    x, counts, want = _scaled_case()
+    chunks = np.array([(0, 4), (4, 8), (8, 11)], np.int64)
+    out, spaced = np.zeros(11), np.full((3, 512), -1, np.int64)
+    scratch = spaced[:, :2]
+    assert thread_pool._kinds((x, counts, 0.5, False, 2, out), (scratch,)) is not None
+    assert thread_pool._kinds((x, counts, 0.5, False, 2, out), (spaced[:, ::2],)) is None  # rows not contiguous
+    assert thread_pool._kinds((x, counts, 0.5, False, 2, out), (spaced[::-1, :2],)) is None  # rows out of order
+    _entry_points_loaded(native_pool, kernel, (x, counts, 0.5, False, 2, out), (scratch,), chunks)
+    assert native_pool.try_run_kernel(kernel, (x, counts, 0.5, False, 2, out), (scratch,), chunks)
+    np.testing.assert_array_equal(out, want)
+    assert scratch.tolist() == chunks.tolist()
+    assert (spaced[:, 2:] == -1).all()  # nothing written between the rows
+
+
 @pytest.mark.parametrize("view", ["transposed", "every second row"])
 def test_strided_arrays_reach_the_kernel_as_the_views_they_are(native_pool, view):
     kernel = compile_source(_SOURCE, "scaled")

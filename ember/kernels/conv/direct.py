@@ -579,13 +579,27 @@ def _panels(wq: np.ndarray) -> np.ndarray:
     return out
 
 
+_PAGE = 1024  # float32 values in a 4 KB page
+
+
 def _scratch(parts: int, *shapes) -> list[np.ndarray]:
-    """float32 scratch arrays of `shapes`, each with a row per chunk, in the calling thread's workspace."""
-    sizes = [math.prod(shape) * parts for shape in shapes]  # math.prod: np.prod's call costs a few us a shape
-    work = parallel.workspace(sum(sizes), np.float32)
+    """float32 scratch arrays of `shapes`, each with a row per chunk, in the calling thread's workspace: each
+    chunk's rows together, on pages of their own, so that the threads' scratch does not interleave. (Laid out
+    array by array, the second chunk's planes followed the first's directly; its copies took twice the first
+    chunk's time and, in stretches, six times: docs/performance.md, fourteenth pass.)"""
+    sizes = [math.prod(shape) for shape in shapes]  # math.prod: np.prod's call costs a few us a shape
+    if parts == 1:
+        per = sum(sizes)
+        work = parallel.workspace(per, np.float32)
+    else:
+        per = -(-sum(sizes) // _PAGE) * _PAGE
+        work = parallel.workspace(per * parts + _PAGE, np.float32)
+        skip = (-work.ctypes.data % (4 * _PAGE)) // 4
+        work = work[skip:skip + per * parts]
+    chunks = work.reshape(parts, per)
     arrays, start = [], 0
     for size, shape in zip(sizes, shapes):
-        arrays.append(work[start:start + size].reshape(parts, *shape))
+        arrays.append(chunks[:, start:start + size].reshape(parts, *shape))
         start += size
     return arrays
 
