@@ -141,6 +141,12 @@ SPLIT = Table("elementwise", measured_on="Intel Xeon (family 6, model 167), 2 co
                                   "unstarted chunk itself, 128K or 32K change the MLP's and transformer's steps by "
                                   "under 1%; alone, 256K values add 104 -> 32 us"),
 })
+FUSED = Table("fused_elementwise", measured_on="AMD EPYC (family 25, model 17), 2 cores, OpenBLAS 0.3.31 SkylakeX "
+              "kernels, 2026-12-05", values={
+    "split_min": (1 << 16, "from this many values a jitted plan's fused elementwise loop (graph/codegen/numba_cpu.py) "
+                           "splits over the threads (an SGD momentum update, float32, in cache, in us, one thread -> "
+                           "two: 32K 7.8 -> 7.6; 64K 12.9 -> 9.6; 128K 26 -> 17; 400K 57 -> 40)"),
+})
 compiled_or_numpy("relu", "compiled pass", "16384+ float32/float64 values, Numba; split over the threads from "
                   "elementwise's split_min")
 compiled_or_numpy("relu_backward", "compiled pass", "as relu's")

@@ -384,6 +384,54 @@ def test_numba_output_written_over_its_input():
     np.testing.assert_array_equal(p, ref[1])
 
 
+@pytest.mark.parametrize("threads", [1, 2])
+def test_numba_flat_loop_splits_over_the_threads_from_split_min(monkeypatch, set_threads, threads):
+    """From FUSED's split_min values the flat loop runs in chunks over the threads, single values of any dtype
+    passed along and outputs written through their inputs, with the values of the unsplit loop bit for bit."""
+    pytest.importorskip("numba")
+    from ember.graph.codegen import Arg, Instr, Region
+    from ember.kernels import parallel
+    from ember.kernels.elementwise import FUSED
+
+    set_threads(threads)
+    f32, f64, i32, b8 = (np.dtype(t) for t in (np.float32, np.float64, np.int32, np.bool_))
+    # buf' = buf * mom + g ; p' = where(mask, p - lr * buf', p) + k, in float32 with mom float32, lr float64 and k
+    # int32 single values
+    region = Region([(f32, 1), (f32, 1), (f32, 1), (f32, 0), (f64, 0), (b8, 1), (i32, 0)], [
+        Instr("mul", (Arg("in", 0), Arg("in", 3)), (), f32, f32), Instr("add", (Arg("t", 0), Arg("in", 1)), (), f32, f32),
+        Instr("mul", (Arg("t", 1), Arg("in", 4)), (), f32, f32), Instr("sub", (Arg("in", 2), Arg("t", 2)), (), f32, f32),
+        Instr("where", (Arg("in", 5), Arg("t", 3), Arg("in", 2)), (), f32, f32),
+        Instr("add", (Arg("t", 4), Arg("in", 6)), (), f32, f32)], [1, 5])
+    kernel = codegen.NumbaRenderer().build(region)
+    seen = []
+    real = parallel.run_kernel
+    monkeypatch.setattr(parallel, "run_kernel", lambda fn, parts, head, *a: (seen.append(parts), real(fn, parts, head, *a)))
+    rng = np.random.default_rng(4)
+    for n in (FUSED["split_min"] - 1, FUSED["split_min"], 3 * FUSED["split_min"] + 5):
+        buf, g = (_values_with_specials(rng, n) for _ in range(2))
+        p = _values_with_specials(rng, n)
+        mask = rng.random(n) > 0.3
+        singles = [np.float32(0.9), np.float64(0.01), np.int32(3)]
+        arrays = [buf, g, p, np.array(singles[0]), np.array(singles[1]), mask, np.array(singles[2])]
+        ref = region.evaluate(np, [a.copy() for a in arrays])
+        seen.clear()
+        with np.errstate(all="ignore"):
+            outs = kernel(arrays, [buf, np.empty(n, np.float32)])
+        assert outs[0] is buf
+        np.testing.assert_array_equal(buf, ref[0], strict=True)
+        np.testing.assert_array_equal(outs[1], ref[1], strict=True)
+        split = n >= FUSED["split_min"]
+        assert len(seen) == int(split)
+        if split:
+            assert seen[0] == parallel.split(n, threads)
+
+
+def _values_with_specials(rng, n):
+    x = rng.standard_normal(n).astype(np.float32)
+    x[rng.integers(0, n, 40)] = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0] * 8, np.float32)
+    return x
+
+
 @pytest.mark.parametrize("shapes", [[(2, 3), (2, 3)], [(2, 3), ()], [(2, 3), (3,)], [(1, 3), (2, 1)], [(), ()],
                                     [(2, 3), (), (1, 3)], [(5,), (1,)], [(4, 1), ()]])
 def test_common_shape_is_numpys_broadcast(shapes):
