@@ -23,7 +23,9 @@ import numpy as np
 from ember import dispatch
 from ember.autograd.grad_mode import no_grad
 from ember.device import as_device
+from ember.kernels import parallel
 from ember.kernels.background import NotCompiledYet, defer, serves
+from ember.kernels.elementwise import FUSED
 from ember.kernels.numba_loader import compile_source, compiled_allowed
 from ember.kernels.selection import compiled_or_numpy, listening, note
 from ember.optim import implementation
@@ -155,7 +157,8 @@ def _kernels(rule, structure: tuple) -> dict:
 
 class _Kernel:
     """One compiled pass (None where it cannot be made) and which tensors and values it takes, in its order:
-    the size, the updated tensors whose old value the rule does not read, the tensors it reads, the values."""
+    the updated tensors whose old value the rule does not read, the tensors it reads, the values, then the chunk's
+    [start, stop)."""
 
     def __init__(self, fn, outputs=(), tensors=(), values=(), written=()) -> None:
         self.fn = fn
@@ -173,10 +176,11 @@ class _Kernel:
                     return False
                 numbers = tuple(map(float, numbers))  # one Numba type for every number
                 break
+        args, n = (*self.arrays(arrays), *numbers), arrays[0].size
         if update.profile is None:
-            self.fn(arrays[0].size, *self.arrays(arrays), *numbers)
+            _update(self.fn, n, args)
         else:
-            _run(update.profile, update.event, self.fn, (arrays[0].size, *self.arrays(arrays), *numbers))
+            _run(update.profile, update.event, lambda *a: _update(self.fn, n, a), args)
         for i in self.written:
             tensors[i]._version[0] += 1
         return True
@@ -194,9 +198,18 @@ class _Kernel:
         from ember.graph.codegen.numba_cpu import kernel_source
 
         scalars = tuple(range(len(tensors), len(tensors) + len(values)))
-        source = kernel_source(region, 1, (False,), scalars, tuple(alias))
+        source = kernel_source(region, 1, (False,), scalars, tuple(alias), chunked=True)
         fn = compile_source(source, "kernel")
         return cls(None if fn is None else defer(fn), outputs, tensors, values, written)
+
+
+def _update(fn, n: int, args: tuple) -> None:
+    """The compiled pass fn(*args, start, stop) over a parameter's n values: in chunks over the threads from FUSED's
+    split_min values (as PyTorch's elementwise loops split, and the jit's fused loops), else one call."""
+    if n >= FUSED["split_min"]:
+        parallel.run_kernel(fn, parallel.chunks(n), args)
+    else:
+        fn(*args, 0, n)
 
 
 def _picker(keys: list):

@@ -53,7 +53,8 @@ def _vary_sgd(group, step):
 
 def _train_sgd(backend, dtype, monkeypatch, **options):
     em.manual_seed(0)
-    model = em.nn.Sequential(em.nn.Linear(300, 200), em.nn.ReLU(), em.nn.Linear(200, 10))
+    # the first weight's 80,000 values: past FUSED's split_min, so its pass runs in chunks over the threads
+    model = em.nn.Sequential(em.nn.Linear(400, 200), em.nn.ReLU(), em.nn.Linear(200, 10))
     return _train(backend, dtype, monkeypatch, model,
                   lambda ps: em.optim.SGD(ps, lr=0.05, momentum=0.9, **options), _vary_sgd)
 
@@ -61,11 +62,17 @@ def _train_sgd(backend, dtype, monkeypatch, **options):
 @pytest.mark.parametrize("dtype", [em.float32, em.float64])
 @pytest.mark.parametrize("options", [{}, {"nesterov": True}, {"weight_decay": 1e-3}, {"dampening": 0.1},
                                      {"maximize": True, "weight_decay": 1e-2}])
-def test_fused_sgd_equals_the_tensor_ops(dtype, options, monkeypatch):
+@pytest.mark.parametrize("threads", [1, 2])
+def test_fused_sgd_equals_the_tensor_ops(dtype, options, threads, monkeypatch, set_threads):
+    set_threads(threads)
     want, fused_ran = _train_sgd("numpy", dtype, monkeypatch, **options)
     assert not fused_ran
+    splits = []
+    run_kernel = fused.parallel.run_kernel
+    monkeypatch.setattr(fused.parallel, "run_kernel", lambda fn, parts, *a: (splits.append(parts), run_kernel(fn, parts, *a)))
     got, fused_ran = _train_sgd(None, dtype, monkeypatch, **options)
     assert fused_ran
+    assert splits and all(parts == fused.parallel.split(80_000, threads) for parts in splits)  # the first weight's
     for g, w in zip(got, want):
         np.testing.assert_array_equal(g, w)
 
@@ -121,7 +128,7 @@ def _vary_adam(group, step):
 
 def _train_adam(backend, dtype, monkeypatch, decoupled, **options):
     em.manual_seed(0)
-    model = em.nn.Sequential(em.nn.Linear(30, 20), em.nn.Tanh(), em.nn.Linear(20, 10))
+    model = em.nn.Sequential(em.nn.Linear(340, 200), em.nn.Tanh(), em.nn.Linear(200, 10))  # 68,000 values: split
     cls = em.optim.AdamW if decoupled else em.optim.Adam
     return _train(backend, dtype, monkeypatch, model,
                   lambda ps: cls(ps, lr=0.01, **options), _vary_adam)
