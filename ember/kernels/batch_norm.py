@@ -13,11 +13,15 @@ import numpy as np
 
 from ember.kernels import elementwise, parallel
 from ember.kernels.numba_loader import MIN_ELEMENTS, kernel_for
-from ember.kernels.selection import Table, compiled_or_numpy, note
+from ember.kernels.selection import Algorithm, Table, algorithms, always, compiled_or_numpy, note
 
-# Loops are written per channel over (N, C, M) views: x[n, c, :] is one contiguous run of M values.
-# For M = 1 ((N, C), or trailing dims of size 1) the *_rows kernels sum whole rows instead. Inputs are C-contiguous (a broadcast
-# gradient, e.g. of a sum, is copied once).
+# Loops run over (N, C, M) views: x[n, c, :] is one contiguous run of M values. Channel by channel (bn_forward,
+# bn_forward_residual, bn_backward), the statistics pass and the output pass read the same slice, which still sits
+# in cache for the second pass. On small maps a channel's runs are short and a sample apart (at 8 x 8, 256 bytes
+# every 16 KB), each a memory round trip the prefetchers do not see coming, so the *_by_sample kernels read a chunk's
+# channels sample by sample instead, where each sample's runs lie together (BATCH_NORM's by_sample_max_plane).
+# For M = 1 ((N, C), or trailing dims of size 1) the *_rows kernels sum whole rows instead. Inputs are C-contiguous
+# (a broadcast gradient, e.g. of a sum, is copied once).
 _SOURCE = '''
 import math
 
@@ -40,6 +44,31 @@ def channel_stats(x, c):
         for m in range(M):
             d = x[n, c, m] - mu
             q += d * d
+    return mu, q / cnt
+
+
+@njit(inline="always")
+def chunk_stats(x, c0, c1):
+    # (means, biased variances) in float64 of channels c0..c1 of the (N, C, M) view x, read sample by sample
+    N, C, M = x.shape
+    cnt = N * M
+    s = np.zeros(c1 - c0)
+    for n in range(N):
+        for c in range(c0, c1):
+            t = 0.0
+            for m in range(M):
+                t += x[n, c, m]
+            s[c - c0] += t
+    mu = s / cnt
+    q = np.zeros(c1 - c0)
+    for n in range(N):
+        for c in range(c0, c1):
+            t = 0.0
+            mc = mu[c - c0]
+            for m in range(M):
+                d = x[n, c, m] - mc
+                t += d * d
+            q[c - c0] += t
     return mu, q / cnt
 
 
@@ -142,6 +171,100 @@ def bn_backward(x, gy, mean, invstd, w, gmean, gvar, relu_out, gx, gw, gb, c0, c
         for n in range(N):
             for m in range(M):
                 gx[n, c, m] = k_t * gy[n, c, m] + a_t * (x[n, c, m] - mu_t) + sh_t
+
+
+def bn_forward_by_sample(x, w, b, eps, relu, y, mean, var, c0, c1):
+    # bn_forward's values, read sample by sample through channels c0..c1 (small maps)
+    N, C, M = x.shape
+    mu, v = chunk_stats(x, c0, c1)
+    # the output pass in x's dtype: float32 data runs twice as many lanes as float64 would
+    t = x.dtype.type
+    k = np.empty(c1 - c0, x.dtype)
+    sh = np.empty(c1 - c0, x.dtype)
+    mu_t = np.empty(c1 - c0, x.dtype)
+    for c in range(c0, c1):
+        mean[c] = mu[c - c0]
+        var[c] = v[c - c0]
+        k[c - c0] = t(w[c] / math.sqrt(v[c - c0] + eps))
+        sh[c - c0] = t(b[c])
+        mu_t[c - c0] = t(mu[c - c0])
+    z = t(0)
+    for n in range(N):
+        for c in range(c0, c1):
+            kc, shc, mc = k[c - c0], sh[c - c0], mu_t[c - c0]
+            if relu:
+                for m in range(M):
+                    u = (x[n, c, m] - mc) * kc + shc
+                    y[n, c, m] = u if (u > z or u != u) else z
+            else:
+                for m in range(M):
+                    y[n, c, m] = (x[n, c, m] - mc) * kc + shc
+
+
+def bn_forward_residual_by_sample(x, w, b, eps, relu, r, y, mean, var, c0, c1):
+    # bn_forward_residual's values, read sample by sample through channels c0..c1 (small maps)
+    N, C, M = x.shape
+    mu, v = chunk_stats(x, c0, c1)
+    t = x.dtype.type
+    k = np.empty(c1 - c0, x.dtype)
+    for c in range(c0, c1):
+        mean[c] = mu[c - c0]
+        var[c] = v[c - c0]
+        k[c - c0] = t(w[c] / math.sqrt(v[c - c0] + eps))
+    for n in range(N):
+        for c in range(c0, c1):
+            affine_residual_row(x[n, c], r[n, c], y[n, c], t(mu[c - c0]), k[c - c0], t(b[c]), relu)
+
+
+def bn_backward_by_sample(x, gy, mean, invstd, w, gmean, gvar, relu_out, gx, gw, gb, c0, c1):
+    # bn_backward's values, read sample by sample through channels c0..c1 (small maps)
+    N, C, M = x.shape
+    cnt = N * M
+    masked = relu_out.size > 0
+    z = gy.dtype.type(0)
+    sg = np.zeros(c1 - c0)
+    sgx = np.zeros(c1 - c0)
+    # a run of M values in x's dtype (as many lanes as the vector holds), each run's sums added in float64;
+    # the masked loop adds in the same order, so the folded BN + ReLU equals relu_backward then this
+    for n in range(N):
+        for c in range(c0, c1):
+            mu_x = mean[c]
+            s1 = z
+            s2 = z
+            if masked:
+                for m in range(M):
+                    g = z if relu_out[n, c, m] <= 0 else gy[n, c, m]
+                    s1 += g
+                    s2 += g * (x[n, c, m] - mu_x)
+            else:
+                for m in range(M):
+                    g = gy[n, c, m]
+                    s1 += g
+                    s2 += g * (x[n, c, m] - mu_x)
+            sg[c - c0] += s1
+            sgx[c - c0] += s2
+    k_t = np.empty(c1 - c0, x.dtype)
+    a_t = np.empty(c1 - c0, x.dtype)
+    sh_t = np.empty(c1 - c0, x.dtype)
+    for c in range(c0, c1):
+        istd = np.float64(invstd[c])
+        gb[c] = sg[c - c0]
+        gw[c] = sgx[c - c0] * istd
+        k = istd * w[c]
+        # gx = k * (gy - mean(gy) - xhat * mean(gy * xhat)) plus the statistics outputs' gradients
+        k_t[c - c0] = k
+        a_t[c - c0] = -k * istd * istd * sgx[c - c0] / cnt + 2.0 * gvar[c] / cnt
+        sh_t[c - c0] = -k * sg[c - c0] / cnt + gmean[c] / cnt
+    for n in range(N):
+        for c in range(c0, c1):
+            kc, ac, shc, mu_t = k_t[c - c0], a_t[c - c0], sh_t[c - c0], mean[c]
+            if masked:
+                for m in range(M):
+                    g = z if relu_out[n, c, m] <= 0 else gy[n, c, m]
+                    gx[n, c, m] = kc * g + ac * (x[n, c, m] - mu_t) + shc
+            else:
+                for m in range(M):
+                    gx[n, c, m] = kc * gy[n, c, m] + ac * (x[n, c, m] - mu_t) + shc
 
 
 def bn_forward_rows(x, w, b, eps, y, mean, var):
@@ -288,6 +411,11 @@ BATCH_NORM = Table("batch_norm", measured_on=_AMD_VM, values={
                            "memory-bound)"),
     "native_split_min": (1 << 16, "... from this many where the workers run compiled chunks without the GIL ((16, 16, "
                                   "16, 16): forward 19 -> 17 us, backward 26 -> 21; 32K values 7-10% slower)"),
+    "by_sample_max_plane": (64, "maps of at most this many values (8 x 8) are read sample by sample through a chunk's "
+                                "channels, larger ones channel by channel (two threads, in us, channel by channel "
+                                "against by sample; ResNet-20's (32, 64, 8, 8): backward with its ReLU mask 76 "
+                                "against 52, forward with ReLU 56 against 38, with the residual 60 against 53; "
+                                "(32, 32, 16, 16): 71-73 against 75-76, 54 against 57-60; AMD EPYC Zen 4, 2026-12-05)"),
 })
 CHANNEL_AFFINE = Table("channel_affine", measured_on="Intel Xeon (family 6, model 167), 2 cores, OpenBLAS 0.3.31 "
                        "SkylakeX kernels, 2026-12-02", values={
@@ -299,10 +427,14 @@ CHANNEL_AFFINE = Table("channel_affine", measured_on="Intel Xeon (family 6, mode
                            "faster (18.4 -> 17.0 ms, 17.2 -> 16.5); LeNet-5 training 3.52 -> 3.40, ResNet-20 64.2 -> "
                            "62.7, resnet18 b1 27.7 -> 27.3, mobilenet_v2 b32 389 -> 386"),
 })
-compiled_or_numpy("batch_norm", "compiled channels", "training mode, NumPy float32/float64 arrays of one dtype, Numba: "
-                  "one pass for the statistics and one for the output per channel (adding the jit's folded residual and "
-                  "relu), channels split from split_min")
-compiled_or_numpy("batch_norm_backward", "compiled channels", "as batch_norm's")
+for _op in ("batch_norm", "batch_norm_backward"):
+    algorithms(_op, [
+        Algorithm("compiled samples", "training mode, NumPy float32/float64 arrays of one dtype, maps of at most "
+                  "by_sample_max_plane values, Numba: a chunk of channels read sample by sample, once for the statistics "
+                  "and once for the output (adding the jit's folded residual and relu), channels split from split_min",
+                  None),
+        Algorithm("compiled channels", "as compiled samples on larger maps, channel by channel", None),
+        Algorithm("numpy", "otherwise: NumPy", always)])
 compiled_or_numpy("channel_affine", "compiled rows", "float32/float64, at least 16384 values, Numba: scale, shift "
                   "(the jit's folded residual) and activation in one pass, rows split from split_min")
 compiled_or_numpy("channel_sum", "compiled pass", "a sum over every dim but the channels of 16384+ contiguous "
@@ -312,6 +444,12 @@ compiled_or_numpy("channel_sum", "compiled pass", "a sum over every dim but the 
 def _per_channel(p, c: int, dtype, fill: float):
     """A (C,) float64 array of a per-channel parameter (or `fill` for None)."""
     return np.full(c, fill) if p is None else np.asarray(p, dtype=np.float64).reshape(c)
+
+
+def _by_sample(x) -> bool:
+    """Whether the (N, C, ...) batch's maps are small enough to be read sample by sample (not (N, C): rows)."""
+    plane = x.size // (x.shape[0] * x.shape[1]) if x.size else 0
+    return 1 < plane <= BATCH_NORM["by_sample_max_plane"]
 
 
 def _channel_chunks(x) -> list:
@@ -330,11 +468,12 @@ def batch_norm_forward(xp, x, w, b, eps: float, then_relu: bool = False, residua
         return None
     c = x.shape[1]
     rows = x.size == x.shape[0] * c
+    by_sample = _by_sample(x)
     name = "bn_forward_rows" if rows else "bn_forward" if residual is None else "bn_forward_residual"
-    fn = _kernel(name, x.dtype)
+    fn = _kernel(name + "_by_sample" if by_sample else name, x.dtype)
     if fn is None:
         return None
-    note("batch_norm", "compiled channels")
+    note("batch_norm", "compiled samples" if by_sample else "compiled channels")
     y = out if out is not None and out.dtype == x.dtype and out.shape == x.shape and out.flags.c_contiguous \
         else np.empty(x.shape, x.dtype)
     mean, var = np.empty(c, x.dtype), np.empty(c, x.dtype)
@@ -362,10 +501,11 @@ def batch_norm_backward(xp, x, w, mean, var, gy, gmean, gvar, eps: float, relu_o
         return None
     c = x.shape[1]
     rows = x.size == x.shape[0] * c
-    fn = _kernel("bn_backward_rows" if rows else "bn_backward", x.dtype)
+    by_sample = _by_sample(x)
+    fn = _kernel("bn_backward_rows" if rows else "bn_backward_by_sample" if by_sample else "bn_backward", x.dtype)
     if fn is None:
         return None
-    note("batch_norm_backward", "compiled channels")
+    note("batch_norm_backward", "compiled samples" if by_sample else "compiled channels")
     if rows and relu_out is not None:  # (N, C): relu's own backward kernel first
         gy, relu_out = elementwise.relu_backward(xp, gy, relu_out), None
     invstd = 1.0 / np.sqrt(var.astype(np.float64) + eps)

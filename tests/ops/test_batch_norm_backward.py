@@ -238,20 +238,21 @@ def test_relu_into_a_planned_buffer_even_its_own_input(backend, shape):
     assert not np.signbit(got.flat[1])
 
 
-def test_batch_norm_split_over_threads_equals_one_thread_and_matches_torch(monkeypatch, thresholds):
+@pytest.mark.parametrize("shape", [(8, 16, 32, 32), (32, 64, 8, 8)])  # read channel by channel, sample by sample
+def test_batch_norm_split_over_threads_equals_one_thread_and_matches_torch(monkeypatch, thresholds, shape):
     """From BATCH_NORM's split_min values batch norm's channels are split over the batch threads: the
     results equal the one-thread kernels bit for bit and match PyTorch (relu's compiled backward included)."""
     pytest.importorskip("numba")
     from ember.kernels import batch_norm
 
     rng = np.random.default_rng(0)
-    x = rng.standard_normal((8, 16, 32, 32)).astype(np.float32)
+    x = rng.standard_normal(shape).astype(np.float32)
     g = rng.standard_normal(x.shape).astype(np.float32)
     assert x.size >= batch_norm.BATCH_NORM["split_min"]
 
     def run():
         tx = em.tensor(x, requires_grad=True)
-        bn = em.nn.BatchNorm2d(16)
+        bn = em.nn.BatchNorm2d(shape[1])
         y = em.relu(bn(tx))
         y.backward(em.tensor(g))
         return [y.detach().numpy(), tx.grad.numpy(), bn.weight.grad.numpy(), bn.bias.grad.numpy()]
@@ -260,8 +261,11 @@ def test_batch_norm_split_over_threads_equals_one_thread_and_matches_torch(monke
     thresholds(batch_norm.BATCH_NORM, split_min=1 << 40, native_split_min=1 << 40)
     for a, b in zip(split, run()):
         np.testing.assert_array_equal(a, b)
+    thresholds(batch_norm.BATCH_NORM, by_sample_max_plane=0)  # every map channel by channel: the same to rounding
+    for a, b in zip(split, run()):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
     tx = torch.tensor(x, requires_grad=True)
-    tbn = torch.nn.BatchNorm2d(16)
+    tbn = torch.nn.BatchNorm2d(shape[1])
     ty = torch.relu(tbn(tx))
     ty.backward(torch.tensor(g))
     for got, want in zip(split, [ty, tx.grad, tbn.weight.grad, tbn.bias.grad]):
