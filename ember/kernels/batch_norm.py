@@ -72,6 +72,27 @@ def chunk_stats(x, c0, c1):
     return mu, q / cnt
 
 
+@njit(inline="always")
+def run_sums(x, gy, relu_out, masked, n, c, mu_x):
+    # (sum of g, sum of g * (x - mu_x)) over the run x[n, c, :], g being gy, through relu's backward at relu_out where
+    # masked, in x's dtype (as many lanes as the vector holds; the callers add each run's sums in float64). The masked
+    # loop adds in the same order, so the folded BN + ReLU equals relu_backward then this
+    z = gy.dtype.type(0)
+    s1 = z
+    s2 = z
+    if masked:
+        for m in range(x.shape[2]):
+            g = z if relu_out[n, c, m] <= 0 else gy[n, c, m]
+            s1 += g
+            s2 += g * (x[n, c, m] - mu_x)
+    else:
+        for m in range(x.shape[2]):
+            g = gy[n, c, m]
+            s1 += g
+            s2 += g * (x[n, c, m] - mu_x)
+    return s1, s2
+
+
 @njit
 def affine_residual_row(x, r, y, mu, k, sh, relu):
     # y = (x - mu) * k + sh + r, through relu's select with `relu`. Compiled apart, without the callers'
@@ -135,22 +156,9 @@ def bn_backward(x, gy, mean, invstd, w, gmean, gvar, relu_out, gx, gw, gb, c0, c
         mu = np.float64(mean[c])
         sg = 0.0
         sgx = 0.0
-        # a run of M values in x's dtype (as many lanes as the vector holds), each run's sums added in float64;
-        # the masked loop adds in the same order, so the folded BN + ReLU equals relu_backward then this
         mu_x = x.dtype.type(mu)
         for n in range(N):
-            s1 = z
-            s2 = z
-            if masked:
-                for m in range(M):
-                    g = z if relu_out[n, c, m] <= 0 else gy[n, c, m]
-                    s1 += g
-                    s2 += g * (x[n, c, m] - mu_x)
-            else:
-                for m in range(M):
-                    g = gy[n, c, m]
-                    s1 += g
-                    s2 += g * (x[n, c, m] - mu_x)
+            s1, s2 = run_sums(x, gy, relu_out, masked, n, c, mu_x)
             sg += s1
             sgx += s2
         istd = np.float64(invstd[c])
@@ -224,23 +232,9 @@ def bn_backward_by_sample(x, gy, mean, invstd, w, gmean, gvar, relu_out, gx, gw,
     z = gy.dtype.type(0)
     sg = np.zeros(c1 - c0)
     sgx = np.zeros(c1 - c0)
-    # a run of M values in x's dtype (as many lanes as the vector holds), each run's sums added in float64;
-    # the masked loop adds in the same order, so the folded BN + ReLU equals relu_backward then this
     for n in range(N):
         for c in range(c0, c1):
-            mu_x = mean[c]
-            s1 = z
-            s2 = z
-            if masked:
-                for m in range(M):
-                    g = z if relu_out[n, c, m] <= 0 else gy[n, c, m]
-                    s1 += g
-                    s2 += g * (x[n, c, m] - mu_x)
-            else:
-                for m in range(M):
-                    g = gy[n, c, m]
-                    s1 += g
-                    s2 += g * (x[n, c, m] - mu_x)
+            s1, s2 = run_sums(x, gy, relu_out, masked, n, c, mean[c])
             sg[c - c0] += s1
             sgx[c - c0] += s2
     k_t = np.empty(c1 - c0, x.dtype)
