@@ -194,9 +194,10 @@ def _peak_here(name: str, which: str) -> float:
             em.nn.functional.conv2d(x, em.ones(1, 1, 5, 5, requires_grad=True)).sum().backward()  # first steps,
             if name in ("lstm", "gru"):  # loading their kernels, rose 9 MB more), and batch norm's, with and
                 em.nn.LSTM(4, 128)(em.ones(1, 32, 4))  # without the jit's folded residual and relu; twice, the
-            norm = em.nn.BatchNorm2d(1)  # second after the background compiles are done
-            em.jit(lambda t: (norm(t) + t).relu().sum().backward())(em.ones(2, 1, 4, 4, requires_grad=True))
-            norm(em.ones(2, 1, 4, 4, requires_grad=True)).relu().sum().backward()
+            norm = em.nn.BatchNorm2d(1)  # second after the background compiles are done; small maps and larger
+            for side in (4, 16):  # ones (batch norm's kernels by sample and by channel)
+                em.jit(lambda t: (norm(t) + t).relu().sum().backward())(em.ones(2, 1, side, side, requires_grad=True))
+                norm(em.ones(2, 1, side, side, requires_grad=True)).relu().sum().backward()
             background.wait()
     with open("/proc/self/clear_refs", "w") as f:
         f.write("5")  # reset VmHWM to the current RSS
