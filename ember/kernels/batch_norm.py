@@ -93,6 +93,33 @@ def run_sums(x, gy, relu_out, masked, n, c, mu_x):
     return s1, s2
 
 
+@njit(inline="always")
+def output_row(x, y, n, c, mu, k, sh, relu):
+    # y[n, c, :] = (x - mu) * k + sh, through relu's select with `relu`, in x's dtype (float32 data runs twice as
+    # many lanes as float64 would)
+    z = y.dtype.type(0)
+    if relu:
+        for m in range(x.shape[2]):
+            u = (x[n, c, m] - mu) * k + sh
+            y[n, c, m] = u if (u > z or u != u) else z
+    else:
+        for m in range(x.shape[2]):
+            y[n, c, m] = (x[n, c, m] - mu) * k + sh
+
+
+@njit(inline="always")
+def grad_row(x, gy, relu_out, masked, gx, n, c, mu, k, a, sh):
+    # gx[n, c, :] = k * g + a * (x - mu) + sh, g being gy through relu's backward at relu_out where masked
+    z = gy.dtype.type(0)
+    if masked:
+        for m in range(x.shape[2]):
+            g = z if relu_out[n, c, m] <= 0 else gy[n, c, m]
+            gx[n, c, m] = k * g + a * (x[n, c, m] - mu) + sh
+    else:
+        for m in range(x.shape[2]):
+            gx[n, c, m] = k * gy[n, c, m] + a * (x[n, c, m] - mu) + sh
+
+
 @njit
 def affine_residual_row(x, r, y, mu, k, sh, relu):
     # y = (x - mu) * k + sh + r, through relu's select with `relu`. Compiled apart, without the callers'
@@ -109,32 +136,21 @@ def affine_residual_row(x, r, y, mu, k, sh, relu):
 
 def bn_forward(x, w, b, eps, relu, y, mean, var, c0, c1):
     # channels c0..c1; relu: the output then goes through relu's select (the jit's folded BN + ReLU)
-    N, C, M = x.shape
+    N = x.shape[0]
     for c in range(c0, c1):
         mu, v = channel_stats(x, c)
         mean[c] = mu
         var[c] = v
-        # the output pass in x's dtype: float32 data runs twice as many lanes as float64 would
         t = x.dtype.type
         k = t(w[c] / math.sqrt(v + eps))
-        sh = t(b[c])
-        mu_t = t(mu)
-        if relu:
-            z = t(0)
-            for n in range(N):
-                for m in range(M):
-                    v = (x[n, c, m] - mu_t) * k + sh
-                    y[n, c, m] = v if (v > z or v != v) else z
-            continue
         for n in range(N):
-            for m in range(M):
-                y[n, c, m] = (x[n, c, m] - mu_t) * k + sh
+            output_row(x, y, n, c, t(mu), k, t(b[c]), relu)
 
 
 def bn_forward_residual(x, w, b, eps, relu, r, y, mean, var, c0, c1):
     # bn_forward with r (x's shape) added to the output before the relu: the jit's folded BN + add (+ ReLU) of a
     # residual block
-    N, C, M = x.shape
+    N = x.shape[0]
     for c in range(c0, c1):
         mu, v = channel_stats(x, c)
         mean[c] = mu
@@ -151,7 +167,6 @@ def bn_backward(x, gy, mean, invstd, w, gmean, gvar, relu_out, gx, gw, gb, c0, c
     N, C, M = x.shape
     cnt = N * M
     masked = relu_out.size > 0
-    z = gy.dtype.type(0)
     for c in range(c0, c1):
         mu = np.float64(mean[c])
         sg = 0.0
@@ -169,49 +184,28 @@ def bn_backward(x, gy, mean, invstd, w, gmean, gvar, relu_out, gx, gw, gb, c0, c
         a = -k * istd * istd * sgx / cnt + 2.0 * gvar[c] / cnt
         sh = -k * sg / cnt + gmean[c] / cnt
         t = x.dtype.type
-        k_t, a_t, sh_t, mu_t = t(k), t(a), t(sh), mean[c]
-        if masked:
-            for n in range(N):
-                for m in range(M):
-                    g = z if relu_out[n, c, m] <= 0 else gy[n, c, m]
-                    gx[n, c, m] = k_t * g + a_t * (x[n, c, m] - mu_t) + sh_t
-            continue
         for n in range(N):
-            for m in range(M):
-                gx[n, c, m] = k_t * gy[n, c, m] + a_t * (x[n, c, m] - mu_t) + sh_t
+            grad_row(x, gy, relu_out, masked, gx, n, c, mean[c], t(k), t(a), t(sh))
 
 
 def bn_forward_by_sample(x, w, b, eps, relu, y, mean, var, c0, c1):
     # bn_forward's values, read sample by sample through channels c0..c1 (small maps)
-    N, C, M = x.shape
+    N = x.shape[0]
     mu, v = chunk_stats(x, c0, c1)
-    # the output pass in x's dtype: float32 data runs twice as many lanes as float64 would
     t = x.dtype.type
     k = np.empty(c1 - c0, x.dtype)
-    sh = np.empty(c1 - c0, x.dtype)
-    mu_t = np.empty(c1 - c0, x.dtype)
     for c in range(c0, c1):
         mean[c] = mu[c - c0]
         var[c] = v[c - c0]
         k[c - c0] = t(w[c] / math.sqrt(v[c - c0] + eps))
-        sh[c - c0] = t(b[c])
-        mu_t[c - c0] = t(mu[c - c0])
-    z = t(0)
     for n in range(N):
         for c in range(c0, c1):
-            kc, shc, mc = k[c - c0], sh[c - c0], mu_t[c - c0]
-            if relu:
-                for m in range(M):
-                    u = (x[n, c, m] - mc) * kc + shc
-                    y[n, c, m] = u if (u > z or u != u) else z
-            else:
-                for m in range(M):
-                    y[n, c, m] = (x[n, c, m] - mc) * kc + shc
+            output_row(x, y, n, c, t(mu[c - c0]), k[c - c0], t(b[c]), relu)
 
 
 def bn_forward_residual_by_sample(x, w, b, eps, relu, r, y, mean, var, c0, c1):
     # bn_forward_residual's values, read sample by sample through channels c0..c1 (small maps)
-    N, C, M = x.shape
+    N = x.shape[0]
     mu, v = chunk_stats(x, c0, c1)
     t = x.dtype.type
     k = np.empty(c1 - c0, x.dtype)
@@ -229,7 +223,6 @@ def bn_backward_by_sample(x, gy, mean, invstd, w, gmean, gvar, relu_out, gx, gw,
     N, C, M = x.shape
     cnt = N * M
     masked = relu_out.size > 0
-    z = gy.dtype.type(0)
     sg = np.zeros(c1 - c0)
     sgx = np.zeros(c1 - c0)
     for n in range(N):
@@ -251,14 +244,7 @@ def bn_backward_by_sample(x, gy, mean, invstd, w, gmean, gvar, relu_out, gx, gw,
         sh_t[c - c0] = -k * sg[c - c0] / cnt + gmean[c] / cnt
     for n in range(N):
         for c in range(c0, c1):
-            kc, ac, shc, mu_t = k_t[c - c0], a_t[c - c0], sh_t[c - c0], mean[c]
-            if masked:
-                for m in range(M):
-                    g = z if relu_out[n, c, m] <= 0 else gy[n, c, m]
-                    gx[n, c, m] = kc * g + ac * (x[n, c, m] - mu_t) + shc
-            else:
-                for m in range(M):
-                    gx[n, c, m] = kc * gy[n, c, m] + ac * (x[n, c, m] - mu_t) + shc
+            grad_row(x, gy, relu_out, masked, gx, n, c, mean[c], k_t[c - c0], a_t[c - c0], sh_t[c - c0])
 
 
 def bn_forward_rows(x, w, b, eps, y, mean, var):
