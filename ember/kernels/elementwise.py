@@ -169,10 +169,11 @@ def _kernel(name: str, dtype):
     return kernel_for(_SOURCE, name, np, dtype, MIN_ELEMENTS)
 
 
-def _run(fn, n: int, args: tuple) -> None:
-    """fn(*args, start, stop) over a flat pass of n values: split over the threads from SPLIT's threshold, else one
-    direct call (0.3 us, against 2.8 through the pool's launcher)."""
-    if n >= SPLIT["split_min"]:
+def run_pass(fn, n: int, args: tuple, least: int | None = None) -> None:
+    """fn(*args, start, stop) over a flat pass of n values: split over the threads from `least` values (SPLIT's
+    split_min by default; FUSED's for the jit's fused loops and the optimizers' one-pass updates), else one direct
+    call (0.3 us, against 2.8 through the pool's launcher)."""
+    if n >= (SPLIT["split_min"] if least is None else least):
         parallel.run_kernel(fn, parallel.chunks(n), args)
     else:
         fn(*args, 0, n)
@@ -205,7 +206,7 @@ def relu(xp, x, into=None):
     note("relu", "compiled pass")
     out = np.empty(x.shape, x.dtype) if into is None else into
     # ravel: a view of C-contiguous data, else a C-ordered copy
-    _run(fn, x.size, (x.ravel(), out.reshape(-1)))
+    run_pass(fn, x.size, (x.ravel(), out.reshape(-1)))
     return out
 
 
@@ -230,7 +231,7 @@ def clamp(xp, x, low=None, high=None):
         note("clamp", "compiled pass")
     out = np.empty(x.shape, x.dtype)
     mode = 0 if low is not None and high is not None else 1 if high is None else 2
-    _run(fn, x.size, (x.ravel(), out.reshape(-1), bounds[0], bounds[1], mode))
+    run_pass(fn, x.size, (x.ravel(), out.reshape(-1), bounds[0], bounds[1], mode))
     return out
 
 

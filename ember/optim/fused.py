@@ -23,9 +23,8 @@ import numpy as np
 from ember import dispatch
 from ember.autograd.grad_mode import no_grad
 from ember.device import as_device
-from ember.kernels import parallel
 from ember.kernels.background import NotCompiledYet, defer, serves
-from ember.kernels.elementwise import FUSED
+from ember.kernels.elementwise import FUSED, run_pass
 from ember.kernels.numba_loader import compile_source, compiled_allowed
 from ember.kernels.selection import compiled_or_numpy, listening, note
 from ember.optim import implementation
@@ -178,9 +177,9 @@ class _Kernel:
                 break
         args, n = (*self.arrays(arrays), *numbers), arrays[0].size
         if update.profile is None:
-            _update(self.fn, n, args)
+            run_pass(self.fn, n, args, FUSED["split_min"])
         else:
-            _run(update.profile, update.event, lambda *a: _update(self.fn, n, a), args)
+            _run(update.profile, update.event, lambda *a: run_pass(self.fn, n, a, FUSED["split_min"]), args)
         for i in self.written:
             tensors[i]._version[0] += 1
         return True
@@ -201,15 +200,6 @@ class _Kernel:
         source = kernel_source(region, 1, (False,), scalars, tuple(alias), chunked=True)
         fn = compile_source(source, "kernel")
         return cls(None if fn is None else defer(fn), outputs, tensors, values, written)
-
-
-def _update(fn, n: int, args: tuple) -> None:
-    """The compiled pass fn(*args, start, stop) over a parameter's n values: in chunks over the threads from FUSED's
-    split_min values (as PyTorch's elementwise loops split, and the jit's fused loops), else one call."""
-    if n >= FUSED["split_min"]:
-        parallel.run_kernel(fn, parallel.chunks(n), args)
-    else:
-        fn(*args, 0, n)
 
 
 def _picker(keys: list):

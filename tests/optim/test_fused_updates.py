@@ -7,6 +7,7 @@ import pytest
 
 import ember as em
 from ember.graph import codegen
+from ember.kernels import parallel
 from ember.optim import fused
 from ember.optim.adam import adam_update
 from ember.optim.sgd import sgd_update
@@ -68,11 +69,11 @@ def test_fused_sgd_equals_the_tensor_ops(dtype, options, threads, monkeypatch, s
     want, fused_ran = _train_sgd("numpy", dtype, monkeypatch, **options)
     assert not fused_ran
     splits = []
-    run_kernel = fused.parallel.run_kernel
-    monkeypatch.setattr(fused.parallel, "run_kernel", lambda fn, parts, *a: (splits.append(parts), run_kernel(fn, parts, *a)))
+    run_kernel = parallel.run_kernel
+    monkeypatch.setattr(parallel, "run_kernel", lambda fn, parts, *a: (splits.append(parts), run_kernel(fn, parts, *a)))
     got, fused_ran = _train_sgd(None, dtype, monkeypatch, **options)
     assert fused_ran
-    assert splits and all(parts == fused.parallel.split(80_000, threads) for parts in splits)  # the first weight's
+    assert splits and all(parts == parallel.split(80_000, threads) for parts in splits)  # the first weight's
     for g, w in zip(got, want):
         np.testing.assert_array_equal(g, w)
 

@@ -21,8 +21,7 @@ from numpy.lib.stride_tricks import as_strided
 
 from ember.graph.codegen.region import Region
 from ember.graph.codegen.renderer import Kernel, Renderer, common_shape, fits, literal, operand_dtype
-from ember.kernels import parallel
-from ember.kernels.elementwise import FUSED
+from ember.kernels.elementwise import FUSED, run_pass
 from ember.kernels.numba_loader import compiled_function, jitted, numba_available
 from ember.kernels.numba_loader import count_compiles as _count
 from ember.op import OPS
@@ -692,8 +691,6 @@ class NumbaRenderer(Renderer):
             call(variant(1, (False,), scalars, alias), *args)
             return outs
 
-        split_parts: dict = {}  # (values, threads) -> run_split's chunks
-
         def run_split(arrays, outs, n, scalars, alias, via):
             """run_flat's loop as chunks over the threads (as PyTorch splits an elementwise loop): single values
             passed as one-value arrays, which the pool carries whatever their dtype."""
@@ -701,13 +698,7 @@ class NumbaRenderer(Renderer):
             head += [a.reshape(1) if k in scalars else a if a.ndim == 1 else a.reshape(-1) for k, a in enumerate(arrays)]
             present = tuple([() if k in scalars else (0,) for k in range(n_in)])
             fn = variant(1, (False,), (), alias, present, chunked=True)
-            key = (n, parallel.get_num_threads())
-            parts = split_parts.get(key)
-            if parts is None:
-                if len(split_parts) >= _LAYOUTS:
-                    split_parts.clear()
-                parts = split_parts[key] = parallel.chunks(n)
-            parallel.run_kernel(fn, parts, tuple(head))
+            run_pass(fn, n, tuple(head), FUSED["split_min"])
             counted(fn)
             return outs
 
